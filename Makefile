@@ -1,0 +1,45 @@
+# ktinfra — set-up, tests and builds. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+KTINFRA := $(VENV)/bin/ktinfra
+
+# Extra test stages registered by mk/*.mk (molecule scenarios, image build, ...)
+TEST_TARGETS :=
+
+.PHONY: help venv lint unit test plan clean docker-ready
+
+help: ## list targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -e '.[dev,ops]'
+	touch $@
+
+venv: $(VENV)/.installed ## create .venv with ktinfra and its dev/ops dependencies
+
+lint: venv ## ruff over the package and tests
+	$(VENV)/bin/ruff check ktinfra tests scripts
+	$(VENV)/bin/ruff format --check ktinfra tests scripts
+
+unit: venv ## fast unit tests (captures, planner, rendering)
+	$(VENV)/bin/pytest -q tests/unit
+
+plan: venv ## main job on the embedded default: facts and a serve plan for this very host
+	$(KTINFRA) facts
+	$(KTINFRA) plan --model Qwen3-30B-A3B --mode serve || test $$? -eq 2
+
+docker-ready: ## install and start docker, build the local Debian 12 systemd base image
+	bash scripts/docker-ready.sh
+
+-include mk/*.mk
+
+test: lint unit $(TEST_TARGETS) ## everything CI runs
+
+clean: ## remove build outputs (keeps the wheelhouse cache)
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache out

@@ -1,0 +1,3 @@
+from ktinfra.cli import main
+
+main()
