@@ -174,7 +174,7 @@ def container_evidence(
     if markers.get("pid1 environ container"):
         evidence.append(f"PID 1 runs with container={markers['pid1 environ container']}")
     virt = markers.get("systemd-detect-virt --container", "")
-    if virt and virt not in ("none", "docker"):
+    if virt and virt not in ("none", "docker", "unknown"):
         evidence.append(f"systemd-detect-virt --container: {virt}")
     if quota_cpus is not None and online_cpus and quota_cpus < online_cpus:
         evidence.append(f"CPU quota of {quota_cpus:g} CPUs on a host with {online_cpus}")
