@@ -22,6 +22,7 @@ QUERY_FIELDS = [
 def gpu_facts(files: dict[str, str]) -> tuple[list[dict], dict]:
     """(gpus, {"driver_version", "cuda_version"})."""
     gpus = _from_csv(files.get("nvidia-smi-query.csv")) or _from_xml(files.get("nvidia-smi-q.xml"))
+    gpus = [gpu for gpu in gpus if gpu["name"] and gpu["index"] is not None]
     driver = {"driver_version": None, "cuda_version": None}
     xml_root = _xml_root(files.get("nvidia-smi-q.xml"))
     if xml_root is not None:

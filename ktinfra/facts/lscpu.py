@@ -121,6 +121,7 @@ def parse_cpuinfo(text: str | None) -> tuple[list[dict[str, str]], list[CpuRow]]
 
 def _int_or_none(value: str | None) -> int | None:
     try:
-        return int(value) if value not in (None, "") else None
+        number = int(value) if value not in (None, "") else None
     except ValueError:
         return None
+    return number if number is None or number >= 0 else None
