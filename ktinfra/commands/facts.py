@@ -80,6 +80,7 @@ def _print_tables(result: dict) -> None:
             f"{_show(cpu['usable_cpus'])}: {_show(cpu['logical_cpus'])} logical, "
             f"{_show(cpu['physical_cores'])} physical cores",
         ),
+        ("physical cores from", _show(cpu["physical_cores_basis"])),
         ("CPU quota", "none" if cpu["quota_cpus"] is None else f"{cpu['quota_cpus']:g} CPUs"),
         (
             "NUMA",

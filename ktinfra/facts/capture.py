@@ -6,9 +6,11 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ktinfra import __version__
 from ktinfra.facts.gpus import QUERY_FIELDS
 
 CommandOrReader = list[str] | Callable[[], str | None]
@@ -175,8 +177,11 @@ def write_capture(path: str | os.PathLike) -> list[Path]:
     try:
         for name, text in files.items():
             (staging / name).write_text(text)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
         (staging / "README.md").write_text(
-            "Captured by `ktinfra facts --capture`; read back with `ktinfra facts --from DIR`.\n"
+            f"Captured by `ktinfra facts --capture` (ktinfra {__version__}) on {stamp};\n"
+            "commands that were missing on the host are absent.\n"
+            "Read it back with `ktinfra facts --from DIR`.\n"
         )
         if target.exists():
             target.rmdir()

@@ -99,12 +99,19 @@ def _usable_counts(
     numa_nodes = len(node_cpus) or (1 if usable else None)
     per_node = min((len(c) for c in node_cores.values()), default=physical)
 
+    if not usable:
+        basis = None
+    elif cores:
+        basis = f"CPUs {format_cpulist(usable)} hold {len(cores)} physical cores"
+    else:
+        basis = f"{len(usable)} CPUs / {tpc} threads per core (no per-CPU topology captured)"
     if quota is not None and logical and quota < logical:
         # A CFS quota caps CPU time, not placement: count it as that many hyperthreads (seed 002: 16 vCPU on a
         # 2-threads-per-core host = 8 physical cores), spread over the NUMA nodes the cpuset spans.
         logical = max(1, math.floor(quota))
         physical = max(1, min(physical or logical, math.floor(quota / tpc)))
         per_node = max(1, physical // (numa_nodes or 1))
+        basis = f"CPU quota {quota:g} CPUs / {tpc} threads per core = {physical} physical cores ({basis})"
 
     return {
         "sockets": len(sockets) or None,
@@ -112,6 +119,7 @@ def _usable_counts(
         "logical_cpus": logical,
         "physical_cores": physical,
         "cores_per_numa_node": per_node,
+        "physical_cores_basis": basis,
         "usable_cpus": format_cpulist(usable) if usable else None,
         "numa_node_cpus": {str(node): format_cpulist(cpus) for node, cpus in sorted(node_cpus.items())},
         "numa_node_physical_cores": {str(node): len(c) for node, c in sorted(node_cores.items())},
