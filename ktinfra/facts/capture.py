@@ -23,15 +23,18 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _run(argv: list[str], timeout: float = 30) -> str | None:
+def _run(argv: list[str], timeout: float = 30, any_status: bool = False) -> str | None:
     """stdout of a command, or None when it is missing or fails (the file is then skipped)."""
     if shutil.which(argv[0]) is None:
         return None
+    # nproc (and OpenMP-aware tools) would report OMP_NUM_THREADS instead of what the kernel allows
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT")}
+    env["LC_ALL"] = "C"
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout if done.returncode == 0 and done.stdout.strip() else None
+    return done.stdout if (done.returncode == 0 or any_status) and done.stdout.strip() else None
 
 
 def _proc_status() -> str | None:
@@ -100,13 +103,7 @@ def _pid1_environ_container() -> str:
 
 
 def _container_markers() -> str:
-    virt = (
-        subprocess.run(
-            ["systemd-detect-virt", "--container"], capture_output=True, text=True, check=False
-        ).stdout
-        if shutil.which("systemd-detect-virt")
-        else ""
-    )
+    virt = _run(["systemd-detect-virt", "--container"], any_status=True) or ""  # exit status 1 with "none"
     lines = [
         f"/.dockerenv: {'present' if os.path.exists('/.dockerenv') else 'absent'}",
         f"/run/.containerenv: {'present' if os.path.exists('/run/.containerenv') else 'absent'}",
