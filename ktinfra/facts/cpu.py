@@ -62,49 +62,46 @@ def cpu_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
 
 
 def _topology(files: dict[str, str], fields: dict[str, str], cpuinfo_rows: list[CpuRow]) -> list[CpuRow]:
+    """One row per online CPU; core ids may be unknown (None) when only node lists were captured."""
+    node_lists = lscpu_node_cpus(fields) or _numactl_node_cpus(files.get("numactl-hardware.txt"))
+    node_of = {cpu: node for node, cpus in node_lists.items() for cpu in parse_cpulist(cpus) or ()}
     rows = parse_lscpu_p(files.get("lscpu-p.txt")) or cpuinfo_rows
-    if rows and any(row.node is None for row in rows):
-        node_of = {}
-        for node, cpus in (
-            lscpu_node_cpus(fields) or _numactl_node_cpus(files.get("numactl-hardware.txt"))
-        ).items():
-            node_of.update(dict.fromkeys(parse_cpulist(cpus) or (), node))
-        rows = [
-            row if row.node is not None else CpuRow(row.cpu, row.core, row.socket, node_of.get(row.cpu))
-            for row in rows
-        ]
-    return rows
+    if not rows:
+        return [CpuRow(cpu, None, None, node) for cpu, node in sorted(node_of.items())]
+    return [
+        row if row.node is not None else CpuRow(row.cpu, row.core, row.socket, node_of.get(row.cpu))
+        for row in rows
+    ]
 
 
 def _usable_counts(
     rows: list[CpuRow], usable: set[int], quota: float | None, threads_per_core: int | None
 ) -> dict:
-    by_cpu = {row.cpu: row for row in rows}
-    node_cpus: dict[int, set[int]] = defaultdict(set)
-    node_cores: dict[int, set[tuple]] = defaultdict(set)
-    sockets: set[int] = set()
-    for cpu in usable:
-        row = by_cpu.get(cpu)
-        if row is None:
-            continue
-        node = row.node if row.node is not None else 0
-        node_cpus[node].add(cpu)
-        node_cores[node].add((row.socket, row.core if row.core is not None else cpu))
-        if row.socket is not None:
-            sockets.add(row.socket)
     tpc = threads_per_core or 1
-    cores = set().union(*node_cores.values()) if node_cores else set()
-    physical = len(cores) or (len(usable) // tpc if usable else None)
-    logical = len(usable) or None
-    numa_nodes = len(node_cpus) or (1 if usable else None)
-    per_node = min((len(c) for c in node_cores.values()), default=physical)
-
-    if not usable:
-        basis = None
-    elif cores:
+    by_cpu = {row.cpu: row for row in rows}
+    known = [by_cpu[cpu] for cpu in sorted(usable) if cpu in by_cpu]
+    node_cpus: dict[int, set[int]] = defaultdict(set)
+    for row in known:
+        node_cpus[row.node if row.node is not None else 0].add(row.cpu)
+    if not node_cpus and usable:
+        node_cpus[0] = set(usable)
+    if known and all(row.core is not None for row in known):
+        node_cores = {
+            node: {(by_cpu[cpu].socket, by_cpu[cpu].core) for cpu in cpus} for node, cpus in node_cpus.items()
+        }
+        cores = set().union(*node_cores.values())
         basis = f"CPUs {format_cpulist(usable)} hold {len(cores)} physical cores"
+        per_node_cores = {node: len(c) for node, c in node_cores.items()}
     else:
-        basis = f"{len(usable)} CPUs / {tpc} threads per core (no per-CPU topology captured)"
+        per_node_cores = {node: max(1, len(cpus) // tpc) for node, cpus in node_cpus.items()}
+        basis = (
+            f"{len(usable)} CPUs / {tpc} threads per core (no per-CPU core ids captured)" if usable else None
+        )
+    physical = sum(per_node_cores.values()) or None
+    logical = len(usable) or None
+    numa_nodes = len(node_cpus) or None
+    per_node = min(per_node_cores.values(), default=None)
+
     if quota is not None and logical and quota < logical:
         # A CFS quota caps CPU time, not placement: count it as that many hyperthreads (seed 002: 16 vCPU on a
         # 2-threads-per-core host = 8 physical cores), spread over the NUMA nodes the cpuset spans.
@@ -113,6 +110,7 @@ def _usable_counts(
         per_node = max(1, physical // (numa_nodes or 1))
         basis = f"CPU quota {quota:g} CPUs / {tpc} threads per core = {physical} physical cores ({basis})"
 
+    sockets = {row.socket for row in known if row.socket is not None}
     return {
         "sockets": len(sockets) or None,
         "numa_nodes": numa_nodes,
@@ -122,7 +120,7 @@ def _usable_counts(
         "physical_cores_basis": basis,
         "usable_cpus": format_cpulist(usable) if usable else None,
         "numa_node_cpus": {str(node): format_cpulist(cpus) for node, cpus in sorted(node_cpus.items())},
-        "numa_node_physical_cores": {str(node): len(c) for node, c in sorted(node_cores.items())},
+        "numa_node_physical_cores": {str(node): count for node, count in sorted(per_node_cores.items())},
     }
 
 

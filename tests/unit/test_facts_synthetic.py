@@ -171,3 +171,25 @@ def _copy(tmp_path: Path, host: str) -> Path:
     target = tmp_path / host
     shutil.copytree(HOSTS / host, target)
     return target
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("synthetic-2s-8470q-amx", (208, 104, 2, 52)),
+        ("synthetic-autodl-6430-4090", (16, 8, 2, 4)),
+        ("synthetic-4x5090-8470q", (48, 24, 1, 24)),
+    ],
+)
+def test_counts_from_plain_lscpu_when_no_per_cpu_topology(tmp_path, host, expected):
+    capture = _copy(tmp_path, host)
+    for name in ("lscpu-p.txt", "cpuinfo.txt", "lscpu.json"):
+        (capture / name).unlink()
+    cpu = from_capture(capture)["cpu"]
+    assert (
+        cpu["logical_cpus"],
+        cpu["physical_cores"],
+        cpu["numa_nodes"],
+        cpu["cores_per_numa_node"],
+    ) == expected
+    assert "no per-CPU core ids" in cpu["physical_cores_basis"]
