@@ -9,7 +9,9 @@ from typing import Annotated
 import typer
 
 from ktinfra.render import RenderError, load_plan, write_bundle
+from ktinfra.render.convert import CONVERT_SCRIPT, render_convert, render_lora_convert
 from ktinfra.render.serve import DEFAULT_SERVE_PYTHON, render_serve
+from ktinfra.render.train import DEFAULT_SFT_PYTHON, LLAMAFACTORY_DIR, render_train
 
 render_app = typer.Typer(
     help="Render systemd units, EnvironmentFiles and LLaMA-Factory recipes from a plan.",
@@ -143,6 +145,140 @@ def serve_cmd(
             extra_args=extra_arg or [],
             user=user,
             start_timeout_s=start_timeout,
+        )
+        _emit(rendered, out, as_json)
+    except RenderError as exc:
+        _fail(str(exc))
+
+
+PythonOpt = Annotated[str, typer.Option("--python", help="Python of the env that runs the job.")]
+UserOpt = Annotated[str | None, typer.Option("--user", help="Run as this user (default root).")]
+NameOpt = Annotated[
+    str | None, typer.Option("--name", help="Instance name (default: the output's basename).")
+]
+
+
+@render_app.command("convert")
+def convert_cmd(
+    model_path: Annotated[str, typer.Option("--model-path", help="Original (BF16/FP8) model directory.")],
+    output: Annotated[str, typer.Option("--output", help="Directory for the converted CPU expert weights.")],
+    method: Annotated[str, typer.Option("--method", help="Quantization: int8 (AMXINT8) or int4 (AMXINT4).")],
+    out: OutDir,
+    plan_file: Annotated[
+        Path | None,
+        typer.Option("--plan", help="Serve plan: converter threads = its kt_cpuinfer/threadpools."),
+    ] = None,
+    name: NameOpt = None,
+    input_type: Annotated[
+        str | None,
+        typer.Option("--input-type", help="bf16|fp16|fp8|awq (default: plan's native dtype or bf16)."),
+    ] = None,
+    cpuinfer_threads: Annotated[
+        int | None, typer.Option("--cpuinfer-threads", help="Converter threads.")
+    ] = None,
+    threadpool_count: Annotated[
+        int | None, typer.Option("--threadpool-count", help="NUMA thread pools.")
+    ] = None,
+    python: PythonOpt = DEFAULT_SERVE_PYTHON,
+    script: Annotated[str, typer.Option("--script", help="Path of convert_cpu_weights.py.")] = CONVERT_SCRIPT,
+    user: UserOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """CPU expert weight conversion: ktinfra-convert@.service (oneshot) + env."""
+    try:
+        rendered = render_convert(
+            model_path=model_path,
+            output=output,
+            method=method,
+            plan=load_plan(plan_file) if plan_file is not None else None,
+            name=name,
+            input_type=input_type,
+            cpuinfer_threads=cpuinfer_threads,
+            threadpool_count=threadpool_count,
+            python=python,
+            script=script,
+            user=user,
+        )
+        _emit(rendered, out, as_json)
+    except RenderError as exc:
+        _fail(str(exc))
+
+
+@render_app.command("lora-convert")
+def lora_convert_cmd(
+    adapter: Annotated[str, typer.Option("--adapter", help="LoRA adapter directory from the training run.")],
+    output: Annotated[str, typer.Option("--output", help="Directory for the SGLang adapter.")],
+    out: OutDir,
+    legacy: Annotated[bool, typer.Option("--legacy", help="Use the sglang fork's convert_lora.py.")] = False,
+    model_path: Annotated[
+        str | None, typer.Option("--model-path", help="Base model (current converter's adapter_config).")
+    ] = None,
+    lora_alpha: Annotated[
+        float | None, typer.Option("--lora-alpha", help="When the adapter lacks it.")
+    ] = None,
+    name: NameOpt = None,
+    python: PythonOpt = DEFAULT_SERVE_PYTHON,
+    script: Annotated[str | None, typer.Option("--script", help="Path of the converter script.")] = None,
+    user: UserOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """LoRA adapter conversion for SGLang: ktinfra-lora-convert@.service (oneshot) + env."""
+    try:
+        rendered = render_lora_convert(
+            adapter=adapter,
+            output=output,
+            legacy=legacy,
+            model_path=model_path,
+            lora_alpha=lora_alpha,
+            name=name,
+            python=python,
+            script=script,
+            user=user,
+        )
+        _emit(rendered, out, as_json)
+    except RenderError as exc:
+        _fail(str(exc))
+
+
+@render_app.command("train")
+def train_cmd(
+    name: Annotated[str, typer.Option("--name", help="Run name = systemd instance name.")],
+    model_path: Annotated[str, typer.Option("--model-path", help="BF16 base model directory.")],
+    dataset: Annotated[str, typer.Option("--dataset", help="Dataset name(s) in dataset_info.json.")],
+    dataset_dir: Annotated[str, typer.Option("--dataset-dir", help="Directory with dataset_info.json.")],
+    output_dir: Annotated[str, typer.Option("--output-dir", help="Where checkpoints and the adapter go.")],
+    out: OutDir,
+    plan_file: PlanFile = None,
+    model: ModelOpt = None,
+    facts: FactsOpt = None,
+    from_dir: FromOpt = None,
+    template: Annotated[str | None, typer.Option("--template", help="LLaMA-Factory chat template.")] = None,
+    weight_path: Annotated[
+        str | None, typer.Option("--weight-path", help="Pre-converted expert weights (kt_weight_path).")
+    ] = None,
+    python: PythonOpt = DEFAULT_SFT_PYTHON,
+    llamafactory_dir: Annotated[
+        str,
+        typer.Option("--llamafactory-dir", help="LLaMA-Factory checkout (legacy kt_optimize_rule paths)."),
+    ] = LLAMAFACTORY_DIR,
+    user: UserOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """LoRA SFT run: RUN.yaml (LLaMA-Factory) + ktinfra-train@.service + env."""
+    try:
+        plan = _resolve_plan(plan_file, model, facts, from_dir, "sft")
+        rendered = render_train(
+            plan,
+            name=name,
+            model_path=model_path,
+            dataset=dataset,
+            dataset_dir=dataset_dir,
+            output_dir=output_dir,
+            template=template,
+            weight_path=weight_path,
+            python=python,
+            llamafactory_dir=llamafactory_dir,
+            user=user,
         )
         _emit(rendered, out, as_json)
     except RenderError as exc:

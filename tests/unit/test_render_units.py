@@ -16,6 +16,8 @@ from test_render_support import (
 )
 
 from ktinfra.render import render_serve, write_bundle
+from ktinfra.render.convert import render_convert, render_lora_convert
+from ktinfra.render.train import render_train
 
 MODEL = "/root/autodl-tmp/Qwen3-30B-A3B"
 WEIGHTS = "/root/autodl-tmp/Qwen3-30B-A3B-INT8"
@@ -72,3 +74,36 @@ def test_verify_catches_a_missing_program(systemd_root, tmp_path):
     result = verify_unit(systemd_root, tmp_path / "ktinfra-serve@.service", "q")
     assert result.returncode != 0
     assert "/opt/nowhere/bin/python" in result.stderr
+
+
+def _job_bundles():
+    sft_current = load_fixture_plan("h100-qwen3-30b-a3b-sft-current.json")
+    sft_legacy = load_fixture_plan("seed002-qwen3-30b-a3b-sft-legacy.json")
+    train = {"model_path": "/m/q", "dataset": "d", "dataset_dir": "/data", "output_dir": "/runs/r1"}
+    return {
+        "convert": (
+            render_convert(model_path="/m/q", output="/m/q-int8", method="int8", cpuinfer_threads=8,
+                           threadpool_count=2),
+            "ktinfra-convert@.service", "q-int8",
+        ),
+        "lora-current": (
+            render_lora_convert(adapter="/runs/r1", output="/srv/lora/r1", model_path="/m/q"),
+            "ktinfra-lora-convert@.service", "r1",
+        ),
+        "lora-legacy": (
+            render_lora_convert(adapter="/runs/r1", output="/srv/lora/r1", legacy=True),
+            "ktinfra-lora-convert@.service", "r1",
+        ),
+        "train-current": (render_train(sft_current, name="r1", **train), "ktinfra-train@.service", "r1"),
+        "train-legacy": (render_train(sft_legacy, name="r1", **train), "ktinfra-train@.service", "r1"),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("job", ["convert", "lora-current", "lora-legacy", "train-current", "train-legacy"])
+def test_job_units_verify(systemd_root, tmp_path, job):
+    rendered, unit_name, instance = _job_bundles()[job]
+    write_bundle(tmp_path, rendered)
+    text = _verify_clean(systemd_root, tmp_path / unit_name, instance)
+    assert "StandardOutput=journal" in text and f"SyslogIdentifier={unit_name.split('@')[0]}-%i" in text
+    if job.startswith("train"):
+        assert "Restart=on-failure" in text and "StartLimitBurst=" in text
