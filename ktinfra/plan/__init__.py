@@ -17,6 +17,12 @@ from ktinfra.plan.serve import plan_serve
 from ktinfra.plan.sft import plan_sft
 
 MODES = ("serve", "sft")
+DISK_PARTS = (
+    ("download", "download"),
+    ("bf16_conversion", "BF16 copy"),
+    ("cpu_weights_on_disk", "CPU weights"),
+    ("outputs", "outputs"),
+)
 
 
 class PlanInputError(ValueError):
@@ -37,10 +43,9 @@ def _capacity_problems(facts: dict, est, mode: str) -> tuple[list[str], list[str
             f"no data disk in the facts: cannot check the {gb(est.disk_bytes)} of disk the {mode} needs"
         )
     elif est.disk_bytes > disk["avail_bytes"]:
+        parts = " + ".join(f"{gb(b[key])} {label}" for key, label in DISK_PARTS if b.get(key))
         problems.append(
-            f"needs {gb(est.disk_bytes)} disk ({gb(b['download'])} download + "
-            f"{gb(est.disk_bytes - b['download'])} converted weights/outputs), "
-            f"{disk['mount']} has {gb(disk['avail_bytes'])} free"
+            f"needs {gb(est.disk_bytes)} disk ({parts}), {disk['mount']} has {gb(disk['avail_bytes'])} free"
         )
     return problems, warnings
 

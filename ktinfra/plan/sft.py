@@ -67,11 +67,12 @@ def kt_keys(arch: Architecture, facts: dict, profile: dict, gpus: int) -> tuple[
             "kt_share_backward_bb": True,
         },
     }
-    launcher = {
+    launcher = {  # ktransformers doc/en/SFT/KTransformers-Fine-Tuning_User-Guide.md, "Run the command"
         "kind": "accelerate",
+        "env": {"USE_KT": "1", "ACCELERATE_USE_KT": "true"},
         "accelerate_config": ACCELERATE_BF16,
         "num_processes": max(gpus, 1),
-        "command": "accelerate launch --config_file <accelerate_config> src/train.py",
+        "command": "accelerate launch --config_file <accelerate_config> -m llamafactory.cli train <yaml>",
     }
     reason = (
         f"current KT keys (LLaMA-Factory examples/ktransformers, kt_kernel.sft.KTConfig): AMXBF16 on BF16 "

@@ -103,7 +103,8 @@ def test_h100_deepseek_v3_is_infeasible_with_numbers():
     result = plan(facts("h100-amx"), "DeepSeek-V3", "serve")
     assert not result["feasible"]
     assert "needs 657 GB RAM (654 GB of experts + 3.0 GB runtime), host has 135 GB" in result["problems"]
-    assert any(p.startswith("needs 1341 GB disk") and "/ has 68.7 GB free" in p for p in result["problems"])
+    disk = "needs 1341 GB disk (687 GB download + 654 GB CPU weights + 1.0 GB outputs), / has 68.7 GB free"
+    assert disk in result["problems"]
 
 
 def test_h100_sft_qwen3_235b_short_of_ram():
@@ -205,6 +206,7 @@ def test_current_stack_sft_keys_follow_llamafactory_kt_config():
         "kt_share_backward_bb": True,
     }  # fmt: skip
     assert sft["launcher"]["accelerate_config"].endswith("fsdp2_kt_bf16.yaml")
+    assert sft["launcher"]["env"] == {"USE_KT": "1", "ACCELERATE_USE_KT": "true"}
     assert sft["launcher"]["num_processes"] == 4
     assert (sft["lora_rank"], sft["lora_target"], sft["template"]) == (8, "all", "qwen3")
 

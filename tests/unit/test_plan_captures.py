@@ -41,8 +41,9 @@ def test_2xh200_capture_serves_qwen3_235b_over_two_gpus_but_needs_a_bigger_disk(
     serve = result["serve"]
     assert (serve["tensor_parallel_size"], serve["kt_cpuinfer"], serve["kt_threadpool_count"]) == (2, 32, 1)
     assert serve["mem_fraction_static"] == 0.94  # the 8 GB reserve cap on a 151 GB H200
-    assert result["problems"] == ["needs 698 GB disk (470 GB download + 228 GB converted weights/outputs), "
-                                  "/ has 137 GB free"]  # fmt: skip
+    assert result["problems"] == [
+        "needs 698 GB disk (470 GB download + 227 GB CPU weights + 1.0 GB outputs), / has 137 GB free"
+    ]
 
 
 def test_development_machine_capture_has_no_gpu_and_no_amx():
