@@ -58,6 +58,7 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
     """
     if mode not in MODES:
         raise PlanInputError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    early_warnings: list[str] = []
     try:
         validate(facts)
         arch = catalog.resolve(model)
@@ -65,7 +66,7 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
         if options.get("cpu_format") and mode == "sft":
             raise PlanInputError("--cpu-format applies to serve; SFT reads BF16 experts")
         if mode == "serve":
-            section, est, reasons, problems = plan_serve(arch, facts, options)
+            section, est, reasons, problems = plan_serve(arch, facts, options, early_warnings)
             purpose = "KT serving"
             amx_kernel = has_amx(facts) and section["kt_method"].startswith("AMX")
         else:
@@ -85,6 +86,7 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
     problems = gpu_problems(facts, purpose) + problems
     more, warnings = _capacity_problems(facts, est, mode)
     problems += more
+    warnings = early_warnings + warnings
     platform, platform_warnings = platform_checks(facts, profile, needs_amx_kernel=amx_kernel)
     problems += platform
     warnings += platform_warnings

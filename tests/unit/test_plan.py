@@ -320,3 +320,14 @@ def test_cli_models_json_lists_the_catalog_with_sizing():
     rows = {row["name"]: row for row in json.loads(proc.stdout)}
     assert {"DeepSeek-V2-Lite", "Qwen3-30B-A3B", "Qwen3-235B-A22B", "DeepSeek-V3", "Kimi-K2"} <= rows.keys()
     assert rows["Qwen3-30B-A3B"]["sizing"]["serve:AMXINT8"]["ram_bytes"] == pytest.approx(32e9, rel=0.05)
+
+
+def test_fp8_checkpoint_on_an_ampere_gpu_is_warned_about():
+    host = facts("h100-amx")
+    host["gpus"][0].update(name="NVIDIA A100-SXM4-80GB", compute_capability="8.0")
+    warnings = plan(host, "DeepSeek-V2-Lite", "serve")["warnings"]
+    assert warnings == []
+    host["memory"]["total_bytes"] = 2 * 10**12
+    host["disks"][0]["avail_bytes"] = 3 * 10**12
+    warnings = plan(host, "Kimi-K2", "serve")["warnings"]
+    assert any("FP8 checkpoint on compute capability < 8.9" in w for w in warnings)
