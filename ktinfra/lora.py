@@ -1,4 +1,4 @@
-"""LoRA serving pipeline: training output -> SGLang adapter -> serve command/unit -> chat check.
+"""LoRA serving pipeline: training output -> SGLang adapter -> LoRA serve plan (ktinfra.render) -> chat check.
 
 Current stack (kt-kernel >= 0.6.3): a KT SFT output holding `fused_expert_lora.safetensors` is merged into one
 PEFT-style adapter by kt-kernel's `scripts/convert_kt_to_sglang_adapter.py` (a script in the ktransformers
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import struct
 import subprocess
@@ -21,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+
+from ktinfra.render.convert import KT_LORA_SCRIPT, LEGACY_LORA_SCRIPT
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
@@ -32,35 +33,21 @@ LORA_BACKENDS = ("triton", "csgmv", "torch_native", "ascend")
 CURRENT_CONVERTER = "kt-kernel/scripts/convert_kt_to_sglang_adapter.py"
 LEGACY_CONVERTER = "convert_lora.py"
 CONVERTER_ENV = "KTINFRA_LORA_CONVERTER"
+# First the checkouts the envs role makes (see ktinfra.render.convert), then the tutorials' usual places.
 CONVERTER_SEARCH = {
     "current": [
+        Path(KT_LORA_SCRIPT),
         Path("/opt/ktransformers") / CURRENT_CONVERTER,
         Path.home() / "ktransformers" / CURRENT_CONVERTER,
         Path("/root/autodl-tmp/ktransformers") / CURRENT_CONVERTER,
     ],
     "legacy": [
+        Path(LEGACY_LORA_SCRIPT),
         Path("/opt/sglang") / LEGACY_CONVERTER,
         Path.home() / "sglang" / LEGACY_CONVERTER,
         Path("/root/autodl-tmp/sglang") / LEGACY_CONVERTER,
     ],
 }
-
-# plan `serve` keys (docs/CONTRACTS.md) -> sglang.launch_server flags
-PLAN_FLAGS = {
-    "kt_method": "--kt-method",
-    "kt_weight_path": "--kt-weight-path",
-    "kt_cpuinfer": "--kt-cpuinfer",
-    "kt_threadpool_count": "--kt-threadpool-count",
-    "kt_max_deferred_experts_per_token": "--kt-max-deferred-experts-per-token",
-    "mem_fraction_static": "--mem-fraction-static",
-    "chunked_prefill_size": "--chunked-prefill-size",
-    "max_running_requests": "--max-running-requests",
-    "max_total_tokens": "--max-total-tokens",
-    "context_length": "--context-length",
-    "cuda_graph_max_bs": "--cuda-graph-max-bs",
-    "tensor_parallel_size": "--tensor-parallel-size",
-}
-PLAN_SWITCHES = {"enable_mixed_chunk": "--enable-mixed-chunk", "trust_remote_code": "--trust-remote-code"}
 
 
 class LoraError(ValueError):
@@ -275,40 +262,6 @@ def lora_plan(plan_serve: dict | None, adapters: dict[str, Path], max_loras: int
         "backend": backend,
     }
     return serve
-
-
-def serve_command(serve: dict, model_path: str, python: str = "python3") -> list[str]:
-    cmd = [python, "-m", "sglang.launch_server", "--model-path", model_path]
-    cmd += ["--host", str(serve.get("host", "127.0.0.1")), "--port", str(serve.get("port", 30000))]
-    if serve.get("served_model_name"):
-        cmd += ["--served-model-name", str(serve["served_model_name"])]
-    for key, flag in PLAN_FLAGS.items():
-        if serve.get(key) is not None:
-            cmd += [flag, str(serve[key])]
-    cmd += ["--kt-num-gpu-experts", str(serve["kt_num_gpu_experts"])]
-    for key, flag in PLAN_SWITCHES.items():
-        if serve.get(key):
-            cmd.append(flag)
-    lora = serve["lora"]
-    cmd += ["--enable-lora", "--lora-paths"]
-    cmd += [f"{name}={path}" for name, path in lora["paths"].items()]
-    cmd += ["--max-loras-per-batch", str(lora["max_loras_per_batch"]), "--lora-backend", lora["backend"]]
-    if serve.get("numa_cpus"):
-        cmd = ["numactl", f"--physcpubind={serve['numa_cpus']}", *cmd]
-    return cmd
-
-
-def systemd_unit(cmd: list[str], description: str, workdir: str = "/") -> str:
-    return (
-        "[Unit]\n"
-        f"Description={description}\n"
-        "After=network-online.target\nWants=network-online.target\n\n"
-        "[Service]\nType=simple\n"
-        f"WorkingDirectory={workdir}\n"
-        f"ExecStart={shlex.join(cmd)}\n"
-        "Restart=on-failure\nRestartSec=10\nLimitMEMLOCK=infinity\n\n"
-        "[Install]\nWantedBy=multi-user.target\n"
-    )
 
 
 def chat_check(

@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 
 from ktinfra import lora
+from ktinfra.render import RenderError, load_plan, render_serve, write_bundle
+from ktinfra.render.serve import DEFAULT_SERVE_PYTHON, ENV_DIR
 
 lora_app = typer.Typer(help="LoRA serving pipeline: convert adapters, render the serve command, chat check.")
 
@@ -22,41 +24,63 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-def _load_plan(path: Path | None) -> dict:
-    if path is None:
-        return {}
+def _plan(
+    plan_file: Path | None, model: str | None, facts: Path | None, from_dir: Path | None, stack: str | None
+):
+    """The serve plan from --plan, or from the planner for --model on --facts / --from / this host."""
+    from ktinfra import planner
+
+    if (plan_file is None) == (model is None):
+        raise lora.LoraError("give either --plan FILE.json (from `ktinfra plan --json`) or --model NAME")
+    if plan_file is not None:
+        try:
+            return load_plan(plan_file)
+        except RenderError as exc:
+            raise lora.LoraError(str(exc)) from exc
+    if facts is not None and from_dir is not None:
+        raise lora.LoraError("give either --facts or --from, not both")
     try:
-        plan = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        _fail(f"cannot read plan {path}: {exc}")
-    if not isinstance(plan.get("serve"), dict):
-        _fail(f"{path} has no `serve` section; produce it with `ktinfra plan --mode serve --json`")
-    return plan
+        if facts is not None:
+            host = planner.load_facts(facts)
+        else:
+            from ktinfra import facts as facts_mod
+
+            host = facts_mod.from_capture(from_dir) if from_dir is not None else facts_mod.collect()
+        return planner.plan(host, model, "serve", stack=stack)
+    except planner.PlanInputError as exc:
+        raise lora.LoraError(str(exc)) from exc
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
-def _start_unit(unit_path: Path) -> None:
+def _install_and_start(rendered, name: str) -> None:
+    """Install the rendered unit template + env file and start the instance (needs root and systemd)."""
     if shutil.which("systemctl") is None:
-        _fail("--start needs systemd (systemctl not found); start the command yourself")
-    target = Path("/etc/systemd/system") / unit_path.name
-    if unit_path.resolve() != target:
-        shutil.copyfile(unit_path, target)
-    for cmd in (["systemctl", "daemon-reload"], ["systemctl", "enable", "--now", unit_path.name]):
+        raise lora.LoraError("--start needs systemd (systemctl not found); use --out and start it yourself")
+    unit_dir, env_dir = Path("/etc/systemd/system"), Path(ENV_DIR)
+    env_dir.mkdir(parents=True, exist_ok=True)
+    for file_name, (content, mode) in rendered.files.items():
+        if not file_name.endswith((".service", ".env")):
+            continue
+        target = env_dir / f"{name}.env" if file_name.endswith(".env") else unit_dir / file_name
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(content)
+        tmp.chmod(mode)
+        tmp.replace(target)
+    unit = rendered.info["unit"]
+    for cmd in (["systemctl", "daemon-reload"], ["systemctl", "enable", "--now", unit]):
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            _fail(f"{shlex.join(cmd)} failed: {proc.stderr.strip()}")
+            raise lora.LoraError(f"{shlex.join(cmd)} failed: {proc.stderr.strip()}")
 
 
 @lora_app.command("serve")
 def serve(
-    base: Annotated[str, typer.Option("--base", help="Base model path the adapters were trained on.")],
+    base: Annotated[str, typer.Option("--base", help="Base model directory the adapters were trained on.")],
     adapter: Annotated[list[str], typer.Option("--adapter", help="NAME=TRAIN_OUTPUT_DIR (repeatable).")],
+    plan: Annotated[Path | None, typer.Option("--plan", help="`ktinfra plan --json` output.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Plan on the fly for this model.")] = None,
+    facts: Annotated[Path | None, typer.Option("--facts", help="Facts JSON for planning.")] = None,
+    from_dir: Annotated[Path | None, typer.Option("--from", help="Capture folder for planning.")] = None,
+    stack: str | None = typer.Option(None, "--stack", help="Stack profile for planning (kt-0.7 | ...)."),
     legacy: bool = typer.Option(False, "--legacy", help="Legacy 0.4.x stack: sglang fork's convert_lora.py."),
     converter: Annotated[Path | None, typer.Option("--converter", help="Converter script path.")] = None,
     converter_python: str = typer.Option("python3", "--converter-python", help="Python with torch."),
@@ -65,22 +89,23 @@ def serve(
     ] = None,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing converted adapters."),
     lora_alpha: float | None = typer.Option(None, "--lora-alpha", help="Alpha if the output has none."),
-    plan: Annotated[Path | None, typer.Option("--plan", help="`ktinfra plan --json` output.")] = None,
-    served_model_name: str | None = typer.Option(None, "--served-model-name", help="Name clients request."),
+    name: str | None = typer.Option(None, "--name", help="Served model name = systemd instance name."),
+    weight_path: str | None = typer.Option(None, "--weight-path", help="Converted CPU expert weights."),
     host: str | None = typer.Option(None, "--host"),
     port: int | None = typer.Option(None, "--port", min=1, max=65535),
     max_loras_per_batch: int = typer.Option(1, "--max-loras-per-batch", min=1),
     lora_backend: str = typer.Option("triton", "--lora-backend", help="triton|csgmv|torch_native|ascend"),
-    server_python: str = typer.Option("python3", "--server-python", help="Python of the sglang-kt env."),
-    plan_out: Annotated[Path | None, typer.Option("--plan-out", help="Write the plan with LoRA on.")] = None,
-    unit_out: Annotated[Path | None, typer.Option("--unit-out", help="Write a systemd unit file.")] = None,
-    start: bool = typer.Option(False, "--start", help="Install and start the unit with systemctl."),
+    server_python: str = typer.Option(
+        DEFAULT_SERVE_PYTHON, "--server-python", help="Python of the sglang env."
+    ),
+    out: Annotated[Path | None, typer.Option("--out", help="Write unit + env + plan-lora.json here.")] = None,
+    start: bool = typer.Option(
+        False, "--start", help="Install and start ktinfra-serve@NAME (root, systemd)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show; convert and write nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
 ) -> None:
-    """Validate training outputs, convert them for SGLang, render the LoRA serve command (and unit)."""
-    if start and unit_out is None:
-        _fail("--start needs --unit-out", 2)
+    """Validate training outputs, convert them for SGLang, render the LoRA serve unit (no GPU experts)."""
     try:
         specs = [lora.parse_adapter_spec(s) for s in adapter]
         names = [n for n, _ in specs]
@@ -94,43 +119,54 @@ def serve(
             if a not in converting:
                 served[a.name] = a.path
                 continue
-            out = (output_dir / a.name) if output_dir else lora.default_output(a, legacy)
-            if out.exists() and not overwrite:
-                raise lora.LoraError(f"{out} already exists; pass --overwrite to replace it")
+            target = (output_dir / a.name) if output_dir else lora.default_output(a, legacy)
+            target = target.resolve()
+            if target.exists() and not overwrite:
+                raise lora.LoraError(f"{target} already exists; pass --overwrite to replace it")
 
-            def cmd_for(target: Path, a=a) -> list[str]:
-                return lora.conversion_command(a, target, base, legacy, script, converter_python, lora_alpha)
+            def cmd_for(dest: Path, a=a) -> list[str]:
+                return lora.conversion_command(a, dest, base, legacy, script, converter_python, lora_alpha)
 
-            cmd_for(out)  # validates arguments (e.g. missing alpha) before anything runs
-            steps.append((a, out, cmd_for))
-            served[a.name] = out
-        plan_doc = _load_plan(plan)
-        serve_section = dict(plan_doc.get("serve") or {})
-        for key, value in (("served_model_name", served_model_name), ("host", host), ("port", port)):
-            if value is not None:
-                serve_section[key] = value
-        serve_section = lora.lora_plan(serve_section, served, max_loras_per_batch, lora_backend)
-        cmd = lora.serve_command(serve_section, base, server_python)
-        conversions = []
-        for a, out, cmd_for in steps:
-            conversions.append({"adapter": a.name, "output": str(out), "command": cmd_for(out)})
-            if not dry_run:
-                lora.convert(a, out, cmd_for, overwrite=overwrite)
-    except lora.LoraError as exc:
+            cmd_for(target)  # validates arguments (e.g. a missing alpha) before anything runs
+            steps.append((a, target, cmd_for))
+            served[a.name] = target
+        plan_doc = _plan(plan, model, facts, from_dir, stack)
+        plan_doc = {
+            **plan_doc,
+            "serve": lora.lora_plan(plan_doc["serve"], served, max_loras_per_batch, lora_backend),
+        }
+        instance = name or plan_doc["serve"].get("served_model_name") or Path(base).name
+        rendered = render_serve(
+            plan_doc,
+            name=instance,
+            model_path=str(Path(base).resolve()),
+            weight_path=weight_path,
+            python=server_python,
+            host=host,
+            port=port,
+        )
+        rendered.add("plan-lora.json", json.dumps(plan_doc, indent=2) + "\n")
+        if out is None and start:
+            raise lora.LoraError("--start needs --out (the rendered files are kept there)")
+        conversions = [{"adapter": a.name, "output": str(t), "command": c(t)} for a, t, c in steps]
+        if not dry_run:
+            for a, target, cmd_for in steps:
+                lora.convert(a, target, cmd_for, overwrite=overwrite)
+            if out is not None:
+                write_bundle(out, rendered)
+            if start:
+                _install_and_start(rendered, instance)
+    except (lora.LoraError, RenderError) as exc:
         _fail(str(exc))
 
-    if not dry_run:
-        if plan_out is not None:
-            _write_atomic(plan_out, json.dumps({**plan_doc, "serve": serve_section}, indent=2) + "\n")
-        if unit_out is not None:
-            _write_atomic(unit_out, lora.systemd_unit(cmd, f"KTransformers SGLang server with LoRA ({base})"))
-        if start:
-            _start_unit(unit_out)
     result = {
         "adapters": [a.as_dict() for a in adapters],
         "conversions": conversions,
-        "serve": serve_section,
-        "command": cmd,
+        "serve": plan_doc["serve"],
+        "unit": rendered.info["unit"],
+        "command": rendered.info["argv"],
+        "files": sorted(rendered.files),
+        "out": str(out) if out else None,
         "dry_run": dry_run,
         "started": start and not dry_run,
     }
@@ -145,10 +181,9 @@ def serve(
         for warning in a.warnings:
             console.print(f"  [yellow]warning:[/yellow] {warning}")
     for c in conversions:
-        verb = "would convert" if dry_run else "converted"
-        console.print(f"{verb} {c['adapter']} -> {c['output']}")
-    console.print("serve command:")
-    console.print(shlex.join(cmd), soft_wrap=True, markup=False)
+        console.print(f"{'would convert' if dry_run else 'converted'} {c['adapter']} -> {c['output']}")
+    console.print(f"unit {result['unit']}; serve command:")
+    console.print(shlex.join(result["command"]), soft_wrap=True, markup=False)
 
 
 @lora_app.command("check")

@@ -132,59 +132,67 @@ def test_failed_conversion_leaves_nothing_behind(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
 
 
-def test_serve_command_has_lora_flags_and_no_gpu_experts():
-    plan_serve = {
-        "kt_method": "AMXINT8",
-        "kt_num_gpu_experts": 32,
-        "kt_cpuinfer": 16,
-        "max_running_requests": 1,
-        "served_model_name": "Qwen3-30B-A3B",
-        "trust_remote_code": True,
-        "port": 30000,
-        "kt_gpu_prefill_token_threshold": 4096,
-    }
+def test_lora_plan_enforces_kt_lora_constraints():
+    plan_serve = {"kt_num_gpu_experts": 32, "max_running_requests": 1, "kt_gpu_prefill_token_threshold": 4096}
     serve = lora.lora_plan(plan_serve, {"mylora": Path("/a/b")}, max_loras=2, backend="triton")
     assert serve["kt_num_gpu_experts"] == 0
     assert serve["max_running_requests"] == 2
     assert serve["kt_gpu_prefill_token_threshold"] is None
     assert serve["lora"] == {"paths": {"mylora": "/a/b"}, "max_loras_per_batch": 2, "backend": "triton"}
-    cmd = lora.serve_command(serve, "/models/Qwen3-30B-A3B")
-    line = " ".join(cmd)
-    assert cmd[:3] == ["python3", "-m", "sglang.launch_server"]
-    assert "--kt-num-gpu-experts 0" in line
-    assert "--enable-lora --lora-paths mylora=/a/b --max-loras-per-batch 2 --lora-backend triton" in line
-    assert "--kt-method AMXINT8" in line and "--trust-remote-code" in line
+    assert plan_serve["kt_num_gpu_experts"] == 32  # the caller's plan is not modified
     with pytest.raises(lora.LoraError, match="--lora-backend"):
         lora.lora_plan({}, {}, 1, "cuda")
 
 
+H100 = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "h100-xeon-amx-16c"
+
+
+def serve_args(adapter: Path, *extra: str) -> list[str]:
+    return [
+        "lora", "serve", "--base", "/models/Qwen3-30B-A3B", "--adapter", f"mine={adapter}",
+        "--model", "Qwen3-30B-A3B", "--from", str(H100), *extra,
+    ]  # fmt: skip
+
+
+def test_cli_renders_unit_with_lora_flags(tmp_path):
+    adapter = peft_dir(tmp_path / "out")
+    res = CliRunner().invoke(app, serve_args(adapter, "--out", str(tmp_path / "bundle"), "--json"))
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    line = " ".join(data["command"])
+    assert "--kt-num-gpu-experts 0" in line
+    assert (
+        f"--enable-lora --lora-paths mine={adapter.resolve()} --max-loras-per-batch 1 --lora-backend triton"
+        in line
+    )
+    assert data["unit"] == "ktinfra-serve@Qwen3-30B-A3B.service"
+    written = sorted(p.name for p in (tmp_path / "bundle").iterdir())
+    assert written == ["ktinfra-serve-Qwen3-30B-A3B.env", "ktinfra-serve@.service", "plan-lora.json"]
+    env = (tmp_path / "bundle" / "ktinfra-serve-Qwen3-30B-A3B.env").read_text()
+    assert "--kt-num-gpu-experts 0" in env and "--enable-lora" in env
+
+
 def test_cli_dry_run_writes_nothing(tmp_path):
     adapter = peft_dir(tmp_path / "out")
-    unit = tmp_path / "kt-serve.service"
     res = CliRunner().invoke(
         app,
-        [
-            "lora", "serve", "--base", "/models/tiny", "--adapter", f"mine={adapter}",
-            "--unit-out", str(unit), "--dry-run", "--json",
-        ],
-    )  # fmt: skip
+        serve_args(adapter, "--out", str(tmp_path / "bundle"), "--dry-run", "--json"),
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["conversions"] == [] and data["serve"]["lora"]["paths"] == {"mine": str(adapter.resolve())}
-    assert not unit.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
 def test_cli_legacy_without_converter_fails_before_writing(tmp_path, monkeypatch):
     monkeypatch.delenv(lora.CONVERTER_ENV, raising=False)
     adapter = peft_dir(tmp_path / "out")
-    unit = tmp_path / "kt-serve.service"
     res = CliRunner().invoke(
         app,
-        [
-            "lora", "serve", "--base", "/m", "--adapter", f"x={adapter}", "--legacy",
-            "--converter", str(tmp_path / "none.py"), "--unit-out", str(unit),
-        ],
-    )  # fmt: skip
+        serve_args(
+            adapter, "--legacy", "--converter", str(tmp_path / "none.py"), "--out", str(tmp_path / "b")
+        ),
+    )
     assert res.exit_code == 1
     assert "not found" in res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 from typer.testing import CliRunner
 
 from ktinfra import lora
 from ktinfra.cli import app
+
+H100 = Path(__file__).resolve().parents[2] / "fixtures" / "hosts" / "h100-xeon-amx-16c"
 
 
 def test_real_peft_adapter_is_valid(tiny_lora, tiny_model):
@@ -19,28 +22,25 @@ def test_real_peft_adapter_is_valid(tiny_lora, tiny_model):
     assert adapter.warnings == []
 
 
-def test_serve_renders_plan_unit_and_command(tiny_lora, tiny_model, tmp_path):
-    plan_out, unit_out = tmp_path / "plan.json", tmp_path / "kt-serve.service"
+def test_serve_renders_plan_and_unit_for_real_adapter(tiny_lora, tiny_model, tmp_path):
+    bundle = tmp_path / "bundle"
     res = CliRunner().invoke(
         app,
         [
             "lora", "serve", "--base", str(tiny_model), "--adapter", f"tiny={tiny_lora}",
-            "--served-model-name", "tiny", "--port", "30001", "--max-loras-per-batch", "2",
-            "--plan-out", str(plan_out), "--unit-out", str(unit_out), "--json",
+            "--model", "Qwen3-30B-A3B", "--from", str(H100), "--name", "tiny", "--port", "30001",
+            "--max-loras-per-batch", "2", "--out", str(bundle), "--json",
         ],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     result = json.loads(res.stdout)
     assert result["conversions"] == []  # a plain PEFT adapter is served as is on the current stack
-    plan = json.loads(plan_out.read_text())
+    plan = json.loads((bundle / "plan-lora.json").read_text())
     assert plan["serve"]["kt_num_gpu_experts"] == 0
     assert plan["serve"]["lora"]["paths"] == {"tiny": str(tiny_lora)}
-    exec_line = next(line for line in unit_out.read_text().splitlines() if line.startswith("ExecStart="))
-    assert (
-        f"--enable-lora --lora-paths tiny={tiny_lora} --max-loras-per-batch 2 --lora-backend triton"
-        in exec_line
-    )
-    assert "--kt-num-gpu-experts 0" in exec_line and "--port 30001" in exec_line
+    env = (bundle / "ktinfra-serve-tiny.env").read_text()
+    assert f"--enable-lora --lora-paths tiny={tiny_lora} --max-loras-per-batch 2 --lora-backend triton" in env
+    assert "--kt-num-gpu-experts 0" in env and "--port 30001" in env and f"--model {tiny_model}" in env
 
 
 def test_truncated_real_adapter_is_rejected_and_nothing_written(tiny_lora, tiny_model, tmp_path):
@@ -48,14 +48,17 @@ def test_truncated_real_adapter_is_rejected_and_nothing_written(tiny_lora, tiny_
     shutil.copytree(tiny_lora, broken)
     weights = broken / "adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes()[:6])
-    unit_out = tmp_path / "kt-serve.service"
+    bundle = tmp_path / "bundle"
     res = CliRunner().invoke(
         app,
-        ["lora", "serve", "--base", str(tiny_model), "--adapter", f"b={broken}", "--unit-out", str(unit_out)],
-    )
+        [
+            "lora", "serve", "--base", str(tiny_model), "--adapter", f"b={broken}",
+            "--model", "Qwen3-30B-A3B", "--from", str(H100), "--out", str(bundle),
+        ],
+    )  # fmt: skip
     assert res.exit_code == 1
     assert "not a readable safetensors file" in res.output
-    assert not unit_out.exists()
+    assert not bundle.exists()
 
 
 def test_chat_check_against_real_server(tiny_server, tiny_model):
