@@ -1,5 +1,6 @@
 # Operate stage: real tiny-model servers on loopback (transformers serve on the CPU, sglang-router in front of
-# two of them) exercising `ktinfra bench`, the capacity search, `ktinfra lora` and the router path.
+# two of them) exercising `ktinfra bench`, the capacity search, `ktinfra lora` and the router path, plus
+# `ktinfra tune --unit` on the journal of a systemd container (docker, base image from `make docker-ready`).
 # The servers live in their own venv so the project venv stays light.
 
 OPERATE_DIR := .cache/operate
@@ -28,7 +29,7 @@ $(TINY_MODEL)/config.json $(TINY_LORA)/adapter_config.json: scripts/tiny_model.p
 
 tiny-model: $(TINY_MODEL)/config.json ## random-weight Qwen3-MoE + tokenizer + PEFT LoRA adapter, made locally
 
-test-operate: venv $(TINY_MODEL)/config.json ## bench, capacity search, LoRA check and router against real tiny servers
+test-operate: venv docker-ready $(TINY_MODEL)/config.json ## real tiny servers + router (bench, capacity, LoRA), tune --unit on a real journal
 	KTINFRA_SERVE_PYTHON=$(abspath $(SERVE_PY)) KTINFRA_TINY_MODEL=$(abspath $(TINY_MODEL)) \
 	KTINFRA_TINY_LORA=$(abspath $(TINY_LORA)) timeout 540 $(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/operate
 
