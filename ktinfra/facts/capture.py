@@ -50,7 +50,10 @@ def _cgroup_dirs() -> list[Path]:
     root = Path("/sys/fs/cgroup")
     dirs: list[Path] = []
     for line in (_read("/proc/self/cgroup") or "").splitlines():
-        _, controllers, path = line.split(":", 2)
+        _, _, rest = line.partition(":")
+        controllers, sep, path = rest.partition(":")
+        if not sep:
+            continue
         if controllers == "":
             mount = root if (root / "cgroup.controllers").exists() else None
         else:
