@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ktinfra.facts import SOURCES, from_capture, parse_files
+from ktinfra.facts import SOURCES, from_capture, load, parse_files
 from ktinfra.facts.cgroup import parse_cgroup
 from ktinfra.facts.cpulist import format_cpulist, parse_cpulist
 from ktinfra.facts.lscpu import lscpu_fields
@@ -229,8 +229,6 @@ def test_kubernetes_and_podman_markers(tmp_path):
 
 
 def test_load_reads_a_folder_or_a_facts_json(tmp_path):
-    from ktinfra.facts import load
-
     facts = load(HOSTS / "h100-xeon-amx-16c")
     (tmp_path / "facts.json").write_text(json.dumps(facts))
     assert load(tmp_path / "facts.json") == facts
