@@ -183,6 +183,7 @@ def write_capture(path: str | os.PathLike) -> list[Path]:
             "commands that were missing on the host are absent.\n"
             "Read it back with `ktinfra facts --from DIR`.\n"
         )
+        staging.chmod(0o755)  # mkdtemp makes it private; a capture is meant to be shared
         if target.exists():
             target.rmdir()
         staging.rename(target)
