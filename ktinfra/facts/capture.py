@@ -137,7 +137,11 @@ SOURCES: dict[str, CommandOrReader] = {
     "uname.txt": ["uname", "-a"],
     "ldd.txt": ["ldd", "--version"],
     "df.txt": ["df", "-B1", "--output=source,fstype,size,used,avail,target"],
-    "lsblk.json": ["lsblk", "-J", "-b", "-o", "NAME,MAJ:MIN,RM,SIZE,RO,TYPE,MOUNTPOINTS"],
+    # MOUNTPOINTS needs util-linux >= 2.37 (Ubuntu 22.04); older lsblk only knows MOUNTPOINT
+    "lsblk.json": lambda: (
+        _run(["lsblk", "-J", "-b", "-o", "NAME,MAJ:MIN,RM,SIZE,RO,TYPE,MOUNTPOINTS"])
+        or _run(["lsblk", "-J", "-b", "-o", "NAME,MAJ:MIN,RM,SIZE,RO,TYPE,MOUNTPOINT"])
+    ),
     "thp.txt": lambda: _read("/sys/kernel/mm/transparent_hugepage/enabled"),
     "numa_balancing.txt": lambda: _read("/proc/sys/kernel/numa_balancing"),
     "cpufreq.txt": _cpufreq,
