@@ -27,6 +27,8 @@ _ARG = re.compile(r"\b([a-z_]+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^,()]+)")
 _CAPTURE_BS = re.compile(r"Capture (?:cuda|cpu|npu) graph bs \[([\d, ]+)\]")
 _OOM_TEXT = re.compile(r"(Prefill|Decode) out of memory|CUDA out of memory|OutOfMemoryError")
 
+OOM_SAME_EVENT_LINES = 30
+
 # Server args whose current values the advisor needs; anything else in the dump is ignored.
 TRACKED_ARGS = (
     "schedule_conservativeness",
@@ -56,6 +58,7 @@ class OomEvent:
     phase: str  # "prefill" | "decode" | "unknown"
     line: str
     ts: datetime | None
+    line_no: int = 0
 
 
 @dataclass
@@ -172,10 +175,11 @@ def parse_lines(lines: list[str]) -> ServerLog:
             continue
         if _OOM_TEXT.search(line):
             phase = _oom_phase(lines, index)
-            # One traceback may repeat the error text; count an OOM once per nearby run of lines.
-            if log.ooms and log.ooms[-1].phase == phase and log.ooms[-1].line == line.strip():
+            # SGLang logs one OOM as an allocator error and then the traceback: count it once.
+            last = log.ooms[-1] if log.ooms else None
+            if last and index - last.line_no <= OOM_SAME_EVENT_LINES and phase in (last.phase, "unknown"):
                 continue
-            log.ooms.append(OomEvent(phase=phase, line=line.strip(), ts=ts))
+            log.ooms.append(OomEvent(phase=phase, line=line.strip(), ts=ts, line_no=index))
     return log
 
 
