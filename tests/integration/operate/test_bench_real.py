@@ -49,7 +49,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_capacity_search_and_plot(tiny_server, tiny_model, tmp_path):
     single = bench.run_level(scenario(tiny_server, tiny_model), users=1, requests_per_user=1)
-    min_tps = round(single["user_tps"]["min"] / 2.5, 2)  # well below one user's speed, above four users'
+    min_tps = round(single["user_tps"]["min"] / 4, 2)  # well below one user's speed (the box is shared)
     png = tmp_path / "capacity.png"
     proc = run_cli(
         "--url", tiny_server.url, "--model", str(tiny_model), "--capacity", "--min-tps", str(min_tps),
