@@ -8,17 +8,14 @@ SERVE_VENV := $(OPERATE_DIR)/venv-serve
 SERVE_PY := $(SERVE_VENV)/bin/python
 TINY_MODEL := $(OPERATE_DIR)/tiny-qwen3-moe
 TINY_LORA := $(OPERATE_DIR)/tiny-lora
-# torch 2.13.0 first: pip takes the CPU wheel on this machine's disk; peft would otherwise pull a CUDA build.
-SERVE_TORCH := torch==2.13.0
-SERVE_PKGS := 'transformers[serving]==5.23.0' peft==0.21.2 sglang-router==0.3.2
+# torch pinned to 2.13.0: pip takes the CPU wheel on this machine's disk; unpinned, peft would pull a CUDA build.
+SERVE_PKGS := torch==2.13.0 'transformers[serving]==5.23.0' peft==0.21.2 sglang-router==0.3.2
 
 .PHONY: serve-venv tiny-model test-operate
 
 $(SERVE_VENV)/.installed: mk/operate.mk
 	$(PYTHON) -m venv $(SERVE_VENV)
-	$(SERVE_PY) -m pip install -q --upgrade pip
-	$(SERVE_PY) -m pip install -q $(SERVE_TORCH)
-	$(SERVE_PY) -m pip install -q $(SERVE_TORCH) $(SERVE_PKGS)
+	$(SERVE_PY) -m pip install -q $(SERVE_PKGS)
 	touch $@
 
 serve-venv: $(SERVE_VENV)/.installed ## venv for the tiny test servers (torch CPU, transformers serve, sglang-router)
