@@ -122,7 +122,7 @@ def fixed_overhead_ms(ext, cpu_infer) -> float:
     tensors.append(torch.randn(experts, hidden, inter).to(torch.bfloat16))
     mask = torch.zeros(experts, dtype=torch.bool)
     cfg = ext.moe.MOEConfig(experts, TOPK, hidden, inter, mask.data_ptr())
-    cfg.max_len = 16
+    cfg.max_len = 64  # AMX buffers need a multiple of the kernel's M step
     cfg.gate_proj, cfg.up_proj, cfg.down_proj = (t.data_ptr() for t in tensors)
     cfg.pool = cpu_infer.backend_
     moe = ext.moe.AMXInt8_MOE(cfg)
@@ -163,7 +163,11 @@ def run_one(threads: int, pools: int, nodes: list[int]) -> dict:
     moes = [moe for moe, _keep in layers]
     torch.manual_seed(1)
     torch.set_num_threads(1)  # keep torch's own OpenMP pool from competing with the CPUInfer workers
-    overhead = fixed_overhead_ms(ext, cpu_infer)
+    try:
+        overhead = fixed_overhead_ms(ext, cpu_infer)
+    except RuntimeError as exc:
+        overhead = None
+        print(f"tiny layer: {exc}", file=sys.stderr)
     shapes = [time_shape(cpu_infer, moes, q, 200) for q in DECODE]
     shapes += [time_shape(cpu_infer, moes, q, 12 if q <= 512 else 4) for q in PREFILL]
     return {
@@ -193,6 +197,7 @@ def main() -> None:
     ap.add_argument("--pools", type=int, default=1)
     ap.add_argument("--numa-nodes", default="0", help="comma list of NUMA node ids holding usable cpus")
     ap.add_argument("--cores", type=int, default=os.cpu_count(), help="usable physical cores")
+    ap.add_argument("--configs", help="THREADSxPOOLS list, e.g. 12x1,15x1,16x1 (default: the sweep)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     nodes = [int(n) for n in args.numa_nodes.split(",")]
@@ -201,7 +206,10 @@ def main() -> None:
         args.out.write_text(json.dumps(run_one(args.threads, args.pools, nodes)))
         return
     results = []
-    for threads, pools in sweep_configs(args.cores, nodes):
+    configs = sweep_configs(args.cores, nodes)
+    if args.configs:
+        configs = [tuple(int(n) for n in c.split("x")) for c in args.configs.split(",")]
+    for threads, pools in configs:
         one = args.out.with_suffix(f".t{threads}p{pools}.json")
         cmd = [sys.executable, __file__, "--threads", str(threads), "--pools", str(pools)]
         cmd += ["--numa-nodes", args.numa_nodes, "--out", str(one)]
@@ -214,7 +222,7 @@ def main() -> None:
         one.unlink()
         results.append(result)
         row = " ".join(f"q{s['qlen']}={s['tokens_per_s']:.0f}" for s in result["shapes"])
-        tiny = result["tiny_layer_ms"]
+        tiny = result["tiny_layer_ms"] or float("nan")
         print(
             f"t={threads:2d} p={pools} load={result['load_s']:.1f}s tiny={tiny:.2f}ms tok/s {row}", flush=True
         )

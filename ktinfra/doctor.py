@@ -120,6 +120,7 @@ def parse_junit(path: Path) -> list[Check]:
                 break
         out = case.find("system-out")
         output = (out.text or "").strip() if out is not None else ""
+        output = output.split("Captured Out ---", 1)[-1].strip("- \n")
         checks.append(Check(check_id, host, status, message, output[-2000:], float(case.get("time", 0))))
     return checks
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the device host (GPU + AMX, no network), from the root of the checkout the device tool sent, with
 # .devcarry carried (see prepare.sh). Results: $OUT/log.txt and $OUT/results.tgz (re-packed after each phase).
-# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture suite doctor stream moe-quick moe]
+# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor stream moe-quick moe moe-repeat]
 set -u
 carry=$(cd "$(dirname "$0")/../../.." && pwd)
 repo=$carry/repo
@@ -37,6 +37,17 @@ for phase in $phases; do
       if python3 -c 'import ktinfra.facts' 2>/dev/null; then
         python3 -m ktinfra facts --json >"$res/ktinfra-facts.json" 2>"$res/ktinfra-facts.err"; echo "facts rc=$?"
       else echo "ktinfra.facts not in this tree: facts compared later from capture/"; fi ;;
+    facts)
+      python3 -m ktinfra facts --json >"$res/facts-live.json"; echo "ktinfra facts rc=$?"
+      python3 -m ktinfra facts --capture "$res/capture-ktinfra" >/dev/null; echo "ktinfra facts --capture rc=$?"
+      kt doctor >"$res/kt-doctor.txt" 2>&1; echo "kt doctor rc=$?"
+      python3 -m ktinfra plan --model Qwen3-30B-A3B --mode serve --json >"$res/plan-serve.json"
+      echo "ktinfra plan rc=$? $(grep -E '"kt_(cpuinfer|threadpool_count)"' "$res/plan-serve.json" | tr -d ' \n')"
+      python3 benchmarks/facts_check.py --facts "$res/facts-live.json" --kt-doctor "$res/kt-doctor.txt" \
+        --capture tests/fixtures/hosts/h100-xeon-amx-16c | tee "$res/facts-check.md"; echo "facts_check rc=$?" ;;
+    moe-repeat)
+      python3 benchmarks/moe_threads.py --configs 12x1,13x1,14x1,15x1,16x1,15x2 --numa-nodes "$(numa_nodes)" \
+        --out "$out/moe_repeat.json" ;;
     suite)
       suite serve --kt-role=serve
       suite sft --kt-role=sft
@@ -48,7 +59,7 @@ for phase in $phases; do
       echo "ktinfra doctor --role serve rc=$?"
       python3 -m ktinfra doctor --hosts local:// --role serve >"$res/doctor-serve.txt" 2>&1; echo "table rc=$?" ;;
     stream)
-      python3 benchmarks/stream.py --gib 2 --threads 1,2,4,8,12,16 --out "$res/stream.json" ;;
+      python3 benchmarks/stream.py --gib 2 --reps 10 --threads 1,2,4,8,12,14,15,16 --out "$res/stream.json" ;;
     moe-quick)
       python3 benchmarks/moe_threads.py --threads 16 --pools 1 --numa-nodes "$(numa_nodes)" --out "$res/moe-t16.json"
       python3 -c 'import json,sys; [print(s) for s in json.load(open(sys.argv[1]))["shapes"]]' "$res/moe-t16.json" ;;
