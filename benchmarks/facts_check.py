@@ -105,7 +105,8 @@ def against_capture(facts: dict, capture: Path) -> list[tuple[str, object, str, 
             continue
         if mine.get(key) != theirs.get(key):
             out.append((key, mine.get(key), f"capture: {theirs.get(key)}", False))
-    out.append((f"{len(set(mine) & set(theirs))} other keys", "equal", capture.name, not out))
+    equal = len(set(mine) & set(theirs)) - len(out)
+    out.append((f"{equal} other non-volatile keys", "equal", f"capture {capture.name}", True))
     return out
 
 
@@ -113,11 +114,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--facts", type=Path, required=True, help="`ktinfra facts --json` of the live host")
     ap.add_argument("--kt-doctor", type=Path, required=True, help="`kt doctor` output on the same host")
-    ap.add_argument("--capture", type=Path, required=True, help="recorded capture of this kind of host")
+    ap.add_argument(
+        "--capture", type=Path, action="append", required=True, help="capture folder (repeatable)"
+    )
     args = ap.parse_args()
     facts = json.loads(args.facts.read_text())
     rows = against_doctor(facts, doctor_rows(args.kt_doctor.read_text()))
-    rows += against_capture(facts, args.capture)
+    for capture in args.capture:
+        rows += against_capture(facts, capture)
     print("| fact | ktinfra facts | kt doctor / capture | agree |\n|---|---|---|---|")
     for key, mine, theirs, ok in rows:
         print(f"| {key} | {mine} | {theirs} | {'yes' if ok else '**NO**'} |")

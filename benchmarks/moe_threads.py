@@ -147,7 +147,12 @@ def fixed_overhead_ms(ext, cpu_infer) -> float:
     return statistics.median(times) * 1e3
 
 
-def run_one(threads: int, pools: int, nodes: list[int]) -> dict:
+def start_spinners(count: int) -> list[subprocess.Popen]:
+    """Busy processes standing in for the serving process's own busy threads (scheduler, CUDA launches)."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+def run_one(threads: int, pools: int, nodes: list[int], spinners: int = 0) -> dict:
     import kt_kernel
     import torch
 
@@ -163,6 +168,7 @@ def run_one(threads: int, pools: int, nodes: list[int]) -> dict:
     moes = [moe for moe, _keep in layers]
     torch.manual_seed(1)
     torch.set_num_threads(1)  # keep torch's own OpenMP pool from competing with the CPUInfer workers
+    busy = start_spinners(spinners)
     try:
         overhead = fixed_overhead_ms(ext, cpu_infer)
     except RuntimeError as exc:
@@ -170,9 +176,12 @@ def run_one(threads: int, pools: int, nodes: list[int]) -> dict:
         print(f"tiny layer: {exc}", file=sys.stderr)
     shapes = [time_shape(cpu_infer, moes, q, 200) for q in DECODE]
     shapes += [time_shape(cpu_infer, moes, q, 12 if q <= 512 else 4) for q in PREFILL]
+    for proc in busy:
+        proc.kill()
     return {
         "threads": threads,
         "pools": pools,
+        "spinners": spinners,
         "numa_map": list(cfg.subpool_numa_map),
         "variant": kt_kernel.__cpu_variant__,
         "load_s": load_s,
@@ -197,25 +206,38 @@ def main() -> None:
     ap.add_argument("--pools", type=int, default=1)
     ap.add_argument("--numa-nodes", default="0", help="comma list of NUMA node ids holding usable cpus")
     ap.add_argument("--cores", type=int, default=os.cpu_count(), help="usable physical cores")
-    ap.add_argument("--configs", help="THREADSxPOOLS list, e.g. 12x1,15x1,16x1 (default: the sweep)")
+    ap.add_argument("--spinners", type=int, default=0, help="busy processes running beside the layer")
+    ap.add_argument("--configs", help="THREADSxPOOLS[+SPINNERS] list, e.g. 12x1,15x1+1 (default: the sweep)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     nodes = [int(n) for n in args.numa_nodes.split(",")]
     make_weights()
     if args.threads:
-        args.out.write_text(json.dumps(run_one(args.threads, args.pools, nodes)))
+        args.out.write_text(json.dumps(run_one(args.threads, args.pools, nodes, args.spinners)))
         return
     results = []
     configs = sweep_configs(args.cores, nodes)
     if args.configs:
-        configs = [tuple(int(n) for n in c.split("x")) for c in args.configs.split(",")]
-    for threads, pools in configs:
-        one = args.out.with_suffix(f".t{threads}p{pools}.json")
-        cmd = [sys.executable, __file__, "--threads", str(threads), "--pools", str(pools)]
+        configs = [tuple(int(n) for n in c.replace("+", "x").split("x")) for c in args.configs.split(",")]
+    for threads, pools, *extra in configs:
+        spinners = extra[0] if extra else 0
+        one = args.out.with_suffix(f".t{threads}p{pools}s{spinners}.json")
+        cmd = [
+            sys.executable,
+            __file__,
+            "--threads",
+            str(threads),
+            "--pools",
+            str(pools),
+            "--spinners",
+            str(spinners),
+        ]
         cmd += ["--numa-nodes", args.numa_nodes, "--out", str(one)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
-            results.append({"threads": threads, "pools": pools, "error": done.stderr[-1500:]})
+            results.append(
+                {"threads": threads, "pools": pools, "spinners": spinners, "error": done.stderr[-1500:]}
+            )
             print(f"t={threads} p={pools}: FAILED rc={done.returncode}: {done.stderr[-300:]}", flush=True)
             continue
         result = json.loads(one.read_text())
@@ -224,7 +246,8 @@ def main() -> None:
         row = " ".join(f"q{s['qlen']}={s['tokens_per_s']:.0f}" for s in result["shapes"])
         tiny = result["tiny_layer_ms"] or float("nan")
         print(
-            f"t={threads:2d} p={pools} load={result['load_s']:.1f}s tiny={tiny:.2f}ms tok/s {row}", flush=True
+            f"t={threads:2d} p={pools} s={spinners} load={result['load_s']:.1f}s tiny={tiny:.2f}ms {row}",
+            flush=True,
         )
         summary = {"layer": [EXPERTS, TOPK, HIDDEN, INTER], "configs": results}
         args.out.write_text(json.dumps(summary, indent=1))

@@ -83,7 +83,17 @@ def validate(hosts: list[str], role: str, profile: str) -> None:
 
 def pytest_args(suite: Path, junit: Path, hosts: list[str], role: str, profile: str, options: dict) -> list:
     args = [str(suite), f"--hosts={','.join(hosts)}", f"--kt-role={role}", f"--kt-profile={profile}"]
-    args += ["-p", "no:cacheprovider", "-q", "-rN", "-o", "junit_logging=system-out", f"--junitxml={junit}"]
+    args += [
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rN",
+        "-o",
+        "junit_logging=system-out",
+        "-o",
+        "junit_family=xunit1",
+        f"--junitxml={junit}",
+    ]
     for name, value in options.items():
         if name == "select" and value:
             args += ["-k", value]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the device host (GPU + AMX, no network), from the root of the checkout the device tool sent, with
 # .devcarry carried (see prepare.sh). Results: $OUT/log.txt and $OUT/results.tgz (re-packed after each phase).
-# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor stream moe-quick moe moe-repeat]
+# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor stream moe-quick moe moe-repeat moe-headroom]
 set -u
 carry=$(cd "$(dirname "$0")/../../.." && pwd)
 repo=$carry/repo
@@ -18,7 +18,7 @@ kt() { python3 -c 'import sys; from kt_kernel.cli.main import main; sys.argv[0] 
 physical_cores() { python3 -c 'import os; print(len({open(f"/sys/devices/system/cpu/cpu{c}/topology/core_id").read() + open(f"/sys/devices/system/cpu/cpu{c}/topology/physical_package_id").read() for c in os.sched_getaffinity(0)}))'; }
 numa_nodes() { ls -d /sys/devices/system/node/node* 2>/dev/null | sed 's/.*node//' | paste -sd, || echo 0; }
 suite() { local name=$1; shift; python3 -m pytest tests/infra --hosts=local:// -p no:cacheprovider -rA \
-  -o junit_logging=system-out --junitxml="$res/$name.xml" "$@" >"$res/$name.txt" 2>&1
+  -o junit_logging=system-out -o junit_family=xunit1 --junitxml="$res/$name.xml" "$@" >"$res/$name.txt" 2>&1
   echo "suite $name rc=$? :: $(tail -1 "$res/$name.txt")"; }
 
 for phase in $phases; do
@@ -44,10 +44,15 @@ for phase in $phases; do
       python3 -m ktinfra plan --model Qwen3-30B-A3B --mode serve --json >"$res/plan-serve.json"
       echo "ktinfra plan rc=$? $(grep -E '"kt_(cpuinfer|threadpool_count)"' "$res/plan-serve.json" | tr -d ' \n')"
       python3 benchmarks/facts_check.py --facts "$res/facts-live.json" --kt-doctor "$res/kt-doctor.txt" \
-        --capture tests/fixtures/hosts/h100-xeon-amx-16c | tee "$res/facts-check.md"; echo "facts_check rc=$?" ;;
+        --capture "$res/capture-ktinfra" --capture tests/fixtures/hosts/h100-xeon-amx-16c >"$res/facts-check.md"
+      echo "facts_check rc=$?"; cat "$res/facts-check.md" ;;
     moe-repeat)
       python3 benchmarks/moe_threads.py --configs 12x1,13x1,14x1,15x1,16x1,15x2 --numa-nodes "$(numa_nodes)" \
         --out "$out/moe_repeat.json" ;;
+    moe-headroom)
+      # CPUInfer threads beside N busy processes (stand-ins for the serving process's own busy threads)
+      python3 benchmarks/moe_threads.py --configs 15x1+1,14x1+1,14x1+2,13x1+2,12x1+2,12x1+4 \
+        --numa-nodes "$(numa_nodes)" --out "$out/moe_headroom.json" ;;
     suite)
       suite serve --kt-role=serve
       suite sft --kt-role=sft
