@@ -142,7 +142,9 @@ def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **option
     with tempfile.TemporaryDirectory(prefix="ktinfra-doctor-") as tmp:
         junit = Path(tmp) / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", *pytest_args(suite, junit, hosts, role, profile, options)]
-        done = subprocess.run(cmd, capture_output=True, text=True, cwd=suite)
+        # The venv's bin first: testinfra's ansible backend calls ansible-inventory/ansible from PATH.
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if done.returncode not in (0, 1) or not junit.is_file():
             tail = (done.stdout + done.stderr).strip()[-1500:]
             raise DoctorError(f"the suite did not run (pytest exit {done.returncode}):\n{tail}")

@@ -20,8 +20,9 @@ AMX_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
 MIN_COMPUTE_CAPABILITY = (8, 0)
 # The module that marks a python environment as the stack profile's env of that kind.
 ENV_MARKERS = {"inference": "kt_kernel", "sft": "llamafactory"}
-ENV_ROOTS = (
+ENV_ROOTS = (  # ktinfra render's and the kt_python_env role's prefixes first
     "/opt/ktinfra/envs/{name}",
+    "/opt/kt/envs/{name}",
     "/opt/conda/envs/{name}",
     "/root/miniconda3/envs/{name}",
     "/root/anaconda3/envs/{name}",

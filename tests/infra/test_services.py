@@ -1,10 +1,15 @@
-"""Services: KT systemd units enabled and active; the serve health endpoint answers."""
+"""Services: KT serve units enabled and active; each serve health endpoint answers.
 
+Serve units are ktinfra-serve@NAME.service (ktinfra render) or hand-made sglang*.service; the one-shot job
+units (ktinfra-convert@, ktinfra-train@) are not expected to stay active and are not checked here.
+"""
+
+import re
 import shlex
 
 import pytest
 
-UNIT_PATTERNS = ("ktinfra-*", "kt-*", "sglang*")
+UNIT_PATTERNS = ("ktinfra-serve*", "sglang*")
 DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health"
 HEALTH_CHECK = (
     "import sys,urllib.request\n"
@@ -25,8 +30,21 @@ def units(host, pytestconfig, init_name) -> list[str]:
     named = pytestconfig.getoption("kt_unit")
     if named or init_name != "systemd":
         return named
-    listed = host.run(f"systemctl list-unit-files --no-legend --plain {' '.join(UNIT_PATTERNS)}")
-    return [line.split()[0] for line in listed.stdout.splitlines() if line.strip()]
+    patterns = " ".join(UNIT_PATTERNS)
+    files = host.run(f"systemctl list-unit-files --no-legend --plain --type=service {patterns}").stdout
+    loaded = host.run(f"systemctl list-units --all --no-legend --plain --type=service {patterns}").stdout
+    names = {line.split()[0] for line in (files + loaded).splitlines() if line.strip()}
+    return sorted(n for n in names if not n.endswith("@.service"))  # templates are not units that run
+
+
+def unit_health_url(host, unit: str) -> str:
+    """KT_HEALTH_URL from the unit's environment file (ktinfra render writes it), else sglang's default."""
+    files = host.run(f"systemctl show -p EnvironmentFiles --value {shlex.quote(unit)}").stdout.split()
+    for path in (f for f in files if f.startswith("/")):
+        found = re.search(r"^KT_HEALTH_URL=['\"]?([^'\"\s]+)", host.file(path).content_string, re.M)
+        if found:
+            return found.group(1)
+    return DEFAULT_HEALTH_URL
 
 
 def test_units_enabled_and_active(host, units, init_name):
@@ -49,11 +67,14 @@ def test_units_enabled_and_active(host, units, init_name):
 
 
 def test_health_endpoint_answers(host, pytestconfig, units):
-    url = pytestconfig.getoption("kt_health_url")
-    if url is None:
-        if not any("serve" in u or "sglang" in u for u in units):
-            pytest.skip("no serve unit installed and no --kt-health-url given")
-        url = DEFAULT_HEALTH_URL
-    answer = host.run(f"python3 -c {shlex.quote(HEALTH_CHECK)} {shlex.quote(url)}")
-    said = answer.stdout.strip() or answer.stderr.strip()
-    assert answer.rc == 0 and answer.stdout.strip() == "200", f"{url}: {said}"
+    explicit = pytestconfig.getoption("kt_health_url")
+    urls = [explicit] if explicit else sorted({unit_health_url(host, u) for u in units})
+    if not urls:
+        pytest.skip("no serve unit installed and no --kt-health-url given")
+    bad = []
+    for url in urls:
+        answer = host.run(f"python3 -c {shlex.quote(HEALTH_CHECK)} {shlex.quote(url)}")
+        if answer.rc != 0 or answer.stdout.strip() != "200":
+            bad.append(f"{url}: {answer.stdout.strip() or answer.stderr.strip()}")
+    assert not bad, "; ".join(bad)
+    print(f"health 200 from {', '.join(urls)}")
