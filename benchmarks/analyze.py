@@ -16,21 +16,27 @@ SCALE_BYTES = (768 * 2 + 2048) * 4  # one fp32 scale per output row of the three
 
 
 def by_config(moe: dict) -> dict:
-    return {(c["threads"], c["pools"]): c for c in moe["configs"] if "shapes" in c}
+    """(threads, pools) -> result; runs beside busy processes are keyed (threads, pools, spinners)."""
+    out = {}
+    for c in moe["configs"]:
+        if "shapes" in c:
+            key = (c["threads"], c["pools"]) + ((c["spinners"],) if c.get("spinners") else ())
+            out[key] = c
+    return out
 
 
 def shape_table(configs: dict) -> list[str]:
     qlens = [s["qlen"] for s in next(iter(configs.values()))["shapes"]]
-    head = "| threads | pools | tiny-layer latency ms | " + " | ".join(f"{q} tok" for q in qlens) + " |"
-    rows = [head, "|" + "---:|" * (3 + len(qlens))]
-    for (threads, pools), c in sorted(configs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        tiny = c.get("tiny_layer_ms")
+    head = (
+        "| threads | pools | busy neighbours | tiny-layer ms | "
+        + " | ".join(f"{q} tok" for q in qlens)
+        + " |"
+    )
+    rows = [head, "|" + "---:|" * (4 + len(qlens))]
+    for key, c in sorted(configs.items(), key=lambda kv: (kv[0][1], -kv[0][0], kv[0][2:])):
+        tiny = f"{c['tiny_layer_ms']:.2f}" if c.get("tiny_layer_ms") else "-"
         cells = " | ".join(f"{s['tokens_per_s']:,.0f}" for s in c["shapes"])
-        rows.append(
-            f"| {threads} | {pools} | {tiny:.2f} | {cells} |"
-            if tiny
-            else f"| {threads} | {pools} | - | {cells} |"
-        )
+        rows.append(f"| {key[0]} | {key[1]} | {c.get('spinners', 0)} | {tiny} | {cells} |")
     return rows
 
 
@@ -97,6 +103,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--moe", type=Path, required=True)
     ap.add_argument("--stream", type=Path, required=True)
+    ap.add_argument("--extra", type=Path, action="append", default=[], help="more runs (repeat, neighbours)")
     ap.add_argument(
         "--plan-threads", type=int, required=True, help="kt_cpuinfer of `ktinfra plan` on the host"
     )
@@ -120,6 +127,12 @@ def main() -> None:
     out += ["### Memory bandwidth (STREAM-like, torch, best of reps)", "", *stream_rows, ""]
     out += [f"### Decode roofline at {bandwidth:.1f} GB/s (best read bandwidth)", ""]
     out += roofline_table(configs, bandwidth, keys)
+    for extra in args.extra:
+        more = by_config(json.loads(extra.read_text()))
+        out += ["", f"### {extra.name}", "", *shape_table(more)]
+        plain = {k: v for k, v in more.items() if len(k) == 2}
+        if plain:
+            out += ["", *choice_table(plain, plan, kt_run)]
     print("\n".join(out))
 
 
