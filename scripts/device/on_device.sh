@@ -62,7 +62,10 @@ for phase in $phases; do
     doctor)
       python3 -m ktinfra doctor --json --hosts local:// --role serve >"$res/doctor-serve.json" 2>"$res/doctor.err"
       echo "ktinfra doctor --role serve rc=$?"
-      python3 -m ktinfra doctor --hosts local:// --role serve >"$res/doctor-serve.txt" 2>&1; echo "table rc=$?" ;;
+      python3 -m ktinfra doctor --hosts local:// --role serve >"$res/doctor-serve.txt" 2>&1; echo "table rc=$?"
+      # everything but the profile pins (the image's torch 2.11 is off the kt-0.7 pin by design of this host)
+      python3 -m ktinfra doctor --hosts local:// --role sft -k 'not env_matches_profile_pins' --json \
+        >"$res/doctor-sft-nopins.json"; echo "ktinfra doctor --role sft -k 'not pins' rc=$?" ;;
     stream)
       python3 benchmarks/stream.py --gib 2 --reps 10 --threads 1,2,4,8,12,14,15,16 --out "$res/stream.json" ;;
     moe-quick)
