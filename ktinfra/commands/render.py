@@ -128,6 +128,7 @@ def serve_cmd(
     start_timeout: Annotated[
         int, typer.Option("--start-timeout", help="TimeoutStartSec (model loading).")
     ] = 3600,
+    numa: Annotated[str, typer.Option("--numa", help="auto | interleave | none (see docs).")] = "auto",
     as_json: JsonFlag = False,
 ) -> None:
     """SGLang + kt-kernel server: ktinfra-serve@.service + ktinfra-serve-NAME.env (0600)."""
@@ -145,6 +146,7 @@ def serve_cmd(
             extra_args=extra_arg or [],
             user=user,
             start_timeout_s=start_timeout,
+            numa=numa,
         )
         _emit(rendered, out, as_json)
     except RenderError as exc:

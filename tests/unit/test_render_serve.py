@@ -218,20 +218,30 @@ def test_env_file_carries_the_argv_and_placement(seed002):
     assert args == rendered.info["argv"][3:]
     assert args[-1] == "--watchdog-timeout=600"
     assert flag_values(rendered.info["argv"])["--served-model-name"] == "q30"
-    # seed 002's host has 2 NUMA nodes and the plan pins no CPUs: interleave the process's own memory.
-    assert lines["KT_NUMACTL_ARGS"] == '"--interleave=all"'
+    # seed 002's host has 2 NUMA nodes but the plan does not say it is no container: no memory policy.
+    assert lines["KT_NUMACTL_ARGS"] == '""'
     assert "KT_API_KEY" not in lines
     assert rendered.info["unit"] == "ktinfra-serve@q30.service"
 
 
+def _placement(plan, **kwargs):
+    rendered = render_serve(plan, name="q", model_path=MODEL, weight_path=WEIGHTS, **kwargs)
+    env = rendered.files["ktinfra-serve-q.env"][0]
+    return next(line for line in env.splitlines() if line.startswith("KT_NUMACTL_ARGS="))
+
+
 def test_numa_placement_follows_the_plan(seed002):
     seed002["serve"]["numa_cpus"] = "0-7"
-    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS)
-    env = rendered.files["ktinfra-serve-q.env"][0]
-    assert 'KT_NUMACTL_ARGS="--physcpubind=0-7 --localalloc"' in env
+    assert _placement(seed002) == 'KT_NUMACTL_ARGS="--physcpubind=0-7"'
+    assert _placement(seed002, numa="none") == 'KT_NUMACTL_ARGS=""'
     seed002["serve"]["numa_cpus"] = None
+    seed002["host"]["container"] = False
+    assert _placement(seed002) == 'KT_NUMACTL_ARGS="--interleave=all"'
+    seed002["host"]["container"] = True
+    assert _placement(seed002) == 'KT_NUMACTL_ARGS=""'
+    assert _placement(seed002, numa="interleave") == 'KT_NUMACTL_ARGS="--interleave=all"'
+    seed002["host"].update(numa_nodes=1, container=False)
     seed002["serve"]["kt_threadpool_count"] = 1
-    seed002["host"]["numa_nodes"] = 1
-    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS)
-    assert 'KT_NUMACTL_ARGS="--localalloc"' in rendered.files["ktinfra-serve-q.env"][0]
-    assert "numactl" not in rendered.files["ktinfra-serve@.service"][0].split("[Service]")[1]
+    assert _placement(seed002) == 'KT_NUMACTL_ARGS=""'
+    with pytest.raises(RenderError, match="--numa 'bind'"):
+        _placement(seed002, numa="bind")
