@@ -33,8 +33,8 @@ def _fail(message: str) -> None:
 
 def _resolve_plan(
     plan_file: Path | None, model: str | None, facts: Path | None, from_dir: Path | None, mode: str
-):
-    """The plan from --plan, or from the planner for --model (optionally on --facts / --from facts)."""
+) -> dict:
+    """The plan from --plan, or from the planner for --model on --facts / --from / this host."""
     if plan_file is not None:
         if model is not None:
             raise RenderError("give either --plan or --model, not both")
@@ -45,23 +45,26 @@ def _resolve_plan(
         from ktinfra import planner
     except ImportError as exc:
         raise RenderError(f"the planner is not in this build ({exc}); pass --plan FILE.json") from exc
-    host_facts = _load_facts(facts, from_dir)
-    return planner.plan(host_facts, model, mode)
+    try:
+        return planner.plan(_load_facts(planner, facts, from_dir), model, mode)
+    except planner.PlanInputError as exc:
+        raise RenderError(str(exc)) from exc
 
 
-def _load_facts(facts: Path | None, from_dir: Path | None) -> dict:
+def _load_facts(planner, facts: Path | None, from_dir: Path | None) -> dict:
     if facts is not None and from_dir is not None:
         raise RenderError("give either --facts or --from, not both")
     if facts is not None:
-        try:
-            return json.loads(facts.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise RenderError(f"cannot read facts {facts}: {exc}") from exc
+        return planner.load_facts(facts)
     try:
-        from ktinfra import facts as facts_mod
+        from ktinfra import facts as facts_module
     except ImportError as exc:
         raise RenderError(f"host facts are not in this build ({exc}); pass --plan FILE.json") from exc
-    return facts_mod.collect(from_dir) if from_dir is not None else facts_mod.collect()
+    if from_dir is not None:
+        if not from_dir.is_dir():
+            raise RenderError(f"--from {from_dir}: not a directory")
+        return facts_module.from_capture(from_dir)
+    return facts_module.gather_live()
 
 
 def _emit(rendered, out: Path, as_json: bool) -> None:
