@@ -37,6 +37,13 @@ NATIVE_WEIGHT_METHODS = frozenset(
 KT_METHODS = CONVERTED_WEIGHT_METHODS | NATIVE_WEIGHT_METHODS
 LOOPBACK_NAMES = frozenset({"localhost"})
 NUMA_POLICIES = ("auto", "interleave", "none")
+NUMACTL = "/usr/bin/numactl"
+# What the unit runs instead of `-m sglang.launch_server`: the same module, with --api-key taken from
+# $KT_API_KEY inside the process, so the key never appears in /proc/PID/cmdline (ps) or a child's env.
+LAUNCH_CODE = (
+    'import os,runpy,sys;k=os.environ.pop("KT_API_KEY","");sys.argv[1:1]=["--api-key",k] if k else [];'
+    'runpy.run_module("sglang.launch_server",run_name="__main__",alter_sys=True)'
+)
 
 
 def _number(value: float) -> str:
@@ -214,6 +221,8 @@ def render_serve(
         render_template(
             "systemd/ktinfra-serve@.service.j2",
             python=python,
+            numactl=NUMACTL,
+            launch_code=LAUNCH_CODE,
             env_dir=ENV_DIR,
             user=user and check_word("--user", user),
             start_timeout_s=int(start_timeout_s),
@@ -232,6 +241,8 @@ def render_serve(
     out.info = {
         "unit": f"ktinfra-serve@{name}.service",
         "argv": argv + extra,
+        # the unit's command line, for runners without systemd (source the env file first)
+        "exec_argv": [NUMACTL, *placement, python, "-c", LAUNCH_CODE, *argv[3:], *extra],
         "health_url": url,
         "env_file": f"{ENV_DIR}/{name}.env",
         "numactl_args": placement,

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
 import shlex
+import subprocess
+import sys
 
 import pytest
 from test_render_support import load_fixture_plan
@@ -245,3 +249,27 @@ def test_numa_placement_follows_the_plan(seed002):
     assert _placement(seed002) == 'KT_NUMACTL_ARGS=""'
     with pytest.raises(RenderError, match="--numa 'bind'"):
         _placement(seed002, numa="bind")
+
+
+def test_exec_argv_hands_the_key_to_sglang_inside_the_process(seed002, tmp_path):
+    """The unit's launch code, run by a real Python against a recording stand-in for sglang.launch_server."""
+    package = tmp_path / "sglang"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "launch_server.py").write_text(
+        "import json, os, sys\n"
+        "if __name__ == '__main__':\n"
+        "    cmdline = open('/proc/self/cmdline', 'rb').read().decode()\n"
+        "    key = os.environ.get('KT_API_KEY')\n"
+        "    print(json.dumps({'argv': sys.argv[1:], 'cmdline': cmdline, 'env': key}))\n"
+    )
+    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, api_key="sk-1")
+    exec_argv = rendered.info["exec_argv"]
+    assert exec_argv[0] == "/usr/bin/numactl" and rendered.info["numactl_args"] == []
+    command = [sys.executable, *exec_argv[2:]]  # numactl with no policy just execs; it is not on this host
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "KT_API_KEY": "sk-1"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    seen = json.loads(result.stdout)
+    assert seen["argv"] == ["--api-key", "sk-1", *rendered.info["argv"][3:]]
+    assert "sk-1" not in seen["cmdline"]
+    assert seen["env"] is None
