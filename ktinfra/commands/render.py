@@ -10,6 +10,7 @@ import typer
 
 from ktinfra.render import RenderError, load_plan, write_bundle
 from ktinfra.render.convert import CONVERT_SCRIPT, render_convert, render_lora_convert
+from ktinfra.render.files import install_map
 from ktinfra.render.serve import DEFAULT_SERVE_PYTHON, render_serve
 from ktinfra.render.train import DEFAULT_SFT_PYTHON, LLAMAFACTORY_DIR, render_train
 
@@ -70,7 +71,8 @@ def _load_facts(planner, facts: Path | None, from_dir: Path | None) -> dict:
 def _emit(rendered, out: Path, as_json: bool) -> None:
     written = write_bundle(out, rendered)
     if as_json:
-        typer.echo(json.dumps({"files": written, **rendered.info}, indent=2))
+        doc = {"files": written, **rendered.info, "install": install_map(rendered)}
+        typer.echo(json.dumps(doc, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -82,9 +84,12 @@ def _emit(rendered, out: Path, as_json: bool) -> None:
         table.add_row(path, oct(rendered.files[Path(path).name][1]))
     console = Console()
     console.print(table)
-    for key in ("unit", "health_url", "env_file", "config_file"):
+    for key in ("unit", "health_url", "env_file", "config_file", "numa"):
         if key in rendered.info:
             console.print(f"{key}: {rendered.info[key]}")
+    for name, target in install_map(rendered).items():
+        console.print(f"install {name} -> {target}", soft_wrap=True)
+    console.print(f"then: systemctl daemon-reload && systemctl start {rendered.info['unit']}", soft_wrap=True)
 
 
 def _read_secret(path: Path | None) -> str | None:

@@ -110,15 +110,10 @@ def ktinfra(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
-def install(container: str, rendered: dict, env_dir: str) -> None:
-    """Put rendered files where the roles install them: units in /etc/systemd/system, the rest in env_dir."""
+def install(container: str, rendered: dict) -> None:
+    """Put the rendered files where `--json`'s "install" map says (what the roles do)."""
     for path in rendered["files"]:
-        name = Path(path).name
-        if name.endswith(".service"):
-            target = f"/etc/systemd/system/{name}"
-        else:
-            instance = rendered["unit"].split("@", 1)[1].removesuffix(".service")
-            target = f"{env_dir}/{name.replace(rendered['unit'].split('@')[0] + '-' + instance, instance)}"
+        target = rendered["install"][Path(path).name]
         put(container, target, Path(path).read_text(), oct(Path(path).stat().st_mode & 0o777)[2:])
     sh(container, "systemctl daemon-reload")
 
@@ -158,7 +153,7 @@ def test_serve_start_waits_for_health_and_hides_the_key(box, tmp_path):
     key = tmp_path / "key"
     key.write_text("sk-render-test\n")
     rendered = _serve(tmp_path, "q30", 8000, "--host", "0.0.0.0", "--api-key-file", str(key))
-    install(box, rendered, "/etc/ktinfra/serve")
+    install(box, rendered)
     began = time.monotonic()
     sh(box, "timeout 120 systemctl start ktinfra-serve@q30.service")
     took = time.monotonic() - began
@@ -193,7 +188,7 @@ def test_serve_numactl_pins_cpus_from_the_plan(box, tmp_path):
         "--weight-path", "/models/q-int8", "--port", "8002", "--out", str(tmp_path / "pin1"),
     )  # fmt: skip
     assert rendered["numactl_args"] == ["--physcpubind=1"]
-    install(box, rendered, "/etc/ktinfra/serve")
+    install(box, rendered)
     sh(box, "timeout 120 systemctl start ktinfra-serve@pin1.service")
     record = json.loads(sh(box, "cat /run/standin-pin1.json").stdout)
     assert record["affinity"] == [1]
@@ -218,7 +213,7 @@ def test_serve_restarts_after_a_crash(box):
 
 def test_serve_crash_during_load_fails_the_start_quickly(box, tmp_path):
     rendered = _serve(tmp_path, "broken", 8003)
-    install(box, rendered, "/etc/ktinfra/serve")
+    install(box, rendered)
     put(box, "/etc/systemd/system/ktinfra-serve@broken.service.d/test.conf",
         "[Service]\nEnvironment=STANDIN_CRASH_DURING_LOAD=1\n")  # fmt: skip
     sh(box, "systemctl daemon-reload")
@@ -237,7 +232,7 @@ def test_convert_runs_once_then_is_skipped(box, tmp_path):
         "--model-path", "/models/Qwen3-30B-A3B", "--output", "/models/Qwen3-30B-A3B-INT8", "--method", "int8",
         "--out", str(tmp_path / "conv"),
     )  # fmt: skip
-    install(box, rendered, "/etc/ktinfra/convert")
+    install(box, rendered)
     unit = rendered["unit"]
     sh(box, f"systemctl start {unit}")
     sh(box, f"systemctl stop {unit} && systemctl start {unit}")
@@ -262,7 +257,7 @@ def test_train_unit_launches_with_kt_environment(box, tmp_path, plan_name):
         "--model-path", "/models/Qwen3-30B-A3B", "--dataset", "identity", "--dataset-dir", "/data",
         "--output-dir", f"/runs/{tag}", "--out", str(tmp_path / tag),
     )  # fmt: skip
-    install(box, rendered, "/etc/ktinfra/train")
+    install(box, rendered)
     sh(box, f"systemctl start {rendered['unit']}")
     for _ in range(30):
         runs = sh(box, "cat /run/standin-train.jsonl 2>/dev/null", check=False).stdout.splitlines()

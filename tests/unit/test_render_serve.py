@@ -273,3 +273,18 @@ def test_exec_argv_hands_the_key_to_sglang_inside_the_process(seed002, tmp_path)
     assert seen["argv"] == ["--api-key", "sk-1", *rendered.info["argv"][3:]]
     assert "sk-1" not in seen["cmdline"]
     assert seen["env"] is None
+
+
+def test_seed002_llamafile_variant_matches_section_4_3_2(seed002):
+    """Seed 002 section 4.3.2: same host without the AMX path, GGUF Q4_K_M weights through LLAMAFILE."""
+    seed_line = SEED002_LINE.replace("--kt-method AMXINT8", "--kt-method LLAMAFILE").replace(
+        "/root/autodl-tmp/Qwen3-30B-A3B-INT8/", "/root/autodl-tmp/Qwen3-30B-A3B-Q4_K_M"
+    )
+    seed002["serve"].update(kt_method="LLAMAFILE", kt_weight_format="gguf:Q4_K_M")
+    rendered = render_serve(
+        seed002, name="Qwen3-30B-A3B", model_path=MODEL, weight_path="/root/autodl-tmp/Qwen3-30B-A3B-Q4_K_M",
+        api_key="k", host="0.0.0.0",
+    )  # fmt: skip
+    seed = flag_values(shlex.split(seed_line))
+    ours = flag_values(rendered.info["argv"])
+    assert {flag: ours[flag] for flag in seed} == seed
