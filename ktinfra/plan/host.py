@@ -67,6 +67,16 @@ def has_amx(facts: dict) -> bool:
     return all(isa.get(flag) for flag in AMX_FLAGS)
 
 
+AMX_PERMISSION_KERNEL = (5, 16)  # ARCH_REQ_XCOMP_PERM for XTILEDATA
+
+
+def amx_blocked_by_kernel(facts: dict) -> str | None:
+    """The kernel release when it is known and too old to grant AMX tiles to a process, else None."""
+    release = (facts.get("os") or {}).get("kernel")
+    version = _version(release)
+    return release if version and version < AMX_PERMISSION_KERNEL else None
+
+
 def numa_nodes_in_use(facts: dict) -> int:
     """NUMA nodes that hold CPUs this process may run on."""
     cpu = facts["cpu"]

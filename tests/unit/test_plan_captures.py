@@ -61,9 +61,24 @@ def test_synthetic_autodl_6430_capture_reproduces_the_seed_002_decisions():
     assert (serve["kt_method"], serve["kt_cpuinfer"], serve["kt_threadpool_count"]) == ("AMXINT8", 8, 2)
     assert serve["mem_fraction_static"] == 0.92 and serve["chunked_prefill_size"] == 4096
     assert serve["kt_num_gpu_experts"] == 31
-    # The capture assumes AutoDL's default 50 GB data disk and a 5.4 host kernel: both are reported.
-    assert any("/root/autodl-tmp has 52.6 GB free" in p for p in result["problems"])
-    assert any(p.startswith("kernel 5.4.0-162-generic is older than 5.16") for p in result["problems"])
+    assert result["feasible"], result["problems"]
+
+
+def test_amx_host_on_a_pre_5_16_kernel_serves_without_amx_and_cannot_fine_tune():
+    host = captured("synthetic-2s-8470q-amx")  # AMX flags, kernel 5.15: no ARCH_REQ_XCOMP_PERM
+    served = plan(host, "Qwen3-30B-A3B", "serve")
+    assert served["feasible"] and served["serve"]["kt_method"] == "BF16"
+    assert "kernel 5.15.0-125-generic < 5.16" in served["reasons"]["kt_method"]
+    tuned = plan(host, "Qwen3-30B-A3B", "sft")
+    assert any(p.startswith("kernel 5.15.0-125-generic is older than 5.16") for p in tuned["problems"])
+
+
+def test_small_data_disk_is_reported_with_numbers():
+    host = captured("synthetic-autodl-6430-4090")
+    data = next(d for d in host["disks"] if d["mount"] == "/root/autodl-tmp")
+    data["avail_bytes"] = 50 * 10**9  # AutoDL's default data disk
+    result = plan(host, "Qwen3-30B-A3B", "serve")
+    assert any("/root/autodl-tmp has 50.0 GB free" in p for p in result["problems"])
 
 
 def test_synthetic_autodl_8352v_capture_serves_llamafile_on_its_quota():
