@@ -18,15 +18,17 @@ infra-local: venv ## KT host suite on this non-AMX, GPU-less machine: role rules
 	$(call INFRA_JSON,assert c["cpu.amx_cpu_flags"] == c["gpu.gpu_visible"] == "skipped" \
 	  and d["summary"]["passed"] == 0; print("ok   role any: hardware not applicable, nothing passed -> exit 1"), \
 	  $(INFRA_OUT)/any.json)
-	@python3 -m http.server 39123 --bind 127.0.0.1 --directory $(INFRA_OUT)/www >/dev/null 2>&1 & pid=$$!; \
-	trap "kill $$pid" EXIT; for i in $$(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/39123) 2>/dev/null && break; sleep 0.1; done; \
-	$(KTINFRA) doctor --role any -k health --health-url http://127.0.0.1:39123/health --json > $(INFRA_OUT)/up.json \
+	@free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }; \
+	up=$$(free_port); down=$$(free_port); \
+	python3 -m http.server $$up --bind 127.0.0.1 --directory $(INFRA_OUT)/www >/dev/null 2>&1 & pid=$$!; \
+	trap "kill $$pid" EXIT; for i in $$(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$$up) 2>/dev/null && break; sleep 0.1; done; \
+	$(KTINFRA) doctor --role any -k health --health-url http://127.0.0.1:$$up/health --json > $(INFRA_OUT)/up.json \
 	  || { echo "FAIL health endpoint answering, doctor exit $$?"; exit 1; }; echo "ok   health endpoint answering -> exit 0"; \
-	rc=0; $(KTINFRA) doctor --role any -k health --health-url http://127.0.0.1:39124/health --json \
+	rc=0; $(KTINFRA) doctor --role any -k health --health-url http://127.0.0.1:$$down/health --json \
 	  > $(INFRA_OUT)/down.json || rc=$$?; test $$rc -eq 1 && echo "ok   dead health endpoint -> exit 1"; \
 	printf 'ktbox ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n' > $(INFRA_OUT)/hosts.ini; \
 	$(KTINFRA) doctor --hosts "ansible://ktbox?ansible_inventory=$(INFRA_OUT)/hosts.ini" --role any \
-	  --health-url http://127.0.0.1:39123/health --json > $(INFRA_OUT)/ansible.json \
+	  --health-url http://127.0.0.1:$$up/health --json > $(INFRA_OUT)/ansible.json \
 	  || { echo "FAIL ansible:// backend"; exit 1; }; echo "ok   ansible:// backend: probes ran, health 200"
 
 infra-docker: venv ## KT host suite over docker:// against a systemd container with a real serve unit
