@@ -7,7 +7,14 @@ import math
 from ktinfra import sizing
 from ktinfra.catalog import Architecture
 from ktinfra.plan import formats
-from ktinfra.plan.host import GB, compute_capability, gb, gpu_memory_bytes, numa_nodes_in_use
+from ktinfra.plan.host import (
+    GB,
+    compute_capability,
+    cpu_worker_threads,
+    gb,
+    gpu_memory_bytes,
+    numa_nodes_in_use,
+)
 
 DEFAULT_PORT = 30000  # SGLang's and `kt run`'s default
 KV_TOKENS_PER_REQUEST = 4096  # KV room kept per concurrent request (prompt + answer of a chat turn)
@@ -58,19 +65,20 @@ def max_running(physical_cores: int) -> int:
 def _cpu_decisions(facts: dict, serve: dict, reasons: dict) -> None:
     cpu = facts["cpu"]
     cores = cpu["physical_cores"]
+    threads, note = cpu_worker_threads(facts)
     kt_run = int(cpu["logical_cpus"] * 0.8)
     effect = "would oversubscribe the cores" if kt_run > cores else f"would leave {cores - kt_run} cores idle"
     reasons["kt_cpuinfer"] = (
-        f"{cores} usable physical cores ({cpu['logical_cpus']} logical CPUs, "
-        f"{cpu.get('threads_per_core') or 1} thread(s) per core): one thread per core, never "
-        f"hyperthreads; `kt run`'s default 0.8 x logical = {kt_run} {effect}"
+        f"{threads}: {cores} usable physical cores ({cpu['logical_cpus']} logical CPUs, "
+        f"{cpu.get('threads_per_core') or 1} thread(s) per core), one thread per core, never "
+        f"hyperthreads; {note}; `kt run`'s default 0.8 x logical = {kt_run} {effect}"
     )
-    pools = min(numa_nodes_in_use(facts), cores)
+    pools = min(numa_nodes_in_use(facts), threads)
     reasons["kt_threadpool_count"] = (
         f"the usable CPUs sit on {pools} NUMA node(s): one kt-kernel thread pool per node keeps each "
         "pool's expert weights in node-local memory"
     )
-    serve.update({"kt_cpuinfer": cores, "kt_threadpool_count": pools})
+    serve.update({"kt_cpuinfer": threads, "kt_threadpool_count": pools})
 
 
 def _gpu_experts(arch, dtype, spare, static, weights, kv_budget, lora, reasons) -> int:
@@ -156,12 +164,13 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     static = frac * gpu_bytes * tp
     weights = est.breakdown["gpu_weights"]
     kv_token = sizing.kv_bytes_per_token(arch)
-    requests = max_running(serve["kt_cpuinfer"])
+    requests = max_running(facts["cpu"]["physical_cores"])
     while requests > 1 and weights + requests * KV_TOKENS_PER_REQUEST * kv_token > static:
         requests //= 2
     kv_budget = requests * KV_TOKENS_PER_REQUEST * kv_token
     reasons["max_running_requests"] = (
-        f"{requests}: decode is bound by {serve['kt_cpuinfer']} CPU cores (about 2 requests per core; "
+        f"{requests}: decode is bound by {facts['cpu']['physical_cores']} CPU cores "
+        "(about 2 requests per core; "
         f"seed 002 served 12-14 users on 8), {KV_TOKENS_PER_REQUEST} KV tokens each ({gb(kv_budget)})"
     )
     reasons["cuda_graph_max_bs"] = f"capture CUDA graphs only up to the {requests} running requests"
