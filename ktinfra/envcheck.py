@@ -4,11 +4,12 @@ every reason the install would fail (missing interpreter, conda needed, wheel sh
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
 
-from ktinfra.profiles import env_spec
+from ktinfra.profiles import env_spec, wheel_version
 
 CONDA_CANDIDATES = ("/root/miniconda3/bin/conda", "/opt/conda/bin/conda", "/root/anaconda3/bin/conda")
 MANAGERS = ("auto", "conda", "venv")
@@ -40,12 +41,32 @@ def parse_wheel_override(text: str) -> tuple[str, dict]:
     return name, {key: location, "sha256": fragment.lower() or None}
 
 
+def parse_wheels_json(text: str) -> dict[str, dict]:
+    """{"NAME": {"path"|"url": ..., "sha256": ...}} as Ansible passes kt_python_env_wheels."""
+    data = json.loads(text)
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ValueError("wheel overrides must map each wheel name to {path|url, sha256}")
+    allowed = {"path", "url", "sha256", "file"}
+    for name, value in data.items():
+        if set(value) - allowed:
+            raise ValueError(f"wheel override {name}: unknown keys {sorted(set(value) - allowed)}")
+    return {
+        name: {k: (str(v).lower() if k == "sha256" else v) for k, v in w.items()} for name, w in data.items()
+    }
+
+
 def _apply_overrides(wheel: dict, overrides: dict[str, dict]) -> dict:
     override = overrides.get(wheel["name"])
     if not override:
         return wheel
-    merged = dict(wheel, path=None, url=None)
+    merged = dict(wheel)
+    relocated = bool(override.get("path") or override.get("url"))
+    if relocated:
+        merged.update(path=None, url=None)
     merged.update({k: v for k, v in override.items() if v is not None})
+    if relocated and "file" not in override:
+        merged["file"] = Path(merged.get("path") or merged["url"]).name
+    merged["version"] = wheel_version(merged["file"])
     return merged
 
 
@@ -143,6 +164,11 @@ def check_install(
             needs.append((prefix, env["disk_bytes"]))
             downloads += env["download_bytes"]
         envs.append(env)
+    known = {w["name"] for env in envs for w in env["wheels"]}
+    problems.extend(
+        f"wheel override {name!r} matches no wheel of these envs ({', '.join(sorted(known)) or 'none'})"
+        for name in sorted(set(wheel_overrides or {}) - known)
+    )
     # wheels already in the wheelhouse are not downloaded again
     needs.append((wheelhouse, max(0, downloads - _tree_bytes(wheelhouse))))
     disks, disk_problems = _disk_problems(needs)

@@ -24,12 +24,22 @@ def list_profiles() -> list[str]:
 
 
 def load_profile(name: str = DEFAULT_PROFILE) -> dict:
-    path = PROFILE_DIR / f"{name}.yaml"
-    if not path.is_file():
-        raise UnknownProfileError(f"unknown stack profile {name!r}; known: {', '.join(list_profiles())}")
-    data = yaml.safe_load(path.read_text())
-    if data.get("name") != name or data.get("generation") not in GENERATIONS:
-        raise UnknownProfileError(f"profile file {path} must set name: {name} and generation: current|legacy")
+    """A shipped profile by name, or a site's own profile file when `name` is a path ending in .yaml."""
+    if name.endswith((".yaml", ".yml")):
+        path = Path(name)
+        if not path.is_file():
+            raise UnknownProfileError(f"stack profile file {name} does not exist")
+        expected = None
+    else:
+        path = PROFILE_DIR / f"{name}.yaml"
+        if not path.is_file():
+            raise UnknownProfileError(f"unknown stack profile {name!r}; known: {', '.join(list_profiles())}")
+        expected = name
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict) or data.get("generation") not in GENERATIONS or not data.get("name"):
+        raise UnknownProfileError(f"profile file {path} must set name and generation: current|legacy")
+    if expected and data["name"] != expected:
+        raise UnknownProfileError(f"profile file {path} must set name: {expected}")
     return data
 
 

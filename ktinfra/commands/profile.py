@@ -90,12 +90,16 @@ def check_cmd(
         list[str] | None,
         typer.Option(help="Override a profile wheel: NAME=PATH_OR_URL#sha256=HEX; repeatable."),
     ] = None,
+    wheels_json: Annotated[
+        str | None, typer.Option(help='Overrides as JSON: {"NAME": {"path"|"url": ..., "sha256": ...}}.')
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Resolve where each env goes and list every problem before anything is installed (exit 2)."""
     data = _load(name)
     try:
         overrides = dict(envcheck.parse_wheel_override(w) for w in wheel or [])
+        overrides.update(envcheck.parse_wheels_json(wheels_json or "{}"))
         result = envcheck.check_install(
             data,
             env,
