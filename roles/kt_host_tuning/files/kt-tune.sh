@@ -9,7 +9,8 @@ emit() {
     "$(clean "$target")" "$(clean "$wanted")" "$(clean "$before")" "$1" "$(clean "$2")"
   exit 0
 }
-write() { err=$( (printf '%s\n' "$2" > "$1") 2>&1) || emit not_set "$err"; }
+# the shell's error names this script's temporary path: keep only the reason, so reports are stable
+write() { err=$( (printf '%s\n' "$2" > "$1") 2>&1) || emit not_set "cannot write $1: ${err##*: }"; }
 case $kind in
   sysctl)
     path=/proc/sys/$(printf '%s' "$target" | tr . /)
@@ -43,7 +44,7 @@ case $kind in
     # tmpfs rounds to pages: within 1% counts as applied
     awk -v a="$before" -v b="$want_bytes" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(d <= b / 100)}' \
       && emit applied ""
-    err=$(mount -o remount,size="$wanted" /dev/shm 2>&1) || emit not_set "$err"
+    err=$(mount -o remount,size="$wanted" /dev/shm 2>&1) || emit not_set "remount /dev/shm: ${err##*: }"
     emit set "" ;;
   *) echo "kt-tune: unknown kind $kind" >&2; exit 64 ;;
 esac
