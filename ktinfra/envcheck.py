@@ -157,7 +157,9 @@ def check_install(
                 "but there is no conda here"
             )
         conda_root = Path(conda).resolve().parent.parent if conda else None
-        prefix = conda_root / "envs" / env["name"] if resolved == "conda" else root / env["name"]
+        prefix = (
+            conda_root / "envs" / env["name"] if conda_root and resolved == "conda" else root / env["name"]
+        )
         env["prefix"] = str(prefix)
         env["installed"] = (prefix / FREEZE_FILE).is_file()
         if not env["installed"]:

@@ -152,6 +152,18 @@ def test_check_sums_disk_needs_per_filesystem(tmp_path):
     assert any("disk too small" in p for p in result["problems"]) == too_small
 
 
+def test_conda_requested_without_conda_is_a_problem_not_a_crash(tmp_path):
+    result = envcheck.check_install(
+        profiles.load_profile("kt-0.7"),
+        ["inference"],
+        root=tmp_path,
+        wheelhouse=tmp_path,
+        manager="conda",
+        conda_exe=str(tmp_path / "no-conda"),
+    )
+    assert any("env manager conda requested but no conda found" in p for p in result["problems"])
+
+
 def test_legacy_conda_patches_need_conda(tmp_path):
     result = envcheck.check_install(
         profiles.load_profile("kt-0.4-autodl"), ["sft"], root=tmp_path, wheelhouse=tmp_path, manager="venv"
