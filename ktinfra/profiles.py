@@ -109,6 +109,11 @@ def parse_freeze(text: str) -> dict[str, str]:
     return installed
 
 
+def _same_version(installed: str, pinned: str) -> bool:
+    """PEP 440 `==`: a pin without a local label (`torch==2.7.1`) matches `2.7.1+cu128`."""
+    return installed == pinned or ("+" not in pinned and installed.split("+", 1)[0] == pinned)
+
+
 def freeze_drift(env: dict, freeze_text: str) -> list[str]:
     """Problems when the installed env differs from the profile: wrong pin, missing, or excluded present."""
     installed = parse_freeze(freeze_text)
@@ -116,7 +121,7 @@ def freeze_drift(env: dict, freeze_text: str) -> list[str]:
     for name, version in sorted(pins(env).items()):
         if name not in installed:
             problems.append(f"{env['name']}: {name}=={version} is pinned by the profile but not installed")
-        elif installed[name] != version:
+        elif not _same_version(installed[name], version):
             problems.append(f"{env['name']}: {name} is {installed[name]}, the profile pins {version}")
     for git in env["git"]:
         if normalize(git["name"]) not in installed:
