@@ -19,6 +19,12 @@ EXPECTED = {
     "sft_without_amx": ["Qwen3-30B-A3B (sft)", "AMX"],
     "disk_too_small": ["disk too small: /mnt/tiny has 0.0 GB free"],
     "conda_requested_without_conda": ["env manager conda requested but no conda found"],
+    "bad_argument": ["kt_python_env_manager", "auto, conda, venv"],
+    "legacy_profile_without_conda": [
+        "wheel ktransformers (ktransformers-0.4.2+cu128torch27fancy-cp311-cp311-linux_x86_64.whl) has no",
+        "wheel flash-attn (flash_attn-2.8.3+cu12torch2.7cxx11abiTRUE-cp311-cp311-linux_x86_64.whl) has no",
+        "profile kt-0.4-autodl patches the env with conda (libstdcxx-ng, gcc_impl_linux-64, cuda-runtime)",
+    ],
 }
 
 
