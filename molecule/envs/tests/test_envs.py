@@ -35,7 +35,7 @@ def test_sft_env_imports_llamafactory_with_kt(host):
     code = (
         "import dataclasses, ktransformers, kt_kernel; "
         "from llamafactory.hparams import ModelArguments; "
-        "print('use_kt' in {f.name for f in dataclasses.fields(ModelArguments)})"
+        'print("use_kt" in {f.name for f in dataclasses.fields(ModelArguments)})'
     )
     assert host.check_output(f"{SFT} -c '{code}'").splitlines()[-1] == "True"
     assert host.run("/opt/kt/envs/kt-sft/bin/llamafactory-cli version").rc == 0
