@@ -12,6 +12,8 @@ result=out/roles1-envs-measure.txt
 log=out/roles1-envs-measure.log
 : >"$log"
 recap() { sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -oE 'ok=[0-9]+ +changed=[0-9]+' | tail -1; }
+# removing a container with ~20 GB of envs can outlast the docker driver's 60 s timeout: retry
+destroy() { molecule destroy -s envs >>"$log" 2>&1 || { sleep 60; molecule destroy -s envs >>"$log" 2>&1; }; }
 timed() { # NAME molecule-args...
   local name=$1 start rc=0
   shift
@@ -21,15 +23,16 @@ timed() { # NAME molecule-args...
   return $rc
 }
 { echo "== envs measure $(date -u +%FT%TZ) on $(nproc) cores, wheelhouse $KTINFRA_WHEELHOUSE"; } | tee "$result"
-molecule destroy -s envs >>"$log" 2>&1
+destroy
 molecule create -s envs >>"$log" 2>&1
 timed cold-converge converge
 timed cold-idempotence idempotence || true
 timed verify verify || true
 docker exec roles1-envs sh -c 'du -sb /opt/kt/envs/* /opt/ktinfra/tool' | tee -a "$result"
 echo "wheelhouse: $(du -sb "$KTINFRA_WHEELHOUSE" | cut -f1) bytes, $(ls "$KTINFRA_WHEELHOUSE" | wc -l) files" | tee -a "$result"
-molecule destroy -s envs >>"$log" 2>&1
+destroy
 molecule create -s envs >>"$log" 2>&1
 timed warm-converge converge
 timed warm-idempotence idempotence || true
+timed warm-verify verify || true
 echo "container roles1-envs left running for 'molecule verify -s envs'; destroy with 'molecule destroy -s envs'" | tee -a "$result"
