@@ -4,6 +4,8 @@
 # wheelhouse cache KTINFRA_WHEELHOUSE, default /var/cache/ktinfra/wheelhouse, makes warm runs offline).
 ROLES1_SCENARIOS ?= bad-input provision envs
 KTINFRA_WHEELHOUSE ?= /var/cache/ktinfra/wheelhouse
+# removing the envs container (~20 GB written) outlasts the docker modules' default 60 s API timeout
+ROLES1_DOCKER_TIMEOUT ?= 900
 
 .PHONY: test-roles1 bench-roles1-envs
 
@@ -12,11 +14,11 @@ test-roles1: venv ## molecule: preflight bad inputs, provision (local wheel, tun
 	mkdir -p $(KTINFRA_WHEELHOUSE)
 	set -e; for s in $(ROLES1_SCENARIOS); do \
 	  echo "== molecule test -s $$s"; \
-	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH KTINFRA_WHEELHOUSE=$(KTINFRA_WHEELHOUSE) $(VENV)/bin/molecule test -s $$s; \
+	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH DOCKER_TIMEOUT=$(ROLES1_DOCKER_TIMEOUT) KTINFRA_WHEELHOUSE=$(KTINFRA_WHEELHOUSE) $(VENV)/bin/molecule test -s $$s; \
 	done
 
 bench-roles1-envs: venv ## cold + warm converge of the envs scenario, times/changed/sizes -> out/roles1-envs-measure.txt
 	bash scripts/docker-ready.sh
-	molecule/envs/measure.sh
+	DOCKER_TIMEOUT=$(ROLES1_DOCKER_TIMEOUT) molecule/envs/measure.sh
 
 TEST_TARGETS += test-roles1
