@@ -1,0 +1,135 @@
+"""`ktinfra profile`: the stack profiles (versions are data) and the checks around installing them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ktinfra import envcheck, profiles
+
+profile_app = typer.Typer(help="Stack profiles: list, show, check an install before it starts, check drift.")
+
+EnvOption = Annotated[
+    list[str], typer.Option("--env", help="Env key of the profile (inference, sft); repeatable.")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine JSON on stdout.")]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(profile_app, name="profile")
+
+
+def _load(name: str) -> dict:
+    try:
+        return profiles.load_profile(name)
+    except profiles.UnknownProfileError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
+
+
+def _finish(result: dict, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        for problem in result.get("problems", []):
+            Console(stderr=True).print(f"[red]problem:[/] {problem}")
+    if result.get("problems"):
+        raise typer.Exit(2)
+
+
+@profile_app.command("list")
+def list_cmd(as_json: JsonOption = False) -> None:
+    """Known stack profiles."""
+    rows = [profiles.load_profile(name) for name in profiles.list_profiles()]
+    if as_json:
+        typer.echo(
+            json.dumps([{k: p[k] for k in ("name", "generation", "description")} for p in rows], indent=2)
+        )
+        return
+    table = Table("profile", "generation", "description")
+    for p in rows:
+        table.add_row(p["name"], p["generation"], p.get("description", ""))
+    Console().print(table)
+
+
+@profile_app.command("show")
+def show_cmd(name: str, as_json: JsonOption = False) -> None:
+    """One profile with every env resolved (pins, wheels, git sources, conda patches)."""
+    data = _load(name)
+    try:
+        data["envs"] = {key: profiles.env_spec(data, key) for key in data.get("envs") or {}}
+    except (ValueError, KeyError) as error:
+        typer.echo(f"error: profile {name}: {error}", err=True)
+        raise typer.Exit(1) from error
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    table = Table("env", "name", "packages / wheels / git")
+    for key, env in data["envs"].items():
+        items = env["packages"] + [w["file"] for w in env["wheels"]] + [g["repo"] for g in env["git"]]
+        table.add_row(key, env["name"], "\n".join(items))
+    Console().print(table)
+
+
+@profile_app.command("check")
+def check_cmd(
+    name: str,
+    env: EnvOption,
+    root: Annotated[Path, typer.Option(help="Where venvs are created (conda uses its own envs dir).")],
+    wheelhouse: Annotated[Path, typer.Option(help="Wheel cache on the data disk.")],
+    manager: Annotated[str, typer.Option(help="auto | conda | venv")] = "auto",
+    conda_exe: Annotated[
+        str | None, typer.Option(help="conda binary (default: PATH, miniconda paths)")
+    ] = None,
+    wheel: Annotated[
+        list[str] | None,
+        typer.Option(help="Override a profile wheel: NAME=PATH_OR_URL#sha256=HEX; repeatable."),
+    ] = None,
+    wheels_json: Annotated[
+        str | None, typer.Option(help='Overrides as JSON: {"NAME": {"path"|"url": ..., "sha256": ...}}.')
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Resolve where each env goes and list every problem before anything is installed (exit 2)."""
+    data = _load(name)
+    try:
+        overrides = dict(envcheck.parse_wheel_override(w) for w in wheel or [])
+        overrides.update(envcheck.parse_wheels_json(wheels_json or "{}"))
+        result = envcheck.check_install(
+            data,
+            env,
+            root=root,
+            wheelhouse=wheelhouse,
+            manager=manager,
+            conda_exe=conda_exe,
+            wheel_overrides=overrides,
+        )
+    except (ValueError, KeyError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
+    _finish(result, as_json)
+
+
+@profile_app.command("drift")
+def drift_cmd(
+    name: str,
+    env: Annotated[str, typer.Option("--env", help="Env key of the profile (inference, sft).")],
+    freeze: Annotated[Path, typer.Option(help="`pip freeze` output of the installed env.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Compare an installed env (pip freeze) with the profile's pins and exclusions (exit 2 on drift)."""
+    data = _load(name)
+    try:
+        spec = profiles.env_spec(data, env)
+        problems = profiles.freeze_drift(spec, freeze.read_text())
+    except (OSError, ValueError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from error
+    _finish(
+        {"profile": name, "env": spec["name"], "pins": profiles.pins(spec), "problems": problems}, as_json
+    )

@@ -1,0 +1,189 @@
+"""Before installing a stack profile's Python envs on this host: resolve where each env goes and find
+every reason the install would fail (missing interpreter, conda needed, wheel sha256, disk) up front."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from ktinfra.profiles import env_spec, wheel_version
+
+CONDA_CANDIDATES = ("/root/miniconda3/bin/conda", "/opt/conda/bin/conda", "/root/anaconda3/bin/conda")
+MANAGERS = ("auto", "conda", "venv")
+FREEZE_FILE = "ktinfra-freeze.txt"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def find_conda(conda_exe: str | None) -> str | None:
+    if conda_exe:
+        return conda_exe if os.access(conda_exe, os.X_OK) else None
+    found = shutil.which("conda")
+    return found or next((c for c in CONDA_CANDIDATES if os.access(c, os.X_OK)), None)
+
+
+def parse_wheel_override(text: str) -> tuple[str, dict]:
+    """`NAME=PATH_OR_URL[#sha256=HEX]` -> (NAME, {path|url, sha256})."""
+    name, sep, location = text.partition("=")
+    if not sep or not name or not location:
+        raise ValueError(f"wheel override {text!r} must look like NAME=PATH_OR_URL#sha256=HEX")
+    location, _, fragment = location.partition("#sha256=")
+    key = "url" if location.startswith(("http://", "https://")) else "path"
+    return name, {key: location, "sha256": fragment.lower() or None}
+
+
+def parse_wheels_json(text: str) -> dict[str, dict]:
+    """{"NAME": {"path"|"url": ..., "sha256": ...}} as Ansible passes kt_python_env_wheels."""
+    data = json.loads(text)
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ValueError("wheel overrides must map each wheel name to {path|url, sha256}")
+    allowed = {"path", "url", "sha256", "file"}
+    for name, value in data.items():
+        if set(value) - allowed:
+            raise ValueError(f"wheel override {name}: unknown keys {sorted(set(value) - allowed)}")
+    return {
+        name: {k: (str(v).lower() if k == "sha256" else v) for k, v in w.items()} for name, w in data.items()
+    }
+
+
+def _apply_overrides(wheel: dict, overrides: dict[str, dict]) -> dict:
+    override = overrides.get(wheel["name"])
+    if not override:
+        return wheel
+    merged = dict(wheel)
+    relocated = bool(override.get("path") or override.get("url"))
+    if relocated:
+        merged.update(path=None, url=None)
+    merged.update({k: v for k, v in override.items() if v is not None})
+    if relocated and "file" not in override:
+        merged["file"] = Path(merged.get("path") or merged["url"]).name
+    merged["version"] = wheel_version(merged["file"])
+    return merged
+
+
+def _wheel_problems(wheel: dict) -> list[str]:
+    if not wheel.get("sha256"):
+        return [
+            f"wheel {wheel['name']} ({wheel['file']}) has no sha256 pin: download it, run sha256sum and pass "
+            f"kt_python_env_wheels: {{{wheel['name']}: {{path: ..., sha256: ...}}}}"
+        ]
+    path = wheel.get("path")
+    if not path:
+        return [] if wheel.get("url") else [f"wheel {wheel['name']} has neither url nor path"]
+    if not Path(path).is_file():
+        return [f"wheel {wheel['name']}: {path} does not exist"]
+    actual = sha256_of(Path(path))
+    if actual != wheel["sha256"]:
+        return [f"wheel {wheel['name']}: sha256 of {path} is {actual}, expected {wheel['sha256']}"]
+    return []
+
+
+def _existing_parent(path: Path) -> Path:
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+def _tree_bytes(path: Path) -> int:
+    if not path.is_dir():
+        return 0
+    return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+
+
+def _disk_problems(needs: list[tuple[Path, int]]) -> tuple[list[dict], list[str]]:
+    by_device: dict[int, dict] = {}
+    for path, need in needs:
+        anchor = _existing_parent(path)
+        entry = by_device.setdefault(
+            anchor.stat().st_dev,
+            {"path": str(anchor), "free_bytes": shutil.disk_usage(anchor).free, "need_bytes": 0},
+        )
+        entry["need_bytes"] += need
+    disks = list(by_device.values())
+    problems = [
+        f"disk too small: {d['path']} has {d['free_bytes'] / 1e9:.1f} GB free, the envs and wheelhouse need "
+        f"{d['need_bytes'] / 1e9:.1f} GB"
+        for d in disks
+        if d["need_bytes"] > d["free_bytes"]
+    ]
+    return disks, problems
+
+
+def check_install(
+    profile: dict,
+    env_keys: list[str],
+    *,
+    root: Path,
+    wheelhouse: Path,
+    manager: str = "auto",
+    conda_exe: str | None = None,
+    wheel_overrides: dict[str, dict] | None = None,
+) -> dict:
+    """Resolved install plan for `env_keys` of `profile` on this host, with `problems` (empty = go)."""
+    if manager not in MANAGERS:
+        raise ValueError(f"env manager must be one of {', '.join(MANAGERS)}, not {manager!r}")
+    problems: list[str] = []
+    conda = find_conda(conda_exe)
+    if manager == "conda" and conda is None:
+        searched = conda_exe or "PATH, " + ", ".join(CONDA_CANDIDATES)
+        problems.append(f"env manager conda requested but no conda found ({searched})")
+    resolved = "conda" if manager == "conda" or (manager == "auto" and conda) else "venv"
+    python = None
+    if resolved == "venv":
+        python = shutil.which(f"python{profile['python']}")
+        if python is None:
+            problems.append(
+                f"python{profile['python']} not found: install it (apt) or use conda (kt_python_env_manager)"
+            )
+    envs, needs, downloads = [], [], 0
+    for key in env_keys:
+        env = env_spec(profile, key)
+        env["wheels"] = [_apply_overrides(w, wheel_overrides or {}) for w in env["wheels"]]
+        for wheel in env["wheels"]:
+            problems.extend(_wheel_problems(wheel))
+        if env["conda_patches"] and resolved != "conda":
+            patches = ", ".join(p for patch in env["conda_patches"] for p in patch["packages"])
+            problems.append(
+                f"{env['name']}: profile {profile['name']} patches the env with conda ({patches}), "
+                "but there is no conda here"
+            )
+        conda_root = Path(conda).resolve().parent.parent if conda else None
+        prefix = (
+            conda_root / "envs" / env["name"] if conda_root and resolved == "conda" else root / env["name"]
+        )
+        env["prefix"] = str(prefix)
+        env["installed"] = (prefix / FREEZE_FILE).is_file()
+        if not env["installed"]:
+            needs.append((prefix, env["disk_bytes"]))
+            downloads += env["download_bytes"]
+        envs.append(env)
+    known = {w["name"] for env in envs for w in env["wheels"]}
+    problems.extend(
+        f"wheel override {name!r} matches no wheel of these envs ({', '.join(sorted(known)) or 'none'})"
+        for name in sorted(set(wheel_overrides or {}) - known)
+    )
+    # wheels already in the wheelhouse are not downloaded again
+    needs.append((wheelhouse, max(0, downloads - _tree_bytes(wheelhouse))))
+    disks, disk_problems = _disk_problems(needs)
+    return {
+        "profile": profile["name"],
+        "generation": profile["generation"],
+        "python": profile["python"],
+        "python_exe": python,
+        "manager": resolved,
+        "conda_exe": conda if resolved == "conda" else None,
+        "pip": {"index_url": None, "extra_index_urls": [], **(profile.get("pip") or {})},
+        "wheelhouse": str(wheelhouse),
+        "envs": envs,
+        "disks": disks,
+        "problems": problems + disk_problems,
+    }

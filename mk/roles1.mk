@@ -1,0 +1,24 @@
+# Provisioning roles I (kt_preflight, kt_python_env, kt_host_tuning): molecule scenarios in real containers.
+# bad-input: every bad input fails preflight and leaves the host unchanged; provision: a site profile with a
+# local wheel + tuning, converge -> idempotence -> verify; envs: the real kt-0.7 envs from PyPI (GBs; the
+# wheelhouse cache KTINFRA_WHEELHOUSE, default /var/cache/ktinfra/wheelhouse, makes warm runs offline).
+ROLES1_SCENARIOS ?= bad-input provision envs
+KTINFRA_WHEELHOUSE ?= /var/cache/ktinfra/wheelhouse
+# removing the envs container (~20 GB written) outlasts the docker modules' default 60 s API timeout
+ROLES1_DOCKER_TIMEOUT ?= 900
+
+.PHONY: test-roles1 bench-roles1-envs
+
+test-roles1: venv ## molecule: preflight bad inputs, provision (local wheel, tuning), real kt-0.7 envs
+	bash scripts/docker-ready.sh
+	mkdir -p $(KTINFRA_WHEELHOUSE)
+	set -e; for s in $(ROLES1_SCENARIOS); do \
+	  echo "== molecule test -s $$s"; \
+	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH DOCKER_TIMEOUT=$(ROLES1_DOCKER_TIMEOUT) KTINFRA_WHEELHOUSE=$(KTINFRA_WHEELHOUSE) $(VENV)/bin/molecule test -s $$s; \
+	done
+
+bench-roles1-envs: venv ## cold + warm converge of the envs scenario, times/changed/sizes -> out/roles1-envs-measure.txt
+	bash scripts/docker-ready.sh
+	DOCKER_TIMEOUT=$(ROLES1_DOCKER_TIMEOUT) molecule/envs/measure.sh
+
+TEST_TARGETS += test-roles1

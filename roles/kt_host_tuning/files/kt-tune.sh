@@ -1,0 +1,50 @@
+#!/bin/sh
+# kt-tune KIND TARGET WANTED: apply one runtime setting, print one JSON line
+#   {"setting", "wanted", "before", "status": applied|set|not_set|absent, "reason"}
+# "set" = changed now; "applied" = already as wanted; never exits non-zero for a setting that cannot be set.
+kind=$1 target=$2 wanted=$3 before=""
+clean() { printf '%s' "$1" | tr -d '"\\' | tr '\n' ' '; }
+emit() {
+  printf '{"setting": "%s", "wanted": "%s", "before": "%s", "status": "%s", "reason": "%s"}\n' \
+    "$(clean "$target")" "$(clean "$wanted")" "$(clean "$before")" "$1" "$(clean "$2")"
+  exit 0
+}
+# the shell's error names this script's temporary path: keep only the reason, so reports are stable
+write() { err=$( (printf '%s\n' "$2" > "$1") 2>&1) || emit not_set "cannot write $1: ${err##*: }"; }
+case $kind in
+  sysctl)
+    path=/proc/sys/$(printf '%s' "$target" | tr . /)
+    [ -e "$path" ] || emit absent "$path does not exist on this kernel"
+    before=$(cat "$path")
+    [ "$before" = "$wanted" ] && emit applied ""
+    write "$path" "$wanted"
+    [ "$(cat "$path")" = "$wanted" ] || emit not_set "the kernel kept $(cat "$path")"
+    emit set "" ;;
+  thp)
+    [ -e "$target" ] || emit absent "$target does not exist (kernel without THP)"
+    before=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$target")
+    [ "$before" = "$wanted" ] && emit applied ""
+    write "$target" "$wanted"
+    emit set "" ;;
+  governor)
+    files=$(ls /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor 2>/dev/null)
+    [ -n "$files" ] || emit absent "no cpufreq on this host (VM or container): the hypervisor owns frequency"
+    before=$(cat $files | sort -u | tr '\n' ' ' | sed 's/ $//')
+    [ "$before" = "$wanted" ] && emit applied ""
+    for f in $files; do write "$f" "$wanted"; done
+    emit set "" ;;
+  shm)
+    [ -d /dev/shm ] || emit absent "/dev/shm is not mounted"
+    before=$(df -B1 --output=size /dev/shm | tail -1 | tr -d ' ')
+    case $wanted in
+      *%) total=$(awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo)
+          want_bytes=$(awk -v t="$total" -v p="${wanted%\%}" 'BEGIN {printf "%d", t * p / 100}') ;;
+      *) want_bytes=$(numfmt --from=iec "$wanted") ;;
+    esac
+    # tmpfs rounds to pages: within 1% counts as applied
+    awk -v a="$before" -v b="$want_bytes" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(d <= b / 100)}' \
+      && emit applied ""
+    err=$(mount -o remount,size="$wanted" /dev/shm 2>&1) || emit not_set "remount /dev/shm: ${err##*: }"
+    emit set "" ;;
+  *) echo "kt-tune: unknown kind $kind" >&2; exit 64 ;;
+esac

@@ -1,0 +1,235 @@
+"""Stack profile envs: pins, freeze drift and the install checks run on a target before any change."""
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ktinfra import envcheck, profiles
+from ktinfra.cli import app
+
+runner = CliRunner()
+
+
+def _wheel(tmp_path: Path, name: str = "ktprobe-0.4.2+cpu-py3-none-any.whl") -> tuple[Path, str]:
+    path = tmp_path / name
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("ktprobe/__init__.py", "")
+    return path, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _site_profile(tmp_path: Path, wheel: Path, sha: str | None) -> Path:
+    text = f"""
+name: site
+generation: legacy
+python: "3.11"
+envs:
+  inference:
+    name: kt-probe
+    packages: [six==1.16.0]
+    wheels: [{{name: ktprobe, file: {wheel.name}, path: {wheel}, sha256: {sha or "null"}}}]
+    disk_bytes: 1000
+    download_bytes: 1000
+"""
+    path = tmp_path / "site.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_profiles_resolve_every_env():
+    for name in profiles.list_profiles():
+        profile = profiles.load_profile(name)
+        for key in profiles.ENV_KEYS:
+            env = profiles.env_spec(profile, key)
+            assert env["name"] in ("kt-kernel", "kt-sft")
+            assert env["disk_bytes"] > 0
+
+
+def test_current_stack_pins_and_keeps_sglang_out_of_sft():
+    profile = profiles.load_profile("kt-0.7")
+    inference = profiles.pins(profiles.env_spec(profile, "inference"))
+    sft = profiles.env_spec(profile, "sft")
+    assert inference == {"kt-kernel": "0.7.2", "sglang-kt": "0.7.2", "torch": "2.9.1"}
+    assert profiles.pins(sft)["ktransformers"] == "0.7.2"
+    assert "sglang-kt" in sft["exclude"]
+
+
+def test_legacy_stack_carries_the_seed_wheels_and_conda_patches():
+    sft = profiles.env_spec(profiles.load_profile("kt-0.4-autodl"), "sft")
+    pins = profiles.pins(sft)
+    assert pins["ktransformers"] == "0.4.2+cu128torch27fancy"
+    assert pins["flash-attn"] == "2.8.3+cu12torch2.7cxx11abiTRUE"
+    assert pins["transformers"] == "4.56.0"
+    channels = {patch["channel"]: patch["packages"] for patch in sft["conda_patches"]}
+    assert channels["conda-forge"] == ["libstdcxx-ng", "gcc_impl_linux-64"]
+    assert channels["nvidia/label/cuda-11.8.0"] == ["cuda-runtime"]
+    assert sft["git"][0]["repo"] == "https://github.com/hiyouga/LLaMA-Factory.git"
+
+
+def test_freeze_drift_names_wrong_missing_and_excluded_packages():
+    env = profiles.env_spec(profiles.load_profile("kt-0.7"), "sft")
+    freeze = "ktransformers==0.7.1\nsglang-kt==0.7.2\nTorch==2.9.1\n"
+    problems = profiles.freeze_drift(env, freeze)
+    assert any("ktransformers is 0.7.1, the profile pins 0.7.2" in p for p in problems)
+    assert any("kt-kernel==0.7.2 is pinned by the profile but not installed" in p for p in problems)
+    assert any("sglang-kt must not be in this env" in p for p in problems)
+    assert not any("torch" in p for p in problems)  # names are normalised
+    assert profiles.freeze_drift(env, "ktransformers==0.7.2\nkt_kernel==0.7.2\ntorch==2.9.1\n") == []
+
+
+def test_a_pin_without_local_label_matches_a_local_build():
+    env = profiles.env_spec(profiles.load_profile("kt-0.4-autodl"), "sft")
+    freeze = "torch==2.7.1+cu128\ntransformers==4.56.0\nhuggingface-hub==0.34.0\n"
+    freeze += "ktransformers==0.4.2+cu128torch27fancy\nflash_attn==2.8.3+cu12torch2.7cxx11abiTRUE\n"
+    freeze += "-e git+https://github.com/hiyouga/LLaMA-Factory.git@abc#egg=llamafactory\n"
+    assert profiles.freeze_drift(env, freeze) == []
+    assert profiles.freeze_drift(env, freeze.replace("fancy", "")) != []
+
+
+def test_wheel_version_comes_from_the_file_name():
+    assert profiles.wheel_version(
+        "flash_attn-2.8.3+cu12torch2.7cxx11abiTRUE-cp311-cp311-linux_x86_64.whl"
+    ) == ("2.8.3+cu12torch2.7cxx11abiTRUE")
+    with pytest.raises(ValueError, match="not a wheel"):
+        profiles.wheel_version("flash_attn.tar.gz")
+
+
+def test_site_profile_file_loads_by_path(tmp_path):
+    wheel, sha = _wheel(tmp_path)
+    assert profiles.load_profile(str(_site_profile(tmp_path, wheel, sha)))["name"] == "site"
+    with pytest.raises(profiles.UnknownProfileError, match="does not exist"):
+        profiles.load_profile(str(tmp_path / "missing.yaml"))
+
+
+def test_check_accepts_a_local_wheel_with_its_sha256(tmp_path):
+    wheel, sha = _wheel(tmp_path)
+    profile = profiles.load_profile(str(_site_profile(tmp_path, wheel, sha)))
+    result = envcheck.check_install(
+        profile, ["inference"], root=tmp_path / "envs", wheelhouse=tmp_path / "wh"
+    )
+    assert result["problems"] == []
+    env = result["envs"][0]
+    assert env["prefix"] == str(tmp_path / "envs" / "kt-probe")
+    assert env["wheels"][0]["version"] == "0.4.2+cpu"
+    assert result["manager"] in ("venv", "conda")
+
+
+def test_check_refuses_a_wrong_sha256_and_a_missing_pin(tmp_path):
+    wheel, _ = _wheel(tmp_path)
+    profile = profiles.load_profile(str(_site_profile(tmp_path, wheel, "ab" * 32)))
+    result = envcheck.check_install(profile, ["inference"], root=tmp_path, wheelhouse=tmp_path / "wh")
+    assert f"sha256 of {wheel} is" in result["problems"][0]
+    unpinned = profiles.load_profile(str(_site_profile(tmp_path, wheel, None)))
+    result = envcheck.check_install(unpinned, ["inference"], root=tmp_path, wheelhouse=tmp_path / "wh")
+    assert "has no sha256 pin" in result["problems"][0]
+
+
+def test_override_moves_a_wheel_to_another_file(tmp_path):
+    wheel, _ = _wheel(tmp_path)
+    other, other_sha = _wheel(tmp_path, "ktprobe-0.4.3-py3-none-any.whl")
+    profile = profiles.load_profile(str(_site_profile(tmp_path, wheel, "ab" * 32)))
+    overrides = envcheck.parse_wheels_json(json.dumps({"ktprobe": {"path": str(other), "sha256": other_sha}}))
+    result = envcheck.check_install(
+        profile, ["inference"], root=tmp_path, wheelhouse=tmp_path / "wh", wheel_overrides=overrides
+    )
+    assert result["problems"] == []
+    assert result["envs"][0]["wheels"][0]["version"] == "0.4.3"
+    stray = envcheck.check_install(
+        profile,
+        ["inference"],
+        root=tmp_path,
+        wheelhouse=tmp_path / "wh",
+        wheel_overrides={"nope": {"sha256": "0"}},
+    )
+    assert any("'nope' matches no wheel" in p for p in stray["problems"])
+
+
+def test_check_sums_disk_needs_per_filesystem(tmp_path):
+    profile = profiles.load_profile("kt-0.7")
+    result = envcheck.check_install(
+        profile, ["inference", "sft"], root=tmp_path / "envs", wheelhouse=tmp_path / "wh"
+    )
+    need = sum(
+        profiles.env_spec(profile, k)["disk_bytes"] + profiles.env_spec(profile, k)["download_bytes"]
+        for k in ("inference", "sft")
+    )
+    assert result["disks"][0]["need_bytes"] == need
+    too_small = result["disks"][0]["free_bytes"] < need
+    assert any("disk too small" in p for p in result["problems"]) == too_small
+
+
+def test_conda_requested_without_conda_is_a_problem_not_a_crash(tmp_path):
+    result = envcheck.check_install(
+        profiles.load_profile("kt-0.7"),
+        ["inference"],
+        root=tmp_path,
+        wheelhouse=tmp_path,
+        manager="conda",
+        conda_exe=str(tmp_path / "no-conda"),
+    )
+    assert any("env manager conda requested but no conda found" in p for p in result["problems"])
+
+
+def test_legacy_conda_patches_need_conda(tmp_path):
+    result = envcheck.check_install(
+        profiles.load_profile("kt-0.4-autodl"), ["sft"], root=tmp_path, wheelhouse=tmp_path, manager="venv"
+    )
+    assert any("patches the env with conda" in p for p in result["problems"])
+    with pytest.raises(ValueError, match="env manager must be one of"):
+        envcheck.check_install(
+            profiles.load_profile("kt-0.7"), ["sft"], root=tmp_path, wheelhouse=tmp_path, manager="pip"
+        )
+
+
+def test_cli_check_exit_codes(tmp_path):
+    unknown = runner.invoke(
+        app,
+        [
+            "profile",
+            "check",
+            "kt-9.9",
+            "--env",
+            "sft",
+            "--root",
+            str(tmp_path),
+            "--wheelhouse",
+            str(tmp_path),
+        ],
+    )
+    assert unknown.exit_code == 1
+    wheel, _ = _wheel(tmp_path)
+    site = _site_profile(tmp_path, wheel, "ab" * 32)
+    bad = runner.invoke(
+        app,
+        [
+            "profile",
+            "check",
+            str(site),
+            "--env",
+            "inference",
+            "--root",
+            str(tmp_path),
+            "--wheelhouse",
+            str(tmp_path),
+            "--json",
+        ],
+    )
+    assert bad.exit_code == 2
+    assert "sha256 of" in json.loads(bad.stdout)["problems"][0]
+
+
+def test_cli_drift_exit_codes(tmp_path):
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("kt-kernel==0.7.2\nsglang-kt==0.7.2\ntorch==2.9.1\n")
+    ok = runner.invoke(
+        app, ["profile", "drift", "kt-0.7", "--env", "inference", "--freeze", str(freeze), "--json"]
+    )
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["problems"] == []
+    freeze.write_text("kt-kernel==0.7.1\n")
+    drift = runner.invoke(
+        app, ["profile", "drift", "kt-0.7", "--env", "inference", "--freeze", str(freeze), "--json"]
+    )
+    assert drift.exit_code == 2
