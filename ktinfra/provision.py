@@ -22,6 +22,11 @@ STATS_KEYS = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "u
               "skipped": "skipped", "rescued": "rescued", "ignored": "ignored"}  # fmt: skip
 
 
+DEFAULT_ARTIFACTS = (
+    Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "ktinfra" / "runs"
+)
+
+
 class ProvisionError(ValueError):
     """Bad input to the driver, reported before ansible-runner starts."""
 
@@ -115,7 +120,7 @@ class ProvisionRequest:
     limit: str | None = None
     tags: str | None = None
     extra_vars: list[str] = field(default_factory=list)
-    artifacts: Path = Path(".ktinfra/runs")
+    artifacts: Path = DEFAULT_ARTIFACTS
 
     def validate(self) -> None:
         if not self.playbook.is_file():

@@ -12,7 +12,15 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ktinfra.provision import COUNTERS, ProvisionError, ProvisionRequest, RunState, exit_code, run
+from ktinfra.provision import (
+    COUNTERS,
+    DEFAULT_ARTIFACTS,
+    ProvisionError,
+    ProvisionRequest,
+    RunState,
+    exit_code,
+    run,
+)
 
 STYLE = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "cyan"}
 
@@ -43,9 +51,9 @@ def register(app: typer.Typer) -> None:
         extra_vars: Annotated[
             list[str] | None, typer.Option("-e", "--extra-vars", help="as ansible-playbook -e (repeatable)")
         ] = None,
-        artifacts: Annotated[Path, typer.Option(help="where ansible-runner keeps each run")] = Path(
-            ".ktinfra/runs"
-        ),
+        artifacts: Annotated[
+            Path, typer.Option(help="where ansible-runner keeps each run")
+        ] = DEFAULT_ARTIFACTS,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
     ) -> None:
         """Run PLAYBOOK against INVENTORY through ansible-runner; non-zero if any host failed."""
