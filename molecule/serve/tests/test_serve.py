@@ -84,7 +84,9 @@ def test_bind_addresses(host):
 
 
 def health(host, port: int) -> int:
-    out = host.run(f"python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/health').status)\"")
+    out = host.run(
+        f"python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/health').status)\""
+    )
     return int(out.stdout.strip() or 0)
 
 
