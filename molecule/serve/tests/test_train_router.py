@@ -39,16 +39,27 @@ def test_training_unit_installed_but_not_started(host):
 
 
 def workers(host) -> dict[str, bool]:
-    out = host.check_output(
-        "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:30080/workers').read().decode())\""
+    """The router's worker table; with an API key set the router asks it for its own endpoints too."""
+    script = (
+        "import urllib.request as u; r = u.Request('http://127.0.0.1:30080/workers', "
+        "headers={'Authorization': 'Bearer molecule-not-a-secret'}); print(u.urlopen(r).read().decode())"
     )
+    out = host.check_output(f'python3 -c "{script}"')
     return {w["url"]: w["is_healthy"] for w in json.loads(out)["workers"]}
+
+
+def test_router_refuses_requests_without_the_key(host):
+    result = host.run(
+        "python3 -c \"import urllib.request as u; u.urlopen('http://127.0.0.1:30080/workers')\""
+    )
+    assert result.rc == 1 and "401" in result.stderr
 
 
 def test_router_runs_in_front_of_both_instances(host):
     router = host.service("ktinfra-router")
     assert router.is_enabled and router.is_running
-    assert workers(host) == {"http://127.0.0.1:30000": True, "http://127.0.0.1:30001": True}
+    # the 0.0.0.0-bound instance is reached at its host's ansible_host, the loopback one only locally
+    assert workers(host) == {"http://127.0.0.1:30000": True, "http://roles2-serve:30001": True}
     env = host.file("/etc/ktinfra/router/router.env")
     assert env.mode == 0o600
 
@@ -63,7 +74,7 @@ def wait_health(host, url: str, healthy: bool, seconds: int = 90) -> bool:
 
 
 def test_router_health_checks_its_workers(host):
-    url = "http://127.0.0.1:30001"
+    url = "http://roles2-serve:30001"
     host.check_output("systemctl stop ktinfra-serve@tiny-public")
     try:
         assert wait_health(host, url, False)
