@@ -14,7 +14,7 @@ GOLDEN_ARGS = (
     "--host {host} --port {port} --model /srv/ktinfra/models/tiny-qwen3-moe --trust-remote-code "
     "--mem-fraction-static 0.92 --chunked-prefill-size 8192 --max-running-requests 32 --cuda-graph-max-bs 32 "
     "--tensor-parallel-size 1 --served-model-name {name} --enable-mixed-chunk --kt-method AMXINT8 "
-    "--kt-weight-path /srv/ktinfra/cpu-weights/tiny-qwen3-moe-INT8 --kt-cpuinfer 16 --kt-threadpool-count 1 "
+    "--kt-weight-path /srv/ktinfra/cpu-weights/tiny-qwen3-moe-INT8 --kt-cpuinfer 14 --kt-threadpool-count 1 "
     "--kt-num-gpu-experts 8 --kt-max-deferred-experts-per-token 0"
 )
 
