@@ -1,7 +1,7 @@
 # roles2: model store, serve, train, router roles; `ktinfra provision`. `make roles2-test` (docker): lint of
 # the role helpers and molecule tests, then the serve scenario in a systemd container and the
-# serve-supervisor scenario in one without systemd. Molecule and its docker plugin come from roles1's dev deps (or `pip install molecule
-# molecule-plugins[docker]`). KTINFRA_SRC (default: this checkout) is the tree installed on the target.
+# serve-supervisor scenario in one without systemd. Molecule and its docker plugin come from roles1's dev
+# deps (or `pip install molecule molecule-plugins[docker]`). KTINFRA_SRC (default: this checkout) is the tree installed on the target.
 TEST_TARGETS += roles2-test
 
 ROLES2_TINY_MODEL := /var/cache/ktinfra/tiny-qwen3-moe
