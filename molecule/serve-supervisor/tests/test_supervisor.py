@@ -22,7 +22,7 @@ def test_program_runs_the_units_exec_start_with_the_env_file(host):
     program = host.file("/etc/ktinfra/supervisor/conf.d/ktinfra-serve-tiny.conf").content_string
     command = next(line for line in program.splitlines() if line.startswith("command="))
     assert command.startswith("command=/bin/sh -c 'set -a; . /etc/ktinfra/serve/tiny.env; set +a; exec ")
-    assert "/opt/ktinfra/envs/kt-kernel/bin/python -c " in command
+    assert "/opt/kt/envs/kt-kernel/bin/python -c " in command
     assert 'os.environ.pop("KT_API_KEY"' in command and command.endswith("$KT_SERVE_ARGS'")
     assert "autorestart=true" in program
     env = host.file("/etc/ktinfra/serve/tiny.env")

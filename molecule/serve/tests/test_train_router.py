@@ -35,7 +35,7 @@ def test_training_unit_installed_but_not_started(host):
     # accelerate lives in the kt-sft env (torch + CUDA), not installed here: the only complaint allowed
     result = host.run("systemd-analyze verify ktinfra-train@tiny-sft.service")
     problems = [line for line in result.stderr.splitlines() if line.strip()]
-    assert all("/opt/ktinfra/envs/kt-sft/bin/accelerate" in line for line in problems), problems
+    assert all("/opt/kt/envs/kt-sft/bin/accelerate" in line for line in problems), problems
 
 
 def workers(host) -> dict[str, bool]:
