@@ -137,9 +137,11 @@ class ProvisionRequest:
 
 
 def roles_path_for(playbook: Path) -> str | None:
-    """The repo's roles/ next to playbooks/, as a checkout's ansible.cfg would name it."""
-    candidate = playbook.resolve().parent.parent / "roles"
-    return str(candidate) if candidate.is_dir() else None
+    """The nearest roles/ above the playbook (a checkout's playbooks/ or molecule/<scenario>/)."""
+    for parent in list(playbook.resolve().parents)[1:4]:
+        if (parent / "roles").is_dir():
+            return str(parent / "roles")
+    return None
 
 
 def ansible_playbook() -> str:

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ktinfra.cli import app
-from ktinfra.provision import ProvisionError, ProvisionRequest, RunState, exit_code, run
+from ktinfra.provision import ProvisionError, ProvisionRequest, RunState, exit_code, roles_path_for, run
 
 PLAYBOOK = """
 - name: Exercise the driver
@@ -105,3 +105,11 @@ def test_recap_overrides_live_counts() -> None:
     assert (state.hosts["h"].ok, state.hosts["h"].changed, state.hosts["h"].ignored) == (1, 1, 1)
     state.handle({"event": "playbook_on_stats", "event_data": {"ok": {"h": 4}, "rescued": {"h": 1}}})
     assert (state.hosts["h"].ok, state.hosts["h"].rescued, state.bad_hosts) == (4, 1, [])
+
+
+def test_roles_path_is_the_checkouts_roles_dir(tmp_path: Path) -> None:
+    (tmp_path / "roles").mkdir()
+    for sub in ("playbooks", "molecule/serve"):
+        (tmp_path / sub).mkdir(parents=True)
+        assert roles_path_for(tmp_path / sub / "x.yml") == str(tmp_path / "roles")
+    assert roles_path_for(tmp_path / "x.yml") is None
