@@ -73,7 +73,11 @@ def test_golden_command_line_against_the_plan(host):
         assert env_of(host, name)["KT_SERVE_ARGS"] == expected
     unit = host.file("/etc/systemd/system/ktinfra-serve@.service").content_string
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
-    assert exec_start.startswith("ExecStart=/opt/kt/envs/kt-kernel/bin/python -c ")
+    assert exec_start.startswith(
+        "ExecStart=/usr/bin/numactl $KT_NUMACTL_ARGS /opt/kt/envs/kt-kernel/bin/python -c "
+    )
+    assert host.package("numactl").is_installed
+    assert env_of(host, "tiny")["KT_NUMACTL_ARGS"] == ""  # one NUMA node in the plan: nothing to place
     assert "sglang.launch_server" in exec_start and exec_start.endswith("$KT_SERVE_ARGS")
     assert "Restart=on-failure" in unit
 
