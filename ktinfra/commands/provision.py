@@ -1,0 +1,77 @@
+"""`ktinfra provision PLAYBOOK -i INVENTORY`: run a playbook with a live view and a per-host summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from ktinfra.provision import (
+    COUNTERS,
+    DEFAULT_ARTIFACTS,
+    ProvisionError,
+    ProvisionRequest,
+    RunState,
+    exit_code,
+    run,
+)
+
+STYLE = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "cyan"}
+
+
+def _host_table(hosts: dict, title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("host")
+    for name in COUNTERS:
+        table.add_column(name, justify="right", style=STYLE.get(name, ""))
+    for host, counts in sorted(hosts.items()):
+        values = counts if isinstance(counts, dict) else vars(counts)
+        table.add_row(host, *(str(values[name]) for name in COUNTERS))
+    return table
+
+
+def _live_view(state: RunState) -> Group:
+    head = Text.assemble(("play ", "bold"), state.play or "-", ("  task ", "bold"), state.task or "-")
+    return Group(head, _host_table(state.hosts, f"{state.events} events"))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def provision(
+        playbook: Annotated[Path, typer.Argument(help="playbook, e.g. playbooks/serve.yml")],
+        inventory: Annotated[Path, typer.Option("-i", "--inventory", help="inventory file or directory")],
+        limit: Annotated[str | None, typer.Option("--limit", "-l", help="ansible --limit pattern")] = None,
+        tags: Annotated[str | None, typer.Option("--tags", "-t", help="ansible --tags")] = None,
+        extra_vars: Annotated[
+            list[str] | None, typer.Option("-e", "--extra-vars", help="as ansible-playbook -e (repeatable)")
+        ] = None,
+        artifacts: Annotated[
+            Path, typer.Option(help="where ansible-runner keeps each run")
+        ] = DEFAULT_ARTIFACTS,
+        as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
+    ) -> None:
+        """Run PLAYBOOK against INVENTORY through ansible-runner; non-zero if any host failed."""
+        err = Console(stderr=True)
+        request = ProvisionRequest(playbook, inventory, limit, tags, list(extra_vars or []), artifacts)
+        try:
+            with Live(console=err, transient=True, refresh_per_second=4) as live:
+                result = run(request, on_event=lambda state: live.update(_live_view(state)))
+        except ProvisionError as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(1) from exc
+        if as_json:
+            typer.echo(json.dumps(result, indent=2))
+        else:
+            out = Console()
+            out.print(_host_table(result["hosts"], f"{result['playbook']}: {result['status']}"))
+            for failure in result["failures"]:
+                where = f"{failure['host']} · {failure['task']}"
+                out.print(f"[red]{failure['kind']}[/red] {where}: {failure['message']}")
+            out.print(f"artifacts: {result['artifacts']}  ({result['seconds']} s)")
+        raise typer.Exit(exit_code(result))

@@ -1,0 +1,218 @@
+"""Run a playbook through ansible-runner and account for what happened, host by host.
+
+The driver adds no logic the playbooks lack: it passes the playbook, inventory, --limit, --tags and -e
+values through unchanged, keeps ansible-runner's artifacts for post-mortems and turns its event stream
+into counts (the same ok/changed/failed/unreachable/skipped numbers as ansible-playbook's recap).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+COUNTERS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
+# playbook_on_stats key -> our counter name
+STATS_KEYS = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable",
+              "skipped": "skipped", "rescued": "rescued", "ignored": "ignored"}  # fmt: skip
+
+
+DEFAULT_ARTIFACTS = (
+    Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "ktinfra" / "runs"
+)
+
+
+class ProvisionError(ValueError):
+    """Bad input to the driver, reported before ansible-runner starts."""
+
+
+@dataclass
+class HostCounts:
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    rescued: int = 0
+    ignored: int = 0
+
+
+@dataclass
+class Failure:
+    host: str
+    task: str
+    kind: str  # failed | unreachable
+    message: str
+
+
+@dataclass
+class RunState:
+    """Folds ansible-runner events into the progress view's state and the final report."""
+
+    play: str = ""
+    task: str = ""
+    hosts: dict[str, HostCounts] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+    events: int = 0
+    recap_seen: bool = False
+
+    def counts(self, host: str) -> HostCounts:
+        return self.hosts.setdefault(host, HostCounts())
+
+    def handle(self, event: dict) -> None:
+        self.events += 1
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        host = data.get("host") or data.get("remote_addr")
+        if kind == "playbook_on_play_start":
+            self.play = data.get("play") or data.get("name") or ""
+        elif kind == "playbook_on_task_start":
+            self.task = data.get("task") or data.get("name") or ""
+        elif kind == "runner_on_ok" and host:
+            counts = self.counts(host)
+            counts.ok += 1
+            counts.changed += bool((data.get("res") or {}).get("changed"))
+        elif kind == "runner_on_failed" and host:
+            counts = self.counts(host)
+            if data.get("ignore_errors"):
+                counts.ignored += 1
+            else:
+                counts.failed += 1
+                self.failures.append(Failure(host, data.get("task", self.task), "failed", _message(data)))
+        elif kind == "runner_on_unreachable" and host:
+            self.counts(host).unreachable += 1
+            self.failures.append(Failure(host, data.get("task", self.task), "unreachable", _message(data)))
+        elif kind == "runner_on_skipped" and host:
+            self.counts(host).skipped += 1
+        elif kind == "playbook_on_stats":
+            self.apply_recap(data)
+
+    def apply_recap(self, stats: dict) -> None:
+        """ansible's own recap is authoritative (it knows rescued tasks and skips without events)."""
+        self.recap_seen = True
+        for key, name in STATS_KEYS.items():
+            for host, value in (stats.get(key) or {}).items():
+                setattr(self.counts(host), name, int(value))
+
+    @property
+    def bad_hosts(self) -> list[str]:
+        return sorted(h for h, c in self.hosts.items() if c.failed or c.unreachable)
+
+
+def _message(data: dict) -> str:
+    res = data.get("res") or {}
+    msg = res.get("msg") or res.get("stderr") or res.get("reason") or ""
+    if not msg and res.get("results"):
+        msgs = [r.get("msg") for r in res["results"] if isinstance(r, dict) and r.get("failed")]
+        msg = "; ".join(str(m) for m in msgs if m)
+    return str(msg).strip()[:2000]
+
+
+@dataclass
+class ProvisionRequest:
+    playbook: Path
+    inventory: Path
+    limit: str | None = None
+    tags: str | None = None
+    extra_vars: list[str] = field(default_factory=list)
+    artifacts: Path = DEFAULT_ARTIFACTS
+
+    def validate(self) -> None:
+        if not self.playbook.is_file():
+            raise ProvisionError(f"playbook {self.playbook} does not exist")
+        if not self.inventory.exists():
+            raise ProvisionError(f"inventory {self.inventory} does not exist")
+        for value in self.extra_vars:
+            if value.startswith("@") and not Path(value[1:]).is_file():
+                raise ProvisionError(f"extra-vars file {value[1:]} does not exist")
+
+    def cmdline(self) -> str:
+        """-e values exactly as ansible-playbook takes them (key=value, JSON/YAML or @file)."""
+        return shlex.join([arg for value in self.extra_vars for arg in ("-e", value)])
+
+
+def roles_path_for(playbook: Path) -> str | None:
+    """The nearest roles/ above the playbook (a checkout's playbooks/ or molecule/<scenario>/)."""
+    for parent in list(playbook.resolve().parents)[1:4]:
+        if (parent / "roles").is_dir():
+            return str(parent / "roles")
+    return None
+
+
+def ansible_playbook() -> str:
+    """ansible-playbook on PATH, else the one installed beside this interpreter (an unactivated venv)."""
+    beside = Path(sys.executable).parent / "ansible-playbook"
+    found = shutil.which("ansible-playbook") or (str(beside) if beside.is_file() else None)
+    if not found:
+        raise ProvisionError("ansible-playbook not found: pip install 'ktinfra[ops]'")
+    return found
+
+
+def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None = None) -> dict:
+    """Run the playbook; return the report (see docs/readme/roles2.md for its keys)."""
+    import ansible_runner  # controller-side dependency (ktinfra[ops])
+
+    request.validate()
+    state = RunState()
+    ident = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
+    private = request.artifacts.resolve()
+    private.mkdir(parents=True, exist_ok=True)
+
+    def handler(event: dict) -> bool:
+        state.handle(event)
+        if on_event:
+            on_event(state)
+        return True
+
+    envvars = {"PATH": os.pathsep.join([str(Path(ansible_playbook()).parent), os.environ.get("PATH", "")])}
+    roles = roles_path_for(request.playbook)
+    if roles and "ANSIBLE_ROLES_PATH" not in os.environ:
+        envvars["ANSIBLE_ROLES_PATH"] = roles
+    started = time.time()
+    runner = ansible_runner.run(
+        private_data_dir=str(private),
+        ident=ident,
+        playbook=str(request.playbook.resolve()),
+        inventory=str(request.inventory.resolve()),
+        limit=request.limit,
+        tags=request.tags,
+        cmdline=request.cmdline() or None,
+        envvars=envvars,
+        event_handler=handler,
+        quiet=True,
+        rotate_artifacts=50,
+    )
+    if not state.recap_seen and runner.stats:
+        state.apply_recap(runner.stats)
+    return report(request, state, runner.rc, runner.status, str(Path(runner.config.artifact_dir)), started)
+
+
+def report(
+    request: ProvisionRequest, state: RunState, rc: int, status: str, artifacts: str, started: float
+) -> dict:
+    ok = rc == 0 and not state.bad_hosts
+    return {
+        "ok": ok,
+        "playbook": str(request.playbook),
+        "inventory": str(request.inventory),
+        "limit": request.limit,
+        "tags": request.tags,
+        "rc": rc,
+        "status": status,
+        "seconds": round(time.time() - started, 1),
+        "hosts": {h: asdict(c) for h, c in sorted(state.hosts.items())},
+        "failed_hosts": state.bad_hosts,
+        "failures": [asdict(f) for f in state.failures],
+        "artifacts": artifacts,
+    }
+
+
+def exit_code(result: dict) -> int:
+    if result["ok"]:
+        return 0
+    return result["rc"] if result["rc"] not in (0, None) else 2

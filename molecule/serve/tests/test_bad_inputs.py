@@ -1,0 +1,97 @@
+"""Bad serve lists fail with a clear message before anything on the host changes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCENARIO = Path(__file__).resolve().parents[1]
+ENV = {
+    "ANSIBLE_ROLES_PATH": str(SCENARIO.parents[1] / "roles"),
+    "ANSIBLE_PIPELINING": "true",
+    "ANSIBLE_NOCOLOR": "1",
+    "ANSIBLE_FORCE_COLOR": "0",
+}
+STORE_MODEL = "tiny-qwen3-moe"
+STATE = (
+    "ls -l --time-style=+%s.%N /etc/ktinfra/serve /etc/systemd/system | md5sum; "
+    "systemctl list-units 'ktinfra-*' --no-legend | md5sum"
+)
+
+
+def converge(instances: list[dict]) -> tuple[int, str]:
+    playbook = Path(sys.executable).parent / "ansible-playbook"
+    inventory = os.environ["MOLECULE_INVENTORY_FILE"]
+    extra = json.dumps({"kt_serve_instances": instances})
+    proc = subprocess.run(
+        [str(playbook), "-i", inventory, str(SCENARIO / "bad_input.yml"), "-e", extra],
+        capture_output=True, text=True, env={**os.environ, **ENV}, timeout=600,
+    )  # fmt: skip
+    return proc.returncode, re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+
+
+CASES = {
+    "malformed port": ([{"name": "x", "model": STORE_MODEL, "port": "http"}], "port"),
+    "missing port": ([{"name": "x", "model": STORE_MODEL}], "missing required arguments: port"),
+    "unknown key": ([{"name": "x", "model": STORE_MODEL, "port": 1, "gpu": 0}], "gpu"),
+    "duplicate port": (
+        [
+            {"name": "a", "model": STORE_MODEL, "port": 30000},
+            {"name": "b", "model": STORE_MODEL, "port": 30000},
+        ],
+        "duplicate port 30000 (instances a, b)",
+    ),
+    "model path missing": ([{"name": "x", "model_path": "/srv/nowhere", "port": 30005}], "missing on"),
+    "model not in store": (
+        [{"name": "x", "model": "nope", "port": 30005}],
+        "model nope is not in the model store",
+    ),
+    "public without key": (
+        [{"name": "x", "model": STORE_MODEL, "port": 30005, "host": "0.0.0.0"}],
+        "x: binds 0.0.0.0 without api_key",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_serve_list_fails_before_changes(host, case):
+    instances, message = CASES[case]
+    before = host.check_output(STATE)
+    rc, output = converge(instances)
+    assert rc != 0
+    assert message in output, output[-3000:]
+    assert re.search(r"changed=0 +unreachable=0 +failed=1", output)
+    assert host.check_output(STATE) == before
+
+
+def test_model_without_completeness_marker_is_not_served(host):
+    marker = f"/srv/ktinfra/models/{STORE_MODEL}/.ktinfra-complete.json"
+    host.check_output(f"mv {marker} {marker}.held")
+    try:
+        rc, output = converge([{"name": "tiny", "model": STORE_MODEL, "port": 30000}])
+    finally:
+        host.check_output(f"mv {marker}.held {marker}")
+    assert rc != 0
+    assert "missing on" in output and marker in output
+
+
+def test_interrupted_hub_download_is_never_marked_complete(host):
+    """The real huggingface_hub code path against an endpoint that drops the connection."""
+    venv = "/opt/ktinfra/envs/kt-store"
+    host.check_output(f"{venv}/bin/pip install -q 'huggingface_hub>=0.30,<3'")
+    dest = "/srv/ktinfra/models/hub-model"
+    cmd = (f"HF_ENDPOINT=http://127.0.0.1:9 HF_HUB_ETAG_TIMEOUT=2 {venv}/bin/python "
+           f"/opt/ktinfra/libexec/kt_store_fetch.py --name hub-model --source hf --repo Qwen/Qwen3-30B-A3B "
+           f"--dest {dest}")  # fmt: skip
+    result = host.run(cmd)
+    assert result.rc == 1
+    report = json.loads(result.stdout)
+    assert report["complete"] is False and report["error"]
+    assert not host.file(f"{dest}/.ktinfra-complete.json").exists
+    host.check_output(f"rm -rf {dest}")

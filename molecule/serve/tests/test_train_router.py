@@ -1,0 +1,83 @@
+"""Verify of molecule/serve: the training recipe and unit, and sglang-router in front of the instances."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import yaml
+
+RECIPE = "/etc/ktinfra/train/tiny-sft.yaml"
+
+
+def test_dataset_registered_in_dataset_info(host):
+    info = json.loads(host.file("/srv/ktinfra/datasets/dataset_info.json").content_string)
+    assert info["tiny_alpaca"] == {"file_name": "tiny_alpaca.json", "formatting": "alpaca"}
+    rows = json.loads(host.file("/srv/ktinfra/datasets/tiny_alpaca.json").content_string)
+    assert rows[1]["output"] == "5"
+
+
+def test_recipe_points_at_store_paths_and_the_plan(host):
+    recipe = yaml.safe_load(host.file(RECIPE).content_string)
+    assert recipe["model_name_or_path"] == "/srv/ktinfra/models/tiny-qwen3-moe"
+    assert recipe["dataset"] == "tiny_alpaca" and recipe["dataset_dir"] == "/srv/ktinfra/datasets"
+    assert recipe["output_dir"] == "/srv/ktinfra/outputs/tiny-sft"
+    plan = json.loads(host.file("/etc/ktinfra/plans/tiny-sft.json").content_string)
+    assert recipe["lora_rank"] == plan["sft"]["lora_rank"]
+    assert recipe["cutoff_len"] == plan["sft"]["cutoff_len"]
+
+
+def test_training_unit_installed_but_not_started(host):
+    assert host.file("/etc/systemd/system/ktinfra-train@.service").is_file
+    env = host.file("/etc/ktinfra/train/tiny-sft.env")
+    assert env.mode == 0o600 and f'KT_TRAIN_CONFIG="{RECIPE}"' in env.content_string
+    assert not host.service("ktinfra-train@tiny-sft").is_running
+    # accelerate lives in the kt-sft env (torch + CUDA), not installed here: the only complaint allowed
+    result = host.run("systemd-analyze verify ktinfra-train@tiny-sft.service")
+    problems = [line for line in result.stderr.splitlines() if line.strip()]
+    assert all("/opt/kt/envs/kt-sft/bin/accelerate" in line for line in problems), problems
+
+
+def workers(host) -> dict[str, bool]:
+    """The router's worker table; with an API key set the router asks it for its own endpoints too."""
+    script = (
+        "import urllib.request as u; r = u.Request('http://127.0.0.1:30080/workers', "
+        "headers={'Authorization': 'Bearer molecule-not-a-secret'}); print(u.urlopen(r).read().decode())"
+    )
+    out = host.check_output(f'python3 -c "{script}"')
+    return {w["url"]: w["is_healthy"] for w in json.loads(out)["workers"]}
+
+
+def test_router_refuses_requests_without_the_key(host):
+    result = host.run(
+        "python3 -c \"import urllib.request as u; u.urlopen('http://127.0.0.1:30080/workers')\""
+    )
+    assert result.rc == 1 and "401" in result.stderr
+
+
+def test_router_runs_in_front_of_both_instances(host):
+    router = host.service("ktinfra-router")
+    assert router.is_enabled and router.is_running
+    # the 0.0.0.0-bound instance is reached at its host's ansible_host, the loopback one only locally
+    assert workers(host) == {"http://127.0.0.1:30000": True, "http://roles2-serve:30001": True}
+    env = host.file("/etc/ktinfra/router/router.env")
+    assert env.mode == 0o600
+
+
+def wait_health(host, url: str, healthy: bool, seconds: int = 90) -> bool:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if workers(host).get(url) is healthy:
+            return True
+        time.sleep(2)
+    return False
+
+
+def test_router_health_checks_its_workers(host):
+    url = "http://roles2-serve:30001"
+    host.check_output("systemctl stop ktinfra-serve@tiny-public")
+    try:
+        assert wait_health(host, url, False)
+    finally:
+        host.check_output("systemctl start ktinfra-serve@tiny-public")
+    assert wait_health(host, url, True)

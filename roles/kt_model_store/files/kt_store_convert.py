@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Convert a model's expert weights for the CPU with kt-kernel's convert_cpu_weights.py.
+
+Run on the target by the kt_model_store role. The converter writes into a temporary sibling directory that
+is renamed into place only after it exits 0, and a marker is written last; a complete output is skipped.
+Free disk (estimated from the input size and the quant method) and /dev/shm are checked before anything
+is written. Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MARKER = ".ktinfra-complete.json"
+# output size relative to a bf16 input, plus headroom for scales and metadata
+SIZE_FACTOR = {"int8": 0.55, "int4": 0.3}
+
+
+def input_bytes(model: Path) -> int:
+    return sum(p.stat().st_size for p in model.glob("*.safetensors"))
+
+
+def complete(out: Path, request: dict) -> bool:
+    try:
+        marker = json.loads((out / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return marker.get("request") == request
+
+
+def preflight(args: argparse.Namespace, model_bytes: int) -> list[str]:
+    problems = []
+    if model_bytes == 0:
+        problems.append(f"no *.safetensors under {args.input_path}: is the model complete?")
+    if not args.script.is_file():
+        problems.append(f"converter {args.script} not found (set kt_model_store_convert_script)")
+    need = int(model_bytes * SIZE_FACTOR[args.quant_method])
+    free = shutil.disk_usage(args.output.parent).free
+    if free < need:
+        problems.append(
+            f"needs {need / 2**30:.1f} GiB free under {args.output.parent}, has {free / 2**30:.1f}"
+        )
+    shm = Path(args.shm_path)
+    if args.min_shm_bytes and (not shm.is_dir() or shutil.disk_usage(shm).total < args.min_shm_bytes):
+        have = shutil.disk_usage(shm).total if shm.is_dir() else 0
+        problems.append(f"{shm} is {have / 2**30:.1f} GiB, converter wants {args.min_shm_bytes / 2**30:.1f}")
+    return problems
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--python", required=True, help="interpreter with kt-kernel installed")
+    parser.add_argument("--script", required=True, type=Path, help="path of convert_cpu_weights.py")
+    parser.add_argument("--input-path", required=True, type=Path)
+    parser.add_argument("--input-type", default="bf16")
+    parser.add_argument("--quant-method", choices=sorted(SIZE_FACTOR), required=True)
+    parser.add_argument("--output", required=True, type=Path)
+    parser.add_argument("--min-shm-bytes", type=int, default=0)
+    parser.add_argument("--shm-path", default="/dev/shm")
+    parser.add_argument("--dry-run", action="store_true", help="check only, print the converter command")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    request = {"input": str(args.input_path), "input_type": args.input_type, "quant": args.quant_method}
+    if complete(args.output, request):
+        print(json.dumps({"changed": False, "complete": True, "output": str(args.output)}))
+        return 0
+    problems = preflight(args, input_bytes(args.input_path))
+    tmp = args.output.with_name(f".{args.output.name}.tmp-ktinfra")
+    cmd = [args.python, str(args.script), "--input-path", str(args.input_path), "--input-type",
+           args.input_type, "--output", str(tmp), "--quant-method", args.quant_method]  # fmt: skip
+    if problems or args.dry_run:
+        print(json.dumps({"changed": False, "complete": False, "problems": problems, "command": cmd}))
+        return 1 if problems else 0
+    shutil.rmtree(tmp, ignore_errors=True)
+    started = time.time()
+    proc = subprocess.run(cmd, cwd=args.script.parent.parent)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        print(
+            json.dumps({"changed": False, "complete": False, "error": f"converter exited {proc.returncode}"})
+        )
+        return 1
+    (tmp / MARKER).write_text(json.dumps({"request": request, "seconds": round(time.time() - started)}))
+    if args.output.exists():
+        shutil.rmtree(args.output)
+    os.replace(tmp, args.output)
+    print(json.dumps({"changed": True, "complete": True, "output": str(args.output)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

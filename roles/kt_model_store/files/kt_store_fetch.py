@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Fetch one model into the ktinfra model store and mark it complete.
+
+Run on the target by the kt_model_store role. Prints one JSON line: {"changed": bool, "dest": ..., ...}.
+
+A model directory is complete only when it holds the marker file written last, atomically, after every
+file arrived. A stale marker is removed before any new byte is written, so an interrupted download is
+never mistaken for a complete one; a re-run resumes (huggingface_hub/modelscope keep partial files,
+local copies skip files already copied whole).
+
+Secrets: the hub token is read from HF_TOKEN / MODELSCOPE_API_TOKEN in the environment, never argv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+MARKER = ".ktinfra-complete.json"
+PARTIAL_SUFFIXES = (".incomplete", ".part", ".lock")
+
+
+def request_of(args: argparse.Namespace) -> dict:
+    return {
+        "source": args.source,
+        "repo": args.repo,
+        "revision": args.revision,
+        "allow_patterns": sorted(args.allow_pattern or []),
+    }
+
+
+def listed_files(dest: Path) -> dict[str, int]:
+    files = {}
+    for path in sorted(dest.rglob("*")):
+        rel = path.relative_to(dest).as_posix()
+        if rel == MARKER or rel.startswith(".cache/") or not path.is_file():
+            continue
+        files[rel] = path.stat().st_size
+    return files
+
+
+def read_marker(dest: Path) -> dict | None:
+    try:
+        return json.loads((dest / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def is_complete(dest: Path, request: dict) -> bool:
+    marker = read_marker(dest)
+    if not marker or marker.get("request") != request:
+        return False
+    for rel, size in marker.get("files", {}).items():
+        path = dest / rel
+        if not path.is_file() or path.stat().st_size != size:
+            return False
+    return bool(marker.get("files"))
+
+
+def write_marker(dest: Path, name: str, request: dict) -> dict:
+    leftovers = [p.name for p in dest.rglob("*") if p.is_file() and p.name.endswith(PARTIAL_SUFFIXES)]
+    leftovers = [n for n in leftovers if not n.endswith(".lock")]
+    if leftovers:
+        raise RuntimeError(f"partial files left after fetch, not marking complete: {leftovers[:5]}")
+    files = listed_files(dest)
+    if not files:
+        raise RuntimeError(f"nothing was fetched into {dest} (check repo name and allow patterns)")
+    marker = {"name": name, "request": request, "files": files, "completed_at": int(time.time())}
+    tmp = dest / (MARKER + ".tmp")
+    tmp.write_text(json.dumps(marker, indent=1, sort_keys=True))
+    os.replace(tmp, dest / MARKER)
+    return marker
+
+
+def fetch_hf(args: argparse.Namespace, dest: Path) -> None:
+    from huggingface_hub import snapshot_download
+
+    snapshot_download(
+        repo_id=args.repo,
+        revision=args.revision,
+        local_dir=str(dest),
+        allow_patterns=args.allow_pattern or None,
+        token=os.environ.get("HF_TOKEN") or None,
+        max_workers=args.workers,
+    )
+
+
+def fetch_modelscope(args: argparse.Namespace, dest: Path) -> None:
+    from modelscope import snapshot_download
+
+    snapshot_download(
+        model_id=args.repo,
+        revision=args.revision,
+        local_dir=str(dest),
+        allow_patterns=args.allow_pattern or None,
+    )
+
+
+def copy_local(args: argparse.Namespace, dest: Path) -> None:
+    src = Path(args.repo)
+    if not src.is_dir():
+        raise FileNotFoundError(f"local model source {src} is not a directory")
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src).as_posix()
+        if not path.is_file() or rel.startswith(".") or rel == MARKER:
+            continue
+        if args.allow_pattern and not any(fnmatch.fnmatch(rel, p) for p in args.allow_pattern):
+            continue
+        target = dest / rel
+        if target.is_file() and target.stat().st_size == path.stat().st_size:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(target.name + ".part")
+        shutil.copyfile(path, part)
+        os.replace(part, target)
+
+
+FETCHERS = {"hf": fetch_hf, "modelscope": fetch_modelscope, "local": copy_local}
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--source", choices=sorted(FETCHERS), required=True)
+    parser.add_argument("--repo", required=True, help="hub repo id, or a directory for --source local")
+    parser.add_argument("--revision", default=None)
+    parser.add_argument("--allow-pattern", action="append", help="glob of files to fetch (repeatable)")
+    parser.add_argument("--dest", required=True, type=Path)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--check", action="store_true", help="only report whether the model is complete")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    request = request_of(args)
+    dest = args.dest
+    if is_complete(dest, request):
+        print(json.dumps({"changed": False, "complete": True, "dest": str(dest)}))
+        return 0
+    if args.check:
+        print(json.dumps({"changed": False, "complete": False, "dest": str(dest)}))
+        return 3
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / MARKER).unlink(missing_ok=True)
+    try:
+        FETCHERS[args.source](args, dest)
+        marker = write_marker(dest, args.name, request)
+    except Exception as exc:  # noqa: BLE001 - reported to Ansible as one clear line
+        print(json.dumps({"changed": True, "complete": False, "dest": str(dest), "error": f"{exc}"}))
+        return 1
+    size = sum(marker["files"].values())
+    print(
+        json.dumps(
+            {
+                "changed": True,
+                "complete": True,
+                "dest": str(dest),
+                "files": len(marker["files"]),
+                "bytes": size,
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

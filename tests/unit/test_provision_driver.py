@@ -1,0 +1,115 @@
+"""`ktinfra provision`: real ansible-runner runs against localhost (connection local)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ktinfra.cli import app
+from ktinfra.provision import ProvisionError, ProvisionRequest, RunState, exit_code, roles_path_for, run
+
+PLAYBOOK = """
+- name: Exercise the driver
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Report a value passed with -e
+      ansible.builtin.debug:
+        msg: "greeting={{ greeting | default('none') }}"
+    - name: Change something
+      ansible.builtin.command: "true"
+      changed_when: true
+      tags: [change]
+    - name: Skip something
+      ansible.builtin.debug:
+        msg: never
+      when: false
+    - name: Fail when asked
+      ansible.builtin.fail:
+        msg: "asked to fail: {{ reason }}"
+      when: reason is defined
+"""
+
+
+@pytest.fixture()
+def site(tmp_path: Path) -> Path:
+    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    python = shutil.which("python3")
+    (tmp_path / "hosts").write_text(
+        f"[local]\nlocalhost ansible_connection=local ansible_python_interpreter={python}\n"
+        "[ghosts]\nghost ansible_host=127.0.0.1 ansible_port=1 ansible_connection=ssh ansible_ssh_timeout=2\n"
+    )
+    return tmp_path
+
+
+def request(site: Path, **kw) -> ProvisionRequest:
+    return ProvisionRequest(site / "play.yml", site / "hosts", artifacts=site / "runs", **kw)
+
+
+def test_successful_run_counts_like_the_recap_and_keeps_artifacts(site: Path) -> None:
+    seen: list[str] = []
+    result = run(
+        request(site, limit="localhost", extra_vars=["greeting=hi"]), on_event=lambda s: seen.append(s.task)
+    )
+    assert result["ok"] and result["rc"] == 0 and exit_code(result) == 0
+    assert result["hosts"]["localhost"] == {
+        "ok": 2, "changed": 1, "failed": 0, "unreachable": 0, "skipped": 2, "rescued": 0, "ignored": 0,
+    }  # fmt: skip
+    assert "Change something" in seen
+    events = Path(result["artifacts"]) / "job_events"
+    assert events.is_dir() and any(events.iterdir())
+    stdout = (Path(result["artifacts"]) / "stdout").read_text()
+    assert "greeting=hi" in stdout
+
+
+def test_failed_task_makes_the_run_fail_with_its_message(site: Path) -> None:
+    result = run(request(site, limit="localhost", extra_vars=['{"reason": "disk full"}']))
+    assert not result["ok"] and exit_code(result) != 0
+    assert result["failed_hosts"] == ["localhost"]
+    assert result["failures"][0]["message"] == "asked to fail: disk full"
+    assert result["failures"][0]["task"] == "Fail when asked"
+
+
+def test_tags_select_tasks(site: Path) -> None:
+    result = run(request(site, limit="localhost", tags="change"))
+    assert result["ok"] and result["hosts"]["localhost"]["ok"] == 1
+    assert result["hosts"]["localhost"]["changed"] == 1
+
+
+def test_bad_input_fails_before_running(site: Path) -> None:
+    with pytest.raises(ProvisionError, match="playbook"):
+        run(ProvisionRequest(site / "nope.yml", site / "hosts", artifacts=site / "runs"))
+    with pytest.raises(ProvisionError, match="extra-vars file"):
+        run(request(site, extra_vars=["@missing.yml"]))
+    assert not (site / "runs").exists()
+
+
+def test_cli_reports_unreachable_host_in_json_and_exits_non_zero(site: Path) -> None:
+    args = ["provision", str(site / "play.yml"), "-i", str(site / "hosts"), "--artifacts", str(site / "runs")]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code != 0
+    report = json.loads(result.stdout)
+    assert report["hosts"]["localhost"]["changed"] == 1 and report["hosts"]["ghost"]["unreachable"] == 1
+    assert report["failed_hosts"] == ["ghost"] and report["failures"][0]["kind"] == "unreachable"
+
+
+def test_recap_overrides_live_counts() -> None:
+    state = RunState()
+    state.handle({"event": "playbook_on_play_start", "event_data": {"play": "p"}})
+    state.handle({"event": "runner_on_ok", "event_data": {"host": "h", "res": {"changed": True}}})
+    state.handle({"event": "runner_on_failed", "event_data": {"host": "h", "ignore_errors": True, "res": {}}})
+    assert (state.hosts["h"].ok, state.hosts["h"].changed, state.hosts["h"].ignored) == (1, 1, 1)
+    state.handle({"event": "playbook_on_stats", "event_data": {"ok": {"h": 4}, "rescued": {"h": 1}}})
+    assert (state.hosts["h"].ok, state.hosts["h"].rescued, state.bad_hosts) == (4, 1, [])
+
+
+def test_roles_path_is_the_checkouts_roles_dir(tmp_path: Path) -> None:
+    (tmp_path / "roles").mkdir()
+    for sub in ("playbooks", "molecule/serve"):
+        (tmp_path / sub).mkdir(parents=True)
+        assert roles_path_for(tmp_path / sub / "x.yml") == str(tmp_path / "roles")
+    assert roles_path_for(tmp_path / "x.yml") is None

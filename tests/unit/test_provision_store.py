@@ -1,0 +1,131 @@
+"""kt_model_store helpers: completeness markers, resume after interruption, atomic CPU-weight conversion."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+ROLE_FILES = Path(__file__).resolve().parents[2] / "roles" / "kt_model_store" / "files"
+FETCH = ROLE_FILES / "kt_store_fetch.py"
+CONVERT = ROLE_FILES / "kt_store_convert.py"
+MARKER = ".ktinfra-complete.json"
+
+
+def fetch(src: Path, dest: Path, *extra: str, fsize_limit: int | None = None) -> tuple[int, dict]:
+    def limit() -> None:  # RLIMIT_FSIZE: the kernel kills the copy mid-file, like a full quota would
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_limit, fsize_limit))
+
+    argv = [sys.executable, str(FETCH), "--name", "tiny", "--source", "local", "--repo", str(src)]
+    preexec = limit if fsize_limit else None
+    proc = subprocess.run(
+        [*argv, "--dest", str(dest), *extra], capture_output=True, text=True, preexec_fn=preexec
+    )
+    out = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    return proc.returncode, out
+
+
+def model(tmp_path: Path, big_bytes: int = 4 << 20) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "config.json").write_text('{"model_type": "qwen3_moe"}')
+    (src / "tokenizer.json").write_text("{}")
+    (src / "model-00001-of-00001.safetensors").write_bytes(os.urandom(big_bytes))
+    (src / ".git").mkdir()
+    (src / ".git" / "HEAD").write_text("ref")
+    return src
+
+
+def test_fetch_marks_complete_and_is_idempotent(tmp_path: Path) -> None:
+    src, dest = model(tmp_path), tmp_path / "models" / "tiny"
+    rc, out = fetch(src, dest)
+    assert (rc, out["changed"], out["complete"], out["files"]) == (0, True, True, 3)
+    marker = json.loads((dest / MARKER).read_text())
+    assert marker["files"]["model-00001-of-00001.safetensors"] == 4 << 20
+    assert not (dest / ".git").exists()
+    rc, out = fetch(src, dest)
+    assert (rc, out["changed"]) == (0, False)
+
+
+def test_interrupted_fetch_is_not_complete_and_rerun_resumes(tmp_path: Path) -> None:
+    src, dest = model(tmp_path), tmp_path / "models" / "tiny"
+    rc, _ = fetch(src, dest, fsize_limit=1 << 20)
+    assert rc != 0
+    assert not (dest / MARKER).exists()
+    assert (dest / "model-00001-of-00001.safetensors.part").stat().st_size == 1 << 20
+    rc, out = fetch(src, dest, "--check")
+    assert rc == 3 and out["complete"] is False
+    config_mtime = (dest / "config.json").stat().st_mtime_ns
+    rc, out = fetch(src, dest)
+    assert (rc, out["complete"]) == (0, True)
+    assert (dest / "config.json").stat().st_mtime_ns == config_mtime  # already-complete files are kept
+    assert not list(dest.glob("*.part"))
+
+
+def test_damaged_or_different_request_is_fetched_again(tmp_path: Path) -> None:
+    src, dest = model(tmp_path), tmp_path / "tiny"
+    fetch(src, dest)
+    with open(dest / "model-00001-of-00001.safetensors", "r+b") as fh:
+        fh.truncate(10)
+    rc, out = fetch(src, dest)
+    assert (rc, out["changed"]) == (0, True)
+    assert (dest / "model-00001-of-00001.safetensors").stat().st_size == 4 << 20
+    rc, out = fetch(src, dest, "--allow-pattern", "*.json")
+    assert (rc, out["changed"]) == (0, True)
+    assert json.loads((dest / MARKER).read_text())["request"]["allow_patterns"] == ["*.json"]
+
+
+def test_empty_fetch_is_an_error_not_a_complete_model(tmp_path: Path) -> None:
+    src, dest = model(tmp_path), tmp_path / "tiny"
+    rc, out = fetch(src, dest, "--allow-pattern", "*.gguf")
+    assert rc == 1 and "nothing was fetched" in out["error"]
+    assert not (dest / MARKER).exists()
+    rc, out = fetch(tmp_path / "absent", tmp_path / "x")
+    assert rc == 1 and "not a directory" in out["error"]
+
+
+def convert(tmp_path: Path, script: Path, *extra: str) -> tuple[int, dict]:
+    argv = [sys.executable, str(CONVERT), "--python", sys.executable, "--script", str(script)]
+    paths = ["--input-path", str(tmp_path / "src"), "--output", str(tmp_path / "cpu" / "tiny-INT8")]
+    proc = subprocess.run([*argv, *paths, "--quant-method", "int8", *extra], capture_output=True, text=True)
+    return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def converter(tmp_path: Path, exit_status: int) -> Path:
+    """Stands in for kt-kernel's convert_cpu_weights.py, which needs kt-kernel and an AVX-512/AMX CPU.
+    It takes the same arguments and writes a partial output before exiting with the given status."""
+    script = tmp_path / "kt-kernel" / "scripts" / "convert_cpu_weights.py"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(
+        "import argparse, pathlib, sys\np = argparse.ArgumentParser()\n"
+        "for a in ('--input-path', '--input-type', '--output', '--quant-method'): p.add_argument(a)\n"
+        "a = p.parse_args()\nout = pathlib.Path(a.output); out.mkdir(parents=True)\n"
+        f"(out / 'layer0.bin').write_bytes(b'x' * 16)\nsys.exit({exit_status})\n"
+    )
+    return script
+
+
+def test_convert_checks_before_writing(tmp_path: Path) -> None:
+    model(tmp_path)
+    (tmp_path / "cpu").mkdir()
+    rc, out = convert(tmp_path, tmp_path / "missing.py", "--min-shm-bytes", str(1 << 60))
+    assert rc == 1
+    assert any("converter" in p for p in out["problems"]) and any("/dev/shm" in p for p in out["problems"])
+    assert list((tmp_path / "cpu").iterdir()) == []
+
+
+def test_failed_conversion_leaves_nothing_and_success_is_renamed_into_place(tmp_path: Path) -> None:
+    model(tmp_path)
+    (tmp_path / "cpu").mkdir()
+    rc, out = convert(tmp_path, converter(tmp_path, 1))
+    assert rc == 1 and "exited 1" in out["error"]
+    assert list((tmp_path / "cpu").iterdir()) == []
+    rc, out = convert(tmp_path, converter(tmp_path, 0))
+    assert (rc, out["changed"]) == (0, True)
+    assert sorted(p.name for p in (tmp_path / "cpu" / "tiny-INT8").iterdir()) == [MARKER, "layer0.bin"]
+    assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT8"]
+    rc, out = convert(tmp_path, converter(tmp_path, 1))  # complete output: the converter is not run again
+    assert (rc, out["changed"]) == (0, False)
