@@ -1,0 +1,58 @@
+"""What an image build installs: the stack profile turned into per-env specs (python, pins, sizes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ktinfra.image import ImageError
+from ktinfra.profiles import GENERATIONS, UnknownProfileError, load_profile
+
+ENV_ROOT = "/opt/ktinfra/envs"
+# Root volume when the profile has no image.root_volume_gb: OS + CUDA userspace, then per env
+# (torch 2.9 with its nvidia-* wheels is ~8 GB installed; sglang/llamafactory add a few GB).
+BASE_VOLUME_GB = 40
+PER_ENV_VOLUME_GB = 25
+
+
+def load(profile: str) -> dict:
+    """A profile by name (ktinfra/data/profiles) or by path to a YAML file of the same shape."""
+    path = Path(profile)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        data = yaml.safe_load(path.read_text()) or {}
+        if not data.get("name") or data.get("generation") not in GENERATIONS or not data.get("envs"):
+            raise ImageError(f"profile file {path} needs name, generation (current|legacy) and envs")
+        return data
+    try:
+        return load_profile(profile)
+    except UnknownProfileError as exc:
+        raise ImageError(str(exc)) from exc
+
+
+def env_specs(profile: dict, env_root: str = ENV_ROOT, only: list[str] | None = None) -> dict:
+    """{env name: {role, prefix, python, pins}} for the envs of the profile (all, or those in `only`)."""
+    specs = {}
+    for role, env in profile["envs"].items():
+        name = env.get("name", role)
+        if only and role not in only and name not in only:
+            continue
+        pins = list(env.get("packages") or [])
+        if not pins:
+            continue
+        prefix = f"{env_root}/{name}"
+        specs[name] = {"role": role, "prefix": prefix, "python": f"{prefix}/bin/python", "pins": pins}
+    if only and not specs:
+        raise ImageError(
+            f"no env of profile {profile['name']} matches {only}; it has {list(profile['envs'])}"
+        )
+    if not specs:
+        raise ImageError(f"profile {profile['name']} pins no packages: nothing to bake")
+    return specs
+
+
+def root_volume_gb(profile: dict, n_envs: int) -> int:
+    image = profile.get("image") or {}
+    if image.get("root_volume_gb"):
+        return int(image["root_volume_gb"])
+    return BASE_VOLUME_GB + PER_ENV_VOLUME_GB * n_envs
