@@ -3,7 +3,7 @@
 
 usage: validate.py SPEC_JSON OUT_JSON WHEELHOUSE
 
-SPEC_JSON: {"profile": "kt-0.7", "envs": {"kt-kernel": {"python": "/opt/ktinfra/envs/kt-kernel/bin/python",
+SPEC_JSON: {"profile": "kt-0.7", "envs": {"kt-kernel": {"python": "/opt/kt/envs/kt-kernel/bin/python",
             "pins": ["kt-kernel==0.7.2", ...], "imports": ["kt_kernel"]  # optional}}}
 For every env: its python runs, each pin is installed at exactly the pinned version, and each pinned
 distribution's top-level modules import. OUT_JSON lists every installed distribution with its version and

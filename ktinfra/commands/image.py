@@ -77,7 +77,7 @@ def build(
         source_ami=source_ami,
         packer=packer,
     )
-    on_line = None if as_json else (lambda line: err.print(line, markup=False, highlight=False, soft_wrap=True))
+    on_line = None if as_json else _echo
     try:
         result = build_mod.run(req, on_line=on_line)
     except ImageError as exc:
@@ -86,6 +86,10 @@ def build(
         typer.echo(json.dumps(result, indent=1))
         return
     _print_build(result)
+
+
+def _echo(line: str) -> None:
+    err.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_build(m: dict) -> None:

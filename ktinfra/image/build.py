@@ -106,9 +106,13 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
 
 def write_inputs(prep: Prepared, stage: Path) -> Path:
     """The variables file for packer plus the two JSON files it hands to ansible and to validate."""
+    profile_ref = Path(prep.request.profile)
     ansible_vars = {
         "ktinfra_profile": prep.profile["name"],
-        "ktinfra_profile_data": prep.profile,
+        # kt_python_env takes a shipped profile's name or a controller path to a profile file
+        "ktinfra_profile_ref": str(profile_ref.resolve()) if profile_ref.is_file() else prep.profile["name"],
+        "ktinfra_env_roles": sorted({env["role"] for env in prep.envs.values()}),
+        "ktinfra_env_root": spec.ENV_ROOT,
         "ktinfra_image_envs": prep.envs,
         "ktinfra_wheelhouse": WHEELHOUSE_IN_IMAGE,
     }

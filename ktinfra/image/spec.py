@@ -9,7 +9,7 @@ import yaml
 from ktinfra.image import ImageError
 from ktinfra.profiles import GENERATIONS, UnknownProfileError, load_profile
 
-ENV_ROOT = "/opt/ktinfra/envs"
+ENV_ROOT = "/opt/kt/envs"  # kt_python_env_root default
 # Root volume when the profile has no image.root_volume_gb: OS + CUDA userspace, then per env
 # (torch 2.9 with its nvidia-* wheels is ~8 GB installed; sglang/llamafactory add a few GB).
 BASE_VOLUME_GB = 40

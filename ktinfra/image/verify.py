@@ -18,7 +18,8 @@ from pathlib import Path
 from ktinfra.image import REPO_ROOT, ImageError, dockercli
 
 HOST_SUITE = REPO_ROOT / "tests" / "infra"
-IMAGE_SUITE = REPO_ROOT / "tests" / "integration" / "image" / "testinfra"
+# Not named test_*.py so that `pytest tests/integration/image` does not collect it without a container.
+IMAGE_SUITE = REPO_ROOT / "tests" / "integration" / "image" / "testinfra" / "image_checks.py"
 OUT_ROOT = REPO_ROOT / "out" / "image"
 
 
@@ -67,7 +68,7 @@ def verify(
         raise ImageError(f"no docker image {image!r} here (see `ktinfra image list`)")
     manifest = manifest or find_manifest(info["id"])
     data = json.loads(manifest.read_text()) if manifest else None
-    suites = suites or [s for s in (HOST_SUITE, IMAGE_SUITE) if s.is_dir()]
+    suites = suites or [s for s in (HOST_SUITE, IMAGE_SUITE) if s.exists()]
     missing = [str(s) for s in suites if not Path(s).exists()]
     if missing:
         raise ImageError(f"testinfra suite not found: {', '.join(missing)}")

@@ -1,7 +1,7 @@
 """Image checks: what `ktinfra image build` promises about a finished image (run by `ktinfra image verify`).
 
-    KTINFRA_IMAGE_MANIFEST=out/image/kt-0.7-docker/manifest.json pytest tests/integration/image/testinfra \
-        --hosts=docker://CONTAINER
+    KTINFRA_IMAGE_MANIFEST=out/image/kt-0.7-docker/manifest.json \
+        pytest tests/integration/image/testinfra/image_checks.py --hosts=docker://CONTAINER
 """
 
 from __future__ import annotations
