@@ -149,6 +149,7 @@ build {
       "ANSIBLE_SSH_TRANSFER_METHOD=piped",
       "ANSIBLE_PYTHON_INTERPRETER=auto_silent",
       "ANSIBLE_NOCOLOR=1",
+      "ANSIBLE_ROLES_PATH=${path.root}/../roles",
     ]
   }
 

@@ -99,7 +99,7 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
             "aws_source_ami": ami["id"],
             "aws_instance_type": req.instance_type,
             "aws_ssh_username": req.ssh_username,
-            "aws_root_volume_gb": spec.root_volume_gb(profile, len(envs)),
+            "aws_root_volume_gb": spec.root_volume_gb(profile, envs),
         }
     return Prepared(req, profile, envs, name, variables, extra)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import yaml
@@ -10,10 +11,11 @@ from ktinfra.image import ImageError
 from ktinfra.profiles import GENERATIONS, UnknownProfileError, load_profile
 
 ENV_ROOT = "/opt/kt/envs"  # kt_python_env_root default
-# Root volume when the profile has no image.root_volume_gb: OS + CUDA userspace, then per env
-# (torch 2.9 with its nvidia-* wheels is ~8 GB installed; sglang/llamafactory add a few GB).
+# Root volume of an AMI: the Deep Learning base AMI's OS + driver + CUDA, plus what the envs need.
 BASE_VOLUME_GB = 40
+# Per env when the profile does not say (torch 2.9 + nvidia-* wheels ~8 GB installed, sglang/llamafactory).
 PER_ENV_VOLUME_GB = 25
+HEADROOM = 1.25
 
 
 def load(profile: str) -> dict:
@@ -51,8 +53,17 @@ def env_specs(profile: dict, env_root: str = ENV_ROOT, only: list[str] | None = 
     return specs
 
 
-def root_volume_gb(profile: dict, n_envs: int) -> int:
+def root_volume_gb(profile: dict, envs: dict) -> int:
+    """image.root_volume_gb of the profile, else the base plus each env's disk_bytes + download_bytes
+    (the wheelhouse lives on the instance during the build), else a per-env default."""
     image = profile.get("image") or {}
     if image.get("root_volume_gb"):
         return int(image["root_volume_gb"])
-    return BASE_VOLUME_GB + PER_ENV_VOLUME_GB * n_envs
+    needed = 0.0
+    for env in envs.values():
+        data = profile["envs"][env["role"]]
+        if data.get("disk_bytes"):
+            needed += (data["disk_bytes"] + data.get("download_bytes", 0)) / 1e9
+        else:
+            needed += PER_ENV_VOLUME_GB
+    return BASE_VOLUME_GB + math.ceil(needed * HEADROOM)

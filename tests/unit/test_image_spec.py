@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -24,12 +25,23 @@ def test_profile_file_and_env_subset():
     assert profile["name"] == "smoke"
     assert list(spec.env_specs(profile, only=["sft"])) == ["kt-sft"]
     assert list(spec.env_specs(profile, only=["kt-kernel"])) == ["kt-kernel"]
-    assert spec.root_volume_gb(profile, 2) == 30
+    assert spec.root_volume_gb(profile, spec.env_specs(profile)) == 30
 
 
-def test_volume_default_grows_with_envs():
-    profile = spec.load("kt-0.7")
-    assert spec.root_volume_gb(profile, 2) == spec.BASE_VOLUME_GB + 2 * spec.PER_ENV_VOLUME_GB
+def test_volume_from_env_sizes_or_default():
+    profile = {
+        "name": "p",
+        "envs": {
+            "inference": {"name": "a", "packages": ["x==1"], "disk_bytes": 14e9, "download_bytes": 6e9},
+            "sft": {"name": "b", "packages": ["y==1"]},
+        },
+    }
+    envs = spec.env_specs(profile)
+    expected = spec.BASE_VOLUME_GB + math.ceil((20 + spec.PER_ENV_VOLUME_GB) * spec.HEADROOM)
+    assert spec.root_volume_gb(profile, envs) == expected
+    assert (
+        spec.root_volume_gb(profile, spec.env_specs(profile, only=["inference"])) == spec.BASE_VOLUME_GB + 25
+    )
 
 
 def test_unknown_profile_and_env_refused(tmp_path):
