@@ -104,13 +104,17 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
     return Prepared(req, profile, envs, name, variables, extra)
 
 
+def profile_ref(prep: Prepared) -> str:
+    path = Path(prep.request.profile)
+    return str(path.resolve()) if path.is_file() else prep.profile["name"]
+
+
 def write_inputs(prep: Prepared, stage: Path) -> Path:
     """The variables file for packer plus the two JSON files it hands to ansible and to validate."""
-    profile_ref = Path(prep.request.profile)
     ansible_vars = {
         "ktinfra_profile": prep.profile["name"],
         # kt_python_env takes a shipped profile's name or a controller path to a profile file
-        "ktinfra_profile_ref": str(profile_ref.resolve()) if profile_ref.is_file() else prep.profile["name"],
+        "ktinfra_profile_ref": profile_ref(prep),
         "ktinfra_env_roles": sorted({env["role"] for env in prep.envs.values()}),
         "ktinfra_env_root": spec.ENV_ROOT,
         "ktinfra_image_envs": prep.envs,
@@ -211,6 +215,7 @@ def _manifest(
     return manifest.build_manifest(
         image=image,
         profile=prep.profile,
+        profile_ref=profile_ref(prep),
         packages=packages,
         sizes=sizes,
         started=started,

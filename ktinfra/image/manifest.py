@@ -45,6 +45,7 @@ def build_manifest(
     *,
     image: dict,
     profile: dict,
+    profile_ref: str,
     packages: dict,
     sizes: dict,
     started: str,
@@ -61,7 +62,11 @@ def build_manifest(
     return {
         "schema": SCHEMA,
         "image": image,
-        "profile": {k: profile.get(k) for k in ("name", "generation", "description", "python")},
+        # ref: the shipped profile's name or the profile file's absolute path (what --kt-profile takes)
+        "profile": {
+            "ref": profile_ref,
+            **{k: profile.get(k) for k in ("name", "generation", "description", "python")},
+        },
         "pins": pinned_packages(packages),
         "envs": envs,
         "sizes": {**sizes, "envs_bytes": {n: e["size_bytes"] for n, e in envs.items()}},

@@ -37,7 +37,7 @@ def suite_args(suite: Path, manifest: dict | None, role: str) -> list[str]:
     """Options of the KT host suite (tests/infra) filled from the manifest; other suites take none."""
     if suite.resolve() != HOST_SUITE.resolve() or manifest is None:
         return []
-    args = ["--kt-role", role, "--kt-profile", manifest["profile"]["name"]]
+    args = ["--kt-role", role, "--kt-profile", manifest["profile"].get("ref") or manifest["profile"]["name"]]
     for env in manifest["envs"].values():
         option = "--kt-python" if env["prefix"].endswith("kt-kernel") else "--kt-sft-python"
         args += [option, env["python"]]

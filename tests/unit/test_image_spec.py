@@ -87,6 +87,7 @@ def test_manifest_lists_pins_with_sha_and_sizes(tmp_path):
     m = manifest.build_manifest(
         image={"source": "docker", "id": "sha256:1"},
         profile=spec.load(str(SMOKE)),
+        profile_ref=str(SMOKE),
         packages=packages,
         sizes={"image_bytes": 5},
         started="2026-11-21T00:00:00+00:00",
