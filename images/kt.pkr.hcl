@@ -63,6 +63,18 @@ variable "docker_container_name" {
   default = "ktinfra-image-build"
 }
 
+variable "docker_systemd" {
+  type        = bool
+  default     = true
+  description = "Boot the build container with systemd as PID 1 (as the image runs); false: keep it alive with a shell."
+}
+
+variable "docker_systemd_run_args" {
+  type        = list(string)
+  default     = ["--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--cgroupns=host"]
+  description = "docker run options systemd needs on this host (cgroup v1 here; cgroup v2: --cgroupns=private)."
+}
+
 variable "wheelhouse_host_dir" {
   type        = string
   default     = "/var/cache/ktinfra/wheelhouse"
@@ -108,10 +120,10 @@ source "docker" "kt" {
   image  = var.docker_base_image
   pull   = false
   commit = true
-  # Keep the container alive with a shell instead of systemd: no cgroup mounts needed to build.
-  run_command = ["-d", "-i", "-t", "--name", var.docker_container_name, "--entrypoint=/bin/sh", "--", "{{.Image}}"]
+  # systemd as PID 1 (handlers such as daemon-reexec work as on a host), or a shell that keeps it alive.
+  run_command = var.docker_systemd ? concat(["-d", "--name", var.docker_container_name], var.docker_systemd_run_args, ["{{.Image}}"]) : ["-d", "-i", "-t", "--name", var.docker_container_name, "--entrypoint=/bin/sh", "--", "{{.Image}}"]
   volumes     = { (var.wheelhouse_host_dir) = local.wheelhouse }
-  # `ENTRYPOINT []` does not clear the build's /bin/sh entrypoint on commit; env execs systemd as PID 1.
+  # `ENTRYPOINT []` does not clear a build's /bin/sh entrypoint on commit; env execs systemd as PID 1.
   changes = concat(
     ["ENTRYPOINT [\"/usr/bin/env\"]", "CMD [\"/lib/systemd/systemd\"]", "ENV container=docker"],
     [for k, v in var.labels : "LABEL ${k}=${v}"]

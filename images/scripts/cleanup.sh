@@ -49,6 +49,7 @@ rm -f /etc/ssh/ssh_host_*
 rm -f /root/.bash_history /root/.python_history /home/*/.bash_history /root/.lesshst /root/.viminfo
 find /var/log -type f \( -name '*.gz' -o -name '*.[0-9]' \) -delete 2>/dev/null || true
 find /var/log -type f -name '*.log' -exec truncate -s 0 {} + 2>/dev/null || true
+find /var/log/journal -type f -name '*.journal*' -delete 2>/dev/null || true
 rm -rf /var/tmp/* 2>/dev/null || true
 
 used_after=$(df -P / | awk 'NR==2 {print $3}')

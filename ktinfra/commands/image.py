@@ -44,6 +44,7 @@ def build(
     out: Annotated[Path, typer.Option(help="Where build directories go.")] = REPO_ROOT / "out" / "image",
     repository: Annotated[str, typer.Option(help="docker: repository of the image tag.")] = "ktinfra/kt",
     tag: Annotated[str | None, typer.Option(help="docker: image tag (default: the profile name).")] = None,
+    systemd: Annotated[bool, typer.Option(help="docker: build with systemd as PID 1 (else a shell).")] = True,
     base_image: Annotated[
         str, typer.Option(help="docker: source image.")
     ] = "ktinfra/debian12-systemd:latest",
@@ -71,6 +72,7 @@ def build(
         repository=repository,
         tag=tag,
         base_image=base_image,
+        systemd=systemd,
         wheelhouse=wheelhouse,
         region=region,
         instance_type=instance_type,

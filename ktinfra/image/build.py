@@ -39,6 +39,7 @@ class BuildRequest:
     base_image: str = "ktinfra/debian12-systemd:latest"
     repository: str = "ktinfra/kt"
     tag: str | None = None
+    systemd: bool = True
     wheelhouse: Path = REPO_ROOT / ".cache" / "wheelhouse"
     # amazon-ebs
     region: str = "us-east-1"
@@ -87,6 +88,7 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
             "docker_repository": req.repository,
             "docker_tag": req.tag or profile["name"],
             "docker_container_name": f"image-build-{profile['name']}-{secrets.token_hex(3)}",
+            "docker_systemd": req.systemd,
             "wheelhouse_host_dir": str(req.wheelhouse.resolve()),
         }
     else:

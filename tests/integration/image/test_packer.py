@@ -30,6 +30,11 @@ def test_template_validates_for_each_source(template_vars, source):
     assert result.ok, result.message
 
 
+def test_templates_are_packer_formatted():
+    proc = subprocess.run(["packer", "fmt", "-check", str(TEMPLATE.parent)], capture_output=True, text=True)
+    assert proc.returncode == 0, f"run `packer fmt images/`: {proc.stdout}"
+
+
 def test_validate_failure_gives_packer_message():
     result = Packer(TEMPLATE, cwd=REPO_ROOT).validate()
     assert not result.ok
