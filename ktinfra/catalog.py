@@ -1,0 +1,345 @@
+"""Model catalog: MoE architecture numbers from config.json, and parameter counts derived from them.
+
+`resolve(name)` accepts a catalog short name (case-insensitive), a Hugging Face repo id, or a local model
+directory holding a config.json. Everything the sizing model needs is computed here from the architecture.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+CATALOG_PATH = Path(__file__).parent / "data" / "models.yaml"
+
+
+class UnknownModelError(ValueError):
+    pass
+
+
+class ModelConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    hf_repo: str | None
+    path: str | None
+    model_type: str
+    hidden_size: int
+    num_layers: int
+    num_dense_layers: int  # layers with a plain MLP instead of an MoE block
+    dense_intermediate_size: int
+    moe_intermediate_size: int
+    num_experts: int
+    experts_per_token: int
+    shared_intermediate_size: int  # all shared experts of one MoE layer together (0 = none)
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    mla: MLA | None
+    vocab_size: int
+    tie_word_embeddings: bool
+    max_position_embeddings: int | None
+    native_dtype: str  # "bf16" | "fp8" (the dtype of the published checkpoint's linear weights)
+    num_mtp_layers: int = 0
+    gguf_repo: str | None = None
+    template: str | None = None
+    legacy_sft_rules: dict = field(default_factory=dict)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.num_dense_layers
+
+    # -- parameter counts (weights only; norms and biases are < 0.1% and left out) --
+    @property
+    def expert_params(self) -> int:
+        """One routed expert: gate, up and down projections."""
+        return 3 * self.hidden_size * self.moe_intermediate_size
+
+    @property
+    def routed_expert_params(self) -> int:
+        return self.expert_params * self.num_experts * self.num_moe_layers
+
+    @property
+    def attention_params_per_layer(self) -> int:
+        h = self.hidden_size
+        heads = self.num_attention_heads
+        if self.mla:
+            m = self.mla
+            qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+            q = h * heads * qk if m.q_lora_rank is None else h * m.q_lora_rank + m.q_lora_rank * heads * qk
+            kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim)
+            kv_b = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
+            return q + kv_a + kv_b + heads * m.v_head_dim * h
+        d = self.head_dim
+        return h * heads * d + 2 * h * self.num_kv_heads * d + heads * d * h
+
+    @property
+    def dense_mlp_params(self) -> int:
+        return 3 * self.hidden_size * self.dense_intermediate_size * self.num_dense_layers
+
+    @property
+    def shared_expert_params(self) -> int:
+        return 3 * self.hidden_size * self.shared_intermediate_size * self.num_moe_layers
+
+    @property
+    def router_params(self) -> int:
+        return self.hidden_size * self.num_experts * self.num_moe_layers
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def lm_head_params(self) -> int:
+        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+
+    @property
+    def non_expert_params(self) -> int:
+        """Everything SGLang/LLaMA-Factory keep on the GPU: attention, dense MLPs, shared experts, routers,
+        embeddings and the LM head."""
+        return (
+            self.attention_params_per_layer * self.num_layers
+            + self.dense_mlp_params
+            + self.shared_expert_params
+            + self.router_params
+            + self.embedding_params
+            + self.lm_head_params
+        )
+
+    @property
+    def mtp_params(self) -> int:
+        """DeepSeek-V3's multi-token-prediction layer: shipped in the checkpoint (with its own copies of the
+        embedding and output head), unused by KT serving."""
+        per_layer = (
+            self.attention_params_per_layer
+            + self.expert_params * self.num_experts
+            + 3 * self.hidden_size * self.shared_intermediate_size
+            + self.hidden_size * self.num_experts
+            + 2 * self.hidden_size * self.hidden_size
+            + 2 * self.vocab_size * self.hidden_size
+        )
+        return self.num_mtp_layers * per_layer
+
+    @property
+    def total_params(self) -> int:
+        return self.non_expert_params + self.routed_expert_params
+
+    @property
+    def active_params(self) -> int:
+        return self.non_expert_params + self.expert_params * self.experts_per_token * self.num_moe_layers
+
+    @property
+    def kv_elements_per_token(self) -> int:
+        """KV-cache elements one token occupies across all layers (MLA caches the compressed latent)."""
+        if self.mla:
+            per_layer = self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        else:
+            per_layer = 2 * self.num_kv_heads * self.head_dim
+        return per_layer * self.num_layers
+
+    @property
+    def attention_activation_width(self) -> int:
+        """Per-token width of q, k, v and the attention output of one layer (MLA decompressed)."""
+        heads = self.num_attention_heads
+        if self.mla:
+            qk = self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim
+            return heads * (2 * qk + 2 * self.mla.v_head_dim)
+        return 2 * heads * self.head_dim + 2 * self.num_kv_heads * self.head_dim
+
+    def summary(self) -> dict:
+        return {
+            "name": self.name,
+            "hf_repo": self.hf_repo,
+            "path": self.path,
+            "architecture": self.model_type,
+            "total_params": self.total_params,
+            "active_params": self.active_params,
+            "num_experts": self.num_experts,
+            "experts_per_token": self.experts_per_token,
+            "num_layers": self.num_layers,
+            "num_moe_layers": self.num_moe_layers,
+            "native_dtype": self.native_dtype,
+        }
+
+
+def _need(config: dict, *keys: str, source: str) -> int:
+    for key in keys:
+        if config.get(key) is not None:
+            return int(config[key])
+    raise ModelConfigError(f"{source}: config.json lacks {' / '.join(keys)}")
+
+
+def _native_dtype(config: dict) -> str:
+    quant = config.get("quantization_config") or {}
+    if str(quant.get("quant_method", "")).lower() == "fp8":
+        return "fp8"
+    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower()
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype, dtype)
+
+
+def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: str | None = None, **extra):
+    """Build an Architecture from a config.json mapping (multimodal wrappers: the text_config)."""
+    source = path or name
+    if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
+        config = {**config["text_config"], "quantization_config": config.get("quantization_config")}
+    num_experts = _need(config, "n_routed_experts", "num_experts", "num_local_experts", source=source)
+    if num_experts < 2:
+        raise ModelConfigError(
+            f"{source}: not a mixture-of-experts model (1 expert); KT offloads MoE experts"
+        )
+    hidden = _need(config, "hidden_size", source=source)
+    layers = _need(config, "num_hidden_layers", source=source)
+    heads = _need(config, "num_attention_heads", source=source)
+    dense_inter = int(config.get("intermediate_size") or 0)
+    moe_inter = int(config.get("moe_intermediate_size") or 0)
+    if not moe_inter:  # Mixtral-style configs size experts with intermediate_size
+        moe_inter = _need(config, "intermediate_size", source=source)
+    if "first_k_dense_replace" in config:
+        dense_layers = int(config["first_k_dense_replace"] or 0)
+    else:
+        dense_layers = len(config.get("mlp_only_layers") or [])
+    if config.get("shared_expert_intermediate_size"):
+        shared = int(config["shared_expert_intermediate_size"])
+    else:
+        shared = int(config.get("n_shared_experts") or 0) * moe_inter
+    mla = None
+    if config.get("kv_lora_rank"):
+        mla = MLA(
+            q_lora_rank=config.get("q_lora_rank"),
+            kv_lora_rank=int(config["kv_lora_rank"]),
+            qk_nope_head_dim=_need(config, "qk_nope_head_dim", source=source),
+            qk_rope_head_dim=_need(config, "qk_rope_head_dim", source=source),
+            v_head_dim=_need(config, "v_head_dim", source=source),
+        )
+    return Architecture(
+        name=name,
+        hf_repo=hf_repo,
+        path=path,
+        model_type=str(config.get("model_type") or "unknown"),
+        hidden_size=hidden,
+        num_layers=layers,
+        num_dense_layers=dense_layers,
+        dense_intermediate_size=dense_inter,
+        moe_intermediate_size=moe_inter,
+        num_experts=num_experts,
+        experts_per_token=_need(config, "num_experts_per_tok", "num_experts_per_token", source=source),
+        shared_intermediate_size=shared,
+        num_attention_heads=heads,
+        num_kv_heads=int(config.get("num_key_value_heads") or heads),
+        head_dim=int(config.get("head_dim") or hidden // heads),
+        mla=mla,
+        vocab_size=_need(config, "vocab_size", source=source),
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        max_position_embeddings=config.get("max_position_embeddings"),
+        native_dtype=_native_dtype(config),
+        num_mtp_layers=int(config.get("num_nextn_predict_layers") or 0),
+        **extra,
+    )
+
+
+def _load_entries() -> list[dict]:
+    return copy.deepcopy(_parsed_catalog())
+
+
+@functools.lru_cache(maxsize=1)
+def _parsed_catalog() -> list[dict]:
+    entries = yaml.safe_load(CATALOG_PATH.read_text())["models"]
+    by_name = {e["name"]: e for e in entries}
+    for entry in entries:
+        base = entry.get("extends")
+        if base:
+            parent = by_name[base]
+            entry["config"] = {**parent["config"], **entry.get("config", {})}
+            for key in ("gguf_repo", "legacy_sft_rules", "template"):
+                entry.setdefault(key, parent.get(key))
+    return entries
+
+
+def _from_entry(entry: dict) -> Architecture:
+    rules = {int(k): v for k, v in (entry.get("legacy_sft_rules") or {}).items()}
+    return from_config(
+        entry["config"],
+        name=entry["name"],
+        hf_repo=entry.get("hf_repo"),
+        gguf_repo=entry.get("gguf_repo"),
+        template=entry.get("template"),
+        legacy_sft_rules=rules,
+    )
+
+
+def list_models() -> list[Architecture]:
+    return [_from_entry(e) for e in _load_entries()]
+
+
+def _keys(entry: dict) -> list[str]:
+    return [entry["name"], entry.get("hf_repo") or "", *entry.get("aliases", [])]
+
+
+def resolve(model: str) -> Architecture:
+    """A catalog short name or alias, a Hugging Face repo id, or a local directory with a config.json."""
+    if not model or not model.strip():
+        raise UnknownModelError("empty model name")
+    local = Path(model).expanduser()
+    if local.is_dir():
+        return _from_directory(local)
+    wanted = model.strip().lower()
+    for entry in _load_entries():
+        if wanted in (k.lower() for k in _keys(entry) if k):
+            return _from_entry(entry)
+    known = ", ".join(e["name"] for e in _load_entries())
+    hint = " (a local path must be a directory with config.json)" if "/" in model else ""
+    raise UnknownModelError(f"unknown model {model!r}{hint}; known: {known}")
+
+
+def _from_directory(directory: Path) -> Architecture:
+    config_path = directory / "config.json"
+    if not config_path.is_file():
+        raise UnknownModelError(
+            f"{directory} has no config.json; point --model at a Hugging Face model directory"
+        )
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelConfigError(f"{config_path}: not valid JSON ({exc})") from exc
+    if not isinstance(config, dict):
+        raise ModelConfigError(f"{config_path}: expected a JSON object")
+    catalog_match = _catalog_match(config)
+    extra = {}
+    if catalog_match is not None:
+        extra = {
+            "gguf_repo": catalog_match.gguf_repo,
+            "template": catalog_match.template,
+            "legacy_sft_rules": catalog_match.legacy_sft_rules,
+        }
+    return from_config(config, name=directory.name, path=str(directory.resolve()), **extra)
+
+
+def _catalog_match(config: dict) -> Architecture | None:
+    """The catalog entry with the same architecture, so local copies keep the known rule files."""
+    try:
+        local = from_config(config, name="local")
+    except ModelConfigError:
+        return None
+    shape = (local.model_type, local.hidden_size, local.num_layers, local.num_experts)
+    for arch in list_models():
+        if (arch.model_type, arch.hidden_size, arch.num_layers, arch.num_experts) == shape:
+            return arch
+    return None

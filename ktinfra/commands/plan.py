@@ -1,0 +1,148 @@
+"""`ktinfra plan`: the KT/SGLang/LLaMA-Factory parameters for a model on a host, with a reason for each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+EXIT_BAD_INPUT = 1
+EXIT_INFEASIBLE = 2
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"ktinfra plan: {message}", err=True)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _parse_lora(values: list[str]) -> dict[str, str]:
+    adapters: dict[str, str] = {}
+    for value in values:
+        name, sep, directory = value.partition("=")
+        if not sep or not name.strip() or not directory.strip():
+            _fail(f"--lora wants NAME=DIR, got {value!r}")
+        if name in adapters:
+            _fail(f"--lora name {name!r} given twice")
+        adapters[name.strip()] = directory.strip()
+    return adapters
+
+
+def _load_facts(facts_file: Path | None, capture_dir: Path | None) -> dict:
+    from ktinfra.planner import PlanInputError, load_facts
+
+    if facts_file and capture_dir:
+        _fail("give --facts FILE or --from DIR, not both")
+    if facts_file:
+        try:
+            return load_facts(facts_file)
+        except PlanInputError as exc:
+            _fail(str(exc))
+    try:
+        from ktinfra import facts as facts_module
+    except ImportError:
+        _fail("host detection (ktinfra.facts) is not installed in this build; pass --facts FILE.json")
+    if capture_dir:
+        if not capture_dir.is_dir():
+            _fail(f"--from {capture_dir}: not a directory")
+        return facts_module.from_capture(capture_dir)
+    return facts_module.gather_live()
+
+
+def _print_human(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    mode = result["mode"]
+    model = result["model"]
+    console.print(
+        f"[bold]{mode} plan[/bold] for {model['name']} ({model['total_params'] / 1e9:.0f}B, "
+        f"{model['num_experts']} experts) on the {result['stack']} stack ({result['stack_generation']})"
+    )
+    table = Table("parameter", "value", "reason", show_lines=False)
+    reasons = result["reasons"]
+    for key, value in result[mode].items():
+        if value is None and key not in reasons:
+            continue
+        shown = json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else str(value)
+        table.add_row(key, shown, reasons.get(key, ""))
+    console.print(table)
+    req = result["requirements"]
+    console.print(
+        f"needs {req['vram_bytes'] / 1e9:.1f} GB GPU memory, {req['ram_bytes'] / 1e9:.1f} GB RAM, "
+        f"{req['disk_bytes'] / 1e9:.1f} GB disk"
+    )
+    for warning in result["warnings"]:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+    for problem in result["problems"]:
+        console.print(f"[red]problem:[/red] {problem}")
+    verdict = "[green]feasible[/green]" if result["feasible"] else "[red]not feasible on this host[/red]"
+    console.print(verdict)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("plan")
+    def plan_command(
+        model: Annotated[str, typer.Option("--model", "-m", help="Short name, HF repo id or model dir.")],
+        mode: Annotated[str, typer.Option("--mode", help="serve | sft")] = "serve",
+        facts_file: Annotated[
+            Path | None, typer.Option("--facts", help="Facts JSON (`ktinfra facts --json`).")
+        ] = None,
+        capture_dir: Annotated[
+            Path | None, typer.Option("--from", help="A capture folder (`ktinfra facts --capture`).")
+        ] = None,
+        stack: Annotated[
+            str, typer.Option("--stack", help="Stack profile: kt-0.7 | kt-0.4-autodl.")
+        ] = "kt-0.7",
+        cpu_format: Annotated[
+            str | None,
+            typer.Option(
+                "--cpu-format", help="Serve: AMXINT8 | AMXINT4 | BF16 | FP8 | GGUF:Q4_K_M (LLAMAFILE)."
+            ),
+        ] = None,
+        lora: Annotated[
+            list[str] | None, typer.Option("--lora", help="Serve a LoRA adapter: NAME=DIR (repeatable).")
+        ] = None,
+        port: Annotated[
+            int | None, typer.Option("--port", min=1, max=65535, help="Server port (default 30000).")
+        ] = None,
+        host: Annotated[
+            str | None, typer.Option("--host", help="Bind address (default 127.0.0.1 without API key).")
+        ] = None,
+        api_key_set: Annotated[
+            bool, typer.Option("--api-key-set", help="An API key guards the server.")
+        ] = False,
+        cutoff_len: Annotated[
+            int | None, typer.Option("--cutoff-len", min=64, help="SFT: fix cutoff_len.")
+        ] = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Print the plan as JSON (docs/CONTRACTS.md).")
+        ] = False,
+    ) -> None:
+        """Plan KT serving or LoRA fine-tuning of a model on this host (or on captured facts).
+
+        Exit status: 0 feasible, 2 infeasible (problems listed with numbers), 1 bad input."""
+        from ktinfra.planner import PlanInputError, plan
+
+        facts = _load_facts(facts_file, capture_dir)
+        options = {
+            "stack": stack,
+            "cpu_format": cpu_format,
+            "lora": _parse_lora(lora or []),
+            "port": port,
+            "host": host,
+            "api_key_set": api_key_set,
+            "cutoff_len": cutoff_len,
+        }
+        try:
+            result = plan(facts, model, mode, **options)
+        except PlanInputError as exc:
+            _fail(str(exc))
+        if as_json:
+            typer.echo(json.dumps(result, indent=2))
+        else:
+            _print_human(result)
+        if not result["feasible"]:
+            raise typer.Exit(EXIT_INFEASIBLE)

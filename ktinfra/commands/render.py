@@ -1,0 +1,299 @@
+"""`ktinfra render serve|convert|train|lora-convert`: systemd units, env files and recipes into --out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ktinfra.render import RenderError, load_plan, write_bundle
+from ktinfra.render.convert import CONVERT_SCRIPT, render_convert, render_lora_convert
+from ktinfra.render.files import install_map
+from ktinfra.render.serve import DEFAULT_SERVE_PYTHON, render_serve
+from ktinfra.render.train import DEFAULT_SFT_PYTHON, LLAMAFACTORY_DIR, render_train
+
+render_app = typer.Typer(
+    help="Render systemd units, EnvironmentFiles and LLaMA-Factory recipes from a plan.",
+    no_args_is_help=True,
+)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+OutDir = Annotated[Path, typer.Option("--out", help="Directory to write into (created if missing).")]
+PlanFile = Annotated[Path | None, typer.Option("--plan", help="Plan JSON from `ktinfra plan --json`.")]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Plan on the fly for this model (no --plan).")]
+FactsOpt = Annotated[Path | None, typer.Option("--facts", help="Facts JSON for on-the-fly planning.")]
+FromOpt = Annotated[Path | None, typer.Option("--from", help="Capture folder for on-the-fly planning.")]
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def _resolve_plan(
+    plan_file: Path | None, model: str | None, facts: Path | None, from_dir: Path | None, mode: str
+) -> dict:
+    """The plan from --plan, or from the planner for --model on --facts / --from / this host."""
+    if plan_file is not None:
+        if model is not None:
+            raise RenderError("give either --plan or --model, not both")
+        return load_plan(plan_file)
+    if model is None:
+        raise RenderError("a plan is required: --plan FILE.json (from `ktinfra plan --json`) or --model M")
+    try:
+        from ktinfra import planner
+    except ImportError as exc:
+        raise RenderError(f"the planner is not in this build ({exc}); pass --plan FILE.json") from exc
+    try:
+        return planner.plan(_load_facts(planner, facts, from_dir), model, mode)
+    except planner.PlanInputError as exc:
+        raise RenderError(str(exc)) from exc
+
+
+def _load_facts(planner, facts: Path | None, from_dir: Path | None) -> dict:
+    if facts is not None and from_dir is not None:
+        raise RenderError("give either --facts or --from, not both")
+    if facts is not None:
+        return planner.load_facts(facts)
+    try:
+        from ktinfra import facts as facts_module
+    except ImportError as exc:
+        raise RenderError(f"host facts are not in this build ({exc}); pass --plan FILE.json") from exc
+    if from_dir is not None:
+        if not from_dir.is_dir():
+            raise RenderError(f"--from {from_dir}: not a directory")
+        return facts_module.from_capture(from_dir)
+    return facts_module.gather_live()
+
+
+def _emit(rendered, out: Path, as_json: bool) -> None:
+    written = write_bundle(out, rendered)
+    if as_json:
+        doc = {"files": written, **rendered.info, "install": install_map(rendered)}
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"rendered into {out}", show_header=True)
+    table.add_column("file")
+    table.add_column("mode")
+    for path in written:
+        table.add_row(path, oct(rendered.files[Path(path).name][1]))
+    console = Console()
+    console.print(table)
+    for key in ("unit", "health_url", "env_file", "config_file", "numa"):
+        if key in rendered.info:
+            console.print(f"{key}: {rendered.info[key]}")
+    for name, target in install_map(rendered).items():
+        console.print(f"install {name} -> {target}", soft_wrap=True)
+    console.print(f"then: systemctl daemon-reload && systemctl start {rendered.info['unit']}", soft_wrap=True)
+
+
+def _read_secret(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        secret = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise RenderError(f"cannot read --api-key-file {path}: {exc.strerror or exc}") from exc
+    if not secret:
+        raise RenderError(f"--api-key-file {path} is empty")
+    return secret
+
+
+@render_app.command("serve")
+def serve_cmd(
+    name: Annotated[str, typer.Option("--name", help="Served model name = systemd instance name.")],
+    out: OutDir,
+    model_path: Annotated[
+        str | None, typer.Option("--model-path", help="Model directory on the target.")
+    ] = None,
+    plan_file: PlanFile = None,
+    model: ModelOpt = None,
+    facts: FactsOpt = None,
+    from_dir: FromOpt = None,
+    weight_path: Annotated[
+        str | None, typer.Option("--weight-path", help="Converted CPU expert weights (AMXINT8/4, GGUF).")
+    ] = None,
+    python: Annotated[
+        str, typer.Option("--python", help="Python of the inference env.")
+    ] = DEFAULT_SERVE_PYTHON,
+    api_key_file: Annotated[
+        Path | None, typer.Option("--api-key-file", help="File holding the API key.")
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="Override the plan's bind address (non-loopback needs a key)."),
+    ] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Override the plan's port.")] = None,
+    extra_arg: Annotated[
+        list[str] | None, typer.Option("--extra-arg", help="Extra sglang argument, one word (repeatable).")
+    ] = None,
+    user: Annotated[str | None, typer.Option("--user", help="Run as this user (default root).")] = None,
+    start_timeout: Annotated[
+        int, typer.Option("--start-timeout", help="TimeoutStartSec (model loading).")
+    ] = 3600,
+    numa: Annotated[str, typer.Option("--numa", help="auto | interleave | none (see docs).")] = "auto",
+    as_json: JsonFlag = False,
+) -> None:
+    """SGLang + kt-kernel server: ktinfra-serve@.service + ktinfra-serve-NAME.env (0600)."""
+    try:
+        plan = _resolve_plan(plan_file, model, facts, from_dir, "serve")
+        rendered = render_serve(
+            plan,
+            name=name,
+            model_path=model_path,
+            weight_path=weight_path,
+            python=python,
+            api_key=_read_secret(api_key_file),
+            host=host,
+            port=port,
+            extra_args=extra_arg or [],
+            user=user,
+            start_timeout_s=start_timeout,
+            numa=numa,
+        )
+        _emit(rendered, out, as_json)
+    except RenderError as exc:
+        _fail(str(exc))
+
+
+PythonOpt = Annotated[str, typer.Option("--python", help="Python of the env that runs the job.")]
+UserOpt = Annotated[str | None, typer.Option("--user", help="Run as this user (default root).")]
+NameOpt = Annotated[
+    str | None, typer.Option("--name", help="Instance name (default: the output's basename).")
+]
+
+
+@render_app.command("convert")
+def convert_cmd(
+    model_path: Annotated[str, typer.Option("--model-path", help="Original (BF16/FP8) model directory.")],
+    output: Annotated[str, typer.Option("--output", help="Directory for the converted CPU expert weights.")],
+    method: Annotated[str, typer.Option("--method", help="Quantization: int8 (AMXINT8) or int4 (AMXINT4).")],
+    out: OutDir,
+    plan_file: Annotated[
+        Path | None,
+        typer.Option("--plan", help="Serve plan: converter threads = its kt_cpuinfer/threadpools."),
+    ] = None,
+    name: NameOpt = None,
+    input_type: Annotated[
+        str | None,
+        typer.Option("--input-type", help="bf16|fp16|fp8|awq (default: plan's native dtype or bf16)."),
+    ] = None,
+    cpuinfer_threads: Annotated[
+        int | None, typer.Option("--cpuinfer-threads", help="Converter threads.")
+    ] = None,
+    threadpool_count: Annotated[
+        int | None, typer.Option("--threadpool-count", help="NUMA thread pools.")
+    ] = None,
+    python: PythonOpt = DEFAULT_SERVE_PYTHON,
+    script: Annotated[str, typer.Option("--script", help="Path of convert_cpu_weights.py.")] = CONVERT_SCRIPT,
+    user: UserOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """CPU expert weight conversion: ktinfra-convert@.service (oneshot) + env."""
+    try:
+        rendered = render_convert(
+            model_path=model_path,
+            output=output,
+            method=method,
+            plan=load_plan(plan_file) if plan_file is not None else None,
+            name=name,
+            input_type=input_type,
+            cpuinfer_threads=cpuinfer_threads,
+            threadpool_count=threadpool_count,
+            python=python,
+            script=script,
+            user=user,
+        )
+        _emit(rendered, out, as_json)
+    except RenderError as exc:
+        _fail(str(exc))
+
+
+@render_app.command("lora-convert")
+def lora_convert_cmd(
+    adapter: Annotated[str, typer.Option("--adapter", help="LoRA adapter directory from the training run.")],
+    output: Annotated[str, typer.Option("--output", help="Directory for the SGLang adapter.")],
+    out: OutDir,
+    legacy: Annotated[bool, typer.Option("--legacy", help="Use the sglang fork's convert_lora.py.")] = False,
+    model_path: Annotated[
+        str | None, typer.Option("--model-path", help="Base model (current converter's adapter_config).")
+    ] = None,
+    lora_alpha: Annotated[
+        float | None, typer.Option("--lora-alpha", help="When the adapter lacks it.")
+    ] = None,
+    name: NameOpt = None,
+    python: PythonOpt = DEFAULT_SERVE_PYTHON,
+    script: Annotated[str | None, typer.Option("--script", help="Path of the converter script.")] = None,
+    user: UserOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """LoRA adapter conversion for SGLang: ktinfra-lora-convert@.service (oneshot) + env."""
+    try:
+        rendered = render_lora_convert(
+            adapter=adapter,
+            output=output,
+            legacy=legacy,
+            model_path=model_path,
+            lora_alpha=lora_alpha,
+            name=name,
+            python=python,
+            script=script,
+            user=user,
+        )
+        _emit(rendered, out, as_json)
+    except RenderError as exc:
+        _fail(str(exc))
+
+
+@render_app.command("train")
+def train_cmd(
+    name: Annotated[str, typer.Option("--name", help="Run name = systemd instance name.")],
+    model_path: Annotated[str, typer.Option("--model-path", help="BF16 base model directory.")],
+    dataset: Annotated[str, typer.Option("--dataset", help="Dataset name(s) in dataset_info.json.")],
+    dataset_dir: Annotated[str, typer.Option("--dataset-dir", help="Directory with dataset_info.json.")],
+    output_dir: Annotated[str, typer.Option("--output-dir", help="Where checkpoints and the adapter go.")],
+    out: OutDir,
+    plan_file: PlanFile = None,
+    model: ModelOpt = None,
+    facts: FactsOpt = None,
+    from_dir: FromOpt = None,
+    template: Annotated[str | None, typer.Option("--template", help="LLaMA-Factory chat template.")] = None,
+    weight_path: Annotated[
+        str | None, typer.Option("--weight-path", help="Pre-converted expert weights (kt_weight_path).")
+    ] = None,
+    python: PythonOpt = DEFAULT_SFT_PYTHON,
+    llamafactory_dir: Annotated[
+        str,
+        typer.Option("--llamafactory-dir", help="LLaMA-Factory checkout (legacy kt_optimize_rule paths)."),
+    ] = LLAMAFACTORY_DIR,
+    user: UserOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """LoRA SFT run: RUN.yaml (LLaMA-Factory) + ktinfra-train@.service + env."""
+    try:
+        plan = _resolve_plan(plan_file, model, facts, from_dir, "sft")
+        rendered = render_train(
+            plan,
+            name=name,
+            model_path=model_path,
+            dataset=dataset,
+            dataset_dir=dataset_dir,
+            output_dir=output_dir,
+            template=template,
+            weight_path=weight_path,
+            python=python,
+            llamafactory_dir=llamafactory_dir,
+            user=user,
+        )
+        _emit(rendered, out, as_json)
+    except RenderError as exc:
+        _fail(str(exc))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(render_app, name="render")

@@ -1,0 +1,197 @@
+"""The capture folder: which files, how the live host produces each one, reading and writing them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ktinfra import __version__
+from ktinfra.facts.gpus import QUERY_FIELDS
+
+CommandOrReader = list[str] | Callable[[], str | None]
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def _run(argv: list[str], timeout: float = 30, any_status: bool = False) -> str | None:
+    """stdout of a command, or None when it is missing or fails (the file is then skipped)."""
+    if shutil.which(argv[0]) is None:
+        return None
+    # nproc (and OpenMP-aware tools) would report OMP_NUM_THREADS instead of what the kernel allows
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT")}
+    env["LC_ALL"] = "C"
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if (done.returncode == 0 or any_status) and done.stdout.strip() else None
+
+
+def _proc_status() -> str | None:
+    text = _read("/proc/self/status")
+    if text is None:
+        return None
+    keep = [line for line in text.splitlines() if line.startswith(("Cpus_allowed_list", "Mems_allowed_list"))]
+    return "\n".join(keep) + "\n"
+
+
+def _cgroup_dirs() -> list[Path]:
+    """Own cgroup directories and their ancestors, per controller (v1) or unified (v2)."""
+    root = Path("/sys/fs/cgroup")
+    dirs: list[Path] = []
+    for line in (_read("/proc/self/cgroup") or "").splitlines():
+        _, _, rest = line.partition(":")
+        controllers, sep, path = rest.partition(":")
+        if not sep:
+            continue
+        if controllers == "":
+            mount = root if (root / "cgroup.controllers").exists() else None
+        else:
+            names = set(controllers.split(","))
+            mount = next(
+                (root / c for c in ("cpu", "cpuset", "memory") if c in names and (root / c).is_dir()), None
+            )
+        if mount is None:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts) + 1):
+            candidate = mount.joinpath(*parts[:depth])
+            if candidate.is_dir() and candidate not in dirs:
+                dirs.append(candidate)
+    return dirs
+
+
+CGROUP_FILES = (
+    "cpuset.cpus.effective",
+    "cpu.max",
+    "memory.max",
+    "cpu.cfs_quota_us",
+    "cpu.cfs_period_us",
+    "cpuset.cpus",
+    "memory.limit_in_bytes",
+)
+
+
+def _cgroup_limits() -> str | None:
+    lines = []
+    for directory in _cgroup_dirs():
+        for name in CGROUP_FILES:
+            value = _read(str(directory / name))
+            if value is not None and value.strip():
+                lines.append(f"{directory / name}: {value.strip()}")
+    return "\n".join(lines) + "\n" if lines else None
+
+
+def _cpufreq() -> str | None:
+    base = Path("/sys/devices/system/cpu/cpu0/cpufreq")
+    if not base.is_dir():
+        return None
+    listing = "\n".join(sorted(p.name for p in base.iterdir()))
+    return f"{listing}\n{(_read(str(base / 'scaling_governor')) or '').strip()}\n"
+
+
+def _pid1_environ_container() -> str:
+    raw = _read("/proc/1/environ") or ""
+    return next((item.split("=", 1)[1] for item in raw.split("\0") if item.startswith("container=")), "")
+
+
+def _container_markers() -> str:
+    virt = _run(["systemd-detect-virt", "--container"], any_status=True) or ""  # exit status 1 with "none"
+    lines = [
+        f"/.dockerenv: {'present' if os.path.exists('/.dockerenv') else 'absent'}",
+        f"/run/.containerenv: {'present' if os.path.exists('/run/.containerenv') else 'absent'}",
+        f"systemd-detect-virt --container: {virt.strip() or 'unknown'}",
+        f"pid1 environ container: {_pid1_environ_container()}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# file name -> how the live host produces it (same order as the capture README lists them)
+SOURCES: dict[str, CommandOrReader] = {
+    "lscpu.txt": ["lscpu"],
+    "lscpu.json": ["lscpu", "-J"],
+    "lscpu-p.txt": ["lscpu", "-p=CPU,Core,Socket,Node"],
+    "cpuinfo.txt": lambda: _read("/proc/cpuinfo"),
+    "meminfo.txt": lambda: _read("/proc/meminfo"),
+    "nproc.txt": ["nproc"],
+    "numactl-hardware.txt": ["numactl", "--hardware"],
+    "nvidia-smi-query.csv": ["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv"],
+    "nvidia-smi-q.xml": ["nvidia-smi", "-q", "-x"],
+    "nvidia-smi-topo.txt": ["nvidia-smi", "topo", "-m"],
+    "cgroup.txt": _cgroup_limits,
+    "proc-self-status.txt": _proc_status,
+    "proc-self-cgroup.txt": lambda: _read("/proc/self/cgroup"),
+    "proc-1-cgroup.txt": lambda: _read("/proc/1/cgroup"),
+    "container.txt": _container_markers,
+    "os-release.txt": lambda: _read("/etc/os-release") or _read("/usr/lib/os-release"),
+    "uname.txt": ["uname", "-a"],
+    "ldd.txt": ["ldd", "--version"],
+    "df.txt": ["df", "-B1", "--output=source,fstype,size,used,avail,target"],
+    # MOUNTPOINTS needs util-linux >= 2.37 (Ubuntu 22.04); older lsblk only knows MOUNTPOINT
+    "lsblk.json": lambda: (
+        _run(["lsblk", "-J", "-b", "-o", "NAME,MAJ:MIN,RM,SIZE,RO,TYPE,MOUNTPOINTS"])
+        or _run(["lsblk", "-J", "-b", "-o", "NAME,MAJ:MIN,RM,SIZE,RO,TYPE,MOUNTPOINT"])
+    ),
+    "thp.txt": lambda: _read("/sys/kernel/mm/transparent_hugepage/enabled"),
+    "numa_balancing.txt": lambda: _read("/proc/sys/kernel/numa_balancing"),
+    "cpufreq.txt": _cpufreq,
+    "pid1.txt": lambda: _read("/proc/1/comm"),
+}
+
+
+def collect_live() -> dict[str, str]:
+    """Run every source on this host; what is missing here is left out."""
+    files = {}
+    for name, source in SOURCES.items():
+        text = _run(source) if isinstance(source, list) else source()
+        if text is not None:
+            files[name] = text
+    return files
+
+
+def read_capture(path: str | os.PathLike) -> dict[str, str]:
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"capture folder not found: {folder}")
+    files = {name: _read(str(folder / name)) for name in SOURCES}
+    found = {name: text for name, text in files.items() if text is not None}
+    if not found:
+        raise ValueError(f"{folder} is not a capture folder: none of {', '.join(SOURCES)} is there")
+    return found
+
+
+def write_capture(path: str | os.PathLike) -> list[Path]:
+    """Write this host's capture into a new folder `path`; all or nothing (staged, then renamed)."""
+    target = Path(path)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise FileExistsError(f"{target} exists and is not an empty folder; choose a new one")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    files = collect_live()
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        for name, text in files.items():
+            (staging / name).write_text(text)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        (staging / "README.md").write_text(
+            f"Captured by `ktinfra facts --capture` (ktinfra {__version__}) on {stamp};\n"
+            "commands that were missing on the host are absent.\n"
+            "Read it back with `ktinfra facts --from DIR`.\n"
+        )
+        staging.chmod(0o755)  # mkdtemp makes it private; a capture is meant to be shared
+        if target.exists():
+            target.rmdir()
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return [target / name for name in [*files, "README.md"]]

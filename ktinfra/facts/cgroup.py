@@ -1,0 +1,69 @@
+"""Limits from cgroup.txt: `<path>: <value>` lines of cgroup v1 and v2 control files.
+
+A capture may list several directories (the process's own cgroup and its ancestors); the effective limit is
+the tightest one: the smallest CPU quota and memory limit, the intersection of the cpusets.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+from ktinfra.facts.cpulist import parse_cpulist
+
+# memory.limit_in_bytes of an unlimited v1 cgroup is PAGE_COUNTER_MAX pages (9223372036854771712 with 4 KiB
+# pages); anything this large means "no limit" whatever the page size.
+UNLIMITED_BYTES = 1 << 62
+
+
+@dataclass(frozen=True)
+class CgroupLimits:
+    cpuset: set[int] | None
+    quota_cpus: float | None
+    memory_limit_bytes: int | None
+
+
+def parse_cgroup(text: str | None) -> CgroupLimits:
+    by_dir: dict[str, dict[str, str]] = {}
+    for line in (text or "").splitlines():
+        path, sep, value = line.partition(":")
+        if not sep or not path.startswith("/"):
+            continue
+        by_dir.setdefault(posixpath.dirname(path), {})[posixpath.basename(path)] = value.strip()
+
+    cpuset: set[int] | None = None
+    quotas: list[float] = []
+    memory: list[int] = []
+    for files in by_dir.values():
+        cpus = parse_cpulist(files.get("cpuset.cpus.effective") or files.get("cpuset.cpus"))
+        if cpus:
+            cpuset = cpus if cpuset is None else cpuset & cpus
+        quota = _quota(files)
+        if quota is not None:
+            quotas.append(quota)
+        limit = _memory_limit(files.get("memory.max") or files.get("memory.limit_in_bytes"))
+        if limit is not None:
+            memory.append(limit)
+    return CgroupLimits(cpuset, min(quotas) if quotas else None, min(memory) if memory else None)
+
+
+def _quota(files: dict[str, str]) -> float | None:
+    if "cpu.max" in files:
+        quota, _, period = files["cpu.max"].partition(" ")
+    else:
+        quota, period = files.get("cpu.cfs_quota_us", ""), files.get("cpu.cfs_period_us", "")
+    try:
+        quota_us, period_us = int(quota), int(period or 100000)
+    except ValueError:
+        return None  # "max" (v2) or missing
+    if quota_us <= 0 or period_us <= 0:
+        return None  # -1 (v1 unlimited)
+    return quota_us / period_us
+
+
+def _memory_limit(value: str | None) -> int | None:
+    try:
+        limit = int(value or "")
+    except ValueError:
+        return None  # "max" (v2) or missing
+    return limit if 0 < limit < UNLIMITED_BYTES else None

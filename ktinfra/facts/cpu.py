@@ -1,0 +1,157 @@
+"""The `cpu` section: what the processor is, and how much of it this process may really use."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+
+from ktinfra.facts.cgroup import CgroupLimits
+from ktinfra.facts.cpulist import format_cpulist, parse_cpulist
+from ktinfra.facts.lscpu import CpuRow, lscpu_fields, lscpu_int, lscpu_node_cpus, parse_cpuinfo, parse_lscpu_p
+
+# contract key -> the kernel's /proc/cpuinfo flag name
+ISA_FLAGS = {
+    "amx_tile": "amx_tile",
+    "amx_int8": "amx_int8",
+    "amx_bf16": "amx_bf16",
+    "amx_fp16": "amx_fp16",
+    "avx512f": "avx512f",
+    "avx512bw": "avx512bw",
+    "avx512_vnni": "avx512_vnni",
+    "avx512_bf16": "avx512_bf16",
+    "avx512_vbmi": "avx512vbmi",
+    "avx512_fp16": "avx512_fp16",
+    "avx_vnni": "avx_vnni",
+    "avx2": "avx2",
+    "fma": "fma",
+}
+
+
+def cpu_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
+    fields = lscpu_fields(files.get("lscpu.json"), files.get("lscpu.txt"))
+    blocks, cpuinfo_rows = parse_cpuinfo(files.get("cpuinfo.txt"))
+    first = blocks[0] if blocks else {}
+    rows = _topology(files, fields, cpuinfo_rows)
+
+    online = {row.cpu for row in rows} or parse_cpulist(fields.get("On-line CPU(s) list"))
+    if not online:
+        count = lscpu_int(fields, "CPU(s)") or _int(files.get("nproc.txt"))
+        online = set(range(count)) if count else set()
+    usable = set(online)
+    for restriction in (limits.cpuset, parse_cpulist(_status_field(files, "Cpus_allowed_list"))):
+        if restriction:
+            usable &= restriction
+    threads_per_core = lscpu_int(fields, "Thread(s) per core") or _threads_per_core(rows, first)
+    counts = _usable_counts(rows, usable, limits.quota_cpus, threads_per_core)
+    flags = set((fields.get("Flags") or first.get("flags") or "").split())
+
+    return {
+        "vendor": fields.get("Vendor ID") or first.get("vendor_id"),
+        "model": fields.get("Model name") or first.get("model name"),
+        "family": lscpu_int(fields, "CPU family") or _int(first.get("cpu family")),
+        "model_id": lscpu_int(fields, "Model") if "Model" in fields else _int(first.get("model")),
+        "sockets": counts.pop("sockets") or lscpu_int(fields, "Socket(s)"),
+        "threads_per_core": threads_per_core,
+        "online_cpus": len(online) or None,
+        **counts,
+        "quota_cpus": limits.quota_cpus,
+        "hypervisor": fields.get("Hypervisor vendor"),
+        "isa": {key: flag in flags for key, flag in ISA_FLAGS.items()} if flags else dict.fromkeys(ISA_FLAGS),
+    }
+
+
+def _topology(files: dict[str, str], fields: dict[str, str], cpuinfo_rows: list[CpuRow]) -> list[CpuRow]:
+    """One row per online CPU; core ids may be unknown (None) when only node lists were captured."""
+    node_lists = lscpu_node_cpus(fields) or _numactl_node_cpus(files.get("numactl-hardware.txt"))
+    node_of = {cpu: node for node, cpus in node_lists.items() for cpu in parse_cpulist(cpus) or ()}
+    rows = parse_lscpu_p(files.get("lscpu-p.txt")) or cpuinfo_rows
+    if not rows:
+        return [CpuRow(cpu, None, None, node) for cpu, node in sorted(node_of.items())]
+    return [
+        row if row.node is not None else CpuRow(row.cpu, row.core, row.socket, node_of.get(row.cpu))
+        for row in rows
+    ]
+
+
+def _usable_counts(
+    rows: list[CpuRow], usable: set[int], quota: float | None, threads_per_core: int | None
+) -> dict:
+    tpc = threads_per_core or 1
+    by_cpu = {row.cpu: row for row in rows}
+    known = [by_cpu[cpu] for cpu in sorted(usable) if cpu in by_cpu]
+    node_cpus: dict[int, set[int]] = defaultdict(set)
+    for row in known:
+        node_cpus[row.node if row.node is not None else 0].add(row.cpu)
+    if not node_cpus and usable:
+        node_cpus[0] = set(usable)
+    if known and all(row.core is not None for row in known):
+        node_cores = {
+            node: {(by_cpu[cpu].socket, by_cpu[cpu].core) for cpu in cpus} for node, cpus in node_cpus.items()
+        }
+        cores = set().union(*node_cores.values())
+        basis = f"CPUs {format_cpulist(usable)} hold {len(cores)} physical cores"
+        per_node_cores = {node: len(c) for node, c in node_cores.items()}
+    else:
+        per_node_cores = {node: max(1, len(cpus) // tpc) for node, cpus in node_cpus.items()}
+        basis = (
+            f"{len(usable)} CPUs / {tpc} threads per core (no per-CPU core ids captured)" if usable else None
+        )
+    physical = sum(per_node_cores.values()) or None
+    logical = len(usable) or None
+    numa_nodes = len(node_cpus) or None
+    per_node = min(per_node_cores.values(), default=None)
+
+    if quota is not None and logical and quota < logical:
+        # A CFS quota caps CPU time, not placement: count it as that many hyperthreads (seed 002: 16 vCPU on a
+        # 2-threads-per-core host = 8 physical cores), spread over the NUMA nodes the cpuset spans.
+        logical = max(1, math.floor(quota))
+        physical = max(1, min(physical or logical, math.floor(quota / tpc)))
+        per_node = max(1, physical // (numa_nodes or 1))
+        basis = f"CPU quota {quota:g} CPUs / {tpc} threads per core = {physical} physical cores ({basis})"
+
+    sockets = {row.socket for row in known if row.socket is not None}
+    return {
+        "sockets": len(sockets) or None,
+        "numa_nodes": numa_nodes,
+        "logical_cpus": logical,
+        "physical_cores": physical,
+        "cores_per_numa_node": per_node,
+        "physical_cores_basis": basis,
+        "usable_cpus": format_cpulist(usable) if usable else None,
+        "numa_node_cpus": {str(node): format_cpulist(cpus) for node, cpus in sorted(node_cpus.items())},
+        "numa_node_physical_cores": {str(node): count for node, count in sorted(per_node_cores.items())},
+    }
+
+
+def _threads_per_core(rows: list[CpuRow], first_cpuinfo: dict[str, str]) -> int | None:
+    per_core: dict[tuple, int] = defaultdict(int)
+    for row in rows:
+        if row.core is not None:
+            per_core[(row.socket, row.core)] += 1
+    if per_core:
+        return max(per_core.values())
+    siblings, cores = _int(first_cpuinfo.get("siblings")), _int(first_cpuinfo.get("cpu cores"))
+    return siblings // cores if siblings and cores else None
+
+
+def _numactl_node_cpus(text: str | None) -> dict[int, str]:
+    nodes = {}
+    for match in re.finditer(r"^node (\d+) cpus:(.*)$", text or "", re.MULTILINE):
+        nodes[int(match.group(1))] = match.group(2).strip()
+    return nodes
+
+
+def _status_field(files: dict[str, str], name: str) -> str | None:
+    for line in (files.get("proc-self-status.txt") or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == name:
+            return value.strip()
+    return None
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None

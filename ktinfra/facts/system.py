@@ -1,0 +1,208 @@
+"""Sections other than cpu and gpus: memory, os, disks, tuning, init and container detection."""
+
+from __future__ import annotations
+
+import re
+
+from ktinfra.facts.cgroup import CgroupLimits
+
+# glibc shipped by distribution releases, used only when no `ldd --version` was captured (os.glibc_source
+# then says "os-release"). From the distributions' package archives (libc6 / glibc package versions).
+GLIBC_BY_RELEASE = {
+    ("ubuntu", "18.04"): "2.27",
+    ("ubuntu", "20.04"): "2.31",
+    ("ubuntu", "22.04"): "2.35",
+    ("ubuntu", "24.04"): "2.39",
+    ("ubuntu", "24.10"): "2.40",
+    ("ubuntu", "25.04"): "2.41",
+    ("debian", "10"): "2.28",
+    ("debian", "11"): "2.31",
+    ("debian", "12"): "2.36",
+    ("debian", "13"): "2.41",
+    ("centos", "7"): "2.17",
+    ("rhel", "8"): "2.28",
+    ("rhel", "9"): "2.34",
+    ("rhel", "10"): "2.39",
+    ("amzn", "2"): "2.26",
+    ("amzn", "2023"): "2.34",
+}
+RHEL_LIKE = {"rhel", "centos", "rocky", "almalinux", "ol"}
+PSEUDO_FSTYPES = {
+    "tmpfs",
+    "devtmpfs",
+    "proc",
+    "sysfs",
+    "cgroup",
+    "cgroup2",
+    "squashfs",
+    "devpts",
+    "mqueue",
+    "shm",
+}
+CONTAINER_CGROUP = re.compile(
+    r"/(docker|kubepods|containerd|lxc|libpod|podman|machine\.slice/libpod|garden|crio)\b"
+)
+GOVERNORS = {"performance", "powersave", "ondemand", "schedutil", "conservative", "userspace"}
+
+
+def memory_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
+    meminfo = _meminfo(files.get("meminfo.txt"))
+    total = meminfo.get("MemTotal")
+    candidates = [v for v in (total, limits.memory_limit_bytes) if v is not None]
+    return {
+        "total_bytes": min(candidates) if candidates else None,
+        "meminfo_total_bytes": total,
+        "cgroup_limit_bytes": limits.memory_limit_bytes,
+        "available_bytes": meminfo.get("MemAvailable"),
+        "hugepages_total": meminfo.get("HugePages_Total"),
+    }
+
+
+def _meminfo(text: str | None) -> dict[str, int]:
+    values = {}
+    for match in re.finditer(r"^(\w+):\s+(\d+)(\s*kB)?\s*$", text or "", re.MULTILINE):
+        values[match.group(1)] = int(match.group(2)) * (1024 if match.group(3) else 1)
+    return values
+
+
+def os_facts(files: dict[str, str]) -> dict:
+    release = {}
+    for match in re.finditer(r"^(\w+)=\"?(.*?)\"?\s*$", files.get("os-release.txt") or "", re.MULTILINE):
+        release[match.group(1)] = match.group(2)
+    uname = (files.get("uname.txt") or "").split()
+    os_id, version = release.get("ID"), release.get("VERSION_ID")
+    glibc, source = _glibc_from_ldd(files.get("ldd.txt")), "ldd"
+    if glibc is None:
+        glibc, source = _glibc_from_release(os_id, version), "os-release"
+    return {
+        "id": os_id,
+        "version_id": version,
+        "pretty_name": release.get("PRETTY_NAME"),
+        "kernel": uname[2] if len(uname) > 2 else None,
+        "arch": uname[-2] if len(uname) > 3 and uname[-1] == "GNU/Linux" else None,
+        "glibc": glibc,
+        "glibc_source": source if glibc else None,
+    }
+
+
+def _glibc_from_ldd(text: str | None) -> str | None:
+    first = (text or "").strip().splitlines()[:1]
+    match = re.search(r"(\d+\.\d+)\s*$", first[0]) if first else None
+    return match.group(1) if match else None
+
+
+def _glibc_from_release(os_id: str | None, version: str | None) -> str | None:
+    if not os_id or not version:
+        return None
+    if os_id in RHEL_LIKE:
+        os_id, version = ("centos" if version.startswith("7") else "rhel"), version.split(".")[0]
+    return GLIBC_BY_RELEASE.get((os_id, version))
+
+
+def df_rows(text: str | None) -> list[dict]:
+    """Rows of `df -B1 --output=source,fstype,size,used,avail,target`."""
+    rows = []
+    for line in (text or "").splitlines()[1:]:
+        parts = line.split(None, 5)
+        if len(parts) < 6:
+            continue
+        try:
+            size, used, avail = (int(p) for p in parts[2:5])
+        except ValueError:
+            continue
+        rows.append(
+            {
+                "source": parts[0],
+                "fstype": parts[1],
+                "size": size,
+                "used": used,
+                "avail": avail,
+                "mount": parts[5],
+            }
+        )
+    return rows
+
+
+def disk_facts(rows: list[dict]) -> tuple[list[dict], int | None]:
+    """(real filesystems, /dev/shm size)."""
+    disks = [
+        {
+            "mount": row["mount"],
+            "avail_bytes": row["avail"],
+            "size_bytes": row["size"],
+            "used_bytes": row["used"],
+            "fstype": row["fstype"],
+            "source": row["source"],
+        }
+        for row in rows
+        if row["fstype"] not in PSEUDO_FSTYPES and not row["mount"].startswith(("/proc", "/sys", "/dev"))
+    ]
+    shm = next((row["size"] for row in rows if row["mount"] == "/dev/shm"), None)
+    return disks, shm
+
+
+def tuning_facts(files: dict[str, str]) -> dict:
+    thp = re.search(r"\[(\w+)\]", files.get("thp.txt") or "")
+    governor = None
+    for line in (files.get("cpufreq.txt") or "").splitlines():
+        if line.strip() in GOVERNORS:
+            governor = line.strip()
+    balancing = (files.get("numa_balancing.txt") or "").strip()
+    return {
+        "numa_balancing": int(balancing) if balancing.isdigit() else None,
+        "thp": thp.group(1) if thp else None,
+        "cpufreq_governor": governor,
+    }
+
+
+def init_name(files: dict[str, str]) -> str | None:
+    return (files.get("pid1.txt") or "").strip() or None
+
+
+def container_evidence(
+    files: dict[str, str], quota_cpus: float | None, online_cpus: int | None, disks: list[dict]
+) -> list[str]:
+    """Reasons to believe this is a container; "ignored: ..." entries were weighed and set aside."""
+    evidence = []
+    markers = _key_values(files.get("container.txt"))
+    for name in ("proc-1-cgroup.txt", "proc-self-cgroup.txt", "cgroup.txt"):
+        match = CONTAINER_CGROUP.search(files.get(name) or "")
+        if match:
+            evidence.append(f"{name} names a {match.group(1)} cgroup")
+    if markers.get("/run/.containerenv") == "present":
+        evidence.append("/run/.containerenv present (podman)")
+    if markers.get("pid1 environ container"):
+        evidence.append(f"PID 1 runs with container={markers['pid1 environ container']}")
+    virt = markers.get("systemd-detect-virt --container", "")
+    if virt and virt not in ("none", "docker", "unknown"):
+        evidence.append(f"systemd-detect-virt --container: {virt}")
+    if quota_cpus is not None and online_cpus and quota_cpus < online_cpus:
+        evidence.append(f"CPU quota of {quota_cpus:g} CPUs on a host with {online_cpus}")
+
+    docker_marks = []
+    if markers.get("/.dockerenv") == "present":
+        docker_marks.append("/.dockerenv present")
+    if virt == "docker":
+        docker_marks.append("systemd-detect-virt --container: docker")
+    root = next((d for d in disks if d["mount"] == "/"), None)
+    own_root_disk = root is not None and root["source"].startswith("/dev/") and root["fstype"] != "overlay"
+    # systemd-detect-virt only looks for /.dockerenv; a VM booted from a container image keeps that file but
+    # mounts its own block device as / (docker roots are overlay/graph-driver mounts).
+    ignore_marks = own_root_disk and not evidence
+    for mark in docker_marks:
+        if ignore_marks:
+            evidence.append(
+                f"ignored: {mark}, but / is {root['source']} ({root['fstype']}), not a container layer"
+            )
+        else:
+            evidence.append(mark)
+    return evidence
+
+
+def _key_values(text: str | None) -> dict[str, str]:
+    values = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            values[key.strip()] = value.strip()
+    return values

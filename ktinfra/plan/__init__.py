@@ -1,0 +1,108 @@
+"""Planning: from host facts and a model to the parameters a KT expert would pick (docs/planning.md)."""
+
+from __future__ import annotations
+
+from ktinfra import catalog, profiles
+from ktinfra.plan.host import (
+    FactsError,
+    data_disk,
+    gb,
+    gpu_problems,
+    has_amx,
+    host_summary,
+    platform_checks,
+    validate,
+)
+from ktinfra.plan.serve import plan_serve
+from ktinfra.plan.sft import plan_sft
+
+MODES = ("serve", "sft")
+DISK_PARTS = (
+    ("download", "download"),
+    ("bf16_conversion", "BF16 copy"),
+    ("cpu_weights_on_disk", "CPU weights"),
+    ("outputs", "outputs"),
+)
+
+
+class PlanInputError(ValueError):
+    """Bad input (unknown model, bad facts, bad option): `ktinfra plan` exits 1."""
+
+
+def _capacity_problems(facts: dict, est, mode: str) -> tuple[list[str], list[str]]:
+    problems, warnings = [], []
+    b = est.breakdown
+    ram = facts["memory"]["total_bytes"]
+    if est.ram_bytes > ram:
+        rest = "LoRA training state and runtime" if mode == "sft" else "runtime"
+        parts = f"{gb(b['cpu_experts'])} of experts + {gb(est.ram_bytes - b['cpu_experts'])} {rest}"
+        problems.append(f"needs {gb(est.ram_bytes)} RAM ({parts}), host has {gb(ram)}")
+    disk = data_disk(facts)
+    if disk is None:
+        warnings.append(
+            f"no data disk in the facts: cannot check the {gb(est.disk_bytes)} of disk the {mode} needs"
+        )
+    elif est.disk_bytes > disk["avail_bytes"]:
+        parts = " + ".join(f"{gb(b[key])} {label}" for key, label in DISK_PARTS if b.get(key))
+        problems.append(
+            f"needs {gb(est.disk_bytes)} disk ({parts}), {disk['mount']} has {gb(disk['avail_bytes'])} free"
+        )
+    return problems, warnings
+
+
+def plan(facts: dict, model: str, mode: str, **options) -> dict:
+    """Plan `mode` ("serve" | "sft") of `model` on the host `facts` describes.
+
+    options: stack (profile name, default kt-0.7), cpu_format, lora ({name: dir}), port, host, api_key_set,
+    cutoff_len. Raises PlanInputError on bad input; infeasible plans come back with feasible=False.
+    """
+    if mode not in MODES:
+        raise PlanInputError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    early_warnings: list[str] = []
+    try:
+        validate(facts)
+        arch = catalog.resolve(model)
+        profile = profiles.load_profile(options.get("stack") or profiles.DEFAULT_PROFILE)
+        if options.get("cpu_format") and mode == "sft":
+            raise PlanInputError("--cpu-format applies to serve; SFT reads BF16 experts")
+        if mode == "serve":
+            section, est, reasons, problems = plan_serve(arch, facts, options, early_warnings)
+            purpose = "KT serving"
+            amx_kernel = has_amx(facts) and section["kt_method"].startswith("AMX")
+        else:
+            section, est, reasons, problems = plan_sft(arch, facts, options, profile)
+            purpose = "KT fine-tuning"
+            amx_kernel = has_amx(facts)
+    except (
+        FactsError,
+        catalog.UnknownModelError,
+        catalog.ModelConfigError,
+        profiles.UnknownProfileError,
+    ) as exc:
+        raise PlanInputError(str(exc)) from exc
+    except ValueError as exc:  # e.g. an unknown --cpu-format
+        raise PlanInputError(str(exc)) from exc
+
+    problems = gpu_problems(facts, purpose) + problems
+    more, warnings = _capacity_problems(facts, est, mode)
+    problems += more
+    warnings = early_warnings + warnings
+    platform, platform_warnings = platform_checks(facts, profile, needs_amx_kernel=amx_kernel)
+    problems += platform
+    warnings += platform_warnings
+    reasons["requirements"] = ", ".join(f"{k} {gb(v)}" for k, v in est.breakdown.items() if v)
+    return {
+        "schema": 1,
+        "feasible": not problems,
+        "mode": mode,
+        "stack": profile["name"],
+        "stack_generation": profile["generation"],
+        "model": arch.summary(),
+        "host": host_summary(facts),
+        mode: section,
+        "requirements": {k: est.to_dict()[k] for k in ("vram_bytes", "ram_bytes", "disk_bytes")},
+        "requirements_breakdown": est.breakdown,
+        "reasons": reasons,
+        "problems": problems,
+        "warnings": warnings,
+    }

@@ -1,0 +1,81 @@
+"""Which kt-kernel backend (CPU weight format) a host can run for a model."""
+
+from __future__ import annotations
+
+from ktinfra import sizing
+from ktinfra.catalog import Architecture
+from ktinfra.plan.host import amx_blocked_by_kernel, data_disk, gb, has_amx
+
+# CPU features each kt-kernel backend needs (kt-kernel README, "CPU requirements").
+ISA_NEEDS = {
+    "AMXINT8": ("amx_tile", "amx_int8"),
+    "AMXINT4": ("amx_tile", "amx_int8"),
+    "BF16": ("avx512f", "avx512bw", "avx512_bf16"),
+    "FP8": ("avx512f", "avx512bw", "avx512_bf16", "avx512_vbmi"),
+    "GGUF:Q4_K_M": ("avx2",),
+}
+
+
+def isa_missing(facts: dict, fmt: sizing.CpuFormat) -> list[str]:
+    isa = facts["cpu"]["isa"]
+    return [flag for flag in ISA_NEEDS[fmt.name] if not isa.get(flag)]
+
+
+def checkpoint_dtype(arch: Architecture, fmt: sizing.CpuFormat) -> str:
+    """BF16-native serving of an FP8 model reads a BF16 conversion; everything else the published dtype."""
+    return "bf16" if fmt.native_dtype == "bf16" else arch.native_dtype
+
+
+def estimate(arch: Architecture, fmt: sizing.CpuFormat) -> sizing.Estimate:
+    return sizing.serve(arch, fmt, checkpoint_dtype=checkpoint_dtype(arch, fmt))
+
+
+def fits(facts: dict, est: sizing.Estimate) -> bool:
+    disk = data_disk(facts)
+    disk_ok = disk is None or est.disk_bytes <= disk["avail_bytes"]
+    return disk_ok and est.ram_bytes <= facts["memory"]["total_bytes"]
+
+
+def _requested(arch: Architecture, facts: dict, requested: str):
+    fmt = sizing.cpu_format(requested)
+    if fmt.native_dtype == "fp8" and arch.native_dtype != "fp8":
+        problem = f"--cpu-format FP8 needs an FP8 checkpoint; {arch.name} ships {arch.native_dtype}"
+        return fmt, "requested", [problem]
+    missing = isa_missing(facts, fmt)
+    problems = (
+        [f"--cpu-format {fmt.name} needs CPU flags {', '.join(missing)}, missing here"] if missing else []
+    )
+    reason = f"{fmt.kt_method} as requested (--cpu-format {requested})"
+    if fmt.name == "AMXINT4":
+        reason += "; INT4 can cost accuracy (the kt-kernel README warns about Qwen3-30B-A3B)"
+    return fmt, reason, problems
+
+
+def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizing.CpuFormat, str, list]:
+    """(format, reason, problems). AMXINT8 on AMX unless only a native format fits the disk/RAM; without
+    AMX the native BF16/FP8 backend where the ISA has it, else LLAMAFILE with GGUF Q4_K_M."""
+    if requested:
+        return _requested(arch, facts, requested)
+    native = sizing.CPU_FORMATS["FP8" if arch.native_dtype == "fp8" else "BF16"]
+    native_ok = not isa_missing(facts, native) and fits(facts, estimate(arch, native))
+    old_kernel = amx_blocked_by_kernel(facts) if has_amx(facts) else None
+    if has_amx(facts) and not old_kernel:
+        int8 = sizing.CPU_FORMATS["AMXINT8"]
+        int8_est = estimate(arch, int8)
+        if fits(facts, int8_est) or not native_ok:
+            return int8, "host has AMX (amx_tile, amx_int8): AMXINT8 keeps accuracy at half BF16's RAM", []
+        reason = (
+            f"host has AMX, but AMXINT8 needs {gb(int8_est.disk_bytes)} disk and "
+            f"{gb(int8_est.ram_bytes)} RAM (download + converted experts); {native.kt_method} reads the "
+            f"{native.native_dtype} checkpoint in place, without a conversion"
+        )
+        return native, reason, []
+    no_amx = f"AMX unusable (kernel {old_kernel} < 5.16 cannot grant AMX tiles)" if old_kernel else "no AMX"
+    if native_ok:
+        flags = ", ".join(ISA_NEEDS[native.name])
+        return native, f"{no_amx}; the CPU has {flags} for the native {native.kt_method} backend", []
+    gguf = sizing.CPU_FORMATS["GGUF:Q4_K_M"]
+    if isa_missing(facts, gguf):
+        return gguf, "no AMX, no AVX-512 BF16", ["CPU lacks AVX2: no kt-kernel backend runs on it"]
+    reason = f"{no_amx} (seed 000: 8352V-class hosts serve only): LLAMAFILE backend on GGUF Q4_K_M experts"
+    return gguf, reason, []

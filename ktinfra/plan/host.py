@@ -1,0 +1,201 @@
+"""Reading a facts document (docs/CONTRACTS.md, schema 1) for planning: validation and derived numbers."""
+
+from __future__ import annotations
+
+GB = 1e9
+MIB = 1 << 20
+MIN_COMPUTE_CAPABILITY = (8, 0)  # bf16 tensor cores; the SGLang-KT and flash-attn wheels target sm80+
+AMX_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
+
+_REQUIRED = {
+    "cpu": dict,
+    "cpu.physical_cores": int,
+    "cpu.logical_cpus": int,
+    "cpu.isa": dict,
+    "memory": dict,
+    "memory.total_bytes": int,
+    "gpus": list,
+}
+
+
+class FactsError(ValueError):
+    pass
+
+
+def _get(facts: dict, dotted: str):
+    node = facts
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def validate(facts: object) -> dict:
+    if not isinstance(facts, dict):
+        raise FactsError("facts must be a JSON object (the output of `ktinfra facts --json`)")
+    for key, kind in _REQUIRED.items():
+        value = _get(facts, key)
+        if value is None or not isinstance(value, kind) or isinstance(value, bool):
+            raise FactsError(f"facts lack {key} ({kind.__name__}); produce them with `ktinfra facts --json`")
+    if facts["cpu"]["physical_cores"] < 1:
+        raise FactsError("facts: cpu.physical_cores must be at least 1")
+    for i, gpu in enumerate(facts["gpus"]):
+        if not isinstance(gpu, dict) or not isinstance(gpu.get("memory_mib"), int):
+            raise FactsError(f"facts: gpus[{i}] needs an integer memory_mib")
+    return facts
+
+
+def gb(value: float) -> str:
+    """Bytes as people read them in the problem and reason strings (decimal GB)."""
+    return f"{value / GB:.1f} GB" if value < 100 * GB else f"{value / GB:.0f} GB"
+
+
+def parse_cpulist(text: str | None) -> set[int]:
+    cpus: set[int] = set()
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def has_amx(facts: dict) -> bool:
+    isa = facts["cpu"]["isa"]
+    return all(isa.get(flag) for flag in AMX_FLAGS)
+
+
+# Logical CPUs kept free of kt-kernel workers: the thread that submits MoE work to CPUInfer and the
+# scheduler/tokenizer need CPUs of their own. Measured on the H100 host (docs/results/2026-11-21-h100-amx):
+# 16 workers on 16 vCPUs decode at 7% of the best, 14 at 83-99%, and 15 collapses beside one busy process.
+RESERVED_LOGICAL_CPUS = 2
+
+
+def cpu_worker_threads(facts: dict) -> tuple[int, str]:
+    """kt-kernel worker threads: one per usable physical core, minus the CPUs the rest of the process needs
+    when no hyperthread siblings are left over to take that work."""
+    cpu = facts["cpu"]
+    cores, logical = cpu["physical_cores"], cpu["logical_cpus"]
+    reserve = max(0, RESERVED_LOGICAL_CPUS - (logical - cores))
+    threads = max(1, cores - reserve)
+    if threads == cores:
+        note = f"{logical - cores} hyperthread sibling(s) are left for the submitting and scheduler threads"
+    else:
+        note = (
+            f"{cores - threads} core(s) kept free for the thread that submits MoE work and the scheduler "
+            "(measured: workers on every vCPU decode at 7% of the best)"
+        )
+    return threads, note
+
+
+AMX_PERMISSION_KERNEL = (5, 16)  # ARCH_REQ_XCOMP_PERM for XTILEDATA
+
+
+def amx_blocked_by_kernel(facts: dict) -> str | None:
+    """The kernel release when it is known and too old to grant AMX tiles to a process, else None."""
+    release = (facts.get("os") or {}).get("kernel")
+    version = _version(release)
+    return release if version and version < AMX_PERMISSION_KERNEL else None
+
+
+def numa_nodes_in_use(facts: dict) -> int:
+    """NUMA nodes that hold CPUs this process may run on."""
+    cpu = facts["cpu"]
+    node_cpus = cpu.get("numa_node_cpus") or {}
+    usable = parse_cpulist(cpu.get("usable_cpus"))
+    if node_cpus and usable:
+        return max(1, sum(1 for cpus in node_cpus.values() if parse_cpulist(cpus) & usable))
+    return max(1, int(cpu.get("numa_nodes") or 1))
+
+
+def compute_capability(gpu: dict) -> tuple[int, int] | None:
+    text = str(gpu.get("compute_capability") or "")
+    major, _, minor = text.partition(".")
+    if not major.isdigit():
+        return None
+    return int(major), int(minor or 0)
+
+
+def gpu_problems(facts: dict, purpose: str) -> list[str]:
+    gpus = facts["gpus"]
+    if not gpus:
+        return [
+            f"no NVIDIA GPU found: {purpose} keeps attention and dense weights on a GPU (compute "
+            "capability >= 8.0)"
+        ]
+    problems = []
+    for gpu in gpus:
+        cc = compute_capability(gpu)
+        if cc is not None and cc < MIN_COMPUTE_CAPABILITY:
+            problems.append(
+                f"GPU {gpu.get('index')} ({gpu.get('name')}) has compute capability "
+                f"{gpu['compute_capability']}; "
+                "KT needs >= 8.0 (Ampere or newer, bf16 tensor cores)"
+            )
+    return problems
+
+
+def gpu_memory_bytes(facts: dict) -> int:
+    """Memory of the smallest GPU: tensor-parallel ranks are sized alike."""
+    return min(g["memory_mib"] for g in facts["gpus"]) * MIB
+
+
+def data_disk(facts: dict) -> dict | None:
+    """The real (non-tmpfs) filesystem with the most free space: where models and CPU weights go."""
+    disks = [
+        d
+        for d in facts.get("disks") or []
+        if isinstance(d, dict) and d.get("fstype") not in ("tmpfs", "devtmpfs") and d.get("avail_bytes")
+    ]
+    return max(disks, key=lambda d: d["avail_bytes"], default=None)
+
+
+def _version(text: str | None) -> tuple[int, ...] | None:
+    parts = []
+    for piece in str(text or "").split("-")[0].split("."):
+        if not piece.isdigit():
+            break
+        parts.append(int(piece))
+    return tuple(parts) or None
+
+
+def platform_checks(facts: dict, profile: dict, *, needs_amx_kernel: bool) -> tuple[list[str], list[str]]:
+    """glibc (wheel tags) and kernel (AMX tile permission) against the stack profile: problems, warnings."""
+    problems, warnings = [], []
+    os_facts = facts.get("os") or {}
+    glibc, glibc_min = _version(os_facts.get("glibc")), _version(profile.get("glibc_min"))
+    if glibc_min and glibc is None:
+        warnings.append(
+            f"glibc version unknown; the {profile['name']} wheels need glibc >= {profile['glibc_min']}"
+        )
+    elif glibc_min and glibc < glibc_min:
+        problems.append(
+            f"glibc {os_facts['glibc']} is older than {profile['glibc_min']}, which the {profile['name']} "
+            "wheels (manylinux) need"
+        )
+    kernel, kernel_min = _version(os_facts.get("kernel")), _version(profile.get("kernel_min"))
+    if needs_amx_kernel and kernel and kernel_min and kernel < kernel_min:
+        problems.append(
+            f"kernel {os_facts['kernel']} is older than {profile['kernel_min']}: AMX tiles need "
+            "ARCH_REQ_XCOMP_PERM (Linux 5.16+)"
+        )
+    return problems, warnings
+
+
+def host_summary(facts: dict) -> dict:
+    cpu = facts["cpu"]
+    return {
+        "cpu_model": cpu.get("model"),
+        "physical_cores": cpu["physical_cores"],
+        "logical_cpus": cpu["logical_cpus"],
+        "numa_nodes": numa_nodes_in_use(facts),
+        "amx": has_amx(facts),
+        "ram_bytes": facts["memory"]["total_bytes"],
+        "gpus": [
+            {k: g.get(k) for k in ("index", "name", "memory_mib", "compute_capability")}
+            for g in facts["gpus"]
+        ],
+        "container": facts.get("container"),
+    }

@@ -1,0 +1,232 @@
+"""Serve decisions: SGLang + kt-kernel launch parameters for one model on one host."""
+
+from __future__ import annotations
+
+import math
+
+from ktinfra import sizing
+from ktinfra.catalog import Architecture
+from ktinfra.plan import formats
+from ktinfra.plan.host import (
+    GB,
+    compute_capability,
+    cpu_worker_threads,
+    gb,
+    gpu_memory_bytes,
+    numa_nodes_in_use,
+)
+
+DEFAULT_PORT = 30000  # SGLang's and `kt run`'s default
+KV_TOKENS_PER_REQUEST = 4096  # KV room kept per concurrent request (prompt + answer of a chat turn)
+GPU_RESERVE_FRACTION = 0.08  # of GPU memory left outside --mem-fraction-static ...
+GPU_RESERVE_MIN = 1.5 * GB  # ... but at least this (CUDA context, activations of one prefill chunk)
+GPU_RESERVE_MAX = 8.0 * GB  # ... and no more than seed 001's "5-8 GB is enough"
+GPU_PREFILL_TOKEN_THRESHOLD = 2048  # kt-kernel README's example for the native backends
+MAX_DEFERRED = 2  # kt-kernel README and seed 002
+FP8_MIN_CC = (8, 9)  # FP8 tensor cores: Ada and Hopper
+
+SERVE_KEYS = (
+    "kt_method", "kt_weight_format", "kt_weight_path", "kt_cpuinfer", "kt_threadpool_count",
+    "kt_num_gpu_experts", "kt_max_deferred_experts_per_token", "kt_gpu_prefill_token_threshold",
+    "mem_fraction_static", "chunked_prefill_size", "max_running_requests", "max_total_tokens",
+    "context_length", "cuda_graph_max_bs", "tensor_parallel_size", "enable_mixed_chunk",
+    "trust_remote_code", "host", "port", "served_model_name", "lora", "numa_cpus", "checkpoint_dtype",
+)  # fmt: skip
+
+
+def tensor_parallel(arch: Architecture, gpu_count: int) -> int:
+    """Largest power of two <= the GPU count that divides the attention heads."""
+    tp = 1
+    while tp * 2 <= gpu_count and arch.num_attention_heads % (tp * 2) == 0:
+        tp *= 2
+    return tp
+
+
+def mem_fraction_static(gpu_bytes: int) -> tuple[float, float]:
+    """(fraction, bytes left for activations and CUDA graphs)."""
+    reserve = min(max(GPU_RESERVE_FRACTION * gpu_bytes, GPU_RESERVE_MIN), GPU_RESERVE_MAX)
+    return math.floor((1 - reserve / gpu_bytes) * 100 + 1e-6) / 100, reserve
+
+
+def chunked_prefill(gpu_bytes: int) -> int:
+    if gpu_bytes < 30 * GB:
+        return 4096
+    return 8192 if gpu_bytes < 100 * GB else 16384
+
+
+def max_running(physical_cores: int) -> int:
+    """CPU-bound decode: about two concurrent requests per physical core, a power of two in [4, 128]."""
+    value = 4
+    while value * 2 <= min(2 * physical_cores, 128):
+        value *= 2
+    return value
+
+
+def _cpu_decisions(facts: dict, serve: dict, reasons: dict) -> None:
+    cpu = facts["cpu"]
+    cores = cpu["physical_cores"]
+    threads, note = cpu_worker_threads(facts)
+    kt_run = int(cpu["logical_cpus"] * 0.8)
+    effect = "would oversubscribe the cores" if kt_run > cores else f"would leave {cores - kt_run} cores idle"
+    reasons["kt_cpuinfer"] = (
+        f"{threads}: {cores} usable physical cores ({cpu['logical_cpus']} logical CPUs, "
+        f"{cpu.get('threads_per_core') or 1} thread(s) per core), one thread per core, never "
+        f"hyperthreads; {note}; `kt run`'s default 0.8 x logical = {kt_run} {effect}"
+    )
+    pools = min(numa_nodes_in_use(facts), threads)
+    reasons["kt_threadpool_count"] = (
+        f"the usable CPUs sit on {pools} NUMA node(s): one kt-kernel thread pool per node keeps each "
+        "pool's expert weights in node-local memory"
+    )
+    serve.update({"kt_cpuinfer": threads, "kt_threadpool_count": pools})
+
+
+def _gpu_experts(arch, dtype, spare, static, weights, kv_budget, lora, reasons) -> int:
+    expert_layer = sizing.gpu_expert_bytes(arch, dtype) * arch.num_moe_layers  # one expert, every layer
+    if lora:
+        reasons["kt_num_gpu_experts"] = (
+            "0: a LoRA adapter is served; adapted experts all run in the kt-kernel"
+        )
+        return 0
+    count = max(0, min(arch.num_experts, int(spare // expert_layer)))
+    reasons["kt_num_gpu_experts"] = (
+        f"{count} per MoE layer: {gb(static)} static GPU memory - {gb(weights)} non-expert weights - "
+        f"{gb(kv_budget)} KV leaves {gb(max(spare, 0))}; one expert in all {arch.num_moe_layers} MoE "
+        f"layers is {gb(expert_layer)} ({dtype})"
+    )
+    if count == arch.num_experts:
+        reasons["kt_num_gpu_experts"] += "; every expert fits on the GPU, the CPU side stays idle"
+    else:
+        short = spare - (count + 1) * expert_layer
+        reasons["kt_num_gpu_experts"] += (
+            f"; {count + 1} would cut {gb(-short)} from the KV budget of "
+            f"max_running_requests x {KV_TOKENS_PER_REQUEST} tokens"
+        )
+    return count
+
+
+def _prefill_threshold(fmt, arch, dtype, spare, reasons) -> tuple[int | None, float]:
+    """Native backends prefill long prompts layer by layer on the GPU, needing one MoE layer of VRAM."""
+    moe_layer = sizing.gpu_expert_bytes(arch, dtype) * arch.num_experts
+    all_fit = spare >= moe_layer * arch.num_moe_layers
+    key = "kt_gpu_prefill_token_threshold"
+    if not fmt.native_dtype:
+        reasons[key] = f"only the native FP8/BF16/RAWINT4 backends use it, not {fmt.kt_method}"
+    elif all_fit:
+        reasons[key] = "every expert is on the GPU already: no layerwise prefill needed"
+    elif spare < moe_layer:
+        reasons[key] = "no VRAM for one more MoE layer: CPU+GPU hybrid prefill only"
+    else:
+        reasons[key] = (
+            f"native {fmt.kt_method}: prompts over {GPU_PREFILL_TOKEN_THRESHOLD} tokens prefill layer by "
+            f"layer on the GPU (one MoE layer, {gb(moe_layer)}, kept free for it)"
+        )
+        return GPU_PREFILL_TOKEN_THRESHOLD, spare - moe_layer
+    return None, spare
+
+
+def _deferred(arch: Architecture, gpu_experts: int, reasons: dict) -> int:
+    key = "kt_max_deferred_experts_per_token"
+    if gpu_experts == arch.num_experts or arch.experts_per_token <= MAX_DEFERRED:
+        reasons[key] = "0: nothing runs on the CPU, or too few routed experts per token to defer"
+        return 0
+    deferred = min(MAX_DEFERRED, arch.experts_per_token - 2)
+    reasons[key] = (
+        f"{deferred}: defer a few experts to overlap CPU and GPU, keeping at least 2 of the "
+        f"{arch.experts_per_token} routed experts immediate (KT slides, seed 003); kt-kernel README: 2"
+    )
+    return deferred
+
+
+def _network(opts: dict, reasons: dict) -> dict:
+    key_set = bool(opts.get("api_key_set"))
+    host = opts.get("host") or ("0.0.0.0" if key_set else "127.0.0.1")
+    why = "an API key is configured" if key_set else "no API key, so local clients only"
+    reasons["host"] = f"{host}: " + ("set explicitly" if opts.get("host") else why)
+    port = opts.get("port") or DEFAULT_PORT
+    reasons["port"] = f"{port}: " + ("set explicitly" if opts.get("port") else "SGLang's default")
+    return {"host": host, "port": port}
+
+
+def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems, warnings) -> None:
+    gpus = facts["gpus"]
+    tp = tensor_parallel(arch, len(gpus))
+    reasons["tensor_parallel_size"] = f"{len(gpus)} GPU(s); {tp} divides {arch.num_attention_heads} heads"
+    gpu_bytes = gpu_memory_bytes(facts)
+    frac, reserve = mem_fraction_static(gpu_bytes)
+    reasons["mem_fraction_static"] = (
+        f"leaves {gb(gpu_bytes * (1 - frac))} of each {gb(gpu_bytes)} GPU for activations and CUDA graphs "
+        "(seed 001: 5-8 GB on large GPUs; seed 002 ran 0.92 on a 24 GB RTX 4090)"
+    )
+    chunk = chunked_prefill(gpu_bytes)
+    reasons["chunked_prefill_size"] = f"{chunk} tokens per prefill chunk on a {gb(gpu_bytes)} GPU"
+
+    static = frac * gpu_bytes * tp
+    weights = est.breakdown["gpu_weights"]
+    kv_token = sizing.kv_bytes_per_token(arch)
+    requests = max_running(facts["cpu"]["physical_cores"])
+    while requests > 1 and weights + requests * KV_TOKENS_PER_REQUEST * kv_token > static:
+        requests //= 2
+    kv_budget = requests * KV_TOKENS_PER_REQUEST * kv_token
+    reasons["max_running_requests"] = (
+        f"{requests}: decode is bound by {facts['cpu']['physical_cores']} CPU cores "
+        "(about 2 requests per core; "
+        f"seed 002 served 12-14 users on 8), {KV_TOKENS_PER_REQUEST} KV tokens each ({gb(kv_budget)})"
+    )
+    reasons["cuda_graph_max_bs"] = f"capture CUDA graphs only up to the {requests} running requests"
+    needed = est.vram_bytes + reserve * tp
+    if needed > gpu_bytes * tp:
+        problems.append(
+            f"needs {gb(needed)} GPU memory ({gb(weights)} weights + {gb(est.breakdown['kv_cache_min'])} KV "
+            f"for one {sizing.SERVE_MIN_KV_TOKENS}-token request + {gb(reserve * tp)} runtime reserve), "
+            f"{tp} x {gpus[0].get('name')} has {gb(gpu_bytes * tp)}"
+        )
+    if dtype == "fp8" and min(compute_capability(g) or (0, 0) for g in gpus) < FP8_MIN_CC:
+        warnings.append(
+            f"{arch.name}'s FP8 checkpoint on compute capability < 8.9: no FP8 tensor cores, so SGLang runs "
+            "slower fallback kernels; a BF16 checkpoint (--cpu-format BF16 or a converted model) avoids that"
+        )
+    threshold, spare = _prefill_threshold(fmt, arch, dtype, static - weights - kv_budget, reasons)
+    gpu_experts = _gpu_experts(arch, dtype, spare, static, weights, kv_budget, opts.get("lora"), reasons)
+    serve.update(
+        {
+            "kt_num_gpu_experts": gpu_experts,
+            "kt_max_deferred_experts_per_token": _deferred(arch, gpu_experts, reasons),
+            "kt_gpu_prefill_token_threshold": threshold,
+            "mem_fraction_static": frac,
+            "chunked_prefill_size": chunk,
+            "max_running_requests": requests,
+            "cuda_graph_max_bs": requests,
+            "tensor_parallel_size": tp,
+        }
+    )
+
+
+def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> tuple:
+    """(serve section, estimate, reasons, problems); appends to `warnings`."""
+    reasons: dict[str, str] = {}
+    fmt, reasons["kt_method"], problems = formats.choose(arch, facts, opts.get("cpu_format"))
+    dtype = formats.checkpoint_dtype(arch, fmt)
+    est = sizing.serve(arch, fmt, checkpoint_dtype=dtype)
+    reasons["kt_weight_format"] = f"{fmt.weight_format}: {gb(est.breakdown['cpu_experts'])} of experts in RAM"
+    serve: dict = dict.fromkeys(SERVE_KEYS)
+    serve.update(
+        {
+            "kt_method": fmt.kt_method,
+            "kt_weight_format": fmt.weight_format,
+            "served_model_name": arch.name,
+            "checkpoint_dtype": dtype,
+            "enable_mixed_chunk": True,
+            "trust_remote_code": True,
+        }
+    )
+    reasons["enable_mixed_chunk"] = "mix prefill chunks into decode batches (seed 002's launch line)"
+    _cpu_decisions(facts, serve, reasons)
+    serve.update(_network(opts, reasons))
+    lora = opts.get("lora")
+    if lora:
+        serve["lora"] = {"paths": dict(lora), "max_loras_per_batch": 1, "backend": "triton"}
+        reasons["lora"] = "adapters converted by sglang's convert_lora.py; one per batch, triton (seed 000)"
+    if facts["gpus"]:
+        _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems, warnings)
+    return serve, est, reasons, problems

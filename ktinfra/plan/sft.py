@@ -1,0 +1,152 @@
+"""SFT decisions: a LLaMA-Factory LoRA recipe on the KT backend, in the chosen stack generation's keys."""
+
+from __future__ import annotations
+
+from ktinfra import sizing
+from ktinfra.catalog import Architecture
+from ktinfra.plan.host import GB, cpu_worker_threads, gb, gpu_memory_bytes, has_amx, numa_nodes_in_use
+
+EFFECTIVE_BATCH = 8  # LLaMA-Factory's KT examples: batch 1 x gradient accumulation 8
+SFT_GPU_RESERVE_MIN = 1.5 * GB  # CUDA context, cuBLAS workspace, allocator fragmentation
+SFT_GPU_RESERVE_FRACTION = 0.05
+LEGACY_CHUNK_SIZE = 8192  # LLaMA-Factory's legacy KT examples
+KT_MAX_CACHE_DEPTH = 2  # kt_kernel.sft default and LLaMA-Factory's current KT examples
+RULES_DIR = "examples/kt_optimize_rules"
+ACCELERATE_BF16 = "examples/ktransformers/accelerate/fsdp2_kt_bf16.yaml"
+
+
+def _per_gpu_need(est: sizing.Estimate, gpus: int) -> float:
+    """Weights and LoRA state shard across GPUs (FSDP2 / multi-GPU placement rules); activations do not."""
+    b = est.breakdown
+    shared = b["gpu_weights"] + b["lora_gpu_train_state"]
+    return shared / gpus + b["activation_checkpoints"] + b["layer_working_set"] + b["logits"]
+
+
+def choose_batch(arch: Architecture, gpus: int, gpu_bytes: int, cutoff: int | None) -> tuple[int, int, bool]:
+    """(cutoff_len, per-device batch, fits): the longest cutoff, then the largest batch, that fit."""
+    reserve = max(SFT_GPU_RESERVE_MIN, SFT_GPU_RESERVE_FRACTION * gpu_bytes)
+    cutoffs = [cutoff] if cutoff else [sizing.SFT_CUTOFF_LEN, 1024, 512]
+    for length in cutoffs:
+        for batch in (4, 2, 1):
+            if (
+                _per_gpu_need(sizing.sft(arch, cutoff_len=length, batch_size=batch), gpus) + reserve
+                <= gpu_bytes
+            ):
+                return length, batch, True
+    return cutoffs[0], 1, False
+
+
+def kt_keys(arch: Architecture, facts: dict, profile: dict, gpus: int) -> tuple[dict, dict, str, list]:
+    """(kt keys, launcher, reason, problems) for the profile's generation."""
+    cores, _ = cpu_worker_threads(facts)
+    pools = min(numa_nodes_in_use(facts), cores)
+    if profile["generation"] == "legacy":
+        rules = arch.legacy_sft_rules
+        counts = sorted(c for c in rules if c <= max(gpus, 1))
+        problems = (
+            [] if counts else [f"no legacy kt_optimize_rule is known for {arch.name} ({arch.model_type})"]
+        )
+        rule = f"{RULES_DIR}/{rules[counts[-1]]}" if counts else None
+        keys = {"use_kt": True, "kt_optimize_rule": rule, "cpu_infer": cores, "chunk_size": LEGACY_CHUNK_SIZE}
+        launcher = {"kind": "llamafactory-cli", "env": {"USE_KT": "1"}, "command": "llamafactory-cli train"}
+        reason = (
+            f"legacy KT keys (LLaMA-Factory <= 2025-12 examples): placement rule for {gpus} GPU(s), "
+            "cpu_infer = "
+            f"{cores} physical cores, chunk_size {LEGACY_CHUNK_SIZE}"
+        )
+        return keys, launcher, reason, problems
+    keys = {
+        "use_kt": True,
+        "kt_config": {
+            "kt_backend": "AMXBF16",
+            "kt_expert_weight_format": "bf16",
+            "kt_num_threads": cores,
+            "kt_tp_enabled": pools > 1,
+            "kt_threadpool_count": pools,
+            "kt_max_cache_depth": KT_MAX_CACHE_DEPTH,
+            "kt_share_backward_bb": True,
+        },
+    }
+    launcher = {  # ktransformers doc/en/SFT/KTransformers-Fine-Tuning_User-Guide.md, "Run the command"
+        "kind": "accelerate",
+        "env": {"USE_KT": "1", "ACCELERATE_USE_KT": "true"},
+        "accelerate_config": ACCELERATE_BF16,
+        "num_processes": max(gpus, 1),
+        "command": "accelerate launch --config_file <accelerate_config> -m llamafactory.cli train <yaml>",
+    }
+    reason = (
+        f"current KT keys (LLaMA-Factory examples/ktransformers, kt_kernel.sft.KTConfig): AMXBF16 on BF16 "
+        f"experts, {cores} threads in {pools} NUMA thread pool(s), launched by accelerate with FSDP2"
+    )
+    return keys, launcher, reason, []
+
+
+def plan_sft(
+    arch: Architecture, facts: dict, opts: dict, profile: dict
+) -> tuple[dict, sizing.Estimate, dict, list]:
+    reasons: dict[str, str] = {}
+    problems: list[str] = []
+    if not has_amx(facts):
+        problems.append(
+            f"KT fine-tuning needs AMX (seed 000: `lscpu | grep -i amx`); {facts['cpu'].get('model')} "
+            "has none"
+        )
+    gpus = len(facts["gpus"])
+    cutoff_opt = opts.get("cutoff_len")
+    if gpus:
+        gpu_bytes = gpu_memory_bytes(facts)
+        cutoff, batch, fits = choose_batch(arch, gpus, gpu_bytes, cutoff_opt)
+    else:
+        cutoff, batch, fits, gpu_bytes = cutoff_opt or sizing.SFT_CUTOFF_LEN, 1, True, 0
+    est = sizing.sft(arch, cutoff_len=cutoff, batch_size=batch)
+    if gpus and not fits:
+        reserve = max(SFT_GPU_RESERVE_MIN, SFT_GPU_RESERVE_FRACTION * gpu_bytes)
+        problems.append(
+            f"needs {gb(_per_gpu_need(est, gpus) + reserve)} GPU memory per GPU at cutoff_len {cutoff}, "
+            "batch 1 "
+            f"({gb(est.breakdown['gpu_weights'])} BF16 non-expert weights over {gpus} GPU(s)), "
+            f"{facts['gpus'][0].get('name')} has {gb(gpu_bytes)}"
+        )
+    accumulation = max(1, EFFECTIVE_BATCH // batch)
+    reasons["per_device_train_batch_size"] = (
+        f"{batch} x {accumulation} gradient accumulation = {batch * accumulation}; "
+        + ("batch 1 because VRAM is tight" if batch == 1 else "VRAM has room for a larger micro-batch")
+    )
+    reasons["cutoff_len"] = (
+        f"{cutoff} tokens"
+        + (" (set explicitly)" if cutoff_opt else "")
+        + (
+            ""
+            if cutoff == sizing.SFT_CUTOFF_LEN or cutoff_opt
+            else f", down from {sizing.SFT_CUTOFF_LEN} to fit VRAM"
+        )
+    )
+    reasons["lora_rank"] = "rank 8, alpha 16 on all linear layers: LLaMA-Factory's KT examples"
+    keys, launcher, reasons["kt"], kt_problems = kt_keys(arch, facts, profile, gpus)
+    problems += kt_problems
+    sft = {
+        "lora_rank": sizing.SFT_LORA_RANK,
+        "lora_alpha": 2 * sizing.SFT_LORA_RANK,
+        "lora_target": "all",
+        "per_device_train_batch_size": batch,
+        "gradient_accumulation_steps": accumulation,
+        "cutoff_len": cutoff,
+        "bf16": True,
+        "learning_rate": 1.0e-4,
+        "num_train_epochs": 3.0,
+        "template": arch.template,
+        "kt": keys,
+        "launcher": launcher,
+        "checkpoint_dtype": "bf16",
+    }
+    if arch.native_dtype != "bf16":
+        reasons["checkpoint_dtype"] = (
+            f"{arch.name} ships {arch.native_dtype}; KT fine-tuning reads BF16 (seed 000: DeepSeek's "
+            "fp8_cast_bf16.py), "
+            "so the disk estimate holds both checkpoints"
+        )
+    if arch.template is None:
+        reasons["template"] = (
+            "no LLaMA-Factory chat template is known for this model: set `template` yourself"
+        )
+    return sft, est, reasons, problems

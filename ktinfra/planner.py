@@ -1,0 +1,27 @@
+"""Public planning API for the CLI, the Ansible preflight role, render and bench.
+
+from ktinfra.planner import plan
+result = plan(facts, "Qwen3-30B-A3B", "serve", stack="kt-0.7")
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ktinfra.plan import MODES, PlanInputError, plan
+
+__all__ = ["MODES", "PlanInputError", "load_facts", "plan"]
+
+
+def load_facts(path: str | Path) -> dict:
+    """A facts JSON document (`ktinfra facts --json` output); PlanInputError when unreadable."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise PlanInputError(f"cannot read facts file {path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise PlanInputError(f"facts file {path} is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise PlanInputError(f"facts file {path} must hold a JSON object")
+    return data

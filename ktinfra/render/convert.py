@@ -1,0 +1,186 @@
+"""Oneshot units for weight conversions: CPU expert weights (AMXINT8/4) and LoRA adapters for SGLang.
+
+Script flags follow kvcache-ai/ktransformers kt-kernel/scripts/convert_cpu_weights.py and
+convert_kt_to_sglang_adapter.py, and kvcache-ai/sglang convert_lora.py (see docs/readme/render.md).
+The scripts are not part of the pip wheels: the envs role keeps source checkouts under /opt/ktinfra/src.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from ktinfra.render.common import (
+    Rendered,
+    RenderError,
+    check_abs_path,
+    check_instance_name,
+    check_word,
+    env_line,
+    render_template,
+)
+from ktinfra.render.plans import plan_section, require_int
+from ktinfra.render.serve import DEFAULT_SERVE_PYTHON
+
+CONVERT_SCRIPT = "/opt/ktinfra/src/ktransformers/kt-kernel/scripts/convert_cpu_weights.py"
+KT_LORA_SCRIPT = "/opt/ktinfra/src/ktransformers/kt-kernel/scripts/convert_kt_to_sglang_adapter.py"
+LEGACY_LORA_SCRIPT = "/opt/ktinfra/src/sglang/convert_lora.py"
+CONVERT_ENV_DIR = "/etc/ktinfra/convert"
+LORA_ENV_DIR = "/etc/ktinfra/lora-convert"
+QUANT_METHODS = ("int8", "int4")
+INPUT_TYPES = ("bf16", "fp16", "fp8", "awq")
+DONE_MARKER = ".ktinfra-convert-done"
+
+
+def _name_from(path: str, name: str | None) -> str:
+    return check_instance_name("--name", name or PurePosixPath(path).name)
+
+
+def _threads(
+    plan: dict | None, cpuinfer_threads: int | None, threadpool_count: int | None
+) -> tuple[int, int]:
+    """Converter threads: explicit values win, else the serve plan's kt_cpuinfer / kt_threadpool_count."""
+    if plan is not None:
+        serve = plan_section(plan, "serve")
+        cpuinfer_threads = cpuinfer_threads or require_int(serve, "kt_cpuinfer", "serve", 1)
+        threadpool_count = threadpool_count or require_int(serve, "kt_threadpool_count", "serve", 1)
+    if not cpuinfer_threads or not threadpool_count or cpuinfer_threads < 1 or threadpool_count < 1:
+        raise RenderError(
+            "converter threads unknown: pass --plan (a serve plan for the target host) or both "
+            "--cpuinfer-threads and --threadpool-count (the script's defaults, 60 threads on 2 NUMA "
+            "pools, oversubscribe most hosts)"
+        )
+    return cpuinfer_threads, threadpool_count
+
+
+def _input_type(plan: dict | None, input_type: str | None) -> str:
+    if input_type is None and plan is not None:
+        input_type = (plan.get("model") or {}).get("native_dtype")
+    input_type = input_type or "bf16"
+    if input_type not in INPUT_TYPES:
+        raise RenderError(f"--input-type {input_type!r} is not one of {', '.join(INPUT_TYPES)}")
+    return input_type
+
+
+def render_convert(
+    *,
+    model_path: str,
+    output: str,
+    method: str,
+    plan: dict | None = None,
+    name: str | None = None,
+    input_type: str | None = None,
+    cpuinfer_threads: int | None = None,
+    threadpool_count: int | None = None,
+    python: str = DEFAULT_SERVE_PYTHON,
+    script: str = CONVERT_SCRIPT,
+    user: str | None = None,
+) -> Rendered:
+    if method not in QUANT_METHODS:
+        raise RenderError(f"--method {method!r} is not one of {', '.join(QUANT_METHODS)}")
+    model_path = check_abs_path("--model-path", model_path)
+    output = check_abs_path("--output", output).rstrip("/")
+    if output == model_path.rstrip("/"):
+        raise RenderError("--output must differ from --model-path (the converter writes a new directory)")
+    name = _name_from(output, name)
+    threads, pools = _threads(plan, cpuinfer_threads, threadpool_count)
+    args = ["--input-path", model_path, "--input-type", _input_type(plan, input_type)]
+    args += ["--output", output, "--quant-method", method]
+    args += ["--cpuinfer-threads", str(threads), "--threadpool-count", str(pools)]
+    python = check_abs_path("--python", python)
+    script = check_abs_path("--script", script)
+    out = Rendered()
+    out.add(
+        "ktinfra-convert@.service",
+        render_template(
+            "systemd/ktinfra-convert@.service.j2",
+            python=python,
+            script=script,
+            env_dir=CONVERT_ENV_DIR,
+            user=user and check_word("--user", user),
+        ),
+    )
+    marker = f"{output}/{DONE_MARKER}"
+    env = [
+        f"# ktinfra convert instance {name}; install as {CONVERT_ENV_DIR}/{name}.env",
+        env_line("KT_CONVERT_ARGS", " ".join(args)),
+        env_line("KT_CONVERT_MARKER", marker),
+    ]
+    out.add(f"ktinfra-convert-{name}.env", "\n".join(env) + "\n", mode=0o600)
+    out.info = {
+        "unit": f"ktinfra-convert@{name}.service",
+        "argv": [python, script, *args],
+        "env_file": f"{CONVERT_ENV_DIR}/{name}.env",
+        "done_marker": marker,
+        "kt_weight_path": output,
+    }
+    return out
+
+
+def render_lora_convert(
+    *,
+    adapter: str,
+    output: str,
+    legacy: bool = False,
+    model_path: str | None = None,
+    lora_alpha: float | None = None,
+    name: str | None = None,
+    python: str = DEFAULT_SERVE_PYTHON,
+    script: str | None = None,
+    user: str | None = None,
+) -> Rendered:
+    adapter = check_abs_path("--adapter", adapter).rstrip("/")
+    output = check_abs_path("--output", output).rstrip("/")
+    if output == adapter:
+        raise RenderError("--output must differ from --adapter")
+    name = _name_from(output, name)
+    python = check_abs_path("--python", python)
+    if legacy:
+        # sglang fork's convert_lora.py: positional adapter_path [output_path]; strips PEFT key prefixes.
+        if lora_alpha is not None:
+            raise RenderError("--lora-alpha applies to the current converter only (drop --legacy)")
+        script = check_abs_path("--script", script or LEGACY_LORA_SCRIPT)
+        args = [adapter, output]
+        documentation = "https://github.com/kvcache-ai/sglang/blob/main/convert_lora.py"
+    else:
+        script = check_abs_path("--script", script or KT_LORA_SCRIPT)
+        base = check_abs_path("--model-path (the base model, for adapter_config.json)", model_path)
+        args = [adapter, output, "--base-model-name-or-path", base]
+        if lora_alpha is not None:
+            if lora_alpha <= 0:
+                raise RenderError(f"--lora-alpha must be positive, got {lora_alpha}")
+            args += ["--lora-alpha", format(lora_alpha, "g")]
+        # The unit only runs while the done marker is missing, so a half-written output is rebuilt.
+        args.append("--overwrite")
+        documentation = (
+            "https://github.com/kvcache-ai/ktransformers/blob/main/doc/en/SFT/Qwen3.5-SGLang-LoRA-Serving.md"
+        )
+    script_name = PurePosixPath(script).name
+    out = Rendered()
+    out.add(
+        "ktinfra-lora-convert@.service",
+        render_template(
+            "systemd/ktinfra-lora-convert@.service.j2",
+            python=python,
+            script=script,
+            script_name=script_name,
+            generation="legacy" if legacy else "current",
+            documentation=documentation,
+            env_dir=LORA_ENV_DIR,
+            user=user and check_word("--user", user),
+        ),
+    )
+    marker = f"{output}/{DONE_MARKER}"
+    env = [
+        f"# ktinfra lora-convert instance {name}; install as {LORA_ENV_DIR}/{name}.env",
+        env_line("KT_LORA_CONVERT_ARGS", " ".join(args)),
+        env_line("KT_LORA_MARKER", marker),
+    ]
+    out.add(f"ktinfra-lora-convert-{name}.env", "\n".join(env) + "\n", mode=0o600)
+    out.info = {
+        "unit": f"ktinfra-lora-convert@{name}.service",
+        "argv": [python, script, *args],
+        "env_file": f"{LORA_ENV_DIR}/{name}.env",
+        "done_marker": marker,
+        "lora_path": output,
+    }
+    return out

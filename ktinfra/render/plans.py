@@ -1,0 +1,72 @@
+"""Read and check the parts of a `ktinfra plan --json` document (docs/CONTRACTS.md) that renderers use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ktinfra.render.common import RenderError
+
+MODES = ("serve", "sft")
+
+
+def load_plan(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RenderError(f"cannot read plan {path}: {exc.strerror or exc}") from exc
+    try:
+        plan = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RenderError(
+            f"plan {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from exc
+    if not isinstance(plan, dict):
+        raise RenderError(f"plan {path} must be a JSON object (the output of `ktinfra plan --json`)")
+    return plan
+
+
+def plan_section(plan: dict, mode: str) -> dict:
+    """The plan's `serve` or `sft` block, after checking that the plan is for that mode and feasible."""
+    if not isinstance(plan, dict):
+        raise RenderError("plan must be a JSON object (the output of `ktinfra plan --json`)")
+    actual = plan.get("mode")
+    if actual not in MODES:
+        raise RenderError(f"plan has unknown mode {actual!r}; expected one of {', '.join(MODES)}")
+    if actual != mode:
+        raise RenderError(f"this renderer needs a {mode} plan, got a {actual} plan")
+    if plan.get("feasible") is False:
+        problems = "; ".join(str(p) for p in plan.get("problems") or []) or "no problems listed"
+        raise RenderError(f"plan is not feasible ({problems}); fix the host or the plan first")
+    section = plan.get(mode)
+    if not isinstance(section, dict):
+        raise RenderError(f"plan has no {mode!r} object")
+    return section
+
+
+def require_int(section: dict, key: str, where: str, minimum: int = 0) -> int:
+    value = section.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise RenderError(f"plan {where}.{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def optional_int(section: dict, key: str, where: str, minimum: int = 0) -> int | None:
+    if section.get(key) is None:
+        return None
+    return require_int(section, key, where, minimum)
+
+
+def require_fraction(section: dict, key: str, where: str) -> float:
+    value = section.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise RenderError(f"plan {where}.{key} must be a number in (0, 1], got {value!r}")
+    return float(value)
+
+
+def require_str(section: dict, key: str, where: str) -> str:
+    value = section.get(key)
+    if not isinstance(value, str) or not value:
+        raise RenderError(f"plan {where}.{key} must be a non-empty string, got {value!r}")
+    return value

@@ -1,0 +1,251 @@
+"""SGLang + kt-kernel server: the launch argv for a serve plan and the templated systemd unit around it.
+
+Flag spellings follow kvcache-ai/sglang python/sglang/srt/server_args.py (see docs/readme/render.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+
+from ktinfra.render.common import (
+    Rendered,
+    RenderError,
+    check_abs_path,
+    check_instance_name,
+    check_word,
+    env_line,
+    render_template,
+)
+from ktinfra.render.plans import (
+    optional_int,
+    plan_section,
+    require_fraction,
+    require_int,
+    require_str,
+)
+
+DEFAULT_SERVE_PYTHON = "/opt/ktinfra/envs/kt-kernel/bin/python"
+ENV_DIR = "/etc/ktinfra/serve"
+UNIT_TEMPLATE = "ktinfra-serve@.service"
+# kt-kernel backends that read converted CPU weights (convert_cpu_weights.py output or GGUF) from their own
+# directory; the others (kt-kernel NativeMoEWrapper) read the model's own safetensors.
+CONVERTED_WEIGHT_METHODS = frozenset({"AMXINT4", "AMXINT8", "LLAMAFILE", "MOE_INT4", "MOE_INT8"})
+NATIVE_WEIGHT_METHODS = frozenset(
+    {"BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "GPTQ_INT4", "SYCL_GPTQ_INT4", "MXFP4", "MXFP8"}
+)
+KT_METHODS = CONVERTED_WEIGHT_METHODS | NATIVE_WEIGHT_METHODS
+LOOPBACK_NAMES = frozenset({"localhost"})
+NUMA_POLICIES = ("auto", "interleave", "none")
+NUMACTL = "/usr/bin/numactl"
+# What the unit runs instead of `-m sglang.launch_server`: the same module, with --api-key taken from
+# $KT_API_KEY inside the process, so the key never appears in /proc/PID/cmdline (ps) or a child's env.
+LAUNCH_CODE = (
+    'import os,runpy,sys;k=os.environ.pop("KT_API_KEY","");sys.argv[1:1]=["--api-key",k] if k else [];'
+    'runpy.run_module("sglang.launch_server",run_name="__main__",alter_sys=True)'
+)
+
+
+def _number(value: float) -> str:
+    return format(float(value), "g")
+
+
+def _kt_weight_path(serve: dict, method: str, model_path: str, weight_path: str | None) -> str:
+    path = weight_path or serve.get("kt_weight_path")
+    if path:
+        return check_abs_path("weight path", path)
+    if method in NATIVE_WEIGHT_METHODS:
+        return model_path
+    raise RenderError(
+        f"kt_method {method} reads converted CPU weights: pass the weight path "
+        "(the --output of `ktinfra render convert`, or the GGUF directory for LLAMAFILE)"
+    )
+
+
+def _lora_args(lora: dict | None) -> list[str]:
+    if not lora:
+        return []
+    paths = lora.get("paths")
+    if not isinstance(paths, dict) or not paths:
+        raise RenderError("plan serve.lora.paths must map adapter names to directories")
+    argv = ["--enable-lora", "--lora-paths"]
+    for name, path in paths.items():
+        check_instance_name("LoRA adapter name", name)
+        argv.append(f"{name}={check_abs_path(f'LoRA adapter {name} path', path)}")
+    argv += ["--max-loras-per-batch", str(require_int(lora, "max_loras_per_batch", "serve.lora", 1))]
+    argv += ["--lora-backend", check_word("serve.lora.backend", lora.get("backend") or "triton")]
+    return argv
+
+
+def sglang_argv(
+    plan: dict, *, model_path: str, weight_path: str | None, python: str = "python3"
+) -> list[str]:
+    """The full `python -m sglang.launch_server ...` argv for a serve plan (the API key travels by env)."""
+    serve = plan_section(plan, "serve")
+    model_path = check_abs_path("model path", model_path)
+    method = require_str(serve, "kt_method", "serve")
+    if method not in KT_METHODS:
+        raise RenderError(
+            f"plan serve.kt_method {method!r} is not a kt-kernel method ({', '.join(sorted(KT_METHODS))})"
+        )
+    served_name = serve.get("served_model_name") or (plan.get("model") or {}).get("name")
+    argv = [check_word("python", python), "-m", "sglang.launch_server"]
+    argv += ["--host", check_word("serve.host", require_str(serve, "host", "serve"))]
+    argv += ["--port", str(require_int(serve, "port", "serve", 1))]
+    argv += ["--model", model_path]
+    if serve.get("trust_remote_code", True):
+        argv.append("--trust-remote-code")
+    argv += ["--mem-fraction-static", _number(require_fraction(serve, "mem_fraction_static", "serve"))]
+    argv += ["--chunked-prefill-size", str(require_int(serve, "chunked_prefill_size", "serve", 1))]
+    argv += ["--max-running-requests", str(require_int(serve, "max_running_requests", "serve", 1))]
+    for key, flag in (
+        ("max_total_tokens", "--max-total-tokens"),
+        ("context_length", "--context-length"),
+        ("cuda_graph_max_bs", "--cuda-graph-max-bs"),
+    ):
+        value = optional_int(serve, key, "serve", 1)
+        if value is not None:
+            argv += [flag, str(value)]
+    argv += ["--tensor-parallel-size", str(require_int(serve, "tensor_parallel_size", "serve", 1))]
+    if served_name:
+        argv += ["--served-model-name", check_word("served model name", served_name)]
+    if serve.get("enable_mixed_chunk", True):
+        argv.append("--enable-mixed-chunk")
+    argv += ["--kt-method", method]
+    argv += ["--kt-weight-path", _kt_weight_path(serve, method, model_path, weight_path)]
+    argv += ["--kt-cpuinfer", str(require_int(serve, "kt_cpuinfer", "serve", 1))]
+    argv += ["--kt-threadpool-count", str(require_int(serve, "kt_threadpool_count", "serve", 1))]
+    argv += ["--kt-num-gpu-experts", str(require_int(serve, "kt_num_gpu_experts", "serve", 0))]
+    deferred = require_int(serve, "kt_max_deferred_experts_per_token", "serve", 0)
+    argv += ["--kt-max-deferred-experts-per-token", str(deferred)]
+    threshold = optional_int(serve, "kt_gpu_prefill_token_threshold", "serve", 0)
+    if threshold is not None:
+        argv += ["--kt-gpu-prefill-token-threshold", str(threshold)]
+    return argv + _lora_args(serve.get("lora"))
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def health_url(host: str, port: int) -> str:
+    """Where a local client reaches /health (a wildcard bind is reached over loopback)."""
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/health"
+
+
+def numactl_args(plan: dict, policy: str = "auto") -> tuple[list[str], str]:
+    """NUMA placement of the whole server process, and why.
+
+    kt-kernel already places the expert weights per NUMA node (one threadpool per node), so numactl only
+    adds CPU pinning when the plan asks for it (sched_setaffinity: works in containers too) and, on a
+    multi-node host known not to be a container, interleaves the rest of the process's memory. Memory
+    policies need CAP_SYS_NICE under docker's default seccomp profile, so they are not used where the
+    plan does not say host.container is false.
+    """
+    if policy not in NUMA_POLICIES:
+        raise RenderError(f"--numa {policy!r} is not one of {', '.join(NUMA_POLICIES)}")
+    serve = plan["serve"]
+    host = plan.get("host") or {}
+    cpus = serve.get("numa_cpus")
+    nodes = max(int(host.get("numa_nodes") or 1), int(serve.get("kt_threadpool_count") or 1))
+    if policy == "none":
+        return [], "--numa none: no placement"
+    if cpus:
+        return [
+            f"--physcpubind={check_word('serve.numa_cpus', cpus)}"
+        ], f"plan pins the server to CPUs {cpus}"
+    if policy == "interleave" or (nodes > 1 and host.get("container") is False):
+        return ["--interleave=all"], f"{nodes} NUMA nodes: interleave the non-expert memory"
+    if nodes > 1:
+        return [], "several NUMA nodes but possibly a container (memory policy needs CAP_SYS_NICE)"
+    return [], "one NUMA node: nothing to place"
+
+
+def _with_overrides(plan: dict, name: str, host: str | None, port: int | None) -> dict:
+    plan = copy.deepcopy(plan)
+    serve = plan_section(plan, "serve")
+    serve["served_model_name"] = name
+    if host is not None:
+        serve["host"] = host
+    if port is not None:
+        serve["port"] = port
+    return plan
+
+
+def render_serve(
+    plan: dict,
+    *,
+    name: str,
+    model_path: str,
+    weight_path: str | None = None,
+    python: str = DEFAULT_SERVE_PYTHON,
+    api_key: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    extra_args: tuple[str, ...] | list[str] = (),
+    user: str | None = None,
+    start_timeout_s: int = 3600,
+    numa: str = "auto",
+) -> Rendered:
+    name = check_instance_name("--name", name)
+    python = check_abs_path("--python", python)
+    plan = _with_overrides(plan, name, host, port)
+    argv = sglang_argv(plan, model_path=model_path, weight_path=weight_path, python=python)
+    serve = plan["serve"]
+    if api_key is not None:
+        api_key = check_word("API key", api_key.strip())
+    if not is_loopback(serve["host"]) and not api_key:
+        raise RenderError(
+            f"refusing to bind the server to {serve['host']} without an API key: "
+            "pass --api-key-file, or keep the default 127.0.0.1"
+        )
+    extra = [check_word("--extra-arg", arg) for arg in extra_args]
+    if any(arg.split("=", 1)[0] == "--api-key" for arg in extra):
+        raise RenderError("pass the API key with --api-key-file, not --extra-arg (it would show in ps)")
+    url = health_url(serve["host"], serve["port"])
+    placement, placement_reason = numactl_args(plan, numa)
+    out = Rendered()
+    out.add(
+        UNIT_TEMPLATE,
+        render_template(
+            "systemd/ktinfra-serve@.service.j2",
+            python=python,
+            numactl=NUMACTL,
+            launch_code=LAUNCH_CODE,
+            env_dir=ENV_DIR,
+            user=user and check_word("--user", user),
+            start_timeout_s=int(start_timeout_s),
+        ),
+    )
+    env = [
+        f"# ktinfra serve instance {name}: model {(plan.get('model') or {}).get('name')}, "
+        f"stack {plan.get('stack')}; install as {ENV_DIR}/{name}.env (mode 0600)",
+        env_line("KT_SERVE_ARGS", " ".join(argv[3:] + extra)),
+        env_line("KT_NUMACTL_ARGS", " ".join(placement)),
+        env_line("KT_HEALTH_URL", url),
+    ]
+    if api_key:
+        env.append(env_line("KT_API_KEY", api_key))
+    out.add(f"ktinfra-serve-{name}.env", "\n".join(env) + "\n", mode=0o600)
+    out.info = {
+        "unit": f"ktinfra-serve@{name}.service",
+        "argv": argv + extra,
+        # the unit's command line, for runners without systemd (source the env file first)
+        "exec_argv": [NUMACTL, *placement, python, "-c", LAUNCH_CODE, *argv[3:], *extra],
+        "health_url": url,
+        "env_file": f"{ENV_DIR}/{name}.env",
+        "numactl_args": placement,
+        "numa": placement_reason,
+    }
+    return out

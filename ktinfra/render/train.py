@@ -1,0 +1,244 @@
+"""LLaMA-Factory + KT LoRA training: the run's YAML recipe and the ktinfra-train@ unit.
+
+Keys follow hiyouga/LLaMA-Factory examples/ktransformers/train_lora/*_kt.yaml (current stack, `kt_config`)
+and the earlier examples/train_lora/*_kt.yaml (legacy: `kt_optimize_rule`, `cpu_infer`, `chunk_size`).
+Launchers: legacy `USE_KT=1 llamafactory-cli train FILE`; current (ktransformers[sft] user guide)
+`USE_KT=1 ACCELERATE_USE_KT=true accelerate launch --config_file FSDP2.yaml -m llamafactory.cli train FILE`.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+import yaml
+
+from ktinfra.render.common import (
+    Rendered,
+    RenderError,
+    check_abs_path,
+    check_env_name,
+    check_instance_name,
+    check_word,
+    env_line,
+    render_template,
+)
+from ktinfra.render.plans import plan_section
+
+DEFAULT_SFT_PYTHON = "/opt/ktinfra/envs/kt-sft/bin/python"
+LLAMAFACTORY_DIR = "/opt/ktinfra/src/LLaMA-Factory"
+ENV_DIR = "/etc/ktinfra/train"
+# LLaMA-Factory chat templates per architecture (config.json model_type), as the KT examples pick them.
+TEMPLATES = {
+    "current": {"qwen3_moe": "qwen3", "qwen3_5_moe": "qwen3_5", "qwen3_vl_moe": "qwen3_vl",
+                "deepseek_v2": "deepseek", "deepseek_v3": "deepseek3", "kimi_k2": "deepseek3"},
+    "legacy": {"qwen3_moe": "qwen3_nothink", "deepseek_v2": "deepseek", "deepseek_v3": "deepseek",
+               "kimi_k2": "deepseek"},
+}  # fmt: skip
+# LLaMA-Factory arguments a plan's sft block may set; anything else there is planner bookkeeping.
+RECIPE_KEYS = (
+    "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "per_device_train_batch_size",
+    "gradient_accumulation_steps", "cutoff_len", "bf16", "fp16", "learning_rate", "num_train_epochs",
+    "max_steps", "max_samples", "save_steps", "logging_steps", "lr_scheduler_type", "warmup_ratio",
+    "disable_gradient_checkpointing", "preprocessing_num_workers", "dataloader_num_workers",
+)  # fmt: skip
+
+
+def _template(plan: dict, sft: dict, generation: str, template: str | None) -> str:
+    if template:
+        return check_word("--template", template)
+    if sft.get("template"):
+        return check_word("plan sft.template", sft["template"])
+    arch = (plan.get("model") or {}).get("architecture")
+    found = TEMPLATES[generation].get(arch)
+    if not found:
+        raise RenderError(f"no LLaMA-Factory template known for architecture {arch!r}: pass --template")
+    return found
+
+
+def _kt_block(sft: dict, generation: str, llamafactory_dir: str, weight_path: str | None) -> dict:
+    kt = sft.get("kt")
+    if not isinstance(kt, dict) or not kt:
+        raise RenderError(
+            "plan sft.kt must hold the stack's KT keys (use_kt/kt_optimize_rule/... or kt_config)"
+        )
+    kt = {"use_kt": True, **kt}
+    if generation == "legacy":
+        missing = [key for key in ("kt_optimize_rule", "cpu_infer", "chunk_size") if key not in kt]
+        if missing:
+            raise RenderError(f"legacy plan sft.kt lacks {', '.join(missing)}")
+        rule = str(kt["kt_optimize_rule"])
+        if not rule.startswith("/"):
+            # LLaMA-Factory resolves it against its working directory; pin it to the checkout instead.
+            kt["kt_optimize_rule"] = f"{llamafactory_dir}/{rule}"
+    elif not isinstance(kt.get("kt_config"), dict):
+        raise RenderError("current-stack plan sft.kt must hold a kt_config mapping")
+    if weight_path:
+        kt["kt_weight_path"] = check_abs_path("--weight-path", weight_path)
+    return kt
+
+
+def _launcher(sft: dict, generation: str) -> dict:
+    """The plan's sft.launcher (optional): its kind must match the stack generation's launcher."""
+    launcher = sft.get("launcher") or {}
+    if not isinstance(launcher, dict):
+        raise RenderError("plan sft.launcher must be an object")
+    expected = "accelerate" if generation == "current" else "llamafactory-cli"
+    if launcher.get("kind", expected) != expected:
+        raise RenderError(f"plan sft.launcher.kind {launcher['kind']!r} does not fit the {generation} stack")
+    return launcher
+
+
+def _sections(
+    plan: dict, sft: dict, model_path: str, dataset: str, dataset_dir: str, template: str, output_dir: str
+):
+    cores = int((plan.get("host") or {}).get("physical_cores") or 16)
+    recipe = {key: sft[key] for key in RECIPE_KEYS if sft.get(key) is not None}
+    return {
+        "model": {"model_name_or_path": model_path, "trust_remote_code": True},
+        "method": {
+            "stage": "sft",
+            "do_train": True,
+            "finetuning_type": "lora",
+            **{
+                k: recipe.pop(k)
+                for k in ("lora_rank", "lora_alpha", "lora_dropout", "lora_target")
+                if k in recipe
+            },
+        },
+        "dataset": {
+            "dataset": dataset,
+            "dataset_dir": dataset_dir,
+            "template": template,
+            "cutoff_len": recipe.pop("cutoff_len", 2048),
+            "overwrite_cache": True,
+            "preprocessing_num_workers": recipe.pop("preprocessing_num_workers", min(16, cores)),
+            "dataloader_num_workers": recipe.pop("dataloader_num_workers", min(4, cores)),
+        },
+        "output": {
+            "output_dir": output_dir,
+            "logging_steps": recipe.pop("logging_steps", 10),
+            "save_steps": recipe.pop("save_steps", 500),
+            "plot_loss": True,
+            # false: a restarted unit resumes from the newest checkpoint in output_dir
+            "overwrite_output_dir": False,
+            "save_only_model": False,
+            "report_to": "none",
+        },
+        "train": {
+            "per_device_train_batch_size": 1,
+            "gradient_accumulation_steps": 8,
+            "learning_rate": 1.0e-4,
+            "num_train_epochs": 3.0,
+            "lr_scheduler_type": "cosine",
+            "warmup_ratio": 0.1,
+            "bf16": True,
+            "ddp_timeout": 180000000,
+            **recipe,
+        },
+    }
+
+
+def _yaml(sections: dict, header: str) -> str:
+    parts = [header]
+    for title, body in sections.items():
+        parts.append(f"### {title}\n" + yaml.safe_dump(body, sort_keys=False, default_flow_style=False))
+    return "\n".join(parts)
+
+
+def _accelerate_config(num_gpus: int) -> str:
+    """FSDP2 settings as in LLaMA-Factory examples/ktransformers/accelerate/fsdp2_kt_*.yaml (no KT keys)."""
+    config = {
+        "compute_environment": "LOCAL_MACHINE",
+        "distributed_type": "FSDP",
+        "fsdp_config": {
+            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+            "fsdp_cpu_ram_efficient_loading": True,
+            "fsdp_offload_params": False,
+            "fsdp_reshard_after_forward": True,
+            "fsdp_state_dict_type": "FULL_STATE_DICT",
+            "fsdp_version": 2,
+        },
+        "mixed_precision": "bf16",
+        "num_machines": 1,
+        "num_processes": num_gpus,
+        "rdzv_backend": "static",
+        "same_network": True,
+        "use_cpu": False,
+    }
+    return "# Rendered by ktinfra: Accelerate FSDP2 for a KT run\n" + yaml.safe_dump(config, sort_keys=False)
+
+
+def render_train(
+    plan: dict,
+    *,
+    name: str,
+    model_path: str,
+    dataset: str,
+    dataset_dir: str,
+    output_dir: str,
+    template: str | None = None,
+    weight_path: str | None = None,
+    python: str = DEFAULT_SFT_PYTHON,
+    llamafactory_dir: str = LLAMAFACTORY_DIR,
+    user: str | None = None,
+) -> Rendered:
+    sft = plan_section(plan, "sft")
+    name = check_instance_name("--name", name)
+    generation = plan.get("stack_generation")
+    if generation not in TEMPLATES:
+        raise RenderError(f"plan stack_generation {generation!r} is not one of current, legacy")
+    model_path = check_abs_path("--model-path", model_path)
+    dataset = check_word("--dataset", dataset)
+    dataset_dir = check_abs_path("--dataset-dir", dataset_dir)
+    output_dir = check_abs_path("--output-dir", output_dir)
+    llamafactory_dir = check_abs_path("--llamafactory-dir", llamafactory_dir)
+    python = check_abs_path("--python", python)
+    chat_template = _template(plan, sft, generation, template)
+    sections = _sections(plan, sft, model_path, dataset, dataset_dir, chat_template, output_dir)
+    sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path)
+    model_name = (plan.get("model") or {}).get("name")
+    header = f"# LLaMA-Factory + KT LoRA recipe for {model_name} ({plan.get('stack')}), rendered by ktinfra\n"
+    gpus = [int(g.get("index", i)) for i, g in enumerate((plan.get("host") or {}).get("gpus") or [])]
+    launcher = _launcher(sft, generation)
+    bindir = str(PurePosixPath(python).parent)
+    out = Rendered()
+    out.add(f"{name}.yaml", _yaml(sections, header))
+    variables = {"USE_KT": "1", "KT_TRAIN_CONFIG": f"{ENV_DIR}/{name}.yaml"}
+    if generation == "current":
+        processes = launcher.get("num_processes") or max(1, len(gpus))
+        out.add(f"{name}.accelerate.yaml", _accelerate_config(int(processes)))
+        variables["ACCELERATE_USE_KT"] = "true"
+        variables["KT_ACCELERATE_CONFIG"] = f"{ENV_DIR}/{name}.accelerate.yaml"
+    if gpus:
+        variables["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
+    variables.update(launcher.get("env") or {})
+    env = [f"# ktinfra train run {name}; install as {ENV_DIR}/{name}.env"]
+    env += [
+        env_line(check_env_name(key), check_word(f"launcher env {key}", value))
+        for key, value in variables.items()
+    ]
+    out.add(f"ktinfra-train-{name}.env", "\n".join(env) + "\n", mode=0o600)
+    out.add(
+        "ktinfra-train@.service",
+        render_template(
+            "systemd/ktinfra-train@.service.j2",
+            generation=generation,
+            bindir=bindir,
+            env_dir=ENV_DIR,
+            workdir="/var/lib/ktinfra/train/%i",
+            user=user and check_word("--user", user),
+        ),
+    )
+    if generation == "current":
+        argv = [f"{bindir}/accelerate", "launch", "--config_file", f"{ENV_DIR}/{name}.accelerate.yaml"]
+        argv += ["-m", "llamafactory.cli", "train", f"{ENV_DIR}/{name}.yaml"]
+    else:
+        argv = [f"{bindir}/llamafactory-cli", "train", f"{ENV_DIR}/{name}.yaml"]
+    out.info = {
+        "unit": f"ktinfra-train@{name}.service",
+        "argv": argv,
+        "env_file": f"{ENV_DIR}/{name}.env",
+        "config_file": f"{ENV_DIR}/{name}.yaml",
+        "stack_generation": generation,
+    }
+    return out

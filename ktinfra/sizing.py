@@ -1,0 +1,243 @@
+"""GPU memory, CPU RAM and data-disk estimates for KT serving and KT LoRA fine-tuning.
+
+Everything is computed from the architecture in ktinfra.catalog; the constants below are the only
+assumptions, each explained in docs/planning.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ktinfra.catalog import Architecture
+
+GB = 1e9
+
+# Serving: a server is useful once it can hold one request of this many tokens in its KV cache.
+SERVE_MIN_KV_TOKENS = 4096
+KV_BYTES_PER_ELEMENT = 2  # SGLang keeps the KV cache in the model dtype (bf16)
+# Python, torch, SGLang / LLaMA-Factory processes, tokenizer, pinned staging buffers.
+HOST_RUNTIME_RAM = 3 * GB
+SERVE_OUTPUT_DISK = 1 * GB  # logs, LoRA conversions, bench results
+
+# Fine-tuning (LLaMA-Factory LoRA on the KT backend).
+SFT_CUTOFF_LEN = 2048
+SFT_LORA_RANK = 8
+LORA_STATE_BYTES = 16  # fp32 weight + fp32 grad + two fp32 AdamW moments per trainable parameter
+LOGITS_BYTES_PER_ELEMENT = 10  # bf16 logits + fp32 upcast for the loss + fp32 gradient
+SFT_SAVED_CHECKPOINTS = 3
+SFT_OUTPUT_DISK = 2 * GB  # logs, the final adapter, its SGLang conversion
+
+FP8_BLOCK = 128 * 128  # DeepSeek-style block-wise FP8 keeps one fp32 scale per 128x128 block
+
+
+@dataclass(frozen=True)
+class CpuFormat:
+    name: str  # the --cpu-format spelling
+    kt_method: str  # SGLang --kt-method
+    weight_format: str  # contract's serve.kt_weight_format
+    bytes_per_param: float
+    converted: bool  # needs convert_cpu_weights.py output on disk
+    native_dtype: str | None = None  # the checkpoint dtype the kt-kernel reads in place
+    gguf: bool = False
+
+
+# INT8/INT4: one fp32 scale per output row (<= 0.2 % for hidden sizes >= 2048). Q4_K_M: 4.5-bit Q4_K blocks
+# with half of the down projections in Q6_K, about 4.85 bits per weight as llama.cpp reports for the file.
+CPU_FORMATS: dict[str, CpuFormat] = {
+    "AMXINT8": CpuFormat("AMXINT8", "AMXINT8", "int8", 1.0, converted=True),
+    "AMXINT4": CpuFormat("AMXINT4", "AMXINT4", "int4", 0.5, converted=True),
+    "BF16": CpuFormat("BF16", "BF16", "bf16", 2.0, converted=False, native_dtype="bf16"),
+    "FP8": CpuFormat("FP8", "FP8", "fp8", 1.0 + 4 / FP8_BLOCK, converted=False, native_dtype="fp8"),
+    "GGUF:Q4_K_M": CpuFormat("GGUF:Q4_K_M", "LLAMAFILE", "gguf:Q4_K_M", 4.85 / 8, converted=False, gguf=True),
+}
+_FORMAT_ALIASES = {
+    "INT8": "AMXINT8",
+    "INT4": "AMXINT4",
+    "LLAMAFILE": "GGUF:Q4_K_M",
+    "GGUF": "GGUF:Q4_K_M",
+    "Q4_K_M": "GGUF:Q4_K_M",
+    "GGUF_Q4_K_M": "GGUF:Q4_K_M",
+}
+
+
+def cpu_format(name: str) -> CpuFormat:
+    key = name.strip().upper().replace("-", "_")
+    key = _FORMAT_ALIASES.get(key, key)
+    if key not in CPU_FORMATS:
+        raise ValueError(f"unknown CPU weight format {name!r}; choose one of {', '.join(CPU_FORMATS)}")
+    return CPU_FORMATS[key]
+
+
+@dataclass
+class Estimate:
+    vram_bytes: int
+    ram_bytes: int
+    disk_bytes: int
+    breakdown: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "vram_bytes": self.vram_bytes,
+            "ram_bytes": self.ram_bytes,
+            "disk_bytes": self.disk_bytes,
+            "breakdown": dict(self.breakdown),
+        }
+
+
+def checkpoint_bytes(arch: Architecture, params: int, dtype: str, *, embeddings: int = 0) -> float:
+    """Bytes of `params` weights stored in `dtype`; FP8 checkpoints keep embeddings/LM head in bf16."""
+    if dtype == "fp8":
+        return (params - embeddings) * (1 + 4 / FP8_BLOCK) + embeddings * 2
+    return params * {"bf16": 2, "fp16": 2, "fp32": 4}.get(dtype, 2)
+
+
+def gpu_non_expert_bytes(arch: Architecture, dtype: str) -> float:
+    embeddings = arch.embedding_params + arch.lm_head_params
+    return checkpoint_bytes(arch, arch.non_expert_params, dtype, embeddings=embeddings)
+
+
+def gpu_expert_bytes(arch: Architecture, dtype: str) -> float:
+    """One routed expert of one layer, as SGLang holds it when placed on the GPU."""
+    return checkpoint_bytes(arch, arch.expert_params, dtype)
+
+
+def kv_bytes_per_token(arch: Architecture) -> int:
+    return arch.kv_elements_per_token * KV_BYTES_PER_ELEMENT
+
+
+def download_bytes(arch: Architecture, dtype: str | None = None) -> float:
+    """The Hugging Face checkpoint as published (MTP layers included)."""
+    dtype = dtype or arch.native_dtype
+    embeddings = arch.embedding_params + arch.lm_head_params
+    return checkpoint_bytes(arch, arch.total_params + arch.mtp_params, dtype, embeddings=embeddings)
+
+
+def serve(
+    arch: Architecture, fmt: str | CpuFormat = "AMXINT8", *, checkpoint_dtype: str | None = None
+) -> Estimate:
+    """Serving with SGLang + kt-kernel: non-expert weights and the KV cache on the GPU, every routed expert
+    in CPU RAM in the chosen format. `checkpoint_dtype` is the dtype of the checkpoint passed as --model
+    (default: the model's native dtype)."""
+    fmt = cpu_format(fmt) if isinstance(fmt, str) else fmt
+    dtype = checkpoint_dtype or arch.native_dtype
+    if fmt.native_dtype == "fp8" and dtype != "fp8":
+        raise ValueError(f"{arch.name}: the FP8 backend reads an FP8 checkpoint; this one is {dtype}")
+    gpu_weights = gpu_non_expert_bytes(arch, dtype)
+    kv = kv_bytes_per_token(arch) * SERVE_MIN_KV_TOKENS
+    cpu_experts = arch.routed_expert_params * fmt.bytes_per_param
+    download = download_bytes(arch, dtype)
+    if fmt.gguf:
+        converted = arch.total_params * fmt.bytes_per_param  # the whole model as one GGUF download
+    elif fmt.converted or fmt.native_dtype != dtype:
+        converted = cpu_experts
+    else:
+        converted = 0.0  # the kt-kernel reads the experts straight from the checkpoint
+    breakdown = {
+        "gpu_weights": gpu_weights,
+        "kv_cache_min": kv,
+        "cpu_experts": cpu_experts,
+        "host_runtime": HOST_RUNTIME_RAM,
+        "download": download,
+        "cpu_weights_on_disk": converted,
+        "outputs": SERVE_OUTPUT_DISK,
+    }
+    return Estimate(
+        vram_bytes=int(gpu_weights + kv),
+        ram_bytes=int(cpu_experts + HOST_RUNTIME_RAM),
+        disk_bytes=int(download + converted + SERVE_OUTPUT_DISK),
+        breakdown={k: int(v) for k, v in breakdown.items()},
+    )
+
+
+def lora_params_gpu(arch: Architecture, rank: int) -> int:
+    """LoRA A+B matrices on every linear layer that stays on the GPU (lora_target: all)."""
+    h = arch.hidden_size
+    heads = arch.num_attention_heads
+    if arch.mla:
+        m = arch.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank is None:
+            attn = [(h, heads * qk)]
+        else:
+            attn = [(h, m.q_lora_rank), (m.q_lora_rank, heads * qk)]
+        attn += [
+            (h, m.kv_lora_rank + m.qk_rope_head_dim),
+            (m.kv_lora_rank, heads * (qk - m.qk_rope_head_dim)),
+        ]
+        attn += [(heads * m.v_head_dim, h)]
+    else:
+        d = arch.head_dim
+        attn = [(h, heads * d), (h, arch.num_kv_heads * d), (h, arch.num_kv_heads * d), (heads * d, h)]
+    per_layer = sum(rank * (i + o) for i, o in attn) * arch.num_layers
+    mlp = 3 * rank * (h + arch.dense_intermediate_size) * arch.num_dense_layers
+    shared = (
+        3 * rank * (h + arch.shared_intermediate_size) * arch.num_moe_layers
+        if arch.shared_intermediate_size
+        else 0
+    )
+    return per_layer + mlp + shared
+
+
+def lora_params_experts(arch: Architecture, rank: int) -> int:
+    """LoRA on every routed expert, trained by the kt-kernel on the CPU."""
+    per_expert = 3 * rank * (arch.hidden_size + arch.moe_intermediate_size)
+    return per_expert * arch.num_experts * arch.num_moe_layers
+
+
+def sft(
+    arch: Architecture,
+    *,
+    cutoff_len: int = SFT_CUTOFF_LEN,
+    batch_size: int = 1,
+    lora_rank: int = SFT_LORA_RANK,
+) -> Estimate:
+    """LoRA fine-tuning from BF16 weights with LLaMA-Factory + KT: non-expert weights, their LoRA and the
+    activations on the GPU (gradient checkpointing on, LLaMA-Factory's default); BF16 experts, their LoRA
+    and its AdamW state in CPU RAM."""
+    tokens = cutoff_len * batch_size
+    h = arch.hidden_size
+    gpu_weights = gpu_non_expert_bytes(arch, "bf16")
+    lora_gpu = lora_params_gpu(arch, lora_rank) * LORA_STATE_BYTES
+    checkpoints = arch.num_layers * tokens * h * 2
+    mlp_width = max(
+        arch.shared_intermediate_size, arch.dense_intermediate_size if arch.num_dense_layers else 0
+    )
+    layer_width = 8 * h + arch.attention_activation_width + 4 * mlp_width
+    layer_working_set = tokens * layer_width * 2
+    logits = tokens * arch.vocab_size * LOGITS_BYTES_PER_ELEMENT
+    cpu_experts = arch.routed_expert_params * 2
+    lora_cpu = lora_params_experts(arch, lora_rank) * LORA_STATE_BYTES
+    download = download_bytes(arch)
+    bf16_copy = download_bytes(arch, "bf16") if arch.native_dtype != "bf16" else 0.0
+    adapter = (lora_params_gpu(arch, lora_rank) + lora_params_experts(arch, lora_rank)) * LORA_STATE_BYTES
+    outputs = adapter * SFT_SAVED_CHECKPOINTS + SFT_OUTPUT_DISK
+    breakdown = {
+        "gpu_weights": gpu_weights,
+        "lora_gpu_train_state": lora_gpu,
+        "activation_checkpoints": checkpoints,
+        "layer_working_set": layer_working_set,
+        "logits": logits,
+        "cpu_experts": cpu_experts,
+        "lora_cpu_train_state": lora_cpu,
+        "host_runtime": HOST_RUNTIME_RAM,
+        "download": download,
+        "bf16_conversion": bf16_copy,
+        "outputs": outputs,
+    }
+    return Estimate(
+        vram_bytes=int(gpu_weights + lora_gpu + checkpoints + layer_working_set + logits),
+        ram_bytes=int(cpu_experts + lora_cpu + HOST_RUNTIME_RAM),
+        disk_bytes=int(download + bf16_copy + outputs),
+        breakdown={k: int(v) for k, v in breakdown.items()},
+    )
+
+
+def table(arch: Architecture) -> dict:
+    """Every serve format the model can use, plus SFT, for `ktinfra models`."""
+    rows = {}
+    for name, fmt in CPU_FORMATS.items():
+        if fmt.native_dtype == "fp8" and arch.native_dtype != "fp8":
+            continue
+        rows[f"serve:{name}"] = serve(arch, fmt).to_dict()
+    rows["sft:BF16"] = sft(arch).to_dict()
+    return rows

@@ -1,0 +1,165 @@
+"""`gather_live`, `write_capture` and `ktinfra facts` on this very machine, checked against /proc and /sys."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ktinfra import facts as host_facts
+from ktinfra.cli import app
+from ktinfra.facts import capture as capture_module
+from ktinfra.facts.cpulist import format_cpulist, parse_cpulist
+
+HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+STABLE = ("cpu", "gpus", "nvidia", "container", "container_evidence", "init", "os", "shm_bytes", "tuning")
+
+
+@pytest.fixture(scope="module")
+def live() -> dict:
+    return host_facts.gather_live()
+
+
+def _sysfs_cpulist(path: str) -> set[int]:
+    return parse_cpulist(Path(path).read_text()) or set()
+
+
+def test_live_cpus_agree_with_the_kernel(live):
+    affinity = os.sched_getaffinity(0)
+    cpu = live["cpu"]
+    assert cpu["usable_cpus"] == format_cpulist(affinity)
+    siblings = {
+        frozenset(_sysfs_cpulist(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list"))
+        for c in affinity
+    }
+    cores = {group & affinity for group in siblings}
+    quota = cpu["quota_cpus"]
+    if quota is None:
+        assert cpu["logical_cpus"] == len(affinity)
+        assert cpu["physical_cores"] == len(cores)
+    else:
+        assert cpu["logical_cpus"] == min(len(affinity), max(1, math.floor(quota)))
+    nodes = [
+        p
+        for p in Path("/sys/devices/system/node").glob("node[0-9]*")
+        if _sysfs_cpulist(str(p / "cpulist")) & affinity
+    ]
+    assert cpu["numa_nodes"] == (len(nodes) or 1)
+    flags = next(
+        line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")
+    ).split()
+    assert cpu["isa"]["avx2"] is ("avx2" in flags)
+    assert cpu["isa"]["amx_tile"] is ("amx_tile" in flags)
+    assert cpu["isa"]["avx512f"] is ("avx512f" in flags)
+
+
+def test_live_memory_os_and_init_agree_with_the_kernel(live):
+    assert live["memory"]["meminfo_total_bytes"] == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert live["memory"]["total_bytes"] <= live["memory"]["meminfo_total_bytes"]
+    assert live["os"]["kernel"] == os.uname().release
+    assert live["os"]["glibc"] == platform.libc_ver()[1]
+    assert live["os"]["glibc_source"] == "ldd"
+    assert live["init"] == Path("/proc/1/comm").read_text().strip()
+    root = next(d for d in live["disks"] if d["mount"] == "/")
+    usage = shutil.disk_usage("/")
+    assert root["size_bytes"] == usage.total
+    assert abs(root["avail_bytes"] - usage.free) < 2**30
+    if shutil.which("nvidia-smi") is None:
+        assert live["gpus"] == [] and live["nvidia"] == {"driver_version": None, "cuda_version": None}
+
+
+def test_capture_then_from_round_trip(tmp_path, live):
+    written = host_facts.write_capture(tmp_path / "cap")
+    names = {p.name for p in written}
+    assert {
+        "lscpu.txt",
+        "lscpu-p.txt",
+        "cpuinfo.txt",
+        "meminfo.txt",
+        "cgroup.txt",
+        "pid1.txt",
+        "df.txt",
+    } <= names
+    assert all(p.is_file() for p in written)
+    back = host_facts.from_capture(tmp_path / "cap")
+    assert back["source"] == str(tmp_path / "cap")
+    assert {k: back[k] for k in STABLE} == {k: live[k] for k in STABLE}
+    assert back["memory"]["total_bytes"] == live["memory"]["total_bytes"]
+
+
+def test_capture_refuses_a_used_folder_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "notes.txt").write_text("mine\n")
+    with pytest.raises(FileExistsError):
+        host_facts.write_capture(used)
+    assert [p.name for p in used.iterdir()] == ["notes.txt"]
+
+    monkeypatch.setattr(
+        capture_module, "collect_live", lambda: {"lscpu.txt": "x\n", "no/such/dir.txt": "y\n"}
+    )
+    with pytest.raises(FileNotFoundError):
+        host_facts.write_capture(tmp_path / "broken")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["used"]
+
+
+def test_capture_into_an_existing_empty_folder(tmp_path):
+    (tmp_path / "empty").mkdir()
+    written = host_facts.write_capture(tmp_path / "empty")
+    assert (tmp_path / "empty" / "meminfo.txt") in written
+
+
+def test_cli_from_json_and_tables():
+    runner = CliRunner()
+    result = runner.invoke(app, ["facts", "--from", str(HOSTS / "synthetic-autodl-6430-4090"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == host_facts.from_capture(HOSTS / "synthetic-autodl-6430-4090")
+    tables = runner.invoke(app, ["facts", "--from", str(HOSTS / "2xh200-xeon-amx-32c")])
+    assert tables.exit_code == 0
+    assert "32 physical cores" in tables.stdout and "NVIDIA H200" in tables.stdout and "NV18" in tables.stdout
+
+
+def test_cli_bad_input():
+    runner = CliRunner()
+    missing = runner.invoke(app, ["facts", "--from", "/nonexistent/capture"])
+    assert missing.exit_code == 1 and "capture folder not found" in missing.output
+    both = runner.invoke(app, ["facts", "--from", "a", "--capture", "b"])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_cli_capture_then_from_in_subprocesses(tmp_path):
+    env = {**os.environ, "COLUMNS": "200"}
+    run = [sys.executable, "-m", "ktinfra", "facts"]
+    done = subprocess.run(
+        [*run, "--capture", str(tmp_path / "cap"), "--json"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "cgroup.txt" in json.loads(done.stdout)["files"]
+    live = json.loads(
+        subprocess.run([*run, "--json"], capture_output=True, text=True, env=env, check=True).stdout
+    )
+    back = json.loads(
+        subprocess.run(
+            [*run, "--from", str(tmp_path / "cap"), "--json"], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    assert back["cpu"] == live["cpu"] and back["source"] == str(tmp_path / "cap") and live["source"] == "live"
+
+
+def test_api_imports_without_typer_or_rich():
+    code = (
+        "import sys; sys.modules['typer'] = None; sys.modules['rich'] = None\n"
+        "import ktinfra.facts as f\n"
+        f"print(f.from_capture({str(HOSTS / 'h100-xeon-amx-16c')!r})['cpu']['physical_cores'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "16"

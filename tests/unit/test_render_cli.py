@@ -1,0 +1,128 @@
+"""`ktinfra render ...` on the command line: JSON output, modes, and bad input leaving --out untouched."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from test_render_support import PLANS, snapshot
+from typer.testing import CliRunner
+
+from ktinfra.cli import app
+
+SEED002 = str(PLANS / "seed002-qwen3-30b-a3b-serve.json")
+SERVE = ["render", "serve", "--name", "Qwen3-30B-A3B", "--model-path", "/models/Qwen3-30B-A3B"]
+SERVE += ["--weight-path", "/models/Qwen3-30B-A3B-INT8"]
+
+
+@pytest.fixture
+def out_dir(tmp_path):
+    """A --out directory that already holds an earlier render, so 'untouched' is a real check."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "ktinfra-serve@.service").write_text("# earlier render\n")
+    env = out / "ktinfra-serve-Qwen3-30B-A3B.env"
+    env.write_text('KT_SERVE_ARGS="--port 1"\n')
+    env.chmod(0o600)
+    return out
+
+
+def run(args):
+    return CliRunner().invoke(app, args)
+
+
+def test_serve_json_output_through_the_real_entry_point(tmp_path):
+    out = tmp_path / "units"
+    cmd = [sys.executable, "-m", "ktinfra", *SERVE, "--plan", SEED002, "--out", str(out), "--json"]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["unit"] == "ktinfra-serve@Qwen3-30B-A3B.service"
+    assert doc["health_url"] == "http://127.0.0.1:8000/health"
+    assert doc["argv"][1:3] == ["-m", "sglang.launch_server"]
+    assert sorted(doc["files"]) == sorted(
+        [str(out / "ktinfra-serve@.service"), str(out / "ktinfra-serve-Qwen3-30B-A3B.env")]
+    )
+    assert (out / "ktinfra-serve-Qwen3-30B-A3B.env").stat().st_mode & 0o777 == 0o600
+    assert (out / "ktinfra-serve@.service").stat().st_mode & 0o777 == 0o644
+    assert doc["install"] == {
+        "ktinfra-serve@.service": "/etc/systemd/system/ktinfra-serve@.service",
+        "ktinfra-serve-Qwen3-30B-A3B.env": "/etc/ktinfra/serve/Qwen3-30B-A3B.env",
+    }
+
+
+def test_api_key_file_allows_a_wildcard_bind(out_dir, tmp_path):
+    key = tmp_path / "key"
+    key.write_text("k-123\n")
+    result = run([*SERVE, "--plan", SEED002, "--out", str(out_dir), "--json", "--host", "0.0.0.0"]
+                 + ["--api-key-file", str(key)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    env = (out_dir / "ktinfra-serve-Qwen3-30B-A3B.env").read_text()
+    assert 'KT_API_KEY="k-123"' in env
+    assert "--host 0.0.0.0" in env
+    assert "k-123" not in " ".join(json.loads(result.stdout)["argv"])
+    assert not [p for p in out_dir.iterdir() if p.name.startswith(".")], "temp files left behind"
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("malformed", "is not valid JSON"),
+        ("not-object", "must be a JSON object"),
+        ("unknown-mode", "unknown mode 'infer'"),
+        ("missing-model-path", "model path is required"),
+        ("wildcard-no-key", "refusing to bind the server to 0.0.0.0 without an API key"),
+        ("missing-plan-file", "cannot read plan"),
+        ("no-plan", "a plan is required"),
+        ("empty-key", "is empty"),
+    ],
+)
+def test_bad_input_fails_clearly_and_leaves_out_untouched(out_dir, tmp_path, case, message):
+    plan = json.loads(open(SEED002).read())
+    args = [*SERVE, "--out", str(out_dir)]
+    if case == "malformed":
+        args += ["--plan", _write(tmp_path, "p.json", '{"mode": "serve", "serve": {')]
+    elif case == "not-object":
+        args += ["--plan", _write(tmp_path, "p.json", "[1, 2]")]
+    elif case == "unknown-mode":
+        plan["mode"] = "infer"
+        args += ["--plan", _write(tmp_path, "p.json", json.dumps(plan))]
+    elif case == "missing-model-path":
+        args = ["render", "serve", "--name", "q", "--out", str(out_dir), "--plan", SEED002]
+        args += ["--weight-path", "/w"]
+    elif case == "wildcard-no-key":
+        args += ["--plan", SEED002, "--host", "0.0.0.0"]
+    elif case == "missing-plan-file":
+        args += ["--plan", str(tmp_path / "nope.json")]
+    elif case == "empty-key":
+        args += ["--plan", SEED002, "--api-key-file", _write(tmp_path, "key", "\n")]
+    before = snapshot(out_dir)
+    result = run(args)
+    assert result.exit_code == 1
+    assert message in result.output
+    assert snapshot(out_dir) == before
+
+
+def test_out_that_is_a_file_is_refused(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("keep me")
+    result = run([*SERVE, "--plan", SEED002, "--out", str(target)])
+    assert result.exit_code == 1
+    assert "is not a directory" in result.output
+    assert target.read_text() == "keep me"
+
+
+def test_human_output_names_the_unit_and_the_install_steps(tmp_path):
+    result = run([*SERVE, "--plan", SEED002, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert "ktinfra-serve@Qwen3-30B-A3B.service" in result.output
+    assert "systemctl daemon-reload" in result.output
+    assert "ktinfra-serve-Qwen3-30B-A3B.env -> /etc/ktinfra/serve/Qwen3-30B-A3B.env" in result.output

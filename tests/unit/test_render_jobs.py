@@ -1,0 +1,209 @@
+"""Renderers of the batch jobs: CPU weight conversion, LoRA adapter conversion, LLaMA-Factory training."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+import yaml
+from test_render_support import load_fixture_plan
+
+from ktinfra.render import RenderError
+from ktinfra.render.convert import render_convert, render_lora_convert
+from ktinfra.render.train import render_train
+
+
+def env_values(text: str) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    return {key: shlex.split(value)[0] for key, value in pairs}
+
+
+# ---- convert_cpu_weights.py -------------------------------------------------------------------------------
+
+
+def test_convert_reproduces_seed002_and_takes_threads_from_the_plan():
+    """Seed 002 section 4.2.1 ran the converter by hand; threads follow the plan (8 cores, 2 pools)."""
+    plan = load_fixture_plan("seed002-qwen3-30b-a3b-serve.json")
+    rendered = render_convert(
+        model_path="/root/autodl-tmp/Qwen3-30B-A3B",
+        output="/root/autodl-tmp/Qwen3-30B-A3B-INT8",
+        method="int8",
+        plan=plan,
+    )
+    assert rendered.info["unit"] == "ktinfra-convert@Qwen3-30B-A3B-INT8.service"
+    assert rendered.info["argv"][2:] == [
+        "--input-path", "/root/autodl-tmp/Qwen3-30B-A3B", "--input-type", "bf16",
+        "--output", "/root/autodl-tmp/Qwen3-30B-A3B-INT8", "--quant-method", "int8",
+        "--cpuinfer-threads", "8", "--threadpool-count", "2",
+    ]  # fmt: skip
+    assert rendered.info["argv"][1].endswith("kt-kernel/scripts/convert_cpu_weights.py")
+    env = env_values(rendered.files["ktinfra-convert-Qwen3-30B-A3B-INT8.env"][0])
+    assert env["KT_CONVERT_ARGS"].split() == rendered.info["argv"][2:]
+    assert env["KT_CONVERT_MARKER"] == "/root/autodl-tmp/Qwen3-30B-A3B-INT8/.ktinfra-convert-done"
+    unit = rendered.files["ktinfra-convert@.service"][0]
+    assert "Type=oneshot" in unit and "ExecCondition=" in unit and "TimeoutStartSec=infinity" in unit
+
+
+def test_convert_fp8_model_uses_the_plans_native_dtype():
+    plan = load_fixture_plan("h100-qwen3-30b-a3b-serve.json")
+    plan["model"]["native_dtype"] = "fp8"
+    rendered = render_convert(
+        model_path="/m/DeepSeek-V3", output="/m/DeepSeek-V3-INT4", method="int4", plan=plan
+    )
+    argv = rendered.info["argv"]
+    assert argv[argv.index("--input-type") + 1] == "fp8"
+    assert argv[argv.index("--cpuinfer-threads") + 1] == "16"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"method": "int3"}, "--method 'int3' is not one of int8, int4"),
+        ({"model_path": None}, "--model-path is required"),
+        ({"output": "rel/out"}, "--output must be an absolute path"),
+        ({"output": "/m/q/"}, "--output must differ from --model-path"),
+        ({"cpuinfer_threads": None}, "converter threads unknown"),
+        ({"input_type": "int8"}, "--input-type 'int8' is not one of"),
+    ],
+)
+def test_convert_bad_inputs(kwargs, message):
+    args = {"model_path": "/m/q", "output": "/m/q-int8", "method": "int8", "cpuinfer_threads": 8}
+    args["threadpool_count"] = 1
+    args.update(kwargs)
+    with pytest.raises(RenderError, match=message):
+        render_convert(**args)
+
+
+# ---- LoRA adapter conversion ------------------------------------------------------------------------------
+
+
+def test_lora_convert_current_uses_kt_kernels_converter():
+    rendered = render_lora_convert(adapter="/runs/med/", output="/srv/lora/med", model_path="/models/Qwen3")
+    assert rendered.info["argv"][1].endswith("kt-kernel/scripts/convert_kt_to_sglang_adapter.py")
+    assert rendered.info["argv"][2:] == [
+        "/runs/med", "/srv/lora/med", "--base-model-name-or-path", "/models/Qwen3", "--overwrite",
+    ]  # fmt: skip
+    assert rendered.info["unit"] == "ktinfra-lora-convert@med.service"
+    assert rendered.info["lora_path"] == "/srv/lora/med"
+
+
+def test_lora_convert_legacy_uses_the_sglang_fork_script():
+    rendered = render_lora_convert(adapter="/runs/med", output="/srv/lora/med-sg", legacy=True, name="med")
+    assert rendered.info["argv"][1] == "/opt/ktinfra/src/sglang/convert_lora.py"
+    assert rendered.info["argv"][2:] == ["/runs/med", "/srv/lora/med-sg"]
+    env = env_values(rendered.files["ktinfra-lora-convert-med.env"][0])
+    assert env["KT_LORA_CONVERT_ARGS"] == "/runs/med /srv/lora/med-sg"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, r"--model-path \(the base model"),
+        ({"model_path": "/m", "output": "/runs/med"}, "--output must differ from --adapter"),
+        ({"legacy": True, "lora_alpha": 16.0}, "--lora-alpha applies to the current converter only"),
+        ({"model_path": "/m", "lora_alpha": -1.0}, "--lora-alpha must be positive"),
+    ],
+)
+def test_lora_convert_bad_inputs(kwargs, message):
+    args = {"adapter": "/runs/med", "output": "/srv/lora/med"}
+    args.update(kwargs)
+    with pytest.raises(RenderError, match=message):
+        render_lora_convert(**args)
+
+
+# ---- LLaMA-Factory training -------------------------------------------------------------------------------
+
+
+def _train(plan_name: str, **overrides):
+    args = {
+        "name": "med-r8",
+        "model_path": "/models/Qwen3-30B-A3B",
+        "dataset": "identity,alpaca_en_demo",
+        "dataset_dir": "/data/llamafactory",
+        "output_dir": "/runs/med-r8",
+    }
+    args.update(overrides)
+    return render_train(load_fixture_plan(plan_name), **args)
+
+
+def test_train_current_stack_recipe_and_launcher():
+    rendered = _train("h100-qwen3-30b-a3b-sft-current.json")
+    recipe = yaml.safe_load(rendered.files["med-r8.yaml"][0])
+    assert recipe["model_name_or_path"] == "/models/Qwen3-30B-A3B"
+    assert recipe["template"] == "qwen3"
+    assert recipe["dataset_dir"] == "/data/llamafactory"
+    assert (recipe["stage"], recipe["finetuning_type"], recipe["lora_rank"], recipe["lora_target"]) == (
+        "sft", "lora", 8, "all",
+    )  # fmt: skip
+    assert recipe["overwrite_output_dir"] is False
+    assert recipe["use_kt"] is True
+    assert recipe["kt_config"]["kt_backend"] == "AMXBF16"
+    assert recipe["kt_config"]["kt_num_threads"] == 16
+    assert "kt_optimize_rule" not in recipe
+    accelerate = yaml.safe_load(rendered.files["med-r8.accelerate.yaml"][0])
+    assert accelerate["distributed_type"] == "FSDP" and accelerate["num_processes"] == 1
+    assert accelerate["fsdp_config"]["fsdp_version"] == 2
+    assert not any(key.startswith("kt") for key in accelerate)
+    env = env_values(rendered.files["ktinfra-train-med-r8.env"][0])
+    assert env == {
+        "USE_KT": "1",
+        "ACCELERATE_USE_KT": "true",
+        "KT_TRAIN_CONFIG": "/etc/ktinfra/train/med-r8.yaml",
+        "KT_ACCELERATE_CONFIG": "/etc/ktinfra/train/med-r8.accelerate.yaml",
+        "CUDA_VISIBLE_DEVICES": "0",
+    }
+    unit = rendered.files["ktinfra-train@.service"][0]
+    assert (
+        "ExecStart=/opt/ktinfra/envs/kt-sft/bin/accelerate launch --config_file ${KT_ACCELERATE_CONFIG} "
+        "-m llamafactory.cli train ${KT_TRAIN_CONFIG}" in unit
+    )
+
+
+def test_train_legacy_stack_recipe_and_launcher():
+    rendered = _train("seed002-qwen3-30b-a3b-sft-legacy.json", python="/opt/conda/envs/kt-sft/bin/python")
+    recipe = yaml.safe_load(rendered.files["med-r8.yaml"][0])
+    assert recipe["template"] == "qwen3_nothink"
+    assert recipe["kt_optimize_rule"] == (
+        "/opt/ktinfra/src/LLaMA-Factory/examples/kt_optimize_rules/Qwen3Moe-sft-amx.yaml"
+    )
+    assert (recipe["use_kt"], recipe["cpu_infer"], recipe["chunk_size"]) == (True, 8, 8192)
+    assert (recipe["gradient_accumulation_steps"], recipe["cutoff_len"]) == (16, 1024)
+    assert "kt_config" not in recipe
+    assert "med-r8.accelerate.yaml" not in rendered.files
+    unit = rendered.files["ktinfra-train@.service"][0]
+    assert "ExecStart=/opt/conda/envs/kt-sft/bin/llamafactory-cli train ${KT_TRAIN_CONFIG}" in unit
+    assert rendered.info["argv"] == [
+        "/opt/conda/envs/kt-sft/bin/llamafactory-cli", "train", "/etc/ktinfra/train/med-r8.yaml",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("plan_name", "change", "overrides", "message"),
+    [
+        ("h100-qwen3-30b-a3b-serve.json", {}, {}, "needs a sft plan, got a serve plan"),
+        ("h100-qwen3-30b-a3b-sft-current.json", {"stack_generation": "next"}, {}, "stack_generation 'next'"),
+        ("h100-qwen3-30b-a3b-sft-current.json", {"model": {"architecture": "llama"}}, {}, "pass --template"),
+        ("h100-qwen3-30b-a3b-sft-current.json", {}, {"dataset_dir": "data"}, "--dataset-dir must be an abs"),
+        ("h100-qwen3-30b-a3b-sft-current.json", {}, {"dataset": "a b"}, "--dataset 'a b' contains ' '"),
+        (
+            "seed002-qwen3-30b-a3b-sft-legacy.json",
+            {"stack_generation": "current"},
+            {},
+            "must hold a kt_config",
+        ),
+    ],
+)
+def test_train_bad_inputs(plan_name, change, overrides, message):
+    plan = load_fixture_plan(plan_name)
+    plan.update(change)
+    args = {"name": "r", "model_path": "/m", "dataset": "d", "dataset_dir": "/d", "output_dir": "/o"}
+    args.update(overrides)
+    with pytest.raises(RenderError, match=message):
+        render_train(plan, **args)
+
+
+def test_train_legacy_plan_without_its_kt_keys_is_refused():
+    plan = load_fixture_plan("seed002-qwen3-30b-a3b-sft-legacy.json")
+    del plan["sft"]["kt"]["chunk_size"]
+    with pytest.raises(RenderError, match="legacy plan sft.kt lacks chunk_size"):
+        render_train(plan, name="r", model_path="/m", dataset="d", dataset_dir="/d", output_dir="/o")
