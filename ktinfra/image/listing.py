@@ -39,7 +39,7 @@ def builds(out_root: Path) -> list[dict]:
             seen.add(info["id"])
             rows.append(
                 {
-                    "image": f"{img['Repository']}:{img['Tag']}",
+                    "image": info["tags"][0] if info["tags"] else info["id"][7:19],
                     "id": info["id"],
                     "source": "docker",
                     "profile": info["labels"].get("ktinfra.profile"),
