@@ -161,6 +161,7 @@ build {
       "ANSIBLE_SSH_TRANSFER_METHOD=piped",
       "ANSIBLE_PYTHON_INTERPRETER=auto_silent",
       "ANSIBLE_NOCOLOR=1",
+      "ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks",
       "ANSIBLE_ROLES_PATH=${path.root}/../roles",
     ]
   }
