@@ -148,6 +148,8 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
     log = (stage / "build.log").open("w")
 
     def line(text: str) -> None:
+        if log.closed:  # sh's reader thread may flush a last chunk after an interrupted build
+            return
         log.write(text + "\n")
         log.flush()
         if on_line:

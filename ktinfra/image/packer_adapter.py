@@ -11,6 +11,9 @@ What it gets wrong, and how this adapter works around it (here only):
 - `out_iter`/`err_iter` callables crash in sh 1.11 (which python-packer pins) on Python >= 3.11
   (`inspect.getargspec`): pass file-like sinks instead (sh writes bytes chunks to any object with write()).
   The wrapper also sets `_out_bufsize` for err_iter, so stderr chunks are not lines: the sinks re-split them.
+- `build()` blocks in sh and an interrupted build leaves packer (and its container) running: the adapter
+  runs it in the background (`_bg`), waits, and sends SIGINT to packer's process group (its panicwrap
+  parent ignores a plain SIGINT) so packer cancels and cleans up before we re-raise.
 - `version()` parses the captured stdout, which is empty when output goes to a sink: read the sink instead.
 - colour codes and a TTY: the wrapper has no -color flag; the command is re-baked with PACKER_NO_COLOR and
   without a TTY, and with a PATH that holds this venv's ansible-playbook (packer's ansible provisioner
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -124,11 +128,24 @@ class Packer:
         return parse_hcl2_inspect("\n".join(self._lines))
 
     def build(self, force: bool = True) -> str:
+        """Run `packer build`; on Ctrl-C or any error here, packer gets SIGINT and cleans up first."""
         self._lines.clear()
+        baked = self._w.packer
+        self._w.packer = baked.bake(_bg=True)  # the wrapper would block; we need the process to signal it
         try:
-            self._w.build(parallel=False, force=force)
+            running = self._w.build(parallel=False, force=force)
+        finally:
+            self._w.packer = baked
+        try:
+            running.wait()
         except self._sh.ErrorReturnCode as exc:
             raise PackerError(f"packer build failed (exit {exc.exit_code}):\n{self.tail(40)}") from exc
+        except BaseException:
+            # sh starts packer in its own session; packer's panicwrap parent ignores SIGINT and expects the
+            # terminal to reach its child, so the whole process group gets it (as from a Ctrl-C).
+            os.killpg(running.process.pid, signal.SIGINT)
+            running.process.wait()  # RunningCommand.wait() returns at once once it has been interrupted
+            raise
         return "\n".join(self._lines)
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -155,3 +157,38 @@ def test_failed_build_leaves_nothing(tmp_path):
     ).stdout.strip()
     assert left == ""
     assert dockercli.image_info(f"{REPO}:smoke-bad") is None
+
+
+def test_interrupted_build_leaves_nothing(tmp_path):
+    out = tmp_path / "out"
+    cmd = [
+        *KTINFRA,
+        "image",
+        "build",
+        "--profile",
+        str(SMOKE_PROFILE),
+        "--playbook",
+        str(PLAYBOOK),
+        "--repository",
+        REPO,
+        "--tag",
+        "interrupted",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = out / "smoke-docker.partial" / "build.log"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (log.exists() and "TASK [" in log.read_text()):
+        time.sleep(1)
+    assert proc.poll() is None, "the build ended before ansible started"
+    proc.send_signal(signal.SIGINT)  # Ctrl-C while ansible provisions the container
+    assert proc.wait(timeout=180) != 0
+    assert sorted(p.name for p in out.iterdir()) == ["last-failed.log"]
+    left = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "name=image-build-smoke-"], capture_output=True, text=True
+    )
+    assert left.stdout.strip() == ""
+    running = subprocess.run(["pgrep", "-af", f"packer build .*{out}"], capture_output=True, text=True).stdout
+    assert not running, running
+    assert dockercli.image_info(f"{REPO}:interrupted") is None
