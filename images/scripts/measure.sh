@@ -37,9 +37,9 @@ rm -rf "$WHEELHOUSE"
 build cold
 build warm
 
-pins() {  # $1 = env role
-  .venv/bin/python -c "import sys; from ktinfra.image import spec
-p = spec.load(sys.argv[1]); print(' '.join(e.get('packages', []) and ' '.join(e['packages']) or '' for r, e in p['envs'].items() if r == sys.argv[2]))" "$PROFILE" "$1"
+pins() {  # $1 = env role: that env's pins, space separated
+  .venv/bin/python -c 'import sys; from ktinfra.image import spec
+envs = spec.load(sys.argv[1])["envs"]; print(" ".join(envs.get(sys.argv[2], {}).get("packages") or []))' "$PROFILE" "$1"
 }
 t0=$(date +%s)
 docker build -q -f images/compare/Dockerfile.naive -t "$REPO:naive-$(basename "$PROFILE" .yaml)" \
