@@ -39,7 +39,7 @@ def env_specs(profile: dict, env_root: str = ENV_ROOT, only: list[str] | None = 
         name = env.get("name", role)
         if only and role not in only and name not in only:
             continue
-        pins = list(env.get("packages") or [])
+        pins = env_pins(env)
         if not pins:
             continue
         prefix = f"{env_root}/{name}"
@@ -51,6 +51,17 @@ def env_specs(profile: dict, env_root: str = ENV_ROOT, only: list[str] | None = 
     if not specs:
         raise ImageError(f"profile {profile['name']} pins no packages: nothing to bake")
     return specs
+
+
+def env_pins(env: dict) -> list[str]:
+    """What validate checks for an env: its package pins, its wheel files as name==version (the version
+    field of the wheel file name), and its git sources by name (any version)."""
+    pins = list(env.get("packages") or [])
+    for wheel in env.get("wheels") or []:
+        name = wheel.get("name") or wheel["file"].split("-")[0]
+        pins.append(f"{name}=={wheel.get('version') or wheel['file'].split('-')[1]}")
+    pins += [src["name"] for src in env.get("git") or []]
+    return pins
 
 
 def root_volume_gb(profile: dict, envs: dict) -> int:

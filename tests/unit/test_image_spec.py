@@ -55,6 +55,26 @@ def test_unknown_profile_and_env_refused(tmp_path):
         spec.load(str(bad))
 
 
+def test_wheel_files_and_git_sources_become_pins():
+    env = {
+        "packages": ["torch==2.7.1"],
+        "wheels": [
+            {
+                "name": "flash-attn",
+                "file": "flash_attn-2.8.3+cu12torch2.7cxx11abiTRUE-cp311-cp311-linux_x86_64.whl",
+            },
+            {"file": "ktransformers-0.4.2+cu128torch27fancy-cp311-cp311-linux_x86_64.whl"},
+        ],
+        "git": [{"name": "llamafactory", "repo": "https://example.invalid/LLaMA-Factory.git"}],
+    }
+    assert spec.env_pins(env) == [
+        "torch==2.7.1",
+        "flash-attn==2.8.3+cu12torch2.7cxx11abiTRUE",
+        "ktransformers==0.4.2+cu128torch27fancy",
+        "llamafactory",
+    ]
+
+
 def test_profile_without_pins_refused(tmp_path):
     empty = tmp_path / "empty.yaml"
     empty.write_text("name: empty\ngeneration: current\nenvs:\n  inference:\n    packages: []\n")
