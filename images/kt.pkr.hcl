@@ -114,6 +114,8 @@ variable "aws_ami_name" {
 
 locals {
   wheelhouse = "/var/cache/ktinfra/wheelhouse"
+  # docker builds run as root; on an AMI the communicator user (ubuntu) needs sudo for validate/cleanup
+  as_root = "chmod +x {{ .Path }}; {{ .Vars }} $([ \"$(id -u)\" -eq 0 ] || echo sudo -E) {{ .Path }}"
 }
 
 source "docker" "kt" {
@@ -178,7 +180,8 @@ build {
   }
 
   provisioner "shell" {
-    inline = ["python3 /tmp/ktinfra-validate.py /tmp/ktinfra-build-spec.json /tmp/ktinfra-packages.json ${local.wheelhouse}"]
+    execute_command = local.as_root
+    inline          = ["python3 /tmp/ktinfra-validate.py /tmp/ktinfra-build-spec.json /tmp/ktinfra-packages.json ${local.wheelhouse}"]
   }
 
   provisioner "file" {
@@ -188,6 +191,7 @@ build {
   }
 
   provisioner "shell" {
+    execute_command  = local.as_root
     script           = "${path.root}/scripts/cleanup.sh"
     environment_vars = ["KTINFRA_KEEP=${var.cleanup_keep}", "KTINFRA_WHEELHOUSE=${local.wheelhouse}"]
   }

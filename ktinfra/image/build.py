@@ -70,13 +70,14 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
     profile = spec.load(req.profile)
     envs = spec.env_specs(profile, only=req.envs or None)
     name = f"{profile['name']}-{req.source}"
+    git = manifest.git_revision()  # once: the label and the manifest name the same commit
     labels = {
         "ktinfra.profile": profile["name"],
         "ktinfra.version": __version__,
-        "ktinfra.revision": manifest.git_revision()["revision"] or "unknown",
+        "ktinfra.revision": git["revision"] or "unknown",
     }
     variables = {"profile": profile["name"], "cleanup_keep": ",".join(req.keep), "labels": labels}
-    extra: dict = {}
+    extra: dict = {"git": git}
     if req.source == "docker":
         dockercli.ensure_daemon()
         base = dockercli.image_info(req.base_image)
@@ -225,5 +226,6 @@ def _manifest(
         started=started,
         duration_s=duration,
         packer_version=version,
+        git=prep.extra["git"],
         extra=extra,
     )

@@ -51,6 +51,7 @@ def build_manifest(
     started: str,
     duration_s: float,
     packer_version: str,
+    git: dict | None = None,
     extra: dict | None = None,
 ) -> dict:
     envs = {
@@ -75,7 +76,7 @@ def build_manifest(
             "duration_s": round(duration_s, 1),
             "packer_version": packer_version,
             "ktinfra_version": __version__,
-            "git": git_revision(),
+            "git": git or git_revision(),
             **(extra or {}),
         },
     }
