@@ -1,0 +1,209 @@
+# ktinfra image: one build, two sources.
+#   docker.kt      the embedded default: a local Docker image (the "saved image" of AutoDL-like platforms)
+#   amazon-ebs.kt  a GPU AMI; `ktinfra image build --source amazon-ebs` looks up source_ami with boto3
+#                  and checks instance_type for AMX before packer starts.
+# Parses with the Debian packer 1.6.6 (docker, amazon-ebs, ansible built in). A current HashiCorp Packer
+# also needs the plugins pinned in required-plugins.pkr.hcl: `packer init images/required-plugins.pkr.hcl`.
+# Driven by `ktinfra image build`, which writes the variables file; see docs/readme/image.md.
+
+variable "profile" {
+  type        = string
+  description = "Stack profile name (ktinfra/data/profiles/<name>.yaml or a reduced profile file)."
+}
+
+variable "output_dir" {
+  type        = string
+  description = "Host directory for the build's artifacts (packages.json, packer-manifest.json)."
+}
+
+variable "playbook_file" {
+  type        = string
+  description = "Absolute path of the play that provisions the image (playbooks/image.yml)."
+}
+
+variable "ansible_vars_file" {
+  type        = string
+  description = "JSON extra-vars for the playbook (profile, env specs, wheelhouse), written by ktinfra."
+}
+
+variable "build_spec_file" {
+  type        = string
+  description = "JSON with each env's python and pins; read by the validate step inside the image."
+}
+
+variable "cleanup_keep" {
+  type        = string
+  default     = ""
+  description = "Comma list of things cleanup keeps: wheelhouse, models, tokens."
+}
+
+variable "labels" {
+  type    = map(string)
+  default = {}
+}
+
+# --- docker -------------------------------------------------------------------------------------------
+variable "docker_base_image" {
+  type    = string
+  default = "ktinfra/debian12-systemd:latest"
+}
+
+variable "docker_repository" {
+  type    = string
+  default = "ktinfra/kt"
+}
+
+variable "docker_tag" {
+  type    = string
+  default = "latest"
+}
+
+variable "docker_container_name" {
+  type    = string
+  default = "ktinfra-image-build"
+}
+
+variable "docker_systemd" {
+  type        = bool
+  default     = true
+  description = "Boot the build container with systemd as PID 1 (as the image runs); false: keep it alive with a shell."
+}
+
+variable "docker_systemd_run_args" {
+  type        = list(string)
+  default     = ["--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--cgroupns=host"]
+  description = "docker run options systemd needs on this host (cgroup v1 here; cgroup v2: --cgroupns=private)."
+}
+
+variable "wheelhouse_host_dir" {
+  type        = string
+  default     = "/var/cache/ktinfra/wheelhouse"
+  description = "Host wheelhouse bind-mounted into the build container: warm rebuilds, and no wheels in the image."
+}
+
+# --- amazon-ebs ---------------------------------------------------------------------------------------
+variable "aws_region" {
+  type    = string
+  default = "us-east-1"
+}
+
+variable "aws_source_ami" {
+  type    = string
+  default = "ami-00000000000000000"
+}
+
+variable "aws_instance_type" {
+  type    = string
+  default = "m7i.8xlarge"
+}
+
+variable "aws_ssh_username" {
+  type    = string
+  default = "ubuntu"
+}
+
+variable "aws_root_volume_gb" {
+  type    = number
+  default = 200
+}
+
+variable "aws_ami_name" {
+  type    = string
+  default = "ktinfra-kt"
+}
+
+locals {
+  wheelhouse = "/var/cache/ktinfra/wheelhouse"
+  # docker builds run as root; on an AMI the communicator user (ubuntu) needs sudo for validate/cleanup
+  as_root = "chmod +x {{ .Path }}; {{ .Vars }} $([ \"$(id -u)\" -eq 0 ] || echo sudo -E) {{ .Path }}"
+}
+
+source "docker" "kt" {
+  image  = var.docker_base_image
+  pull   = false
+  commit = true
+  # systemd as PID 1 (handlers such as daemon-reexec work as on a host), or a shell that keeps it alive.
+  run_command = var.docker_systemd ? concat(["-d", "--name", var.docker_container_name], var.docker_systemd_run_args, ["{{.Image}}"]) : ["-d", "-i", "-t", "--name", var.docker_container_name, "--entrypoint=/bin/sh", "--", "{{.Image}}"]
+  volumes     = { (var.wheelhouse_host_dir) = local.wheelhouse }
+  # `ENTRYPOINT []` does not clear a build's /bin/sh entrypoint on commit; env execs systemd as PID 1.
+  changes = concat(
+    ["ENTRYPOINT [\"/usr/bin/env\"]", "CMD [\"/lib/systemd/systemd\"]", "ENV container=docker"],
+    [for k, v in var.labels : "LABEL ${k}=${v}"]
+  )
+}
+
+source "amazon-ebs" "kt" {
+  region        = var.aws_region
+  source_ami    = var.aws_source_ami
+  instance_type = var.aws_instance_type
+  ssh_username  = var.aws_ssh_username
+  ami_name      = "${var.aws_ami_name}-${var.profile}-{{timestamp}}"
+  tags          = var.labels
+  launch_block_device_mappings {
+    device_name           = "/dev/sda1"
+    volume_size           = var.aws_root_volume_gb
+    volume_type           = "gp3"
+    throughput            = 250
+    iops                  = 3000
+    delete_on_termination = true
+  }
+}
+
+build {
+  sources = ["source.docker.kt", "source.amazon-ebs.kt"]
+
+  provisioner "ansible" {
+    playbook_file   = var.playbook_file
+    user            = "root"
+    extra_arguments = ["--extra-vars", "@${var.ansible_vars_file}"]
+    # packer 1.6.6's SSH proxy offers only ssh-rsa and has no SFTP/SCP subsystem that OpenSSH 9 accepts.
+    ansible_env_vars = [
+      "ANSIBLE_HOST_KEY_CHECKING=False",
+      "ANSIBLE_SSH_ARGS=-o HostKeyAlgorithms=+ssh-rsa -o PubkeyAcceptedAlgorithms=+ssh-rsa -o ControlMaster=no",
+      "ANSIBLE_SSH_TRANSFER_METHOD=piped",
+      "ANSIBLE_PYTHON_INTERPRETER=auto_silent",
+      "ANSIBLE_NOCOLOR=1",
+      "ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks",
+      "ANSIBLE_ROLES_PATH=${path.root}/../roles",
+    ]
+  }
+
+  # Validate (like amazon-eks-ami's validate step): envs import and match their pins; packages.json comes back.
+  provisioner "file" {
+    source      = var.build_spec_file
+    destination = "/tmp/ktinfra-build-spec.json"
+  }
+
+  provisioner "file" {
+    source      = "${path.root}/scripts/validate.py"
+    destination = "/tmp/ktinfra-validate.py"
+  }
+
+  provisioner "shell" {
+    execute_command = local.as_root
+    inline          = ["python3 /tmp/ktinfra-validate.py /tmp/ktinfra-build-spec.json /tmp/ktinfra-packages.json ${local.wheelhouse}"]
+  }
+
+  provisioner "file" {
+    direction   = "download"
+    source      = "/tmp/ktinfra-packages.json"
+    destination = "${var.output_dir}/packages.json"
+  }
+
+  provisioner "shell" {
+    execute_command  = local.as_root
+    script           = "${path.root}/scripts/cleanup.sh"
+    environment_vars = ["KTINFRA_KEEP=${var.cleanup_keep}", "KTINFRA_WHEELHOUSE=${local.wheelhouse}"]
+  }
+
+  post-processor "docker-tag" {
+    only       = ["docker.kt"]
+    repository = var.docker_repository
+    tags       = [var.docker_tag]
+  }
+
+  post-processor "manifest" {
+    output     = "${var.output_dir}/packer-manifest.json"
+    strip_path = true
+  }
+}

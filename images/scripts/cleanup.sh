@@ -1,0 +1,56 @@
+#!/bin/sh
+# Last step of an image build (after validate): leave nothing host-specific, secret or cached in the image.
+# KTINFRA_KEEP: comma list of what to keep: wheelhouse, models, tokens. KTINFRA_WHEELHOUSE: its path.
+# KTINFRA_MODEL_DIRS: where model weights may have been put (space separated).
+set -eu
+
+KEEP=",${KTINFRA_KEEP:-},"
+WHEELHOUSE=${KTINFRA_WHEELHOUSE:-/var/cache/ktinfra/wheelhouse}
+MODEL_DIRS=${KTINFRA_MODEL_DIRS:-/models /data/models /opt/kt/models /root/autodl-tmp/models}
+keep() { case "$KEEP" in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+say() { echo "cleanup: $*"; }
+
+used_before=$(df -P / | awk 'NR==2 {print $3}')
+
+# package manager and python caches
+if command -v apt-get >/dev/null; then apt-get clean; fi
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+rm -rf /root/.cache/pip /home/*/.cache/pip /tmp/pip-* /root/.ansible /tmp/ktinfra-*
+for conda in /opt/conda/bin/conda /root/miniconda3/bin/conda /root/anaconda3/bin/conda; do
+  if [ -x "$conda" ]; then "$conda" clean --all --yes >/dev/null && say "conda caches cleaned ($conda)"; fi
+done
+
+# the wheelhouse: a docker build bind-mounts the host's (not part of the image); an AMI's is removed
+if ! keep wheelhouse && [ -d "$WHEELHOUSE" ]; then
+  if mountpoint -q "$WHEELHOUSE"; then
+    say "wheelhouse $WHEELHOUSE is a mount (host cache), left alone"
+  else
+    rm -rf "$WHEELHOUSE" && say "wheelhouse removed"
+  fi
+fi
+
+# model weights and hub tokens never ship unless asked
+if ! keep models; then
+  for d in $MODEL_DIRS /root/.cache/huggingface/hub /root/.cache/modelscope; do
+    if [ -d "$d" ] && ! mountpoint -q "$d"; then rm -rf "$d" && say "removed $d"; fi
+  done
+fi
+if ! keep tokens; then
+  rm -f /root/.cache/huggingface/token /root/.cache/huggingface/stored_tokens /root/.huggingface/token \
+    /root/.modelscope/credentials/* /root/.netrc /root/.git-credentials
+fi
+
+# host identity: regenerated on first boot
+: >/etc/machine-id
+rm -f /var/lib/dbus/machine-id /var/lib/systemd/random-seed
+rm -f /etc/ssh/ssh_host_*
+
+# shell history and logs of the build
+rm -f /root/.bash_history /root/.python_history /home/*/.bash_history /root/.lesshst /root/.viminfo
+find /var/log -type f \( -name '*.gz' -o -name '*.[0-9]' \) -delete 2>/dev/null || true
+find /var/log -type f -name '*.log' -exec truncate -s 0 {} + 2>/dev/null || true
+find /var/log/journal -type f -name '*.journal*' -delete 2>/dev/null || true
+rm -rf /var/tmp/* 2>/dev/null || true
+
+used_after=$(df -P / | awk 'NR==2 {print $3}')
+say "done (filesystem use ${used_before}K -> ${used_after}K)"

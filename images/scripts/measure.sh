@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Measure an image build: cold (empty wheelhouse), warm rebuild (same wheelhouse), and a naive
+# `pip install` Dockerfile of the same pins from the same base image. Prints one JSON line per step to
+# out/measure/<profile>.jsonl; docs/results/image-build.md records the numbers.
+# usage: images/scripts/measure.sh [PROFILE] [PLAYBOOK]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PROFILE=${1:-kt-0.7}
+PLAYBOOK=${2:-playbooks/image.yml}
+REPO=${MEASURE_REPO:-image-measure/kt}
+WHEELHOUSE=${MEASURE_WHEELHOUSE:-$PWD/out/measure/wheelhouse}
+KTINFRA=.venv/bin/ktinfra
+mkdir -p out/measure
+RESULTS=out/measure/$(basename "$PROFILE" .yaml).jsonl
+: >"$RESULTS"
+
+build() {  # $1 = step name
+  local t0 t1
+  t0=$(date +%s)
+  $KTINFRA image build --json --profile "$PROFILE" --playbook "$PLAYBOOK" --repository "$REPO" \
+    --wheelhouse "$WHEELHOUSE" --out out/measure/builds >out/measure/manifest-"$1".json 2>out/measure/"$1".err
+  t1=$(date +%s)
+  .venv/bin/python - "$1" "$((t1 - t0))" out/measure/manifest-"$1".json "$WHEELHOUSE" >>"$RESULTS" <<'PY'
+import json, os, sys
+step, wall, path, wh = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+m = json.load(open(path))
+wh_bytes = sum(os.path.getsize(os.path.join(wh, f)) for f in os.listdir(wh))
+print(json.dumps({"step": step, "wall_s": wall, "packer_s": m["build"]["duration_s"], "image": m["image"]["tag"],
+                  "image_bytes": m["sizes"]["image_bytes"], "added_bytes": m["sizes"]["added_bytes"],
+                  "envs_bytes": m["sizes"]["envs_bytes"], "wheelhouse_bytes": wh_bytes,
+                  "pins": len(m["pins"]), "packages": sum(len(e["packages"]) for e in m["envs"].values())}))
+PY
+  tail -1 "$RESULTS"
+}
+
+rm -rf "$WHEELHOUSE"
+build cold
+build warm
+
+pins() {  # $1 = env role: that env's pins, space separated
+  .venv/bin/python -c 'import sys; from ktinfra.image import spec
+envs = spec.load(sys.argv[1])["envs"]; print(" ".join(envs.get(sys.argv[2], {}).get("packages") or []))' "$PROFILE" "$1"
+}
+t0=$(date +%s)
+docker build -q -f images/compare/Dockerfile.naive -t "$REPO:naive-$(basename "$PROFILE" .yaml)" \
+  --build-arg INFERENCE_PINS="$(pins inference)" --build-arg SFT_PINS="$(pins sft)" images/compare \
+  >out/measure/naive.out 2>out/measure/naive.err
+t1=$(date +%s)
+size=$(docker image inspect -f '{{.Size}}' "$REPO:naive-$(basename "$PROFILE" .yaml)")
+echo "{\"step\": \"naive-dockerfile\", \"wall_s\": $((t1 - t0)), \"image_bytes\": $size}" | tee -a "$RESULTS"

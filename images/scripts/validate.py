@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Validate step of an image build (runs inside the image, stdlib only).
+
+usage: validate.py SPEC_JSON OUT_JSON WHEELHOUSE
+
+SPEC_JSON: {"profile": "kt-0.7", "envs": {"kt-kernel": {"python": "/opt/kt/envs/kt-kernel/bin/python",
+            "pins": ["kt-kernel==0.7.2", ...], "imports": ["kt_kernel"]  # optional}}}
+For every env: its python runs, each pin is installed at exactly the pinned version, and each pinned
+distribution's top-level modules import. OUT_JSON lists every installed distribution with its version and
+the sha256 of the wheel it came from (looked up in WHEELHOUSE), plus the env's size on disk.
+Exits 1 with one line per problem when anything does not match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+# Runs inside each env's python: lists distributions and the top-level modules of each.
+PROBE = r"""
+import json, importlib.metadata as md, sys
+out = {"python": sys.version.split()[0], "prefix": sys.prefix, "dists": {}}
+for d in md.distributions():
+    name = d.metadata["Name"]
+    if not name:
+        continue
+    tops = (d.read_text("top_level.txt") or "").split()
+    if not tops:
+        for f in d.files or []:
+            parts = f.parts
+            if len(parts) == 2 and parts[1] == "__init__.py" and not parts[0].endswith((".dist-info", ".data")):
+                tops.append(parts[0])
+            elif len(parts) == 1 and parts[0].endswith(".py"):
+                tops.append(parts[0][:-3])
+    out["dists"][name] = {"version": d.version, "top_level": sorted(set(tops))}
+print(json.dumps(out))
+"""
+
+IMPORT = r"""
+import importlib, json, sys
+res = {}
+for mod in sys.argv[1:]:
+    try:
+        importlib.import_module(mod)
+        res[mod] = "ok"
+    except BaseException as exc:  # an import may sys.exit or raise anything
+        res[mod] = f"{type(exc).__name__}: {exc}"[:300]
+print(json.dumps(res))
+"""
+
+
+def canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_pin(pin: str) -> tuple[str, str | None]:
+    m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*(?:==\s*([^\s;]+))?", pin)
+    if not m:
+        raise ValueError(f"cannot parse pin {pin!r}")
+    return canon(m.group(1)), m.group(3)
+
+
+def wheel_index(wheelhouse: str) -> dict[tuple[str, str], str]:
+    """(canonical name, version) -> path of the wheel or sdist in the wheelhouse."""
+    index: dict[tuple[str, str], str] = {}
+    if not os.path.isdir(wheelhouse):
+        return index
+    for fn in sorted(os.listdir(wheelhouse)):
+        if fn.endswith(".whl"):
+            parts = fn[:-4].split("-")
+            if len(parts) >= 5:
+                index[(canon(parts[0]), parts[1])] = os.path.join(wheelhouse, fn)
+        elif fn.endswith((".tar.gz", ".zip")):
+            stem = fn[: -len(".tar.gz")] if fn.endswith(".tar.gz") else fn[:-4]
+            name, _, version = stem.rpartition("-")
+            if name:
+                index.setdefault((canon(name), version), os.path.join(wheelhouse, fn))
+    return index
+
+
+def sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def du(path: str) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for fn in files:
+            try:
+                st = os.lstat(os.path.join(root, fn))
+            except OSError:
+                continue
+            total += st.st_blocks * 512
+    return total
+
+
+def run_json(python: str, code: str, *args: str) -> dict:
+    proc = subprocess.run([python, "-c", code, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{python} failed: {proc.stderr.strip()[-500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def check_env(name: str, spec: dict, wheels: dict, problems: list[str]) -> dict:
+    python = spec["python"]
+    if not os.access(python, os.X_OK):
+        problems.append(f"env {name}: no python at {python}")
+        return {}
+    probe = run_json(python, PROBE)
+    installed = {canon(d): (d, info) for d, info in probe["dists"].items()}
+    pinned, imports = set(), list(spec.get("imports") or [])
+    for pin in spec.get("pins", []):
+        key, want = parse_pin(pin)
+        pinned.add(key)
+        if key not in installed:
+            problems.append(f"env {name}: {pin} is not installed")
+            continue
+        have = installed[key][1]["version"]
+        if want is not None and have != want:
+            problems.append(f"env {name}: {key} is {have}, profile pins {want}")
+        if not spec.get("imports"):
+            imports += installed[key][1]["top_level"]
+    import_results = run_json(python, IMPORT, *sorted(set(imports))) if imports else {}
+    for mod, res in import_results.items():
+        if res != "ok":
+            problems.append(f"env {name}: import {mod} failed: {res}")
+    packages = []
+    for key, (dist, info) in sorted(installed.items()):
+        wheel = wheels.get((key, info["version"]))
+        packages.append(
+            {
+                "name": dist,
+                "version": info["version"],
+                "pinned": key in pinned,
+                "wheel": os.path.basename(wheel) if wheel else None,
+                "sha256": sha256(wheel) if wheel else None,
+            }
+        )
+    return {
+        "python": python,
+        "python_version": probe["python"],
+        "prefix": probe["prefix"],
+        "size_bytes": du(probe["prefix"]),
+        "imports": import_results,
+        "packages": packages,
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(argv[1]) as f:
+        spec = json.load(f)
+    wheels = wheel_index(argv[3])
+    problems: list[str] = []
+    envs = {name: check_env(name, env, wheels, problems) for name, env in spec["envs"].items()}
+    with open(argv[2], "w") as f:
+        json.dump({"profile": spec.get("profile"), "envs": envs, "problems": problems}, f, indent=1)
+    for p in problems:
+        print(f"validate: {p}", file=sys.stderr)
+    if problems:
+        return 1
+    for name, env in envs.items():
+        pinned = [f"{p['name']}=={p['version']}" for p in env["packages"] if p["pinned"]]
+        print(f"validate: env {name} ok ({len(env['packages'])} packages; pins {', '.join(pinned)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

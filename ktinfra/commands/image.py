@@ -1,0 +1,162 @@
+"""`ktinfra image build|verify|list`: bake, check and list saved images (Packer templates in images/)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ktinfra.image import REPO_ROOT, ImageError, listing
+from ktinfra.image import build as build_mod
+from ktinfra.image import verify as verify_mod
+from ktinfra.profiles import DEFAULT_PROFILE
+
+image_app = typer.Typer(
+    help="Bake a reusable image with Packer, verify it with testinfra, list builds.", no_args_is_help=True
+)
+err = Console(stderr=True)
+
+
+def _fail(exc: Exception) -> None:
+    err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+    raise typer.Exit(1)
+
+
+@image_app.command("build")
+def build(
+    source: Annotated[str, typer.Option(help="docker (a local image) or amazon-ebs (a GPU AMI).")] = "docker",
+    profile: Annotated[
+        str, typer.Option(help="Stack profile name, or a profile YAML file.")
+    ] = DEFAULT_PROFILE,
+    env: Annotated[
+        list[str] | None, typer.Option("--env", help="Only these envs of the profile (role or name).")
+    ] = None,
+    keep: Annotated[
+        list[str] | None, typer.Option(help="Keep in the image: wheelhouse, models, tokens.")
+    ] = None,
+    playbook: Annotated[Path, typer.Option(help="Play that provisions.")] = REPO_ROOT
+    / "playbooks"
+    / "image.yml",
+    out: Annotated[Path, typer.Option(help="Where build directories go.")] = REPO_ROOT / "out" / "image",
+    repository: Annotated[str, typer.Option(help="docker: repository of the image tag.")] = "ktinfra/kt",
+    tag: Annotated[str | None, typer.Option(help="docker: image tag (default: the profile name).")] = None,
+    systemd: Annotated[bool, typer.Option(help="docker: build with systemd as PID 1 (else a shell).")] = True,
+    base_image: Annotated[
+        str, typer.Option(help="docker: source image.")
+    ] = "ktinfra/debian12-systemd:latest",
+    wheelhouse: Annotated[Path, typer.Option(help="docker: host wheel cache.")] = REPO_ROOT
+    / ".cache"
+    / "wheelhouse",
+    region: Annotated[str, typer.Option(help="amazon-ebs: region.")] = "us-east-1",
+    instance_type: Annotated[
+        str, typer.Option(help="amazon-ebs: build instance (must have AMX).")
+    ] = "m7i.8xlarge",
+    source_ami: Annotated[
+        str | None, typer.Option(help="amazon-ebs: base AMI (default: looked up with boto3).")
+    ] = None,
+    packer: Annotated[str, typer.Option(help="packer executable.")] = "packer",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+) -> None:
+    """Bake the image: playbooks/image.yml through Packer, then validate, clean up and write a manifest."""
+    req = build_mod.BuildRequest(
+        source=source,
+        profile=profile,
+        envs=env or [],
+        keep=keep or [],
+        playbook=playbook,
+        out_root=out,
+        repository=repository,
+        tag=tag,
+        base_image=base_image,
+        systemd=systemd,
+        wheelhouse=wheelhouse,
+        region=region,
+        instance_type=instance_type,
+        source_ami=source_ami,
+        packer=packer,
+    )
+    on_line = None if as_json else _echo
+    try:
+        result = build_mod.run(req, on_line=on_line)
+    except ImageError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps(result, indent=1))
+        return
+    _print_build(result)
+
+
+def _echo(line: str) -> None:
+    err.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_build(m: dict) -> None:
+    console = Console()
+    img = m["image"]
+    console.print(
+        f"[bold]{img.get('tag') or img['id']}[/bold] ({img['source']}, profile {m['profile']['name']}) "
+        f"built in {m['build']['duration_s']:.0f} s; manifest {m['build']['output_dir']}/manifest.json"
+    )
+    table = Table("env", "package", "version", "wheel sha256")
+    for p in m["pins"]:
+        table.add_row(p["env"], p["name"], p["version"], (p["sha256"] or "-")[:16])
+    console.print(table)
+    for k, v in m["sizes"].items():
+        console.print(f"  {k}: {v}")
+
+
+@image_app.command("verify")
+def verify(
+    image: Annotated[str, typer.Argument(help="docker image (tag or id) to start and check.")],
+    suite: Annotated[
+        list[Path] | None, typer.Option(help="testinfra paths (default: tests/infra and the image checks).")
+    ] = None,
+    manifest: Annotated[
+        Path | None, typer.Option(help="Build manifest (default: looked up from the image's labels).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Start IMAGE with systemd in docker and run the testinfra suite against it (docker:// backend)."""
+    try:
+        result = verify_mod.verify(
+            image, suites=suite or None, manifest=manifest, on_line=None if as_json else print
+        )
+    except ImageError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps(result, indent=1))
+    else:
+        state = "[green]passed[/green]" if result["passed"] else "[red]failed[/red]"
+        Console().print(f"{image}: testinfra {state} ({result['summary']})")
+    if not result["passed"]:
+        raise typer.Exit(1)
+
+
+@image_app.command("list")
+def list_(
+    out: Annotated[Path, typer.Option(help="Where build directories are.")] = REPO_ROOT / "out" / "image",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Builds with a manifest, and local docker images labelled by ktinfra."""
+    try:
+        rows = listing.builds(out)
+    except ImageError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    table = Table("image", "source", "profile", "size", "built", "manifest")
+    for r in rows:
+        size = f"{r['size_bytes'] / 2**30:.2f} GiB" if r.get("size_bytes") else "-"
+        table.add_row(
+            r["image"], r["source"], r["profile"], size, r.get("built") or "-", r.get("manifest") or "-"
+        )
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(image_app, name="image")

@@ -1,0 +1,102 @@
+"""AWS side of the amazon-ebs source: the base AMI for a region and the AMX check of an instance type.
+
+Both run with boto3 before packer starts, so bad input is refused before anything is launched.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ktinfra.image import ImageError
+
+# NVIDIA driver + CUDA base images published by Amazon; Ubuntu 22.04 has glibc 2.35 (manylinux_2_35).
+AMI_OWNERS = ("amazon",)
+AMI_NAME_PATTERNS = (
+    "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*",
+    "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04)*",
+    "Deep Learning Base GPU AMI (Ubuntu 22.04)*",
+)
+# Intel families with Sapphire Rapids or later (AMX) that do not follow the <letter><gen>i naming.
+AMX_FAMILIES_EXTRA = {"p5en", "p6-b200", "p6-b300", "u7i", "u7in", "u7i-6tb", "u7i-8tb", "u7i-12tb"}
+_TYPE_RE = re.compile(r"^(?P<family>(?P<series>[a-z]+)(?P<gen>\d+)(?P<attrs>[a-z0-9-]*))\.[a-z0-9-]+$")
+
+
+def find_source_ami(ec2, region: str, name_patterns=AMI_NAME_PATTERNS, owners=AMI_OWNERS) -> dict:
+    """Newest available x86_64 NVIDIA/Deep-Learning base AMI of the region: {id, name, created, pattern}."""
+    for pattern in name_patterns:
+        resp = ec2.describe_images(
+            Owners=list(owners),
+            Filters=[
+                {"Name": "name", "Values": [pattern]},
+                {"Name": "state", "Values": ["available"]},
+                {"Name": "architecture", "Values": ["x86_64"]},
+            ],
+        )
+        images = sorted(resp.get("Images", []), key=lambda i: i.get("CreationDate", ""), reverse=True)
+        if images:
+            best = images[0]
+            return {
+                "id": best["ImageId"],
+                "name": best["Name"],
+                "created": best.get("CreationDate"),
+                "pattern": pattern,
+            }
+    raise ImageError(
+        f"no NVIDIA Deep Learning base AMI found in region {region} (owners {', '.join(owners)}; "
+        f"names {' | '.join(name_patterns)}); pass --source-ami ami-... to choose one"
+    )
+
+
+def is_amx_family(instance_type: str) -> bool:
+    m = _TYPE_RE.match(instance_type)
+    if not m:
+        return False
+    if m["family"] in AMX_FAMILIES_EXTRA:
+        return True
+    # m7i, c7i(-flex), r7i, r7iz, i7ie, m8i, c8i, r8i, x8i, ...: Intel from the 7th generation on
+    return int(m["gen"]) >= 7 and m["attrs"].startswith("i")
+
+
+def check_instance_type(ec2, instance_type: str) -> dict:
+    """Refuse an instance type whose CPUs lack AMX; returns {type, manufacturer, vcpus, gpus}."""
+    if not _TYPE_RE.match(instance_type):
+        raise ImageError(f"{instance_type!r} is not an EC2 instance type (like m7i.8xlarge)")
+    try:
+        resp = ec2.describe_instance_types(InstanceTypes=[instance_type])
+    except ec2.exceptions.ClientError as exc:
+        raise ImageError(f"instance type {instance_type} is not offered: {exc}") from exc
+    types = resp.get("InstanceTypes", [])
+    if not types:
+        raise ImageError(f"instance type {instance_type} is not offered in this region")
+    info = types[0]
+    cpu = info.get("ProcessorInfo", {})
+    manufacturer = cpu.get("Manufacturer", "unknown")
+    if "x86_64" not in cpu.get("SupportedArchitectures", []):
+        raise ImageError(
+            f"{instance_type} is not x86_64 ({cpu.get('SupportedArchitectures')}): kt-kernel needs AMX"
+        )
+    if manufacturer != "Intel" or not is_amx_family(instance_type):
+        raise ImageError(
+            f"{instance_type} has {manufacturer} CPUs without AMX (needs Intel Sapphire Rapids or later: "
+            "m7i/c7i/r7i/m8i/..., or p5en for H200 GPUs)"
+        )
+    gpus = [
+        {
+            "name": g.get("Name"),
+            "count": g.get("Count"),
+            "memory_mib": g.get("MemoryInfo", {}).get("SizeInMiB"),
+        }
+        for g in info.get("GpuInfo", {}).get("Gpus", [])
+    ]
+    return {
+        "type": instance_type,
+        "manufacturer": manufacturer,
+        "vcpus": info.get("VCpuInfo", {}).get("DefaultVCpus"),
+        "gpus": gpus,
+    }
+
+
+def ec2_client(region: str):
+    import boto3
+
+    return boto3.client("ec2", region_name=region)

@@ -1,0 +1,231 @@
+"""`ktinfra image build`: check the input, write packer's variables, run packer, write the manifest.
+
+Output goes to OUT/<profile>-<source>/ (manifest.json, packages.json, packer-manifest.json, build.log and
+the variable files). It is assembled in a .partial directory and renamed at the end: a failed build
+leaves only OUT/last-failed.log and no container.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ktinfra import __version__
+from ktinfra.image import REPO_ROOT, SOURCES, TEMPLATE, ImageError, aws, dockercli, manifest, spec
+from ktinfra.image.packer_adapter import Packer
+from ktinfra.profiles import DEFAULT_PROFILE
+
+KEEP_CHOICES = ("wheelhouse", "models", "tokens")
+WHEELHOUSE_IN_IMAGE = "/var/cache/ktinfra/wheelhouse"
+
+
+@dataclass
+class BuildRequest:
+    source: str = "docker"
+    profile: str = DEFAULT_PROFILE
+    envs: list[str] = field(default_factory=list)
+    out_root: Path = REPO_ROOT / "out" / "image"
+    playbook: Path = REPO_ROOT / "playbooks" / "image.yml"
+    keep: list[str] = field(default_factory=list)
+    packer: str = "packer"
+    # docker
+    base_image: str = "ktinfra/debian12-systemd:latest"
+    repository: str = "ktinfra/kt"
+    tag: str | None = None
+    systemd: bool = True
+    wheelhouse: Path = REPO_ROOT / ".cache" / "wheelhouse"
+    # amazon-ebs
+    region: str = "us-east-1"
+    instance_type: str = "m7i.8xlarge"
+    source_ami: str | None = None
+    ssh_username: str = "ubuntu"
+
+
+@dataclass
+class Prepared:
+    request: BuildRequest
+    profile: dict
+    envs: dict
+    name: str
+    variables: dict
+    extra: dict = field(default_factory=dict)
+
+
+def prepare(req: BuildRequest, ec2=None) -> Prepared:
+    """Every check that can refuse the build, before anything is started or written."""
+    if req.source not in SOURCES:
+        raise ImageError(f"unknown source {req.source!r}; choose one of: {', '.join(SOURCES)}")
+    bad_keep = sorted(set(req.keep) - set(KEEP_CHOICES))
+    if bad_keep:
+        raise ImageError(f"--keep accepts {', '.join(KEEP_CHOICES)}; got {', '.join(bad_keep)}")
+    if not req.playbook.is_file():
+        raise ImageError(f"playbook {req.playbook} not found")
+    profile = spec.load(req.profile)
+    envs = spec.env_specs(profile, only=req.envs or None)
+    name = f"{profile['name']}-{req.source}"
+    git = manifest.git_revision()  # once: the label and the manifest name the same commit
+    labels = {
+        "ktinfra.profile": profile["name"],
+        "ktinfra.version": __version__,
+        "ktinfra.revision": git["revision"] or "unknown",
+    }
+    variables = {"profile": profile["name"], "cleanup_keep": ",".join(req.keep), "labels": labels}
+    extra: dict = {"git": git}
+    if req.source == "docker":
+        dockercli.ensure_daemon()
+        base = dockercli.image_info(req.base_image)
+        if base is None:
+            raise ImageError(f"base image {req.base_image} is not here: run `bash scripts/docker-ready.sh`")
+        extra["base"] = {"ref": req.base_image, "id": base["id"], "size_bytes": base["size_bytes"]}
+        variables |= {
+            "docker_base_image": req.base_image,
+            "docker_repository": req.repository,
+            "docker_tag": req.tag or profile["name"],
+            "docker_container_name": f"image-build-{profile['name']}-{secrets.token_hex(3)}",
+            "docker_systemd": req.systemd,
+            "wheelhouse_host_dir": str(req.wheelhouse.resolve()),
+        }
+    else:
+        ec2 = ec2 or aws.ec2_client(req.region)
+        itype = aws.check_instance_type(ec2, req.instance_type)
+        ami = {"id": req.source_ami, "name": None} if req.source_ami else aws.find_source_ami(ec2, req.region)
+        extra |= {"base": ami, "instance": itype, "region": req.region}
+        variables |= {
+            "aws_region": req.region,
+            "aws_source_ami": ami["id"],
+            "aws_instance_type": req.instance_type,
+            "aws_ssh_username": req.ssh_username,
+            "aws_root_volume_gb": spec.root_volume_gb(profile, envs),
+        }
+    return Prepared(req, profile, envs, name, variables, extra)
+
+
+def profile_ref(prep: Prepared) -> str:
+    path = Path(prep.request.profile)
+    return str(path.resolve()) if path.is_file() else prep.profile["name"]
+
+
+def write_inputs(prep: Prepared, stage: Path) -> Path:
+    """The variables file for packer plus the two JSON files it hands to ansible and to validate."""
+    ansible_vars = {
+        "ktinfra_profile": prep.profile["name"],
+        # kt_python_env takes a shipped profile's name or a controller path to a profile file
+        "ktinfra_profile_ref": profile_ref(prep),
+        "ktinfra_env_roles": sorted({env["role"] for env in prep.envs.values()}),
+        "ktinfra_env_root": spec.ENV_ROOT,
+        "ktinfra_image_envs": prep.envs,
+        "ktinfra_wheelhouse": WHEELHOUSE_IN_IMAGE,
+    }
+    build_spec = {"profile": prep.profile["name"], "envs": prep.envs}
+    (stage / "ansible-vars.json").write_text(json.dumps(ansible_vars, indent=1))
+    (stage / "build-spec.json").write_text(json.dumps(build_spec, indent=1))
+    variables = prep.variables | {
+        "output_dir": str(stage),
+        "playbook_file": str(prep.request.playbook.resolve()),
+        "ansible_vars_file": str(stage / "ansible-vars.json"),
+        "build_spec_file": str(stage / "build-spec.json"),
+    }
+    var_file = stage / "variables.pkrvars.json"
+    var_file.write_text(json.dumps(variables, indent=1))
+    return var_file
+
+
+def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=None) -> dict:
+    prep = prepare(req, ec2=ec2)
+    final = req.out_root / prep.name
+    stage = req.out_root / f"{prep.name}.partial"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    if req.source == "docker":
+        req.wheelhouse.mkdir(parents=True, exist_ok=True)
+    wheels_before = len(list(req.wheelhouse.glob("*"))) if req.source == "docker" else None
+    log = (stage / "build.log").open("w")
+
+    def line(text: str) -> None:
+        if log.closed:  # sh's reader thread may flush a last chunk after an interrupted build
+            return
+        log.write(text + "\n")
+        log.flush()
+        if on_line:
+            on_line(text)
+
+    started, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.monotonic()
+    try:
+        packer = Packer(
+            TEMPLATE,
+            var_file=write_inputs(prep, stage),
+            only=[f"{req.source}.kt"],
+            exec_path=req.packer,
+            cwd=REPO_ROOT,
+            on_line=line,
+        )
+        version = packer.version()
+        checked = packer.validate()
+        if not checked.ok:
+            raise ImageError(f"packer validate failed:\n{checked.message}")
+        packer.build()
+        duration = time.monotonic() - t0
+        result = _manifest(prep, stage, started, duration, version, wheels_before)
+    except BaseException:
+        log.close()
+        if req.source == "docker":
+            dockercli.remove_container(prep.variables["docker_container_name"])
+        shutil.copy(stage / "build.log", req.out_root / "last-failed.log")
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    log.close()
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(stage, final)
+    result["build"]["output_dir"] = str(final)
+    (final / "manifest.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def _manifest(
+    prep: Prepared, stage: Path, started: str, duration: float, version: str, wheels_before
+) -> dict:
+    packages = json.loads((stage / "packages.json").read_text())
+    artifact = manifest.packer_artifact(stage / "packer-manifest.json")
+    req = prep.request
+    if req.source == "docker":
+        ref = f"{req.repository}:{prep.variables['docker_tag']}"
+        info = dockercli.image_info(ref)
+        if info is None:
+            raise ImageError(f"packer reported success but {ref} is not in docker")
+        image = {"source": "docker", "id": info["id"], "tag": ref, "base": prep.extra["base"]}
+        sizes = {
+            "image_bytes": info["size_bytes"],
+            "base_bytes": prep.extra["base"]["size_bytes"],
+            "added_bytes": info["size_bytes"] - prep.extra["base"]["size_bytes"],
+        }
+        extra = {"wheelhouse": str(req.wheelhouse), "wheelhouse_files_before": wheels_before}
+    else:
+        region, _, ami_id = (artifact["artifact_id"] or "").partition(":")
+        image = {
+            "source": "amazon-ebs",
+            "id": ami_id,
+            "region": region,
+            "base": prep.extra["base"],
+            "instance": prep.extra["instance"],
+        }
+        sizes = {"root_volume_gb": prep.variables["aws_root_volume_gb"]}
+        extra = {}
+    return manifest.build_manifest(
+        image=image,
+        profile=prep.profile,
+        profile_ref=profile_ref(prep),
+        packages=packages,
+        sizes=sizes,
+        started=started,
+        duration_s=duration,
+        packer_version=version,
+        git=prep.extra["git"],
+        extra=extra,
+    )

@@ -1,0 +1,64 @@
+"""The few docker CLI calls image builds and verification need."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+from ktinfra.image import ImageError
+
+SYSTEMD_RUN_ARGS = [
+    "--tmpfs",
+    "/run",
+    "--tmpfs",
+    "/run/lock",
+    "-v",
+    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--cgroupns=host",
+]
+
+
+def _docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    if not shutil.which("docker"):
+        raise ImageError("docker is not installed or not on PATH: run `bash scripts/docker-ready.sh`")
+    proc = subprocess.run(["docker", *args], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise ImageError(f"docker {args[0]} failed: {proc.stderr.strip()[-400:]}")
+    return proc
+
+
+def ensure_daemon() -> None:
+    if _docker("info", "--format", "{{.ServerVersion}}", check=False).returncode != 0:
+        raise ImageError("the docker daemon is not reachable: run `bash scripts/docker-ready.sh`")
+
+
+def image_info(ref: str) -> dict | None:
+    proc = _docker("image", "inspect", ref, check=False)
+    if proc.returncode != 0:
+        return None
+    info = json.loads(proc.stdout)[0]
+    return {
+        "id": info["Id"],
+        "size_bytes": info["Size"],
+        "tags": info.get("RepoTags") or [],
+        "labels": (info.get("Config") or {}).get("Labels") or {},
+        "created": info.get("Created"),
+    }
+
+
+def remove_container(name: str) -> None:
+    _docker("rm", "-f", "-v", name, check=False)
+
+
+def run_detached(image: str, name: str, args: list[str]) -> None:
+    _docker("run", "-d", "--name", name, *args, image)
+
+
+def exec_(name: str, *cmd: str) -> subprocess.CompletedProcess:
+    return _docker("exec", name, *cmd, check=False)
+
+
+def list_images(label: str) -> list[dict]:
+    proc = _docker("images", "--filter", f"label={label}", "--format", "{{json .}}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]

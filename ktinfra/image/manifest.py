@@ -1,0 +1,82 @@
+"""The build manifest: what an image is, what is in it, and how it was made (JSON next to the build)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from ktinfra import __version__
+from ktinfra.image import REPO_ROOT
+
+SCHEMA = 1
+
+
+def git_revision(root: Path = REPO_ROOT) -> dict:
+    def git(*args: str) -> str | None:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    rev = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"revision": rev, "dirty": bool(status) if status is not None else None}
+
+
+def packer_artifact(packer_manifest: Path) -> dict:
+    """The last build's artifact from packer's own manifest post-processor."""
+    data = json.loads(packer_manifest.read_text())
+    builds = data.get("builds") or []
+    if not builds:
+        raise ValueError(f"{packer_manifest} lists no build")
+    last = next((b for b in builds if b.get("packer_run_uuid") == data.get("last_run_uuid")), builds[-1])
+    return {"builder": last.get("builder_type"), "artifact_id": last.get("artifact_id")}
+
+
+def pinned_packages(packages: dict) -> list[dict]:
+    return [
+        {"env": env, **{k: p[k] for k in ("name", "version", "wheel", "sha256")}}
+        for env, info in packages["envs"].items()
+        for p in info["packages"]
+        if p["pinned"]
+    ]
+
+
+def build_manifest(
+    *,
+    image: dict,
+    profile: dict,
+    profile_ref: str,
+    packages: dict,
+    sizes: dict,
+    started: str,
+    duration_s: float,
+    packer_version: str,
+    git: dict | None = None,
+    extra: dict | None = None,
+) -> dict:
+    envs = {
+        name: {
+            k: info[k] for k in ("python", "python_version", "prefix", "size_bytes", "imports", "packages")
+        }
+        for name, info in packages["envs"].items()
+    }
+    return {
+        "schema": SCHEMA,
+        "image": image,
+        # ref: the shipped profile's name or the profile file's absolute path (what --kt-profile takes)
+        "profile": {
+            "ref": profile_ref,
+            **{k: profile.get(k) for k in ("name", "generation", "description", "python")},
+        },
+        "pins": pinned_packages(packages),
+        "envs": envs,
+        "sizes": {**sizes, "envs_bytes": {n: e["size_bytes"] for n, e in envs.items()}},
+        "build": {
+            "started": started,
+            "duration_s": round(duration_s, 1),
+            "packer_version": packer_version,
+            "ktinfra_version": __version__,
+            "git": git or git_revision(),
+            **(extra or {}),
+        },
+    }

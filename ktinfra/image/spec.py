@@ -1,0 +1,80 @@
+"""What an image build installs: the stack profile turned into per-env specs (python, pins, sizes)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import yaml
+
+from ktinfra.image import ImageError
+from ktinfra.profiles import GENERATIONS, UnknownProfileError, load_profile
+
+ENV_ROOT = "/opt/kt/envs"  # kt_python_env_root default
+# Root volume of an AMI: the Deep Learning base AMI's OS + driver + CUDA, plus what the envs need.
+BASE_VOLUME_GB = 40
+# Per env when the profile does not say (torch 2.9 + nvidia-* wheels ~8 GB installed, sglang/llamafactory).
+PER_ENV_VOLUME_GB = 25
+HEADROOM = 1.25
+
+
+def load(profile: str) -> dict:
+    """A profile by name (ktinfra/data/profiles) or by path to a YAML file of the same shape."""
+    path = Path(profile)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        data = yaml.safe_load(path.read_text()) or {}
+        if not data.get("name") or data.get("generation") not in GENERATIONS or not data.get("envs"):
+            raise ImageError(f"profile file {path} needs name, generation (current|legacy) and envs")
+        return data
+    try:
+        return load_profile(profile)
+    except UnknownProfileError as exc:
+        raise ImageError(str(exc)) from exc
+
+
+def env_specs(profile: dict, env_root: str = ENV_ROOT, only: list[str] | None = None) -> dict:
+    """{env name: {role, prefix, python, pins}} for the envs of the profile (all, or those in `only`)."""
+    specs = {}
+    for role, env in profile["envs"].items():
+        name = env.get("name", role)
+        if only and role not in only and name not in only:
+            continue
+        pins = env_pins(env)
+        if not pins:
+            continue
+        prefix = f"{env_root}/{name}"
+        specs[name] = {"role": role, "prefix": prefix, "python": f"{prefix}/bin/python", "pins": pins}
+    if only and not specs:
+        raise ImageError(
+            f"no env of profile {profile['name']} matches {only}; it has {list(profile['envs'])}"
+        )
+    if not specs:
+        raise ImageError(f"profile {profile['name']} pins no packages: nothing to bake")
+    return specs
+
+
+def env_pins(env: dict) -> list[str]:
+    """What validate checks for an env: its package pins, its wheel files as name==version (the version
+    field of the wheel file name), and its git sources by name (any version)."""
+    pins = list(env.get("packages") or [])
+    for wheel in env.get("wheels") or []:
+        name = wheel.get("name") or wheel["file"].split("-")[0]
+        pins.append(f"{name}=={wheel.get('version') or wheel['file'].split('-')[1]}")
+    pins += [src["name"] for src in env.get("git") or []]
+    return pins
+
+
+def root_volume_gb(profile: dict, envs: dict) -> int:
+    """image.root_volume_gb of the profile, else the base plus each env's disk_bytes + download_bytes
+    (the wheelhouse lives on the instance during the build), else a per-env default."""
+    image = profile.get("image") or {}
+    if image.get("root_volume_gb"):
+        return int(image["root_volume_gb"])
+    needed = 0.0
+    for env in envs.values():
+        data = profile["envs"][env["role"]]
+        if data.get("disk_bytes"):
+            needed += (data["disk_bytes"] + data.get("download_bytes", 0)) / 1e9
+        else:
+            needed += PER_ENV_VOLUME_GB
+    return BASE_VOLUME_GB + math.ceil(needed * HEADROOM)

@@ -1,0 +1,32 @@
+# Image builds (issue 4): `make image` bakes the KT image with Packer through ktinfra; `make image-test` is
+# the CI stage (real packer, real docker build of the reduced smoke profile, verify).
+IMAGE_PROFILE ?= kt-0.7
+IMAGE_SOURCE ?= docker
+IMAGE_REPO ?= ktinfra/kt
+IMAGE_PLAYBOOK ?= playbooks/image.yml
+IMAGE_ARGS ?=
+
+.PHONY: image image-deps image-verify image-test image-measure
+
+image-deps: venv ## packer (Debian's 1.6.6 when none is installed), docker engine, local base image
+	@command -v packer >/dev/null || { \
+	  echo "image-deps: installing packer from Debian"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq packer >/dev/null; }
+	@packer version
+	bash scripts/docker-ready.sh
+
+image: image-deps ## bake the KT image (IMAGE_PROFILE=kt-0.7, IMAGE_SOURCE=docker) and verify it
+	$(KTINFRA) image build --source $(IMAGE_SOURCE) --profile $(IMAGE_PROFILE) --repository $(IMAGE_REPO) \
+	  --playbook $(IMAGE_PLAYBOOK) $(IMAGE_ARGS)
+	@if [ "$(IMAGE_SOURCE)" = docker ]; then $(MAKE) --no-print-directory image-verify; fi
+
+image-verify: venv ## boot the built docker image with systemd and run the testinfra suites against it
+	$(KTINFRA) image verify $(IMAGE_REPO):$(notdir $(basename $(IMAGE_PROFILE)))
+
+image-test: image-deps ## CI stage: template + adapter against real packer, docker build of the smoke profile
+	$(VENV)/bin/pytest -q tests/integration/image
+
+image-measure: image-deps ## cold build, warm rebuild and a naive-Dockerfile build of IMAGE_PROFILE (slow)
+	bash images/scripts/measure.sh $(IMAGE_PROFILE)
+
+TEST_TARGETS += image-test

@@ -1,0 +1,85 @@
+"""boto3 code of the amazon-ebs source, against moto's EC2 (AWS itself is unreachable here)."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from image_moto import DLAMI, publish_ami
+from moto import mock_aws
+
+from ktinfra.image import ImageError, aws
+
+
+@pytest.fixture(scope="module")
+def mocked():
+    # One moto account for the module (moto's set-up is the slow part); each AMI test uses its own region.
+    with pytest.MonkeyPatch.context() as mp:
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            mp.setenv(key, "testing")
+        with mock_aws():
+            yield
+
+
+def client(region: str):
+    return boto3.client("ec2", region_name=region)
+
+
+@pytest.fixture(scope="module")
+def ec2(mocked):
+    return client("eu-west-1")
+
+
+def test_newest_matching_ami_wins(ec2):
+    publish_ami("eu-west-1", "ami-0000000000000old", DLAMI.format("20260101"), "2026-01-01T00:00:00")
+    publish_ami("eu-west-1", "ami-0000000000000new", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    publish_ami(
+        "eu-west-1", "ami-00000000000arm64", DLAMI.format("20261101"), "2026-11-01T00:00:00", arch="arm64"
+    )
+    publish_ami(
+        "eu-west-1", "ami-000000000000fake", DLAMI.format("20261102"), "2026-11-02T00:00:00", owner_alias=None
+    )
+    ami = aws.find_source_ami(ec2, "eu-west-1")
+    assert ami["id"] == "ami-0000000000000new"
+    assert ami["name"].endswith("20261001")
+
+
+def test_later_pattern_used_when_first_has_none(mocked):
+    name = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) 20261001"
+    publish_ami("eu-west-2", "ami-000000000000u2404", name, "2026-10-01T00:00:00")
+    assert aws.find_source_ami(client("eu-west-2"), "eu-west-2")["pattern"] == aws.AMI_NAME_PATTERNS[1]
+
+
+def test_region_without_matching_ami_is_refused(mocked):
+    publish_ami("us-east-2", "ami-0000000000000use", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    with pytest.raises(ImageError, match="no NVIDIA Deep Learning base AMI found in region ap-south-1"):
+        aws.find_source_ami(client("ap-south-1"), "ap-south-1")
+
+
+@pytest.mark.parametrize("itype", ["m7i.8xlarge", "c7i.large", "r7i.48xlarge", "m8i.large", "c7i-flex.large"])
+def test_amx_instance_types_pass(ec2, itype):
+    info = aws.check_instance_type(ec2, itype)
+    assert info["manufacturer"] == "Intel"
+    assert info["vcpus"] > 0
+
+
+@pytest.mark.parametrize(
+    ("itype", "why"),
+    [
+        ("m6a.large", "AMD CPUs without AMX"),
+        ("p5.48xlarge", "AMD CPUs without AMX"),  # H100 GPUs, but EPYC hosts
+        ("p4d.24xlarge", "Intel CPUs without AMX"),  # Cascade Lake
+        ("m6i.large", "Intel CPUs without AMX"),  # Ice Lake
+        ("m7g.large", "not x86_64"),  # Graviton
+        ("zz9.large", "not offered"),
+        ("large", "not an EC2 instance type"),
+    ],
+)
+def test_non_amx_instance_types_refused(ec2, itype, why):
+    with pytest.raises(ImageError, match=why):
+        aws.check_instance_type(ec2, itype)
+
+
+def test_amx_family_rule_for_gpu_types():
+    assert aws.is_amx_family("p5en.48xlarge")
+    assert not aws.is_amx_family("p5.48xlarge")
+    assert not aws.is_amx_family("g6e.xlarge")

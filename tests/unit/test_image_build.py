@@ -1,0 +1,75 @@
+"""`ktinfra image build` refuses bad input before packer, docker or AWS is touched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import boto3
+import pytest
+from image_moto import DLAMI, publish_ami
+from moto import mock_aws
+from typer.testing import CliRunner
+
+from ktinfra.cli import app
+from ktinfra.image import ImageError, build
+
+SMOKE = str(Path(__file__).parents[1] / "integration" / "image" / "smoke-profile.yaml")
+
+
+@pytest.fixture
+def ec2(monkeypatch):
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(key, "testing")
+    with mock_aws():
+        yield boto3.client("ec2", region_name="eu-north-1")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"source": "virtualbox"}, "unknown source 'virtualbox'; choose one of: docker, amazon-ebs"),
+        ({"keep": ["weights"]}, "--keep accepts wheelhouse, models, tokens; got weights"),
+        ({"playbook": Path("/nonexistent/image.yml")}, "playbook /nonexistent/image.yml not found"),
+        ({"profile": "kt-9"}, "unknown stack profile 'kt-9'"),
+        ({"profile": SMOKE, "envs": ["training"]}, "no env of profile smoke matches"),
+    ],
+)
+def test_bad_input_refused(kwargs, message):
+    with pytest.raises(ImageError, match=message.replace("(", r"\(")):
+        build.prepare(build.BuildRequest(**kwargs))
+
+
+def test_amazon_ebs_resolves_ami_and_volume(ec2):
+    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    prep = build.prepare(build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1"), ec2=ec2)
+    assert prep.variables["aws_source_ami"] == "ami-00000000000000dl"
+    assert prep.variables["aws_root_volume_gb"] == 30  # smoke profile's image.root_volume_gb
+    assert prep.variables["labels"]["ktinfra.profile"] == "smoke"
+    assert prep.extra["instance"]["manufacturer"] == "Intel"
+
+
+def test_amazon_ebs_refuses_non_amx_type_and_empty_region(ec2):
+    with pytest.raises(ImageError, match="g6e.xlarge has AMD CPUs without AMX"):
+        build.prepare(
+            build.BuildRequest(source="amazon-ebs", instance_type="g6e.xlarge", region="eu-north-1"), ec2=ec2
+        )
+    with pytest.raises(ImageError, match="no NVIDIA Deep Learning base AMI found in region eu-north-1"):
+        build.prepare(build.BuildRequest(source="amazon-ebs", region="eu-north-1"), ec2=ec2)
+
+
+def test_write_inputs_gives_packer_and_ansible_their_files(ec2, tmp_path):
+    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    prep = build.prepare(build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1"), ec2=ec2)
+    variables = json.loads(build.write_inputs(prep, tmp_path).read_text())
+    assert variables["output_dir"] == str(tmp_path)
+    extra = json.loads(Path(variables["ansible_vars_file"]).read_text())
+    assert extra["ktinfra_image_envs"]["kt-kernel"]["pins"] == ["numpy==2.1.3", "packaging==24.2"]
+    assert json.loads(Path(variables["build_spec_file"]).read_text())["envs"] == extra["ktinfra_image_envs"]
+
+
+def test_cli_reports_bad_source_cleanly(tmp_path):
+    result = CliRunner().invoke(app, ["image", "build", "--source", "qemu", "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "unknown source 'qemu'" in result.output
+    assert list(tmp_path.iterdir()) == []  # nothing written

@@ -1,0 +1,143 @@
+"""Stack profile -> per-env build specs; the manifest assembly."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ktinfra.image import ImageError, manifest, spec
+
+SMOKE = Path(__file__).parents[1] / "integration" / "image" / "smoke-profile.yaml"
+
+
+def test_named_profile_gives_both_envs_with_pins():
+    envs = spec.env_specs(spec.load("kt-0.7"))
+    assert set(envs) == {"kt-kernel", "kt-sft"}
+    assert "kt-kernel==0.7.2" in envs["kt-kernel"]["pins"]
+    assert envs["kt-kernel"]["python"] == "/opt/kt/envs/kt-kernel/bin/python"
+
+
+def test_profile_file_and_env_subset():
+    profile = spec.load(str(SMOKE))
+    assert profile["name"] == "smoke"
+    assert list(spec.env_specs(profile, only=["sft"])) == ["kt-sft"]
+    assert list(spec.env_specs(profile, only=["kt-kernel"])) == ["kt-kernel"]
+    assert spec.root_volume_gb(profile, spec.env_specs(profile)) == 30
+
+
+def test_volume_from_env_sizes_or_default():
+    profile = {
+        "name": "p",
+        "envs": {
+            "inference": {"name": "a", "packages": ["x==1"], "disk_bytes": 14e9, "download_bytes": 6e9},
+            "sft": {"name": "b", "packages": ["y==1"]},
+        },
+    }
+    envs = spec.env_specs(profile)
+    expected = spec.BASE_VOLUME_GB + math.ceil((20 + spec.PER_ENV_VOLUME_GB) * spec.HEADROOM)
+    assert spec.root_volume_gb(profile, envs) == expected
+    assert (
+        spec.root_volume_gb(profile, spec.env_specs(profile, only=["inference"])) == spec.BASE_VOLUME_GB + 25
+    )
+
+
+def test_unknown_profile_and_env_refused(tmp_path):
+    with pytest.raises(ImageError, match="unknown stack profile 'kt-9'"):
+        spec.load("kt-9")
+    with pytest.raises(ImageError, match="no env of profile kt-0.7 matches"):
+        spec.env_specs(spec.load("kt-0.7"), only=["training"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\n")
+    with pytest.raises(ImageError, match="needs name, generation"):
+        spec.load(str(bad))
+
+
+def test_wheel_files_and_git_sources_become_pins():
+    env = {
+        "packages": ["torch==2.7.1"],
+        "wheels": [
+            {
+                "name": "flash-attn",
+                "file": "flash_attn-2.8.3+cu12torch2.7cxx11abiTRUE-cp311-cp311-linux_x86_64.whl",
+            },
+            {"file": "ktransformers-0.4.2+cu128torch27fancy-cp311-cp311-linux_x86_64.whl"},
+        ],
+        "git": [{"name": "llamafactory", "repo": "https://example.invalid/LLaMA-Factory.git"}],
+    }
+    assert spec.env_pins(env) == [
+        "torch==2.7.1",
+        "flash-attn==2.8.3+cu12torch2.7cxx11abiTRUE",
+        "ktransformers==0.4.2+cu128torch27fancy",
+        "llamafactory",
+    ]
+
+
+def test_profile_without_pins_refused(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("name: empty\ngeneration: current\nenvs:\n  inference:\n    packages: []\n")
+    with pytest.raises(ImageError, match="pins no packages"):
+        spec.env_specs(spec.load(str(empty)))
+
+
+def test_manifest_lists_pins_with_sha_and_sizes(tmp_path):
+    packages = {
+        "envs": {
+            "kt-kernel": {
+                "python": "/p/bin/python",
+                "python_version": "3.11.2",
+                "prefix": "/p",
+                "size_bytes": 10,
+                "imports": {"numpy": "ok"},
+                "packages": [
+                    {
+                        "name": "numpy",
+                        "version": "2.1.3",
+                        "pinned": True,
+                        "wheel": "numpy.whl",
+                        "sha256": "ab",
+                    },
+                    {"name": "pip", "version": "23.0", "pinned": False, "wheel": None, "sha256": None},
+                ],
+            }
+        }
+    }
+    m = manifest.build_manifest(
+        image={"source": "docker", "id": "sha256:1"},
+        profile=spec.load(str(SMOKE)),
+        profile_ref=str(SMOKE),
+        packages=packages,
+        sizes={"image_bytes": 5},
+        started="2026-11-21T00:00:00+00:00",
+        duration_s=12.34,
+        packer_version="1.6.6",
+    )
+    assert m["pins"] == [
+        {"env": "kt-kernel", "name": "numpy", "version": "2.1.3", "wheel": "numpy.whl", "sha256": "ab"}
+    ]
+    assert m["sizes"] == {"image_bytes": 5, "envs_bytes": {"kt-kernel": 10}}
+    assert m["build"]["duration_s"] == 12.3
+    assert len(m["build"]["git"]["revision"]) == 40
+    assert json.loads(json.dumps(m)) == m
+
+
+def test_packer_artifact_takes_last_run(tmp_path):
+    pm = tmp_path / "packer-manifest.json"
+    pm.write_text(
+        json.dumps(
+            {
+                "last_run_uuid": "b",
+                "builds": [
+                    {"packer_run_uuid": "a", "builder_type": "docker", "artifact_id": "sha256:old"},
+                    {
+                        "packer_run_uuid": "b",
+                        "builder_type": "amazon-ebs",
+                        "artifact_id": "eu-west-1:ami-123",
+                    },
+                ],
+            }
+        )
+    )
+    assert manifest.packer_artifact(pm) == {"builder": "amazon-ebs", "artifact_id": "eu-west-1:ami-123"}
