@@ -6,6 +6,8 @@ directory holding a config.json. Everything the sizing model needs is computed h
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,6 +256,11 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
 
 
 def _load_entries() -> list[dict]:
+    return copy.deepcopy(_parsed_catalog())
+
+
+@functools.lru_cache(maxsize=1)
+def _parsed_catalog() -> list[dict]:
     entries = yaml.safe_load(CATALOG_PATH.read_text())["models"]
     by_name = {e["name"]: e for e in entries}
     for entry in entries:

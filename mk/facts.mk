@@ -9,7 +9,7 @@ FACTS_CHECK = $(VPY) -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d["c
 TEST_TARGETS += facts-docker
 .PHONY: facts-docker
 
-facts-docker: venv ## facts in real containers: CPU quota, cpuset, memory limit, systemd PID 1
+facts-docker: venv docker-ready ## facts in real containers: CPU quota, cpuset, memory limit, systemd PID 1
 	rm -rf $(FACTS_OUT) && mkdir -p $(FACTS_OUT)
 	$(FACTS_RUN) --name facts-quota-$$$$ --cpus 1.5 --cpuset-cpus 0 --memory 512m $(FACTS_IMAGE) \
 	  python3 -c 'import ktinfra.facts as f; f.write_capture("/out/quota")'

@@ -10,6 +10,7 @@ import typer
 
 from ktinfra.render import RenderError, load_plan, write_bundle
 from ktinfra.render.convert import CONVERT_SCRIPT, render_convert, render_lora_convert
+from ktinfra.render.files import install_map
 from ktinfra.render.serve import DEFAULT_SERVE_PYTHON, render_serve
 from ktinfra.render.train import DEFAULT_SFT_PYTHON, LLAMAFACTORY_DIR, render_train
 
@@ -33,8 +34,8 @@ def _fail(message: str) -> None:
 
 def _resolve_plan(
     plan_file: Path | None, model: str | None, facts: Path | None, from_dir: Path | None, mode: str
-):
-    """The plan from --plan, or from the planner for --model (optionally on --facts / --from facts)."""
+) -> dict:
+    """The plan from --plan, or from the planner for --model on --facts / --from / this host."""
     if plan_file is not None:
         if model is not None:
             raise RenderError("give either --plan or --model, not both")
@@ -45,29 +46,33 @@ def _resolve_plan(
         from ktinfra import planner
     except ImportError as exc:
         raise RenderError(f"the planner is not in this build ({exc}); pass --plan FILE.json") from exc
-    host_facts = _load_facts(facts, from_dir)
-    return planner.plan(host_facts, model, mode)
+    try:
+        return planner.plan(_load_facts(planner, facts, from_dir), model, mode)
+    except planner.PlanInputError as exc:
+        raise RenderError(str(exc)) from exc
 
 
-def _load_facts(facts: Path | None, from_dir: Path | None) -> dict:
+def _load_facts(planner, facts: Path | None, from_dir: Path | None) -> dict:
     if facts is not None and from_dir is not None:
         raise RenderError("give either --facts or --from, not both")
     if facts is not None:
-        try:
-            return json.loads(facts.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise RenderError(f"cannot read facts {facts}: {exc}") from exc
+        return planner.load_facts(facts)
     try:
-        from ktinfra import facts as facts_mod
+        from ktinfra import facts as facts_module
     except ImportError as exc:
         raise RenderError(f"host facts are not in this build ({exc}); pass --plan FILE.json") from exc
-    return facts_mod.collect(from_dir) if from_dir is not None else facts_mod.collect()
+    if from_dir is not None:
+        if not from_dir.is_dir():
+            raise RenderError(f"--from {from_dir}: not a directory")
+        return facts_module.from_capture(from_dir)
+    return facts_module.gather_live()
 
 
 def _emit(rendered, out: Path, as_json: bool) -> None:
     written = write_bundle(out, rendered)
     if as_json:
-        typer.echo(json.dumps({"files": written, **rendered.info}, indent=2))
+        doc = {"files": written, **rendered.info, "install": install_map(rendered)}
+        typer.echo(json.dumps(doc, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -79,9 +84,12 @@ def _emit(rendered, out: Path, as_json: bool) -> None:
         table.add_row(path, oct(rendered.files[Path(path).name][1]))
     console = Console()
     console.print(table)
-    for key in ("unit", "health_url", "env_file", "config_file"):
+    for key in ("unit", "health_url", "env_file", "config_file", "numa"):
         if key in rendered.info:
             console.print(f"{key}: {rendered.info[key]}")
+    for name, target in install_map(rendered).items():
+        console.print(f"install {name} -> {target}", soft_wrap=True)
+    console.print(f"then: systemctl daemon-reload && systemctl start {rendered.info['unit']}", soft_wrap=True)
 
 
 def _read_secret(path: Path | None) -> str | None:
@@ -128,6 +136,7 @@ def serve_cmd(
     start_timeout: Annotated[
         int, typer.Option("--start-timeout", help="TimeoutStartSec (model loading).")
     ] = 3600,
+    numa: Annotated[str, typer.Option("--numa", help="auto | interleave | none (see docs).")] = "auto",
     as_json: JsonFlag = False,
 ) -> None:
     """SGLang + kt-kernel server: ktinfra-serve@.service + ktinfra-serve-NAME.env (0600)."""
@@ -145,6 +154,7 @@ def serve_cmd(
             extra_args=extra_arg or [],
             user=user,
             start_timeout_s=start_timeout,
+            numa=numa,
         )
         _emit(rendered, out, as_json)
     except RenderError as exc:

@@ -5,13 +5,14 @@ Importable without typer or rich: Ansible modules, image builds and tests use it
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 from ktinfra.facts.capture import SOURCES, collect_live, read_capture, write_capture
 from ktinfra.facts.parse import SCHEMA, parse_files
 
-__all__ = ["SCHEMA", "SOURCES", "from_capture", "gather_live", "parse_files", "write_capture"]
+__all__ = ["SCHEMA", "SOURCES", "from_capture", "gather_live", "load", "parse_files", "write_capture"]
 
 
 def from_capture(path: str | os.PathLike) -> dict:
@@ -22,3 +23,19 @@ def from_capture(path: str | os.PathLike) -> dict:
 def gather_live() -> dict:
     """Facts of this host: the capture's commands and files, run here and parsed the same way."""
     return parse_files(collect_live(), "live")
+
+
+def load(path: str | os.PathLike) -> dict:
+    """Facts from a capture folder or from a `ktinfra facts --json` file (for `--facts`/`--from` options)."""
+    target = Path(path)
+    if target.is_dir():
+        return from_capture(target)
+    try:
+        facts = json.loads(target.read_text())
+    except FileNotFoundError as error:
+        raise FileNotFoundError(f"facts file or capture folder not found: {target}") from error
+    except ValueError as error:
+        raise ValueError(f"{target} is not a facts JSON file: {error}") from error
+    if not isinstance(facts, dict) or facts.get("schema") != SCHEMA:
+        raise ValueError(f"{target} is not facts schema {SCHEMA} (`ktinfra facts --json` output)")
+    return facts

@@ -50,7 +50,10 @@ def _cgroup_dirs() -> list[Path]:
     root = Path("/sys/fs/cgroup")
     dirs: list[Path] = []
     for line in (_read("/proc/self/cgroup") or "").splitlines():
-        _, controllers, path = line.split(":", 2)
+        _, _, rest = line.partition(":")
+        controllers, sep, path = rest.partition(":")
+        if not sep:
+            continue
         if controllers == "":
             mount = root if (root / "cgroup.controllers").exists() else None
         else:
@@ -134,7 +137,11 @@ SOURCES: dict[str, CommandOrReader] = {
     "uname.txt": ["uname", "-a"],
     "ldd.txt": ["ldd", "--version"],
     "df.txt": ["df", "-B1", "--output=source,fstype,size,used,avail,target"],
-    "lsblk.json": ["lsblk", "-J", "-b", "-o", "NAME,MAJ:MIN,RM,SIZE,RO,TYPE,MOUNTPOINTS"],
+    # MOUNTPOINTS needs util-linux >= 2.37 (Ubuntu 22.04); older lsblk only knows MOUNTPOINT
+    "lsblk.json": lambda: (
+        _run(["lsblk", "-J", "-b", "-o", "NAME,MAJ:MIN,RM,SIZE,RO,TYPE,MOUNTPOINTS"])
+        or _run(["lsblk", "-J", "-b", "-o", "NAME,MAJ:MIN,RM,SIZE,RO,TYPE,MOUNTPOINT"])
+    ),
     "thp.txt": lambda: _read("/sys/kernel/mm/transparent_hugepage/enabled"),
     "numa_balancing.txt": lambda: _read("/proc/sys/kernel/numa_balancing"),
     "cpufreq.txt": _cpufreq,
@@ -180,6 +187,7 @@ def write_capture(path: str | os.PathLike) -> list[Path]:
             "commands that were missing on the host are absent.\n"
             "Read it back with `ktinfra facts --from DIR`.\n"
         )
+        staging.chmod(0o755)  # mkdtemp makes it private; a capture is meant to be shared
         if target.exists():
             target.rmdir()
         staging.rename(target)

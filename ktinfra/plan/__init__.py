@@ -17,6 +17,12 @@ from ktinfra.plan.serve import plan_serve
 from ktinfra.plan.sft import plan_sft
 
 MODES = ("serve", "sft")
+DISK_PARTS = (
+    ("download", "download"),
+    ("bf16_conversion", "BF16 copy"),
+    ("cpu_weights_on_disk", "CPU weights"),
+    ("outputs", "outputs"),
+)
 
 
 class PlanInputError(ValueError):
@@ -37,10 +43,9 @@ def _capacity_problems(facts: dict, est, mode: str) -> tuple[list[str], list[str
             f"no data disk in the facts: cannot check the {gb(est.disk_bytes)} of disk the {mode} needs"
         )
     elif est.disk_bytes > disk["avail_bytes"]:
+        parts = " + ".join(f"{gb(b[key])} {label}" for key, label in DISK_PARTS if b.get(key))
         problems.append(
-            f"needs {gb(est.disk_bytes)} disk ({gb(b['download'])} download + "
-            f"{gb(est.disk_bytes - b['download'])} converted weights/outputs), "
-            f"{disk['mount']} has {gb(disk['avail_bytes'])} free"
+            f"needs {gb(est.disk_bytes)} disk ({parts}), {disk['mount']} has {gb(disk['avail_bytes'])} free"
         )
     return problems, warnings
 
@@ -53,6 +58,7 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
     """
     if mode not in MODES:
         raise PlanInputError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    early_warnings: list[str] = []
     try:
         validate(facts)
         arch = catalog.resolve(model)
@@ -60,7 +66,7 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
         if options.get("cpu_format") and mode == "sft":
             raise PlanInputError("--cpu-format applies to serve; SFT reads BF16 experts")
         if mode == "serve":
-            section, est, reasons, problems = plan_serve(arch, facts, options)
+            section, est, reasons, problems = plan_serve(arch, facts, options, early_warnings)
             purpose = "KT serving"
             amx_kernel = has_amx(facts) and section["kt_method"].startswith("AMX")
         else:
@@ -80,6 +86,7 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
     problems = gpu_problems(facts, purpose) + problems
     more, warnings = _capacity_problems(facts, est, mode)
     problems += more
+    warnings = early_warnings + warnings
     platform, platform_warnings = platform_checks(facts, profile, needs_amx_kernel=amx_kernel)
     problems += platform
     warnings += platform_warnings

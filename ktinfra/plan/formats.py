@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ktinfra import sizing
 from ktinfra.catalog import Architecture
-from ktinfra.plan.host import data_disk, gb, has_amx
+from ktinfra.plan.host import amx_blocked_by_kernel, data_disk, gb, has_amx
 
 # CPU features each kt-kernel backend needs (kt-kernel README, "CPU requirements").
 ISA_NEEDS = {
@@ -58,7 +58,8 @@ def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizi
         return _requested(arch, facts, requested)
     native = sizing.CPU_FORMATS["FP8" if arch.native_dtype == "fp8" else "BF16"]
     native_ok = not isa_missing(facts, native) and fits(facts, estimate(arch, native))
-    if has_amx(facts):
+    old_kernel = amx_blocked_by_kernel(facts) if has_amx(facts) else None
+    if has_amx(facts) and not old_kernel:
         int8 = sizing.CPU_FORMATS["AMXINT8"]
         int8_est = estimate(arch, int8)
         if fits(facts, int8_est) or not native_ok:
@@ -69,11 +70,12 @@ def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizi
             f"{native.native_dtype} checkpoint in place, without a conversion"
         )
         return native, reason, []
+    no_amx = f"AMX unusable (kernel {old_kernel} < 5.16 cannot grant AMX tiles)" if old_kernel else "no AMX"
     if native_ok:
         flags = ", ".join(ISA_NEEDS[native.name])
-        return native, f"no AMX; the CPU has {flags} for the native {native.kt_method} backend", []
+        return native, f"{no_amx}; the CPU has {flags} for the native {native.kt_method} backend", []
     gguf = sizing.CPU_FORMATS["GGUF:Q4_K_M"]
     if isa_missing(facts, gguf):
         return gguf, "no AMX, no AVX-512 BF16", ["CPU lacks AVX2: no kt-kernel backend runs on it"]
-    reason = "no AMX (seed 000: 8352V-class hosts serve only): LLAMAFILE backend on GGUF Q4_K_M experts"
+    reason = f"{no_amx} (seed 000: 8352V-class hosts serve only): LLAMAFILE backend on GGUF Q4_K_M experts"
     return gguf, reason, []

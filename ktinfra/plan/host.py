@@ -67,6 +67,39 @@ def has_amx(facts: dict) -> bool:
     return all(isa.get(flag) for flag in AMX_FLAGS)
 
 
+# Logical CPUs kept free of kt-kernel workers: the thread that submits MoE work to CPUInfer and the
+# scheduler/tokenizer need CPUs of their own. Measured on the H100 host (docs/results/2026-11-21-h100-amx):
+# 16 workers on 16 vCPUs decode at 7% of the best, 14 at 83-99%, and 15 collapses beside one busy process.
+RESERVED_LOGICAL_CPUS = 2
+
+
+def cpu_worker_threads(facts: dict) -> tuple[int, str]:
+    """kt-kernel worker threads: one per usable physical core, minus the CPUs the rest of the process needs
+    when no hyperthread siblings are left over to take that work."""
+    cpu = facts["cpu"]
+    cores, logical = cpu["physical_cores"], cpu["logical_cpus"]
+    reserve = max(0, RESERVED_LOGICAL_CPUS - (logical - cores))
+    threads = max(1, cores - reserve)
+    if threads == cores:
+        note = f"{logical - cores} hyperthread sibling(s) are left for the submitting and scheduler threads"
+    else:
+        note = (
+            f"{cores - threads} core(s) kept free for the thread that submits MoE work and the scheduler "
+            "(measured: workers on every vCPU decode at 7% of the best)"
+        )
+    return threads, note
+
+
+AMX_PERMISSION_KERNEL = (5, 16)  # ARCH_REQ_XCOMP_PERM for XTILEDATA
+
+
+def amx_blocked_by_kernel(facts: dict) -> str | None:
+    """The kernel release when it is known and too old to grant AMX tiles to a process, else None."""
+    release = (facts.get("os") or {}).get("kernel")
+    version = _version(release)
+    return release if version and version < AMX_PERMISSION_KERNEL else None
+
+
 def numa_nodes_in_use(facts: dict) -> int:
     """NUMA nodes that hold CPUs this process may run on."""
     cpu = facts["cpu"]

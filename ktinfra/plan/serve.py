@@ -7,7 +7,14 @@ import math
 from ktinfra import sizing
 from ktinfra.catalog import Architecture
 from ktinfra.plan import formats
-from ktinfra.plan.host import GB, gb, gpu_memory_bytes, numa_nodes_in_use
+from ktinfra.plan.host import (
+    GB,
+    compute_capability,
+    cpu_worker_threads,
+    gb,
+    gpu_memory_bytes,
+    numa_nodes_in_use,
+)
 
 DEFAULT_PORT = 30000  # SGLang's and `kt run`'s default
 KV_TOKENS_PER_REQUEST = 4096  # KV room kept per concurrent request (prompt + answer of a chat turn)
@@ -16,6 +23,7 @@ GPU_RESERVE_MIN = 1.5 * GB  # ... but at least this (CUDA context, activations o
 GPU_RESERVE_MAX = 8.0 * GB  # ... and no more than seed 001's "5-8 GB is enough"
 GPU_PREFILL_TOKEN_THRESHOLD = 2048  # kt-kernel README's example for the native backends
 MAX_DEFERRED = 2  # kt-kernel README and seed 002
+FP8_MIN_CC = (8, 9)  # FP8 tensor cores: Ada and Hopper
 
 SERVE_KEYS = (
     "kt_method", "kt_weight_format", "kt_weight_path", "kt_cpuinfer", "kt_threadpool_count",
@@ -57,22 +65,23 @@ def max_running(physical_cores: int) -> int:
 def _cpu_decisions(facts: dict, serve: dict, reasons: dict) -> None:
     cpu = facts["cpu"]
     cores = cpu["physical_cores"]
+    threads, note = cpu_worker_threads(facts)
     kt_run = int(cpu["logical_cpus"] * 0.8)
     effect = "would oversubscribe the cores" if kt_run > cores else f"would leave {cores - kt_run} cores idle"
     reasons["kt_cpuinfer"] = (
-        f"{cores} usable physical cores ({cpu['logical_cpus']} logical CPUs, "
-        f"{cpu.get('threads_per_core') or 1} thread(s) per core): one thread per core, never "
-        f"hyperthreads; `kt run`'s default 0.8 x logical = {kt_run} {effect}"
+        f"{threads}: {cores} usable physical cores ({cpu['logical_cpus']} logical CPUs, "
+        f"{cpu.get('threads_per_core') or 1} thread(s) per core), one thread per core, never "
+        f"hyperthreads; {note}; `kt run`'s default 0.8 x logical = {kt_run} {effect}"
     )
-    pools = min(numa_nodes_in_use(facts), cores)
+    pools = min(numa_nodes_in_use(facts), threads)
     reasons["kt_threadpool_count"] = (
         f"the usable CPUs sit on {pools} NUMA node(s): one kt-kernel thread pool per node keeps each "
         "pool's expert weights in node-local memory"
     )
-    serve.update({"kt_cpuinfer": cores, "kt_threadpool_count": pools})
+    serve.update({"kt_cpuinfer": threads, "kt_threadpool_count": pools})
 
 
-def _gpu_experts(arch, dtype, spare, static, weights, lora, reasons) -> int:
+def _gpu_experts(arch, dtype, spare, static, weights, kv_budget, lora, reasons) -> int:
     expert_layer = sizing.gpu_expert_bytes(arch, dtype) * arch.num_moe_layers  # one expert, every layer
     if lora:
         reasons["kt_num_gpu_experts"] = (
@@ -81,9 +90,9 @@ def _gpu_experts(arch, dtype, spare, static, weights, lora, reasons) -> int:
         return 0
     count = max(0, min(arch.num_experts, int(spare // expert_layer)))
     reasons["kt_num_gpu_experts"] = (
-        f"{count} per MoE layer: {gb(static)} static GPU memory - {gb(weights)} non-expert weights - KV "
-        f"leaves {gb(max(spare, 0))}; one expert in all {arch.num_moe_layers} MoE layers is "
-        f"{gb(expert_layer)} ({dtype})"
+        f"{count} per MoE layer: {gb(static)} static GPU memory - {gb(weights)} non-expert weights - "
+        f"{gb(kv_budget)} KV leaves {gb(max(spare, 0))}; one expert in all {arch.num_moe_layers} MoE "
+        f"layers is {gb(expert_layer)} ({dtype})"
     )
     if count == arch.num_experts:
         reasons["kt_num_gpu_experts"] += "; every expert fits on the GPU, the CPU side stays idle"
@@ -139,7 +148,7 @@ def _network(opts: dict, reasons: dict) -> dict:
     return {"host": host, "port": port}
 
 
-def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems) -> None:
+def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems, warnings) -> None:
     gpus = facts["gpus"]
     tp = tensor_parallel(arch, len(gpus))
     reasons["tensor_parallel_size"] = f"{len(gpus)} GPU(s); {tp} divides {arch.num_attention_heads} heads"
@@ -155,12 +164,13 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems)
     static = frac * gpu_bytes * tp
     weights = est.breakdown["gpu_weights"]
     kv_token = sizing.kv_bytes_per_token(arch)
-    requests = max_running(serve["kt_cpuinfer"])
+    requests = max_running(facts["cpu"]["physical_cores"])
     while requests > 1 and weights + requests * KV_TOKENS_PER_REQUEST * kv_token > static:
         requests //= 2
     kv_budget = requests * KV_TOKENS_PER_REQUEST * kv_token
     reasons["max_running_requests"] = (
-        f"{requests}: decode is bound by {serve['kt_cpuinfer']} CPU cores (about 2 requests per core; "
+        f"{requests}: decode is bound by {facts['cpu']['physical_cores']} CPU cores "
+        "(about 2 requests per core; "
         f"seed 002 served 12-14 users on 8), {KV_TOKENS_PER_REQUEST} KV tokens each ({gb(kv_budget)})"
     )
     reasons["cuda_graph_max_bs"] = f"capture CUDA graphs only up to the {requests} running requests"
@@ -171,8 +181,13 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems)
             f"for one {sizing.SERVE_MIN_KV_TOKENS}-token request + {gb(reserve * tp)} runtime reserve), "
             f"{tp} x {gpus[0].get('name')} has {gb(gpu_bytes * tp)}"
         )
+    if dtype == "fp8" and min(compute_capability(g) or (0, 0) for g in gpus) < FP8_MIN_CC:
+        warnings.append(
+            f"{arch.name}'s FP8 checkpoint on compute capability < 8.9: no FP8 tensor cores, so SGLang runs "
+            "slower fallback kernels; a BF16 checkpoint (--cpu-format BF16 or a converted model) avoids that"
+        )
     threshold, spare = _prefill_threshold(fmt, arch, dtype, static - weights - kv_budget, reasons)
-    gpu_experts = _gpu_experts(arch, dtype, spare, static, weights, opts.get("lora"), reasons)
+    gpu_experts = _gpu_experts(arch, dtype, spare, static, weights, kv_budget, opts.get("lora"), reasons)
     serve.update(
         {
             "kt_num_gpu_experts": gpu_experts,
@@ -187,7 +202,8 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems)
     )
 
 
-def plan_serve(arch: Architecture, facts: dict, opts: dict) -> tuple[dict, sizing.Estimate, dict, list]:
+def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> tuple:
+    """(serve section, estimate, reasons, problems); appends to `warnings`."""
     reasons: dict[str, str] = {}
     fmt, reasons["kt_method"], problems = formats.choose(arch, facts, opts.get("cpu_format"))
     dtype = formats.checkpoint_dtype(arch, fmt)
@@ -212,5 +228,5 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict) -> tuple[dict, sizin
         serve["lora"] = {"paths": dict(lora), "max_loras_per_batch": 1, "backend": "triton"}
         reasons["lora"] = "adapters converted by sglang's convert_lora.py; one per batch, triton (seed 000)"
     if facts["gpus"]:
-        _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems)
+        _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems, warnings)
     return serve, est, reasons, problems

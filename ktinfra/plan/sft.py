@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ktinfra import sizing
 from ktinfra.catalog import Architecture
-from ktinfra.plan.host import GB, gb, gpu_memory_bytes, has_amx, numa_nodes_in_use
+from ktinfra.plan.host import GB, cpu_worker_threads, gb, gpu_memory_bytes, has_amx, numa_nodes_in_use
 
 EFFECTIVE_BATCH = 8  # LLaMA-Factory's KT examples: batch 1 x gradient accumulation 8
 SFT_GPU_RESERVE_MIN = 1.5 * GB  # CUDA context, cuBLAS workspace, allocator fragmentation
@@ -38,7 +38,7 @@ def choose_batch(arch: Architecture, gpus: int, gpu_bytes: int, cutoff: int | No
 
 def kt_keys(arch: Architecture, facts: dict, profile: dict, gpus: int) -> tuple[dict, dict, str, list]:
     """(kt keys, launcher, reason, problems) for the profile's generation."""
-    cores = facts["cpu"]["physical_cores"]
+    cores, _ = cpu_worker_threads(facts)
     pools = min(numa_nodes_in_use(facts), cores)
     if profile["generation"] == "legacy":
         rules = arch.legacy_sft_rules
@@ -67,11 +67,12 @@ def kt_keys(arch: Architecture, facts: dict, profile: dict, gpus: int) -> tuple[
             "kt_share_backward_bb": True,
         },
     }
-    launcher = {
+    launcher = {  # ktransformers doc/en/SFT/KTransformers-Fine-Tuning_User-Guide.md, "Run the command"
         "kind": "accelerate",
+        "env": {"USE_KT": "1", "ACCELERATE_USE_KT": "true"},
         "accelerate_config": ACCELERATE_BF16,
         "num_processes": max(gpus, 1),
-        "command": "accelerate launch --config_file <accelerate_config> src/train.py",
+        "command": "accelerate launch --config_file <accelerate_config> -m llamafactory.cli train <yaml>",
     }
     reason = (
         f"current KT keys (LLaMA-Factory examples/ktransformers, kt_kernel.sft.KTConfig): AMXBF16 on BF16 "

@@ -65,6 +65,12 @@ def check_instance_name(what: str, value: str | None) -> str:
     return value
 
 
+def check_env_name(name: str) -> str:
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(name)):
+        raise RenderError(f"{name!r} is not a valid environment variable name")
+    return name
+
+
 def env_line(key: str, value: str) -> str:
     """One EnvironmentFile assignment; values are already checked to hold no quotes or '$'."""
     if '"' in value or "\\" in value or "$" in value or "\n" in value:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ktinfra.render.common import Rendered, RenderError
 
@@ -17,6 +17,22 @@ def _check_out_dir(out_dir: Path) -> None:
         probe = probe.parent
     if not os.access(probe, os.W_OK | os.X_OK):
         raise RenderError(f"--out {out_dir}: {probe} is not writable")
+
+
+def install_map(rendered: Rendered) -> dict[str, str]:
+    """Where each rendered file goes on the target: units under /etc/systemd/system, the rest beside the
+    instance's EnvironmentFile (ktinfra-serve-NAME.env -> /etc/ktinfra/serve/NAME.env)."""
+    env_file = PurePosixPath(rendered.info["env_file"])
+    unit_prefix = rendered.info["unit"].split("@", 1)[0]
+    targets = {}
+    for name in rendered.files:
+        if name.endswith(".service"):
+            targets[name] = f"/etc/systemd/system/{name}"
+        elif name.startswith(f"{unit_prefix}-") and name.endswith(".env"):
+            targets[name] = str(env_file)
+        else:
+            targets[name] = str(env_file.parent / name)
+    return targets
 
 
 def write_bundle(out_dir: str | os.PathLike, rendered: Rendered) -> list[str]:

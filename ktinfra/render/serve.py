@@ -36,6 +36,14 @@ NATIVE_WEIGHT_METHODS = frozenset(
 )
 KT_METHODS = CONVERTED_WEIGHT_METHODS | NATIVE_WEIGHT_METHODS
 LOOPBACK_NAMES = frozenset({"localhost"})
+NUMA_POLICIES = ("auto", "interleave", "none")
+NUMACTL = "/usr/bin/numactl"
+# What the unit runs instead of `-m sglang.launch_server`: the same module, with --api-key taken from
+# $KT_API_KEY inside the process, so the key never appears in /proc/PID/cmdline (ps) or a child's env.
+LAUNCH_CODE = (
+    'import os,runpy,sys;k=os.environ.pop("KT_API_KEY","");sys.argv[1:1]=["--api-key",k] if k else [];'
+    'runpy.run_module("sglang.launch_server",run_name="__main__",alter_sys=True)'
+)
 
 
 def _number(value: float) -> str:
@@ -136,27 +144,32 @@ def health_url(host: str, port: int) -> str:
     return f"http://{host}:{port}/health"
 
 
-def numactl_args(plan: dict) -> list[str]:
-    """Memory/CPU placement for the whole server process.
+def numactl_args(plan: dict, policy: str = "auto") -> tuple[list[str], str]:
+    """NUMA placement of the whole server process, and why.
 
-    kt-kernel places expert weights per NUMA node itself (one threadpool per node), and an explicit
-    per-node allocation overrides the process policy, so the process-wide policy only shapes the rest
-    (Python heap, pinned staging buffers): pinned CPUs allocate locally; several nodes unpinned interleave.
+    kt-kernel already places the expert weights per NUMA node (one threadpool per node), so numactl only
+    adds CPU pinning when the plan asks for it (sched_setaffinity: works in containers too) and, on a
+    multi-node host known not to be a container, interleaves the rest of the process's memory. Memory
+    policies need CAP_SYS_NICE under docker's default seccomp profile, so they are not used where the
+    plan does not say host.container is false.
     """
+    if policy not in NUMA_POLICIES:
+        raise RenderError(f"--numa {policy!r} is not one of {', '.join(NUMA_POLICIES)}")
     serve = plan["serve"]
+    host = plan.get("host") or {}
     cpus = serve.get("numa_cpus")
-    nodes = max(
-        int((plan.get("host") or {}).get("numa_nodes") or 1), int(serve.get("kt_threadpool_count") or 1)
-    )
+    nodes = max(int(host.get("numa_nodes") or 1), int(serve.get("kt_threadpool_count") or 1))
+    if policy == "none":
+        return [], "--numa none: no placement"
     if cpus:
-        return [f"--physcpubind={check_word('serve.numa_cpus', cpus)}", "--localalloc"]
+        return [
+            f"--physcpubind={check_word('serve.numa_cpus', cpus)}"
+        ], f"plan pins the server to CPUs {cpus}"
+    if policy == "interleave" or (nodes > 1 and host.get("container") is False):
+        return ["--interleave=all"], f"{nodes} NUMA nodes: interleave the non-expert memory"
     if nodes > 1:
-        return ["--interleave=all"]
-    return ["--localalloc"]
-
-
-def wants_numactl(plan: dict) -> bool:
-    return numactl_args(plan) != ["--localalloc"]
+        return [], "several NUMA nodes but possibly a container (memory policy needs CAP_SYS_NICE)"
+    return [], "one NUMA node: nothing to place"
 
 
 def _with_overrides(plan: dict, name: str, host: str | None, port: int | None) -> dict:
@@ -183,6 +196,7 @@ def render_serve(
     extra_args: tuple[str, ...] | list[str] = (),
     user: str | None = None,
     start_timeout_s: int = 3600,
+    numa: str = "auto",
 ) -> Rendered:
     name = check_instance_name("--name", name)
     python = check_abs_path("--python", python)
@@ -200,14 +214,15 @@ def render_serve(
     if any(arg.split("=", 1)[0] == "--api-key" for arg in extra):
         raise RenderError("pass the API key with --api-key-file, not --extra-arg (it would show in ps)")
     url = health_url(serve["host"], serve["port"])
-    numactl = wants_numactl(plan)
+    placement, placement_reason = numactl_args(plan, numa)
     out = Rendered()
     out.add(
         UNIT_TEMPLATE,
         render_template(
             "systemd/ktinfra-serve@.service.j2",
             python=python,
-            numactl=numactl,
+            numactl=NUMACTL,
+            launch_code=LAUNCH_CODE,
             env_dir=ENV_DIR,
             user=user and check_word("--user", user),
             start_timeout_s=int(start_timeout_s),
@@ -217,7 +232,7 @@ def render_serve(
         f"# ktinfra serve instance {name}: model {(plan.get('model') or {}).get('name')}, "
         f"stack {plan.get('stack')}; install as {ENV_DIR}/{name}.env (mode 0600)",
         env_line("KT_SERVE_ARGS", " ".join(argv[3:] + extra)),
-        env_line("KT_NUMACTL_ARGS", " ".join(numactl_args(plan))),
+        env_line("KT_NUMACTL_ARGS", " ".join(placement)),
         env_line("KT_HEALTH_URL", url),
     ]
     if api_key:
@@ -226,8 +241,11 @@ def render_serve(
     out.info = {
         "unit": f"ktinfra-serve@{name}.service",
         "argv": argv + extra,
+        # the unit's command line, for runners without systemd (source the env file first)
+        "exec_argv": [NUMACTL, *placement, python, "-c", LAUNCH_CODE, *argv[3:], *extra],
         "health_url": url,
         "env_file": f"{ENV_DIR}/{name}.env",
-        "numactl": numactl,
+        "numactl_args": placement,
+        "numa": placement_reason,
     }
     return out

@@ -16,6 +16,7 @@ from ktinfra.render.common import (
     Rendered,
     RenderError,
     check_abs_path,
+    check_env_name,
     check_instance_name,
     check_word,
     env_line,
@@ -42,9 +43,11 @@ RECIPE_KEYS = (
 )  # fmt: skip
 
 
-def _template(plan: dict, generation: str, template: str | None) -> str:
+def _template(plan: dict, sft: dict, generation: str, template: str | None) -> str:
     if template:
         return check_word("--template", template)
+    if sft.get("template"):
+        return check_word("plan sft.template", sft["template"])
     arch = (plan.get("model") or {}).get("architecture")
     found = TEMPLATES[generation].get(arch)
     if not found:
@@ -72,6 +75,17 @@ def _kt_block(sft: dict, generation: str, llamafactory_dir: str, weight_path: st
     if weight_path:
         kt["kt_weight_path"] = check_abs_path("--weight-path", weight_path)
     return kt
+
+
+def _launcher(sft: dict, generation: str) -> dict:
+    """The plan's sft.launcher (optional): its kind must match the stack generation's launcher."""
+    launcher = sft.get("launcher") or {}
+    if not isinstance(launcher, dict):
+        raise RenderError("plan sft.launcher must be an object")
+    expected = "accelerate" if generation == "current" else "llamafactory-cli"
+    if launcher.get("kind", expected) != expected:
+        raise RenderError(f"plan sft.launcher.kind {launcher['kind']!r} does not fit the {generation} stack")
+    return launcher
 
 
 def _sections(
@@ -179,24 +193,30 @@ def render_train(
     output_dir = check_abs_path("--output-dir", output_dir)
     llamafactory_dir = check_abs_path("--llamafactory-dir", llamafactory_dir)
     python = check_abs_path("--python", python)
-    sections = _sections(
-        plan, sft, model_path, dataset, dataset_dir, _template(plan, generation, template), output_dir
-    )
+    chat_template = _template(plan, sft, generation, template)
+    sections = _sections(plan, sft, model_path, dataset, dataset_dir, chat_template, output_dir)
     sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path)
     model_name = (plan.get("model") or {}).get("name")
     header = f"# LLaMA-Factory + KT LoRA recipe for {model_name} ({plan.get('stack')}), rendered by ktinfra\n"
     gpus = [int(g.get("index", i)) for i, g in enumerate((plan.get("host") or {}).get("gpus") or [])]
+    launcher = _launcher(sft, generation)
     bindir = str(PurePosixPath(python).parent)
     out = Rendered()
     out.add(f"{name}.yaml", _yaml(sections, header))
-    env = [f"# ktinfra train run {name}; install as {ENV_DIR}/{name}.env", env_line("USE_KT", "1")]
-    env.append(env_line("KT_TRAIN_CONFIG", f"{ENV_DIR}/{name}.yaml"))
+    variables = {"USE_KT": "1", "KT_TRAIN_CONFIG": f"{ENV_DIR}/{name}.yaml"}
     if generation == "current":
-        out.add(f"{name}.accelerate.yaml", _accelerate_config(max(1, len(gpus))))
-        env.append(env_line("ACCELERATE_USE_KT", "true"))
-        env.append(env_line("KT_ACCELERATE_CONFIG", f"{ENV_DIR}/{name}.accelerate.yaml"))
+        processes = launcher.get("num_processes") or max(1, len(gpus))
+        out.add(f"{name}.accelerate.yaml", _accelerate_config(int(processes)))
+        variables["ACCELERATE_USE_KT"] = "true"
+        variables["KT_ACCELERATE_CONFIG"] = f"{ENV_DIR}/{name}.accelerate.yaml"
     if gpus:
-        env.append(env_line("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in gpus)))
+        variables["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
+    variables.update(launcher.get("env") or {})
+    env = [f"# ktinfra train run {name}; install as {ENV_DIR}/{name}.env"]
+    env += [
+        env_line(check_env_name(key), check_word(f"launcher env {key}", value))
+        for key, value in variables.items()
+    ]
     out.add(f"ktinfra-train-{name}.env", "\n".join(env) + "\n", mode=0o600)
     out.add(
         "ktinfra-train@.service",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ktinfra.facts import SOURCES, from_capture, parse_files
+from ktinfra.facts import SOURCES, from_capture, load, parse_files
 from ktinfra.facts.cgroup import parse_cgroup
 from ktinfra.facts.cpulist import format_cpulist, parse_cpulist
 from ktinfra.facts.lscpu import lscpu_fields
@@ -226,3 +226,17 @@ def test_kubernetes_and_podman_markers(tmp_path):
     assert parse_files(files, "x")["container_evidence"] == ["proc-1-cgroup.txt names a kubepods cgroup"]
     files = {"container.txt": "/run/.containerenv: present\npid1 environ container: podman\n"}
     assert parse_files(files, "x")["container"] is True
+
+
+def test_load_reads_a_folder_or_a_facts_json(tmp_path):
+    facts = load(HOSTS / "h100-xeon-amx-16c")
+    (tmp_path / "facts.json").write_text(json.dumps(facts))
+    assert load(tmp_path / "facts.json") == facts
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ValueError, match="not a facts JSON"):
+        load(tmp_path / "bad.json")
+    (tmp_path / "other.json").write_text('{"schema": 2}')
+    with pytest.raises(ValueError, match="not facts schema 1"):
+        load(tmp_path / "other.json")
+    with pytest.raises(FileNotFoundError, match="not found"):
+        load(tmp_path / "absent.json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,32 @@ def test_epyc_dev_machine_capture():
     assert facts["os"]["id"] == "debian" and facts["os"]["glibc"] == "2.36"
     assert [(d["mount"], d["avail_bytes"]) for d in facts["disks"]] == [("/", 84508377088)]
     assert facts["shm_bytes"] == 25276514304
+
+
+def test_files_written_by_capture_on_a_real_h200_vm(tmp_path):
+    """cgroup.txt/container.txt as `ktinfra facts --capture` wrote them on a real H200 VM (2026-11-21)."""
+    capture = tmp_path / "h200"
+    shutil.copytree(HOSTS / "h200-xeon-amx-16c", capture)
+    (capture / "cgroup.txt").write_text(
+        "/sys/fs/cgroup/cpuset.cpus.effective: 0-15\n"
+        "/sys/fs/cgroup/process_api/cpuset.cpus.effective: 0-15\n"
+        "/sys/fs/cgroup/process_api/cpu.max: max 100000\n"
+        "/sys/fs/cgroup/process_api/memory.max: 137438953472\n"
+        "/sys/fs/cgroup/process_api/8a2b32ebf6ba852d5a5ff23d3775b988/memory.max: max\n"
+    )
+    (capture / "container.txt").write_text(
+        "/.dockerenv: present\n/run/.containerenv: absent\nsystemd-detect-virt --container: unknown\n"
+        "pid1 environ container: \n"
+    )
+    (capture / "proc-self-cgroup.txt").write_text("0::/process_api/8a2b32ebf6ba852d5a5ff23d3775b988\n")
+    (capture / "proc-1-cgroup.txt").write_text("0::/process_api/core\n")
+    facts = from_capture(capture)
+    # the VM's 128 GiB cgroup limit sits above MemTotal: MemTotal decides
+    assert facts["memory"]["cgroup_limit_bytes"] == 137438953472
+    assert facts["memory"]["total_bytes"] == 131981020 * 1024
+    assert facts["cpu"]["quota_cpus"] is None and facts["cpu"]["physical_cores"] == 16
+    # the VM image keeps a /.dockerenv, but / is the VM's own disk
+    assert facts["container"] is False
+    assert facts["container_evidence"] == [
+        "ignored: /.dockerenv present, but / is /dev/vda (ext4), not a container layer"
+    ]

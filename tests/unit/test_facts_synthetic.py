@@ -66,7 +66,7 @@ def test_autodl_container_with_cpu_quota_is_the_seed_002_host():
     assert facts["os"]["glibc"] == "2.35"
     assert [(d["mount"], d["avail_bytes"]) for d in facts["disks"]] == [
         ("/", 32212254720 - 16106127360),
-        ("/root/autodl-tmp", 53687091200 - 1073741824),
+        ("/root/autodl-tmp", 214748364800 - 1073741824),
     ]
     assert facts["shm_bytes"] == 64 * GIB
 

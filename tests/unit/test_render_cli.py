@@ -47,6 +47,10 @@ def test_serve_json_output_through_the_real_entry_point(tmp_path):
     )
     assert (out / "ktinfra-serve-Qwen3-30B-A3B.env").stat().st_mode & 0o777 == 0o600
     assert (out / "ktinfra-serve@.service").stat().st_mode & 0o777 == 0o644
+    assert doc["install"] == {
+        "ktinfra-serve@.service": "/etc/systemd/system/ktinfra-serve@.service",
+        "ktinfra-serve-Qwen3-30B-A3B.env": "/etc/ktinfra/serve/Qwen3-30B-A3B.env",
+    }
 
 
 def test_api_key_file_allows_a_wildcard_bind(out_dir, tmp_path):
@@ -114,3 +118,11 @@ def test_out_that_is_a_file_is_refused(tmp_path):
     assert result.exit_code == 1
     assert "is not a directory" in result.output
     assert target.read_text() == "keep me"
+
+
+def test_human_output_names_the_unit_and_the_install_steps(tmp_path):
+    result = run([*SERVE, "--plan", SEED002, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert "ktinfra-serve@Qwen3-30B-A3B.service" in result.output
+    assert "systemctl daemon-reload" in result.output
+    assert "ktinfra-serve-Qwen3-30B-A3B.env -> /etc/ktinfra/serve/Qwen3-30B-A3B.env" in result.output

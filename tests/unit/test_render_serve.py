@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
 import shlex
+import subprocess
+import sys
 
 import pytest
 from test_render_support import load_fixture_plan
@@ -218,20 +222,69 @@ def test_env_file_carries_the_argv_and_placement(seed002):
     assert args == rendered.info["argv"][3:]
     assert args[-1] == "--watchdog-timeout=600"
     assert flag_values(rendered.info["argv"])["--served-model-name"] == "q30"
-    # seed 002's host has 2 NUMA nodes and the plan pins no CPUs: interleave the process's own memory.
-    assert lines["KT_NUMACTL_ARGS"] == '"--interleave=all"'
+    # seed 002's host has 2 NUMA nodes but the plan does not say it is no container: no memory policy.
+    assert lines["KT_NUMACTL_ARGS"] == '""'
     assert "KT_API_KEY" not in lines
     assert rendered.info["unit"] == "ktinfra-serve@q30.service"
 
 
+def _placement(plan, **kwargs):
+    rendered = render_serve(plan, name="q", model_path=MODEL, weight_path=WEIGHTS, **kwargs)
+    env = rendered.files["ktinfra-serve-q.env"][0]
+    return next(line for line in env.splitlines() if line.startswith("KT_NUMACTL_ARGS="))
+
+
 def test_numa_placement_follows_the_plan(seed002):
     seed002["serve"]["numa_cpus"] = "0-7"
-    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS)
-    env = rendered.files["ktinfra-serve-q.env"][0]
-    assert 'KT_NUMACTL_ARGS="--physcpubind=0-7 --localalloc"' in env
+    assert _placement(seed002) == 'KT_NUMACTL_ARGS="--physcpubind=0-7"'
+    assert _placement(seed002, numa="none") == 'KT_NUMACTL_ARGS=""'
     seed002["serve"]["numa_cpus"] = None
+    seed002["host"]["container"] = False
+    assert _placement(seed002) == 'KT_NUMACTL_ARGS="--interleave=all"'
+    seed002["host"]["container"] = True
+    assert _placement(seed002) == 'KT_NUMACTL_ARGS=""'
+    assert _placement(seed002, numa="interleave") == 'KT_NUMACTL_ARGS="--interleave=all"'
+    seed002["host"].update(numa_nodes=1, container=False)
     seed002["serve"]["kt_threadpool_count"] = 1
-    seed002["host"]["numa_nodes"] = 1
-    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS)
-    assert 'KT_NUMACTL_ARGS="--localalloc"' in rendered.files["ktinfra-serve-q.env"][0]
-    assert "numactl" not in rendered.files["ktinfra-serve@.service"][0].split("[Service]")[1]
+    assert _placement(seed002) == 'KT_NUMACTL_ARGS=""'
+    with pytest.raises(RenderError, match="--numa 'bind'"):
+        _placement(seed002, numa="bind")
+
+
+def test_exec_argv_hands_the_key_to_sglang_inside_the_process(seed002, tmp_path):
+    """The unit's launch code, run by a real Python against a recording stand-in for sglang.launch_server."""
+    package = tmp_path / "sglang"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "launch_server.py").write_text(
+        "import json, os, sys\n"
+        "if __name__ == '__main__':\n"
+        "    cmdline = open('/proc/self/cmdline', 'rb').read().decode()\n"
+        "    key = os.environ.get('KT_API_KEY')\n"
+        "    print(json.dumps({'argv': sys.argv[1:], 'cmdline': cmdline, 'env': key}))\n"
+    )
+    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, api_key="sk-1")
+    exec_argv = rendered.info["exec_argv"]
+    assert exec_argv[0] == "/usr/bin/numactl" and rendered.info["numactl_args"] == []
+    command = [sys.executable, *exec_argv[2:]]  # numactl with no policy just execs; it is not on this host
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "KT_API_KEY": "sk-1"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+    seen = json.loads(result.stdout)
+    assert seen["argv"] == ["--api-key", "sk-1", *rendered.info["argv"][3:]]
+    assert "sk-1" not in seen["cmdline"]
+    assert seen["env"] is None
+
+
+def test_seed002_llamafile_variant_matches_section_4_3_2(seed002):
+    """Seed 002 section 4.3.2: same host without the AMX path, GGUF Q4_K_M weights through LLAMAFILE."""
+    seed_line = SEED002_LINE.replace("--kt-method AMXINT8", "--kt-method LLAMAFILE").replace(
+        "/root/autodl-tmp/Qwen3-30B-A3B-INT8/", "/root/autodl-tmp/Qwen3-30B-A3B-Q4_K_M"
+    )
+    seed002["serve"].update(kt_method="LLAMAFILE", kt_weight_format="gguf:Q4_K_M")
+    rendered = render_serve(
+        seed002, name="Qwen3-30B-A3B", model_path=MODEL, weight_path="/root/autodl-tmp/Qwen3-30B-A3B-Q4_K_M",
+        api_key="k", host="0.0.0.0",
+    )  # fmt: skip
+    seed = flag_values(shlex.split(seed_line))
+    ours = flag_values(rendered.info["argv"])
+    assert {flag: ours[flag] for flag in seed} == seed

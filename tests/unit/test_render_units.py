@@ -37,10 +37,8 @@ def _verify_clean(systemd_root, unit_path, instance):
     return unit_text
 
 
-@pytest.mark.parametrize("numa_cpus", [None, "0-7"])
-def test_serve_unit_verifies(systemd_root, tmp_path, numa_cpus):
+def test_serve_unit_verifies(systemd_root, tmp_path):
     plan = load_fixture_plan("seed002-qwen3-30b-a3b-serve.json")
-    plan["serve"]["numa_cpus"] = numa_cpus
     rendered = render_serve(plan, name="Qwen3-30B-A3B", model_path=MODEL, weight_path=WEIGHTS, user="ktinfra")
     write_bundle(tmp_path, rendered)
     text = _verify_clean(systemd_root, tmp_path / "ktinfra-serve@.service", "Qwen3-30B-A3B")
@@ -62,18 +60,15 @@ def test_serve_unit_verifies(systemd_root, tmp_path, numa_cpus):
         assert directive in text
 
 
-def test_verify_catches_a_missing_program(systemd_root, tmp_path):
+def test_verify_catches_a_missing_program(tmp_path_factory, tmp_path):
     """The check is real: a unit whose ExecStart program is absent from the root fails verify."""
-    plan = load_fixture_plan("seed002-qwen3-30b-a3b-serve.json")
-    plan["host"]["numa_nodes"] = 1
-    plan["serve"]["kt_threadpool_count"] = 1
-    rendered = render_serve(
-        plan, name="q", model_path=MODEL, weight_path=WEIGHTS, python="/opt/nowhere/bin/python"
-    )
+    root = make_systemd_root(tmp_path_factory.mktemp("bare"))
+    rendered = render_serve(load_fixture_plan("seed002-qwen3-30b-a3b-serve.json"), name="q", model_path=MODEL,
+                            weight_path=WEIGHTS)  # fmt: skip
     write_bundle(tmp_path, rendered)
-    result = verify_unit(systemd_root, tmp_path / "ktinfra-serve@.service", "q")
+    result = verify_unit(root, tmp_path / "ktinfra-serve@.service", "q")
     assert result.returncode != 0
-    assert "/opt/nowhere/bin/python" in result.stderr
+    assert "/usr/bin/numactl" in result.stderr
 
 
 def _job_bundles():

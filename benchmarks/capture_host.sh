@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Raw host capture in the layout of tests/fixtures/hosts/<name>/ (same commands), for `ktinfra facts` to read.
+# usage: benchmarks/capture_host.sh DIR
+set -u
+dir=${1:?usage: capture_host.sh DIR}
+mkdir -p "$dir"
+run() { local out=$1; shift; "$@" >"$dir/$out" 2>&1 || true; }
+run lscpu.txt lscpu
+run lscpu.json lscpu -J
+run lscpu-p.txt lscpu -p
+run cpuinfo.txt cat /proc/cpuinfo
+run meminfo.txt cat /proc/meminfo
+run nproc.txt nproc
+run numactl-hardware.txt numactl --hardware
+run nvidia-smi-query.csv nvidia-smi --format=csv \
+  --query-gpu=index,name,uuid,memory.total,memory.used,compute_cap,driver_version,pci.bus_id
+run nvidia-smi-q.xml nvidia-smi -q -x
+run nvidia-smi-topo.txt nvidia-smi topo -m
+run df.txt df -B1 --output=source,fstype,size,used,avail,target
+run lsblk.json lsblk -J
+run os-release.txt cat /etc/os-release
+run uname.txt uname -a
+run thp.txt cat /sys/kernel/mm/transparent_hugepage/enabled
+run numa_balancing.txt cat /proc/sys/kernel/numa_balancing
+run pid1.txt cat /proc/1/comm
+run proc-self-status.txt grep -E '^(Cpus|Mems)_allowed_list' /proc/self/status
+{
+  for f in /sys/fs/cgroup/cpuset.cpus.effective /sys/fs/cgroup/cpu.max /sys/fs/cgroup/memory.max; do
+    [ -r "$f" ] && echo "$f: $(cat "$f")"
+  done
+} >"$dir/cgroup.txt"
+{
+  ls /sys/devices/system/cpu/cpu0/cpufreq/
+  cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor
+} >"$dir/cpufreq.txt" 2>&1
+echo "captured $(ls "$dir" | wc -l) files into $dir"

@@ -1,0 +1,257 @@
+"""AMXINT8 MoE layer throughput versus CPUInfer threads and threadpool count (one process per config).
+
+Layer shape: Qwen3-30B-A3B (128 experts, top-8, hidden 2048, moe_intermediate 768). Two layers are built and
+called alternately with fresh random routing each call, so the int8 experts touched (2 x 604 MB) do not sit
+in the last-level cache. Decode shapes: 1..16 tokens; prefill shapes: 512 and 2048 tokens.
+
+    python benchmarks/moe_threads.py --out moe_threads.json                 # the sweep
+    python benchmarks/moe_threads.py --threads 16 --pools 1 --out one.json  # one config
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+EXPERTS, TOPK, HIDDEN, INTER = 128, 8, 2048, 768
+LAYERS = 2
+DECODE = (1, 2, 4, 8, 16)
+PREFILL = (512, 2048)
+WEIGHT_DIR = Path(os.environ.get("KT_BENCH_WEIGHTS", "/dev/shm/ktinfra-bench"))
+EXPERT_INT8_BYTES = 3 * HIDDEN * INTER  # gate + up + down, one byte per weight (scales add 0.3%)
+
+
+def weight_files() -> list[Path]:
+    return [WEIGHT_DIR / f"layer{i}_{name}.bf16" for i in range(LAYERS) for name in ("gate", "up", "down")]
+
+
+def make_weights() -> None:
+    """Random bf16 weights written once to shared memory, so each config process maps them in seconds."""
+    import torch
+
+    WEIGHT_DIR.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    for path in weight_files():
+        if path.exists():
+            continue
+        shape = (EXPERTS, HIDDEN, INTER) if "down" in path.name else (EXPERTS, INTER, HIDDEN)
+        scale = shape[-1] ** -0.5
+        tensor = torch.empty(shape, dtype=torch.bfloat16)
+        for e in range(EXPERTS):
+            tensor[e] = (torch.randn(shape[1:]) * scale).to(torch.bfloat16)
+        tmp = path.with_suffix(".tmp")
+        tensor.view(torch.int16).numpy().tofile(tmp)
+        tmp.rename(path)
+
+
+def load_layer(ext, cpu_infer, idx: int, max_len: int):
+    import torch
+
+    files = weight_files()[3 * idx : 3 * idx + 3]
+    size = EXPERTS * HIDDEN * INTER
+    tensors = [torch.from_file(str(f), shared=False, size=size, dtype=torch.bfloat16) for f in files]
+    mask = torch.zeros(EXPERTS, dtype=torch.bool)
+    cfg = ext.moe.MOEConfig(EXPERTS, TOPK, HIDDEN, INTER, mask.data_ptr())
+    cfg.max_len = max_len
+    cfg.gate_proj, cfg.up_proj, cfg.down_proj = (t.data_ptr() for t in tensors)
+    cfg.pool = cpu_infer.backend_
+    moe = ext.moe.AMXInt8_MOE(cfg)
+    phys = torch.arange(EXPERTS, dtype=torch.int64)
+    cpu_infer.submit(moe.load_weights_task(phys.data_ptr()))
+    cpu_infer.sync()
+    return moe, (tensors, mask, phys)
+
+
+def routing(qlen: int, sets: int):
+    import torch
+
+    return [
+        torch.stack([torch.randperm(EXPERTS)[:TOPK] for _ in range(qlen)]).to(torch.int64).contiguous()
+        for _ in range(sets)
+    ]
+
+
+def time_shape(cpu_infer, moes, qlen: int, calls: int) -> dict:
+    import torch
+
+    sets = routing(qlen, 16)
+    weights = torch.softmax(torch.randn(qlen, TOPK), dim=-1).contiguous()
+    x = torch.randn(qlen, HIDDEN).to(torch.bfloat16).contiguous()
+    out = torch.empty(qlen, HIDDEN, dtype=torch.bfloat16)
+    bsz = torch.tensor([qlen], dtype=torch.int32)
+    unique_per_set = [len(ids.unique()) for ids in sets]
+    times, unique = [], []
+    for i in range(calls + max(3, calls // 10)):
+        ids = sets[i % len(sets)]
+        task = moes[i % len(moes)].forward_task(
+            bsz.data_ptr(), TOPK, ids.data_ptr(), weights.data_ptr(), x.data_ptr(), out.data_ptr(), False
+        )
+        start = time.perf_counter()
+        cpu_infer.submit(task)
+        cpu_infer.sync()
+        elapsed = time.perf_counter() - start
+        if i >= max(3, calls // 10):  # warm-up calls dropped
+            times.append(elapsed)
+            unique.append(unique_per_set[i % len(sets)])
+    median = statistics.median(times)
+    touched = statistics.mean(unique) * EXPERT_INT8_BYTES
+    return {
+        "qlen": qlen,
+        "calls": calls,
+        "median_ms": median * 1e3,
+        "p10_ms": sorted(times)[len(times) // 10] * 1e3,
+        "tokens_per_s": qlen / median,
+        "unique_experts": statistics.mean(unique),
+        "weight_gbps": touched / median / 1e9,
+        "tops": qlen * TOPK * 3 * HIDDEN * INTER * 2 / median / 1e12,
+    }
+
+
+def fixed_overhead_ms(ext, cpu_infer) -> float:
+    """Median latency of a tiny layer (16 experts, 512x256) at one token: dispatch and sync cost, not work."""
+    import torch
+
+    experts, hidden, inter = 16, 512, 256
+    tensors = [torch.randn(experts, inter, hidden).to(torch.bfloat16) for _ in range(2)]
+    tensors.append(torch.randn(experts, hidden, inter).to(torch.bfloat16))
+    mask = torch.zeros(experts, dtype=torch.bool)
+    cfg = ext.moe.MOEConfig(experts, TOPK, hidden, inter, mask.data_ptr())
+    cfg.max_len = 64  # AMX buffers need a multiple of the kernel's M step
+    cfg.gate_proj, cfg.up_proj, cfg.down_proj = (t.data_ptr() for t in tensors)
+    cfg.pool = cpu_infer.backend_
+    moe = ext.moe.AMXInt8_MOE(cfg)
+    phys = torch.arange(experts, dtype=torch.int64)
+    cpu_infer.submit(moe.load_weights_task(phys.data_ptr()))
+    cpu_infer.sync()
+    ids = torch.randperm(experts)[:TOPK].view(1, TOPK).to(torch.int64).contiguous()
+    w = torch.full((1, TOPK), 1.0 / TOPK)
+    x = torch.randn(1, hidden).to(torch.bfloat16)
+    out = torch.empty(1, hidden, dtype=torch.bfloat16)
+    bsz = torch.tensor([1], dtype=torch.int32)
+    times = []
+    for i in range(220):
+        task = moe.forward_task(
+            bsz.data_ptr(), TOPK, ids.data_ptr(), w.data_ptr(), x.data_ptr(), out.data_ptr(), False
+        )
+        start = time.perf_counter()
+        cpu_infer.submit(task)
+        cpu_infer.sync()
+        if i >= 20:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def start_spinners(count: int) -> list[subprocess.Popen]:
+    """Busy processes standing in for the serving process's own busy threads (scheduler, CUDA launches)."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+def run_one(threads: int, pools: int, nodes: list[int], spinners: int = 0) -> dict:
+    import kt_kernel
+    import torch
+
+    ext = kt_kernel.kt_kernel_ext
+    cfg = ext.WorkerPoolConfig()
+    cfg.subpool_count = pools
+    cfg.subpool_numa_map = [nodes[i % len(nodes)] for i in range(pools)]
+    cfg.subpool_thread_count = [threads // pools + (1 if i < threads % pools else 0) for i in range(pools)]
+    cpu_infer = ext.CPUInfer(cfg)
+    t0 = time.perf_counter()
+    layers = [load_layer(ext, cpu_infer, i, max(PREFILL)) for i in range(LAYERS)]
+    load_s = time.perf_counter() - t0
+    moes = [moe for moe, _keep in layers]
+    torch.manual_seed(1)
+    torch.set_num_threads(1)  # keep torch's own OpenMP pool from competing with the CPUInfer workers
+    busy = start_spinners(spinners)
+    try:
+        overhead = fixed_overhead_ms(ext, cpu_infer)
+    except RuntimeError as exc:
+        overhead = None
+        print(f"tiny layer: {exc}", file=sys.stderr)
+    shapes = [time_shape(cpu_infer, moes, q, 200) for q in DECODE]
+    shapes += [time_shape(cpu_infer, moes, q, 12 if q <= 512 else 4) for q in PREFILL]
+    for proc in busy:
+        proc.kill()
+    return {
+        "threads": threads,
+        "pools": pools,
+        "spinners": spinners,
+        "numa_map": list(cfg.subpool_numa_map),
+        "variant": kt_kernel.__cpu_variant__,
+        "load_s": load_s,
+        "tiny_layer_ms": overhead,
+        "shapes": shapes,
+    }
+
+
+def sweep_configs(cores: int, nodes: list[int]) -> list[tuple[int, int]]:
+    threads = sorted({1, 2, 4, 6, 8, 10, 12, 14, cores - 1, cores, int(os.cpu_count() * 0.8)} - {0})
+    configs = [(t, 1) for t in threads if t <= cores]
+    for pools in (2, 4):
+        configs += [(cores, pools), (max(pools, cores // 2), pools)]
+    if len(nodes) > 1:
+        configs.append((cores, len(nodes)))
+    return list(dict.fromkeys(configs))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int)
+    ap.add_argument("--pools", type=int, default=1)
+    ap.add_argument("--numa-nodes", default="0", help="comma list of NUMA node ids holding usable cpus")
+    ap.add_argument("--cores", type=int, default=os.cpu_count(), help="usable physical cores")
+    ap.add_argument("--spinners", type=int, default=0, help="busy processes running beside the layer")
+    ap.add_argument("--configs", help="THREADSxPOOLS[+SPINNERS] list, e.g. 12x1,15x1+1 (default: the sweep)")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    nodes = [int(n) for n in args.numa_nodes.split(",")]
+    make_weights()
+    if args.threads:
+        args.out.write_text(json.dumps(run_one(args.threads, args.pools, nodes, args.spinners)))
+        return
+    results = []
+    configs = sweep_configs(args.cores, nodes)
+    if args.configs:
+        configs = [tuple(int(n) for n in c.replace("+", "x").split("x")) for c in args.configs.split(",")]
+    for threads, pools, *extra in configs:
+        spinners = extra[0] if extra else 0
+        one = args.out.with_suffix(f".t{threads}p{pools}s{spinners}.json")
+        cmd = [
+            sys.executable,
+            __file__,
+            "--threads",
+            str(threads),
+            "--pools",
+            str(pools),
+            "--spinners",
+            str(spinners),
+        ]
+        cmd += ["--numa-nodes", args.numa_nodes, "--out", str(one)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            results.append(
+                {"threads": threads, "pools": pools, "spinners": spinners, "error": done.stderr[-1500:]}
+            )
+            print(f"t={threads} p={pools}: FAILED rc={done.returncode}: {done.stderr[-300:]}", flush=True)
+            continue
+        result = json.loads(one.read_text())
+        one.unlink()
+        results.append(result)
+        row = " ".join(f"q{s['qlen']}={s['tokens_per_s']:.0f}" for s in result["shapes"])
+        tiny = result["tiny_layer_ms"] or float("nan")
+        print(
+            f"t={threads:2d} p={pools} s={spinners} load={result['load_s']:.1f}s tiny={tiny:.2f}ms {row}",
+            flush=True,
+        )
+        summary = {"layer": [EXPERTS, TOPK, HIDDEN, INTER], "configs": results}
+        args.out.write_text(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""Load benchmark and capacity search against OpenAI-compatible or SGLang-native endpoints."""
+
+from ktinfra.bench.capacity import level_passes, search
+from ktinfra.bench.client import APIS, RequestResult, Scenario, make_prompt, send
+from ktinfra.bench.metrics import percentile, summarize
+from ktinfra.bench.runner import run_level
+
+__all__ = [
+    "APIS",
+    "RequestResult",
+    "Scenario",
+    "level_passes",
+    "make_prompt",
+    "percentile",
+    "run_level",
+    "search",
+    "send",
+    "summarize",
+]

@@ -1,0 +1,64 @@
+"""Capacity search: the largest concurrency at which every user still gets at least X output tok/s."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+CRITERION = (
+    "every request of the level completed and the slowest one got >= min_tps output tok/s (end to end)"
+)
+
+
+def level_passes(level: dict, min_tps: float) -> bool:
+    tps = level.get("user_tps")
+    return level["failed"] == 0 and level["completed"] > 0 and tps is not None and tps["min"] >= min_tps
+
+
+def search(
+    run_level: Callable[[int], dict],
+    min_tps: float,
+    max_users: int = 64,
+    on_level: Callable[[dict], None] | None = None,
+) -> dict:
+    """Double the concurrency until a level fails (or max_users), then bisect between the last pass and fail.
+
+    Assumes per-user speed falls as concurrency rises, which holds for a server at steady load.
+    """
+    if min_tps <= 0:
+        raise ValueError("min_tps must be positive")
+    if max_users < 1:
+        raise ValueError("max_users must be at least 1")
+    levels: dict[int, dict] = {}
+
+    def probe(users: int) -> bool:
+        level = run_level(users)
+        level["pass"] = level_passes(level, min_tps)
+        levels[users] = level
+        if on_level is not None:
+            on_level(level)
+        return level["pass"]
+
+    good, bad, users = 0, None, 1
+    while users <= max_users:
+        if probe(users):
+            good = users
+            if users == max_users:
+                break
+            users = min(users * 2, max_users)
+        else:
+            bad = users
+            break
+    while bad is not None and bad - good > 1:
+        mid = (good + bad) // 2
+        if probe(mid):
+            good = mid
+        else:
+            bad = mid
+    return {
+        "min_tps": min_tps,
+        "capacity": good,
+        "first_failing": bad,
+        "limited_by_max_users": bad is None,
+        "criterion": CRITERION,
+        "levels": [levels[k] for k in sorted(levels)],
+    }

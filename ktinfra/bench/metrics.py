@@ -1,0 +1,65 @@
+"""bench_serving-style metrics over a set of request results."""
+
+from __future__ import annotations
+
+import math
+from statistics import mean, median
+
+from ktinfra.bench.client import RequestResult
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default method)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    low, high = math.floor(pos), math.ceil(pos)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def distribution(values: list[float], scale: float = 1.0) -> dict | None:
+    if not values:
+        return None
+    scaled = [v * scale for v in values]
+    return {
+        "mean": round(mean(scaled), 3),
+        "median": round(median(scaled), 3),
+        "p95": round(percentile(scaled, 95), 3),
+        "p99": round(percentile(scaled, 99), 3),
+    }
+
+
+def summarize(results: list[RequestResult], concurrency: int, wall_s: float) -> dict:
+    done = [r for r in results if r.ok]
+    tpot = [
+        (r.latency_s - r.ttft_s) / (r.output_tokens - 1)
+        for r in done
+        if r.ttft_s is not None and r.output_tokens > 1 and r.itl_s
+    ]
+    itl = [x for r in done for x in r.itl_s]
+    user_tps = [r.user_tps for r in done]
+    errors = sorted({r.error for r in results if r.error})
+    return {
+        "concurrency": concurrency,
+        "completed": len(done),
+        "failed": len(results) - len(done),
+        "errors": errors[:5],
+        "duration_s": round(wall_s, 3),
+        "total_input_tokens": sum(r.prompt_tokens for r in done),
+        "total_output_tokens": sum(r.output_tokens for r in done),
+        "request_throughput": round(len(done) / wall_s, 4) if wall_s > 0 else 0.0,
+        "input_throughput": round(sum(r.prompt_tokens for r in done) / wall_s, 2) if wall_s > 0 else 0.0,
+        "output_throughput": round(sum(r.output_tokens for r in done) / wall_s, 2) if wall_s > 0 else 0.0,
+        "ttft_ms": distribution([r.ttft_s for r in done if r.ttft_s is not None], 1000.0),
+        "tpot_ms": distribution(tpot, 1000.0),
+        "itl_ms": distribution(itl, 1000.0),
+        "e2e_latency_ms": distribution([r.latency_s for r in done], 1000.0),
+        "user_tps": {
+            "min": round(min(user_tps), 2),
+            "median": round(median(user_tps), 2),
+            "mean": round(mean(user_tps), 2),
+        }
+        if user_tps
+        else None,
+    }

@@ -1,0 +1,45 @@
+"""PNG plot of a capacity search: per-user tok/s and TTFT against concurrency (needs matplotlib)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class PlotUnavailable(RuntimeError):
+    pass
+
+
+def plot_levels(levels: list[dict], path: Path, min_tps: float | None = None, title: str = "") -> Path:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise PlotUnavailable("--plot needs matplotlib: pip install 'ktinfra[plot]'") from exc
+    rows = [lv for lv in levels if lv.get("user_tps") and lv.get("ttft_ms")]
+    if not rows:
+        raise ValueError("no completed level to plot")
+    users = [lv["concurrency"] for lv in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    left.plot(users, [lv["user_tps"]["min"] for lv in rows], "o-", label="slowest user")
+    left.plot(users, [lv["user_tps"]["median"] for lv in rows], "s--", label="median user")
+    if min_tps is not None:
+        left.axhline(min_tps, color="red", linestyle=":", label=f"target {min_tps:g} tok/s")
+    left.set_xlabel("concurrent users")
+    left.set_ylabel("output tok/s per user")
+    left.legend()
+    left.grid(alpha=0.3)
+    right.plot(users, [lv["ttft_ms"]["median"] for lv in rows], "o-", label="median")
+    right.plot(users, [lv["ttft_ms"]["p99"] for lv in rows], "s--", label="p99")
+    right.set_xlabel("concurrent users")
+    right.set_ylabel("TTFT (ms)")
+    right.legend()
+    right.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,57 @@
+"""Closed-loop load: N users, each sending requests back to back (the seed 002 scenario, generalized)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+from ktinfra.bench.client import RequestResult, Scenario, make_prompt, send
+from ktinfra.bench.metrics import summarize
+
+OnResult = Callable[[RequestResult], None]
+
+
+def run_level(
+    sc: Scenario,
+    users: int,
+    requests_per_user: int | None = 2,
+    duration_s: float | None = None,
+    on_result: OnResult | None = None,
+    seed: int = 0,
+) -> dict:
+    """Run one concurrency level; returns its metrics. Either a request count or a duration bounds it."""
+    if users < 1:
+        raise ValueError("users must be at least 1")
+    if (requests_per_user is None) == (duration_s is None):
+        raise ValueError("give exactly one of requests_per_user or duration_s")
+    if requests_per_user is not None and requests_per_user < 1:
+        raise ValueError("requests_per_user must be at least 1")
+    results: list[RequestResult] = []
+    lock = threading.Lock()
+    start = time.perf_counter()
+    deadline = start + duration_s if duration_s is not None else None
+
+    def user(index: int) -> None:
+        with requests.Session() as session:
+            n = 0
+            while True:
+                if requests_per_user is not None and n >= requests_per_user:
+                    return
+                if deadline is not None and time.perf_counter() >= deadline:
+                    return
+                prompt = make_prompt(sc.prompt_tokens, seed=seed * 1_000_003 + index * 10_007 + n)
+                result = send(session, sc, prompt)
+                with lock:
+                    results.append(result)
+                if on_result is not None:
+                    on_result(result)
+                n += 1
+
+    with ThreadPoolExecutor(max_workers=users, thread_name_prefix="bench-user") as pool:
+        for future in [pool.submit(user, i) for i in range(users)]:
+            future.result()
+    return summarize(results, users, time.perf_counter() - start)

@@ -1,0 +1,167 @@
+"""`ktinfra bench`: load and capacity benchmark against a running endpoint (server or router)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ktinfra import bench
+from ktinfra.bench.plot import plot_levels
+
+
+def _level_table(levels: list[dict], min_tps: float | None) -> Table:
+    table = Table(title="ktinfra bench")
+    for col in (
+        "users",
+        "ok/failed",
+        "req/s",
+        "out tok/s",
+        "user tok/s min/med",
+        "TTFT ms med/p99",
+        "TPOT ms med",
+    ):
+        table.add_column(col, justify="right")
+    if min_tps is not None:
+        table.add_column(f">= {min_tps:g} tok/s")
+    for lv in levels:
+        tps, ttft, tpot = lv["user_tps"], lv["ttft_ms"], lv["tpot_ms"]
+        row = [
+            str(lv["concurrency"]),
+            f"{lv['completed']}/{lv['failed']}",
+            f"{lv['request_throughput']:.2f}",
+            f"{lv['output_throughput']:.1f}",
+            f"{tps['min']:.1f}/{tps['median']:.1f}" if tps else "-",
+            f"{ttft['median']:.0f}/{ttft['p99']:.0f}" if ttft else "-",
+            f"{tpot['median']:.1f}" if tpot else "-",
+        ]
+        if min_tps is not None:
+            row.append("yes" if lv.get("pass") else "no")
+        table.add_row(*row)
+    return table
+
+
+def bench_command(
+    url: str = typer.Option(
+        ..., "--url", help="Endpoint base URL, e.g. http://127.0.0.1:30000 (server or router)."
+    ),
+    model: str = typer.Option(..., "--model", help="Model name sent in OpenAI requests (served-model-name)."),
+    api: str = typer.Option("openai", "--api", help="openai (/v1/chat/completions) or sglang (/generate)."),
+    users: int | None = typer.Option(None, "--users", min=1, help="Run one level with N concurrent users."),
+    capacity: bool = typer.Option(
+        False, "--capacity", help="Search the largest concurrency meeting --min-tps."
+    ),
+    min_tps: float | None = typer.Option(
+        None, "--min-tps", help="Output tok/s every user must get (capacity)."
+    ),
+    max_users: int = typer.Option(64, "--max-users", min=1, help="Upper bound for the capacity search."),
+    prompt_tokens: int = typer.Option(
+        500, "--prompt-tokens", min=1, help="Prompt length in tokens (approx.)."
+    ),
+    gen_tokens: int = typer.Option(500, "--gen-tokens", min=1, help="Tokens to generate per request."),
+    stream: bool = typer.Option(True, "--stream/--no-stream", help="Stream tokens (needed for TTFT/ITL)."),
+    ignore_eos: bool = typer.Option(
+        False, "--ignore-eos/--no-ignore-eos", help="Ask SGLang to ignore EOS (fixed output length)."
+    ),
+    requests_per_user: int | None = typer.Option(
+        None, "--requests", min=1, help="Requests per user (default 2)."
+    ),
+    duration: float | None = typer.Option(None, "--duration", min=0.1, help="Seconds per level instead."),
+    timeout: float = typer.Option(600.0, "--timeout", min=1.0, help="Per-request timeout in seconds."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Write a PNG: tok/s per user and TTFT vs users.")
+    ] = None,
+) -> None:
+    """Benchmark an OpenAI-compatible or SGLang endpoint: one level (--users) or a capacity search."""
+    if (users is None) == (not capacity):
+        raise typer.BadParameter("give exactly one of --users N or --capacity")
+    if capacity and min_tps is None:
+        raise typer.BadParameter("--capacity needs --min-tps")
+    if requests_per_user is not None and duration is not None:
+        raise typer.BadParameter("give at most one of --requests or --duration")
+    if plot is not None and importlib.util.find_spec("matplotlib") is None:
+        raise typer.BadParameter("--plot needs matplotlib: pip install 'ktinfra[plot]'")
+    if requests_per_user is None and duration is None:
+        requests_per_user = 2
+    try:
+        sc = bench.Scenario(
+            url=url,
+            model=model,
+            api=api,
+            prompt_tokens=prompt_tokens,
+            gen_tokens=gen_tokens,
+            stream=stream,
+            ignore_eos=ignore_eos,
+            timeout_s=timeout,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+    console = Console(stderr=True)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=as_json,
+    )
+
+    def level(n: int) -> dict:
+        total = n * requests_per_user if requests_per_user is not None else None
+        task = progress.add_task(f"{n} users", total=total)
+        result = bench.run_level(
+            sc, n, requests_per_user, duration, on_result=lambda _r: progress.advance(task), seed=n
+        )
+        progress.update(task, total=result["completed"] + result["failed"])
+        return result
+
+    with progress:
+        if capacity:
+            result = bench.search(level, min_tps=min_tps, max_users=max_users)
+            levels = result["levels"]
+        else:
+            levels = [level(users)]
+            result = {"levels": levels}
+    result["scenario"] = {
+        "url": url,
+        "api": api,
+        "model": model,
+        "prompt_tokens": prompt_tokens,
+        "gen_tokens": gen_tokens,
+        "stream": stream,
+        "requests_per_user": requests_per_user,
+        "duration_s": duration,
+    }
+    if plot is not None:
+        plot_levels(levels, plot, min_tps=min_tps, title=f"{model} @ {url}")
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        _report(result, levels, capacity, min_tps, plot)
+    if not any(lv["completed"] for lv in levels):
+        raise typer.Exit(1)  # nothing got through: endpoint down or rejecting requests
+
+
+def _report(
+    result: dict, levels: list[dict], capacity: bool, min_tps: float | None, plot: Path | None
+) -> None:
+    out = Console()
+    out.print(_level_table(levels, min_tps if capacity else None))
+    if capacity:
+        out.print(f"capacity: [bold]{result['capacity']}[/bold] users at >= {min_tps:g} tok/s each")
+    if plot is not None:
+        out.print(f"plot written to {plot}")
+    if any(lv["failed"] for lv in levels):
+        out.print(f"[red]failed requests: {'; '.join(e for lv in levels for e in lv['errors'])}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench_command)

@@ -1,0 +1,56 @@
+"""`ktinfra doctor`: is this host (or these hosts) really able to run KT? Exits 1 on any failed check."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ktinfra import doctor
+from ktinfra.profiles import DEFAULT_PROFILE, UnknownProfileError
+
+STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "skipped": "yellow"}
+
+
+def _table(report: doctor.DoctorReport) -> Table:
+    table = Table(title=f"KT host checks (role {report.role}, profile {report.profile})")
+    for column in ("check", "host", "status", "detail"):
+        table.add_column(column, overflow="fold")
+    for check in report.checks:
+        detail = check.message or check.output.splitlines()[-1:] and check.output.splitlines()[-1] or ""
+        table.add_row(check.id, check.host, f"[{STYLE[check.status]}]{check.status}[/]", detail)
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("doctor")
+    def doctor_command(
+        hosts: str = typer.Option("local://", "--hosts", help="testinfra host URLs, comma separated"),
+        role: str = typer.Option("serve", "--role", help="serve | sft | any: what the host must do"),
+        profile: str = typer.Option(DEFAULT_PROFILE, "--profile", help="stack profile the envs must match"),
+        method: str = typer.Option(None, "--method", help="serve kt_method (AMX* methods need AMX)"),
+        python: str = typer.Option(None, "--python", help="python of the inference env on the target"),
+        sft_python: str = typer.Option(None, "--sft-python", help="python of the SFT env on the target"),
+        health_url: str = typer.Option(None, "--health-url", help="serve health endpoint that must answer"),
+        select: str = typer.Option(None, "-k", help="pytest -k expression: run only matching checks"),
+        as_json: bool = typer.Option(False, "--json", help="machine JSON on stdout"),
+    ) -> None:
+        """Run the KT host suite (tests/infra) and list every check; exit 1 if any failed."""
+        options = {"method": method, "python": python, "sft_python": sft_python, "health_url": health_url}
+        try:
+            report = doctor.run([h for h in hosts.split(",") if h], role, profile, select=select, **options)
+        except (doctor.DoctorError, UnknownProfileError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        if as_json:
+            typer.echo(json.dumps(report.to_dict(), indent=2))
+        else:
+            console = Console()
+            console.print(_table(report))
+            summary = report.to_dict()["summary"]
+            console.print(", ".join(f"{n} {s}" for s, n in summary.items()))
+            if not summary["passed"]:
+                console.print("[bold red]nothing was checked: no check passed[/]")
+        raise typer.Exit(0 if report.ok else 1)

@@ -1,0 +1,68 @@
+"""`ktinfra tune`: recommend SGLang flag changes from a server log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ktinfra import tune
+
+
+def _show(result: dict, console: Console) -> None:
+    summary = result["summary"]
+    console.print(f"[bold]{summary['message']}[/bold]")
+    console.print(
+        f"decode batches {summary['decode_batches']}, prefill batches {summary['prefill_batches']}, "
+        f"retractions {summary['retractions']}, OOM {summary['oom_errors']}"
+    )
+    if not result["recommendations"]:
+        return
+    table = Table(show_lines=True)
+    for col in ("parameter", "current", "suggested", "reason", "evidence (first)"):
+        table.add_column(col, overflow="fold")
+    for rec in result["recommendations"]:
+        first = rec["evidence"][0] if rec["evidence"] else ""
+        table.add_row(rec["parameter"], str(rec["current"]), str(rec["suggested"]), rec["reason"], first)
+    console.print(table)
+
+
+def tune_command(
+    log: Annotated[Path | None, typer.Option("--log", help="SGLang server log file.")] = None,
+    unit: str | None = typer.Option(None, "--unit", help="systemd unit; reads `journalctl -u UNIT`."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
+    ansible_vars: Annotated[
+        Path | None,
+        typer.Option(
+            "--ansible-vars", help="Also write the server-side recommendations as kt_serve role vars (YAML)."
+        ),
+    ] = None,
+    gpu_memory_gb: float | None = typer.Option(
+        None, "--gpu-memory-gb", min=1.0, help="GPU memory size; sharpens the --mem-fraction-static estimate."
+    ),
+) -> None:
+    """Read an SGLang server log and recommend flag changes, each with its reason and evidence lines."""
+    if (log is None) == (unit is None):
+        raise typer.BadParameter("give exactly one of --log FILE or --unit NAME")
+    try:
+        text = tune.read_log_file(log) if log is not None else tune.read_unit_log(unit)
+    except tune.LogSourceError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    result = tune.advise(tune.parse_text(text), gpu_memory_gb=gpu_memory_gb)
+    if ansible_vars is not None:
+        tune.write_vars(result, ansible_vars)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, default=str))
+    else:
+        _show(result, Console())
+        if ansible_vars is not None:
+            typer.echo(f"wrote {ansible_vars}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tune")(tune_command)

@@ -1,0 +1,154 @@
+"""`ktinfra doctor`: run the KT host suite (tests/infra, pytest-testinfra) and report every check.
+
+Unlike `kt doctor`, which exits 0 whatever it finds, a failed check here fails the run. Skips are listed
+with their reason: a part that is not installed, or hardware the chosen role does not require.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ktinfra.profiles import load_profile
+
+SUITE_ENV = "KTINFRA_INFRA_SUITE"
+ROLES = ("serve", "sft", "any")
+BACKENDS = ("local", "docker", "podman", "ssh", "paramiko", "ansible", "kubectl", "lxc", "openshift", "winrm")
+SCHEMA = 1
+
+
+class DoctorError(RuntimeError):
+    """Bad input, or the suite could not run at all (as opposed to checks that failed)."""
+
+
+@dataclass
+class Check:
+    id: str
+    host: str
+    status: str  # passed | failed | error | skipped
+    message: str = ""
+    output: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class DoctorReport:
+    hosts: list[str]
+    role: str
+    profile: str
+    checks: list[Check] = field(default_factory=list)
+    pytest_rc: int = 0
+
+    def count(self, *statuses: str) -> int:
+        return sum(c.status in statuses for c in self.checks)
+
+    @property
+    def ok(self) -> bool:
+        """No check failed, and at least one passed: a run where everything was skipped checked nothing."""
+        return self.count("passed") > 0 and self.count("failed", "error") == 0
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "ok": self.ok,
+            "role": self.role,
+            "profile": self.profile,
+            "hosts": self.hosts,
+            "summary": {s: self.count(s) for s in ("passed", "failed", "error", "skipped")},
+            "checks": [asdict(c) for c in self.checks],
+        }
+
+
+def suite_dir() -> Path:
+    path = Path(os.environ.get(SUITE_ENV) or Path(__file__).resolve().parents[1] / "tests" / "infra")
+    if not (path / "conftest.py").is_file():
+        raise DoctorError(f"KT host suite not found at {path} (set {SUITE_ENV} to the tests/infra folder)")
+    return path
+
+
+def validate(hosts: list[str], role: str, profile: str) -> None:
+    if role not in ROLES:
+        raise DoctorError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+    for spec in hosts:
+        backend = spec.split("://", 1)[0] if "://" in spec else ""
+        if backend not in BACKENDS:
+            raise DoctorError(f"bad host {spec!r}: use BACKEND://HOST with BACKEND in {', '.join(BACKENDS)}")
+    load_profile(profile)  # UnknownProfileError names the known ones
+
+
+def pytest_args(suite: Path, junit: Path, hosts: list[str], role: str, profile: str, options: dict) -> list:
+    args = [str(suite), f"--hosts={','.join(hosts)}", f"--kt-role={role}", f"--kt-profile={profile}"]
+    args += [
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rN",
+        "-o",
+        "junit_logging=system-out",
+        "-o",
+        "junit_family=xunit1",
+        f"--junitxml={junit}",
+    ]
+    for name, value in options.items():
+        if name == "select" and value:
+            args += ["-k", value]
+        elif value:
+            args.append(f"--kt-{name.replace('_', '-')}={value}")
+    return args
+
+
+def _message(node: ET.Element) -> str:
+    text = (node.get("message") or node.text or "").strip()
+    text = text.removeprefix("failed on setup with ").strip('"')
+    for prefix in ("Failed: ", "AssertionError: ", "Skipped: "):
+        text = text.removeprefix(prefix)
+    return text.split("\nassert ")[0][:2000]
+
+
+def parse_junit(path: Path) -> list[Check]:
+    checks = []
+    for case in ET.parse(path).iter("testcase"):
+        module = case.get("classname", "").rsplit(".", 1)[-1].removeprefix("test_")
+        name = case.get("name", "")
+        base, _, params = name.partition("[")
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        params = params.rstrip("]")
+        host = props.get("kt_host") or ("local" if params.split("-")[0] == "local" else params)
+        extra = params.removeprefix(host).strip("-")
+        check_id = f"{module}.{base.removeprefix('test_')}" + (f"[{extra}]" if extra else "")
+        status, message = "passed", ""
+        for tag in ("failure", "error", "skipped"):
+            node = case.find(tag)
+            if node is not None:
+                status = {"failure": "failed"}.get(tag, tag)
+                message = _message(node)
+                break
+        out = case.find("system-out")
+        output = (out.text or "").strip() if out is not None else ""
+        output = output.split("Captured Out ---", 1)[-1].strip("- \n")
+        checks.append(Check(check_id, host, status, message, output[-2000:], float(case.get("time", 0))))
+    return checks
+
+
+def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **options) -> DoctorReport:
+    """Run the suite against `hosts`; raises DoctorError when it cannot run, never on failed checks."""
+    validate(hosts, role, profile)
+    suite = suite_dir()
+    with tempfile.TemporaryDirectory(prefix="ktinfra-doctor-") as tmp:
+        junit = Path(tmp) / "junit.xml"
+        cmd = [sys.executable, "-m", "pytest", *pytest_args(suite, junit, hosts, role, profile, options)]
+        # The venv's bin first: testinfra's ansible backend calls ansible-inventory/ansible from PATH.
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if done.returncode not in (0, 1) or not junit.is_file():
+            tail = (done.stdout + done.stderr).strip()[-1500:]
+            raise DoctorError(f"the suite did not run (pytest exit {done.returncode}):\n{tail}")
+        checks = parse_junit(junit)
+    if not checks:
+        raise DoctorError("the suite selected no checks")
+    return DoctorReport(hosts=hosts, role=role, profile=profile, checks=checks, pytest_rc=done.returncode)

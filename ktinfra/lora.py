@@ -1,0 +1,308 @@
+"""LoRA serving pipeline: training output -> SGLang adapter -> LoRA serve plan (ktinfra.render) -> chat check.
+
+Current stack (kt-kernel >= 0.6.3): a KT SFT output holding `fused_expert_lora.safetensors` is merged into one
+PEFT-style adapter by kt-kernel's `scripts/convert_kt_to_sglang_adapter.py` (a script in the ktransformers
+repository, not in the wheel); a plain PEFT adapter is served as is. Legacy stack (0.4.x): the sglang fork's
+`convert_lora.py` strips PEFT prefixes. KT LoRA serving needs `--kt-num-gpu-experts 0`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from ktinfra.render.convert import KT_LORA_SCRIPT, LEGACY_LORA_SCRIPT
+
+CONFIG_FILE = "adapter_config.json"
+WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+KT_FUSED_FILE = "fused_expert_lora.safetensors"
+KT_FUSED_KEY = re.compile(r"^layers\.\d+\.experts\.(gate|up|down)_lora_(a|b)$")
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+LORA_BACKENDS = ("triton", "csgmv", "torch_native", "ascend")
+
+CURRENT_CONVERTER = "kt-kernel/scripts/convert_kt_to_sglang_adapter.py"
+LEGACY_CONVERTER = "convert_lora.py"
+CONVERTER_ENV = "KTINFRA_LORA_CONVERTER"
+# First the checkouts the envs role makes (see ktinfra.render.convert), then the tutorials' usual places.
+CONVERTER_SEARCH = {
+    "current": [
+        Path(KT_LORA_SCRIPT),
+        Path("/opt/ktransformers") / CURRENT_CONVERTER,
+        Path.home() / "ktransformers" / CURRENT_CONVERTER,
+        Path("/root/autodl-tmp/ktransformers") / CURRENT_CONVERTER,
+    ],
+    "legacy": [
+        Path(LEGACY_LORA_SCRIPT),
+        Path("/opt/sglang") / LEGACY_CONVERTER,
+        Path.home() / "sglang" / LEGACY_CONVERTER,
+        Path("/root/autodl-tmp/sglang") / LEGACY_CONVERTER,
+    ],
+}
+
+
+class LoraError(ValueError):
+    """Bad adapter, bad arguments or a missing converter: raised before anything is written."""
+
+
+@dataclass
+class Adapter:
+    name: str
+    path: Path
+    kind: str  # "peft" | "kt-fused"
+    rank: int | None
+    alpha: float | None
+    target_modules: list[str] = field(default_factory=list)
+    base_model: str | None = None
+    tensors: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "kind": self.kind,
+            "rank": self.rank,
+            "alpha": self.alpha,
+            "target_modules": self.target_modules,
+            "base_model": self.base_model,
+            "tensors": self.tensors,
+            "warnings": self.warnings,
+        }
+
+
+def safetensors_header(path: Path) -> dict:
+    """Tensor names -> {dtype, shape}, read from the file header without loading tensors."""
+    try:
+        with path.open("rb") as handle:
+            (size,) = struct.unpack("<Q", handle.read(8))
+            if size <= 0 or size > 100_000_000:
+                raise LoraError(f"{path}: not a safetensors file (header size {size})")
+            header = json.loads(handle.read(size))
+    except (struct.error, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise LoraError(f"{path}: not a readable safetensors file ({exc})") from exc
+    header.pop("__metadata__", None)
+    return header
+
+
+def parse_adapter_spec(spec: str) -> tuple[str, Path]:
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise LoraError(f"--adapter must be NAME=TRAIN_OUTPUT_DIR, got {spec!r}")
+    if not NAME_RE.match(name):
+        raise LoraError(f"adapter name {name!r} may only use letters, digits, '_', '.', '-'")
+    return name, Path(path).expanduser()
+
+
+def _check_peft_tensors(adapter: Adapter, weights: Path) -> None:
+    if weights.suffix != ".safetensors":
+        adapter.warnings.append(f"{weights.name}: pickled weights are not inspected; prefer safetensors")
+        return
+    header = safetensors_header(weights)
+    lora_a = {k: v for k, v in header.items() if ".lora_A." in k}
+    lora_b = {k: v for k, v in header.items() if ".lora_B." in k}
+    if not lora_a or len(lora_a) != len(lora_b):
+        raise LoraError(
+            f"{weights}: expected matching lora_A/lora_B tensors, found {len(lora_a)}/{len(lora_b)}"
+        )
+    ranks = {v["shape"][0] for v in lora_a.values()}
+    if adapter.rank is not None and ranks != {adapter.rank}:
+        raise LoraError(
+            f"{weights}: lora_A ranks {sorted(ranks)} do not match r={adapter.rank} in {CONFIG_FILE}"
+        )
+    adapter.tensors += len(header)
+
+
+def _check_kt_fused(adapter: Adapter, fused: Path) -> None:
+    header = safetensors_header(fused)
+    bad = [k for k in header if not KT_FUSED_KEY.match(k)]
+    if bad or not header:
+        raise LoraError(
+            f"{fused}: unexpected tensor names {bad[:3]} (want layers.N.experts.<gate|up|down>_lora_<a|b>)"
+        )
+    not_3d = [k for k, v in header.items() if len(v["shape"]) != 3]
+    if not_3d:
+        raise LoraError(f"{fused}: fused expert LoRA tensors must be 3D [experts, ...]: {not_3d[:3]}")
+    adapter.tensors += len(header)
+
+
+def inspect_adapter(name: str, path: Path, base: str | None = None) -> Adapter:
+    if not path.is_dir():
+        raise LoraError(f"adapter {name}: directory not found: {path}")
+    config_path = path / CONFIG_FILE
+    fused = path / KT_FUSED_FILE
+    config: dict = {}
+    if config_path.is_file():
+        try:
+            config = json.loads(config_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise LoraError(f"{config_path}: invalid JSON ({exc})") from exc
+        if str(config.get("peft_type", "LORA")).upper() != "LORA":
+            raise LoraError(f"{config_path}: peft_type {config.get('peft_type')!r} is not LORA")
+    elif not fused.is_file():
+        raise LoraError(
+            f"adapter {name}: {path} has no {CONFIG_FILE}; is it a LoRA training output directory?"
+        )
+    rank = config.get("r")
+    if rank is not None and (not isinstance(rank, int) or rank < 1):
+        raise LoraError(f"{config_path}: r must be a positive integer, got {rank!r}")
+    targets = config.get("target_modules") or []
+    adapter = Adapter(
+        name=name,
+        path=path.resolve(),
+        kind="kt-fused" if fused.is_file() else "peft",
+        rank=rank,
+        alpha=config.get("lora_alpha"),
+        target_modules=[targets] if isinstance(targets, str) else list(targets),
+        base_model=config.get("base_model_name_or_path"),
+    )
+    weights = next((path / w for w in WEIGHT_FILES if (path / w).is_file()), None)
+    if weights is None and adapter.kind == "peft":
+        raise LoraError(f"adapter {name}: {path} has {CONFIG_FILE} but no {' or '.join(WEIGHT_FILES)}")
+    if weights is not None:
+        _check_peft_tensors(adapter, weights)
+    if adapter.kind == "kt-fused":
+        _check_kt_fused(adapter, fused)
+    if adapter.rank is None and adapter.kind == "peft":
+        raise LoraError(f"{config_path}: missing r (LoRA rank)")
+    if base and adapter.base_model and Path(adapter.base_model).name != Path(base.rstrip("/")).name:
+        adapter.warnings.append(f"trained on {adapter.base_model!r}, serving on {base!r}")
+    return adapter
+
+
+def needs_conversion(adapter: Adapter, legacy: bool) -> bool:
+    return legacy or adapter.kind == "kt-fused"
+
+
+def find_converter(legacy: bool, explicit: Path | None = None) -> Path:
+    generation = "legacy" if legacy else "current"
+    candidates = [explicit] if explicit else []
+    if not explicit and os.environ.get(CONVERTER_ENV):
+        candidates = [Path(os.environ[CONVERTER_ENV])]
+    candidates = candidates or CONVERTER_SEARCH[generation]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    wanted = (
+        LEGACY_CONVERTER + " (sglang fork)" if legacy else CURRENT_CONVERTER + " (ktransformers repository)"
+    )
+    raise LoraError(
+        f"{generation} adapter converter {wanted} not found in {', '.join(str(c) for c in candidates)}; "
+        f"pass --converter PATH or set {CONVERTER_ENV}"
+    )
+
+
+def conversion_command(
+    adapter: Adapter,
+    out_dir: Path,
+    base: str,
+    legacy: bool,
+    converter: Path,
+    python: str,
+    lora_alpha: float | None = None,
+) -> list[str]:
+    if legacy:
+        return [python, str(converter), str(adapter.path), str(out_dir), "--quiet"]
+    cmd = [python, str(converter), str(adapter.path), str(out_dir), "--base-model-name-or-path", base]
+    if adapter.alpha is None:
+        if lora_alpha is None:
+            raise LoraError(f"adapter {adapter.name}: no lora_alpha in {CONFIG_FILE}; pass --lora-alpha")
+        cmd += ["--lora-alpha", f"{lora_alpha:g}"]
+    return cmd
+
+
+def default_output(adapter: Adapter, legacy: bool) -> Path:
+    return adapter.path.with_name(adapter.path.name + ("_converted" if legacy else "_sglang"))
+
+
+def convert(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -> Path:
+    """Run the converter into a scratch directory, then move it into place: never a half-written adapter."""
+    if out_dir.exists() and not overwrite:
+        raise LoraError(f"{out_dir} already exists; pass --overwrite to replace it")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.partial-"))
+    target = scratch / "adapter"
+    try:
+        proc = subprocess.run(cmd_for(target), capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+            raise LoraError(f"converter failed (exit {proc.returncode}): {' | '.join(tail)}")
+        inspect_adapter(adapter.name, target)  # the result must itself be a valid adapter
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(target, out_dir)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return out_dir
+
+
+def lora_plan(plan_serve: dict | None, adapters: dict[str, Path], max_loras: int, backend: str) -> dict:
+    """The plan's `serve` section with LoRA on: KT LoRA runs with every expert on the CPU."""
+    if backend not in LORA_BACKENDS:
+        raise LoraError(f"--lora-backend must be one of {', '.join(LORA_BACKENDS)}")
+    if max_loras < 1:
+        raise LoraError("--max-loras-per-batch must be at least 1")
+    serve = dict(plan_serve or {})
+    serve["kt_num_gpu_experts"] = 0
+    serve["kt_gpu_prefill_token_threshold"] = None  # unsupported together with KT LoRA
+    if serve.get("max_running_requests") is not None and serve["max_running_requests"] < 2:
+        serve["max_running_requests"] = 2  # KT LoRA serving needs at least 2
+    serve["lora"] = {
+        "paths": {name: str(path) for name, path in adapters.items()},
+        "max_loras_per_batch": max_loras,
+        "backend": backend,
+    }
+    return serve
+
+
+def chat_check(
+    url: str,
+    model: str,
+    adapter: str | None = None,
+    legacy: bool = False,
+    prompt: str = "Say hello in one short sentence.",
+    max_tokens: int = 32,
+    timeout_s: float = 120.0,
+) -> dict:
+    """One chat request through the endpoint; adapters are chosen as `model:adapter` (current SGLang)
+    or with the `lora_path` request field (legacy)."""
+    body: dict = {
+        "model": f"{model}:{adapter}" if adapter and not legacy else model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+    }
+    if adapter and legacy:
+        body["lora_path"] = adapter
+    t0 = time.perf_counter()
+    try:
+        resp = requests.post(url.rstrip("/") + "/v1/chat/completions", json=body, timeout=timeout_s)
+    except requests.RequestException as exc:
+        return {"ok": False, "request": body, "error": f"{type(exc).__name__}: {exc}"}
+    elapsed = round(time.perf_counter() - t0, 3)
+    if resp.status_code != 200:
+        return {"ok": False, "request": body, "status": resp.status_code, "error": resp.text[:300]}
+    try:
+        data = resp.json()
+        content = data["choices"][0]["message"].get("content") or ""
+    except (ValueError, KeyError, IndexError) as exc:
+        return {"ok": False, "request": body, "status": 200, "error": f"unexpected response: {exc}"}
+    usage = data.get("usage") or {}
+    return {
+        "ok": bool(content.strip()),
+        "request": body,
+        "status": 200,
+        "reply": content,
+        "completion_tokens": usage.get("completion_tokens"),
+        "latency_s": elapsed,
+        "error": None if content.strip() else "empty reply",
+    }

@@ -1,0 +1,85 @@
+"""Log-driven tuning advisor for SGLang/kt-kernel servers: read a log, recommend flag changes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from ktinfra.tune.advise import advise
+from ktinfra.tune.parse import parse_lines, parse_text
+
+__all__ = [
+    "advise",
+    "parse_lines",
+    "parse_text",
+    "read_log_file",
+    "read_unit_log",
+    "ansible_vars",
+    "write_vars",
+]
+
+# Flag -> key under `kt_serve_overrides` (the plan's `serve` keys; see docs/CONTRACTS.md).
+ANSIBLE_KEYS = {
+    "--schedule-conservativeness": "schedule_conservativeness",
+    "--mem-fraction-static": "mem_fraction_static",
+    "--chunked-prefill-size": "chunked_prefill_size",
+    "--max-running-requests": "max_running_requests",
+    "--kt-num-gpu-experts": "kt_num_gpu_experts",
+    "--cuda-graph-max-bs": "cuda_graph_max_bs",
+}
+ANSIBLE_VAR = "kt_serve_overrides"
+
+
+class LogSourceError(RuntimeError):
+    pass
+
+
+def read_log_file(path: Path) -> str:
+    if not path.is_file():
+        raise LogSourceError(f"log file not found: {path}")
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def read_unit_log(unit: str, lines: int = 20000) -> str:
+    if not shutil.which("journalctl"):
+        raise LogSourceError("journalctl is not available on this host; pass --log FILE instead")
+    proc = subprocess.run(
+        ["journalctl", "-u", unit, "--no-pager", "-o", "cat", "-n", str(lines)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise LogSourceError(f"journalctl -u {unit} failed: {proc.stderr.strip() or proc.returncode}")
+    return proc.stdout
+
+
+def ansible_vars(result: dict) -> dict:
+    """Server-side recommendations with a concrete value, as vars for the kt_serve role."""
+    overrides = {
+        ANSIBLE_KEYS[r["parameter"]]: r["suggested"]
+        for r in result["recommendations"]
+        if r["parameter"] in ANSIBLE_KEYS and r["suggested"] is not None
+    }
+    return {ANSIBLE_VAR: overrides}
+
+
+def write_vars(result: dict, path: Path) -> dict:
+    """Write atomically: a failed write leaves any previous file untouched."""
+    data = ansible_vars(result)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = "# Written by `ktinfra tune`: kt_serve flag overrides recommended from the server log.\n"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(header + yaml.safe_dump(data, sort_keys=True))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return data

@@ -1,0 +1,308 @@
+"""Turn a parsed SGLang log into parameter recommendations (rules from SGLang's hyperparameter tuning guide).
+
+Every recommendation carries the reason and the log lines that triggered it, so a person can check it.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import mean, median
+
+from ktinfra.tune.parse import ServerLog
+
+MAX_EVIDENCE = 5
+USAGE_GOOD = 0.9  # token usage above this means the KV cache is well used
+LOW_USAGE_SHARE = 0.3  # share of decode lines with low usage + queued requests that counts as "frequent"
+RETRACTS_PER_MINUTE_OK = 1.0  # about one retraction a minute is fine
+ACTIVATION_GB = (5.0, 8.0)  # free GPU memory to keep for activations and CUDA graphs
+QUEUE_HEALTHY = (100, 2000)
+IDLE_QUEUE_SHARE = 0.9  # #queue-req == 0 on this share of decode lines ...
+IDLE_QUEUE_MIN_LINES = 10  # ... over at least this many lines means the client is too slow
+DEFAULT_CONSERVATIVENESS = 1.0
+
+
+def _rec(parameter: str, current, suggested, reason: str, evidence: list[str]) -> dict:
+    return {
+        "parameter": parameter,
+        "current": current,
+        "suggested": suggested,
+        "reason": reason,
+        "evidence": evidence[:MAX_EVIDENCE],
+    }
+
+
+def _current(log: ServerLog, key: str):
+    """Value in force: the scheduler's startup line beats the args dump (it shows auto-chosen values)."""
+    if key in log.config:
+        return log.config[key]
+    return log.server_args.get(key)
+
+
+def _retract_rate(log: ServerLog) -> float | None:
+    stamps = [ts for _, ts, _ in log.retracts if ts is not None]
+    first, last = log.first_ts, log.last_ts
+    if len(stamps) < len(log.retracts) or first is None or last is None:
+        return None
+    minutes = max((last - first).total_seconds() / 60.0, 1.0)
+    return len(log.retracts) / minutes
+
+
+def _conservativeness(log: ServerLog) -> list[dict]:
+    current = log.server_args.get("schedule_conservativeness", DEFAULT_CONSERVATIVENESS)
+    rate = _retract_rate(log)
+    frequent = (rate is not None and rate > RETRACTS_PER_MINUTE_OK and len(log.retracts) >= 2) or (
+        rate is None and len(log.retracts) >= 5
+    )
+    if frequent:
+        how = f"{rate:.1f}/min" if rate is not None else f"{len(log.retracts)} times"
+        return [
+            _rec(
+                "--schedule-conservativeness",
+                current,
+                max(1.3, current),
+                f"KV cache pool filled up and requests were retracted {how} (about once a minute is fine): "
+                "the scheduler admits too much; make it more conservative",
+                [line for line, _, _ in log.retracts],
+            )
+        ]
+    decodes = log.decodes
+    idle_kv = [
+        b
+        for b in decodes
+        if b.token_usage is not None and b.token_usage < USAGE_GOOD and (b.queue_req or 0) > 0
+    ]
+    if decodes and len(idle_kv) >= 3 and len(idle_kv) / len(decodes) >= LOW_USAGE_SHARE and not log.retracts:
+        return [
+            _rec(
+                "--schedule-conservativeness",
+                current,
+                min(0.3, current),
+                f"{len(idle_kv)} of {len(decodes)} decode batches had token usage < {USAGE_GOOD} "
+                "while requests were queued: the scheduler is too conservative",
+                [b.line for b in idle_kv],
+            )
+        ]
+    return []
+
+
+def _mem_fraction(log: ServerLog, gpu_memory_gb: float | None) -> list[dict]:
+    free = log.config.get("available_gpu_mem_gb")
+    if free is None:
+        return []
+    current = log.server_args.get("mem_fraction_static")
+    low, high = ACTIVATION_GB
+    if low <= free <= high:
+        return []
+    target = (low + high) / 2
+    suggested = None
+    if current is not None:
+        if gpu_memory_gb:
+            step = (free - target) / gpu_memory_gb
+        else:
+            step = 0.02 if free > high else -0.03  # without the GPU size, move in small steps
+        suggested = round(min(0.95, max(0.5, current + step)), 2)
+    if free > high:
+        reason = (
+            f"available_gpu_mem={free:.2f} GB after loading is above the {low:g}-{high:g} GB needed for "
+            "activations and CUDA graphs: give the rest to the KV cache pool"
+        )
+    else:
+        reason = (
+            f"available_gpu_mem={free:.2f} GB after loading is below the {low:g}-{high:g} GB needed for "
+            "activations and CUDA graphs: expect OOM under load, shrink the static pool"
+        )
+    return [_rec("--mem-fraction-static", current, suggested, reason, [log.config_line])]
+
+
+def _next_chunk(current: int | None) -> int:
+    if current is None or current > 4096:
+        return 4096
+    if current > 2048:
+        return 2048
+    return max(512, current // 2)
+
+
+def _oom(log: ServerLog) -> list[dict]:
+    recs = []
+    prefill = [o for o in log.ooms if o.phase == "prefill"]
+    decode = [o for o in log.ooms if o.phase == "decode"]
+    unknown = [o for o in log.ooms if o.phase == "unknown"]
+    if prefill:
+        current = _current(log, "chunked_prefill_size")
+        recs.append(
+            _rec(
+                "--chunked-prefill-size",
+                current,
+                _next_chunk(current),
+                f"{len(prefill)} out-of-memory error(s) during prefill: smaller prefill chunks need less "
+                "memory (long prompts prefill slower)",
+                [o.line for o in prefill],
+            )
+        )
+    if decode:
+        current = _current(log, "max_running_requests")
+        peak = max((b.running_req or 0 for b in log.decodes), default=0)
+        base = current if current and current > 0 else peak
+        recs.append(
+            _rec(
+                "--max-running-requests",
+                current,
+                max(1, base // 2) if base else None,
+                f"{len(decode)} out-of-memory error(s) during decode (peak #running-req {peak}): "
+                "halve the number of requests decoded at once",
+                [o.line for o in decode],
+            )
+        )
+    experts = _current(log, "kt_num_gpu_experts")
+    if log.ooms and isinstance(experts, int) and experts > 0:
+        recs.append(
+            _rec(
+                "--kt-num-gpu-experts",
+                experts,
+                experts // 2,
+                "GPU ran out of memory and some MoE experts sit on the GPU: moving half of them back to the "
+                "CPU (kt-kernel) frees VRAM for the KV cache and activations",
+                [o.line for o in (prefill + decode + unknown)],
+            )
+        )
+    if unknown and not prefill and not decode:
+        current = log.server_args.get("mem_fraction_static")
+        recs.append(
+            _rec(
+                "--mem-fraction-static",
+                current,
+                round(max(0.5, current - 0.05), 2) if isinstance(current, float) else None,
+                "GPU out of memory outside a recognisable prefill/decode step: lower the static pool",
+                [o.line for o in unknown],
+            )
+        )
+    return recs
+
+
+def _spare_vram_experts(log: ServerLog) -> list[dict]:
+    free = log.config.get("available_gpu_mem_gb")
+    experts = _current(log, "kt_num_gpu_experts")
+    usage = [b.token_usage for b in log.decodes if b.token_usage is not None]
+    if free is None or not isinstance(experts, int) or log.ooms or free <= 2 * ACTIVATION_GB[1]:
+        return []
+    if usage and max(usage) >= USAGE_GOOD:
+        return []  # the KV cache is the bottleneck: spare memory belongs to --mem-fraction-static
+    return [
+        _rec(
+            "--kt-num-gpu-experts",
+            experts,
+            max(1, experts * 2),
+            f"available_gpu_mem={free:.2f} GB is far above what activations need and the KV cache never "
+            f"filled (max token usage {max(usage, default=0):.2f}): put more experts on the GPU; raise in "
+            "steps and keep available_gpu_mem >= 5 GB",
+            [log.config_line],
+        )
+    ]
+
+
+def _cuda_graph(log: ServerLog) -> list[dict]:
+    decodes = [b for b in log.decodes if b.graph is not None and (b.running_req or 0) > 0]
+    no_graph = [b for b in decodes if b.graph is False]
+    if not decodes or len(no_graph) / len(decodes) < 0.2:
+        return []
+    current = log.server_args.get("cuda_graph_max_bs") or (max(log.capture_bs) if log.capture_bs else None)
+    peak = max(b.running_req or 0 for b in no_graph)
+    if current is not None and peak <= current:
+        return []  # graphs are off for another reason (e.g. --disable-cuda-graph)
+    suggested = min(768, 2 ** math.ceil(math.log2(max(peak, 1))))
+    evidence = ([log.capture_line] if log.capture_line else []) + [b.line for b in no_graph]
+    return [
+        _rec(
+            "--cuda-graph-max-bs",
+            current,
+            suggested,
+            f"{len(no_graph)} of {len(decodes)} decode batches ran without CUDA graph at up to {peak} "
+            "running requests: capture graphs for larger batches (costs some memory; lower "
+            "--mem-fraction-static "
+            "slightly if needed)",
+            evidence,
+        )
+    ]
+
+
+def _request_rate(log: ServerLog) -> list[dict]:
+    queues = [b for b in log.decodes if b.queue_req is not None]
+    if not queues:
+        return []
+    values = [b.queue_req for b in queues]
+    idle = [b for b in queues if b.queue_req == 0]
+    if len(queues) >= IDLE_QUEUE_MIN_LINES and len(idle) / len(queues) >= IDLE_QUEUE_SHARE:
+        return [
+            _rec(
+                "request rate (client)",
+                f"#queue-req median {median(values):g}",
+                f"#queue-req {QUEUE_HEALTHY[0]}-{QUEUE_HEALTHY[1]}",
+                f"#queue-req stayed 0 on {len(idle)} of {len(queues)} decode batches: the client sends too "
+                "slowly to keep the server busy; raise concurrency or request rate",
+                [b.line for b in idle],
+            )
+        ]
+    flooded = [b for b in queues if b.queue_req > QUEUE_HEALTHY[1]]
+    if flooded and len(flooded) / len(queues) >= LOW_USAGE_SHARE:
+        return [
+            _rec(
+                "request rate (client)",
+                f"#queue-req max {max(values)}",
+                f"#queue-req {QUEUE_HEALTHY[0]}-{QUEUE_HEALTHY[1]}",
+                f"#queue-req exceeded {QUEUE_HEALTHY[1]} on {len(flooded)} decode batches: the queue adds "
+                "scheduling overhead; send requests more slowly",
+                [b.line for b in flooded],
+            )
+        ]
+    return []
+
+
+def summarize(log: ServerLog) -> dict:
+    decodes = log.decodes
+    usage = [b.token_usage for b in decodes if b.token_usage is not None]
+    queue = [b.queue_req for b in decodes if b.queue_req is not None]
+    throughput = [b.gen_throughput for b in decodes if b.gen_throughput is not None]
+    first, last = log.first_ts, log.last_ts
+    return {
+        "lines_read": log.lines_read,
+        "decode_batches": len(decodes),
+        "prefill_batches": len(log.batches) - len(decodes),
+        "retractions": len(log.retracts),
+        "oom_errors": {
+            phase: sum(1 for o in log.ooms if o.phase == phase) for phase in ("prefill", "decode", "unknown")
+        },
+        "token_usage": {"mean": round(mean(usage), 3), "max": max(usage)} if usage else None,
+        "queue_req": {"median": median(queue), "max": max(queue)} if queue else None,
+        "running_req_max": max((b.running_req or 0 for b in decodes), default=None) if decodes else None,
+        "gen_throughput_tok_s": {"mean": round(mean(throughput), 2), "max": max(throughput)}
+        if throughput
+        else None,
+        "startup": log.config or None,
+        "server_args": log.server_args or None,
+        "span_seconds": (last - first).total_seconds() if first and last else None,
+    }
+
+
+def advise(log: ServerLog, gpu_memory_gb: float | None = None) -> dict:
+    recs = (
+        _conservativeness(log)
+        + _oom(log)
+        + _mem_fraction(log, gpu_memory_gb)
+        + _spare_vram_experts(log)
+        + _cuda_graph(log)
+        + _request_rate(log)
+    )
+    # One recommendation per parameter: OOM fixes come first and win over capacity tweaks.
+    seen, unique = set(), []
+    for rec in recs:
+        if rec["parameter"] not in seen:
+            seen.add(rec["parameter"])
+            unique.append(rec)
+    summary = summarize(log)
+    if not log.batches and not log.config and not log.ooms and not log.retracts:
+        summary["message"] = "no SGLang scheduler lines found in this log"
+    elif not unique:
+        summary["message"] = "nothing to fix: no rule fired on this log"
+    else:
+        summary["message"] = f"{len(unique)} change(s) recommended"
+    return {"recommendations": unique, "summary": summary}

@@ -1,0 +1,187 @@
+"""Parse SGLang (sglang-kt) server log lines into typed events.
+
+Formats follow the scheduler's log strings: `Decode batch. #running-req: …` (older releases print
+`Decode batch.`, newer ones `Decode batch,`, optionally with ` [iter]`), the startup line
+`max_total_num_tokens=… available_gpu_mem=… GB`, `KV cache pool is full. Retract requests. …`,
+`Prefill/Decode out of memory. …`, CUDA OOM tracebacks and the `server_args=ServerArgs(…)` dump.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+_TS = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
+_BATCH_HEAD = re.compile(r"(Decode|Prefill) batch(?: \[\d+\])?[.,] ")
+_FIELD = re.compile(
+    r"(#[a-z-]+|token usage|full token usage|[a-z]+ graph|gen throughput \(token/s\)): ([^,]+)"
+)
+_CONFIG = re.compile(r"max_total_num_tokens=(\d+).*?available_(gpu|cpu)_mem=([\d.]+) GB")
+_CONFIG_FIELD = re.compile(
+    r"\b(max_total_num_tokens|chunked_prefill_size|max_prefill_tokens|max_running_requests|context_len)=(-?\d+)"
+)
+_RETRACT = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+)")
+_SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
+_ARG = re.compile(r"\b([a-z_]+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^,()]+)")
+_CAPTURE_BS = re.compile(r"Capture (?:cuda|cpu|npu) graph bs \[([\d, ]+)\]")
+_OOM_TEXT = re.compile(r"(Prefill|Decode) out of memory|CUDA out of memory|OutOfMemoryError")
+
+OOM_SAME_EVENT_LINES = 30
+
+# Server args whose current values the advisor needs; anything else in the dump is ignored.
+TRACKED_ARGS = (
+    "schedule_conservativeness",
+    "mem_fraction_static",
+    "chunked_prefill_size",
+    "max_running_requests",
+    "cuda_graph_max_bs",
+    "kt_num_gpu_experts",
+    "max_total_tokens",
+)
+
+
+@dataclass
+class BatchLine:
+    kind: str  # "decode" | "prefill"
+    line: str
+    ts: datetime | None
+    running_req: int | None = None
+    queue_req: int | None = None
+    token_usage: float | None = None
+    graph: bool | None = None
+    gen_throughput: float | None = None
+
+
+@dataclass
+class OomEvent:
+    phase: str  # "prefill" | "decode" | "unknown"
+    line: str
+    ts: datetime | None
+    line_no: int = 0
+
+
+@dataclass
+class ServerLog:
+    batches: list[BatchLine] = field(default_factory=list)
+    retracts: list[tuple[str, datetime | None, int]] = field(default_factory=list)
+    ooms: list[OomEvent] = field(default_factory=list)
+    config: dict = field(default_factory=dict)
+    config_line: str | None = None
+    server_args: dict = field(default_factory=dict)
+    server_args_line: str | None = None
+    capture_bs: list[int] = field(default_factory=list)
+    capture_line: str | None = None
+    lines_read: int = 0
+
+    @property
+    def decodes(self) -> list[BatchLine]:
+        return [b for b in self.batches if b.kind == "decode"]
+
+    @property
+    def first_ts(self) -> datetime | None:
+        return next((t for t in self._all_ts()), None)
+
+    @property
+    def last_ts(self) -> datetime | None:
+        return next((t for t in reversed(list(self._all_ts()))), None)
+
+    def _all_ts(self):
+        stamps = [b.ts for b in self.batches] + [r[1] for r in self.retracts] + [o.ts for o in self.ooms]
+        return iter(sorted(t for t in stamps if t is not None))
+
+
+def _timestamp(line: str) -> datetime | None:
+    match = _TS.search(line)
+    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S") if match else None
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.strip())
+    except ValueError:
+        return None
+
+
+def _parse_batch(line: str, kind: str, ts: datetime | None) -> BatchLine:
+    batch = BatchLine(kind=kind.lower(), line=line.strip(), ts=ts)
+    for key, raw in _FIELD.findall(line[line.find("batch") :]):
+        value = raw.strip()
+        if key == "#running-req":
+            batch.running_req = int(_number(value) or 0)
+        elif key == "#queue-req":
+            batch.queue_req = int(_number(value) or 0)
+        elif key in ("token usage", "full token usage") and batch.token_usage is None:
+            batch.token_usage = _number(value)
+        elif key.endswith(" graph"):
+            batch.graph = value == "True"
+        elif key.startswith("gen throughput"):
+            batch.gen_throughput = _number(value)
+    return batch
+
+
+def _scalar(raw: str):
+    raw = raw.strip()
+    if raw in ("None", "null"):
+        return None
+    if raw in ("True", "False"):
+        return raw == "True"
+    number = _number(raw)
+    if number is None:
+        return raw.strip("'\"")
+    return int(number) if number.is_integer() and "." not in raw else number
+
+
+def _oom_phase(lines: list[str], index: int) -> str:
+    line = lines[index]
+    if "Prefill out of memory" in line:
+        return "prefill"
+    if "Decode out of memory" in line:
+        return "decode"
+    # A CUDA OOM traceback names the forward pass a few frames above the error line.
+    context = "\n".join(lines[max(0, index - 30) : index + 1])
+    if re.search(r"forward_decode|Decode out of memory", context):
+        return "decode"
+    if re.search(r"forward_extend|Prefill out of memory|chunked_prefill", context):
+        return "prefill"
+    return "unknown"
+
+
+def parse_lines(lines: list[str]) -> ServerLog:
+    log = ServerLog(lines_read=len(lines))
+    for index, line in enumerate(lines):
+        ts = _timestamp(line)
+        head = _BATCH_HEAD.search(line)
+        if head:
+            log.batches.append(_parse_batch(line, head.group(1), ts))
+            continue
+        if match := _RETRACT.search(line):
+            log.retracts.append((line.strip(), ts, int(match.group(1))))
+            continue
+        if _CONFIG.search(line):
+            log.config = {k: int(v) for k, v in _CONFIG_FIELD.findall(line)}
+            mem = _CONFIG.search(line)
+            log.config[f"available_{mem.group(2)}_mem_gb"] = float(mem.group(3))
+            log.config_line = line.strip()
+            continue
+        if match := _SERVER_ARGS.search(line):
+            found = dict(_ARG.findall(match.group(1)))
+            log.server_args = {k: _scalar(found[k]) for k in TRACKED_ARGS if k in found}
+            log.server_args_line = line.strip()
+            continue
+        if match := _CAPTURE_BS.search(line):
+            log.capture_bs = [int(x) for x in match.group(1).replace(" ", "").split(",") if x]
+            log.capture_line = line.strip()
+            continue
+        if _OOM_TEXT.search(line):
+            phase = _oom_phase(lines, index)
+            # SGLang logs one OOM as an allocator error and then the traceback: count it once.
+            last = log.ooms[-1] if log.ooms else None
+            if last and index - last.line_no <= OOM_SAME_EVENT_LINES and phase in (last.phase, "unknown"):
+                continue
+            log.ooms.append(OomEvent(phase=phase, line=line.strip(), ts=ts, line_no=index))
+    return log
+
+
+def parse_text(text: str) -> ServerLog:
+    return parse_lines(text.splitlines())

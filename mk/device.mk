@@ -1,0 +1,51 @@
+# KT host suite (tests/infra) run for real where CI runs: this machine (no AMX, no GPU) over local://, and a
+# systemd container over docker:// holding a real unit and a real HTTP health endpoint. The AMX/GPU/kt-kernel
+# path is proven on the device host instead (docs/results/2026-11-21-h100-amx/, scripts/device/).
+INFRA_OUT := out/infra
+INFRA_IMAGE ?= ktinfra/debian12-systemd:latest
+INFRA_CT := device-infra-$(shell echo $$PPID)
+INFRA_JSON = $(VPY) -c 'import json,sys; d=json.load(open(sys.argv[1])); c={x["id"]: x["status"] for x in d["checks"]}; $(1)' $(2)
+
+TEST_TARGETS += infra-local infra-docker
+.PHONY: infra-local infra-docker
+
+infra-local: venv ## KT host suite on this non-AMX, GPU-less machine: role rules, a real health endpoint
+	@mkdir -p $(INFRA_OUT)/www && echo ok > $(INFRA_OUT)/www/health
+	rc=0; $(KTINFRA) doctor --role sft --json > $(INFRA_OUT)/sft.json || rc=$$?; test $$rc -eq 1
+	$(call INFRA_JSON,assert c["cpu.amx_cpu_flags"] == c["gpu.gpu_visible"] == "failed" and not d["ok"]; \
+	  print("ok   role sft on a host without AMX/GPU fails"),$(INFRA_OUT)/sft.json)
+	rc=0; $(KTINFRA) doctor --role any --json > $(INFRA_OUT)/any.json || rc=$$?; test $$rc -eq 1
+	$(call INFRA_JSON,assert c["cpu.amx_cpu_flags"] == c["gpu.gpu_visible"] == "skipped" \
+	  and d["summary"]["passed"] == 0; print("ok   role any: hardware not applicable, nothing passed -> exit 1"), \
+	  $(INFRA_OUT)/any.json)
+	@free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }; \
+	up=$$(free_port); down=$$(free_port); \
+	python3 -m http.server $$up --bind 127.0.0.1 --directory $(INFRA_OUT)/www >/dev/null 2>&1 & pid=$$!; \
+	trap "kill $$pid" EXIT; for i in $$(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$$up) 2>/dev/null && break; sleep 0.1; done; \
+	$(KTINFRA) doctor --role any -k health --health-url http://127.0.0.1:$$up/health --json > $(INFRA_OUT)/up.json \
+	  || { echo "FAIL health endpoint answering, doctor exit $$?"; exit 1; }; echo "ok   health endpoint answering -> exit 0"; \
+	rc=0; $(KTINFRA) doctor --role any -k health --health-url http://127.0.0.1:$$down/health --json \
+	  > $(INFRA_OUT)/down.json || rc=$$?; test $$rc -eq 1 && echo "ok   dead health endpoint -> exit 1"; \
+	printf 'ktbox ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n' > $(INFRA_OUT)/hosts.ini; \
+	$(KTINFRA) doctor --hosts "ansible://ktbox?ansible_inventory=$(INFRA_OUT)/hosts.ini" --role any \
+	  --health-url http://127.0.0.1:$$up/health --json > $(INFRA_OUT)/ansible.json \
+	  || { echo "FAIL ansible:// backend"; exit 1; }; echo "ok   ansible:// backend: probes ran, health 200"
+
+infra-docker: venv ## KT host suite over docker:// against a systemd container with a real serve unit
+	docker rm -f $(INFRA_CT) >/dev/null 2>&1 || true
+	docker run -d --name $(INFRA_CT) --tmpfs /run --tmpfs /run/lock -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
+	  --cgroupns=host $(INFRA_IMAGE) >/dev/null
+	@set -e; trap 'docker rm -f $(INFRA_CT) >/dev/null' EXIT; \
+	for i in $$(seq 60); do docker exec $(INFRA_CT) systemctl is-system-running 2>/dev/null \
+	  | grep -qE 'running|degraded' && break; sleep 1; done; \
+	docker exec -i $(INFRA_CT) sh -s < tests/infra/ci/standin-serve.sh; \
+	$(KTINFRA) doctor --hosts docker://$(INFRA_CT) --role any --json > $(INFRA_OUT)/docker-up.json; \
+	$(call INFRA_JSON,assert c["services.units_enabled_and_active"] == c["services.health_endpoint_answers"] \
+	  == "passed" and c["cpu.amx_cpu_flags"] == "skipped" and d["ok"]; print("ok   docker:// unit active, health 200"), \
+	  $(INFRA_OUT)/docker-up.json); \
+	docker exec $(INFRA_CT) systemctl stop ktinfra-serve@selftest.service; \
+	rc=0; $(KTINFRA) doctor --hosts docker://$(INFRA_CT) --role any -k services --json \
+	  > $(INFRA_OUT)/docker-down.json || rc=$$?; test $$rc -eq 1; \
+	$(call INFRA_JSON,assert c["services.units_enabled_and_active"] == "failed" \
+	  and c["services.health_endpoint_answers"] == "failed"; print("ok   docker:// stopped unit -> exit 1"), \
+	  $(INFRA_OUT)/docker-down.json)

@@ -1,0 +1,91 @@
+"""KT host suite: pytest-testinfra checks that a host can really run KTransformers.
+
+    pytest tests/infra --hosts=local:// --kt-role=serve
+    pytest tests/infra --hosts=ssh://root@gpu1 --kt-role=sft --kt-profile=kt-0.4-autodl
+    pytest tests/infra --hosts=docker://ktbox --kt-role=any
+`ktinfra doctor` runs this suite and exits non-zero on any failed check.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kthost import ENV_MARKERS, ROLES, Expect, find_env_python, run_probe
+
+from ktinfra.profiles import DEFAULT_PROFILE, load_profile
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("kt", "KT host expectations")
+    group.addoption("--kt-role", choices=ROLES, default="serve", help="what the host must be able to do")
+    group.addoption("--kt-profile", default=DEFAULT_PROFILE, help="stack profile the envs must match")
+    group.addoption("--kt-method", default="AMXINT8", help="serve kt_method (AMX* methods need AMX)")
+    group.addoption("--kt-python", default="auto", help="python of the inference env on the target")
+    group.addoption("--kt-sft-python", default="auto", help="python of the SFT env on the target")
+    group.addoption("--kt-unit", action="append", default=[], help="systemd unit that must be enabled+active")
+    group.addoption("--kt-health-url", default=None, help="serve health endpoint that must answer 200")
+    group.addoption(
+        "--kt-moe-tolerance",
+        type=float,
+        default=0.04,
+        help="max relative L2 error of the AMXINT8 MoE forward against float32 (int8 weights+activations)",
+    )
+
+
+@pytest.fixture(scope="session")
+def expect(pytestconfig) -> Expect:
+    return Expect(role=pytestconfig.getoption("kt_role"), method=pytestconfig.getoption("kt_method"))
+
+
+@pytest.fixture(scope="session")
+def profile(pytestconfig) -> dict:
+    return load_profile(pytestconfig.getoption("kt_profile"))
+
+
+@pytest.fixture(scope="module")
+def cpu(host) -> dict:
+    return run_probe(host, "python3", "cpu")
+
+
+def _env_python(host, pytestconfig, profile, kind: str, option: str) -> dict:
+    envs = profile.get("envs", {})
+    env_name = envs.get(kind, {}).get("name", kind)
+    explicit = pytestconfig.getoption(option)
+    if explicit != "auto":
+        ok = host.run(f"{explicit} -c 'import sys'").rc == 0
+        why = "" if ok else f"--{option.replace('_', '-')} {explicit} does not run"
+        return {"kind": kind, "name": env_name, "python": explicit if ok else None, "why": why}
+    python, why = find_env_python(host, env_name, ENV_MARKERS[kind])
+    return {"kind": kind, "name": env_name, "python": python, "why": why}
+
+
+@pytest.fixture(scope="module")
+def inference_env(host, pytestconfig, profile) -> dict:
+    return _env_python(host, pytestconfig, profile, "inference", "kt_python")
+
+
+@pytest.fixture(scope="module")
+def sft_env(host, pytestconfig, profile) -> dict:
+    return _env_python(host, pytestconfig, profile, "sft", "kt_sft_python")
+
+
+@pytest.fixture(scope="module")
+def kt_python(expect, inference_env, sft_env) -> str:
+    """The python kt-kernel is checked in: the role's env, else whichever env holds kt-kernel."""
+    order = [sft_env, inference_env] if expect.role == "sft" else [inference_env, sft_env]
+    for env in order:
+        if env["python"]:
+            return env["python"]
+    expect.require(False, expect.needs_kt_kernel, "kt-kernel", order[0]["why"])
+
+
+@pytest.fixture(scope="module")
+def kt_info(host, kt_python) -> dict:
+    return run_probe(host, kt_python, "kt_kernel_moe", json.dumps({"mode": "info"}))
+
+
+@pytest.fixture(autouse=True)
+def _record_host(host, record_property):
+    """Tag each result with its host, so `ktinfra doctor` can group checks per host."""
+    record_property("kt_host", host.backend.get_pytest_id())

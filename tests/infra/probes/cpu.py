@@ -1,0 +1,110 @@
+"""Probe: CPU flags, usable topology, and whether the kernel grants this process the AMX tile state.
+
+Runs on the target with any python3 (stdlib only). Prints one JSON line.
+KT's "Illegal instruction" reports come from processes that execute AMX without first asking the
+kernel for XTILEDATA (arch_prctl ARCH_REQ_XCOMP_PERM, Linux >= 5.16).
+"""
+
+import ctypes
+import json
+import os
+import platform
+
+SYS_ARCH_PRCTL = 158  # x86_64
+ARCH_GET_XCOMP_SUPP = 0x1021
+ARCH_GET_XCOMP_PERM = 0x1022
+ARCH_REQ_XCOMP_PERM = 0x1023
+XFEATURE_XTILEDATA = 18
+AMX_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
+
+
+def cpu_flags() -> set:
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def arch_prctl_probe() -> dict:
+    if platform.machine() != "x86_64":
+        return {"error": f"arch_prctl probe needs x86_64, machine is {platform.machine()}"}
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    supported = ctypes.c_uint64(0)
+    rc = libc.syscall(SYS_ARCH_PRCTL, ARCH_GET_XCOMP_SUPP, ctypes.byref(supported))
+    supp_errno = ctypes.get_errno() if rc != 0 else 0
+    rc_req = libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, ctypes.c_ulong(XFEATURE_XTILEDATA))
+    req_errno = ctypes.get_errno() if rc_req != 0 else 0
+    perm = ctypes.c_uint64(0)
+    rc_perm = libc.syscall(SYS_ARCH_PRCTL, ARCH_GET_XCOMP_PERM, ctypes.byref(perm))
+    perm_errno = ctypes.get_errno() if rc_perm != 0 else 0
+    return {
+        "xcomp_supp": supported.value if rc == 0 else None,
+        "xcomp_supp_errno": supp_errno,
+        "req_rc": rc_req,
+        "req_errno": req_errno,
+        "req_error": os.strerror(req_errno) if req_errno else None,
+        "xcomp_perm": perm.value if rc_perm == 0 else None,
+        "xcomp_perm_errno": perm_errno,
+        "xtiledata_supported": bool(rc == 0 and supported.value >> XFEATURE_XTILEDATA & 1),
+        "xtiledata_granted": bool(rc_perm == 0 and perm.value >> XFEATURE_XTILEDATA & 1),
+    }
+
+
+def cpulist(text: str) -> list:
+    cpus = []
+    for part in text.strip().split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def read(path: str) -> str:
+    with open(path) as f:
+        return f.read().strip()
+
+
+def topology() -> dict:
+    """Usable CPUs (affinity), their distinct physical cores, and the NUMA nodes holding them."""
+    usable = sorted(os.sched_getaffinity(0))
+    cores = set()
+    for cpu in usable:
+        base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        try:
+            cores.add((read(f"{base}/physical_package_id"), read(f"{base}/core_id")))
+        except OSError:
+            cores.add(("?", str(cpu)))
+    nodes = {}
+    node_root = "/sys/devices/system/node"
+    if os.path.isdir(node_root):
+        for entry in sorted(os.listdir(node_root)):
+            if entry.startswith("node") and entry[4:].isdigit():
+                held = sorted(set(cpulist(read(f"{node_root}/{entry}/cpulist"))) & set(usable))
+                if held:
+                    nodes[int(entry[4:])] = held
+    return {
+        "usable_cpus": usable,
+        "physical_cores": len(cores),
+        "numa_nodes": sorted(nodes) or [0],
+    }
+
+
+def main() -> None:
+    flags = cpu_flags()
+    out = {
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "amx_flags": {f: f in flags for f in AMX_FLAGS},
+        "avx512f": "avx512f" in flags,
+        "avx2": "avx2" in flags,
+        "flags": sorted(f for f in flags if f.startswith(("avx", "amx"))),
+    }
+    out.update(topology())
+    out.update(arch_prctl_probe())
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""CPU: AMX present and usable by a process (the cause of KT's "Illegal instruction" reports)."""
+
+from kthost import AMX_FLAGS, parse_version
+
+
+def _has_amx(cpu) -> bool:
+    return all(cpu["amx_flags"].values())
+
+
+def test_amx_cpu_flags(cpu, expect):
+    missing = [f for f in AMX_FLAGS if not cpu["amx_flags"][f]]
+    isa = "avx512f" if cpu["avx512f"] else "avx2" if cpu["avx2"] else "no avx2"
+    expect.require(not missing, expect.needs_amx, "AMX", f"cpu lacks {', '.join(missing)}; best ISA {isa}")
+
+
+def test_kernel_new_enough_for_amx(cpu, expect, profile):
+    expect.require(_has_amx(cpu), expect.needs_amx, "AMX", "cpu has no AMX flags")
+    minimum = profile.get("kernel_min", "5.16")
+    assert parse_version(cpu["kernel"]) >= parse_version(minimum), (
+        f"kernel {cpu['kernel']} < {minimum}: no arch_prctl(ARCH_REQ_XCOMP_PERM), AMX code dies with SIGILL"
+    )
+
+
+def test_amx_tile_state_granted(cpu, expect):
+    expect.require(_has_amx(cpu), expect.needs_amx, "AMX", "cpu has no AMX flags")
+    assert cpu["xtiledata_supported"], f"kernel does not offer XTILEDATA (supported mask {cpu['xcomp_supp']})"
+    refused = f"{cpu['req_error']} (errno {cpu['req_errno']})"
+    assert cpu["req_rc"] == 0, f"ARCH_REQ_XCOMP_PERM(XTILEDATA) refused: {refused}"
+    assert cpu["xtiledata_granted"], f"ARCH_GET_XCOMP_PERM mask {cpu['xcomp_perm']} lacks XTILEDATA (bit 18)"

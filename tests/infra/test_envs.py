@@ -1,0 +1,53 @@
+"""Python environments match their stack profile's pins; sglang exposes KT's --kt-* server flags."""
+
+import json
+
+import pytest
+from kthost import run_probe
+from packaging.requirements import Requirement
+
+# Flags the ktinfra plan renders into the serve command line (docs/CONTRACTS.md, serve.kt_*).
+KT_SERVER_FLAGS = (
+    "--kt-weight-path",
+    "--kt-method",
+    "--kt-cpuinfer",
+    "--kt-threadpool-count",
+    "--kt-num-gpu-experts",
+)
+
+
+def pin_problems(pins: list[str], installed: dict) -> list[str]:
+    problems = []
+    for pin in pins:
+        req = Requirement(pin)
+        have = installed.get(req.name)
+        if have is None:
+            problems.append(f"{req.name} missing (profile pins {req.specifier or 'any version'})")
+        elif not req.specifier.contains(have, prereleases=True):
+            problems.append(f"{req.name} {have} does not satisfy {req.specifier}")
+    return problems
+
+
+@pytest.mark.parametrize("kind", ["inference", "sft"])
+def test_env_matches_profile_pins(request, host, profile, kind):
+    env = request.getfixturevalue(f"{kind}_env")
+    pins = profile.get("envs", {}).get(kind, {}).get("packages", [])
+    if not env["python"]:
+        pytest.skip(f"{kind} env not installed: {env['why']}")
+    names = [Requirement(p).name for p in pins]
+    got = run_probe(host, env["python"], "pyenv", json.dumps(names))
+    problems = pin_problems(pins, got["dists"])
+    assert not problems, f"{kind} env {env['python']} vs profile {profile['name']}: " + "; ".join(problems)
+    print(f"{kind} env {env['python']} (python {got['python']}) matches {profile['name']}: {', '.join(pins)}")
+
+
+def test_sglang_lists_kt_flags(host, inference_env):
+    python = inference_env["python"]
+    if not python:
+        pytest.skip(f"inference env not installed: {inference_env['why']}")
+    if not run_probe(host, python, "pyenv", "[]")["modules"]["sglang"]:
+        pytest.skip(f"sglang not installed in {python}")
+    helped = host.run(f"timeout 300 {python} -m sglang.launch_server --help")
+    assert helped.rc == 0, f"sglang.launch_server --help exited {helped.rc}: {helped.stderr.strip()[-800:]}"
+    missing = [flag for flag in KT_SERVER_FLAGS if flag not in helped.stdout]
+    assert not missing, f"sglang in {python} lacks {', '.join(missing)}: not the sglang-kt build"

@@ -1,0 +1,61 @@
+"""GPU: visible, compute capability >= 8.0, driver/CUDA versions reported, torch in the KT env sees it."""
+
+import re
+
+import pytest
+from kthost import MIN_COMPUTE_CAPABILITY, run_probe
+
+QUERY = "index,name,memory.total,compute_cap,driver_version"
+
+
+@pytest.fixture(scope="module")
+def gpus(host) -> dict:
+    if host.run("command -v nvidia-smi").rc != 0:
+        return {"gpus": [], "why": "nvidia-smi not on PATH (no NVIDIA driver)"}
+    listed = host.run(f"nvidia-smi --query-gpu={QUERY} --format=csv,noheader,nounits")
+    if listed.rc != 0:
+        return {"gpus": [], "why": f"nvidia-smi failed: {(listed.stderr or listed.stdout).strip()[:300]}"}
+    lines = [line for line in listed.stdout.strip().splitlines() if line.strip()]
+    rows = [[c.strip() for c in line.split(",")] for line in lines]
+    header = host.run("nvidia-smi").stdout
+    cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)
+    return {
+        "gpus": [dict(zip(QUERY.split(","), row, strict=True)) for row in rows],
+        "cuda_version": cuda.group(1) if cuda else None,
+        "why": "nvidia-smi lists no GPU",
+    }
+
+
+def test_gpu_visible(gpus, expect):
+    expect.require(bool(gpus["gpus"]), expect.needs_gpu, "NVIDIA GPU", gpus["why"])
+    for gpu in gpus["gpus"]:
+        print(f"GPU {gpu['index']}: {gpu['name']} {gpu['memory.total']} MiB")
+
+
+def test_gpu_compute_capability(gpus, expect):
+    expect.require(bool(gpus["gpus"]), expect.needs_gpu, "NVIDIA GPU", gpus["why"])
+    for gpu in gpus["gpus"]:
+        cc = tuple(int(x) for x in gpu["compute_cap"].split("."))
+        assert cc >= MIN_COMPUTE_CAPABILITY, f"GPU {gpu['index']} {gpu['name']}: compute capability {cc}"
+
+
+def test_gpu_driver_and_cuda_reported(gpus, expect):
+    expect.require(bool(gpus["gpus"]), expect.needs_gpu, "NVIDIA GPU", gpus["why"])
+    drivers = {gpu["driver_version"] for gpu in gpus["gpus"]}
+    assert all(re.fullmatch(r"\d+\.\d+(\.\d+)?", d) for d in drivers), f"unreadable driver version {drivers}"
+    assert gpus["cuda_version"], "nvidia-smi reports no CUDA version"
+    print(f"driver {', '.join(sorted(drivers))}, CUDA (driver API) {gpus['cuda_version']}")
+
+
+def test_torch_sees_gpu(host, gpus, expect, kt_python):
+    expect.require(bool(gpus["gpus"]), expect.needs_gpu, "NVIDIA GPU", gpus["why"])
+    env = run_probe(host, kt_python, "pyenv", "[]", "--torch")
+    view = env["torch_cuda"]
+    assert view is not None, f"{kt_python} has no torch"
+    assert view["available"], f"torch {view['torch']} (CUDA build {view['cuda_build']}) sees no GPU"
+    seen = f"torch sees {view['devices']}, nvidia-smi {gpus['gpus']}"
+    assert len(view["devices"]) == len(gpus["gpus"]), seen
+    for dev, gpu in zip(view["devices"], gpus["gpus"], strict=True):
+        assert ".".join(map(str, dev["capability"])) == gpu["compute_cap"], (dev, gpu)
+    names = [d["name"] for d in view["devices"]]
+    print(f"torch {view['torch']} CUDA build {view['cuda_build']} sees {names}")

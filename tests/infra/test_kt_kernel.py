@@ -1,0 +1,56 @@
+"""kt-kernel: imports, loads the CPU variant the host supports, and computes a correct AMXINT8 MoE forward."""
+
+import json
+
+import pytest
+from kthost import expected_kt_variant, run_probe
+
+# Routing shuffled between tokens must be far off: proves the tolerance can tell a wrong answer.
+WRONG_ANSWER_MIN_ERR = 0.5
+
+
+@pytest.fixture(scope="module")
+def moe_forward(host, kt_python, kt_info, cpu, expect):
+    has_amx = all(cpu["amx_flags"].values())
+    expect.require(has_amx, expect.needs_amx, "AMX", "cpu has no AMX flags: AMXINT8 cannot run")
+    if not kt_info.get("has_amxint8"):
+        pytest.fail(f"kt-kernel {kt_info.get('version')} ({kt_info.get('variant')}) has no AMXInt8_MOE")
+    args = {"mode": "forward", "threads": cpu["physical_cores"], "numa_nodes": cpu["numa_nodes"]}
+    return run_probe(host, kt_python, "kt_kernel_moe", json.dumps(args))
+
+
+def test_kt_kernel_imports(kt_info, kt_python):
+    assert "import_error" not in kt_info, f"{kt_python}: {kt_info.get('import_error')}"
+    print(f"kt-kernel {kt_info['version']} variant={kt_info['variant']} ext={kt_info['ext_file']}")
+
+
+def test_kt_kernel_loads_best_variant(kt_info, cpu):
+    assert "import_error" not in kt_info, kt_info.get("import_error")
+    expected = expected_kt_variant(set(cpu["flags"]))
+    assert kt_info["variant"] == expected, (
+        f"kt-kernel loaded {kt_info['variant']!r}, this cpu supports {expected!r} "
+        "(KT_KERNEL_CPU_VARIANT set, or a single-variant build?)"
+    )
+    print(f"kt-kernel variant {kt_info['variant']} (cpu best: {expected})")
+
+
+def test_cpuinfer_builds_with_threadpool_per_numa_node(moe_forward, cpu):
+    assert moe_forward["forward"]["numa_nodes"] == cpu["numa_nodes"]
+    assert moe_forward["forward"]["threads"] == cpu["physical_cores"]
+    assert moe_forward["forward"]["cases"], "CPUInfer ran no MoE task"
+
+
+def test_amxint8_moe_matches_float_reference(moe_forward, pytestconfig):
+    tolerance = pytestconfig.getoption("kt_moe_tolerance")
+    fwd = moe_forward["forward"]
+    for case in fwd["cases"]:
+        assert case["all_finite"], f"qlen {case['qlen']}: output has NaN/Inf or unwritten elements"
+        assert case["rel_err"] <= tolerance, (
+            f"qlen {case['qlen']}: |amx - fp32| / |fp32| = {case['rel_err']:.4f} > {tolerance} {fwd['shape']}"
+        )
+        assert case["wrong_routing_rel_err"] >= WRONG_ANSWER_MIN_ERR, (
+            f"qlen {case['qlen']}: a wrongly routed reference is within {case['wrong_routing_rel_err']:.3f}: "
+            "the comparison cannot tell right from wrong"
+        )
+    errs = ", ".join(f"qlen {c['qlen']}: {c['rel_err']:.4f}" for c in fwd["cases"])
+    print(f"AMXINT8 vs fp32 rel L2 error (tolerance {tolerance}): {errs}; {fwd['seconds']} s")

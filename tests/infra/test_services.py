@@ -1,0 +1,80 @@
+"""Services: KT serve units enabled and active; each serve health endpoint answers.
+
+Serve units are ktinfra-serve@NAME.service (ktinfra render) or hand-made sglang*.service; the one-shot job
+units (ktinfra-convert@, ktinfra-train@) are not expected to stay active and are not checked here.
+"""
+
+import re
+import shlex
+
+import pytest
+
+UNIT_PATTERNS = ("ktinfra-serve*", "sglang*")
+DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health"
+HEALTH_CHECK = (
+    "import sys,urllib.request\n"
+    "try:\n"
+    "    r = urllib.request.urlopen(sys.argv[1], timeout=10); print(r.status)\n"
+    "except Exception as e:\n"
+    "    print(type(e).__name__, e); sys.exit(1)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def init_name(host) -> str:
+    return host.file("/proc/1/comm").content_string.strip()
+
+
+@pytest.fixture(scope="module")
+def units(host, pytestconfig, init_name) -> list[str]:
+    named = pytestconfig.getoption("kt_unit")
+    if named or init_name != "systemd":
+        return named
+    patterns = " ".join(UNIT_PATTERNS)
+    files = host.run(f"systemctl list-unit-files --no-legend --plain --type=service {patterns}").stdout
+    loaded = host.run(f"systemctl list-units --all --no-legend --plain --type=service {patterns}").stdout
+    names = {line.split()[0] for line in (files + loaded).splitlines() if line.strip()}
+    return sorted(n for n in names if not n.endswith("@.service"))  # templates are not units that run
+
+
+def unit_health_url(host, unit: str) -> str:
+    """KT_HEALTH_URL from the unit's environment file (ktinfra render writes it), else sglang's default."""
+    files = host.run(f"systemctl show -p EnvironmentFiles --value {shlex.quote(unit)}").stdout.split()
+    for path in (f for f in files if f.startswith("/")):
+        found = re.search(r"^KT_HEALTH_URL=['\"]?([^'\"\s]+)", host.file(path).content_string, re.M)
+        if found:
+            return found.group(1)
+    return DEFAULT_HEALTH_URL
+
+
+def test_units_enabled_and_active(host, units, init_name):
+    if init_name != "systemd":
+        if units:
+            pytest.fail(f"units {units} asked for, but PID 1 is {init_name!r}, not systemd", pytrace=False)
+        pytest.skip(f"PID 1 is {init_name!r}, not systemd: no units installed")
+    if not units:
+        pytest.skip(f"no unit matching {' '.join(UNIT_PATTERNS)} installed")
+    bad = []
+    for unit in units:
+        service = host.service(unit)
+        if not service.is_enabled:
+            bad.append(f"{unit} not enabled")
+        if not service.is_running:
+            state = host.run(f"systemctl is-active {unit}").stdout.strip()
+            bad.append(f"{unit} {state}")
+    assert not bad, "; ".join(bad)
+    print(f"units enabled and active: {', '.join(units)}")
+
+
+def test_health_endpoint_answers(host, pytestconfig, units):
+    explicit = pytestconfig.getoption("kt_health_url")
+    urls = [explicit] if explicit else sorted({unit_health_url(host, u) for u in units})
+    if not urls:
+        pytest.skip("no serve unit installed and no --kt-health-url given")
+    bad = []
+    for url in urls:
+        answer = host.run(f"python3 -c {shlex.quote(HEALTH_CHECK)} {shlex.quote(url)}")
+        if answer.rc != 0 or answer.stdout.strip() != "200":
+            bad.append(f"{url}: {answer.stdout.strip() or answer.stderr.strip()}")
+    assert not bad, "; ".join(bad)
+    print(f"health 200 from {', '.join(urls)}")

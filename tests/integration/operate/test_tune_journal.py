@@ -1,0 +1,75 @@
+"""`ktinfra tune --unit` reading a real systemd journal: a systemd container (the project's base image) runs a
+unit that prints a constructed SGLang log; ktinfra runs inside with the container's python 3.11 on the
+project's source and the project venv's packages (both mounted read-only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+IMAGE = "ktinfra/debian12-systemd:latest"
+NAME = f"operate-journal-{os.getpid()}"
+LOG = "/src/tests/fixtures/logs/decode-oom.log"
+
+
+def sh(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="module")
+def container():
+    site = sysconfig.get_paths()["purelib"]
+    if sys.version_info[:2] != (3, 11):
+        pytest.fail("the container's python is 3.11: run the project venv on 3.11", pytrace=False)
+    started = sh(
+        "docker", "run", "-d", "--name", NAME, "--tmpfs", "/run", "--tmpfs", "/run/lock",
+        "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--cgroupns=host",
+        "-v", f"{ROOT}:/src:ro", "-v", f"{site}:/site:ro", IMAGE,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    try:
+        ready = sh(
+            "docker", "exec", NAME, "bash", "-c",
+            "for i in $(seq 120); do case $(systemctl is-system-running) in running|degraded) exit 0;; esac;"
+            " sleep 0.5; done; exit 1",
+        )  # fmt: skip
+        assert ready.returncode == 0, "systemd did not come up in the container"
+        unit = sh(
+            "docker", "exec", NAME, "systemd-run", "--unit=kt-serve-log", "--wait", "--quiet", "cat", LOG
+        )
+        assert unit.returncode == 0, unit.stderr
+        yield NAME
+    finally:
+        sh("docker", "rm", "-f", NAME)
+
+
+def tune_in_container(container: str, *args: str) -> subprocess.CompletedProcess:
+    return sh(
+        "docker", "exec", "-w", "/tmp", "-e", "PYTHONPATH=/src:/site", "-e", "PYTHONDONTWRITEBYTECODE=1",
+        container, "python3", "-m", "ktinfra", "tune", *args,
+    )  # fmt: skip
+
+
+def test_unit_journal_gives_the_same_advice_as_the_file(container):
+    proc = tune_in_container(container, "--unit", "kt-serve-log", "--json")
+    assert proc.returncode == 0, proc.stderr
+    from_journal = json.loads(proc.stdout)
+    from_file = json.loads(tune_in_container(container, "--log", LOG, "--json").stdout)
+    assert from_journal["recommendations"] == from_file["recommendations"]
+    assert {r["parameter"] for r in from_journal["recommendations"]} == {
+        "--max-running-requests",
+        "--kt-num-gpu-experts",
+    }
+
+
+def test_unit_without_entries_says_so(container):
+    proc = tune_in_container(container, "--unit", "no-such-unit", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["summary"]["message"] == "no SGLang scheduler lines found in this log"

@@ -1,0 +1,115 @@
+import json
+
+import pytest
+
+from ktinfra import catalog
+
+# Published totals (model cards): the parameter formulas must reproduce them from config.json numbers.
+PUBLISHED_TOTAL = {
+    "DeepSeek-V2-Lite": 15.7e9,
+    "Qwen3-30B-A3B": 30.5e9,
+    "Qwen3-235B-A22B": 235e9,
+    "DeepSeek-V3": 671e9,
+    "Kimi-K2": 1.04e12,
+}
+PUBLISHED_ACTIVE = {"Qwen3-30B-A3B": 3.3e9, "Qwen3-235B-A22B": 22e9, "DeepSeek-V3": 37e9, "Kimi-K2": 32e9}
+
+
+@pytest.mark.parametrize("name,total", PUBLISHED_TOTAL.items())
+def test_total_parameters_match_the_model_cards(name, total):
+    assert catalog.resolve(name).total_params == pytest.approx(total, rel=0.03)
+
+
+@pytest.mark.parametrize("name,active", PUBLISHED_ACTIVE.items())
+def test_active_parameters_match_the_model_cards(name, active):
+    assert catalog.resolve(name).active_params == pytest.approx(active, rel=0.08)
+
+
+def test_deepseek_v3_checkpoint_carries_the_mtp_layer():
+    # 671B main model + the MTP module = the 685B the checkpoint holds
+    arch = catalog.resolve("DeepSeek-V3")
+    assert arch.total_params + arch.mtp_params == pytest.approx(685e9, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    "spelling,name",
+    [
+        ("qwen3-30b-a3b", "Qwen3-30B-A3B"),
+        ("Qwen/Qwen3-30B-A3B", "Qwen3-30B-A3B"),
+        ("DEEPSEEK-V3", "DeepSeek-V3"),
+        ("deepseek-ai/DeepSeek-R1", "DeepSeek-V3"),
+        ("kimi-k2", "Kimi-K2"),
+        ("moonshotai/Kimi-K2-Instruct", "Kimi-K2"),
+        ("DeepSeek-V2-Lite", "DeepSeek-V2-Lite"),
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507", "Qwen3-235B-A22B-Instruct-2507"),
+    ],
+)
+def test_short_names_aliases_and_repo_ids_resolve(spelling, name):
+    assert catalog.resolve(spelling).name == name
+
+
+def test_2507_refresh_inherits_the_architecture_with_its_longer_context():
+    base, refresh = catalog.resolve("Qwen3-30B-A3B"), catalog.resolve("Qwen3-30B-A3B-Instruct-2507")
+    assert refresh.total_params == base.total_params
+    assert (base.max_position_embeddings, refresh.max_position_embeddings) == (40960, 262144)
+    assert refresh.template == "qwen3_nothink" and refresh.legacy_sft_rules == base.legacy_sft_rules
+
+
+def test_native_dtype_comes_from_the_quantization_config():
+    assert catalog.resolve("DeepSeek-V3").native_dtype == "fp8"
+    assert catalog.resolve("Kimi-K2").native_dtype == "fp8"
+    assert catalog.resolve("Qwen3-235B-A22B").native_dtype == "bf16"
+
+
+def test_mla_caches_the_latent_and_gqa_caches_heads():
+    assert catalog.resolve("DeepSeek-V3").kv_elements_per_token == 61 * (512 + 64)
+    assert catalog.resolve("Qwen3-30B-A3B").kv_elements_per_token == 48 * 2 * 4 * 128
+
+
+def test_unknown_model_lists_the_known_ones():
+    with pytest.raises(catalog.UnknownModelError, match="Qwen3-30B-A3B"):
+        catalog.resolve("Llama-3-70B")
+
+
+def _write_config(tmp_path, config):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def test_local_directory_is_sized_from_its_config(tmp_path):
+    # A local copy of Qwen3-30B-A3B (the catalog's numbers written as a config.json)
+    from ktinfra.catalog import _load_entries
+
+    entry = next(e for e in _load_entries() if e["name"] == "Qwen3-30B-A3B")
+    model_dir = tmp_path / "my-qwen"
+    model_dir.mkdir()
+    _write_config(model_dir, entry["config"])
+    arch = catalog.resolve(str(model_dir))
+    assert arch.name == "my-qwen" and arch.path == str(model_dir.resolve())
+    assert arch.total_params == catalog.resolve("Qwen3-30B-A3B").total_params
+    assert arch.legacy_sft_rules == {1: "Qwen3Moe-sft-amx.yaml"}  # found by matching the architecture
+
+
+def test_local_mixtral_style_config_uses_intermediate_size_for_experts(tmp_path):
+    config = {
+        "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+        "num_local_experts": 8, "num_experts_per_tok": 2, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "vocab_size": 32000, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    arch = catalog.resolve(str(_write_config(tmp_path, config)))
+    assert arch.total_params == pytest.approx(46.7e9, rel=0.02)  # Mixtral-8x7B's published total
+    assert arch.legacy_sft_rules == {}
+
+
+def test_dense_model_directory_is_refused(tmp_path):
+    config = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 32000}
+    with pytest.raises(catalog.ModelConfigError, match="config.json lacks"):
+        catalog.resolve(str(_write_config(tmp_path, config)))
+
+
+def test_directory_without_config_and_bad_json_are_refused(tmp_path):
+    with pytest.raises(catalog.UnknownModelError, match="no config.json"):
+        catalog.resolve(str(tmp_path))
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(catalog.ModelConfigError, match="not valid JSON"):
+        catalog.resolve(str(tmp_path))

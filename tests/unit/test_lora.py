@@ -1,0 +1,198 @@
+"""LoRA pipeline: adapter validation, conversion plumbing, serve command. A real PEFT adapter and a real
+server are used in tests/integration/operate; here adapters are written byte by byte in safetensors format."""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ktinfra import lora
+from ktinfra.cli import app
+
+
+def write_safetensors(path: Path, shapes: dict[str, list[int]]) -> None:
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        size = 4
+        for dim in shape:
+            size *= dim
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * offset)
+
+
+def peft_dir(root: Path, rank: int = 4, alpha: float | None = 8, base: str = "/models/tiny") -> Path:
+    root.mkdir(parents=True)
+    config = {
+        "peft_type": "LORA",
+        "r": rank,
+        "target_modules": ["q_proj", "v_proj"],
+        "base_model_name_or_path": base,
+    }
+    if alpha is not None:
+        config["lora_alpha"] = alpha
+    (root / "adapter_config.json").write_text(json.dumps(config))
+    write_safetensors(
+        root / "adapter_model.safetensors",
+        {
+            "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": [rank, 64],
+            "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": [64, rank],
+        },
+    )
+    return root
+
+
+def kt_dir(root: Path) -> Path:
+    peft_dir(root)
+    write_safetensors(
+        root / "fused_expert_lora.safetensors",
+        {f"layers.0.experts.{p}_lora_{ab}": [8, 4, 64] for p in ("gate", "up", "down") for ab in "ab"},
+    )
+    return root
+
+
+def test_peft_adapter_is_inspected(tmp_path):
+    adapter = lora.inspect_adapter("a", peft_dir(tmp_path / "out"), base="/models/tiny")
+    assert (adapter.kind, adapter.rank, adapter.alpha, adapter.tensors) == ("peft", 4, 8, 2)
+    assert adapter.warnings == []
+    assert not lora.needs_conversion(adapter, legacy=False)
+    assert lora.needs_conversion(adapter, legacy=True)
+
+
+def test_kt_fused_output_needs_the_kt_converter(tmp_path):
+    adapter = lora.inspect_adapter("a", kt_dir(tmp_path / "kt"))
+    assert adapter.kind == "kt-fused"
+    assert adapter.tensors == 2 + 6
+    assert lora.needs_conversion(adapter, legacy=False)
+
+
+def test_rank_mismatch_and_garbage_are_rejected(tmp_path):
+    with pytest.raises(lora.LoraError, match="do not match r=8"):
+        lora.inspect_adapter("a", _rank8(tmp_path))
+    bad = peft_dir(tmp_path / "bad")
+    (bad / "adapter_model.safetensors").write_bytes(b"\xff" * 20)
+    with pytest.raises(lora.LoraError, match="not a"):
+        lora.inspect_adapter("a", bad)
+    with pytest.raises(lora.LoraError, match="directory not found"):
+        lora.inspect_adapter("a", tmp_path / "missing")
+
+
+def _rank8(tmp_path: Path) -> Path:
+    d = peft_dir(tmp_path / "r8", rank=4)
+    config = json.loads((d / "adapter_config.json").read_text())
+    (d / "adapter_config.json").write_text(json.dumps({**config, "r": 8}))
+    return d
+
+
+def test_base_model_mismatch_is_a_warning(tmp_path):
+    adapter = lora.inspect_adapter("a", peft_dir(tmp_path / "o"), base="/models/other")
+    assert adapter.warnings == ["trained on '/models/tiny', serving on '/models/other'"]
+
+
+@pytest.mark.parametrize("spec", ["noequals", "=x", "bad name=/x", "a="])
+def test_adapter_spec_is_checked(spec):
+    with pytest.raises(lora.LoraError):
+        lora.parse_adapter_spec(spec)
+
+
+def test_conversion_commands_follow_upstream_clis(tmp_path):
+    kt = lora.inspect_adapter("a", kt_dir(tmp_path / "kt"))
+    cmd = lora.conversion_command(kt, Path("/o"), "/models/tiny", False, Path("/c.py"), "py")
+    assert cmd == ["py", "/c.py", str(kt.path), "/o", "--base-model-name-or-path", "/models/tiny"]
+    legacy = lora.conversion_command(kt, Path("/o"), "/m", True, Path("/convert_lora.py"), "py")
+    assert legacy == ["py", "/convert_lora.py", str(kt.path), "/o", "--quiet"]
+    no_alpha = lora.inspect_adapter("b", peft_dir(tmp_path / "na", alpha=None))
+    with pytest.raises(lora.LoraError, match="pass --lora-alpha"):
+        lora.conversion_command(no_alpha, Path("/o"), "/m", False, Path("/c.py"), "py")
+    with_alpha = lora.conversion_command(
+        no_alpha, Path("/o"), "/m", False, Path("/c.py"), "py", lora_alpha=16
+    )
+    assert with_alpha[-2:] == ["--lora-alpha", "16"]
+
+
+def test_missing_converter_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.delenv(lora.CONVERTER_ENV, raising=False)
+    monkeypatch.setitem(lora.CONVERTER_SEARCH, "legacy", [tmp_path / "nope.py"])
+    with pytest.raises(lora.LoraError, match="convert_lora.py .sglang fork. not found"):
+        lora.find_converter(legacy=True)
+
+
+def test_failed_conversion_leaves_nothing_behind(tmp_path):
+    adapter = lora.inspect_adapter("a", peft_dir(tmp_path / "in"))
+    out = tmp_path / "converted"
+    failing = [sys.executable, "-c", "import sys; sys.exit('converter exploded')"]
+    with pytest.raises(lora.LoraError, match="converter exploded"):
+        lora.convert(adapter, out, lambda target: failing)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+def test_lora_plan_enforces_kt_lora_constraints():
+    plan_serve = {"kt_num_gpu_experts": 32, "max_running_requests": 1, "kt_gpu_prefill_token_threshold": 4096}
+    serve = lora.lora_plan(plan_serve, {"mylora": Path("/a/b")}, max_loras=2, backend="triton")
+    assert serve["kt_num_gpu_experts"] == 0
+    assert serve["max_running_requests"] == 2
+    assert serve["kt_gpu_prefill_token_threshold"] is None
+    assert serve["lora"] == {"paths": {"mylora": "/a/b"}, "max_loras_per_batch": 2, "backend": "triton"}
+    assert plan_serve["kt_num_gpu_experts"] == 32  # the caller's plan is not modified
+    with pytest.raises(lora.LoraError, match="--lora-backend"):
+        lora.lora_plan({}, {}, 1, "cuda")
+
+
+H100 = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "h100-xeon-amx-16c"
+
+
+def serve_args(adapter: Path, *extra: str) -> list[str]:
+    return [
+        "lora", "serve", "--base", "/models/Qwen3-30B-A3B", "--adapter", f"mine={adapter}",
+        "--model", "Qwen3-30B-A3B", "--from", str(H100), *extra,
+    ]  # fmt: skip
+
+
+def test_cli_renders_unit_with_lora_flags(tmp_path):
+    adapter = peft_dir(tmp_path / "out")
+    res = CliRunner().invoke(app, serve_args(adapter, "--out", str(tmp_path / "bundle"), "--json"))
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    line = " ".join(data["command"])
+    assert "--kt-num-gpu-experts 0" in line
+    assert (
+        f"--enable-lora --lora-paths mine={adapter.resolve()} --max-loras-per-batch 1 --lora-backend triton"
+        in line
+    )
+    assert data["unit"] == "ktinfra-serve@Qwen3-30B-A3B.service"
+    written = sorted(p.name for p in (tmp_path / "bundle").iterdir())
+    assert written == ["ktinfra-serve-Qwen3-30B-A3B.env", "ktinfra-serve@.service", "plan-lora.json"]
+    env = (tmp_path / "bundle" / "ktinfra-serve-Qwen3-30B-A3B.env").read_text()
+    assert "--kt-num-gpu-experts 0" in env and "--enable-lora" in env
+
+
+def test_cli_dry_run_writes_nothing(tmp_path):
+    adapter = peft_dir(tmp_path / "out")
+    res = CliRunner().invoke(
+        app,
+        serve_args(adapter, "--out", str(tmp_path / "bundle"), "--dry-run", "--json"),
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["conversions"] == [] and data["serve"]["lora"]["paths"] == {"mine": str(adapter.resolve())}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_cli_legacy_without_converter_fails_before_writing(tmp_path, monkeypatch):
+    monkeypatch.delenv(lora.CONVERTER_ENV, raising=False)
+    adapter = peft_dir(tmp_path / "out")
+    res = CliRunner().invoke(
+        app,
+        serve_args(
+            adapter, "--legacy", "--converter", str(tmp_path / "none.py"), "--out", str(tmp_path / "b")
+        ),
+    )
+    assert res.exit_code == 1
+    assert "not found" in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

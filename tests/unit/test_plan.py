@@ -1,0 +1,347 @@
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ktinfra.planner import PlanInputError, load_facts, plan
+
+FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
+GB = 1e9
+
+
+def facts(name: str) -> dict:
+    return load_facts(FACTS / f"{name}.json")
+
+
+SEED002 = "seed002-autodl-6430-4090"
+CONTRACT_TOP = {"schema", "feasible", "mode", "stack", "stack_generation", "model", "host", "requirements",
+                "reasons", "problems"}  # fmt: skip
+CONTRACT_SERVE = {
+    "kt_method", "kt_weight_format", "kt_weight_path", "kt_cpuinfer", "kt_threadpool_count",
+    "kt_num_gpu_experts", "kt_max_deferred_experts_per_token", "kt_gpu_prefill_token_threshold",
+    "mem_fraction_static",
+    "chunked_prefill_size", "max_running_requests", "max_total_tokens", "context_length", "cuda_graph_max_bs",
+    "tensor_parallel_size", "enable_mixed_chunk", "trust_remote_code", "host", "port", "served_model_name",
+    "lora", "numa_cpus",
+}  # fmt: skip
+
+
+# --- golden: seed 002 §4.3.1's hand-tuned launch line on its host --------------------------------------
+# python -m sglang.launch_server --host 0.0.0.0 --port 8000 --model .../Qwen3-30B-A3B --trust-remote-code
+#   --mem-fraction-static 0.92 --chunked-prefill-size 4096 --served-model-name Qwen3-30B-A3B
+#   --enable-mixed-chunk --kt-method AMXINT8 --kt-cpuinfer 8 --kt-threadpool-count 2
+#   --kt-num-gpu-experts 32 --kt-max-deferred-experts-per-token 2
+SEED002_LINE = {
+    "mem_fraction_static": 0.92,
+    "chunked_prefill_size": 4096,
+    "kt_method": "AMXINT8",
+    "kt_cpuinfer": 8,
+    "kt_threadpool_count": 2,
+    "kt_max_deferred_experts_per_token": 2,
+    "enable_mixed_chunk": True,
+    "trust_remote_code": True,
+    "served_model_name": "Qwen3-30B-A3B",
+    "tensor_parallel_size": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def golden():
+    return plan(facts(SEED002), "Qwen3-30B-A3B", "serve")
+
+
+@pytest.mark.parametrize("key,value", SEED002_LINE.items())
+def test_seed002_decisions_reproduced(golden, key, value):
+    assert golden["feasible"] and golden["serve"][key] == value
+
+
+def test_seed002_gpu_experts_deviation_is_one_expert_and_explained(golden):
+    # The seed's 32 leaves 0.3 GB less KV than 16 requests x 4096 tokens; the planner keeps that KV.
+    assert golden["serve"]["kt_num_gpu_experts"] == 31
+    assert "32 would cut" in golden["reasons"]["kt_num_gpu_experts"]
+
+
+def test_seed002_binding_deviation_is_explained_and_follows_the_api_key(golden):
+    assert (golden["serve"]["host"], golden["serve"]["port"]) == ("127.0.0.1", 30000)
+    assert "no API key" in golden["reasons"]["host"]
+    keyed = plan(facts(SEED002), "Qwen3-30B-A3B", "serve", api_key_set=True, port=8000)
+    assert (keyed["serve"]["host"], keyed["serve"]["port"]) == ("0.0.0.0", 8000)
+
+
+def test_seed002_cpuinfer_reason_names_the_kt_run_oversubscription(golden):
+    assert "0.8 x logical = 12 would oversubscribe" in golden["reasons"]["kt_cpuinfer"]
+
+
+def test_container_pinned_to_one_numa_node_gets_one_thread_pool():
+    host = facts(SEED002)
+    host["cpu"]["usable_cpus"] = "0-7,64-71"  # a cpuset inside node 0 instead of a quota over both nodes
+    result = plan(host, "Qwen3-30B-A3B", "serve")
+    assert result["serve"]["kt_threadpool_count"] == 1
+    assert "1 NUMA node" in result["reasons"]["kt_threadpool_count"]
+
+
+# --- the real H100 + AMX capture -----------------------------------------------------------------------
+def test_h100_qwen3_30b_reads_bf16_in_place_because_the_disk_cannot_hold_int8_conversion():
+    result = plan(facts("h100-amx"), "Qwen3-30B-A3B", "serve")
+    serve = result["serve"]
+    assert result["feasible"]
+    assert serve["kt_method"] == "BF16" and "91.1 GB disk" in result["reasons"]["kt_method"]
+    assert (serve["kt_cpuinfer"], serve["kt_threadpool_count"], serve["max_running_requests"]) == (14, 1, 32)
+    assert serve["kt_num_gpu_experts"] == 128 and serve["kt_max_deferred_experts_per_token"] == 0
+
+
+def test_h100_with_room_on_disk_uses_amxint8():
+    host = facts("h100-amx")
+    host["disks"][0]["avail_bytes"] = 500 * 10**9
+    assert plan(host, "Qwen3-30B-A3B", "serve")["serve"]["kt_method"] == "AMXINT8"
+
+
+def test_h100_deepseek_v3_is_infeasible_with_numbers():
+    result = plan(facts("h100-amx"), "DeepSeek-V3", "serve")
+    assert not result["feasible"]
+    assert "needs 657 GB RAM (654 GB of experts + 3.0 GB runtime), host has 135 GB" in result["problems"]
+    disk = "needs 1341 GB disk (687 GB download + 654 GB CPU weights + 1.0 GB outputs), / has 68.7 GB free"
+    assert disk in result["problems"]
+
+
+def test_h100_sft_qwen3_235b_short_of_ram():
+    result = plan(facts("h100-amx"), "Qwen3-235B-A22B", "sft")
+    assert not result["feasible"]
+    assert any(p.startswith("needs 483 GB RAM") and p.endswith("host has 135 GB") for p in result["problems"])
+
+
+# --- CPU without AMX -----------------------------------------------------------------------------------
+def test_no_amx_serves_llamafile_gguf():
+    result = plan(facts("xeon8352v-4090-noamx"), "Qwen3-30B-A3B", "serve")
+    assert result["feasible"]
+    assert (result["serve"]["kt_method"], result["serve"]["kt_weight_format"]) == ("LLAMAFILE", "gguf:Q4_K_M")
+
+
+def test_no_amx_refuses_sft():
+    result = plan(facts("xeon8352v-4090-noamx"), "DeepSeek-V2-Lite", "sft")
+    assert not result["feasible"]
+    assert any("needs AMX" in p for p in result["problems"])
+
+
+def test_avx512_bf16_without_amx_serves_native_bf16():
+    host = facts("xeon8352v-4090-noamx")
+    host["cpu"]["isa"]["avx512_bf16"] = True  # e.g. an AMD Zen 4 EPYC
+    assert plan(host, "DeepSeek-V2-Lite", "serve")["serve"]["kt_method"] == "BF16"
+
+
+def test_requested_amx_format_on_a_cpu_without_amx_is_a_problem():
+    result = plan(facts("xeon8352v-4090-noamx"), "Qwen3-30B-A3B", "serve", cpu_format="AMXINT4")
+    assert not result["feasible"] and any("amx_tile" in p for p in result["problems"])
+
+
+# --- GPUs, platform ------------------------------------------------------------------------------------
+def test_no_gpu_is_infeasible():
+    host = facts("h100-amx")
+    host["gpus"] = []
+    result = plan(host, "DeepSeek-V2-Lite", "serve")
+    assert not result["feasible"] and any("no NVIDIA GPU" in p for p in result["problems"])
+
+
+def test_turing_gpu_is_refused():
+    host = facts("h100-amx")
+    host["gpus"][0].update(name="Tesla T4", memory_mib=15360, compute_capability="7.5")
+    result = plan(host, "DeepSeek-V2-Lite", "serve")
+    assert any("compute capability 7.5" in p for p in result["problems"])
+
+
+def test_old_glibc_is_refused_with_the_profile_minimum():
+    host = facts("h100-amx")
+    host["os"]["glibc"] = "2.31"
+    result = plan(host, "DeepSeek-V2-Lite", "serve")
+    assert "glibc 2.31 is older than 2.35, which the kt-0.7 wheels (manylinux) need" in result["problems"]
+
+
+def test_small_gpu_cannot_hold_the_non_expert_weights():
+    host = facts(SEED002)
+    result = plan(host, "DeepSeek-V3", "serve")  # 19 GB of FP8 non-expert weights fit a 24 GB 4090, barely
+    assert result["serve"]["kt_num_gpu_experts"] == 0
+    host["gpus"][0].update(name="NVIDIA RTX A2000", memory_mib=12288, compute_capability="8.6")
+    small = plan(host, "DeepSeek-V3", "serve")
+    assert any(
+        p.startswith("needs 2") and "GPU memory" in p and "has 12.9 GB" in p for p in small["problems"]
+    )
+
+
+def test_four_gpus_run_tensor_parallel_and_hold_more_experts():
+    lab = facts("dual-spr-2xnuma-4xl40s")
+    result = plan(lab, "DeepSeek-V3", "serve")
+    serve = result["serve"]
+    assert result["feasible"] and serve["tensor_parallel_size"] == 4
+    one = copy.deepcopy(lab)
+    one["gpus"] = one["gpus"][:1]
+    assert plan(one, "DeepSeek-V3", "serve")["serve"]["kt_num_gpu_experts"] < serve["kt_num_gpu_experts"]
+    assert (serve["kt_cpuinfer"], serve["kt_threadpool_count"]) == (112, 2)
+
+
+def test_serving_a_lora_keeps_every_expert_on_the_cpu():
+    result = plan(facts(SEED002), "Qwen3-30B-A3B", "serve", lora={"style": "/root/autodl-tmp/lora"})
+    assert result["serve"]["kt_num_gpu_experts"] == 0
+    assert result["serve"]["lora"] == {"paths": {"style": "/root/autodl-tmp/lora"}, "max_loras_per_batch": 1,
+                                       "backend": "triton"}  # fmt: skip
+
+
+def test_native_fp8_backend_reserves_a_layer_for_gpu_prefill():
+    result = plan(facts("dual-spr-2xnuma-4xl40s"), "Kimi-K2", "serve", cpu_format="FP8")
+    assert result["serve"]["kt_method"] == "FP8"
+    assert result["serve"]["kt_gpu_prefill_token_threshold"] == 2048
+
+
+# --- SFT recipes per stack generation ------------------------------------------------------------------
+def test_current_stack_sft_keys_follow_llamafactory_kt_config():
+    result = plan(facts("dual-spr-2xnuma-4xl40s"), "Qwen3-235B-A22B", "sft")
+    sft = result["sft"]
+    assert result["feasible"] and result["stack_generation"] == "current"
+    assert sft["kt"]["use_kt"] is True
+    assert sft["kt"]["kt_config"] == {
+        "kt_backend": "AMXBF16", "kt_expert_weight_format": "bf16", "kt_num_threads": 112,
+        "kt_tp_enabled": True, "kt_threadpool_count": 2, "kt_max_cache_depth": 2,
+        "kt_share_backward_bb": True,
+    }  # fmt: skip
+    assert sft["launcher"]["accelerate_config"].endswith("fsdp2_kt_bf16.yaml")
+    assert sft["launcher"]["env"] == {"USE_KT": "1", "ACCELERATE_USE_KT": "true"}
+    assert sft["launcher"]["num_processes"] == 4
+    assert (sft["lora_rank"], sft["lora_target"], sft["template"]) == (8, "all", "qwen3")
+
+
+def test_legacy_stack_sft_keys_and_placement_rule():
+    result = plan(facts("dual-spr-2xnuma-4xl40s"), "DeepSeek-V3", "sft", stack="kt-0.4-autodl")
+    kt = result["sft"]["kt"]
+    assert result["stack_generation"] == "legacy"
+    rule = "examples/kt_optimize_rules/DeepSeek-V3-Chat-sft-amx-multi-gpu-4.yaml"
+    assert kt == {"use_kt": True, "kt_optimize_rule": rule, "cpu_infer": 112, "chunk_size": 8192}
+    assert result["sft"]["launcher"]["env"] == {"USE_KT": "1"}
+
+
+def test_sft_batch_shrinks_to_one_with_accumulation_when_vram_is_tight():
+    roomy = plan(facts("h100-amx"), "DeepSeek-V2-Lite", "sft")["sft"]
+    tight = plan(facts(SEED002), "Qwen3-235B-A22B", "sft")["sft"]
+    assert (roomy["per_device_train_batch_size"], roomy["gradient_accumulation_steps"]) == (4, 2)
+    assert (tight["per_device_train_batch_size"], tight["gradient_accumulation_steps"]) == (1, 8)
+    assert "tight" in plan(facts(SEED002), "Qwen3-235B-A22B", "sft")["reasons"]["per_device_train_batch_size"]
+
+
+def test_sft_on_a_20gb_gpu_shortens_cutoff_to_fit():
+    host = facts(SEED002)
+    host["gpus"][0].update(name="NVIDIA RTX 4000 Ada", memory_mib=20475)
+    host["memory"]["total_bytes"] = 10**12
+    host["disks"][1]["avail_bytes"] = 10**13
+    result = plan(host, "Qwen3-235B-A22B", "sft")
+    assert result["sft"]["cutoff_len"] == 1024 and "down from 2048" in result["reasons"]["cutoff_len"]
+
+
+# --- contract and bad input ----------------------------------------------------------------------------
+def test_plan_json_has_the_contract_keys(golden):
+    assert CONTRACT_TOP <= golden.keys() and CONTRACT_SERVE <= golden["serve"].keys()
+    assert set(golden["requirements"]) == {"vram_bytes", "ram_bytes", "disk_bytes"}
+    assert all(isinstance(v, int) for v in golden["requirements"].values())
+    json.dumps(golden)
+
+
+@pytest.mark.parametrize(
+    "mutate,message",
+    [
+        (lambda f: f.pop("cpu"), "cpu"),
+        (lambda f: f["cpu"].pop("physical_cores"), "cpu.physical_cores"),
+        (lambda f: f["memory"].update(total_bytes="lots"), "memory.total_bytes"),
+        (lambda f: f["gpus"].append({"name": "x"}), "memory_mib"),
+    ],
+)
+def test_bad_facts_are_bad_input(mutate, message):
+    host = facts("h100-amx")
+    mutate(host)
+    with pytest.raises(PlanInputError, match=message):
+        plan(host, "Qwen3-30B-A3B", "serve")
+
+
+def test_bad_mode_model_profile_and_format_are_bad_input():
+    host = facts("h100-amx")
+    for kwargs, message in [
+        ({"model": "Qwen3-30B-A3B", "mode": "train"}, "mode"),
+        ({"model": "GPT-5", "mode": "serve"}, "unknown model"),
+        ({"model": "Qwen3-30B-A3B", "mode": "serve", "stack": "kt-9"}, "unknown stack profile"),
+        ({"model": "Qwen3-30B-A3B", "mode": "serve", "cpu_format": "Q8_0"}, "unknown CPU weight format"),
+        ({"model": "Qwen3-30B-A3B", "mode": "sft", "cpu_format": "AMXINT8"}, "applies to serve"),
+    ]:
+        with pytest.raises(PlanInputError, match=message):
+            plan(host, **kwargs)
+
+
+# --- the command line (real processes: exit codes 0 / 1 / 2) -------------------------------------------
+def ktinfra(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ktinfra", *args], capture_output=True, text=True)
+
+
+def test_cli_feasible_plan_exits_0_with_contract_json():
+    proc = ktinfra("plan", "--model", "qwen3-30b-a3b", "--facts", str(FACTS / f"{SEED002}.json"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["serve"]["kt_cpuinfer"] == 8
+
+
+def test_cli_infeasible_plan_exits_2_and_lists_problems():
+    proc = ktinfra("plan", "--model", "DeepSeek-V2-Lite", "--mode", "sft",
+                   "--facts", str(FACTS / "xeon8352v-4090-noamx.json"))  # fmt: skip
+    assert proc.returncode == 2
+    assert "needs AMX" in proc.stdout and "not feasible" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--model", "nope"], "unknown model 'nope'"),
+        (["--model", "Qwen3-30B-A3B", "--lora", "adapter-without-dir"], "--lora wants NAME=DIR"),
+        (["--model", "Qwen3-30B-A3B", "--from", "/nonexistent"], "not both"),
+    ],
+)
+def test_cli_bad_input_exits_1(args, message):
+    proc = ktinfra("plan", "--facts", str(FACTS / "h100-amx.json"), *args)
+    assert proc.returncode == 1 and message in proc.stderr
+
+
+def test_cli_unreadable_facts_file_exits_1(tmp_path):
+    bad = tmp_path / "facts.json"
+    bad.write_text("[1, 2")
+    proc = ktinfra("plan", "--model", "Qwen3-30B-A3B", "--facts", str(bad))
+    assert proc.returncode == 1 and "is not JSON" in proc.stderr
+    proc = ktinfra("plan", "--model", "Qwen3-30B-A3B", "--facts", str(tmp_path / "missing.json"))
+    assert proc.returncode == 1 and "cannot read facts file" in proc.stderr
+
+
+def test_cli_models_json_lists_the_catalog_with_sizing():
+    proc = ktinfra("models", "--json")
+    assert proc.returncode == 0
+    rows = {row["name"]: row for row in json.loads(proc.stdout)}
+    assert {"DeepSeek-V2-Lite", "Qwen3-30B-A3B", "Qwen3-235B-A22B", "DeepSeek-V3", "Kimi-K2"} <= rows.keys()
+    assert rows["Qwen3-30B-A3B"]["sizing"]["serve:AMXINT8"]["ram_bytes"] == pytest.approx(32e9, rel=0.05)
+
+
+def test_fp8_checkpoint_on_an_ampere_gpu_is_warned_about():
+    host = facts("h100-amx")
+    host["gpus"][0].update(name="NVIDIA A100-SXM4-80GB", compute_capability="8.0")
+    warnings = plan(host, "DeepSeek-V2-Lite", "serve")["warnings"]
+    assert warnings == []
+    host["memory"]["total_bytes"] = 2 * 10**12
+    host["disks"][0]["avail_bytes"] = 3 * 10**12
+    warnings = plan(host, "Kimi-K2", "serve")["warnings"]
+    assert any("FP8 checkpoint on compute capability < 8.9" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    "physical,logical,want",
+    [(16, 16, 14), (8, 16, 8), (15, 16, 14), (1, 1, 1), (2, 2, 1), (104, 208, 104)],
+)
+def test_cpu_workers_leave_two_logical_cpus_for_the_submitting_and_scheduler_threads(physical, logical, want):
+    # The H100 measurement (docs/results/2026-11-21-h100-amx): workers on all 16 vCPUs decode at 7% of
+    # the best; hyperthread siblings left over take that work instead.
+    from ktinfra.plan.host import cpu_worker_threads
+
+    host = facts("h100-amx")
+    host["cpu"].update(physical_cores=physical, logical_cpus=logical)
+    assert cpu_worker_threads(host)[0] == want

@@ -1,0 +1,126 @@
+"""The planner on capture folders parsed by ktinfra.facts.from_capture: the four real hosts, and the facts
+module's synthetic captures (marked SYNTHETIC in their READMEs)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ktinfra import facts
+from ktinfra.planner import load_facts, plan
+
+HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
+DECISIONS = ("kt_method", "kt_cpuinfer", "kt_threadpool_count", "kt_num_gpu_experts",
+             "mem_fraction_static", "chunked_prefill_size", "max_running_requests", "tensor_parallel_size",
+             "host", "port")  # fmt: skip
+
+
+def captured(name: str) -> dict:
+    return facts.from_capture(HOSTS / name)
+
+
+def test_h100_capture_plans_like_the_hand_written_facts():
+    from_capture = plan(captured("h100-xeon-amx-16c"), "Qwen3-30B-A3B", "serve")
+    by_hand = plan(load_facts(FACTS / "h100-amx.json"), "Qwen3-30B-A3B", "serve")
+    assert from_capture["feasible"]
+    assert {k: from_capture["serve"][k] for k in DECISIONS} == {k: by_hand["serve"][k] for k in DECISIONS}
+    assert from_capture["requirements"] == by_hand["requirements"]
+
+
+def test_h200_capture_sft_of_qwen3_30b_is_short_of_disk_only():
+    result = plan(captured("h200-xeon-amx-16c"), "Qwen3-30B-A3B", "sft")
+    assert result["sft"]["per_device_train_batch_size"] == 4  # 141 GB of HBM: no need for batch 1
+    assert len(result["problems"]) == 1 and result["problems"][0].endswith("/ has 68.7 GB free")
+
+
+def test_2xh200_capture_serves_qwen3_235b_over_two_gpus_but_needs_a_bigger_disk():
+    result = plan(captured("2xh200-xeon-amx-32c"), "Qwen3-235B-A22B", "serve")
+    serve = result["serve"]
+    assert (serve["tensor_parallel_size"], serve["kt_cpuinfer"], serve["kt_threadpool_count"]) == (2, 30, 1)
+    assert serve["mem_fraction_static"] == 0.94  # the 8 GB reserve cap on a 151 GB H200
+    assert result["problems"] == [
+        "needs 698 GB disk (470 GB download + 227 GB CPU weights + 1.0 GB outputs), / has 137 GB free"
+    ]
+
+
+def test_development_machine_capture_has_no_gpu_and_no_amx():
+    host = captured("epyc-2c-nogpu")
+    serve = plan(host, "DeepSeek-V2-Lite", "serve")
+    assert serve["serve"]["kt_method"] == "LLAMAFILE"  # AVX2 only
+    assert any(p.startswith("no NVIDIA GPU found") for p in serve["problems"])
+    sft = plan(host, "DeepSeek-V2-Lite", "sft")
+    assert any("needs AMX" in p for p in sft["problems"])
+
+
+def test_synthetic_autodl_6430_capture_reproduces_the_seed_002_decisions():
+    result = plan(captured("synthetic-autodl-6430-4090"), "Qwen3-30B-A3B", "serve")
+    serve = result["serve"]
+    assert (serve["kt_method"], serve["kt_cpuinfer"], serve["kt_threadpool_count"]) == ("AMXINT8", 8, 2)
+    assert serve["mem_fraction_static"] == 0.92 and serve["chunked_prefill_size"] == 4096
+    assert serve["kt_num_gpu_experts"] == 31
+    assert result["feasible"], result["problems"]
+
+
+def test_amx_host_on_a_pre_5_16_kernel_serves_without_amx_and_cannot_fine_tune():
+    host = captured("synthetic-2s-8470q-amx")  # AMX flags, kernel 5.15: no ARCH_REQ_XCOMP_PERM
+    served = plan(host, "Qwen3-30B-A3B", "serve")
+    assert served["feasible"] and served["serve"]["kt_method"] == "BF16"
+    assert "kernel 5.15.0-125-generic < 5.16" in served["reasons"]["kt_method"]
+    tuned = plan(host, "Qwen3-30B-A3B", "sft")
+    assert any(p.startswith("kernel 5.15.0-125-generic is older than 5.16") for p in tuned["problems"])
+
+
+def test_small_data_disk_is_reported_with_numbers():
+    host = captured("synthetic-autodl-6430-4090")
+    data = next(d for d in host["disks"] if d["mount"] == "/root/autodl-tmp")
+    data["avail_bytes"] = 50 * 10**9  # AutoDL's default data disk
+    result = plan(host, "Qwen3-30B-A3B", "serve")
+    assert any("/root/autodl-tmp has 50.0 GB free" in p for p in result["problems"])
+
+
+def test_synthetic_autodl_8352v_capture_serves_llamafile_on_its_quota():
+    result = plan(captured("synthetic-autodl-8352v-4090"), "Qwen3-30B-A3B", "serve")
+    assert (result["serve"]["kt_method"], result["serve"]["kt_cpuinfer"]) == ("LLAMAFILE", 6)
+    assert "glibc 2.31 is older than 2.35, which the kt-0.7 wheels (manylinux) need" in result["problems"]
+
+
+def test_synthetic_4x5090_capture_splits_qwen3_235b_over_four_gpus():
+    result = plan(captured("synthetic-4x5090-8470q"), "Qwen3-235B-A22B", "serve")
+    assert result["feasible"] and result["serve"]["tensor_parallel_size"] == 4
+    assert result["serve"]["kt_threadpool_count"] == 1  # the cpuset holds one NUMA node's cores
+
+
+@pytest.mark.parametrize(
+    "capture,model,mode,want",
+    [("h100-xeon-amx-16c", "Qwen3-30B-A3B", "serve", 0), ("h100-xeon-amx-16c", "DeepSeek-V3", "serve", 2),
+     ("epyc-2c-nogpu", "DeepSeek-V2-Lite", "sft", 2)],
+)  # fmt: skip
+def test_cli_plans_from_a_capture_folder(capture, model, mode, want):
+    proc = subprocess.run(
+        [sys.executable, "-m", "ktinfra", "plan", "--model", model, "--mode", mode,
+         "--from", str(HOSTS / capture), "--json"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == want, proc.stderr
+    assert json.loads(proc.stdout)["feasible"] is (want == 0)
+
+
+def test_cli_from_a_missing_folder_is_bad_input(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ktinfra",
+            "plan",
+            "--model",
+            "Qwen3-30B-A3B",
+            "--from",
+            str(tmp_path / "nope"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1 and "not a directory" in proc.stderr

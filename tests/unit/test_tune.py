@@ -1,0 +1,151 @@
+"""The tuning advisor on constructed real-format SGLang log excerpts (tests/fixtures/logs/README.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from ktinfra import tune
+from ktinfra.cli import app
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+
+
+def _advice(name: str, **kwargs) -> dict:
+    return tune.advise(tune.parse_text((LOGS / name).read_text()), **kwargs)
+
+
+def _by_param(result: dict) -> dict:
+    return {r["parameter"]: r for r in result["recommendations"]}
+
+
+def test_seed_lines_parse_into_fields():
+    log = tune.parse_text((LOGS / "seed001.log").read_text())
+    (decode,) = log.decodes
+    assert (decode.running_req, decode.queue_req, decode.token_usage, decode.graph) == (229, 27, 1.0, True)
+    assert decode.gen_throughput == pytest.approx(2498.69)
+    assert log.config["chunked_prefill_size"] == 1024
+    assert log.config["max_running_requests"] == 4096
+    assert log.config["available_gpu_mem_gb"] == pytest.approx(4.64)
+    assert len(log.retracts) == 1
+
+
+def test_newer_decode_format_with_iteration_counter_parses():
+    line = (
+        "[2026-07-01 10:00:00 TP0] Decode batch [1234], #running-req: 18, #token: 16384, token usage: 0.71, "
+        "cuda graph: False, gen throughput (token/s): 2520.18, #queue-req: 3"
+    )
+    (decode,) = tune.parse_text(line).decodes
+    assert (decode.running_req, decode.queue_req, decode.token_usage, decode.graph) == (18, 3, 0.71, False)
+
+
+def test_low_free_memory_from_seed_lowers_mem_fraction():
+    rec = _by_param(_advice("seed001.log"))["--mem-fraction-static"]
+    assert "4.64 GB" in rec["reason"]
+    assert rec["evidence"][0].startswith("[2025-11-11 13:01:09 TP0] max_total_num_tokens=1522816")
+
+
+def test_healthy_log_has_nothing_to_fix():
+    result = _advice("healthy.log")
+    assert result["recommendations"] == []
+    assert result["summary"]["message"].startswith("nothing to fix")
+    assert result["summary"]["decode_batches"] == 20
+    assert result["summary"]["prefill_batches"] == 1
+
+
+def test_conservative_scheduler_and_spare_memory():
+    recs = _by_param(_advice("conservative.log", gpu_memory_gb=80.0))
+    sc = recs["--schedule-conservativeness"]
+    assert (sc["current"], sc["suggested"]) == (1.0, 0.3)
+    assert all("token usage: 0.4" in line or "token usage: 0.5" in line for line in sc["evidence"])
+    mfs = recs["--mem-fraction-static"]
+    # 14.1 GB free, keep 6.5 GB: +7.6/80 of the GPU
+    assert mfs["current"] == 0.85
+    assert mfs["suggested"] == pytest.approx(0.85 + 7.6 / 80, abs=0.01)
+    # on a small GPU the same headroom is a large fraction: capped at 0.95
+    small = _by_param(_advice("conservative.log", gpu_memory_gb=24.0))["--mem-fraction-static"]
+    assert small["suggested"] == 0.95
+
+
+def test_mem_fraction_without_gpu_size_moves_in_small_step():
+    mfs = _by_param(_advice("conservative.log"))["--mem-fraction-static"]
+    assert mfs["suggested"] == pytest.approx(0.87)
+
+
+def test_frequent_retraction_raises_conservativeness():
+    sc = _by_param(_advice("retract.log"))["--schedule-conservativeness"]
+    assert sc["suggested"] == 1.3
+    assert all("KV cache pool is full" in line for line in sc["evidence"])
+
+
+def test_prefill_oom_shrinks_chunked_prefill():
+    result = _advice("prefill-oom.log")
+    rec = _by_param(result)["--chunked-prefill-size"]
+    assert (rec["current"], rec["suggested"]) == (8192, 4096)
+    assert any("Prefill out of memory" in line for line in rec["evidence"])
+    assert result["summary"]["oom_errors"]["prefill"] == 1  # allocator error + its traceback: one event
+    assert result["summary"]["oom_errors"]["decode"] == 0
+
+
+def test_decode_oom_halves_running_requests_and_gpu_experts():
+    recs = _by_param(_advice("decode-oom.log"))
+    mrr = recs["--max-running-requests"]
+    assert (mrr["current"], mrr["suggested"]) == (48, 24)
+    assert "CUDA out of memory" in mrr["evidence"][0]
+    experts = recs["--kt-num-gpu-experts"]
+    assert (experts["current"], experts["suggested"]) == (32, 16)
+    assert "--chunked-prefill-size" not in recs
+
+
+def test_idle_client_and_missing_cuda_graphs():
+    recs = _by_param(_advice("idle-client.log"))
+    rate = recs["request rate (client)"]
+    assert "stayed 0 on 14 of 14" in rate["reason"]
+    graph = recs["--cuda-graph-max-bs"]
+    assert (graph["current"], graph["suggested"]) == (160, 256)
+    assert graph["evidence"][0].endswith("152, 160]")
+
+
+def test_log_without_scheduler_lines_says_so():
+    result = tune.advise(tune.parse_text("hello\nworld\n"))
+    assert result["recommendations"] == []
+    assert "no SGLang scheduler lines" in result["summary"]["message"]
+
+
+def test_cli_json_shape_and_ansible_vars(tmp_path):
+    out = tmp_path / "vars" / "tune.yml"
+    res = CliRunner().invoke(
+        app, ["tune", "--log", str(LOGS / "decode-oom.log"), "--json", "--ansible-vars", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert set(data) == {"recommendations", "summary"}
+    for rec in data["recommendations"]:
+        assert set(rec) == {"parameter", "current", "suggested", "reason", "evidence"}
+    written = yaml.safe_load(out.read_text())
+    assert written == {"kt_serve_overrides": {"max_running_requests": 24, "kt_num_gpu_experts": 16}}
+
+
+def test_cli_rejects_missing_log_and_writes_nothing(tmp_path):
+    out = tmp_path / "tune.yml"
+    res = CliRunner().invoke(app, ["tune", "--log", str(tmp_path / "nope.log"), "--ansible-vars", str(out)])
+    assert res.exit_code == 1
+    assert "log file not found" in res.output
+    assert not out.exists()
+
+
+def test_cli_needs_exactly_one_source():
+    res = CliRunner().invoke(app, ["tune"])
+    assert res.exit_code == 2
+    assert "exactly one of --log FILE or --unit NAME" in res.output
+
+
+def test_separate_oom_events_are_counted_separately():
+    oom = "[2025-11-11 13:05:00 TP0] Decode out of memory. Try to lower your batch size."
+    filler = ['[2025-11-11 13:05:01] INFO:     127.0.0.1:1 - "POST /generate HTTP/1.1" 200 OK'] * 40
+    log = tune.parse_lines([oom, *filler, oom])
+    assert [o.phase for o in log.ooms] == ["decode", "decode"]
