@@ -25,7 +25,7 @@ from ktinfra.render.plans import (
     require_str,
 )
 
-DEFAULT_SERVE_PYTHON = "/opt/ktinfra/envs/kt-kernel/bin/python"
+DEFAULT_SERVE_PYTHON = "/opt/kt/envs/kt-kernel/bin/python"
 ENV_DIR = "/etc/ktinfra/serve"
 UNIT_TEMPLATE = "ktinfra-serve@.service"
 # kt-kernel backends that read converted CPU weights (convert_cpu_weights.py output or GGUF) from their own

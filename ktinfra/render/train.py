@@ -24,7 +24,7 @@ from ktinfra.render.common import (
 )
 from ktinfra.render.plans import plan_section
 
-DEFAULT_SFT_PYTHON = "/opt/ktinfra/envs/kt-sft/bin/python"
+DEFAULT_SFT_PYTHON = "/opt/kt/envs/kt-sft/bin/python"
 LLAMAFACTORY_DIR = "/opt/ktinfra/src/LLaMA-Factory"
 ENV_DIR = "/etc/ktinfra/train"
 # LLaMA-Factory chat templates per architecture (config.json model_type), as the KT examples pick them.

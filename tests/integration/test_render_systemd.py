@@ -21,9 +21,9 @@ import pytest
 
 PLANS = Path(__file__).resolve().parent.parent / "fixtures" / "plans"
 IMAGE = os.environ.get("KTINFRA_BASE_IMAGE", "ktinfra/debian12-systemd:latest")
-PY = "/opt/ktinfra/envs/kt-kernel/bin/python"
-SFT_BIN = "/opt/ktinfra/envs/kt-sft/bin"
-SITE = "/opt/ktinfra/envs/kt-kernel/lib/python3.11/site-packages"
+PY = "/opt/kt/envs/kt-kernel/bin/python"
+SFT_BIN = "/opt/kt/envs/kt-sft/bin"
+SITE = "/opt/kt/envs/kt-kernel/lib/python3.11/site-packages"
 
 SGLANG_STANDIN = '''
 """Stand-in for sglang.launch_server: records its start, answers /health 503 while "loading", then 200."""
@@ -132,7 +132,7 @@ def box():
             if state in ("running", "degraded"):
                 break
             time.sleep(1)
-        sh(name, f"python3 -m venv --without-pip /opt/ktinfra/envs/kt-kernel && mkdir -p {SITE}/sglang")
+        sh(name, f"python3 -m venv --without-pip /opt/kt/envs/kt-kernel && mkdir -p {SITE}/sglang")
         put(name, f"{SITE}/sglang/__init__.py", "")
         put(name, f"{SITE}/sglang/launch_server.py", SGLANG_STANDIN)
         yield name

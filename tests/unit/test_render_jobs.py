@@ -154,7 +154,7 @@ def test_train_current_stack_recipe_and_launcher():
     }
     unit = rendered.files["ktinfra-train@.service"][0]
     assert (
-        "ExecStart=/opt/ktinfra/envs/kt-sft/bin/accelerate launch --config_file ${KT_ACCELERATE_CONFIG} "
+        "ExecStart=/opt/kt/envs/kt-sft/bin/accelerate launch --config_file ${KT_ACCELERATE_CONFIG} "
         "-m llamafactory.cli train ${KT_TRAIN_CONFIG}" in unit
     )
 

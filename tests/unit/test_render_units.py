@@ -54,7 +54,7 @@ def test_serve_unit_verifies(systemd_root, tmp_path):
         "StandardError=journal",
         "SyslogIdentifier=ktinfra-serve-%i",
         "EnvironmentFile=/etc/ktinfra/serve/%i.env",
-        "ExecStart=/usr/bin/numactl $KT_NUMACTL_ARGS /opt/ktinfra/envs/kt-kernel/bin/python -c ",
+        "ExecStart=/usr/bin/numactl $KT_NUMACTL_ARGS /opt/kt/envs/kt-kernel/bin/python -c ",
         "User=ktinfra",
     ):
         assert directive in text
