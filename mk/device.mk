@@ -6,8 +6,8 @@ INFRA_IMAGE ?= ktinfra/debian12-systemd:latest
 INFRA_CT := device-infra-$(shell echo $$PPID)
 INFRA_JSON = $(VPY) -c 'import json,sys; d=json.load(open(sys.argv[1])); c={x["id"]: x["status"] for x in d["checks"]}; $(1)' $(2)
 
-TEST_TARGETS += infra-local infra-docker
-.PHONY: infra-local infra-docker
+TEST_TARGETS += infra-local infra-docker infra-ssh
+.PHONY: infra-local infra-docker infra-ssh
 
 infra-local: venv ## KT host suite on this non-AMX, GPU-less machine: role rules, a real health endpoint
 	@mkdir -p $(INFRA_OUT)/www && echo ok > $(INFRA_OUT)/www/health
@@ -31,7 +31,7 @@ infra-local: venv ## KT host suite on this non-AMX, GPU-less machine: role rules
 	  --health-url http://127.0.0.1:$$up/health --json > $(INFRA_OUT)/ansible.json \
 	  || { echo "FAIL ansible:// backend"; exit 1; }; echo "ok   ansible:// backend: probes ran, health 200"
 
-infra-docker: venv ## KT host suite over docker:// against a systemd container with a real serve unit
+infra-docker: venv docker-ready ## KT host suite over docker:// against a systemd container with a real serve unit
 	docker rm -f $(INFRA_CT) >/dev/null 2>&1 || true
 	docker run -d --name $(INFRA_CT) --tmpfs /run --tmpfs /run/lock -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
 	  --cgroupns=host $(INFRA_IMAGE) >/dev/null
@@ -49,3 +49,6 @@ infra-docker: venv ## KT host suite over docker:// against a systemd container w
 	$(call INFRA_JSON,assert c["services.units_enabled_and_active"] == "failed" \
 	  and c["services.health_endpoint_answers"] == "failed"; print("ok   docker:// stopped unit -> exit 1"), \
 	  $(INFRA_OUT)/docker-down.json)
+
+infra-ssh: venv docker-ready ## KT host suite over ssh:// against a systemd container running sshd (loopback port)
+	KTINFRA=$(KTINFRA) INFRA_IMAGE=$(INFRA_IMAGE) INFRA_OUT=$(INFRA_OUT) bash tests/infra/ci/ssh-backend.sh
