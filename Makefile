@@ -13,7 +13,7 @@ TEST_TARGETS :=
 .PHONY: help venv lint unit test plan clean docker-ready
 
 help: ## list targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ lint: venv ## ruff over the package and tests
 unit: venv ## fast unit tests (captures, planner, rendering)
 	$(VENV)/bin/pytest -q tests/unit
 
-plan: venv ## main job on the embedded default: facts and a serve plan for this very host
+plan: venv ## facts of this very host and a Qwen3-30B-A3B serve plan for it (exit 2 = not feasible here)
 	$(KTINFRA) facts
 	$(KTINFRA) plan --model Qwen3-30B-A3B --mode serve || test $$? -eq 2
 
