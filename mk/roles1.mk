@@ -11,7 +11,7 @@ ROLES1_DOCKER_TIMEOUT ?= 900
 
 .PHONY: test-roles1 test-roles1-envs bench-roles1-envs
 
-test-roles1: venv ## molecule: preflight bad inputs, provision (local wheel, tuning), real kt-0.7 envs
+test-roles1: venv ## molecule: preflight bad inputs, provision (local wheel, tuning); ROLES1_SCENARIOS=envs for the real envs
 	bash scripts/docker-ready.sh
 	mkdir -p $(KTINFRA_WHEELHOUSE)
 	set -e; for s in $(ROLES1_SCENARIOS); do \
