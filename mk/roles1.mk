@@ -2,16 +2,17 @@
 # bad-input: every bad input fails preflight and leaves the host unchanged; provision: a site profile with a
 # local wheel + tuning, converge -> idempotence -> verify; envs: the real kt-0.7 envs from PyPI (GBs; the
 # wheelhouse cache KTINFRA_WHEELHOUSE, default /var/cache/ktinfra/wheelhouse, makes warm runs offline).
-# `envs` installs both real kt-0.7 envs (~19 GB, 23 min warm / 40 min cold on 2 cores): its own target,
-# outside `make test`, so CI stays inside its 90 minutes.
-ROLES1_SCENARIOS ?= bad-input provision
+# `envs` installs both real kt-0.7 envs (~19 GB) with uv from the wheelhouse: reused when
+# KTINFRA_WHEELHOUSE already holds the wheels, filled from PyPI (pip wheel) when it does not; part of
+# `make test` since uv made it fit CI's 90 minutes (docs/readme/roles1.md has the measured times).
+ROLES1_SCENARIOS ?= bad-input provision envs
 KTINFRA_WHEELHOUSE ?= /var/cache/ktinfra/wheelhouse
 # removing the envs container (~20 GB written) outlasts the docker modules' default 60 s API timeout
 ROLES1_DOCKER_TIMEOUT ?= 900
 
 .PHONY: test-roles1 test-roles1-envs bench-roles1-envs
 
-test-roles1: venv ## molecule: preflight bad inputs, provision (local wheel, tuning); ROLES1_SCENARIOS=envs for the real envs
+test-roles1: venv ## molecule: preflight bad inputs, provision (local wheel, tuning), the real kt-0.7 envs
 	bash scripts/docker-ready.sh
 	mkdir -p $(KTINFRA_WHEELHOUSE)
 	set -e; for s in $(ROLES1_SCENARIOS); do \
@@ -19,7 +20,7 @@ test-roles1: venv ## molecule: preflight bad inputs, provision (local wheel, tun
 	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH DOCKER_TIMEOUT=$(ROLES1_DOCKER_TIMEOUT) KTINFRA_WHEELHOUSE=$(KTINFRA_WHEELHOUSE) $(VENV)/bin/molecule test -s $$s; \
 	done
 
-test-roles1-envs: ## molecule envs: the real kt-0.7 inference and SFT envs from PyPI (slow, GBs)
+test-roles1-envs: ## molecule envs alone: the real kt-0.7 inference and SFT envs from PyPI (GBs)
 	$(MAKE) --no-print-directory test-roles1 ROLES1_SCENARIOS=envs
 
 bench-roles1-envs: venv ## cold + warm converge of the envs scenario, times/changed/sizes -> out/roles1-envs-measure.txt

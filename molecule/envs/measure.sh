@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH=$PWD/.venv/bin:$PATH
 export DOCKER_TIMEOUT=${DOCKER_TIMEOUT:-900}
+# per-task wall times in the log (where a converge spends its time)
+export ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks PROFILE_TASKS_TASK_OUTPUT_LIMIT=12
 export KTINFRA_WHEELHOUSE=${1:-/var/cache/ktinfra/cold-$(date +%s)}
 mkdir -p "$KTINFRA_WHEELHOUSE" out
 [ -z "$(ls -A "$KTINFRA_WHEELHOUSE")" ] || { echo "measure: $KTINFRA_WHEELHOUSE is not empty" >&2; exit 1; }

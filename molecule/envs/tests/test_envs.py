@@ -6,6 +6,20 @@ INFER = "/opt/kt/envs/kt-kernel/bin/python"
 SFT = "/opt/kt/envs/kt-sft/bin/python"
 
 
+def test_venv_envs_installed_by_uv_without_bytecode(host):
+    # kt_python_env_installer auto: uv for venvs; this scenario sets kt_python_env_compile_bytecode: false.
+    # First in this file (the later tests import torch); -B and find_spec: looking torch up must neither
+    # import it nor write a .pyc itself.
+    assert host.check_output("/opt/ktinfra/uv/bin/uv --version").startswith("uv 0.13.8")
+    find = "import importlib.util as u, os; print(os.path.dirname(u.find_spec('torch').origin))"
+    for env in ("kt-kernel", "kt-sft"):
+        torch_dir = host.check_output(f'/opt/kt/envs/{env}/bin/python -B -c "{find}"').splitlines()[-1]
+        assert host.file(f"{torch_dir}-2.9.1.dist-info/INSTALLER").content_string.strip() == "uv"
+        assert not host.file(f"{torch_dir}/__pycache__/__init__.cpython-311.pyc").exists
+        assert not host.file(f"{torch_dir}/nn/__pycache__/functional.cpython-311.pyc").exists
+    assert host.run("ls /var/cache/ktinfra/wheelhouse/uv-0.13.8-*.whl").rc == 0
+
+
 def test_kt_kernel_imports_and_picks_the_cpu_variant(host):
     out = host.check_output(
         f"{INFER} -c 'import kt_kernel; print(kt_kernel.__cpu_variant__, kt_kernel.__version__)'"
