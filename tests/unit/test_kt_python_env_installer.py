@@ -1,0 +1,96 @@
+"""kt_python_env's installer choice and its command lines, rendered by real ansible from the role's vars."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROLE = Path(__file__).resolve().parents[2] / "roles" / "kt_python_env"
+CASES = {
+    "default": {},
+    "no-bytecode": {"kt_python_env_compile_bytecode": False},
+    "pip-no-bytecode": {"kt_python_env_installer": "pip", "kt_python_env_compile_bytecode": False},
+    "conda-auto": {"kt_python_env_install": {"manager": "conda"}},
+    "pip": {"kt_python_env_installer": "pip"},
+    "offline-no-uv-wheel": {"kt_python_env_uv_ready": "False"},  # uv.yml's set_fact gives a string too
+    "conda-uv": {"kt_python_env_install": {"manager": "conda"}, "kt_python_env_installer": "uv"},
+}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> dict[str, list[str]]:
+    base = {
+        "kt_preflight_ktinfra_exe": "/opt/ktinfra/tool/bin/ktinfra",
+        "kt_python_env_spec": {"prefix": "/opt/kt/envs/kt-kernel"},
+        "kt_python_env_requirements": {"dest": "/opt/kt/envs/kt-kernel/req.txt"},
+        "kt_python_env_uv_ready": "True",
+        "kt_python_env_installer": "auto",
+        "kt_python_env_compile_bytecode": True,
+    }
+    install = {"wheelhouse": "/wh", "manager": "venv", "pip": {"index_url": "", "extra_index_urls": []}}
+    tasks = []
+    for name, case in CASES.items():
+        facts = base | case | {"kt_python_env_install": install | case.get("kt_python_env_install", {})}
+        # set_fact outranks the role files loaded as vars_files, as the role's own set_fact does
+        tasks += [
+            {"ansible.builtin.set_fact": facts},
+            {"name": name, "ansible.builtin.debug": {"var": "argv"}},
+        ]
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars_files": [str(ROLE / "defaults/main.yml"), str(ROLE / "vars/main.yml")],
+            "vars": {"argv": "{{ kt_python_env_pip_install }}"},
+            "tasks": tasks,
+        }
+    ]
+    path = tmp_path_factory.mktemp("play") / "play.yml"
+    path.write_text(yaml.safe_dump(play))
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOCALHOST_WARNING="false")
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    results = json.loads(out.stdout)["plays"][0]["tasks"]
+    return {t["task"]["name"]: t["hosts"]["localhost"]["argv"] for t in results if t["task"]["name"] in CASES}
+
+
+def test_auto_installs_venvs_with_uv_offline_from_the_wheelhouse(rendered):
+    argv = rendered["default"]
+    assert argv[:3] == ["/opt/ktinfra/uv/bin/uv", "pip", "install"]
+    for flag in ("--offline", "--no-index", "--no-cache", "--compile-bytecode"):
+        assert flag in argv
+    assert argv[argv.index("--find-links") + 1] == "/wh"
+    assert argv[argv.index("--python") + 1] == "/opt/kt/envs/kt-kernel/bin/python"
+    assert argv[argv.index("-r") + 1] == "/opt/kt/envs/kt-kernel/req.txt"
+
+
+def test_no_bytecode_drops_the_compile_step(rendered):
+    assert rendered["no-bytecode"][0].endswith("/uv") and "--compile-bytecode" not in rendered["no-bytecode"]
+    assert rendered["pip-no-bytecode"][0].endswith("/pip") and "--no-compile" in rendered["pip-no-bytecode"]
+
+
+@pytest.mark.parametrize("case", ["conda-auto", "pip", "offline-no-uv-wheel"])
+def test_pip_where_uv_is_not_chosen_or_not_available(rendered, case):
+    argv = rendered[case]
+    assert argv[:2] == ["/opt/kt/envs/kt-kernel/bin/pip", "install"]
+    assert "--no-index" in argv and "--no-compile" not in argv
+
+
+def test_uv_forced_on_conda(rendered):
+    assert rendered["conda-uv"][0] == "/opt/ktinfra/uv/bin/uv"
+
+
+def test_every_default_is_an_argument_spec_and_back():
+    defaults = set(yaml.safe_load((ROLE / "defaults/main.yml").read_text()))
+    specs = yaml.safe_load((ROLE / "meta/argument_specs.yml").read_text())["argument_specs"]["main"]
+    assert defaults == set(specs["options"])
+    assert specs["options"]["kt_python_env_installer"]["choices"] == ["auto", "uv", "pip"]
