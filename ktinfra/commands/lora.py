@@ -113,7 +113,7 @@ def serve(
             raise lora.LoraError(f"adapter names must be unique: {names}")
         adapters = [lora.inspect_adapter(n, p, base) for n, p in specs]
         converting = [a for a in adapters if lora.needs_conversion(a, legacy)]
-        script = lora.find_converter(legacy, converter) if converting else None
+        script = lora.find_converter(legacy, converter, converter_python) if converting else None
         steps, served = [], {}
         for a in adapters:
             if a not in converting:
