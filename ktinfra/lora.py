@@ -341,12 +341,20 @@ def conversion_command(
     return cmd
 
 
+def check_output_path(adapter: Adapter, out_dir: Path) -> None:
+    """kt-kernel's converter refuses an output inside (or around) its input; say so before anything runs."""
+    out_dir, source = out_dir.resolve(), adapter.path.resolve()
+    if out_dir == source or out_dir.is_relative_to(source) or source.is_relative_to(out_dir):
+        raise LoraError(f"adapter {adapter.name}: output {out_dir} must be outside its input {source}")
+
+
 def default_output(adapter: Adapter, legacy: bool) -> Path:
     return adapter.path.with_name(adapter.path.name + ("_converted" if legacy else "_sglang"))
 
 
 def convert(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -> Path:
     """Run the converter into a scratch directory, then move it into place: never a half-written adapter."""
+    check_output_path(adapter, out_dir)
     if out_dir.exists() and not overwrite:
         raise LoraError(f"{out_dir} already exists; pass --overwrite to replace it")
     out_dir.parent.mkdir(parents=True, exist_ok=True)

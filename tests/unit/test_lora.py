@@ -273,3 +273,14 @@ def test_cli_legacy_without_converter_fails_before_writing(tmp_path, monkeypatch
     assert res.exit_code == 1
     assert "not found" in res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_output_inside_the_training_output_is_refused_before_anything_runs(tmp_path):
+    adapter = lora.inspect_adapter("a", kt_dir(tmp_path / "kt"))
+    for bad in (tmp_path / "kt" / "sglang", tmp_path / "kt", tmp_path):
+        with pytest.raises(lora.LoraError, match="must be outside its input"):
+            lora.convert(adapter, bad, lambda target: [sys.executable, "-c", "raise SystemExit('ran')"])
+    assert sorted(p.name for p in (tmp_path / "kt").iterdir()) == [
+        "adapter_config.json", "adapter_model.safetensors", "fused_expert_lora.safetensors",
+        "kt_adapter_manifest.json",
+    ]  # fmt: skip

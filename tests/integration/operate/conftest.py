@@ -39,6 +39,12 @@ def tiny_lora() -> Path:
     return Path(_env("KTINFRA_TINY_LORA"))
 
 
+@pytest.fixture(scope="session")
+def tiny_kt_lora() -> Path:
+    """KT-format LoRA training output for the tiny model (scripts/tiny_model.py --kt-lora-out)."""
+    return Path(_env("KTINFRA_TINY_KT_LORA"))
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
