@@ -39,7 +39,8 @@ CURRENT_CONVERTER = "kt-kernel/scripts/convert_kt_to_sglang_adapter.py"
 INSTALLED_CONVERTER = "kt_kernel/sft/convert_kt_to_sglang_adapter.py"  # inside the kt-kernel wheel
 LEGACY_CONVERTER = "convert_lora.py"
 CONVERTER_ENV = "KTINFRA_LORA_CONVERTER"
-# First the checkouts the envs role makes (see ktinfra.render.convert), then the tutorials' usual places.
+# Source checkouts, tried after the converter installed with kt-kernel: render's defaults, then the tutorials'
+# usual places.
 CONVERTER_SEARCH = {
     "current": [
         Path(KT_LORA_SCRIPT),
@@ -192,8 +193,9 @@ def _check_kt_manifest(adapter: Adapter, path: Path, rank: int) -> None:
     for name, record in artifacts.items():
         file = path / Path(name).name
         size = file.stat().st_size if file.is_file() else None
-        if not isinstance(record, dict) or record.get("size") != size:
-            raise LoraError(f"{manifest}: {name} is {size} bytes, the manifest says {record.get('size')}")
+        recorded = record.get("size") if isinstance(record, dict) else None
+        if recorded != size:
+            raise LoraError(f"{manifest}: {name} is {size} bytes, the manifest says {recorded}")
     manifest_rank = (payload.get("lora") or {}).get("rank")
     if manifest_rank is not None and manifest_rank != rank:
         raise LoraError(f"{manifest}: lora.rank {manifest_rank} but the fused tensors have rank {rank}")
