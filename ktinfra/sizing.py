@@ -232,6 +232,14 @@ def sft(
     )
 
 
+def sft_per_gpu_bytes(est: Estimate, gpus: int) -> float:
+    """One GPU's share of an SFT estimate: weights and LoRA state shard across GPUs (FSDP2 / the legacy
+    multi-GPU placement rules), while every data-parallel rank holds its own activations and logits."""
+    b = est.breakdown
+    shared = b["gpu_weights"] + b["lora_gpu_train_state"]
+    return shared / max(gpus, 1) + b["activation_checkpoints"] + b["layer_working_set"] + b["logits"]
+
+
 def table(arch: Architecture) -> dict:
     """Every serve format the model can use, plus SFT, for `ktinfra models`."""
     rows = {}

@@ -15,13 +15,6 @@ RULES_DIR = "examples/kt_optimize_rules"
 ACCELERATE_BF16 = "examples/ktransformers/accelerate/fsdp2_kt_bf16.yaml"
 
 
-def _per_gpu_need(est: sizing.Estimate, gpus: int) -> float:
-    """Weights and LoRA state shard across GPUs (FSDP2 / multi-GPU placement rules); activations do not."""
-    b = est.breakdown
-    shared = b["gpu_weights"] + b["lora_gpu_train_state"]
-    return shared / gpus + b["activation_checkpoints"] + b["layer_working_set"] + b["logits"]
-
-
 def choose_batch(arch: Architecture, gpus: int, gpu_bytes: int, cutoff: int | None) -> tuple[int, int, bool]:
     """(cutoff_len, per-device batch, fits): the longest cutoff, then the largest batch, that fit."""
     reserve = max(SFT_GPU_RESERVE_MIN, SFT_GPU_RESERVE_FRACTION * gpu_bytes)
@@ -29,7 +22,8 @@ def choose_batch(arch: Architecture, gpus: int, gpu_bytes: int, cutoff: int | No
     for length in cutoffs:
         for batch in (4, 2, 1):
             if (
-                _per_gpu_need(sizing.sft(arch, cutoff_len=length, batch_size=batch), gpus) + reserve
+                sizing.sft_per_gpu_bytes(sizing.sft(arch, cutoff_len=length, batch_size=batch), gpus)
+                + reserve
                 <= gpu_bytes
             ):
                 return length, batch, True
@@ -102,7 +96,8 @@ def plan_sft(
     if gpus and not fits:
         reserve = max(SFT_GPU_RESERVE_MIN, SFT_GPU_RESERVE_FRACTION * gpu_bytes)
         problems.append(
-            f"needs {gb(_per_gpu_need(est, gpus) + reserve)} GPU memory per GPU at cutoff_len {cutoff}, "
+            f"needs {gb(sizing.sft_per_gpu_bytes(est, gpus) + reserve)} GPU memory per GPU "
+            f"at cutoff_len {cutoff}, "
             "batch 1 "
             f"({gb(est.breakdown['gpu_weights'])} BF16 non-expert weights over {gpus} GPU(s)), "
             f"{facts['gpus'][0].get('name')} has {gb(gpu_bytes)}"
