@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ktinfra import catalog, sizing  # noqa: E402
+from ktinfra.plan.sft import gradient_checkpointing  # noqa: E402
 
 GB = 1e9
 GIB = 2**30
@@ -41,15 +42,22 @@ KT_COOKBOOK = "kvcache-ai/ktransformers doc/en/SFT/KTransformers-Fine-Tuning_Coo
 LEGACY_QLEN = 512  # the guide's measurement setting: GAS=16, qlen=512, LoRA r=8
 
 
+def legacy_sft(arch, cutoff_len: int = sizing.SFT_CUTOFF_LEN) -> sizing.Estimate:
+    """SFT on the legacy stack, with gradient checkpointing as its placement rules leave it."""
+    checkpointing, _ = gradient_checkpointing(arch, {"generation": "legacy"})
+    return sizing.sft(arch, cutoff_len=cutoff_len, gradient_checkpointing=checkpointing)
+
+
 def _legacy(arch):
-    return sizing.sft(arch, cutoff_len=LEGACY_QLEN)
+    return legacy_sft(arch, LEGACY_QLEN)
 
 
 MEASURED = [
     (
         "DeepSeek-V2-Lite",
         "SFT VRAM",
-        "legacy stack, 1 GPU, qlen 512, r 8 (guide: benchmark table 6.08 GB; footprint ~5.5 GB)",
+        "legacy stack, 1 GPU, qlen 512, r 8, no checkpointing "
+        "(guide: benchmark table 6.08 GB; footprint ~5.5 GB)",
         6.08,
         lambda a: _legacy(a).vram_bytes,
         KT_GUIDE,
@@ -65,7 +73,7 @@ MEASURED = [
     (
         "DeepSeek-V3",
         "SFT VRAM",
-        "legacy stack, multi-GPU rule, qlen 512: measured peak summed over GPUs (~70 GB)",
+        "legacy stack, multi-GPU rule, qlen 512, no checkpointing: measured peak summed over GPUs (~70 GB)",
         70,
         lambda a: _legacy(a).vram_bytes,
         KT_GUIDE,
@@ -134,6 +142,16 @@ def seed_table() -> str:
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     total = len(SEED_000) * len(COLUMNS)
     lines += ["", f"{inside} of {total} cells within ±{TOLERANCE:.0%} (bold: outside)."]
+    legacy = []
+    for model, row in SEED_000.items():
+        table = row[COLUMNS.index("sft_vram")]
+        value = legacy_sft(catalog.resolve(model)).vram_bytes / GB
+        legacy.append(f"{model} {table:g} / {value:.1f} ({_pct(value, table)})")
+    lines += [
+        "",
+        "SFT VRAM with the same recipe on the legacy stack (seed 000's `USE_KT=1 llamafactory-cli train`, "
+        "gradient checkpointing as its placement rules leave it): " + "; ".join(legacy) + ".",
+    ]
     return "\n".join(lines)
 
 

@@ -141,3 +141,26 @@ def test_sft_per_gpu_share_splits_weights_not_activations():
     one, two = sizing.sft_per_gpu_bytes(est, 1), sizing.sft_per_gpu_bytes(est, 2)
     assert one == pytest.approx(est.vram_bytes, rel=1e-6)
     assert one - two == pytest.approx((b["gpu_weights"] + b["lora_gpu_train_state"]) / 2, rel=1e-6)
+
+
+def test_without_gradient_checkpointing_every_layer_keeps_its_working_set():
+    arch = catalog.resolve("DeepSeek-V3")
+    on, off = sizing.sft(arch), sizing.sft(arch, gradient_checkpointing=False)
+    assert off.breakdown["activation_checkpoints"] == 0
+    # 58 MoE layers (shared-expert width) + 3 dense layers: far more than one layer plus checkpoints.
+    assert off.breakdown["layer_working_set"] > 10 * on.breakdown["layer_working_set"]
+    assert off.breakdown["gpu_weights"] == on.breakdown["gpu_weights"] and off.ram_bytes == on.ram_bytes
+
+
+def test_legacy_stack_deepseek_v3_sft_vram_lands_within_20_percent_of_seed_000():
+    # Seed 000's 70 GB is the legacy stack's measurement, and that stack trains DeepSeek without
+    # gradient checkpointing (ktinfra.plan.sft.gradient_checkpointing).
+    assert TABLE.legacy_sft(catalog.resolve("DeepSeek-V3")).vram_bytes / GB == pytest.approx(70, rel=0.20)
+
+
+def test_no_checkpointing_moves_legacy_deepseek_estimates_toward_upstream_measurements():
+    for model, measured, setting in [("DeepSeek-V2-Lite", 5.5, 512), ("DeepSeek-V3", 70, 512)]:
+        arch = catalog.resolve(model)
+        with_gc = sizing.sft(arch, cutoff_len=setting).vram_bytes / GB
+        legacy = TABLE.legacy_sft(arch, setting).vram_bytes / GB
+        assert with_gc < legacy < measured * 1.2
