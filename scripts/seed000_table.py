@@ -56,7 +56,7 @@ MEASURED = [
     (
         "DeepSeek-V2-Lite",
         "SFT VRAM",
-        "legacy stack, 1 GPU, qlen 512, r 8, no checkpointing "
+        "legacy stack, 1 GPU, qlen 512, r 8, checkpointing off in code "
         "(guide: benchmark table 6.08 GB; footprint ~5.5 GB)",
         6.08,
         lambda a: _legacy(a).vram_bytes,
@@ -73,7 +73,7 @@ MEASURED = [
     (
         "DeepSeek-V3",
         "SFT VRAM",
-        "legacy stack, multi-GPU rule, qlen 512, no checkpointing: measured peak summed over GPUs (~70 GB)",
+        "legacy stack, multi-GPU rule, qlen 512, checkpointing off in code: measured peak summed over GPUs (~70 GB)",
         70,
         lambda a: _legacy(a).vram_bytes,
         KT_GUIDE,
