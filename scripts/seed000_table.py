@@ -73,7 +73,8 @@ MEASURED = [
     (
         "DeepSeek-V3",
         "SFT VRAM",
-        "legacy stack, multi-GPU rule, qlen 512, checkpointing off in code: measured peak summed over GPUs (~70 GB)",
+        "legacy stack, multi-GPU rule, qlen 512, checkpointing off in code: "
+        "measured peak summed over GPUs (~70 GB)",
         70,
         lambda a: _legacy(a).vram_bytes,
         KT_GUIDE,
