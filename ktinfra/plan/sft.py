@@ -149,6 +149,11 @@ def plan_sft(
         )
     )
     reasons["lora_rank"] = "rank 8, alpha 16 on all linear layers: LLaMA-Factory's KT examples"
+    reasons["vram_bytes"] = (
+        f"{gb(est.vram_bytes)} is a lower bound: upstream's measured KT fine-tuning peaks are 1.3-2.2x this "
+        "model's estimate at their settings (docs/planning.md, 'Where the model and seed 000 disagree'); "
+        "leave headroom"
+    )
     keys, launcher, reasons["kt"], kt_problems = kt_keys(arch, facts, profile, gpus)
     problems += kt_problems
     sft = {

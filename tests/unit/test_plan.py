@@ -367,3 +367,10 @@ def test_cpu_workers_leave_two_logical_cpus_for_the_submitting_and_scheduler_thr
     host = facts("h100-amx")
     host["cpu"].update(physical_cores=physical, logical_cpus=logical)
     assert cpu_worker_threads(host)[0] == want
+
+
+def test_sft_plan_says_its_vram_estimate_is_a_lower_bound():
+    result = plan(facts(SEED002), "Qwen3-30B-A3B", "sft")
+    reason = result["reasons"]["vram_bytes"]
+    assert "lower bound" in reason
+    assert reason.startswith(f"{result['requirements']['vram_bytes'] / GB:.1f} GB")
