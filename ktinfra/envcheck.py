@@ -183,6 +183,7 @@ def check_install(
         "manager": resolved,
         "conda_exe": conda if resolved == "conda" else None,
         "pip": {"index_url": None, "extra_index_urls": [], **(profile.get("pip") or {})},
+        "upstream": profile.get("upstream"),
         "wheelhouse": str(wheelhouse),
         "envs": envs,
         "disks": disks,

@@ -129,3 +129,19 @@ def test_failed_conversion_leaves_nothing_and_success_is_renamed_into_place(tmp_
     assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT8"]
     rc, out = convert(tmp_path, converter(tmp_path, 1))  # complete output: the converter is not run again
     assert (rc, out["changed"]) == (0, False)
+
+
+def test_convert_passes_the_plans_threads_and_refuses_zero(tmp_path: Path) -> None:
+    model(tmp_path)
+    (tmp_path / "cpu").mkdir()
+    script = converter(tmp_path, 0)
+    rc, out = convert(tmp_path, script, "--dry-run", "--cpuinfer-threads", "14", "--threadpool-count", "1")
+    assert rc == 0
+    assert out["command"][-4:] == ["--cpuinfer-threads", "14", "--threadpool-count", "1"]
+    for extra in ([], ["--cpuinfer-threads", "0", "--threadpool-count", "0"]):
+        rc, out = convert(tmp_path, script, "--dry-run", *extra)
+        assert "--cpuinfer-threads" not in out["command"]  # the converter's own default then
+    rc, out = convert(tmp_path, script, "--cpuinfer-threads", "-2")
+    assert rc == 1
+    assert "--cpuinfer-threads must be at least 1 (0: the converter's default), not -2" in out["problems"]
+    assert list((tmp_path / "cpu").iterdir()) == []
