@@ -103,7 +103,8 @@ def converter(tmp_path: Path, exit_status: int) -> Path:
         "import argparse, pathlib, sys\np = argparse.ArgumentParser()\n"
         "for a in ('--input-path', '--input-type', '--output', '--quant-method'): p.add_argument(a)\n"
         "a = p.parse_args()\nout = pathlib.Path(a.output); out.mkdir(parents=True)\n"
-        f"(out / 'layer0.bin').write_bytes(b'x' * 16)\nsys.exit({exit_status})\n"
+        "(out / 'layer0.bin').write_bytes(b'x' * 16)\n(out / 'layer0.bin').chmod(0o600)\n"
+        f"sys.exit({exit_status})\n"
     )
     return script
 
@@ -127,6 +128,7 @@ def test_failed_conversion_leaves_nothing_and_success_is_renamed_into_place(tmp_
     assert (rc, out["changed"]) == (0, True)
     assert sorted(p.name for p in (tmp_path / "cpu" / "tiny-INT8").iterdir()) == [MARKER, "layer0.bin"]
     assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT8"]
+    assert (tmp_path / "cpu" / "tiny-INT8" / "layer0.bin").stat().st_mode & 0o777 == 0o644
     rc, out = convert(tmp_path, converter(tmp_path, 1))  # complete output: the converter is not run again
     assert (rc, out["changed"]) == (0, False)
 

@@ -35,6 +35,13 @@ def complete(out: Path, request: dict) -> bool:
     return marker.get("request") == request
 
 
+def readable_by_all(tree: Path) -> None:
+    """The converter writes its shards 0600 (seen with kt-kernel 0.7.2): a serve unit with User= could not
+    read them. Weights are not secrets: files 0644, directories 0755."""
+    for path in [tree, *tree.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
 def thread_flags(args: argparse.Namespace) -> list[tuple[str, int]]:
     given = (("--cpuinfer-threads", args.cpuinfer_threads), ("--threadpool-count", args.threadpool_count))
     return [(flag, value) for flag, value in given if value]  # 0 or absent: the converter's default
@@ -103,6 +110,7 @@ def main(argv: list[str]) -> int:
             json.dumps({"changed": False, "complete": False, "error": f"converter exited {proc.returncode}"})
         )
         return 1
+    readable_by_all(tmp)
     (tmp / MARKER).write_text(json.dumps({"request": request, "seconds": round(time.time() - started)}))
     if args.output.exists():
         shutil.rmtree(args.output)
