@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 
+from ansible_run import SCENARIO, run_playbook
+
+PLAYBOOKS = SCENARIO.parents[1] / "playbooks"
 KT_ENV = "/opt/kt/envs/kt-kernel"
 CONVERTER = f"{KT_ENV}/lib/python3.11/site-packages/kt_kernel/sft/convert_kt_to_sglang_adapter.py"
 OUTPUT = "/srv/ktinfra/outputs/tiny-sft"
@@ -91,3 +94,24 @@ def test_instance_was_restarted_by_its_handler_with_the_adapter(host):
     assert "--enable-lora --lora-paths tiny-sft=/srv/ktinfra/loras/tiny-sft" in running_env(host, "tiny")
     public = host.check_output("journalctl -u ktinfra-serve@tiny-public.service -o cat --no-pager")
     assert "Stopping" not in public and "--enable-lora" not in running_env(host, "tiny-public")
+
+
+def test_interrupted_conversion_is_redone_and_never_served_half_written(host):
+    """A conversion killed mid-write leaves only the staging directory (no done marker): the adapter is
+    not in loras/, and the next train.yml run converts again and renames the complete result into place."""
+    before = host.check_output(f"sha256sum {ADAPTER}/adapter_model.safetensors").split()[0]
+    staging = "/srv/ktinfra/loras/.tiny-sft.partial"
+    host.check_output(f"mv {ADAPTER} /tmp/tiny-sft.done && mkdir {staging} && head -c 4096 /dev/urandom > "
+                      f"{staging}/adapter_model.safetensors")  # fmt: skip
+    try:
+        rc, output = run_playbook(PLAYBOOKS / "train.yml", None, "--tags", "train")
+    finally:
+        host.run(f"test -e {ADAPTER} || mv /tmp/tiny-sft.done {ADAPTER}")
+    assert rc == 0, output[-3000:]
+    assert not host.file(staging).exists and host.file(f"{ADAPTER}/.ktinfra-convert-done").is_file
+    assert host.check_output(f"sha256sum {ADAPTER}/adapter_model.safetensors").split()[0] == before
+    host.check_output("rm -rf /tmp/tiny-sft.done")
+    # same adapter, same list: kt_serve ran again (the conversion is a hand-over) and left `tiny` running
+    assert "TASK [kt_serve : " in output
+    journal = host.check_output("journalctl -u ktinfra-serve@tiny.service -o cat --no-pager")
+    assert journal.count("Stopping ktinfra-serve@tiny.service") == 1
