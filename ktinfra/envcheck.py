@@ -9,7 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ktinfra.profiles import env_spec, wheel_version
+from ktinfra.profiles import env_spec, python_versions, wheel_version
 
 CONDA_CANDIDATES = ("/root/miniconda3/bin/conda", "/opt/conda/bin/conda", "/root/anaconda3/bin/conda")
 MANAGERS = ("auto", "conda", "venv")
@@ -137,13 +137,14 @@ def check_install(
         searched = conda_exe or "PATH, " + ", ".join(CONDA_CANDIDATES)
         problems.append(f"env manager conda requested but no conda found ({searched})")
     resolved = "conda" if manager == "conda" or (manager == "auto" and conda) else "venv"
-    python = None
+    versions = python_versions(profile)
+    version, python = versions[0], None
     if resolved == "venv":
-        python = shutil.which(f"python{profile['python']}")
+        found = [(v, shutil.which(f"python{v}")) for v in versions]
+        version, python = next(((v, exe) for v, exe in found if exe), (versions[0], None))
         if python is None:
-            problems.append(
-                f"python{profile['python']} not found: install it (apt) or use conda (kt_python_env_manager)"
-            )
+            wanted = " or ".join(f"python{v}" for v in versions)
+            problems.append(f"{wanted} not found: install it (apt) or use conda (kt_python_env_manager)")
     envs, needs, downloads = [], [], 0
     for key in env_keys:
         env = env_spec(profile, key)
@@ -177,11 +178,12 @@ def check_install(
     return {
         "profile": profile["name"],
         "generation": profile["generation"],
-        "python": profile["python"],
+        "python": version,
         "python_exe": python,
         "manager": resolved,
         "conda_exe": conda if resolved == "conda" else None,
         "pip": {"index_url": None, "extra_index_urls": [], **(profile.get("pip") or {})},
+        "upstream": profile.get("upstream"),
         "wheelhouse": str(wheelhouse),
         "envs": envs,
         "disks": disks,

@@ -1,9 +1,12 @@
 """LoRA serving pipeline: training output -> SGLang adapter -> LoRA serve plan (ktinfra.render) -> chat check.
 
-Current stack (kt-kernel >= 0.6.3): a KT SFT output holding `fused_expert_lora.safetensors` is merged into one
-PEFT-style adapter by kt-kernel's `scripts/convert_kt_to_sglang_adapter.py` (a script in the ktransformers
-repository, not in the wheel); a plain PEFT adapter is served as is. Legacy stack (0.4.x): the sglang fork's
-`convert_lora.py` strips PEFT prefixes. KT LoRA serving needs `--kt-num-gpu-experts 0`.
+Current stack: a KT SFT output (PEFT's adapter_config.json + adapter_model.safetensors, kt-kernel's
+fused_expert_lora.safetensors and kt_adapter_manifest.json) is merged into one PEFT-style adapter by
+kt-kernel's converter, which the kt-kernel wheel ships as kt_kernel/sft/convert_kt_to_sglang_adapter.py
+(0.7.2; the ktransformers repository also has it under kt-kernel/scripts/). It is run by path: importing
+kt_kernel would load the native extension, which the converter does not need. A plain PEFT adapter is served
+as is. Legacy stack (0.4.x): the sglang fork's `convert_lora.py` (repository root, in no wheel) strips PEFT
+prefixes. KT LoRA serving needs `--kt-num-gpu-experts 0`.
 """
 
 from __future__ import annotations
@@ -26,14 +29,18 @@ from ktinfra.render.convert import KT_LORA_SCRIPT, LEGACY_LORA_SCRIPT
 CONFIG_FILE = "adapter_config.json"
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 KT_FUSED_FILE = "fused_expert_lora.safetensors"
-KT_FUSED_KEY = re.compile(r"^layers\.\d+\.experts\.(gate|up|down)_lora_(a|b)$")
+KT_MANIFEST_FILE = "kt_adapter_manifest.json"
+KT_FULL_EXPERTS_INDEX = "kt_full_experts.index.json"
+KT_FUSED_KEY = re.compile(r"^layers\.(\d+)\.experts\.(gate|up|down)_lora_(a|b)$")
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 LORA_BACKENDS = ("triton", "csgmv", "torch_native", "ascend")
 
 CURRENT_CONVERTER = "kt-kernel/scripts/convert_kt_to_sglang_adapter.py"
+INSTALLED_CONVERTER = "kt_kernel/sft/convert_kt_to_sglang_adapter.py"  # inside the kt-kernel wheel
 LEGACY_CONVERTER = "convert_lora.py"
 CONVERTER_ENV = "KTINFRA_LORA_CONVERTER"
-# First the checkouts the envs role makes (see ktinfra.render.convert), then the tutorials' usual places.
+# Source checkouts, tried after the converter installed with kt-kernel: render's defaults, then the tutorials'
+# usual places.
 CONVERTER_SEARCH = {
     "current": [
         Path(KT_LORA_SCRIPT),
@@ -108,6 +115,12 @@ def _check_peft_tensors(adapter: Adapter, weights: Path) -> None:
         adapter.warnings.append(f"{weights.name}: pickled weights are not inspected; prefer safetensors")
         return
     header = safetensors_header(weights)
+    lora_experts = [k for k in header if ".lora_experts." in k]
+    if lora_experts:
+        raise LoraError(
+            f"{weights}: KT LoRA-Experts tensors ({lora_experts[0]}, ...) are not LoRA deltas; neither "
+            "kt-kernel's converter nor SGLang serves them"
+        )
     lora_a = {k: v for k, v in header.items() if ".lora_A." in k}
     lora_b = {k: v for k, v in header.items() if ".lora_B." in k}
     if not lora_a or len(lora_a) != len(lora_b):
@@ -122,7 +135,13 @@ def _check_peft_tensors(adapter: Adapter, weights: Path) -> None:
     adapter.tensors += len(header)
 
 
-def _check_kt_fused(adapter: Adapter, fused: Path) -> None:
+# Rank sits in dim 1 of lora_a [E, r, in] and dim 2 of lora_b [E, out, r] (kt_kernel/sft/lora.py buffers).
+_RANK_DIM = {"a": 1, "b": 2}
+
+
+def _check_kt_fused(adapter: Adapter, fused: Path) -> int:
+    """The checks kt-kernel's converter makes, before it runs: key names, 3D, one expert count, one rank;
+    plus the hidden/intermediate sizes agreeing between the six tensors of a layer. Returns the rank."""
     header = safetensors_header(fused)
     bad = [k for k in header if not KT_FUSED_KEY.match(k)]
     if bad or not header:
@@ -132,7 +151,68 @@ def _check_kt_fused(adapter: Adapter, fused: Path) -> None:
     not_3d = [k for k, v in header.items() if len(v["shape"]) != 3]
     if not_3d:
         raise LoraError(f"{fused}: fused expert LoRA tensors must be 3D [experts, ...]: {not_3d[:3]}")
+    layers: dict[str, dict[str, list[int]]] = {}
+    ranks, experts = set(), set()
+    for key, value in header.items():
+        layer, proj, ab = KT_FUSED_KEY.match(key).groups()
+        layers.setdefault(layer, {})[f"{proj}_{ab}"] = value["shape"]
+        ranks.add(value["shape"][_RANK_DIM[ab]])
+        experts.add(value["shape"][0])
+    if len(experts) != 1 or len(ranks) != 1:
+        raise LoraError(f"{fused}: expert counts {sorted(experts)} and ranks {sorted(ranks)} must be single")
+    for layer, shapes in sorted(layers.items(), key=lambda item: int(item[0])):
+        if len(shapes) != 6:
+            adapter.warnings.append(f"{fused.name}: layer {layer} has only {sorted(shapes)} of the six")
+            continue
+        hidden = {shapes["gate_a"][2], shapes["up_a"][2], shapes["down_b"][1]}
+        inter = {shapes["gate_b"][1], shapes["up_b"][1], shapes["down_a"][2]}
+        if len(hidden) != 1 or len(inter) != 1:
+            raise LoraError(f"{fused}: layer {layer} tensors disagree on hidden/intermediate size: {shapes}")
     adapter.tensors += len(header)
+    return ranks.pop()
+
+
+def _check_kt_manifest(adapter: Adapter, path: Path, rank: int) -> None:
+    """kt-kernel writes kt_adapter_manifest.json last, status "ready", with each file's size; a missing or
+    stale one means the save was interrupted or the files were replaced afterwards."""
+    manifest = path / KT_MANIFEST_FILE
+    if not manifest.is_file():
+        adapter.warnings.append(
+            f"no {KT_MANIFEST_FILE} (kt-kernel 0.7 writes it when a save completes): provenance not checked"
+        )
+        return
+    try:
+        payload = json.loads(manifest.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise LoraError(f"{manifest}: invalid JSON ({exc})") from exc
+    if not isinstance(payload, dict) or payload.get("status") != "ready":
+        raise LoraError(f"{manifest}: status is not 'ready'; the KT adapter save did not finish")
+    artifacts = payload.get("artifacts") or {}
+    if KT_FUSED_FILE not in artifacts:
+        raise LoraError(f"{manifest}: artifacts do not list {KT_FUSED_FILE}")
+    for name, record in artifacts.items():
+        file = path / Path(name).name
+        size = file.stat().st_size if file.is_file() else None
+        recorded = record.get("size") if isinstance(record, dict) else None
+        if recorded != size:
+            raise LoraError(f"{manifest}: {name} is {size} bytes, the manifest says {recorded}")
+    manifest_rank = (payload.get("lora") or {}).get("rank")
+    if manifest_rank is not None and manifest_rank != rank:
+        raise LoraError(f"{manifest}: lora.rank {manifest_rank} but the fused tensors have rank {rank}")
+
+
+def _check_kt_output(adapter: Adapter, path: Path, weights: Path | None) -> None:
+    rank = _check_kt_fused(adapter, path / KT_FUSED_FILE)
+    if weights is not None and weights.suffix != ".safetensors":
+        raise LoraError(
+            f"{weights}: kt-kernel's converter reads only adapter_model.safetensors; the LoRA in "
+            f"{weights.name} would be dropped (save with safetensors)"
+        )
+    if weights is not None and adapter.rank is not None and adapter.rank != rank:
+        raise LoraError(f"{CONFIG_FILE} r={adapter.rank} but the fused expert LoRA has rank {rank}")
+    if adapter.rank is None:
+        adapter.rank = rank
+    _check_kt_manifest(adapter, path, rank)
 
 
 def inspect_adapter(name: str, path: Path, base: str | None = None) -> Adapter:
@@ -168,10 +248,15 @@ def inspect_adapter(name: str, path: Path, base: str | None = None) -> Adapter:
     weights = next((path / w for w in WEIGHT_FILES if (path / w).is_file()), None)
     if weights is None and adapter.kind == "peft":
         raise LoraError(f"adapter {name}: {path} has {CONFIG_FILE} but no {' or '.join(WEIGHT_FILES)}")
+    if (path / KT_FULL_EXPERTS_INDEX).is_file():
+        raise LoraError(
+            f"adapter {name}: {path} holds fully trained expert weights ({KT_FULL_EXPERTS_INDEX}); "
+            "an adapter cannot carry them, serve a merged model instead"
+        )
     if weights is not None:
         _check_peft_tensors(adapter, weights)
     if adapter.kind == "kt-fused":
-        _check_kt_fused(adapter, fused)
+        _check_kt_output(adapter, path, weights)
     if adapter.rank is None and adapter.kind == "peft":
         raise LoraError(f"{config_path}: missing r (LoRA rank)")
     if base and adapter.base_model and Path(adapter.base_model).name != Path(base.rstrip("/")).name:
@@ -183,21 +268,59 @@ def needs_conversion(adapter: Adapter, legacy: bool) -> bool:
     return legacy or adapter.kind == "kt-fused"
 
 
-def find_converter(legacy: bool, explicit: Path | None = None) -> Path:
+# Finds the package without importing it: kt_kernel/__init__ loads the native extension (CPU-variant
+# detection, torch), which the converter does not need and which fails where no variant fits the CPU.
+_LOCATE_KT_KERNEL = (
+    "import importlib.util, json; spec = importlib.util.find_spec('kt_kernel'); "
+    "print(json.dumps(list(spec.submodule_search_locations or []) if spec else []))"
+)
+
+
+def installed_converter(python: str | Path) -> Path | None:
+    """kt-kernel's convert_kt_to_sglang_adapter.py inside the environment of `python`, or None when that
+    python is not on this machine, has no kt_kernel, or a kt-kernel that does not ship the script."""
+    exe = shutil.which(str(python))
+    if exe is None:
+        return None
+    try:
+        proc = subprocess.run(
+            [exe, "-c", _LOCATE_KT_KERNEL], capture_output=True, text=True, timeout=60, cwd="/", check=False
+        )
+        locations = json.loads(proc.stdout) if proc.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError):
+        return None
+    for location in locations:
+        script = Path(location).parent / INSTALLED_CONVERTER
+        if script.is_file():
+            return script.resolve()
+    return None
+
+
+def find_converter(legacy: bool, explicit: Path | None = None, python: str | None = None) -> Path:
+    """--converter, else $KTINFRA_LORA_CONVERTER, else (current stack) the one installed in `python`'s env,
+    else the usual source checkouts."""
     generation = "legacy" if legacy else "current"
-    candidates = [explicit] if explicit else []
-    if not explicit and os.environ.get(CONVERTER_ENV):
-        candidates = [Path(os.environ[CONVERTER_ENV])]
-    candidates = candidates or CONVERTER_SEARCH[generation]
-    for candidate in candidates:
+    if explicit or os.environ.get(CONVERTER_ENV):
+        candidate = explicit or Path(os.environ[CONVERTER_ENV])
         if candidate.is_file():
             return candidate.resolve()
-    wanted = (
-        LEGACY_CONVERTER + " (sglang fork)" if legacy else CURRENT_CONVERTER + " (ktransformers repository)"
-    )
+        source = "--converter" if explicit else f"${CONVERTER_ENV}"
+        raise LoraError(f"{generation} adapter converter from {source} not found: {candidate}")
+    looked = []
+    if not legacy and python:
+        installed = installed_converter(python)
+        if installed is not None:
+            return installed
+        looked.append(f"{INSTALLED_CONVERTER} in the env of {python}")
+    for candidate in CONVERTER_SEARCH[generation]:
+        if candidate.is_file():
+            return candidate.resolve()
+        looked.append(str(candidate))
+    wanted = LEGACY_CONVERTER + " (sglang fork)" if legacy else "convert_kt_to_sglang_adapter.py (kt-kernel)"
     raise LoraError(
-        f"{generation} adapter converter {wanted} not found in {', '.join(str(c) for c in candidates)}; "
-        f"pass --converter PATH or set {CONVERTER_ENV}"
+        f"{generation} adapter converter {wanted} not found; looked in: {'; '.join(looked)}. "
+        f"Install kt-kernel >= 0.7.2 into --converter-python's env, or pass --converter PATH "
+        f"or set {CONVERTER_ENV}"
     )
 
 
@@ -220,12 +343,20 @@ def conversion_command(
     return cmd
 
 
+def check_output_path(adapter: Adapter, out_dir: Path) -> None:
+    """kt-kernel's converter refuses an output inside (or around) its input; say so before anything runs."""
+    out_dir, source = out_dir.resolve(), adapter.path.resolve()
+    if out_dir == source or out_dir.is_relative_to(source) or source.is_relative_to(out_dir):
+        raise LoraError(f"adapter {adapter.name}: output {out_dir} must be outside its input {source}")
+
+
 def default_output(adapter: Adapter, legacy: bool) -> Path:
     return adapter.path.with_name(adapter.path.name + ("_converted" if legacy else "_sglang"))
 
 
 def convert(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -> Path:
     """Run the converter into a scratch directory, then move it into place: never a half-written adapter."""
+    check_output_path(adapter, out_dir)
     if out_dir.exists() and not overwrite:
         raise LoraError(f"{out_dir} already exists; pass --overwrite to replace it")
     out_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,19 @@ def load_profile(name: str = DEFAULT_PROFILE) -> dict:
         raise UnknownProfileError(f"profile file {path} must set name and generation: current|legacy")
     if expected and data["name"] != expected:
         raise UnknownProfileError(f"profile file {path} must set name: {expected}")
+    python_versions(data)
     return data
+
+
+def python_versions(profile: dict) -> list[str]:
+    """The Python versions a profile installs with, preferred first (`python: "3.11"` or a list)."""
+    wanted = profile.get("python")
+    versions = [wanted] if isinstance(wanted, str) else wanted if isinstance(wanted, list) else []
+    if not versions or not all(isinstance(v, str) and re.fullmatch(r"3\.\d+", v) for v in versions):
+        raise UnknownProfileError(
+            f'profile {profile.get("name")}: python must be a version like "3.11" or a list of them'
+        )
+    return versions
 
 
 ENV_KEYS = ("inference", "sft")

@@ -190,20 +190,33 @@ def sft(
     cutoff_len: int = SFT_CUTOFF_LEN,
     batch_size: int = 1,
     lora_rank: int = SFT_LORA_RANK,
+    gradient_checkpointing: bool = True,
 ) -> Estimate:
     """LoRA fine-tuning from BF16 weights with LLaMA-Factory + KT: non-expert weights, their LoRA and the
-    activations on the GPU (gradient checkpointing on, LLaMA-Factory's default); BF16 experts, their LoRA
-    and its AdamW state in CPU RAM."""
+    activations on the GPU; BF16 experts, their LoRA and its AdamW state in CPU RAM.
+
+    With gradient checkpointing (LLaMA-Factory's default) the GPU keeps one hidden state per layer and the
+    working set of the layer being recomputed; without it (the legacy KT DeepSeek model, see
+    ktinfra.plan.sft) it keeps the working set of every layer."""
     tokens = cutoff_len * batch_size
     h = arch.hidden_size
     gpu_weights = gpu_non_expert_bytes(arch, "bf16")
     lora_gpu = lora_params_gpu(arch, lora_rank) * LORA_STATE_BYTES
-    checkpoints = arch.num_layers * tokens * h * 2
-    mlp_width = max(
-        arch.shared_intermediate_size, arch.dense_intermediate_size if arch.num_dense_layers else 0
-    )
-    layer_width = 8 * h + arch.attention_activation_width + 4 * mlp_width
-    layer_working_set = tokens * layer_width * 2
+
+    def layer_width(mlp_width: int) -> int:
+        return 8 * h + arch.attention_activation_width + 4 * mlp_width
+
+    if gradient_checkpointing:
+        checkpoints = arch.num_layers * tokens * h * 2
+        mlp_width = max(
+            arch.shared_intermediate_size, arch.dense_intermediate_size if arch.num_dense_layers else 0
+        )
+        layer_working_set = tokens * layer_width(mlp_width) * 2
+    else:
+        checkpoints = 0
+        widths = arch.num_dense_layers * layer_width(arch.dense_intermediate_size)
+        widths += arch.num_moe_layers * layer_width(arch.shared_intermediate_size)
+        layer_working_set = tokens * widths * 2
     logits = tokens * arch.vocab_size * LOGITS_BYTES_PER_ELEMENT
     cpu_experts = arch.routed_expert_params * 2
     lora_cpu = lora_params_experts(arch, lora_rank) * LORA_STATE_BYTES
@@ -230,6 +243,14 @@ def sft(
         disk_bytes=int(download + bf16_copy + outputs),
         breakdown={k: int(v) for k, v in breakdown.items()},
     )
+
+
+def sft_per_gpu_bytes(est: Estimate, gpus: int) -> float:
+    """One GPU's share of an SFT estimate: weights and LoRA state shard across GPUs (FSDP2 / the legacy
+    multi-GPU placement rules), while every data-parallel rank holds its own activations and logits."""
+    b = est.breakdown
+    shared = b["gpu_weights"] + b["lora_gpu_train_state"]
+    return shared / max(gpus, 1) + b["activation_checkpoints"] + b["layer_working_set"] + b["logits"]
 
 
 def table(arch: Architecture) -> dict:

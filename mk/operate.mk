@@ -1,33 +1,41 @@
 # Operate stage: real tiny-model servers on loopback (transformers serve on the CPU, sglang-router in front of
-# two of them) exercising `ktinfra bench`, the capacity search, `ktinfra lora` and the router path, plus
-# `ktinfra tune --unit` on the journal of a systemd container (docker, base image from `make docker-ready`).
-# The servers live in their own venv so the project venv stays light.
+# two of them) exercising `ktinfra bench`, the capacity search, `ktinfra lora` (with kt-kernel's real adapter
+# converter) and the router path, plus `ktinfra tune --unit` on the journal of a systemd container (docker,
+# base image from `make docker-ready`). The servers live in their own venv so the project venv stays light.
 
 OPERATE_DIR := .cache/operate
 SERVE_VENV := $(OPERATE_DIR)/venv-serve
 SERVE_PY := $(SERVE_VENV)/bin/python
 TINY_MODEL := $(OPERATE_DIR)/tiny-qwen3-moe
 TINY_LORA := $(OPERATE_DIR)/tiny-lora
+TINY_KT_LORA := $(OPERATE_DIR)/tiny-kt-lora
 # torch pinned to 2.13.0: pip takes the CPU wheel on this machine's disk; unpinned, peft would pull a CUDA build.
 SERVE_PKGS := torch==2.13.0 'transformers[serving]==5.23.0' peft==0.21.2 sglang-router==0.3.2
+# kt-kernel only for its LoRA converter (kt_kernel/sft/convert_kt_to_sglang_adapter.py needs torch + safetensors):
+# --no-deps keeps torch 2.13 CPU (the wheel pins 2.9.1); its native extension is never imported. The wheelhouse
+# copy (roles I stage cache) is taken when present, else PyPI.
+KT_WHEELHOUSE ?= /var/cache/ktinfra/wheelhouse
+KT_KERNEL := $(firstword $(wildcard $(KT_WHEELHOUSE)/kt_kernel-0.7.2-cp311-*.whl) kt-kernel==0.7.2)
 
 .PHONY: serve-venv tiny-model test-operate
 
 $(SERVE_VENV)/.installed: mk/operate.mk
 	$(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_PY) -m pip install -q $(SERVE_PKGS)
+	$(SERVE_PY) -m pip install -q --no-deps $(KT_KERNEL)
 	touch $@
 
-serve-venv: $(SERVE_VENV)/.installed ## venv for the tiny test servers (torch CPU, transformers serve, sglang-router)
+serve-venv: $(SERVE_VENV)/.installed ## venv for the tiny test servers (torch CPU, transformers serve, sglang-router, kt-kernel)
 
-$(TINY_MODEL)/config.json $(TINY_LORA)/adapter_config.json: scripts/tiny_model.py $(SERVE_VENV)/.installed
-	rm -rf $(TINY_MODEL) $(TINY_LORA)
-	HF_HUB_OFFLINE=1 $(SERVE_PY) scripts/tiny_model.py $(TINY_MODEL) --lora-out $(TINY_LORA)
+$(TINY_MODEL)/config.json: scripts/tiny_model.py $(SERVE_VENV)/.installed
+	rm -rf $(TINY_MODEL) $(TINY_LORA) $(TINY_KT_LORA)
+	HF_HUB_OFFLINE=1 $(SERVE_PY) scripts/tiny_model.py $(TINY_MODEL) --lora-out $(TINY_LORA) \
+		--kt-lora-out $(TINY_KT_LORA)
 
-tiny-model: $(TINY_MODEL)/config.json ## random-weight Qwen3-MoE + tokenizer + PEFT LoRA adapter, made locally
+tiny-model: $(TINY_MODEL)/config.json ## random-weight Qwen3-MoE + tokenizer + PEFT adapter + KT-format LoRA output
 
 test-operate: venv docker-ready $(TINY_MODEL)/config.json ## real tiny servers + router (bench, capacity, LoRA), tune --unit on a real journal
 	KTINFRA_SERVE_PYTHON=$(abspath $(SERVE_PY)) KTINFRA_TINY_MODEL=$(abspath $(TINY_MODEL)) \
-	KTINFRA_TINY_LORA=$(abspath $(TINY_LORA)) timeout 540 $(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/operate
+	KTINFRA_TINY_LORA=$(abspath $(TINY_LORA)) KTINFRA_TINY_KT_LORA=$(abspath $(TINY_KT_LORA)) timeout 540 $(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/operate
 
 TEST_TARGETS += test-operate

@@ -6,6 +6,7 @@ import json
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -113,7 +114,7 @@ def serve(
             raise lora.LoraError(f"adapter names must be unique: {names}")
         adapters = [lora.inspect_adapter(n, p, base) for n, p in specs]
         converting = [a for a in adapters if lora.needs_conversion(a, legacy)]
-        script = lora.find_converter(legacy, converter) if converting else None
+        script = lora.find_converter(legacy, converter, converter_python) if converting else None
         steps, served = [], {}
         for a in adapters:
             if a not in converting:
@@ -121,6 +122,7 @@ def serve(
                 continue
             target = (output_dir / a.name) if output_dir else lora.default_output(a, legacy)
             target = target.resolve()
+            lora.check_output_path(a, target)
             if target.exists() and not overwrite:
                 raise lora.LoraError(f"{target} already exists; pass --overwrite to replace it")
 
@@ -150,8 +152,10 @@ def serve(
             raise lora.LoraError("--start needs --out (the rendered files are kept there)")
         conversions = [{"adapter": a.name, "output": str(t), "command": c(t)} for a, t, c in steps]
         if not dry_run:
-            for a, target, cmd_for in steps:
+            for (a, target, cmd_for), record in zip(steps, conversions, strict=True):
+                started = time.perf_counter()
                 lora.convert(a, target, cmd_for, overwrite=overwrite)
+                record["seconds"] = round(time.perf_counter() - started, 2)
             if out is not None:
                 write_bundle(out, rendered)
             if start:
@@ -181,7 +185,8 @@ def serve(
         for warning in a.warnings:
             console.print(f"  [yellow]warning:[/yellow] {warning}")
     for c in conversions:
-        console.print(f"{'would convert' if dry_run else 'converted'} {c['adapter']} -> {c['output']}")
+        took = f" in {c['seconds']} s" if "seconds" in c else ""
+        console.print(f"{'would convert' if dry_run else 'converted'} {c['adapter']} -> {c['output']}{took}")
     console.print(f"unit {result['unit']}; serve command:")
     console.print(shlex.join(result["command"]), soft_wrap=True, markup=False)
 

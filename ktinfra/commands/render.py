@@ -228,7 +228,10 @@ def lora_convert_cmd(
     ] = None,
     name: NameOpt = None,
     python: PythonOpt = DEFAULT_SERVE_PYTHON,
-    script: Annotated[str | None, typer.Option("--script", help="Path of the converter script.")] = None,
+    script: Annotated[
+        str | None,
+        typer.Option("--script", help="Converter script (default: kt-kernel's, in --python's env)."),
+    ] = None,
     user: UserOpt = None,
     as_json: JsonFlag = False,
 ) -> None:

@@ -13,23 +13,48 @@ LEGACY_CHUNK_SIZE = 8192  # LLaMA-Factory's legacy KT examples
 KT_MAX_CACHE_DEPTH = 2  # kt_kernel.sft default and LLaMA-Factory's current KT examples
 RULES_DIR = "examples/kt_optimize_rules"
 ACCELERATE_BF16 = "examples/ktransformers/accelerate/fsdp2_kt_bf16.yaml"
+# The module each legacy placement rule puts in place of `model` (its `match: name: "^model$"` entry in
+# LLaMA-Factory dc85995 examples/ktransformers/kt_optimize_rules/*-sft*.yaml), by rule-file prefix.
+LEGACY_MODEL_CLASS = {"DeepSeek-": "KDeepseekV2Model", "Qwen3Moe-": "KQwen3MoeModel"}
+# KDeepseekV2Model.forward starts with `self.gradient_checkpointing = False` (kvcache-ai/ktransformers
+# archive/kt-sft/ktransformers/operators/models.py), so LLaMA-Factory's checkpointing never takes effect.
+LEGACY_MODELS_WITHOUT_CHECKPOINTING = {"KDeepseekV2Model"}
 
 
-def _per_gpu_need(est: sizing.Estimate, gpus: int) -> float:
-    """Weights and LoRA state shard across GPUs (FSDP2 / multi-GPU placement rules); activations do not."""
-    b = est.breakdown
-    shared = b["gpu_weights"] + b["lora_gpu_train_state"]
-    return shared / gpus + b["activation_checkpoints"] + b["layer_working_set"] + b["logits"]
+def gradient_checkpointing(arch: Architecture, profile: dict) -> tuple[bool, str]:
+    """(on, reason): LLaMA-Factory turns checkpointing on by default; the legacy DeepSeek model undoes it."""
+    if profile["generation"] == "legacy":
+        classes = {
+            cls
+            for rule in arch.legacy_sft_rules.values()
+            for prefix, cls in LEGACY_MODEL_CLASS.items()
+            if rule.startswith(prefix)
+        }
+        off = sorted(classes & LEGACY_MODELS_WITHOUT_CHECKPOINTING)
+        if off:
+            return False, (
+                f"off: the legacy placement rules for {arch.name} swap in {off[0]}, whose forward turns "
+                "gradient checkpointing off, so the GPU holds every layer's activations"
+            )
+    return True, "on (LLaMA-Factory's default): the GPU keeps one hidden state per layer and recomputes"
 
 
-def choose_batch(arch: Architecture, gpus: int, gpu_bytes: int, cutoff: int | None) -> tuple[int, int, bool]:
+def choose_batch(
+    arch: Architecture, gpus: int, gpu_bytes: int, cutoff: int | None, checkpointing: bool = True
+) -> tuple[int, int, bool]:
     """(cutoff_len, per-device batch, fits): the longest cutoff, then the largest batch, that fit."""
     reserve = max(SFT_GPU_RESERVE_MIN, SFT_GPU_RESERVE_FRACTION * gpu_bytes)
     cutoffs = [cutoff] if cutoff else [sizing.SFT_CUTOFF_LEN, 1024, 512]
     for length in cutoffs:
         for batch in (4, 2, 1):
             if (
-                _per_gpu_need(sizing.sft(arch, cutoff_len=length, batch_size=batch), gpus) + reserve
+                sizing.sft_per_gpu_bytes(
+                    sizing.sft(
+                        arch, cutoff_len=length, batch_size=batch, gradient_checkpointing=checkpointing
+                    ),
+                    gpus,
+                )
+                + reserve
                 <= gpu_bytes
             ):
                 return length, batch, True
@@ -93,16 +118,18 @@ def plan_sft(
         )
     gpus = len(facts["gpus"])
     cutoff_opt = opts.get("cutoff_len")
+    checkpointing, reasons["gradient_checkpointing"] = gradient_checkpointing(arch, profile)
     if gpus:
         gpu_bytes = gpu_memory_bytes(facts)
-        cutoff, batch, fits = choose_batch(arch, gpus, gpu_bytes, cutoff_opt)
+        cutoff, batch, fits = choose_batch(arch, gpus, gpu_bytes, cutoff_opt, checkpointing)
     else:
         cutoff, batch, fits, gpu_bytes = cutoff_opt or sizing.SFT_CUTOFF_LEN, 1, True, 0
-    est = sizing.sft(arch, cutoff_len=cutoff, batch_size=batch)
+    est = sizing.sft(arch, cutoff_len=cutoff, batch_size=batch, gradient_checkpointing=checkpointing)
     if gpus and not fits:
         reserve = max(SFT_GPU_RESERVE_MIN, SFT_GPU_RESERVE_FRACTION * gpu_bytes)
         problems.append(
-            f"needs {gb(_per_gpu_need(est, gpus) + reserve)} GPU memory per GPU at cutoff_len {cutoff}, "
+            f"needs {gb(sizing.sft_per_gpu_bytes(est, gpus) + reserve)} GPU memory per GPU "
+            f"at cutoff_len {cutoff}, "
             "batch 1 "
             f"({gb(est.breakdown['gpu_weights'])} BF16 non-expert weights over {gpus} GPU(s)), "
             f"{facts['gpus'][0].get('name')} has {gb(gpu_bytes)}"
@@ -122,6 +149,11 @@ def plan_sft(
         )
     )
     reasons["lora_rank"] = "rank 8, alpha 16 on all linear layers: LLaMA-Factory's KT examples"
+    reasons["vram_bytes"] = (
+        f"{gb(est.vram_bytes)} is a lower bound: upstream's measured KT fine-tuning peaks are 1.3-2.2x this "
+        "model's estimate at their settings (docs/planning.md, 'Where the model and seed 000 disagree'); "
+        "leave headroom"
+    )
     keys, launcher, reasons["kt"], kt_problems = kt_keys(arch, facts, profile, gpus)
     problems += kt_problems
     sft = {

@@ -2,12 +2,13 @@
 
 Script flags follow kvcache-ai/ktransformers kt-kernel/scripts/convert_cpu_weights.py and
 convert_kt_to_sglang_adapter.py, and kvcache-ai/sglang convert_lora.py (see docs/readme/render.md).
-The scripts are not part of the pip wheels: the envs role keeps source checkouts under /opt/ktinfra/src.
+The current stack's LoRA converter ships in the kt-kernel wheel (kt_kernel/sft/, 0.7.2) and is found in the
+--python env; the other two scripts are in no wheel and default to source checkouts under /opt/ktinfra/src.
 """
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from ktinfra.render.common import (
     Rendered,
@@ -116,6 +117,24 @@ def render_convert(
     return out
 
 
+def _current_lora_script(python: str, script: str | None) -> tuple[str, str]:
+    """--script, else kt-kernel's converter installed in --python's env, else the checkout path. The checkout
+    is only taken blind when --python is not on this machine (rendering for another host)."""
+    from ktinfra.lora import INSTALLED_CONVERTER, installed_converter
+
+    if script is not None:
+        return check_abs_path("--script", script), "explicit"
+    installed = installed_converter(python)
+    if installed is not None:
+        return str(installed), "installed"
+    if not Path(python).exists() or Path(KT_LORA_SCRIPT).is_file():
+        return KT_LORA_SCRIPT, "checkout"
+    raise RenderError(
+        f"kt-kernel's LoRA converter not found: {python} has no {INSTALLED_CONVERTER} (kt-kernel >= 0.7.2) "
+        f"and there is no checkout at {KT_LORA_SCRIPT}; install kt-kernel into that env or pass --script PATH"
+    )
+
+
 def render_lora_convert(
     *,
     adapter: str,
@@ -134,6 +153,7 @@ def render_lora_convert(
         raise RenderError("--output must differ from --adapter")
     name = _name_from(output, name)
     python = check_abs_path("--python", python)
+    converter_source = "explicit" if script else "checkout"
     if legacy:
         # sglang fork's convert_lora.py: positional adapter_path [output_path]; strips PEFT key prefixes.
         if lora_alpha is not None:
@@ -142,7 +162,6 @@ def render_lora_convert(
         args = [adapter, output]
         documentation = "https://github.com/kvcache-ai/sglang/blob/main/convert_lora.py"
     else:
-        script = check_abs_path("--script", script or KT_LORA_SCRIPT)
         base = check_abs_path("--model-path (the base model, for adapter_config.json)", model_path)
         args = [adapter, output, "--base-model-name-or-path", base]
         if lora_alpha is not None:
@@ -151,6 +170,7 @@ def render_lora_convert(
             args += ["--lora-alpha", format(lora_alpha, "g")]
         # The unit only runs while the done marker is missing, so a half-written output is rebuilt.
         args.append("--overwrite")
+        script, converter_source = _current_lora_script(python, script)
         documentation = (
             "https://github.com/kvcache-ai/ktransformers/blob/main/doc/en/SFT/Qwen3.5-SGLang-LoRA-Serving.md"
         )
@@ -182,5 +202,6 @@ def render_lora_convert(
         "env_file": f"{LORA_ENV_DIR}/{name}.env",
         "done_marker": marker,
         "lora_path": output,
+        "converter_source": converter_source,
     }
     return out

@@ -48,12 +48,33 @@ def peft_dir(root: Path, rank: int = 4, alpha: float | None = 8, base: str = "/m
     return root
 
 
-def kt_dir(root: Path) -> Path:
+def fused_shapes(experts=8, rank=4, hidden=64, inter=32, layers=(0,)) -> dict[str, list[int]]:
+    """kt-kernel's fused expert LoRA layout (kt_kernel/sft/lora.py _create_fused_expert_lora_buffers)."""
+    per_layer = {
+        "gate_lora_a": [experts, rank, hidden],
+        "gate_lora_b": [experts, inter, rank],
+        "up_lora_a": [experts, rank, hidden],
+        "up_lora_b": [experts, inter, rank],
+        "down_lora_a": [experts, rank, inter],
+        "down_lora_b": [experts, hidden, rank],
+    }
+    return {f"layers.{n}.experts.{k}": v for n in layers for k, v in per_layer.items()}
+
+
+def write_manifest(root: Path, rank: int = 4, status: str = "ready") -> None:
+    """kt_adapter_manifest.json as kt_kernel/sft/artifacts.py save_kt_adapter_artifacts writes it."""
+    names = ("adapter_config.json", "adapter_model.safetensors", "fused_expert_lora.safetensors")
+    artifacts = {n: {"size": (root / n).stat().st_size, "sha256": "0" * 64} for n in names}
+    payload = {"version": 1, "status": status, "lora": {"rank": rank, "alpha": 8.0}, "artifacts": artifacts}
+    (root / "kt_adapter_manifest.json").write_text(json.dumps(payload))
+
+
+def kt_dir(root: Path, manifest: bool = True, **shape_args) -> Path:
+    """A KT LoRA training output: PEFT's files (attention LoRA), the fused expert LoRA, the manifest."""
     peft_dir(root)
-    write_safetensors(
-        root / "fused_expert_lora.safetensors",
-        {f"layers.0.experts.{p}_lora_{ab}": [8, 4, 64] for p in ("gate", "up", "down") for ab in "ab"},
-    )
+    write_safetensors(root / "fused_expert_lora.safetensors", fused_shapes(**shape_args))
+    if manifest:
+        write_manifest(root)
     return root
 
 
@@ -69,7 +90,63 @@ def test_kt_fused_output_needs_the_kt_converter(tmp_path):
     adapter = lora.inspect_adapter("a", kt_dir(tmp_path / "kt"))
     assert adapter.kind == "kt-fused"
     assert adapter.tensors == 2 + 6
+    assert adapter.warnings == []
     assert lora.needs_conversion(adapter, legacy=False)
+
+
+def test_kt_output_without_peft_weights_takes_the_rank_from_the_fused_tensors(tmp_path):
+    root = tmp_path / "kt"
+    root.mkdir()
+    write_safetensors(root / "fused_expert_lora.safetensors", fused_shapes(rank=2, layers=(0, 1)))
+    adapter = lora.inspect_adapter("a", root)
+    assert (adapter.kind, adapter.rank, adapter.tensors) == ("kt-fused", 2, 12)
+    assert adapter.warnings == [
+        "no kt_adapter_manifest.json (kt-kernel 0.7 writes it when a save completes): provenance not checked"
+    ]
+
+
+def _fused(root: Path, shapes: dict[str, list[int]]) -> None:
+    write_safetensors(root / "fused_expert_lora.safetensors", shapes)
+
+
+def _edit_manifest(root: Path, **changes) -> None:
+    payload = json.loads((root / "kt_adapter_manifest.json").read_text())
+    (root / "kt_adapter_manifest.json").write_text(json.dumps({**payload, **changes}))
+
+
+@pytest.mark.parametrize(
+    ("breaks", "message"),
+    [
+        (lambda d: _edit_manifest(d, status="writing"), "status is not 'ready'"),
+        (lambda d: _edit_manifest(d, lora={"rank": 8}), "lora.rank 8 but the fused tensors have rank 4"),
+        (lambda d: _fused(d, fused_shapes(layers=(0, 1))),
+         "fused_expert_lora.safetensors is .* bytes, the manifest says"),
+        (lambda d: (d / "adapter_model.safetensors").rename(d / "adapter_model.bin"),
+         "reads only adapter_model.safetensors"),
+        (lambda d: (d / "kt_full_experts.index.json").write_text("{}"), "fully trained expert weights"),
+        (lambda d: _fused(d, fused_shapes(rank=8)), "r=4 but the fused expert LoRA has rank 8"),
+        (lambda d: _fused(d, {**fused_shapes(), "layers.0.experts.down_lora_b": [8, 65, 4]}),
+         "disagree on hidden/intermediate size"),
+        (lambda d: _fused(d, {**fused_shapes(), "layers.0.experts.up_lora_a": [7, 4, 64]}),
+         r"expert counts \[7, 8\]"),
+        (lambda d: _fused(d, {"layers.0.experts.gate_proj": [8, 4, 4]}), "unexpected tensor names"),
+    ],
+)  # fmt: skip
+def test_broken_kt_outputs_are_refused_before_conversion(tmp_path, breaks, message):
+    root = kt_dir(tmp_path / "kt")
+    breaks(root)
+    with pytest.raises(lora.LoraError, match=message):
+        lora.inspect_adapter("a", root)
+
+
+def test_kt_lora_experts_tensors_are_refused(tmp_path):
+    root = peft_dir(tmp_path / "le")
+    write_safetensors(
+        root / "adapter_model.safetensors",
+        {"base_model.model.model.layers.0.mlp.lora_experts.0.le_gate.weight": [4, 64]},
+    )
+    with pytest.raises(lora.LoraError, match="LoRA-Experts"):
+        lora.inspect_adapter("a", root)
 
 
 def test_rank_mismatch_and_garbage_are_rejected(tmp_path):
@@ -196,3 +273,14 @@ def test_cli_legacy_without_converter_fails_before_writing(tmp_path, monkeypatch
     assert res.exit_code == 1
     assert "not found" in res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_output_inside_the_training_output_is_refused_before_anything_runs(tmp_path):
+    adapter = lora.inspect_adapter("a", kt_dir(tmp_path / "kt"))
+    for bad in (tmp_path / "kt" / "sglang", tmp_path / "kt", tmp_path):
+        with pytest.raises(lora.LoraError, match="must be outside its input"):
+            lora.convert(adapter, bad, lambda target: [sys.executable, "-c", "raise SystemExit('ran')"])
+    assert sorted(p.name for p in (tmp_path / "kt").iterdir()) == [
+        "adapter_config.json", "adapter_model.safetensors", "fused_expert_lora.safetensors",
+        "kt_adapter_manifest.json",
+    ]  # fmt: skip

@@ -220,6 +220,28 @@ def test_legacy_stack_sft_keys_and_placement_rule():
     assert result["sft"]["launcher"]["env"] == {"USE_KT": "1"}
 
 
+def test_legacy_deepseek_sft_runs_without_gradient_checkpointing_and_needs_more_vram():
+    # The legacy DeepSeek rules swap in KDeepseekV2Model, whose forward turns checkpointing off.
+    host = facts(SEED002)
+    legacy = plan(host, "DeepSeek-V2-Lite", "sft", stack="kt-0.4-autodl")
+    current = plan(host, "DeepSeek-V2-Lite", "sft")
+    assert legacy["reasons"]["gradient_checkpointing"].startswith("off")
+    assert "KDeepseekV2Model" in legacy["reasons"]["gradient_checkpointing"]
+    assert current["reasons"]["gradient_checkpointing"].startswith("on")
+    same = (legacy["sft"]["cutoff_len"], legacy["sft"]["per_device_train_batch_size"]) == (
+        current["sft"]["cutoff_len"],
+        current["sft"]["per_device_train_batch_size"],
+    )
+    # Either the legacy plan needs more VRAM for the same recipe, or it had to pick a smaller one.
+    assert legacy["requirements"]["vram_bytes"] > current["requirements"]["vram_bytes"] or not same
+
+
+def test_legacy_qwen3_sft_keeps_gradient_checkpointing():
+    legacy = plan(facts(SEED002), "Qwen3-30B-A3B", "sft", stack="kt-0.4-autodl")
+    assert legacy["reasons"]["gradient_checkpointing"].startswith("on")
+    assert legacy["requirements"] == plan(facts(SEED002), "Qwen3-30B-A3B", "sft")["requirements"]
+
+
 def test_sft_batch_shrinks_to_one_with_accumulation_when_vram_is_tight():
     roomy = plan(facts("h100-amx"), "DeepSeek-V2-Lite", "sft")["sft"]
     tight = plan(facts(SEED002), "Qwen3-235B-A22B", "sft")["sft"]
@@ -345,3 +367,10 @@ def test_cpu_workers_leave_two_logical_cpus_for_the_submitting_and_scheduler_thr
     host = facts("h100-amx")
     host["cpu"].update(physical_cores=physical, logical_cpus=logical)
     assert cpu_worker_threads(host)[0] == want
+
+
+def test_sft_plan_says_its_vram_estimate_is_a_lower_bound():
+    result = plan(facts(SEED002), "Qwen3-30B-A3B", "sft")
+    reason = result["reasons"]["vram_bytes"]
+    assert "lower bound" in reason
+    assert reason.startswith(f"{result['requirements']['vram_bytes'] / GB:.1f} GB")

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import sys
 import zipfile
 from pathlib import Path
 
@@ -233,3 +234,39 @@ def test_cli_drift_exit_codes(tmp_path):
         app, ["profile", "drift", "kt-0.7", "--env", "inference", "--freeze", str(freeze), "--json"]
     )
     assert drift.exit_code == 2
+
+
+def _profile_with_pythons(tmp_path: Path, python: str) -> dict:
+    wheel, sha = _wheel(tmp_path)
+    path = _site_profile(tmp_path, wheel, sha)
+    path.write_text(path.read_text().replace('python: "3.11"', f"python: {python}"))
+    return profiles.load_profile(str(path))
+
+
+def test_venv_takes_the_first_listed_python_this_host_has(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3.12").symlink_to(Path(sys.executable))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    profile = _profile_with_pythons(tmp_path, '["3.11", "3.12"]')
+    result = envcheck.check_install(
+        profile, ["inference"], root=tmp_path / "envs", wheelhouse=tmp_path / "wh", manager="venv"
+    )
+    assert result["problems"] == []
+    assert (result["python"], result["python_exe"]) == ("3.12", str(bin_dir / "python3.12"))
+
+
+def test_no_listed_python_is_one_problem_naming_all_of_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    profile = _profile_with_pythons(tmp_path, '["3.11", "3.12"]')
+    result = envcheck.check_install(
+        profile, ["inference"], root=tmp_path / "envs", wheelhouse=tmp_path / "wh", manager="venv"
+    )
+    assert result["python_exe"] is None
+    assert any("python3.11 or python3.12 not found" in p for p in result["problems"])
+
+
+@pytest.mark.parametrize("python", ["[]", "3.11", '["3.11", "three"]'])
+def test_a_profile_python_that_is_not_a_version_list_is_refused(tmp_path, python):
+    with pytest.raises(profiles.UnknownProfileError, match="python must be a version"):
+        _profile_with_pythons(tmp_path, python)

@@ -103,7 +103,8 @@ def converter(tmp_path: Path, exit_status: int) -> Path:
         "import argparse, pathlib, sys\np = argparse.ArgumentParser()\n"
         "for a in ('--input-path', '--input-type', '--output', '--quant-method'): p.add_argument(a)\n"
         "a = p.parse_args()\nout = pathlib.Path(a.output); out.mkdir(parents=True)\n"
-        f"(out / 'layer0.bin').write_bytes(b'x' * 16)\nsys.exit({exit_status})\n"
+        "(out / 'layer0.bin').write_bytes(b'x' * 16)\n(out / 'layer0.bin').chmod(0o600)\n"
+        f"sys.exit({exit_status})\n"
     )
     return script
 
@@ -127,5 +128,22 @@ def test_failed_conversion_leaves_nothing_and_success_is_renamed_into_place(tmp_
     assert (rc, out["changed"]) == (0, True)
     assert sorted(p.name for p in (tmp_path / "cpu" / "tiny-INT8").iterdir()) == [MARKER, "layer0.bin"]
     assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT8"]
+    assert (tmp_path / "cpu" / "tiny-INT8" / "layer0.bin").stat().st_mode & 0o777 == 0o644
     rc, out = convert(tmp_path, converter(tmp_path, 1))  # complete output: the converter is not run again
     assert (rc, out["changed"]) == (0, False)
+
+
+def test_convert_passes_the_plans_threads_and_refuses_zero(tmp_path: Path) -> None:
+    model(tmp_path)
+    (tmp_path / "cpu").mkdir()
+    script = converter(tmp_path, 0)
+    rc, out = convert(tmp_path, script, "--dry-run", "--cpuinfer-threads", "14", "--threadpool-count", "1")
+    assert rc == 0
+    assert out["command"][-4:] == ["--cpuinfer-threads", "14", "--threadpool-count", "1"]
+    for extra in ([], ["--cpuinfer-threads", "0", "--threadpool-count", "0"]):
+        rc, out = convert(tmp_path, script, "--dry-run", *extra)
+        assert "--cpuinfer-threads" not in out["command"]  # the converter's own default then
+    rc, out = convert(tmp_path, script, "--cpuinfer-threads", "-2")
+    assert rc == 1
+    assert "--cpuinfer-threads must be at least 1 (0: the converter's default), not -2" in out["problems"]
+    assert list((tmp_path / "cpu").iterdir()) == []

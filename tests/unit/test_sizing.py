@@ -1,3 +1,4 @@
+import importlib.util
 import re
 from pathlib import Path
 
@@ -6,30 +7,24 @@ import pytest
 from ktinfra import catalog, sizing
 
 GB = 1e9
-PLANNING_DOC = Path(__file__).resolve().parents[2] / "docs" / "planning.md"
+ROOT = Path(__file__).resolve().parents[2]
+PLANNING_DOC = ROOT / "docs" / "planning.md"
 
-# Seed 000's table: (serve VRAM, serve RAM, SFT VRAM, SFT RAM) in GB. Serve at the defaults (AMXINT8 CPU
-# weights, the BF16 checkpoint of the fine-tune-then-serve loop the seed describes), SFT from BF16.
-SEED_000 = {
-    "DeepSeek-V2-Lite": (3, 15, 6, 30),
-    "Qwen3-30B-A3B": (3, 30, 5, 60),
-    "Qwen3-235B-A22B": (9, 225, 18, 450),
-    "DeepSeek-V3": (35, 650, 70, 1300),
-}
-COLUMNS = ("serve_vram", "serve_ram", "sft_vram", "sft_ram")
+
+def _load_table_script():
+    spec = importlib.util.spec_from_file_location("seed000_table", ROOT / "scripts" / "seed000_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TABLE = _load_table_script()
+SEED_000, COLUMNS = TABLE.SEED_000, TABLE.COLUMNS
 # Cells the architecture cannot reproduce; docs/planning.md ("Where the model and seed 000 disagree")
-# explains each with numbers.
+# explains each with numbers and the upstream sources searched.
 DEVIATIONS = {("Qwen3-235B-A22B", "serve_vram"), ("Qwen3-30B-A3B", "sft_vram"), ("DeepSeek-V3", "sft_vram")}
 CELLS = [(model, col, row[i]) for model, row in SEED_000.items() for i, col in enumerate(COLUMNS)]
-
-
-def _estimate(model: str, column: str) -> float:
-    arch = catalog.resolve(model)
-    if column.startswith("serve"):
-        est = sizing.serve(arch, "AMXINT8", checkpoint_dtype="bf16")
-    else:
-        est = sizing.sft(arch)
-    return (est.vram_bytes if column.endswith("vram") else est.ram_bytes) / GB
+_estimate = TABLE.estimate
 
 
 @pytest.mark.parametrize("model,column,table", [c for c in CELLS if c[:2] not in DEVIATIONS])
@@ -45,6 +40,17 @@ def test_seed_000_deviations_are_real_and_documented(model, column, table):
     mode, memory = column.split("_")
     pattern = rf"{re.escape(model)}\s*\|\s*{mode} {memory}"
     assert re.search(pattern, section, re.IGNORECASE), f"{model} {column} not explained in docs/planning.md"
+
+
+def test_planning_doc_tables_are_the_ones_the_code_computes():
+    text = PLANNING_DOC.read_text()
+    assert TABLE.replace_blocks(text) == text, "run: python scripts/seed000_table.py --write"
+
+
+def test_seed_table_bolds_exactly_the_cells_outside_tolerance():
+    rendered = TABLE.seed_table()
+    assert rendered.count("**") == 2 * len(DEVIATIONS)
+    assert f"{len(CELLS) - len(DEVIATIONS)} of {len(CELLS)} cells" in rendered
 
 
 def test_qwen3_235b_serve_vram_is_bounded_below_by_its_bf16_attention_weights():
@@ -120,3 +126,41 @@ def test_unknown_cpu_format_names_the_choices():
 def test_table_lists_fp8_only_for_fp8_models():
     assert "serve:FP8" in sizing.table(catalog.resolve("Kimi-K2"))
     assert "serve:FP8" not in sizing.table(catalog.resolve("Qwen3-30B-A3B"))
+
+
+def test_seed_000_inference_column_is_its_sft_column_halved():
+    # The seed heads its inference column "KT 推理（≈微调 1/2）": every inference cell is the SFT cell / 2
+    # (Qwen3-30B's 5 GB rounded up to 3), so those cells carry no measurement of their own.
+    for serve_vram, serve_ram, sft_vram, sft_ram in SEED_000.values():
+        assert abs(serve_vram - sft_vram / 2) <= 0.5 and serve_ram == sft_ram / 2
+
+
+def test_sft_per_gpu_share_splits_weights_not_activations():
+    est = sizing.sft(catalog.resolve("Qwen3-235B-A22B"))
+    b = est.breakdown
+    one, two = sizing.sft_per_gpu_bytes(est, 1), sizing.sft_per_gpu_bytes(est, 2)
+    assert one == pytest.approx(est.vram_bytes, rel=1e-6)
+    assert one - two == pytest.approx((b["gpu_weights"] + b["lora_gpu_train_state"]) / 2, rel=1e-6)
+
+
+def test_without_gradient_checkpointing_every_layer_keeps_its_working_set():
+    arch = catalog.resolve("DeepSeek-V3")
+    on, off = sizing.sft(arch), sizing.sft(arch, gradient_checkpointing=False)
+    assert off.breakdown["activation_checkpoints"] == 0
+    # 58 MoE layers (shared-expert width) + 3 dense layers: far more than one layer plus checkpoints.
+    assert off.breakdown["layer_working_set"] > 10 * on.breakdown["layer_working_set"]
+    assert off.breakdown["gpu_weights"] == on.breakdown["gpu_weights"] and off.ram_bytes == on.ram_bytes
+
+
+def test_legacy_stack_deepseek_v3_sft_vram_lands_within_20_percent_of_seed_000():
+    # Seed 000's 70 GB is the legacy stack's measurement, and that stack trains DeepSeek without
+    # gradient checkpointing (ktinfra.plan.sft.gradient_checkpointing).
+    assert TABLE.legacy_sft(catalog.resolve("DeepSeek-V3")).vram_bytes / GB == pytest.approx(70, rel=0.20)
+
+
+def test_no_checkpointing_moves_legacy_deepseek_estimates_toward_upstream_measurements():
+    for model, measured, setting in [("DeepSeek-V2-Lite", 5.5, 512), ("DeepSeek-V3", 70, 512)]:
+        arch = catalog.resolve(model)
+        with_gc = sizing.sft(arch, cutoff_len=setting).vram_bytes / GB
+        legacy = TABLE.legacy_sft(arch, setting).vram_bytes / GB
+        assert with_gc < legacy < measured * 1.2

@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from ansible_run import SCENARIO, run_playbook
 
-SCENARIO = Path(__file__).resolve().parents[1]
-ENV = {
-    "ANSIBLE_ROLES_PATH": str(SCENARIO.parents[1] / "roles"),
-    "ANSIBLE_PIPELINING": "true",
-    "ANSIBLE_NOCOLOR": "1",
-    "ANSIBLE_FORCE_COLOR": "0",
-}
 STORE_MODEL = "tiny-qwen3-moe"
 STATE = (
     "ls -l --time-style=+%s.%N /etc/ktinfra/serve /etc/systemd/system | md5sum; "
@@ -26,14 +16,7 @@ STATE = (
 
 
 def converge(instances: list[dict]) -> tuple[int, str]:
-    playbook = Path(sys.executable).parent / "ansible-playbook"
-    inventory = os.environ["MOLECULE_INVENTORY_FILE"]
-    extra = json.dumps({"kt_serve_instances": instances})
-    proc = subprocess.run(
-        [str(playbook), "-i", inventory, str(SCENARIO / "bad_input.yml"), "-e", extra],
-        capture_output=True, text=True, env={**os.environ, **ENV}, timeout=600,
-    )  # fmt: skip
-    return proc.returncode, re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+    return run_playbook(SCENARIO / "bad_input.yml", {"kt_serve_instances": instances})
 
 
 CASES = {

@@ -15,7 +15,12 @@ GOLDEN_ARGS = (
     "--mem-fraction-static 0.92 --chunked-prefill-size 8192 --max-running-requests 32 --cuda-graph-max-bs 32 "
     "--tensor-parallel-size 1 --served-model-name {name} --enable-mixed-chunk --kt-method AMXINT8 "
     "--kt-weight-path /srv/ktinfra/cpu-weights/tiny-qwen3-moe-INT8 --kt-cpuinfer 14 --kt-threadpool-count 1 "
-    "--kt-num-gpu-experts 8 --kt-max-deferred-experts-per-token 0"
+    "--kt-num-gpu-experts {gpu_experts} --kt-max-deferred-experts-per-token 0"
+)
+# `tiny` serves the adapter train.yml converted: all experts in kt-kernel, kt_serve's LoRA defaults.
+LORA_ARGS = (
+    " --enable-lora --lora-paths tiny-sft=/srv/ktinfra/loras/tiny-sft --max-loras-per-batch 1"
+    " --lora-backend triton"
 )
 
 
@@ -38,8 +43,7 @@ def test_local_model_copied_whole_and_marked_complete(host):
     marker = json.loads(host.file(f"{MODEL}/.ktinfra-complete.json").content_string)
     source = host.file("/srv/src/tiny-qwen3-moe/model.safetensors").size
     assert marker["files"]["model.safetensors"] == source == host.file(f"{MODEL}/model.safetensors").size
-    assert set(marker["files"]) == {"config.json", "generation_config.json", "model.safetensors",
-                                    "tokenizer_config.json"}  # fmt: skip
+    assert set(marker["files"]) == set(host.file("/srv/src/tiny-qwen3-moe").listdir())
     assert marker["request"]["source"] == "local"
 
 
@@ -67,9 +71,9 @@ def test_env_files_are_0600_and_hold_the_key_only_where_set(host):
 
 def test_golden_command_line_against_the_plan(host):
     for name, (bind, port) in INSTANCES.items():
-        expected = GOLDEN_ARGS.format(host=bind, port=port, name=name)
-        if name == "tiny-public":
-            expected += " --enable-metrics"
+        lora = name == "tiny"
+        expected = GOLDEN_ARGS.format(host=bind, port=port, name=name, gpu_experts=0 if lora else 8)
+        expected += LORA_ARGS if lora else " --enable-metrics"
         assert env_of(host, name)["KT_SERVE_ARGS"] == expected
     unit = host.file("/etc/systemd/system/ktinfra-serve@.service").content_string
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))

@@ -35,8 +35,23 @@ def complete(out: Path, request: dict) -> bool:
     return marker.get("request") == request
 
 
+def readable_by_all(tree: Path) -> None:
+    """The converter writes its shards 0600 (seen with kt-kernel 0.7.2): a serve unit with User= could not
+    read them. Weights are not secrets: files 0644, directories 0755."""
+    for path in [tree, *tree.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def thread_flags(args: argparse.Namespace) -> list[tuple[str, int]]:
+    given = (("--cpuinfer-threads", args.cpuinfer_threads), ("--threadpool-count", args.threadpool_count))
+    return [(flag, value) for flag, value in given if value]  # 0 or absent: the converter's default
+
+
 def preflight(args: argparse.Namespace, model_bytes: int) -> list[str]:
     problems = []
+    for flag, value in thread_flags(args):
+        if value < 0:
+            problems.append(f"{flag} must be at least 1 (0: the converter's default), not {value}")
     if model_bytes == 0:
         problems.append(f"no *.safetensors under {args.input_path}: is the model complete?")
     if not args.script.is_file():
@@ -62,6 +77,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--input-type", default="bf16")
     parser.add_argument("--quant-method", choices=sorted(SIZE_FACTOR), required=True)
     parser.add_argument("--output", required=True, type=Path)
+    # the converter's own defaults (60 threads, 2 pools) oversubscribe most hosts: the role passes the plan's
+    parser.add_argument("--cpuinfer-threads", type=int, help="serve plan kt_cpuinfer (0: converter default)")
+    parser.add_argument("--threadpool-count", type=int, help="serve plan's kt_threadpool_count (0: default)")
     parser.add_argument("--min-shm-bytes", type=int, default=0)
     parser.add_argument("--shm-path", default="/dev/shm")
     parser.add_argument("--dry-run", action="store_true", help="check only, print the converter command")
@@ -78,6 +96,8 @@ def main(argv: list[str]) -> int:
     tmp = args.output.with_name(f".{args.output.name}.tmp-ktinfra")
     cmd = [args.python, str(args.script), "--input-path", str(args.input_path), "--input-type",
            args.input_type, "--output", str(tmp), "--quant-method", args.quant_method]  # fmt: skip
+    for flag, value in thread_flags(args):
+        cmd += [flag, str(value)]
     if problems or args.dry_run:
         print(json.dumps({"changed": False, "complete": False, "problems": problems, "command": cmd}))
         return 1 if problems else 0
@@ -90,6 +110,7 @@ def main(argv: list[str]) -> int:
             json.dumps({"changed": False, "complete": False, "error": f"converter exited {proc.returncode}"})
         )
         return 1
+    readable_by_all(tmp)
     (tmp / MARKER).write_text(json.dumps({"request": request, "seconds": round(time.time() - started)}))
     if args.output.exists():
         shutil.rmtree(args.output)

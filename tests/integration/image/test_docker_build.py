@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -61,6 +62,15 @@ def built(out):
     manifest = json.loads(proc.stdout)
     yield manifest
     subprocess.run(["docker", "rmi", manifest["image"]["tag"]], capture_output=True)
+
+
+def _build_container_left(log: Path, profile: str = "smoke") -> str:
+    """The build's own container (named in packer's log), if it is still there; other runs' don't count."""
+    names = set(re.findall(rf"image-build-{profile}-[0-9a-f]{{6}}\b", log.read_text()))
+    assert len(names) == 1, f"expected the build container's name in {log}, found {sorted(names)}"
+    flt = f"name=^/?{names.pop()}$"
+    ps = subprocess.run(["docker", "ps", "-aq", "--filter", flt], capture_output=True, text=True)
+    return ps.stdout.strip()
 
 
 def test_manifest_has_pins_with_wheel_sha256(built):
@@ -156,10 +166,7 @@ def test_failed_build_leaves_nothing(tmp_path):
     assert "packer build failed" in proc.stderr
     assert sorted(p.name for p in out.iterdir()) == ["last-failed.log"]
     assert "packaging==0.0.999" in (out / "last-failed.log").read_text()
-    left = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "name=image-build-smoke-bad"], capture_output=True, text=True
-    ).stdout.strip()
-    assert left == ""
+    assert _build_container_left(out / "last-failed.log", "smoke-bad") == ""
     assert dockercli.image_info(f"{REPO}:smoke-bad") is None
 
 
@@ -189,10 +196,7 @@ def test_interrupted_build_leaves_nothing(tmp_path):
     proc.send_signal(signal.SIGINT)  # Ctrl-C while ansible provisions the container
     assert proc.wait(timeout=180) != 0
     assert sorted(p.name for p in out.iterdir()) == ["last-failed.log"]
-    left = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "name=image-build-smoke-"], capture_output=True, text=True
-    )
-    assert left.stdout.strip() == ""
+    assert _build_container_left(out / "last-failed.log") == ""
     running = subprocess.run(["pgrep", "-af", f"packer build .*{out}"], capture_output=True, text=True).stdout
     assert not running, running
     assert dockercli.image_info(f"{REPO}:interrupted") is None

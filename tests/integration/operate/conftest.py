@@ -3,6 +3,7 @@ Qwen3-MoE on the CPU, and sglang-router in front of two of them. `make test-oper
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -37,6 +38,12 @@ def tiny_model() -> Path:
 @pytest.fixture(scope="session")
 def tiny_lora() -> Path:
     return Path(_env("KTINFRA_TINY_LORA"))
+
+
+@pytest.fixture(scope="session")
+def tiny_kt_lora() -> Path:
+    """KT-format LoRA training output for the tiny model (scripts/tiny_model.py --kt-lora-out)."""
+    return Path(_env("KTINFRA_TINY_KT_LORA"))
 
 
 def free_port() -> int:
@@ -112,6 +119,32 @@ def tiny_server(serve_python, tiny_model, tmp_path_factory):
     stop(proc)
 
 
+def start_router(python: Path, worker_urls: list[str], log: Path) -> tuple[subprocess.Popen, int]:
+    port, metrics_port = free_port(), free_port()
+    cmd = [
+        str(python), "-m", "sglang_router.launch_router",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--worker-urls", *worker_urls, "--policy", "round_robin",
+        "--prometheus-port", str(metrics_port), "--log-level", "info",
+    ]  # fmt: skip
+    return start(cmd, log, f"http://127.0.0.1:{port}/health"), port
+
+
+@pytest.fixture(scope="session")
+def launch_router(serve_python):
+    """A context manager: sglang-router in front of the given workers, its URL inside, stopped after."""
+
+    @contextlib.contextmanager
+    def launch(worker_urls: list[str], log: Path):
+        proc, port = start_router(serve_python, worker_urls, log)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop(proc)
+
+    return launch
+
+
 @pytest.fixture(scope="session")
 def router_stack(serve_python, tiny_model, tmp_path_factory):
     """Two lenient workers behind `python -m sglang_router.launch_router` (round robin)."""
@@ -128,15 +161,7 @@ def router_stack(serve_python, tiny_model, tmp_path_factory):
             )
             procs.append(proc)
             workers.append(Server(f"http://127.0.0.1:{port}", proc, log))
-        port, metrics_port = free_port(), free_port()
-        router_cmd = [
-            str(serve_python), "-m", "sglang_router.launch_router",
-            "--host", "127.0.0.1", "--port", str(port),
-            "--worker-urls", *[w.url for w in workers], "--policy", "round_robin",
-            "--prometheus-port", str(metrics_port), "--log-level", "info",
-        ]  # fmt: skip
-        router_log = logs / "router.log"
-        router = start(router_cmd, router_log, f"http://127.0.0.1:{port}/health")
+        router, port = start_router(serve_python, [w.url for w in workers], logs / "router.log")
         procs.append(router)
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60  # workers register asynchronously after the router is up
@@ -145,7 +170,7 @@ def router_stack(serve_python, tiny_model, tmp_path_factory):
             if sum(1 for w in listed if w.get("is_healthy")) == 2:
                 break
             time.sleep(0.5)
-        yield Server(url, router, router_log), workers
+        yield Server(url, router, logs / "router.log"), workers
     finally:
         for proc in reversed(procs):
             stop(proc)
