@@ -5,6 +5,8 @@ IMAGE_SOURCE ?= docker
 IMAGE_REPO ?= ktinfra/kt
 IMAGE_PLAYBOOK ?= playbooks/image.yml
 IMAGE_ARGS ?=
+# build and verify agree on the tag by passing it (make's $(basename) would cut kt-0.7 to kt-0)
+IMAGE_TAG ?= $(if $(filter %.yaml %.yml,$(IMAGE_PROFILE)),$(basename $(notdir $(IMAGE_PROFILE))),$(IMAGE_PROFILE))
 
 .PHONY: image image-deps image-verify image-test image-measure
 
@@ -17,11 +19,11 @@ image-deps: venv ## packer (Debian's 1.6.6 when none is installed), docker engin
 
 image: image-deps ## bake the KT image (IMAGE_PROFILE=kt-0.7, IMAGE_SOURCE=docker) and verify it
 	$(KTINFRA) image build --source $(IMAGE_SOURCE) --profile $(IMAGE_PROFILE) --repository $(IMAGE_REPO) \
-	  --playbook $(IMAGE_PLAYBOOK) $(IMAGE_ARGS)
+	  --tag $(IMAGE_TAG) --playbook $(IMAGE_PLAYBOOK) $(IMAGE_ARGS)
 	@if [ "$(IMAGE_SOURCE)" = docker ]; then $(MAKE) --no-print-directory image-verify; fi
 
 image-verify: venv ## boot the built docker image with systemd and run the testinfra suites against it
-	$(KTINFRA) image verify $(IMAGE_REPO):$(notdir $(basename $(IMAGE_PROFILE)))
+	$(KTINFRA) image verify $(IMAGE_REPO):$(IMAGE_TAG)
 
 image-test: image-deps ## CI stage: template + adapter against real packer, docker build of the smoke profile
 	$(VENV)/bin/pytest -q tests/integration/image

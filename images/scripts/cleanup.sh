@@ -15,7 +15,7 @@ used_before=$(df -P / | awk 'NR==2 {print $3}')
 # package manager and python caches
 if command -v apt-get >/dev/null; then apt-get clean; fi
 rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
-rm -rf /root/.cache/pip /home/*/.cache/pip /tmp/pip-* /root/.ansible /tmp/ktinfra-*
+rm -rf /root/.cache/pip /home/*/.cache/pip /root/.cache/uv /home/*/.cache/uv /tmp/pip-* /root/.ansible /tmp/ktinfra-*
 for conda in /opt/conda/bin/conda /root/miniconda3/bin/conda /root/anaconda3/bin/conda; do
   if [ -x "$conda" ]; then "$conda" clean --all --yes >/dev/null && say "conda caches cleaned ($conda)"; fi
 done
