@@ -187,7 +187,15 @@ def test_interrupted_build_leaves_nothing(tmp_path):
         "--out",
         str(out),
     ]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # a Ctrl-C from a terminal: SIGINT at its default disposition, even when this test itself runs under a
+    # shell's background job (`cmd &` starts with SIGINT ignored, and an ignored SIGINT is inherited)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     log = out / "smoke-docker.partial" / "build.log"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (log.exists() and "TASK [" in log.read_text()):
