@@ -5,6 +5,7 @@
 #   wheelhouse/  ktinfra's deps + setuptools as cp312 wheels: the tool venv and the wheel build install offline
 # usage: scripts/device/prepare-ansible.sh [CHECKOUT]; then provision_on_device.sh runs there.
 set -euo pipefail
+source "$(dirname "$0")/carry.sh"
 src=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 checkout=${1:-/work/main}
 dest=$checkout/.devcarry-ansible
@@ -25,9 +26,6 @@ cp -r "$src"/.venv/lib/python3*/site-packages/ansible_collections/ansible/posix 
   "$tmp/collections/ansible_collections/ansible/"
 cp "$wheels"/*.whl "$tmp/wheelhouse/"
 rm -f "$tmp"/wheelhouse/ansible_core-*.whl
-size=$(du -sm "$tmp" | cut -f1)
-[ "$size" -le 60 ] || { echo "error: carry is ${size} MiB, over what the tool sends" >&2; exit 1; }
-rm -rf "$dest"
-mv "$tmp" "$dest"
+place_carry "$tmp" "$dest" 60
 trap - EXIT
-echo "prepared $dest (${size} MiB); run(carry=[\".devcarry-ansible\"], command=\"bash scripts/device/provision_on_device.sh\")"
+echo "run(carry=[\".devcarry-ansible\"], command=\"bash scripts/device/provision_on_device.sh\")"

@@ -6,6 +6,7 @@
 #   repo/  this worktree's tracked + untracked-not-ignored files (ktinfra, tests/infra, benchmarks, scripts)
 # usage: scripts/device/prepare.sh [CHECKOUT]
 set -euo pipefail
+source "$(dirname "$0")/carry.sh"
 src=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 checkout=${1:-/work/main}
 dest=$checkout/.devcarry
@@ -32,12 +33,8 @@ unzip -q "$wheels"/kt_kernel-0.7.2-cp312-*.whl 'kt_kernel/*' 'kt_kernel.libs/*' 
 for whl in "$wheels"/gguf-*.whl "$wheels"/pytest_testinfra-*.whl; do unzip -q -o "$whl" -d "$tmp/site"; done
 (cd "$src" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -xf - -C "$tmp/repo"
 
-size=$(du -sm "$tmp" | cut -f1)
-[ "$size" -le 62 ] || { echo "error: carry is ${size} MiB, over the 64 MiB the tool sends" >&2; exit 1; }
-rm -rf "$dest"
-mv "$tmp" "$dest"
+place_carry "$tmp" "$dest" 60
 trap - EXIT
-echo "prepared $dest (${size} MiB)"
 cat <<CALL
 device tool call (run from the session that owns $checkout):
   run(carry=[".devcarry"], timeout_s=600, command="bash .devcarry/repo/scripts/device/on_device.sh PHASES")
