@@ -56,13 +56,22 @@ def load_layer(ext, cpu_infer, idx: int, max_len: int):
     files = weight_files()[3 * idx : 3 * idx + 3]
     size = EXPERTS * HIDDEN * INTER
     tensors = [torch.from_file(str(f), shared=False, size=size, dtype=torch.bfloat16) for f in files]
-    mask = torch.zeros(EXPERTS, dtype=torch.bool)
-    cfg = ext.moe.MOEConfig(EXPERTS, TOPK, HIDDEN, INTER, mask.data_ptr())
+    return amx_int8_moe(ext, cpu_infer, tensors, (EXPERTS, HIDDEN, INTER), max_len)
+
+
+def amx_int8_moe(ext, cpu_infer, tensors: list, dims: tuple[int, int, int], max_len: int):
+    """An AMXInt8_MOE layer over [gate, up, down] BF16 tensors, dims = (experts, hidden, inter), weights
+    loaded. Returns it with the buffers it points into, which must outlive it."""
+    import torch
+
+    experts, hidden, inter = dims
+    mask = torch.zeros(experts, dtype=torch.bool)
+    cfg = ext.moe.MOEConfig(experts, TOPK, hidden, inter, mask.data_ptr())
     cfg.max_len = max_len
     cfg.gate_proj, cfg.up_proj, cfg.down_proj = (t.data_ptr() for t in tensors)
     cfg.pool = cpu_infer.backend_
     moe = ext.moe.AMXInt8_MOE(cfg)
-    phys = torch.arange(EXPERTS, dtype=torch.int64)
+    phys = torch.arange(experts, dtype=torch.int64)
     cpu_infer.submit(moe.load_weights_task(phys.data_ptr()))
     cpu_infer.sync()
     return moe, (tensors, mask, phys)
@@ -120,15 +129,8 @@ def fixed_overhead_ms(ext, cpu_infer) -> float:
     experts, hidden, inter = 16, 512, 256
     tensors = [torch.randn(experts, inter, hidden).to(torch.bfloat16) for _ in range(2)]
     tensors.append(torch.randn(experts, hidden, inter).to(torch.bfloat16))
-    mask = torch.zeros(experts, dtype=torch.bool)
-    cfg = ext.moe.MOEConfig(experts, TOPK, hidden, inter, mask.data_ptr())
-    cfg.max_len = 64  # AMX buffers need a multiple of the kernel's M step
-    cfg.gate_proj, cfg.up_proj, cfg.down_proj = (t.data_ptr() for t in tensors)
-    cfg.pool = cpu_infer.backend_
-    moe = ext.moe.AMXInt8_MOE(cfg)
-    phys = torch.arange(experts, dtype=torch.int64)
-    cpu_infer.submit(moe.load_weights_task(phys.data_ptr()))
-    cpu_infer.sync()
+    # max_len 64: AMX buffers need a multiple of the kernel's M step
+    moe, _keep = amx_int8_moe(ext, cpu_infer, tensors, (experts, hidden, inter), 64)
     ids = torch.randperm(experts)[:TOPK].view(1, TOPK).to(torch.int64).contiguous()
     w = torch.full((1, TOPK), 1.0 / TOPK)
     x = torch.randn(1, hidden).to(torch.bfloat16)
