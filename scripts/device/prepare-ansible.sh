@@ -15,7 +15,7 @@ git -C "$checkout" check-ignore -q .devcarry-ansible/site || { echo "error: .dev
 mkdir -p "$wheels"
 python3 -m pip download -q --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$wheels" \
-  "$ANSIBLE" typer rich jinja2 pyyaml requests 'setuptools>=68'
+  "$ANSIBLE" typer rich jinja2 pyyaml requests 'setuptools>=77'
 tmp=$(mktemp -d "$checkout/.devcarry-ansible.new.XXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/site" "$tmp/collections/ansible_collections/ansible" "$tmp/wheelhouse"
