@@ -2,6 +2,8 @@
 # Measure an image build: cold (empty wheelhouse), warm rebuild (same wheelhouse), and a naive
 # `pip install` Dockerfile of the same pins from the same base image. Prints one JSON line per step to
 # out/measure/<profile>.jsonl; docs/results/image-build.md records the numbers.
+# Each image is removed once measured (MEASURE_KEEP_IMAGES=1 keeps them): kt-0.7's 19.5 GB image next to the
+# next build's container layer and its commit would need ~60 GB of docker disk.
 # usage: images/scripts/measure.sh [PROFILE] [PLAYBOOK]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,6 +33,12 @@ print(json.dumps({"step": step, "wall_s": wall, "packer_s": m["build"]["duration
                   "pins": len(m["pins"]), "packages": sum(len(e["packages"]) for e in m["envs"].values())}))
 PY
   tail -1 "$RESULTS"
+  drop "$(.venv/bin/python -c 'import json, sys; print(json.load(open(sys.argv[1]))["image"]["tag"])' \
+    out/measure/manifest-"$1".json)"
+}
+
+drop() {  # $1 = image tag, removed unless MEASURE_KEEP_IMAGES=1
+  [ "${MEASURE_KEEP_IMAGES:-0}" = 1 ] || docker rmi "$1" >/dev/null
 }
 
 rm -rf "$WHEELHOUSE"
@@ -48,3 +56,4 @@ docker build -q -f images/compare/Dockerfile.naive -t "$REPO:naive-$(basename "$
 t1=$(date +%s)
 size=$(docker image inspect -f '{{.Size}}' "$REPO:naive-$(basename "$PROFILE" .yaml)")
 echo "{\"step\": \"naive-dockerfile\", \"wall_s\": $((t1 - t0)), \"image_bytes\": $size}" | tee -a "$RESULTS"
+drop "$REPO:naive-$(basename "$PROFILE" .yaml)"
