@@ -49,11 +49,12 @@ pins() {  # $1 = env role: that env's pins, space separated
   .venv/bin/python -c 'import sys; from ktinfra.image import spec
 envs = spec.load(sys.argv[1])["envs"]; print(" ".join(envs.get(sys.argv[2], {}).get("packages") or []))' "$PROFILE" "$1"
 }
+NAIVE=$REPO:naive-$(basename "$PROFILE" .yaml)
 t0=$(date +%s)
-docker build -q -f images/compare/Dockerfile.naive -t "$REPO:naive-$(basename "$PROFILE" .yaml)" \
+docker build -q -f images/compare/Dockerfile.naive -t "$NAIVE" \
   --build-arg INFERENCE_PINS="$(pins inference)" --build-arg SFT_PINS="$(pins sft)" images/compare \
   >out/measure/naive.out 2>out/measure/naive.err
 t1=$(date +%s)
-size=$(docker image inspect -f '{{.Size}}' "$REPO:naive-$(basename "$PROFILE" .yaml)")
+size=$(docker image inspect -f '{{.Size}}' "$NAIVE")
 echo "{\"step\": \"naive-dockerfile\", \"wall_s\": $((t1 - t0)), \"image_bytes\": $size}" | tee -a "$RESULTS"
-drop "$REPO:naive-$(basename "$PROFILE" .yaml)"
+drop "$NAIVE"
