@@ -25,6 +25,12 @@ SFT_LORA_RANK = 8
 LORA_STATE_BYTES = 16  # fp32 weight + fp32 grad + two fp32 AdamW moments per trainable parameter
 LOGITS_BYTES_PER_ELEMENT = 10  # bf16 logits + fp32 upcast for the loss + fp32 gradient
 SFT_SAVED_CHECKPOINTS = 3
+# Beyond torch's allocated peak, an SFT run holds (H100, torch 2.11, CUDA 13; benchmarks/sft_vram.py,
+# docs/results/2026-11-22-h100-sft-vram): 0.75 GiB of CUDA context and library workspaces, and the caching
+# allocator's freed-but-kept blocks: 0.7-1.0x the logits' bytes with gradient checkpointing (the loss's
+# vocabulary-wide fp32 tensors), 10-16 % of the activations without it.
+SFT_CUDA_RUNTIME = 0.8 * GB
+SFT_ALLOCATOR_CACHE_OF_ACTIVATIONS = 0.16
 SFT_OUTPUT_DISK = 2 * GB  # logs, the final adapter, its SGLang conversion
 
 FP8_BLOCK = 128 * 128  # DeepSeek-style block-wise FP8 keeps one fp32 scale per 128x128 block
@@ -149,8 +155,8 @@ def serve(
     )
 
 
-def lora_params_gpu(arch: Architecture, rank: int) -> int:
-    """LoRA A+B matrices on every linear layer that stays on the GPU (lora_target: all)."""
+def _attention_linears(arch: Architecture) -> list[tuple[int, int]]:
+    """(in, out) features of one layer's attention projections."""
     h = arch.hidden_size
     heads = arch.num_attention_heads
     if arch.mla:
@@ -162,13 +168,17 @@ def lora_params_gpu(arch: Architecture, rank: int) -> int:
             attn = [(h, m.q_lora_rank), (m.q_lora_rank, heads * qk)]
         attn += [
             (h, m.kv_lora_rank + m.qk_rope_head_dim),
-            (m.kv_lora_rank, heads * (qk - m.qk_rope_head_dim)),
+            (m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim)),  # k_nope and v
         ]
-        attn += [(heads * m.v_head_dim, h)]
-    else:
-        d = arch.head_dim
-        attn = [(h, heads * d), (h, arch.num_kv_heads * d), (h, arch.num_kv_heads * d), (heads * d, h)]
-    per_layer = sum(rank * (i + o) for i, o in attn) * arch.num_layers
+        return attn + [(heads * m.v_head_dim, h)]
+    d = arch.head_dim
+    return [(h, heads * d), (h, arch.num_kv_heads * d), (h, arch.num_kv_heads * d), (heads * d, h)]
+
+
+def lora_params_gpu(arch: Architecture, rank: int) -> int:
+    """LoRA A+B matrices on every linear layer that stays on the GPU (lora_target: all)."""
+    h = arch.hidden_size
+    per_layer = sum(rank * (i + o) for i, o in _attention_linears(arch)) * arch.num_layers
     mlp = 3 * rank * (h + arch.dense_intermediate_size) * arch.num_dense_layers
     shared = (
         3 * rank * (h + arch.shared_intermediate_size) * arch.num_moe_layers
@@ -176,6 +186,18 @@ def lora_params_gpu(arch: Architecture, rank: int) -> int:
         else 0
     )
     return per_layer + mlp + shared
+
+
+def lora_input_width(arch: Architecture, mlp_width: int, moe: bool) -> int:
+    """Per-token elements of the fp32 input copies one layer's LoRA modules keep for backward: PEFT casts
+    each wrapped linear's input to the adapter's dtype, which LLaMA-Factory upcasts to fp32, one copy per
+    module even where modules share an input (measured: docs/results/2026-11-22-h100-sft-vram)."""
+    width = sum(i for i, _ in _attention_linears(arch))
+    if mlp_width:
+        width += 2 * arch.hidden_size + mlp_width  # gate, up (hidden in), down (MLP width in)
+    if moe:
+        width += arch.hidden_size  # the router, a linear layer the KT MoE wrapper keeps on the GPU
+    return width
 
 
 def lora_params_experts(arch: Architecture, rank: int) -> int:
@@ -203,20 +225,19 @@ def sft(
     gpu_weights = gpu_non_expert_bytes(arch, "bf16")
     lora_gpu = lora_params_gpu(arch, lora_rank) * LORA_STATE_BYTES
 
-    def layer_width(mlp_width: int) -> int:
-        return 8 * h + arch.attention_activation_width + 4 * mlp_width
+    def layer_bytes(mlp_width: int, moe: bool) -> int:
+        """One layer's saved activations per token: bf16 tensors plus the LoRA inputs' fp32 copies."""
+        bf16 = 8 * h + arch.attention_activation_width + 4 * mlp_width
+        return bf16 * 2 + lora_input_width(arch, mlp_width, moe) * 4
 
+    dense = layer_bytes(arch.dense_intermediate_size, False) if arch.num_dense_layers else 0
+    moe = layer_bytes(arch.shared_intermediate_size, True) if arch.num_moe_layers else 0
     if gradient_checkpointing:
         checkpoints = arch.num_layers * tokens * h * 2
-        mlp_width = max(
-            arch.shared_intermediate_size, arch.dense_intermediate_size if arch.num_dense_layers else 0
-        )
-        layer_working_set = tokens * layer_width(mlp_width) * 2
+        layer_working_set = tokens * max(dense, moe)
     else:
         checkpoints = 0
-        widths = arch.num_dense_layers * layer_width(arch.dense_intermediate_size)
-        widths += arch.num_moe_layers * layer_width(arch.shared_intermediate_size)
-        layer_working_set = tokens * widths * 2
+        layer_working_set = tokens * (arch.num_dense_layers * dense + arch.num_moe_layers * moe)
     logits = tokens * arch.vocab_size * LOGITS_BYTES_PER_ELEMENT
     cpu_experts = arch.routed_expert_params * 2
     lora_cpu = lora_params_experts(arch, lora_rank) * LORA_STATE_BYTES
@@ -224,12 +245,16 @@ def sft(
     bf16_copy = download_bytes(arch, "bf16") if arch.native_dtype != "bf16" else 0.0
     adapter = (lora_params_gpu(arch, lora_rank) + lora_params_experts(arch, lora_rank)) * LORA_STATE_BYTES
     outputs = adapter * SFT_SAVED_CHECKPOINTS + SFT_OUTPUT_DISK
+    activations = checkpoints + layer_working_set + logits
     breakdown = {
         "gpu_weights": gpu_weights,
         "lora_gpu_train_state": lora_gpu,
         "activation_checkpoints": checkpoints,
         "layer_working_set": layer_working_set,
         "logits": logits,
+        # not in vram_bytes (torch's allocated peak); the planner reserves them on each GPU
+        "cuda_runtime": SFT_CUDA_RUNTIME,
+        "allocator_cache": max(logits, SFT_ALLOCATOR_CACHE_OF_ACTIVATIONS * activations),
         "cpu_experts": cpu_experts,
         "lora_cpu_train_state": lora_cpu,
         "host_runtime": HOST_RUNTIME_RAM,
@@ -238,7 +263,7 @@ def sft(
         "outputs": outputs,
     }
     return Estimate(
-        vram_bytes=int(gpu_weights + lora_gpu + checkpoints + layer_working_set + logits),
+        vram_bytes=int(gpu_weights + lora_gpu + activations),
         ram_bytes=int(cpu_experts + lora_cpu + HOST_RUNTIME_RAM),
         disk_bytes=int(download + bf16_copy + outputs),
         breakdown={k: int(v) for k, v in breakdown.items()},
@@ -251,6 +276,11 @@ def sft_per_gpu_bytes(est: Estimate, gpus: int) -> float:
     b = est.breakdown
     shared = b["gpu_weights"] + b["lora_gpu_train_state"]
     return shared / max(gpus, 1) + b["activation_checkpoints"] + b["layer_working_set"] + b["logits"]
+
+
+def sft_gpu_runtime_bytes(est: Estimate) -> float:
+    """What each GPU holds beyond torch's allocated peak: CUDA context and the allocator's cache."""
+    return est.breakdown["cuda_runtime"] + est.breakdown["allocator_cache"]
 
 
 def table(arch: Architecture) -> dict:

@@ -158,13 +158,23 @@ def seed_table() -> str:
 
 def measured_table() -> str:
     lines = [
-        "| model | quantity | upstream measurement | measured GB | model GB | source |",
-        "|---|---|---|---|---|---|",
+        "| model | quantity | upstream measurement | measured GB | model GB | model GB on the device "
+        "| source |",
+        "|---|---|---|---|---|---|---|",
     ]
     for model, quantity, setting, value, model_bytes, source in MEASURED:
-        ours = model_bytes(catalog.resolve(model)) / GB
+        arch = catalog.resolve(model)
+        ours = model_bytes(arch) / GB
         estimate_cell = f"{ours:.1f} ({_pct(ours, value)})"
-        lines.append(f"| {model} | {quantity} | {setting} | {value:.1f} | {estimate_cell} | {source} |")
+        device_cell = "-"
+        if "VRAM" in quantity:
+            gpus = 2 if "2 GPUs" in setting or "multi-GPU" in setting else 1
+            est = sizing.sft(arch) if "current stack" in setting else _legacy(arch)
+            device = ours + sizing.sft_gpu_runtime_bytes(est) * (1 if "per GPU" in quantity else gpus) / GB
+            device_cell = f"{device:.1f} ({_pct(device, value)})"
+        lines.append(
+            f"| {model} | {quantity} | {setting} | {value:.1f} | {estimate_cell} | {device_cell} | {source} |"
+        )
     fp8 = sizing.serve(catalog.resolve("Qwen3-235B-A22B"), "AMXINT8", checkpoint_dtype="fp8").vram_bytes / GB
     lines += [
         "",
@@ -174,7 +184,45 @@ def measured_table() -> str:
     return "\n".join(lines)
 
 
-BLOCKS = {"seed000-table": seed_table, "seed000-measured": measured_table}
+H100_RUNS = ROOT / "docs" / "results" / "2026-11-22-h100-sft-vram"
+
+
+def h100_runs() -> list[tuple[dict, dict]]:
+    """(report, run) of every configuration benchmarks/sft_vram.py measured on the H100."""
+    import json
+
+    reports = [json.loads(p.read_text()) for p in sorted(H100_RUNS.glob("*.json"))]
+    return [(r, run) for r in reports for run in r["runs"]]
+
+
+def h100_table() -> str:
+    lines = [
+        "| model | checkpointing | tokens | allocated peak GiB: measured / model | "
+        "on the device GiB: measured / model |",
+        "|---|---|---|---|---|",
+    ]
+    for report, run in h100_runs():
+        est = sizing.sft(
+            catalog.resolve(report["model"]),
+            cutoff_len=run["seq"],
+            gradient_checkpointing=report["gradient_checkpointing"],
+        )
+        device = est.vram_bytes + sizing.sft_gpu_runtime_bytes(est)
+        head = f"| {report['model']} | {'on' if report['gradient_checkpointing'] else 'off'} | {run['seq']} |"
+        if "oom" in run:
+            lines.append(
+                f"{head} out of memory / {est.vram_bytes / GIB:.1f} | 79.2 (all) / {device / GIB:.1f} |"
+            )
+            continue
+        alloc, used = run["peak_allocated_bytes"], run["device_used_bytes_after"]
+        lines.append(
+            f"{head} {alloc / GIB:.2f} / {est.vram_bytes / GIB:.2f} ({_pct(est.vram_bytes, alloc)}) | "
+            f"{used / GIB:.2f} / {device / GIB:.2f} ({_pct(device, used)}) |"
+        )
+    return "\n".join(lines)
+
+
+BLOCKS = {"seed000-table": seed_table, "seed000-measured": measured_table, "sft-h100-measured": h100_table}
 
 
 def markers(name: str) -> tuple[str, str]:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from ktinfra import sizing
 from ktinfra.catalog import Architecture
-from ktinfra.plan.host import GB, cpu_worker_threads, gb, gpu_memory_bytes, has_amx, numa_nodes_in_use
+from ktinfra.plan.host import cpu_worker_threads, gb, gpu_memory_bytes, has_amx, numa_nodes_in_use
 
 EFFECTIVE_BATCH = 8  # LLaMA-Factory's KT examples: batch 1 x gradient accumulation 8
-SFT_GPU_RESERVE_MIN = 1.5 * GB  # CUDA context, cuBLAS workspace, allocator fragmentation
-SFT_GPU_RESERVE_FRACTION = 0.05
 LEGACY_CHUNK_SIZE = 8192  # LLaMA-Factory's legacy KT examples
 KT_MAX_CACHE_DEPTH = 2  # kt_kernel.sft default and LLaMA-Factory's current KT examples
 RULES_DIR = "examples/kt_optimize_rules"
@@ -43,22 +41,18 @@ def choose_batch(
     arch: Architecture, gpus: int, gpu_bytes: int, cutoff: int | None, checkpointing: bool = True
 ) -> tuple[int, int, bool]:
     """(cutoff_len, per-device batch, fits): the longest cutoff, then the largest batch, that fit."""
-    reserve = max(SFT_GPU_RESERVE_MIN, SFT_GPU_RESERVE_FRACTION * gpu_bytes)
     cutoffs = [cutoff] if cutoff else [sizing.SFT_CUTOFF_LEN, 1024, 512]
     for length in cutoffs:
         for batch in (4, 2, 1):
-            if (
-                sizing.sft_per_gpu_bytes(
-                    sizing.sft(
-                        arch, cutoff_len=length, batch_size=batch, gradient_checkpointing=checkpointing
-                    ),
-                    gpus,
-                )
-                + reserve
-                <= gpu_bytes
-            ):
+            est = sizing.sft(arch, cutoff_len=length, batch_size=batch, gradient_checkpointing=checkpointing)
+            if per_gpu_need(est, gpus) <= gpu_bytes:
                 return length, batch, True
     return cutoffs[0], 1, False
+
+
+def per_gpu_need(est: sizing.Estimate, gpus: int) -> float:
+    """One GPU's allocated peak plus its CUDA context and allocator cache."""
+    return sizing.sft_per_gpu_bytes(est, gpus) + sizing.sft_gpu_runtime_bytes(est)
 
 
 def kt_keys(arch: Architecture, facts: dict, profile: dict, gpus: int) -> tuple[dict, dict, str, list]:
@@ -126,9 +120,8 @@ def plan_sft(
         cutoff, batch, fits, gpu_bytes = cutoff_opt or sizing.SFT_CUTOFF_LEN, 1, True, 0
     est = sizing.sft(arch, cutoff_len=cutoff, batch_size=batch, gradient_checkpointing=checkpointing)
     if gpus and not fits:
-        reserve = max(SFT_GPU_RESERVE_MIN, SFT_GPU_RESERVE_FRACTION * gpu_bytes)
         problems.append(
-            f"needs {gb(sizing.sft_per_gpu_bytes(est, gpus) + reserve)} GPU memory per GPU "
+            f"needs {gb(per_gpu_need(est, gpus))} GPU memory per GPU "
             f"at cutoff_len {cutoff}, "
             "batch 1 "
             f"({gb(est.breakdown['gpu_weights'])} BF16 non-expert weights over {gpus} GPU(s)), "
@@ -150,9 +143,9 @@ def plan_sft(
     )
     reasons["lora_rank"] = "rank 8, alpha 16 on all linear layers: LLaMA-Factory's KT examples"
     reasons["vram_bytes"] = (
-        f"{gb(est.vram_bytes)} is a lower bound: upstream's measured KT fine-tuning peaks are 1.3-2.2x this "
-        "model's estimate at their settings (docs/planning.md, 'Where the model and seed 000 disagree'); "
-        "leave headroom"
+        f"{gb(est.vram_bytes)} allocated at peak (every token of cutoff_len a label; the model was within "
+        "-7..+2 % of an H100 run at 512-2048 tokens, docs/results/2026-11-22-h100-sft-vram) + "
+        f"{gb(sizing.sft_gpu_runtime_bytes(est))} per GPU of CUDA context and allocator cache"
     )
     keys, launcher, reasons["kt"], kt_problems = kt_keys(arch, facts, profile, gpus)
     problems += kt_problems

@@ -1,0 +1,67 @@
+"""The SFT GPU-memory model against the H100 runs of benchmarks/sft_vram.py, recorded in
+docs/results/2026-11-22-h100-sft-vram: a change to ktinfra.sizing that drifts from what the GPU held fails."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ktinfra import catalog, sizing
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "2026-11-22-h100-sft-vram"
+REPORTS = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
+RUNS = [(r, run) for r in REPORTS for run in r["runs"]]
+GIB = 2**30
+
+
+def _estimate(report, run):
+    arch = catalog.resolve(report["model"])
+    return sizing.sft(arch, cutoff_len=run["seq"], gradient_checkpointing=report["gradient_checkpointing"])
+
+
+def _id(item):
+    report, run = item
+    return f"{report['model']}-{'gc' if report['gradient_checkpointing'] else 'nogc'}-{run['seq']}"
+
+
+def test_the_recorded_runs_cover_four_models_both_checkpointing_modes_and_three_lengths():
+    assert {r["model"] for r in REPORTS} == {
+        "DeepSeek-V2-Lite",
+        "Qwen3-30B-A3B",
+        "Qwen3-235B-A22B",
+        "DeepSeek-V3",
+    }
+    assert {(r["gradient_checkpointing"], run["seq"]) for r, run in RUNS} >= {
+        (gc, seq) for gc in (True, False) for seq in (512, 1024, 2048)
+    }
+    assert all(not r["tiny"] and r["gpu"].startswith("NVIDIA H100") for r in REPORTS)
+
+
+@pytest.mark.parametrize("item", [x for x in RUNS if "oom" not in x[1]], ids=_id)
+def test_allocated_peak_within_8_percent_of_the_measured_one(item):
+    report, run = item
+    assert _estimate(report, run).vram_bytes == pytest.approx(run["peak_allocated_bytes"], rel=0.08)
+
+
+@pytest.mark.parametrize("item", [x for x in RUNS if "oom" not in x[1]], ids=_id)
+def test_what_the_device_holds_within_minus_5_plus_12_percent(item):
+    # allocated peak + CUDA context + allocator cache against the GPU memory in use after the steps
+    report, run = item
+    est = _estimate(report, run)
+    ratio = (est.vram_bytes + sizing.sft_gpu_runtime_bytes(est)) / run["device_used_bytes_after"]
+    assert 0.95 <= ratio <= 1.12
+
+
+def test_the_run_that_ran_out_of_memory_is_estimated_above_the_gpu():
+    oom = [(r, run) for r, run in RUNS if "oom" in run]
+    assert oom, "the legacy DeepSeek-V3 run at 2048 tokens ran out of memory"
+    for report, run in oom:
+        assert _estimate(report, run).vram_bytes > 79.2 * GIB
+
+
+def test_lora_params_on_the_gpu_match_what_peft_trained_but_the_routers():
+    # PEFT also wrapped each MoE layer's router (a linear layer): r * (hidden + experts) per MoE layer.
+    for report in REPORTS:
+        arch = catalog.resolve(report["model"])
+        routers = report["lora_rank"] * (arch.hidden_size + arch.num_experts) * arch.num_moe_layers
+        assert report["trainable_params"] == sizing.lora_params_gpu(arch, report["lora_rank"]) + routers
