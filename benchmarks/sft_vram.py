@@ -7,7 +7,7 @@ GPU part of a catalog model at full depth with random bf16 weights, replaces eac
 stand-in that does to the GPU what KT's does (hidden states to the CPU, a result of the same shape back, the
 backward state kept on the CPU), adds PEFT LoRA on every linear layer the way LLaMA-Factory does
 (`lora_target: all`, trainable parameters in fp32, AdamW), and runs forward + backward + optimizer step at
-batch 1 and the given sequence lengths, every token a label (the worst case `cutoff_len` allows).
+the given batch (default 1) and sequence lengths, every token a label (the worst case `cutoff_len` allows).
 
 Per configuration it records torch's peak allocated and reserved bytes over two steps and the CUDA context
 (what nvidia-smi shows beyond the allocator), and `ktinfra.sizing.sft`'s estimate with its breakdown.
@@ -66,8 +66,8 @@ def catalog_config(name: str, tiny: bool) -> tuple[dict, catalog.Architecture]:
     return config, arch
 
 
-def estimate(arch: catalog.Architecture, seq: int, checkpointing: bool) -> dict:
-    est = sizing.sft(arch, cutoff_len=seq, batch_size=1, gradient_checkpointing=checkpointing)
+def estimate(arch: catalog.Architecture, seq: int, checkpointing: bool, batch: int = 1) -> dict:
+    est = sizing.sft(arch, cutoff_len=seq, batch_size=batch, gradient_checkpointing=checkpointing)
     gpu_terms = ("gpu_weights", "lora_gpu_train_state", "activation_checkpoints", "layer_working_set")
     gpu_terms += ("logits",)
     return {"vram_bytes": est.vram_bytes, "breakdown": {k: est.breakdown[k] for k in gpu_terms}}
@@ -189,14 +189,14 @@ def add_lora(model, rank: int):
     return peft_model
 
 
-def run_steps(model, optimizer, seq: int, vocab: int, device: str, steps: int = 2) -> dict:
+def run_steps(model, optimizer, seq: int, vocab: int, device: str, batch: int = 1, steps: int = 2) -> dict:
     import torch
 
     cuda = device.startswith("cuda")
     peaks, reserved, losses, times = [], [], [], []
     forward_peaks, saved = [], []  # peak during forward; what forward leaves for backward
     for _ in range(steps):
-        ids = torch.randint(0, vocab, (1, seq), device=device)
+        ids = torch.randint(0, vocab, (batch, seq), device=device)
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -231,7 +231,9 @@ def run_steps(model, optimizer, seq: int, vocab: int, device: str, steps: int = 
     return result
 
 
-def measure(name: str, seqs: list[int], checkpointing: bool, rank: int, device: str, tiny: bool) -> dict:
+def measure(
+    name: str, seqs: list[int], checkpointing: bool, rank: int, device: str, tiny: bool, batch: int = 1
+) -> dict:
     import torch
 
     config, arch = catalog_config(name, tiny)
@@ -273,9 +275,9 @@ def measure(name: str, seqs: list[int], checkpointing: bool, rank: int, device: 
         report["context_bytes"] = context
         report["weights_allocated_bytes"] = torch.cuda.memory_allocated()
     for seq in seqs:
-        run = {"seq": seq, "estimate": estimate(arch, seq, checkpointing)}
+        run = {"seq": seq, "batch": batch, "estimate": estimate(arch, seq, checkpointing, batch)}
         try:
-            run.update(run_steps(model, optimizer, seq, config["vocab_size"], device))
+            run.update(run_steps(model, optimizer, seq, config["vocab_size"], device, batch))
         except torch.OutOfMemoryError as exc:
             run["oom"] = str(exc).splitlines()[0]
             optimizer.zero_grad(set_to_none=True)
@@ -287,7 +289,11 @@ def measure(name: str, seqs: list[int], checkpointing: bool, rank: int, device: 
 
 
 def _short(run: dict) -> dict:
-    out = {"seq": run["seq"], "estimate_gib": round(run["estimate"]["vram_bytes"] / GIB, 2)}
+    out = {
+        "seq": run["seq"],
+        "batch": run.get("batch", 1),
+        "estimate_gib": round(run["estimate"]["vram_bytes"] / GIB, 2),
+    }
     if "peak_allocated_bytes" in run:
         out["peak_allocated_gib"] = round(run["peak_allocated_bytes"] / GIB, 2)
         out["peak_reserved_gib"] = round(run["peak_reserved_bytes"] / GIB, 2)
@@ -300,7 +306,8 @@ def _short(run: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="catalog name (Qwen3-30B-A3B, DeepSeek-V3, ...)")
-    parser.add_argument("--seq", default="2048", help="comma-separated sequence lengths (batch 1)")
+    parser.add_argument("--seq", default="2048", help="comma-separated sequence lengths")
+    parser.add_argument("--batch", type=int, default=1, help="sequences per step")
     parser.add_argument("--rank", type=int, default=sizing.SFT_LORA_RANK)
     parser.add_argument("--no-checkpointing", action="store_true", help="the legacy KT DeepSeek model's way")
     parser.add_argument("--device", default="cuda")
@@ -308,7 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     seqs = [int(s) for s in args.seq.split(",") if s]
-    report = measure(args.model, seqs, not args.no_checkpointing, args.rank, args.device, args.tiny)
+    report = measure(
+        args.model, seqs, not args.no_checkpointing, args.rank, args.device, args.tiny, args.batch
+    )
     text = json.dumps(report, indent=1)
     if args.out:
         args.out.write_text(text + "\n")

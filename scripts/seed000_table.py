@@ -192,12 +192,15 @@ def h100_runs() -> list[tuple[dict, dict]]:
     import json
 
     reports = [json.loads(p.read_text()) for p in sorted(H100_RUNS.glob("*.json"))]
-    return [(r, run) for r in reports for run in r["runs"]]
+    runs = [(r, run) for r in reports for run in r["runs"]]
+    return sorted(
+        runs, key=lambda x: (x[0]["model"], not x[0]["gradient_checkpointing"], x[1].get("batch", 1))
+    )
 
 
 def h100_table() -> str:
     lines = [
-        "| model | checkpointing | tokens | allocated peak GiB: measured / model | "
+        "| model | checkpointing | batch x length | allocated peak GiB: measured / model | "
         "on the device GiB: measured / model |",
         "|---|---|---|---|---|",
     ]
@@ -205,10 +208,12 @@ def h100_table() -> str:
         est = sizing.sft(
             catalog.resolve(report["model"]),
             cutoff_len=run["seq"],
+            batch_size=run.get("batch", 1),
             gradient_checkpointing=report["gradient_checkpointing"],
         )
         device = est.vram_bytes + sizing.sft_gpu_runtime_bytes(est)
-        head = f"| {report['model']} | {'on' if report['gradient_checkpointing'] else 'off'} | {run['seq']} |"
+        gc = "on" if report["gradient_checkpointing"] else "off"
+        head = f"| {report['model']} | {gc} | {run.get('batch', 1)} x {run['seq']} |"
         if "oom" in run:
             lines.append(
                 f"{head} out of memory / {est.vram_bytes / GIB:.1f} | 79.2 (all) / {device / GIB:.1f} |"

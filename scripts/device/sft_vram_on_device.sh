@@ -4,7 +4,7 @@
 # its own; nvidia-smi samples the GPU's used memory every 100 ms beside each (what upstream guides report).
 # Results in $OUT: one JSON per run (benchmarks/sft_vram.py), smi.csv, log.txt.
 #   here:   mkdir -p .whl && python3 -m pip download --no-deps --only-binary=:all: -d .whl peft==0.21.2
-#   device: run(carry=[".whl"], command="bash scripts/device/sft_vram_on_device.sh")
+#   device: run(carry=[".whl"], command="bash scripts/device/sft_vram_on_device.sh [lengths|batches]")
 set -u
 out=${OUT:-/tmp/sft-vram-out}
 mkdir -p "$out"
@@ -25,9 +25,16 @@ measure() {  # name model [args...]
   kill $smi; wait $smi 2>/dev/null
 }
 
-measure q30 Qwen3-30B-A3B --seq 512,1024,2048
-measure q235 Qwen3-235B-A22B --seq 512,1024,2048
-measure v2l DeepSeek-V2-Lite --seq 512,1024,2048
-measure v2l-nockpt DeepSeek-V2-Lite --no-checkpointing --seq 512,1024,2048
-measure v3 DeepSeek-V3 --seq 512,1024,2048
-measure v3-nockpt DeepSeek-V3 --no-checkpointing --seq 512,1024,2048
+if [ "${1:-lengths}" = lengths ]; then
+  measure q30 Qwen3-30B-A3B --seq 512,1024,2048
+  measure q235 Qwen3-235B-A22B --seq 512,1024,2048
+  measure v2l DeepSeek-V2-Lite --seq 512,1024,2048
+  measure v2l-nockpt DeepSeek-V2-Lite --no-checkpointing --seq 512,1024,2048
+  measure v3 DeepSeek-V3 --seq 512,1024,2048
+  measure v3-nockpt DeepSeek-V3 --no-checkpointing --seq 512,1024,2048
+else  # the planner's micro-batch choice: tokens = batch x length
+  measure q30-b2 Qwen3-30B-A3B --batch 2 --seq 512,1024,2048
+  measure q30-b4 Qwen3-30B-A3B --batch 4 --seq 512,1024,2048
+  measure v2l-b4 DeepSeek-V2-Lite --batch 4 --seq 1024,2048
+  measure v3-b4 DeepSeek-V3 --batch 4 --seq 1024,2048
+fi
