@@ -189,10 +189,13 @@ def add_lora(model, rank: int):
     return peft_model
 
 
-def run_steps(model, optimizer, seq: int, vocab: int, device: str, batch: int = 1, steps: int = 2) -> dict:
+def run_steps(
+    model, optimizer, seq: int, vocab: int, device: str, batch: int = 1, steps: int = 2, trace: bool = False
+) -> dict:
     import torch
 
     cuda = device.startswith("cuda")
+    trace = trace and cuda
     peaks, reserved, losses, times = [], [], [], []
     forward_peaks, saved = [], []  # peak during forward; what forward leaves for backward
     for _ in range(steps):
@@ -200,6 +203,8 @@ def run_steps(model, optimizer, seq: int, vocab: int, device: str, batch: int = 
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
+        if trace and _ == steps - 1:
+            torch.cuda.memory._record_memory_history(max_entries=1_000_000)
         start = time.perf_counter()
         out = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids)
         loss = out.loss
@@ -218,6 +223,9 @@ def run_steps(model, optimizer, seq: int, vocab: int, device: str, batch: int = 
         losses.append(loss.item())
         del loss
     result = {"loss": losses, "step_s": [round(t, 3) for t in times]}
+    if trace:
+        result["peak_live_by_site"] = peak_live_by_site(torch.cuda.memory._snapshot())
+        torch.cuda.memory._record_memory_history(enabled=None)
     if cuda:
         free, total = torch.cuda.mem_get_info()
         result.update(
@@ -231,8 +239,46 @@ def run_steps(model, optimizer, seq: int, vocab: int, device: str, batch: int = 
     return result
 
 
+def peak_live_by_site(snapshot: dict, top: int = 25) -> list[dict]:
+    """Replay the recorded step's allocations and frees; at its peak, the live blocks allocated during the
+    step grouped by the innermost frame in transformers / peft / torch.nn / this script (weights, LoRA
+    parameters and optimizer state allocated before the step are not in the trace)."""
+    live, current, peak, at_peak = {}, 0, 0, {}
+    for event in snapshot["device_traces"][0]:
+        if event["action"] == "alloc":
+            live[event["addr"]] = event
+            current += event["size"]
+            if current > peak:
+                peak, at_peak = current, dict(live)
+        elif event["action"] == "free_completed" and event["addr"] in live:
+            current -= live.pop(event["addr"])["size"]
+    sites: dict[str, list[int]] = {}
+    for event in at_peak.values():
+        frames = event.get("frames") or []
+        site = next(
+            (
+                f"{f['filename'].rsplit('site-packages/', 1)[-1]}:{f['line']} {f['name']}"
+                for f in frames
+                if any(k in f["filename"] for k in ("transformers/", "peft/", "torch/nn/", "sft_vram"))
+            ),
+            "?",
+        )
+        entry = sites.setdefault(site, [0, 0])
+        entry[0] += event["size"]
+        entry[1] += 1
+    ranked = sorted(sites.items(), key=lambda kv: -kv[1][0])[:top]
+    return [{"site": k, "bytes": v[0], "blocks": v[1], "peak_step_bytes": peak} for k, v in ranked]
+
+
 def measure(
-    name: str, seqs: list[int], checkpointing: bool, rank: int, device: str, tiny: bool, batch: int = 1
+    name: str,
+    seqs: list[int],
+    checkpointing: bool,
+    rank: int,
+    device: str,
+    tiny: bool,
+    batch: int = 1,
+    trace: bool = False,
 ) -> dict:
     import torch
 
@@ -277,7 +323,7 @@ def measure(
     for seq in seqs:
         run = {"seq": seq, "batch": batch, "estimate": estimate(arch, seq, checkpointing, batch)}
         try:
-            run.update(run_steps(model, optimizer, seq, config["vocab_size"], device, batch))
+            run.update(run_steps(model, optimizer, seq, config["vocab_size"], device, batch, trace=trace))
         except torch.OutOfMemoryError as exc:
             run["oom"] = str(exc).splitlines()[0]
             optimizer.zero_grad(set_to_none=True)
@@ -308,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", required=True, help="catalog name (Qwen3-30B-A3B, DeepSeek-V3, ...)")
     parser.add_argument("--seq", default="2048", help="comma-separated sequence lengths")
     parser.add_argument("--batch", type=int, default=1, help="sequences per step")
+    parser.add_argument("--trace", action="store_true", help="what is live at the last step's peak, by site")
     parser.add_argument("--rank", type=int, default=sizing.SFT_LORA_RANK)
     parser.add_argument("--no-checkpointing", action="store_true", help="the legacy KT DeepSeek model's way")
     parser.add_argument("--device", default="cuda")
@@ -316,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     seqs = [int(s) for s in args.seq.split(",") if s]
     report = measure(
-        args.model, seqs, not args.no_checkpointing, args.rank, args.device, args.tiny, args.batch
+        args.model, seqs, not args.no_checkpointing, args.rank, args.device, args.tiny, args.batch, args.trace
     )
     text = json.dumps(report, indent=1)
     if args.out:

@@ -23,13 +23,18 @@ SERVE_OUTPUT_DISK = 1 * GB  # logs, LoRA conversions, bench results
 SFT_CUTOFF_LEN = 2048
 SFT_LORA_RANK = 8
 LORA_STATE_BYTES = 16  # fp32 weight + fp32 grad + two fp32 AdamW moments per trainable parameter
-LOGITS_BYTES_PER_ELEMENT = 10  # bf16 logits + fp32 upcast for the loss + fp32 gradient
+# At the step's peak, the loss's backward: log_softmax's saved fp32 output, the fp32 gradient nll_loss hands
+# it and the fp32 gradient it returns (the Trainer has dropped the bf16 logits by then). Measured: 12 bytes
+# per vocabulary element on all three architectures (benchmarks/sft_vram.py --trace).
+LOGITS_BYTES_PER_ELEMENT = 12
 SFT_SAVED_CHECKPOINTS = 3
 # Beyond torch's allocated peak, an SFT run holds (H100, torch 2.11, CUDA 13; benchmarks/sft_vram.py,
 # docs/results/2026-11-22-h100-sft-vram): 0.75 GiB of CUDA context and library workspaces, and the caching
-# allocator's freed-but-kept blocks: 0.7-1.0x the logits' bytes with gradient checkpointing (the loss's
-# vocabulary-wide fp32 tensors), 10-16 % of the activations without it.
+# allocator's freed-but-kept blocks: 7-10 bytes per vocabulary element of the step with gradient
+# checkpointing (the loss's vocabulary-wide fp32 tensors, after steps of varying length), 10-16 % of the
+# activations without it.
 SFT_CUDA_RUNTIME = 0.8 * GB
+SFT_ALLOCATOR_CACHE_PER_LOGIT = 10  # bytes per vocabulary element of the step (7-10 measured)
 SFT_ALLOCATOR_CACHE_OF_ACTIVATIONS = 0.16
 SFT_OUTPUT_DISK = 2 * GB  # logs, the final adapter, its SGLang conversion
 
@@ -245,7 +250,11 @@ def sft(
     bf16_copy = download_bytes(arch, "bf16") if arch.native_dtype != "bf16" else 0.0
     adapter = (lora_params_gpu(arch, lora_rank) + lora_params_experts(arch, lora_rank)) * LORA_STATE_BYTES
     outputs = adapter * SFT_SAVED_CHECKPOINTS + SFT_OUTPUT_DISK
-    activations = checkpoints + layer_working_set + logits
+    # With checkpointing the loss's backward is done (its tensors freed) before the last layer is
+    # recomputed, so the peak holds the larger of the two; without, every layer's activations are live then.
+    activations = checkpoints + (
+        max(layer_working_set, logits) if gradient_checkpointing else layer_working_set + logits
+    )
     breakdown = {
         "gpu_weights": gpu_weights,
         "lora_gpu_train_state": lora_gpu,
@@ -254,7 +263,10 @@ def sft(
         "logits": logits,
         # not in vram_bytes (torch's allocated peak); the planner reserves them on each GPU
         "cuda_runtime": SFT_CUDA_RUNTIME,
-        "allocator_cache": max(logits, SFT_ALLOCATOR_CACHE_OF_ACTIVATIONS * activations),
+        "allocator_cache": max(
+            tokens * arch.vocab_size * SFT_ALLOCATOR_CACHE_PER_LOGIT,
+            SFT_ALLOCATOR_CACHE_OF_ACTIVATIONS * activations,
+        ),
         "cpu_experts": cpu_experts,
         "lora_cpu_train_state": lora_cpu,
         "host_runtime": HOST_RUNTIME_RAM,
@@ -275,7 +287,7 @@ def sft_per_gpu_bytes(est: Estimate, gpus: int) -> float:
     multi-GPU placement rules), while every data-parallel rank holds its own activations and logits."""
     b = est.breakdown
     shared = b["gpu_weights"] + b["lora_gpu_train_state"]
-    return shared / max(gpus, 1) + b["activation_checkpoints"] + b["layer_working_set"] + b["logits"]
+    return shared / max(gpus, 1) + (est.vram_bytes - shared)
 
 
 def sft_gpu_runtime_bytes(est: Estimate) -> float:

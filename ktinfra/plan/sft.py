@@ -144,7 +144,7 @@ def plan_sft(
     reasons["lora_rank"] = "rank 8, alpha 16 on all linear layers: LLaMA-Factory's KT examples"
     reasons["vram_bytes"] = (
         f"{gb(est.vram_bytes)} allocated at peak (every token of cutoff_len a label; the model was within "
-        "-9..+6 % of an H100 run at 512-2048 tokens, docs/results/2026-11-22-h100-sft-vram) + "
+        "-4..+6 % of an H100 run at 512-2048 tokens, docs/results/2026-11-22-h100-sft-vram) + "
         f"{gb(sizing.sft_gpu_runtime_bytes(est))} per GPU of CUDA context and allocator cache"
     )
     keys, launcher, reasons["kt"], kt_problems = kt_keys(arch, facts, profile, gpus)

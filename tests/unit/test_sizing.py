@@ -22,7 +22,12 @@ TABLE = _load_table_script()
 SEED_000, COLUMNS = TABLE.SEED_000, TABLE.COLUMNS
 # Cells the architecture cannot reproduce; docs/planning.md ("Where the model and seed 000 disagree")
 # explains each with numbers and the upstream sources searched.
-DEVIATIONS = {("Qwen3-235B-A22B", "serve_vram"), ("Qwen3-30B-A3B", "sft_vram"), ("DeepSeek-V3", "sft_vram")}
+DEVIATIONS = {
+    ("Qwen3-235B-A22B", "serve_vram"),
+    ("Qwen3-30B-A3B", "sft_vram"),
+    ("Qwen3-235B-A22B", "sft_vram"),
+    ("DeepSeek-V3", "sft_vram"),
+}
 CELLS = [(model, col, row[i]) for model, row in SEED_000.items() for i, col in enumerate(COLUMNS)]
 _estimate = TABLE.estimate
 

@@ -45,19 +45,32 @@ def test_the_recorded_runs_cover_four_models_both_checkpointing_modes_lengths_an
 
 
 @pytest.mark.parametrize("item", [x for x in RUNS if "oom" not in x[1]], ids=_id)
-def test_allocated_peak_within_10_percent_of_the_measured_one(item):
+def test_allocated_peak_within_7_percent_of_the_measured_one(item):
     report, run = item
-    assert _estimate(report, run).vram_bytes == pytest.approx(run["peak_allocated_bytes"], rel=0.10)
+    assert _estimate(report, run).vram_bytes == pytest.approx(run["peak_allocated_bytes"], rel=0.07)
 
 
 @pytest.mark.parametrize("item", [x for x in RUNS if "oom" not in x[1]], ids=_id)
-def test_what_the_device_holds_at_most_5_percent_under_and_30_percent_over(item):
+def test_what_the_device_holds_at_most_3_percent_under_and_30_percent_over(item):
     # allocated peak + CUDA context + allocator cache against the GPU memory in use after the steps; the
     # cache term (the logits' bytes) is what the allocator kept at most, so batched runs come out high
     report, run = item
     est = _estimate(report, run)
     ratio = (est.vram_bytes + sizing.sft_gpu_runtime_bytes(est)) / run["device_used_bytes_after"]
-    assert 0.95 <= ratio <= 1.30
+    assert 0.97 <= ratio <= 1.30
+
+
+def test_the_loss_backward_holds_12_bytes_per_vocabulary_element_at_the_peak():
+    # --trace: the largest live blocks at the step's peak are the loss's fp32 tensors
+    for path in sorted(RESULTS.glob("trace-*.json.txt")):
+        report = json.loads(path.read_text())
+        run = report["runs"][0]
+        arch = catalog.resolve(report["model"])
+        loss_bytes = sum(
+            e["bytes"] for e in run["peak_live_by_site"] if e["site"] == "?" or "cross_entropy" in e["site"]
+        )
+        elements = run["seq"] * run.get("batch", 1) * arch.vocab_size
+        assert loss_bytes / elements == pytest.approx(sizing.LOGITS_BYTES_PER_ELEMENT, rel=0.01)
 
 
 def test_the_run_that_ran_out_of_memory_is_estimated_above_the_gpu():
