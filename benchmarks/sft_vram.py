@@ -198,12 +198,12 @@ def run_steps(
     trace = trace and cuda
     peaks, reserved, losses, times = [], [], [], []
     forward_peaks, saved = [], []  # peak during forward; what forward leaves for backward
-    for _ in range(steps):
+    for step in range(steps):
         ids = torch.randint(0, vocab, (batch, seq), device=device)
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        if trace and _ == steps - 1:
+        if trace and step == steps - 1:
             torch.cuda.memory._record_memory_history(max_entries=1_000_000)
         start = time.perf_counter()
         out = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids)
