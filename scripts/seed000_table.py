@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ktinfra import catalog, sizing  # noqa: E402
-from ktinfra.plan.sft import gradient_checkpointing  # noqa: E402
+from ktinfra.plan.sft import gradient_checkpointing, per_gpu_need  # noqa: E402
 
 GB = 1e9
 GIB = 2**30
@@ -36,7 +36,8 @@ SEED_000 = {
 COLUMNS = ("serve_vram", "serve_ram", "sft_vram", "sft_ram")
 
 # Upstream measurements behind (or beside) the seed's SFT column. Each: what was measured, the setting,
-# the value in GB, and the model's estimate for that same setting (a callable of the architecture).
+# the value in GB, the model's estimate for that same setting (a callable of the architecture), and for GPU
+# memory what the model says the GPUs of that run hold beyond it (context and allocator cache included).
 KT_GUIDE = "kvcache-ai/ktransformers doc/en/SFT/KTransformers-Fine-Tuning_User-Guide.md"
 KT_COOKBOOK = "kvcache-ai/ktransformers doc/en/SFT/KTransformers-Fine-Tuning_Cookbook.md §4"
 LEGACY_QLEN = 512  # the guide's measurement setting: GAS=16, qlen=512, LoRA r=8
@@ -52,6 +53,11 @@ def _legacy(arch):
     return legacy_sft(arch, LEGACY_QLEN)
 
 
+def _on_gpus(est: sizing.Estimate, gpus: int) -> float:
+    """All GPUs of a model-parallel run together: the estimate once, each GPU's context and cache."""
+    return est.vram_bytes + gpus * sizing.sft_gpu_runtime_bytes(est)
+
+
 MEASURED = [
     (
         "DeepSeek-V2-Lite",
@@ -60,6 +66,7 @@ MEASURED = [
         "(guide: benchmark table 6.08 GB; footprint ~5.5 GB)",
         6.08,
         lambda a: _legacy(a).vram_bytes,
+        lambda a: _on_gpus(_legacy(a), 1),
         KT_GUIDE,
     ),
     (
@@ -68,6 +75,7 @@ MEASURED = [
         "legacy stack, same run (~30 GB)",
         30,
         lambda a: _legacy(a).ram_bytes,
+        None,
         KT_GUIDE,
     ),
     (
@@ -77,6 +85,7 @@ MEASURED = [
         "measured peak summed over GPUs (~70 GB)",
         70,
         lambda a: _legacy(a).vram_bytes,
+        lambda a: _on_gpus(_legacy(a), 2),
         KT_GUIDE,
     ),
     (
@@ -85,6 +94,7 @@ MEASURED = [
         "legacy stack, same run (~1.2-1.3 TB)",
         1300,
         lambda a: _legacy(a).ram_bytes,
+        None,
         KT_GUIDE,
     ),
     (
@@ -93,6 +103,7 @@ MEASURED = [
         "current stack, 2 GPUs FSDP2, cutoff 2048, batch 1/GPU: highest single-GPU peak 27.14 GiB",
         27.14 * GIB / GB,
         lambda a: sizing.sft_per_gpu_bytes(sizing.sft(a), 2),
+        lambda a: per_gpu_need(sizing.sft(a), 2),
         KT_COOKBOOK,
     ),
     (
@@ -101,6 +112,7 @@ MEASURED = [
         "current stack, same run: peak CPU RSS 545.36 GiB",
         545.36 * GIB / GB,
         lambda a: sizing.sft(a).ram_bytes,
+        None,
         KT_COOKBOOK,
     ),
 ]
@@ -162,15 +174,13 @@ def measured_table() -> str:
         "| source |",
         "|---|---|---|---|---|---|---|",
     ]
-    for model, quantity, setting, value, model_bytes, source in MEASURED:
+    for model, quantity, setting, value, model_bytes, device_bytes, source in MEASURED:
         arch = catalog.resolve(model)
         ours = model_bytes(arch) / GB
         estimate_cell = f"{ours:.1f} ({_pct(ours, value)})"
         device_cell = "-"
-        if "VRAM" in quantity:
-            gpus = 2 if "2 GPUs" in setting or "multi-GPU" in setting else 1
-            est = sizing.sft(arch) if "current stack" in setting else _legacy(arch)
-            device = ours + sizing.sft_gpu_runtime_bytes(est) * (1 if "per GPU" in quantity else gpus) / GB
+        if device_bytes:
+            device = device_bytes(arch) / GB
             device_cell = f"{device:.1f} ({_pct(device, value)})"
         lines.append(
             f"| {model} | {quantity} | {setting} | {value:.1f} | {estimate_cell} | {device_cell} | {source} |"
