@@ -197,14 +197,28 @@ def measured_table() -> str:
 H100_RUNS = ROOT / "docs" / "results" / "2026-11-22-h100-sft-vram"
 
 
-def h100_runs() -> list[tuple[dict, dict]]:
-    """(report, run) of every configuration benchmarks/sft_vram.py measured on the H100."""
+def h100_reports() -> list[dict]:
+    """The reports benchmarks/sft_vram.py wrote on the H100 (the --trace ones are *.json.txt, not these)."""
     import json
 
-    reports = [json.loads(p.read_text()) for p in sorted(H100_RUNS.glob("*.json"))]
-    runs = [(r, run) for r in reports for run in r["runs"]]
+    return [json.loads(p.read_text()) for p in sorted(H100_RUNS.glob("*.json"))]
+
+
+def h100_runs() -> list[tuple[dict, dict]]:
+    """(report, run) of every configuration measured on the H100."""
+    runs = [(r, run) for r in h100_reports() for run in r["runs"]]
     return sorted(
         runs, key=lambda x: (x[0]["model"], not x[0]["gradient_checkpointing"], x[1].get("batch", 1))
+    )
+
+
+def run_estimate(report: dict, run: dict) -> sizing.Estimate:
+    """The model's SFT estimate for one measured configuration."""
+    return sizing.sft(
+        catalog.resolve(report["model"]),
+        cutoff_len=run["seq"],
+        batch_size=run.get("batch", 1),
+        gradient_checkpointing=report["gradient_checkpointing"],
     )
 
 
@@ -215,12 +229,7 @@ def h100_table() -> str:
         "|---|---|---|---|---|",
     ]
     for report, run in h100_runs():
-        est = sizing.sft(
-            catalog.resolve(report["model"]),
-            cutoff_len=run["seq"],
-            batch_size=run.get("batch", 1),
-            gradient_checkpointing=report["gradient_checkpointing"],
-        )
+        est = run_estimate(report, run)
         device = est.vram_bytes + sizing.sft_gpu_runtime_bytes(est)
         gc = "on" if report["gradient_checkpointing"] else "off"
         head = f"| {report['model']} | {gc} | {run.get('batch', 1)} x {run['seq']} |"

@@ -2,26 +2,21 @@
 docs/results/2026-11-22-h100-sft-vram: a change to ktinfra.sizing that drifts from what the GPU held fails."""
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from ktinfra import catalog, sizing
 
-RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "2026-11-22-h100-sft-vram"
-REPORTS = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
-RUNS = [(r, run) for r in REPORTS for run in r["runs"]]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+from seed000_table import H100_RUNS, h100_reports, h100_runs  # noqa: E402
+from seed000_table import run_estimate as _estimate  # noqa: E402
+
+REPORTS = h100_reports()
+RUNS = h100_runs()
 GIB = 2**30
-
-
-def _estimate(report, run):
-    arch = catalog.resolve(report["model"])
-    return sizing.sft(
-        arch,
-        cutoff_len=run["seq"],
-        batch_size=run.get("batch", 1),
-        gradient_checkpointing=report["gradient_checkpointing"],
-    )
 
 
 def _id(item):
@@ -62,7 +57,7 @@ def test_what_the_device_holds_at_most_3_percent_under_and_30_percent_over(item)
 
 def test_the_loss_backward_holds_12_bytes_per_vocabulary_element_at_the_peak():
     # --trace: the largest live blocks at the step's peak are the loss's fp32 tensors
-    for path in sorted(RESULTS.glob("trace-*.json.txt")):
+    for path in sorted(H100_RUNS.glob("trace-*.json.txt")):
         report = json.loads(path.read_text())
         run = report["runs"][0]
         arch = catalog.resolve(report["model"])
