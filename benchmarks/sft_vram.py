@@ -49,6 +49,7 @@ TINY = {  # widths for --tiny: same structure, a few MB
     "v_head_dim": 16,
     "num_hidden_layers": 4,
 }
+GPU_TERMS = ("gpu_weights", "lora_gpu_train_state", "activation_checkpoints", "layer_working_set", "logits")
 DROP_KEYS = ("quantization_config", "architectures", "torch_dtype", "num_nextn_predict_layers")
 
 
@@ -68,9 +69,7 @@ def catalog_config(name: str, tiny: bool) -> tuple[dict, catalog.Architecture]:
 
 def estimate(arch: catalog.Architecture, seq: int, checkpointing: bool, batch: int = 1) -> dict:
     est = sizing.sft(arch, cutoff_len=seq, batch_size=batch, gradient_checkpointing=checkpointing)
-    gpu_terms = ("gpu_weights", "lora_gpu_train_state", "activation_checkpoints", "layer_working_set")
-    gpu_terms += ("logits",)
-    return {"vram_bytes": est.vram_bytes, "breakdown": {k: est.breakdown[k] for k in gpu_terms}}
+    return {"vram_bytes": est.vram_bytes, "breakdown": {k: est.breakdown[k] for k in GPU_TERMS}}
 
 
 def build(config: dict, device: str):
