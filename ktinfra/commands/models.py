@@ -27,11 +27,15 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(rows, indent=2))
             return
         from rich.console import Console
-        from rich.table import Table
+        from rich.table import Column, Table
 
-        table = Table("model", "params", "experts", "use", "GPU GB", "RAM GB", "disk GB")
-        table.columns[0].no_wrap = True
-        table.columns[3].no_wrap = True
+        # Numbers never wrap; on a narrow terminal the model name folds instead.
+        table = Table(
+            Column("model", overflow="fold", min_width=12),
+            *(Column(name, no_wrap=True) for name in ("params", "experts", "use")),
+            *(Column(name, no_wrap=True, justify="right") for name in ("GPU", "RAM", "disk")),
+            caption="GPU memory, RAM and disk in GB (1e9 bytes)",
+        )
         for row in rows:
             first = True
             for use, est in row["sizing"].items():

@@ -62,12 +62,23 @@ def max_running(physical_cores: int) -> int:
     return value
 
 
+def _kt_run_effect(kt_run: int, cores: int, threads: int) -> str:
+    """How `kt run`'s own thread count compares with this plan's."""
+    if kt_run > cores:
+        return "would oversubscribe the cores"
+    if kt_run > threads:
+        return f"would also take the {kt_run - threads} core(s) kept free"
+    if kt_run < threads:
+        return f"would leave {threads - kt_run} more core(s) idle"
+    return "agrees"
+
+
 def _cpu_decisions(facts: dict, serve: dict, reasons: dict) -> None:
     cpu = facts["cpu"]
     cores = cpu["physical_cores"]
     threads, note = cpu_worker_threads(facts)
     kt_run = int(cpu["logical_cpus"] * 0.8)
-    effect = "would oversubscribe the cores" if kt_run > cores else f"would leave {cores - kt_run} cores idle"
+    effect = _kt_run_effect(kt_run, cores, threads)
     reasons["kt_cpuinfer"] = (
         f"{threads}: {cores} usable physical cores ({cpu['logical_cpus']} logical CPUs, "
         f"{cpu.get('threads_per_core') or 1} thread(s) per core), one thread per core, never "

@@ -1,5 +1,6 @@
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -342,6 +343,17 @@ def test_cli_models_json_lists_the_catalog_with_sizing():
     rows = {row["name"]: row for row in json.loads(proc.stdout)}
     assert {"DeepSeek-V2-Lite", "Qwen3-30B-A3B", "Qwen3-235B-A22B", "DeepSeek-V3", "Kimi-K2"} <= rows.keys()
     assert rows["Qwen3-30B-A3B"]["sizing"]["serve:AMXINT8"]["ram_bytes"] == pytest.approx(32e9, rel=0.05)
+
+
+def test_cli_models_table_keeps_every_number_whole_on_an_80_column_terminal():
+    command = [sys.executable, "-m", "ktinfra", "models"]
+    proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(map(len, lines)) <= 80 and "…" not in proc.stdout
+    kimi_sft = next(line for line in lines if "sft:BF16" in line and "2114" in line)
+    assert kimi_sft.rstrip("│ ").split()[-1] == "3331"  # Kimi-K2's SFT disk GB, not cut
+    assert "in GB (1e9 bytes)" in proc.stdout
 
 
 def test_fp8_checkpoint_on_an_ampere_gpu_is_warned_about():

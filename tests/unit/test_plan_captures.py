@@ -55,6 +55,16 @@ def test_development_machine_capture_has_no_gpu_and_no_amx():
     assert any("needs AMX" in p for p in sft["problems"])
 
 
+@pytest.mark.parametrize("capture, effect", [
+    ("h100-xeon-amx-16c", "= 12 would leave 2 more core(s) idle"),  # 14 workers, 2 vCPUs kept free
+    ("epyc-2c-nogpu", "= 1 agrees"),  # 1 worker, 1 core kept free
+    ("synthetic-autodl-6430-4090", "= 12 would oversubscribe the cores"),  # 16 vCPUs, 8 physical cores
+])  # fmt: skip
+def test_kt_cpuinfer_reason_compares_kt_runs_default_with_the_planned_workers(capture, effect):
+    reason = plan(captured(capture), "Qwen3-30B-A3B", "serve")["reasons"]["kt_cpuinfer"]
+    assert reason.endswith(f"`kt run`'s default 0.8 x logical {effect}")
+
+
 def test_synthetic_autodl_6430_capture_reproduces_the_seed_002_decisions():
     result = plan(captured("synthetic-autodl-6430-4090"), "Qwen3-30B-A3B", "serve")
     serve = result["serve"]
