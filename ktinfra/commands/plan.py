@@ -50,9 +50,17 @@ def _load_facts(facts_file: Path | None, capture_dir: Path | None) -> dict:
     return facts_module.gather_live()
 
 
+def _flattened(key: str, value) -> list[tuple[str, str]]:
+    """Nested settings (kt_config, launcher) as one dotted row each, so a narrow terminal folds them whole."""
+    if isinstance(value, dict) and value:
+        return [row for sub, item in value.items() for row in _flattened(f"{key}.{sub}", item)]
+    shown = json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else str(value)
+    return [(key, shown)]
+
+
 def _print_human(result: dict) -> None:
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
 
     console = Console()
     mode = result["mode"]
@@ -61,13 +69,15 @@ def _print_human(result: dict) -> None:
         f"[bold]{mode} plan[/bold] for {model['name']} ({model['total_params'] / 1e9:.0f}B, "
         f"{model['num_experts']} experts) on the {result['stack']} stack ({result['stack_generation']})"
     )
-    table = Table("parameter", "value", "reason", show_lines=False)
+    table = Table(*(Column(name, overflow="fold") for name in ("parameter", "value", "reason")))
     reasons = result["reasons"]
     for key, value in result[mode].items():
         if value is None and key not in reasons:
             continue
-        shown = json.dumps(value) if isinstance(value, (dict, list, bool)) or value is None else str(value)
-        table.add_row(key, shown, reasons.get(key, ""))
+        reason = reasons.get(key, "")
+        for name, shown in _flattened(key, value):
+            table.add_row(name, shown, reason)
+            reason = ""
     console.print(table)
     req = result["requirements"]
     console.print(

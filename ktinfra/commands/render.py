@@ -81,7 +81,7 @@ def _emit(rendered, out: Path, as_json: bool) -> None:
     table.add_column("file")
     table.add_column("mode")
     for path in written:
-        table.add_row(path, oct(rendered.files[Path(path).name][1]))
+        table.add_row(path, f"{rendered.files[Path(path).name][1]:04o}")  # as chmod writes it
     console = Console()
     console.print(table)
     for key in ("unit", "health_url", "env_file", "config_file", "numa"):

@@ -57,7 +57,7 @@ def _kt_weight_path(serve: dict, method: str, model_path: str, weight_path: str 
     if method in NATIVE_WEIGHT_METHODS:
         return model_path
     raise RenderError(
-        f"kt_method {method} reads converted CPU weights: pass the weight path "
+        f"kt_method {method} reads converted CPU weights: pass --weight-path "
         "(the --output of `ktinfra render convert`, or the GGUF directory for LLAMAFILE)"
     )
 

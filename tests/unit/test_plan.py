@@ -345,9 +345,24 @@ def test_cli_models_json_lists_the_catalog_with_sizing():
     assert rows["Qwen3-30B-A3B"]["sizing"]["serve:AMXINT8"]["ram_bytes"] == pytest.approx(32e9, rel=0.05)
 
 
+def narrow_terminal(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "ktinfra", *args]
+    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+
+
+def test_cli_sft_plan_shows_each_nested_kt_setting_whole_on_an_80_column_terminal():
+    proc = narrow_terminal("plan", "--model", "Qwen3-30B-A3B", "--mode", "sft",
+                           "--facts", str(FACTS / f"{SEED002}.json"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout and max(map(len, proc.stdout.splitlines())) <= 80
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in proc.stdout.splitlines()
+            if line.startswith("│ kt.")}  # fmt: skip
+    assert rows["kt.kt_config.kt_backend"] == "AMXBF16"
+    assert [value for name, value in rows.items() if name.startswith("kt.kt_config.kt_num_thr")] == ["8"]
+
+
 def test_cli_models_table_keeps_every_number_whole_on_an_80_column_terminal():
-    command = [sys.executable, "-m", "ktinfra", "models"]
-    proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+    proc = narrow_terminal("models")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert max(map(len, lines)) <= 80 and "…" not in proc.stdout

@@ -134,7 +134,7 @@ def test_native_fp8_reads_the_model_directory(seed002):
 
 
 def test_converted_method_without_weight_path_is_refused(seed002):
-    with pytest.raises(RenderError, match="AMXINT8 reads converted CPU weights"):
+    with pytest.raises(RenderError, match="AMXINT8 reads converted CPU weights: pass --weight-path"):
         sglang_argv(seed002, model_path=MODEL, weight_path=None)
 
 
