@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from ktinfra.image import REPO_ROOT, ImageError, listing
 from ktinfra.image import build as build_mod
@@ -149,7 +149,8 @@ def list_(
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
-    table = Table("image", "source", "profile", "size", "built", "manifest")
+    names = ("image", "source", "profile", "size", "built", "manifest")
+    table = Table(*(Column(name, overflow="fold") for name in names))  # paths and tags whole, folded
     for r in rows:
         size = f"{r['size_bytes'] / 2**30:.2f} GiB" if r.get("size_bytes") else "-"
         table.add_row(

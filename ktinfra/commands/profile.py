@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from ktinfra import envcheck, profiles
 
@@ -69,7 +69,7 @@ def show_cmd(name: str, as_json: JsonOption = False) -> None:
     if as_json:
         typer.echo(json.dumps(data, indent=2))
         return
-    table = Table("env", "name", "packages / wheels / git")
+    table = Table("env", "name", Column("packages / wheels / git", overflow="fold"))  # wheel names whole
     for key, env in data["envs"].items():
         items = env["packages"] + [w["file"] for w in env["wheels"]] + [g["repo"] for g in env["git"]]
         table.add_row(key, env["name"], "\n".join(items))
