@@ -230,7 +230,7 @@ def h100_table() -> str:
     ]
     for report, run in h100_runs():
         est = run_estimate(report, run)
-        device = est.vram_bytes + sizing.sft_gpu_runtime_bytes(est)
+        device = per_gpu_need(est, 1)
         gc = "on" if report["gradient_checkpointing"] else "off"
         head = f"| {report['model']} | {gc} | {run.get('batch', 1)} x {run['seq']} |"
         if "oom" in run:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ktinfra import catalog, sizing
+from ktinfra.plan.sft import per_gpu_need
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
@@ -51,7 +52,7 @@ def test_what_the_device_holds_at_most_3_percent_under_and_30_percent_over(item)
     # cache term (the logits' bytes) is what the allocator kept at most, so batched runs come out high
     report, run = item
     est = _estimate(report, run)
-    ratio = (est.vram_bytes + sizing.sft_gpu_runtime_bytes(est)) / run["device_used_bytes_after"]
+    ratio = per_gpu_need(est, 1) / run["device_used_bytes_after"]
     assert 0.97 <= ratio <= 1.30
 
 
