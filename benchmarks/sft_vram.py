@@ -56,14 +56,13 @@ DROP_KEYS = ("quantization_config", "architectures", "torch_dtype", "num_nextn_p
 def catalog_config(name: str, tiny: bool) -> tuple[dict, catalog.Architecture]:
     """The catalog entry's config.json keys (BF16: the quantization block dropped) and its Architecture."""
     arch = catalog.resolve(name)
-    entry = next(e for e in catalog._parsed_catalog() if e["name"] == arch.name)
-    config = {k: v for k, v in entry["config"].items() if k not in DROP_KEYS}
+    config = {k: v for k, v in catalog.entry_config(name).items() if k not in DROP_KEYS}
     if tiny:
         config.update({k: v for k, v in TINY.items() if config.get(k) is not None})
         config["num_hidden_layers"] = TINY["num_hidden_layers"]
         if "kv_lora_rank" in config:  # MLA: one kv head per query head
             config["num_key_value_heads"] = config["num_attention_heads"]
-    arch = catalog.from_config({**config, "torch_dtype": "bfloat16"}, name=entry["name"])
+    arch = catalog.from_config({**config, "torch_dtype": "bfloat16"}, name=arch.name)
     return config, arch
 
 

@@ -289,6 +289,15 @@ def list_models() -> list[Architecture]:
     return [_from_entry(e) for e in _load_entries()]
 
 
+def entry_config(name: str) -> dict:
+    """A catalog model's config.json keys (its `extends` parent's merged in), a copy the caller may change."""
+    arch = resolve(name)
+    config = next((e["config"] for e in _load_entries() if e["name"] == arch.name), None)
+    if config is None:
+        raise UnknownModelError(f"{name} is not a catalog model")
+    return config
+
+
 def _keys(entry: dict) -> list[str]:
     return [entry["name"], entry.get("hf_repo") or "", *entry.get("aliases", [])]
 

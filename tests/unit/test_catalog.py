@@ -55,6 +55,18 @@ def test_2507_refresh_inherits_the_architecture_with_its_longer_context():
     assert refresh.template == "qwen3_nothink" and refresh.legacy_sft_rules == base.legacy_sft_rules
 
 
+def test_entry_config_merges_the_parent_and_is_a_copy(tmp_path):
+    config = catalog.entry_config("Qwen/Qwen3-30B-A3B-Instruct-2507")
+    assert config["num_experts"] == 128 and config["max_position_embeddings"] == 262144  # parent + override
+    config["num_experts"] = 1
+    assert catalog.entry_config("Qwen3-30B-A3B-Instruct-2507")["num_experts"] == 128
+    model_dir = tmp_path / "my-qwen"
+    model_dir.mkdir()
+    _write_config(model_dir, catalog.entry_config("Qwen3-30B-A3B"))
+    with pytest.raises(catalog.UnknownModelError, match="not a catalog model"):
+        catalog.entry_config(str(model_dir))
+
+
 def test_native_dtype_comes_from_the_quantization_config():
     assert catalog.resolve("DeepSeek-V3").native_dtype == "fp8"
     assert catalog.resolve("Kimi-K2").native_dtype == "fp8"
@@ -78,12 +90,9 @@ def _write_config(tmp_path, config):
 
 def test_local_directory_is_sized_from_its_config(tmp_path):
     # A local copy of Qwen3-30B-A3B (the catalog's numbers written as a config.json)
-    from ktinfra.catalog import _load_entries
-
-    entry = next(e for e in _load_entries() if e["name"] == "Qwen3-30B-A3B")
     model_dir = tmp_path / "my-qwen"
     model_dir.mkdir()
-    _write_config(model_dir, entry["config"])
+    _write_config(model_dir, catalog.entry_config("Qwen3-30B-A3B"))
     arch = catalog.resolve(str(model_dir))
     assert arch.name == "my-qwen" and arch.path == str(model_dir.resolve())
     assert arch.total_params == catalog.resolve("Qwen3-30B-A3B").total_params
