@@ -6,11 +6,35 @@ import importlib
 import pkgutil
 
 import typer
+from typer.core import TyperGroup
 
 from ktinfra import __version__
 from ktinfra import commands as _commands
 
+# click's UsageError, whether typer vendors click (>= 0.20) or imports it.
+_UsageError = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "UsageError")
+
+
+class _UsageErrorExitsOne(TyperGroup):
+    """Command-line mistakes exit 1 like every other bad input: 2 stays "not feasible / problems found"."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except _UsageError as error:
+            error.exit_code = 1
+            raise
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except _UsageError as error:
+            error.exit_code = 1
+            raise
+
+
 app = typer.Typer(
+    cls=_UsageErrorExitsOne,
     name="ktinfra",
     help="Detect, plan, render, provision, benchmark and diagnose KTransformers hosts.",
     no_args_is_help=True,

@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
             report = doctor.run([h for h in hosts.split(",") if h], role, profile, select=select, **options)
         except (doctor.DoctorError, UnknownProfileError) as exc:
             typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from exc
+            raise typer.Exit(1) from exc
         if as_json:
             typer.echo(json.dumps(report.to_dict(), indent=2))
         else:

@@ -112,5 +112,5 @@ def test_prompt_has_requested_word_count_and_is_reproducible():
 )
 def test_cli_rejects_bad_arguments_before_sending(args, message):
     res = CliRunner().invoke(app, ["bench", "--url", "http://127.0.0.1:9", "--model", "m", *args])
-    assert res.exit_code == 2
+    assert res.exit_code == 1
     assert message in " ".join(res.output.split())

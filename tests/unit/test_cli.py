@@ -1,5 +1,9 @@
+import json
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from ktinfra import __version__
 
@@ -15,3 +19,29 @@ def test_no_arguments_shows_help_and_fails():
     proc = subprocess.run([sys.executable, "-m", "ktinfra"], capture_output=True, text=True)
     assert proc.returncode != 0
     assert "Usage" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "--from", "x"],  # --model missing
+        ["plan", "--model", "Qwen3-30B-A3B", "--port", "0"],
+        ["plan", "--model", "Qwen3-30B-A3B", "--bogus"],
+        ["no-such-command"],
+        ["render", "serve", "--bogus"],
+        ["profile", "show"],
+        ["doctor", "--role", "bogus"],
+    ],
+)
+def test_command_line_mistakes_exit_1_not_the_infeasible_2(args):
+    """2 means "not feasible" (plan) or "problems found" (profile check/drift); a typo is not one."""
+    proc = subprocess.run([sys.executable, "-m", "ktinfra", *args], capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_an_infeasible_plan_still_exits_2():
+    facts = Path(__file__).parents[1] / "fixtures" / "facts" / "xeon8352v-4090-noamx.json"
+    args = ["plan", "--model", "DeepSeek-V2-Lite", "--mode", "sft", "--facts", str(facts), "--json"]
+    proc = subprocess.run([sys.executable, "-m", "ktinfra", *args], capture_output=True, text=True)
+    assert proc.returncode == 2 and json.loads(proc.stdout)["feasible"] is False

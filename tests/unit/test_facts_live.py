@@ -132,7 +132,7 @@ def test_cli_bad_input():
     missing = runner.invoke(app, ["facts", "--from", "/nonexistent/capture"])
     assert missing.exit_code == 1 and "capture folder not found" in missing.output
     both = runner.invoke(app, ["facts", "--from", "a", "--capture", "b"])
-    assert both.exit_code == 2 and "not both" in both.output
+    assert both.exit_code == 1 and "not both" in both.output
 
 
 def test_cli_capture_then_from_in_subprocesses(tmp_path):

@@ -140,7 +140,7 @@ def test_cli_rejects_missing_log_and_writes_nothing(tmp_path):
 
 def test_cli_needs_exactly_one_source():
     res = CliRunner().invoke(app, ["tune"])
-    assert res.exit_code == 2
+    assert res.exit_code == 1
     assert "exactly one of --log FILE or --unit NAME" in res.output
 
 
