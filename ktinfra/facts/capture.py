@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -79,6 +80,8 @@ CGROUP_FILES = (
     "cpu.cfs_period_us",
     "cpuset.cpus",
     "memory.limit_in_bytes",
+    "memory.current",
+    "memory.usage_in_bytes",
 )
 
 
@@ -171,27 +174,137 @@ def read_capture(path: str | os.PathLike) -> dict[str, str]:
 
 
 def write_capture(path: str | os.PathLike) -> list[Path]:
-    """Write this host's capture into a new folder `path`; all or nothing (staged, then renamed)."""
+    """Write this host's capture into folder `path` (new, or empty); all or nothing.
+
+    A new folder is staged next to it and renamed into place. An existing empty folder (also one `path` links
+    to, or a mount point) is filled through a staging folder inside it, whose files are then moved up. Errors
+    name `path` as given and say what is wrong with it; on any failure nothing is left behind, folders this
+    call created on the way included.
+    """
     target = Path(path)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise FileExistsError(f"{target} exists and is not an empty folder; choose a new one")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    files = collect_live()
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    folder = _capture_folder(target)
+    created = _make_parents(folder.parent, target)
     try:
-        for name, text in files.items():
-            (staging / name).write_text(text)
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-        (staging / "README.md").write_text(
-            f"Captured by `ktinfra facts --capture` (ktinfra {__version__}) on {stamp};\n"
-            "commands that were missing on the host are absent.\n"
-            "Read it back with `ktinfra facts --from DIR`.\n"
-        )
+        files = collect_live()
+        if folder.is_dir():
+            _fill_empty_folder(folder, target, files)
+        else:
+            _write_new_folder(folder, target, files)
+    except BaseException:
+        for directory in reversed(created):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
+    return [target / name for name in [*files, "README.md"]]
+
+
+def _capture_folder(target: Path) -> Path:
+    """Where the capture goes: `target` or the folder it links to; raises if that cannot take a capture."""
+    folder = target
+    if target.is_symlink():
+        folder = Path(os.path.realpath(target))
+        if not folder.exists():
+            raise FileNotFoundError(f"{target} is a link to {folder}, which does not exist")
+        if not folder.is_dir():
+            raise NotADirectoryError(f"{target} is a link to {folder}, which is a file, not a directory")
+    elif target.exists() and not target.is_dir():
+        raise FileExistsError(f"{target} is a file, not a directory; choose a new directory")
+    if folder.is_dir():
+        try:
+            used = any(folder.iterdir())
+        except OSError as error:
+            raise _reworded(error, f"cannot read {target}") from None
+        if used:
+            raise FileExistsError(f"{target} is not empty; choose a new or empty directory")
+    return folder
+
+
+def _make_parents(parent: Path, target: Path) -> list[Path]:
+    """Create the missing folders above the capture folder; the ones created, outermost first."""
+    missing: list[Path] = []
+    for directory in [parent, *parent.parents]:
+        if directory.is_dir():
+            break
+        if directory.is_symlink() and not directory.exists():
+            raise FileNotFoundError(
+                f"{directory} is a link to {os.path.realpath(directory)}, which does not exist"
+            )
+        if directory.exists():
+            raise NotADirectoryError(f"{directory} is a file, not a directory")
+        missing.append(directory)
+    created: list[Path] = []
+    for directory in reversed(missing):
+        try:
+            directory.mkdir()
+        except OSError as error:
+            for made in reversed(created):
+                with contextlib.suppress(OSError):
+                    made.rmdir()
+            raise _reworded(error, f"cannot create {directory} for {target}") from None
+        created.append(directory)
+    return created
+
+
+def _reworded(error: OSError, what: str, staging: Path | None = None, shown: Path | None = None) -> OSError:
+    """The same kind of error, naming the user's path instead of a staging path nobody asked for."""
+    reason = error.strerror or str(error)
+    if staging is not None and shown is not None and error.filename:
+        inside = os.path.relpath(error.filename, staging)
+        if inside != "." and not inside.startswith(".."):
+            what = f"{what} ({shown / inside})"
+    return type(error)(f"{what}: {reason}")
+
+
+def _write_files(staging: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (staging / name).write_text(text)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    (staging / "README.md").write_text(
+        f"Captured by `ktinfra facts --capture` (ktinfra {__version__}) on {stamp};\n"
+        "commands that were missing on the host are absent.\n"
+        "Read it back with `ktinfra facts --from DIR`.\n"
+    )
+
+
+def _write_new_folder(folder: Path, target: Path, files: dict[str, str]) -> None:
+    """Stage next to `folder`, then rename the staging folder into place."""
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    except OSError as error:
+        raise _reworded(error, f"cannot create {target}") from None
+    try:
+        _write_files(staging, files)
         staging.chmod(0o755)  # mkdtemp makes it private; a capture is meant to be shared
-        if target.exists():
-            target.rmdir()
-        staging.rename(target)
+        staging.rename(folder)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise _reworded(error, f"cannot write {target}", staging, target) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return [target / name for name in [*files, "README.md"]]
+
+
+def _fill_empty_folder(folder: Path, target: Path, files: dict[str, str]) -> None:
+    """Stage inside the empty `folder` (maybe a mount point or a link's target), then move the files up."""
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=".capture.", dir=folder))
+    except OSError as error:
+        raise _reworded(error, f"cannot write into {target}") from None
+    moved: list[Path] = []
+    try:
+        _write_files(staging, files)
+        for item in sorted(staging.iterdir()):
+            destination = folder / item.name
+            if destination.exists() or destination.is_symlink():
+                raise FileExistsError(f"{target / item.name} appeared while the capture was written")
+            item.rename(destination)
+            moved.append(destination)
+        staging.rmdir()
+    except BaseException as error:
+        for done in moved:
+            with contextlib.suppress(OSError):
+                done.unlink()
+        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(error, OSError) and error.filename:
+            raise _reworded(error, f"cannot write into {target}", staging, target) from None
+        raise

@@ -21,6 +21,9 @@ class CgroupLimits:
     cpuset: set[int] | None
     quota_cpus: float | None
     memory_limit_bytes: int | None
+    # what the tightest memory limit leaves: min over limited levels of limit - usage (the limit itself where
+    # no usage was captured). Usage counts the level's page cache too, so this errs on the low side.
+    memory_free_bytes: int | None = None
 
 
 def parse_cgroup(text: str | None) -> CgroupLimits:
@@ -34,6 +37,7 @@ def parse_cgroup(text: str | None) -> CgroupLimits:
     cpuset: set[int] | None = None
     quotas: list[float] = []
     memory: list[int] = []
+    free: list[int] = []
     for files in by_dir.values():
         cpus = parse_cpulist(files.get("cpuset.cpus.effective") or files.get("cpuset.cpus"))
         if cpus:
@@ -44,7 +48,14 @@ def parse_cgroup(text: str | None) -> CgroupLimits:
         limit = _memory_limit(files.get("memory.max") or files.get("memory.limit_in_bytes"))
         if limit is not None:
             memory.append(limit)
-    return CgroupLimits(cpuset, min(quotas) if quotas else None, min(memory) if memory else None)
+            usage = _bytes(files.get("memory.current") or files.get("memory.usage_in_bytes"))
+            free.append(max(0, limit - usage) if usage is not None else limit)
+    return CgroupLimits(
+        cpuset,
+        min(quotas) if quotas else None,
+        min(memory) if memory else None,
+        min(free) if free else None,
+    )
 
 
 def _quota(files: dict[str, str]) -> float | None:
@@ -62,8 +73,13 @@ def _quota(files: dict[str, str]) -> float | None:
 
 
 def _memory_limit(value: str | None) -> int | None:
+    limit = _bytes(value)  # None for "max" (v2) or missing
+    return limit if limit is not None and 0 < limit < UNLIMITED_BYTES else None
+
+
+def _bytes(value: str | None) -> int | None:
     try:
-        limit = int(value or "")
+        number = int(value or "")
     except ValueError:
-        return None  # "max" (v2) or missing
-    return limit if 0 < limit < UNLIMITED_BYTES else None
+        return None
+    return number if number >= 0 else None

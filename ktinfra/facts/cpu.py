@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from fractions import Fraction
 
 from ktinfra.facts.cgroup import CgroupLimits
 from ktinfra.facts.cpulist import format_cpulist, parse_cpulist
@@ -32,9 +33,8 @@ def cpu_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
     fields = lscpu_fields(files.get("lscpu.json"), files.get("lscpu.txt"))
     blocks, cpuinfo_rows = parse_cpuinfo(files.get("cpuinfo.txt"))
     first = blocks[0] if blocks else {}
-    rows = _topology(files, fields, cpuinfo_rows)
+    rows, online, note = _topology(files, fields, cpuinfo_rows)
 
-    online = {row.cpu for row in rows} or parse_cpulist(fields.get("On-line CPU(s) list"))
     if not online:
         count = lscpu_int(fields, "CPU(s)") or _int(files.get("nproc.txt"))
         online = set(range(count)) if count else set()
@@ -43,7 +43,7 @@ def cpu_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
         if restriction:
             usable &= restriction
     threads_per_core = lscpu_int(fields, "Thread(s) per core") or _threads_per_core(rows, first)
-    counts = _usable_counts(rows, usable, limits.quota_cpus, threads_per_core)
+    counts = _usable_counts(rows, usable, limits.quota_cpus, threads_per_core, note)
     flags = set((fields.get("Flags") or first.get("flags") or "").split())
 
     return {
@@ -61,21 +61,81 @@ def cpu_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
     }
 
 
-def _topology(files: dict[str, str], fields: dict[str, str], cpuinfo_rows: list[CpuRow]) -> list[CpuRow]:
-    """One row per online CPU; core ids may be unknown (None) when only node lists were captured."""
+def _topology(
+    files: dict[str, str], fields: dict[str, str], cpuinfo_rows: list[CpuRow]
+) -> tuple[list[CpuRow], set[int], str | None]:
+    """(one row per online CPU, the online CPUs, a note when a per-CPU file disagreed with the totals).
+
+    The per-CPU sources (lscpu -p, then /proc/cpuinfo) are checked against lscpu's own totals: its on-line
+    CPU list, or its CPU(s) count when no list was captured, or (no lscpu at all) the CPUs of the NUMA nodes
+    `numactl --hardware` shows, or the longer of the two listings, since a file cut short only loses CPUs.
+    The first source that lists exactly those CPUs, each with a core id, gives the topology. When none does,
+    the online CPUs come from the totals and CPUs no source covers get a row without a core id, so that the
+    cores are estimated from threads per core instead of being counted from a part of the machine.
+    """
     node_lists = lscpu_node_cpus(fields) or _numactl_node_cpus(files.get("numactl-hardware.txt"))
     node_of = {cpu: node for node, cpus in node_lists.items() for cpu in parse_cpulist(cpus) or ()}
-    rows = parse_lscpu_p(files.get("lscpu-p.txt")) or cpuinfo_rows
-    if not rows:
-        return [CpuRow(cpu, None, None, node) for cpu, node in sorted(node_of.items())]
-    return [
+    sources = [
+        (name, found)
+        for name, found in (
+            ("lscpu-p.txt", parse_lscpu_p(files.get("lscpu-p.txt"))),
+            ("cpuinfo.txt", cpuinfo_rows),
+        )
+        if found
+    ]
+    listed, reference = parse_cpulist(fields.get("On-line CPU(s) list")), "lscpu's on-line list"
+    count = len(listed) if listed else lscpu_int(fields, "CPU(s)")
+    if not listed:
+        reference = "lscpu's CPU(s) count"
+    if not listed and count is None and node_of:
+        listed, reference = set(node_of), "the NUMA node lists"
+        count = len(listed)
+    if not listed and count is None and len(sources) > 1:
+        reference, longest = max(sources, key=lambda source: len({row.cpu for row in source[1]}))
+        listed = {row.cpu for row in longest}
+        count = len(listed)
+
+    def agrees(found: list[CpuRow]) -> bool:
+        cpus = {row.cpu for row in found}
+        if len(cpus) != len(found) or not all(row.core is not None for row in found):
+            return False
+        return cpus == listed if listed else count is None or len(cpus) == count
+
+    def disagreement(name: str, found: list[CpuRow]) -> str:
+        cpus = {row.cpu for row in found}
+        extra = cpus - listed if listed else set()
+        if extra:
+            return f"{name} lists CPUs {format_cpulist(extra)} missing from {reference}"
+        if count is not None and len(cpus) != count:
+            return f"{name} lists {len(cpus)} CPUs, {reference} {count}"
+        if len(cpus) != len(found):
+            return f"{name} lists a CPU twice"
+        return f"{name} lacks core ids"
+
+    note = None
+    chosen = next(((name, found) for name, found in sources if agrees(found)), None)
+    if chosen is None and sources:
+        name, found = max(sources, key=lambda source: len({row.cpu for row in source[1]} & (listed or set())))
+        note = disagreement(name, found)
+        chosen = (name, [row for row in found if row.cpu in listed] if listed else found)
+    elif chosen is not None and chosen[0] != sources[0][0]:
+        note = f"from {chosen[0]}: {disagreement(*sources[0])}"
+    rows = chosen[1] if chosen else []
+
+    online = set(listed) if listed else {row.cpu for row in rows}
+    if not online:
+        online = set(node_of)
+    by_cpu = {row.cpu: row for row in rows}
+    rows = [by_cpu.get(cpu, CpuRow(cpu, None, None, None)) for cpu in sorted(online)]
+    rows = [
         row if row.node is not None else CpuRow(row.cpu, row.core, row.socket, node_of.get(row.cpu))
         for row in rows
     ]
+    return rows, online, note
 
 
 def _usable_counts(
-    rows: list[CpuRow], usable: set[int], quota: float | None, threads_per_core: int | None
+    rows: list[CpuRow], usable: set[int], quota: float | None, threads_per_core: int | None, note: str | None
 ) -> dict:
     tpc = threads_per_core or 1
     by_cpu = {row.cpu: row for row in rows}
@@ -85,7 +145,8 @@ def _usable_counts(
         node_cpus[row.node if row.node is not None else 0].add(row.cpu)
     if not node_cpus and usable:
         node_cpus[0] = set(usable)
-    if known and all(row.core is not None for row in known):
+    exact = bool(known) and len(known) == len(usable) and all(row.core is not None for row in known)
+    if exact:
         node_cores = {
             node: {(by_cpu[cpu].socket, by_cpu[cpu].core) for cpu in cpus} for node, cpus in node_cpus.items()
         }
@@ -94,21 +155,28 @@ def _usable_counts(
         per_node_cores = {node: len(c) for node, c in node_cores.items()}
     else:
         per_node_cores = {node: max(1, len(cpus) // tpc) for node, cpus in node_cpus.items()}
-        basis = (
-            f"{len(usable)} CPUs / {tpc} threads per core (no per-CPU core ids captured)" if usable else None
-        )
+        missing = "no per-CPU core ids captured" if note is None else f"core ids incomplete: {note}"
+        basis = f"{len(usable)} CPUs / {_per_core(tpc)} ({missing})" if usable else None
+        note = None
+    if note:
+        basis = f"{basis} ({note})"
     physical = sum(per_node_cores.values()) or None
     logical = len(usable) or None
     numa_nodes = len(node_cpus) or None
     per_node = min(per_node_cores.values(), default=None)
 
     if quota is not None and logical and quota < logical:
-        # A CFS quota caps CPU time, not placement: count it as that many hyperthreads (seed 002: 16 vCPU on a
-        # 2-threads-per-core host = 8 physical cores), spread over the NUMA nodes the cpuset spans.
+        # A CFS quota caps CPU time, not placement: count it as that many hyperthreads of the usable CPUs
+        # (seed 002: 16 vCPU on a 2-threads-per-core host = 8 physical cores), spread over the NUMA nodes the
+        # cpuset spans. Threads per core are those the usable CPUs hold (a cpuset without sibling pairs: 1).
+        threads = Fraction(logical, physical) if exact and physical else Fraction(tpc)
+        physical = max(1, min(physical or logical, math.floor(Fraction(quota) / threads)))
         logical = max(1, math.floor(quota))
-        physical = max(1, min(physical or logical, math.floor(quota / tpc)))
         per_node = max(1, physical // (numa_nodes or 1))
-        basis = f"CPU quota {quota:g} CPUs / {tpc} threads per core = {physical} physical cores ({basis})"
+        basis = (
+            f"CPU quota {quota:g} CPUs / {_per_core(threads)} in the usable CPUs = "
+            f"{physical} physical cores ({basis})"
+        )
 
     sockets = {row.socket for row in known if row.socket is not None}
     return {
@@ -122,6 +190,13 @@ def _usable_counts(
         "numa_node_cpus": {str(node): format_cpulist(cpus) for node, cpus in sorted(node_cpus.items())},
         "numa_node_physical_cores": {str(node): count for node, count in sorted(per_node_cores.items())},
     }
+
+
+def _per_core(value: Fraction | int) -> str:
+    value = Fraction(value)
+    if value == 1:
+        return "1 thread per core"
+    return f"{value.numerator if value.denominator == 1 else f'{float(value):.3g}'} threads per core"
 
 
 def _threads_per_core(rows: list[CpuRow], first_cpuinfo: dict[str, str]) -> int | None:

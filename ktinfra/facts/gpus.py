@@ -20,31 +20,86 @@ QUERY_FIELDS = [
 
 
 def gpu_facts(files: dict[str, str]) -> tuple[list[dict], dict]:
-    """(gpus, {"driver_version", "cuda_version"})."""
-    gpus = _from_csv(files.get("nvidia-smi-query.csv")) or _from_xml(files.get("nvidia-smi-q.xml"))
-    gpus = [gpu for gpu in gpus if gpu["name"] and gpu["index"] is not None]
+    """(gpus, {"driver_version", "cuda_version"}).
+
+    The CSV is read first; `nvidia-smi -q -x` fills what it lacks: GPUs the CSV has no valid row for (junk or
+    a cut-off file), and empty fields of the GPUs both list (matched by UUID, then PCI bus id). The XML has no
+    compute capability on current drivers: a GPU known from the XML alone takes it from a GPU of the same
+    name in the CSV, else keeps null (unknown).
+    """
+    from_csv = [gpu for gpu in _from_csv(files.get("nvidia-smi-query.csv")) if _valid(gpu)]
+    from_xml = [gpu for gpu in _from_xml(files.get("nvidia-smi-q.xml")) if _valid(gpu)]
+    gpus = _merge(from_csv, from_xml)
     driver = {"driver_version": None, "cuda_version": None}
     xml_root = _xml_root(files.get("nvidia-smi-q.xml"))
     if xml_root is not None:
         driver = {
-            "driver_version": xml_root.findtext("driver_version"),
-            "cuda_version": xml_root.findtext("cuda_version"),
+            "driver_version": _text(xml_root.findtext("driver_version")),
+            "cuda_version": _text(xml_root.findtext("cuda_version")),
         }
     if gpus and not driver["driver_version"]:
-        driver["driver_version"] = gpus[0]["driver_version"]
+        driver["driver_version"] = next(
+            (gpu["driver_version"] for gpu in gpus if gpu["driver_version"]), None
+        )
     _add_topology(gpus, files.get("nvidia-smi-topo.txt"))
     return gpus, driver if gpus else {"driver_version": None, "cuda_version": None}
 
 
+def _valid(gpu: dict) -> bool:
+    return bool(gpu["name"]) and gpu["index"] is not None
+
+
+def _merge(primary: list[dict], extra: list[dict]) -> list[dict]:
+    """GPUs of `primary`, empty fields filled from the same GPU in `extra`, then the GPUs only `extra` has."""
+
+    def keys(gpu: dict) -> set[tuple[str, str]]:
+        return {(key, gpu[key].upper()) for key in ("uuid", "pci_bus_id") if gpu[key]}
+
+    merged: list[dict] = []
+    used: set[int] = set()
+    for gpu in primary:
+        match = next((n for n, other in enumerate(extra) if n not in used and keys(gpu) & keys(other)), None)
+        if match is not None:
+            used.add(match)
+            gpu = {key: extra[match][key] if value is None else value for key, value in gpu.items()}
+        merged.append(gpu)
+    taken = {gpu["index"] for gpu in merged}
+    for n, gpu in enumerate(extra):
+        if n not in used and gpu["index"] not in taken:
+            merged.append(gpu)
+            taken.add(gpu["index"])
+    # the compute capability belongs to the chip: a GPU the CSV missed takes it from one of the same name
+    capability = {gpu["name"]: gpu["compute_capability"] for gpu in merged if gpu["compute_capability"]}
+    for gpu in merged:
+        if gpu["compute_capability"] is None:
+            gpu["compute_capability"] = capability.get(gpu["name"])
+    return sorted(merged, key=lambda gpu: gpu["index"])
+
+
 def _from_csv(text: str | None) -> list[dict]:
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    if len(lines) < 2:
+    """Rows of `nvidia-smi --query-gpu ... --format=csv` after its header line.
+
+    Lines before the header (nvidia-smi prints some warnings, such as a corrupt infoROM, on stdout) are
+    skipped; a row is kept only with as many fields as the header and a number for its index.
+    """
+    try:
+        lines = list(csv.reader(io.StringIO((text or "").replace("\0", "")), skipinitialspace=True))
+    except csv.Error:
         return []
-    reader = csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True)
-    header = [re.sub(r"\s*\[.*\]$", "", column.strip()) for column in next(reader)]
+    header: list[str] | None = None
     gpus = []
-    for values in reader:
-        row = dict(zip(header, (v.strip() for v in values), strict=False))
+    for values in lines:
+        cells = [value.strip() for value in values]
+        if header is None:
+            names = [re.sub(r"\s*\[.*\]$", "", cell) for cell in cells]
+            if "index" in names and "name" in names:
+                header = names
+            continue
+        if len(cells) != len(header):
+            continue
+        row = dict(zip(header, cells, strict=True))
+        if not re.fullmatch(r"\d+", row["index"]):
+            continue
         gpus.append(
             _gpu(
                 index=row.get("index"),
@@ -68,7 +123,7 @@ def _from_xml(text: str | None) -> list[dict]:
     for position, gpu in enumerate(root.findall("gpu")):
         gpus.append(
             _gpu(
-                index=gpu.findtext("minor_number") or str(position),
+                index=str(position),  # nvidia-smi's index is the listing order; minor_number is /dev/nvidiaN
                 name=gpu.findtext("product_name"),
                 memory_mib=gpu.findtext("fb_memory_usage/total"),
                 memory_used_mib=gpu.findtext("fb_memory_usage/used"),
@@ -86,10 +141,7 @@ def _gpu(**raw: str | None) -> dict:
         match = re.match(r"\s*(\d+)", value or "")
         return int(match.group(1)) if match else None
 
-    def text(value: str | None) -> str | None:
-        value = (value or "").strip()
-        return None if value in ("", "N/A", "[N/A]") else value
-
+    text = _text
     index = mib(raw["index"])
     return {
         "index": index,
@@ -104,6 +156,11 @@ def _gpu(**raw: str | None) -> dict:
         "cpu_affinity": None,
         "links": {},
     }
+
+
+def _text(value: str | None) -> str | None:
+    value = (value or "").strip()
+    return None if value in ("", "N/A", "[N/A]") or value.startswith("[") else value
 
 
 def _xml_root(text: str | None) -> ET.Element | None:

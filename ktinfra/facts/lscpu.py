@@ -63,12 +63,20 @@ def lscpu_node_cpus(fields: dict[str, str]) -> dict[int, str]:
 
 
 def parse_lscpu_p(text: str | None) -> list[CpuRow]:
-    """Rows of `lscpu -p=CPU,Core,Socket,Node` (columns taken from its header comment)."""
+    """Rows of `lscpu -p=CPU,Core,Socket,Node` (columns taken from its header comment).
+
+    A file cut short must not add CPUs or cores: rows with fewer fields than the header declares are dropped,
+    and so is a last row without its closing newline (lscpu ends every row with one; a cut inside the last
+    field would otherwise pass for a whole row).
+    """
     if not text:
         return []
     columns = ["CPU", "Core", "Socket", "Node"]
+    lines = text.splitlines()
+    if not text.endswith("\n") and lines and not lines[-1].lstrip().startswith("#"):
+        lines.pop()
     rows: list[CpuRow] = []
-    for line in text.splitlines():
+    for line in lines:
         line = line.strip()
         if line.startswith("#"):
             header = [c.strip() for c in line.lstrip("#").split(",")]
@@ -77,7 +85,10 @@ def parse_lscpu_p(text: str | None) -> list[CpuRow]:
             continue
         if not line:
             continue
-        values = dict(zip(columns, line.split(","), strict=False))
+        fields = line.split(",")
+        if len(fields) < len(columns):
+            continue
+        values = dict(zip(columns, fields, strict=False))
         cpu = _int_or_none(values.get("CPU"))
         if cpu is None:
             continue
@@ -109,6 +120,9 @@ def parse_cpuinfo(text: str | None) -> tuple[list[dict[str, str]], list[CpuRow]]
             current[name.strip()] = value.strip()
     if current:
         blocks.append(current)
+    # a file cut short ends inside its last block: fewer fields than the first one, or no closing newline
+    if len(blocks) > 1 and (len(blocks[-1]) < len(blocks[0]) or not text.endswith("\n")):
+        blocks.pop()
     rows = []
     for block in blocks:
         cpu = _int_or_none(block.get("processor"))

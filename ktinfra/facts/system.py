@@ -49,11 +49,13 @@ def memory_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
     meminfo = _meminfo(files.get("meminfo.txt"))
     total = meminfo.get("MemTotal")
     candidates = [v for v in (total, limits.memory_limit_bytes) if v is not None]
+    # /proc/meminfo is the host's in a container: what the cgroup limit leaves caps it
+    available = [v for v in (meminfo.get("MemAvailable"), limits.memory_free_bytes) if v is not None]
     return {
         "total_bytes": min(candidates) if candidates else None,
         "meminfo_total_bytes": total,
         "cgroup_limit_bytes": limits.memory_limit_bytes,
-        "available_bytes": meminfo.get("MemAvailable"),
+        "available_bytes": min(available) if available else None,
         "hugepages_total": meminfo.get("HugePages_Total"),
     }
 

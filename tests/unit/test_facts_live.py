@@ -106,15 +106,84 @@ def test_capture_refuses_a_used_folder_and_leaves_nothing_behind(tmp_path, monke
     monkeypatch.setattr(
         capture_module, "collect_live", lambda: {"lscpu.txt": "x\n", "no/such/dir.txt": "y\n"}
     )
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match=f"cannot write {tmp_path / 'broken'} "):
         host_facts.write_capture(tmp_path / "broken")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["used"]
+
+
+def test_failed_capture_names_the_users_path_and_removes_what_it_created(tmp_path, monkeypatch):
+    monkeypatch.setattr(
+        capture_module, "collect_live", lambda: {"lscpu.txt": "x\n", "no/such/dir.txt": "y\n"}
+    )
+    target = tmp_path / "new" / "deeper" / "cap"
+    with pytest.raises(FileNotFoundError) as raised:
+        host_facts.write_capture(target)
+    assert str(raised.value) == f"cannot write {target} ({target}/no/such/dir.txt): No such file or directory"
+    assert list(tmp_path.iterdir()) == []  # new/deeper was made for the capture and went with it
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match=f"cannot write into {empty} "):
+        host_facts.write_capture(empty)
+    assert list(empty.iterdir()) == []
+
+
+def test_capture_where_no_folder_can_be_made_names_the_users_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(capture_module, "collect_live", lambda: {"lscpu.txt": "x\n"})
+    with pytest.raises(OSError) as raised:
+        host_facts.write_capture("/proc/ktinfra-capture-test")
+    message = str(raised.value)
+    assert message.startswith("cannot create /proc/ktinfra-capture-test: ")
+    assert "/proc/." not in message and "Errno" not in message
+
+
+def test_capture_below_a_file_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(capture_module, "collect_live", lambda: {"lscpu.txt": "x\n"})
+    (tmp_path / "afile").write_text("mine\n")
+    with pytest.raises(NotADirectoryError) as raised:
+        host_facts.write_capture(tmp_path / "afile" / "sub" / "cap")
+    assert str(raised.value) == f"{tmp_path / 'afile'} is a file, not a directory"
+    with pytest.raises(FileExistsError, match="is a file, not a directory"):
+        host_facts.write_capture(tmp_path / "afile")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    assert (tmp_path / "afile").read_text() == "mine\n"
+
+
+def test_capture_through_a_link_fills_the_empty_folder_it_points_to(tmp_path, monkeypatch):
+    monkeypatch.setattr(capture_module, "collect_live", lambda: {"lscpu.txt": "x\n"})
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    written = host_facts.write_capture(tmp_path / "link")
+    assert written == [tmp_path / "link" / "lscpu.txt", tmp_path / "link" / "README.md"]
+    assert (tmp_path / "link").is_symlink()
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["README.md", "lscpu.txt"]
+    with pytest.raises(FileExistsError, match="is not empty"):
+        host_facts.write_capture(tmp_path / "link")
+
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="is a link to .*nowhere, which does not exist"):
+        host_facts.write_capture(tmp_path / "dangling")
+    assert not (tmp_path / "nowhere").exists()
+    (tmp_path / "afile").write_text("mine\n")
+    (tmp_path / "to-file").symlink_to(tmp_path / "afile")
+    with pytest.raises(NotADirectoryError, match="which is a file, not a directory"):
+        host_facts.write_capture(tmp_path / "to-file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "dangling", "link", "real", "to-file"]
+
+
+def test_cli_capture_errors_are_sentences(tmp_path):
+    (tmp_path / "afile").write_text("mine\n")
+    result = CliRunner().invoke(app, ["facts", "--capture", str(tmp_path / "afile" / "sub")])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: {tmp_path / 'afile'} is a file, not a directory"
 
 
 def test_capture_into_an_existing_empty_folder(tmp_path):
     (tmp_path / "empty").mkdir()
     written = host_facts.write_capture(tmp_path / "empty")
     assert (tmp_path / "empty" / "meminfo.txt") in written
+    assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == sorted(p.name for p in written)
+    assert [p.name for p in tmp_path.iterdir()] == ["empty"]
 
 
 def test_cli_from_json_and_tables():

@@ -133,6 +133,17 @@ def test_cgroup_v1_and_v2_limit_formats():
     )
 
 
+def test_cgroup_memory_left_is_the_tightest_level():
+    limits = parse_cgroup(
+        "/sys/fs/cgroup/a/memory.max: 8589934592\n/sys/fs/cgroup/a/memory.current: 6442450944\n"
+        "/sys/fs/cgroup/a/b/memory.max: 4294967296\n/sys/fs/cgroup/a/b/memory.current: 1073741824\n"
+        "/sys/fs/cgroup/memory.current: 99999999999\n"  # no limit at the root: its usage does not count
+    )
+    assert (limits.memory_limit_bytes, limits.memory_free_bytes) == (4294967296, 2147483648)
+    assert parse_cgroup("/sys/fs/cgroup/memory.max: 4096\n").memory_free_bytes == 4096
+    assert parse_cgroup("/sys/fs/cgroup/memory.current: 4096\n").memory_free_bytes is None
+
+
 def test_fractional_quota_still_leaves_one_core(tmp_path):
     capture = tmp_path / "cap"
     shutil.copytree(HOSTS / "synthetic-autodl-8352v-4090", capture)

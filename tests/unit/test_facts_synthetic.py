@@ -57,6 +57,8 @@ def test_autodl_container_with_cpu_quota_is_the_seed_002_host():
     memory = facts["memory"]
     assert memory["total_bytes"] == memory["cgroup_limit_bytes"] == 120 * GIB
     assert memory["meminfo_total_bytes"] == 1056426348 * 1024
+    # /proc/meminfo's MemAvailable is the host's ~1 TiB; no cgroup usage was captured: capped at the limit
+    assert memory["available_bytes"] == 120 * GIB
     assert [(g["name"], g["memory_mib"], g["compute_capability"]) for g in facts["gpus"]] == [
         ("NVIDIA GeForce RTX 4090", 24564, "8.9")
     ]
@@ -117,6 +119,68 @@ def test_cpuset_of_first_threads_only_gives_one_core_per_cpu(tmp_path):
     (capture / "proc-self-status.txt").write_text("Cpus_allowed_list:\t0-15\n")
     cpu = from_capture(capture)["cpu"]
     assert (cpu["logical_cpus"], cpu["physical_cores"]) == (16, 16)
+
+
+def test_quota_on_a_cpuset_without_sibling_pairs_counts_one_thread_per_core(tmp_path):
+    capture = _copy(tmp_path, "synthetic-2s-8470q-amx")
+    # the sibling of CPU n is n + 104 on this host: 0-3,8-11 holds eight cores, one thread each
+    rows = [line.split(",") for line in (capture / "lscpu-p.txt").read_text().splitlines() if line[0] != "#"]
+    core_of = {int(cpu): (socket, core) for cpu, core, socket, _ in rows}
+    usable = [*range(4), *range(8, 12)]
+    assert len({core_of[cpu] for cpu in usable}) == len(usable)
+    (capture / "cgroup.txt").write_text(
+        "/sys/fs/cgroup/cpu.max: 250000 100000\n/sys/fs/cgroup/cpuset.cpus.effective: 0-3,8-11\n"
+    )
+    cpu = from_capture(capture)["cpu"]
+    assert cpu["threads_per_core"] == 2  # the host's
+    assert (cpu["quota_cpus"], cpu["logical_cpus"], cpu["physical_cores"], cpu["cores_per_numa_node"]) == (
+        2.5,
+        2,
+        2,
+        2,
+    )
+    assert "1 thread per core in the usable CPUs" in cpu["physical_cores_basis"]
+
+
+def test_quota_on_a_cpuset_with_some_sibling_pairs(tmp_path):
+    capture = _copy(tmp_path, "synthetic-2s-8470q-amx")
+    # 0-3 with their siblings 104-107 (4 cores, 8 CPUs) plus 8-11 alone: 12 CPUs on 8 cores, 1.5 per core
+    (capture / "cgroup.txt").write_text(
+        "/sys/fs/cgroup/cpu.max: 600000 100000\n/sys/fs/cgroup/cpuset.cpus.effective: 0-3,8-11,104-107\n"
+    )
+    cpu = from_capture(capture)["cpu"]
+    assert (cpu["logical_cpus"], cpu["physical_cores"]) == (6, 4)
+
+
+def test_memory_available_is_what_the_cgroup_leaves(tmp_path):
+    capture = _copy(tmp_path, "synthetic-autodl-8352v-4090")
+    with (capture / "cgroup.txt").open("a") as cgroup:
+        cgroup.write(f"/sys/fs/cgroup/memory.current: {30 * GIB}\n")
+    memory = from_capture(capture)["memory"]
+    assert (memory["total_bytes"], memory["available_bytes"]) == (90 * GIB, 60 * GIB)
+    # v1: memory.usage_in_bytes beside memory.limit_in_bytes; usage above the limit leaves nothing
+    capture = _copy(tmp_path / "v1", "synthetic-autodl-6430-4090")
+    with (capture / "cgroup.txt").open("a") as cgroup:
+        cgroup.write(f"/sys/fs/cgroup/memory/memory.usage_in_bytes: {121 * GIB}\n")
+    assert from_capture(capture)["memory"]["available_bytes"] == 0
+
+
+def test_memory_available_of_a_host_below_its_cgroup_limit_is_meminfo(tmp_path):
+    capture = _copy(tmp_path, "synthetic-autodl-8352v-4090")
+    (capture / "cgroup.txt").write_text(
+        f"/sys/fs/cgroup/memory.max: {4096 * GIB}\n/sys/fs/cgroup/memory.current: {GIB}\n"
+    )
+    meminfo = (capture / "meminfo.txt").read_text()
+    mem_available = next(
+        int(line.split()[1]) * 1024 for line in meminfo.splitlines() if "MemAvailable" in line
+    )
+    assert from_capture(capture)["memory"]["available_bytes"] == mem_available
+
+
+@pytest.mark.parametrize("host", sorted(p.name for p in HOSTS.iterdir() if p.is_dir()))
+def test_available_memory_never_exceeds_total(host):
+    memory = from_capture(HOSTS / host)["memory"]
+    assert memory["available_bytes"] <= memory["total_bytes"]
 
 
 def test_tightest_cgroup_level_wins(tmp_path):
