@@ -35,13 +35,60 @@ def load_profile(name: str = DEFAULT_PROFILE) -> dict:
         if not path.is_file():
             raise UnknownProfileError(f"unknown stack profile {name!r}; known: {', '.join(list_profiles())}")
         expected = name
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise UnknownProfileError(f"profile file {path} is not valid YAML{where}: {problem}") from error
+    except (OSError, UnicodeDecodeError) as error:
+        raise UnknownProfileError(f"profile file {path} cannot be read: {error}") from error
     if not isinstance(data, dict) or data.get("generation") not in GENERATIONS or not data.get("name"):
         raise UnknownProfileError(f"profile file {path} must set name and generation: current|legacy")
     if expected and data["name"] != expected:
         raise UnknownProfileError(f"profile file {path} must set name: {expected}")
     python_versions(data)
+    _check_envs(data, path)
     return data
+
+
+# Each list field of an env and the string keys every entry of it needs (None: the entries are strings).
+_ENV_LISTS = {
+    "packages": None,
+    "exclude": None,
+    "wheels": ("name", "file"),
+    "git": ("name", "repo"),
+    "conda_patches": ("packages",),
+}
+
+
+def _check_envs(profile: dict, path: Path) -> None:
+    """envs must map env keys to settings whose lists hold what env_spec and the installers read."""
+    envs = profile.get("envs")
+    if envs is None:
+        return
+    where = f"profile file {path}"
+    if not isinstance(envs, dict):
+        raise UnknownProfileError(f"{where}: envs must map env keys ({', '.join(ENV_KEYS)}) to env settings")
+    for key, env in envs.items():
+        if not isinstance(env, dict) or not isinstance(env.get("name"), str) or not env["name"]:
+            raise UnknownProfileError(f"{where}: envs.{key} must be a mapping with a name")
+        for field, needs in _ENV_LISTS.items():
+            items = env.get(field) or []
+            if not isinstance(items, list):
+                raise UnknownProfileError(f"{where}: envs.{key}.{field} must be a list")
+            for item in items:
+                if needs is None and not isinstance(item, str):
+                    raise UnknownProfileError(f"{where}: envs.{key}.{field} must list strings, got {item!r}")
+                if needs is not None and not (isinstance(item, dict) and all(item.get(n) for n in needs)):
+                    raise UnknownProfileError(
+                        f"{where}: each of envs.{key}.{field} must be a mapping with {', '.join(needs)}"
+                    )
+        for field in ("disk_bytes", "download_bytes"):
+            value = env.get(field, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UnknownProfileError(f"{where}: envs.{key}.{field} must be a whole number of bytes >= 0")
 
 
 def python_versions(profile: dict) -> list[str]:

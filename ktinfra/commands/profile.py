@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Column, Table
 
 from ktinfra import envcheck, profiles
@@ -37,7 +39,7 @@ def _finish(result: dict, as_json: bool) -> None:
         typer.echo(json.dumps(result, indent=2))
     else:
         for problem in result.get("problems", []):
-            Console(stderr=True).print(f"[red]problem:[/] {problem}")
+            Console(stderr=True).print(f"[red]problem:[/] {escape(problem)}")
     if result.get("problems"):
         raise typer.Exit(2)
 
@@ -53,7 +55,7 @@ def list_cmd(as_json: JsonOption = False) -> None:
         return
     table = Table("profile", "generation", "description")
     for p in rows:
-        table.add_row(p["name"], p["generation"], p.get("description", ""))
+        table.add_row(*(escape(str(p.get(k) or "")) for k in ("name", "generation", "description")))
     Console().print(table)
 
 
@@ -72,7 +74,8 @@ def show_cmd(name: str, as_json: JsonOption = False) -> None:
     table = Table("env", "name", Column("packages / wheels / git", overflow="fold"))  # wheel names whole
     for key, env in data["envs"].items():
         items = env["packages"] + [w["file"] for w in env["wheels"]] + [g["repo"] for g in env["git"]]
-        table.add_row(key, env["name"], "\n".join(items))
+        # data, not markup: `ktransformers[sft]==0.7.2` must keep its extra
+        table.add_row(escape(str(key)), escape(env["name"]), escape("\n".join(items)))
     Console().print(table)
 
 
@@ -100,6 +103,7 @@ def check_cmd(
     try:
         overrides = dict(envcheck.parse_wheel_override(w) for w in wheel or [])
         overrides.update(envcheck.parse_wheels_json(wheels_json or "{}"))
+        _check_sha256(overrides)
         result = envcheck.check_install(
             data,
             env,
@@ -112,7 +116,26 @@ def check_cmd(
     except (ValueError, KeyError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from error
+    result["problems"] = _directory_problems(root=root, wheelhouse=wheelhouse) + result["problems"]
     _finish(result, as_json)
+
+
+def _check_sha256(overrides: dict[str, dict]) -> None:
+    for wheel_name, override in overrides.items():
+        digest = override.get("sha256")
+        if digest is not None and not re.fullmatch(r"[0-9a-f]{64}", str(digest)):
+            raise ValueError(f"wheel override {wheel_name}: sha256 must be 64 hex digits, got {digest!r}")
+
+
+def _directory_problems(**paths: Path) -> list[str]:
+    """--root/--wheelhouse must be (or be creatable as) directories: a file there, or above, is a problem."""
+    problems = []
+    for option, path in paths.items():
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            where = "" if existing == path else f" ({existing} is a file)"
+            problems.append(f"--{option} {path} is not a directory{where}")
+    return problems
 
 
 @profile_app.command("drift")

@@ -8,27 +8,40 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ktinfra import tune
 
 
+def _table(columns: tuple[str, ...], rows: list[tuple]) -> Table:
+    table = Table(show_lines=True)
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(str(cell)) for cell in row))  # log lines hold [brackets]: not markup
+    return table
+
+
 def _show(result: dict, console: Console) -> None:
     summary = result["summary"]
-    console.print(f"[bold]{summary['message']}[/bold]")
+    console.print(f"[bold]{escape(summary['message'])}[/bold]")
     console.print(
         f"decode batches {summary['decode_batches']}, prefill batches {summary['prefill_batches']}, "
-        f"retractions {summary['retractions']}, OOM {summary['oom_errors']}"
+        f"retractions {summary['retractions']}, OOM {escape(str(summary['oom_errors']))}"
     )
-    if not result["recommendations"]:
-        return
-    table = Table(show_lines=True)
-    for col in ("parameter", "current", "suggested", "reason", "evidence (first)"):
-        table.add_column(col, overflow="fold")
-    for rec in result["recommendations"]:
-        first = rec["evidence"][0] if rec["evidence"] else ""
-        table.add_row(rec["parameter"], str(rec["current"]), str(rec["suggested"]), rec["reason"], first)
-    console.print(table)
+    first = lambda rec: rec["evidence"][0] if rec["evidence"] else ""  # noqa: E731
+    if result["recommendations"]:
+        columns = ("parameter", "current", "suggested", "reason", "evidence (first)")
+        rows = [
+            (r["parameter"], r["current"], r["suggested"], r["reason"], first(r))
+            for r in result["recommendations"]
+        ]
+        console.print(_table(columns, rows))
+    if result["advice"]:
+        console.print("[bold]advice (no value to suggest)[/bold]")
+        rows = [(r["parameter"], r["reason"], first(r)) for r in result["advice"]]
+        console.print(_table(("parameter", "reason", "evidence (first)"), rows))
 
 
 def tune_command(
@@ -49,13 +62,19 @@ def tune_command(
     if (log is None) == (unit is None):
         raise typer.BadParameter("give exactly one of --log FILE or --unit NAME")
     try:
+        if ansible_vars is not None:
+            tune.check_vars_path(ansible_vars)
         text = tune.read_log_file(log) if log is not None else tune.read_unit_log(unit)
     except tune.LogSourceError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     result = tune.advise(tune.parse_text(text), gpu_memory_gb=gpu_memory_gb)
     if ansible_vars is not None:
-        tune.write_vars(result, ansible_vars)
+        try:
+            tune.write_vars(result, ansible_vars)
+        except OSError as exc:
+            typer.echo(f"error: cannot write --ansible-vars {ansible_vars}: {exc.strerror or exc}", err=True)
+            raise typer.Exit(1) from exc
     if as_json:
         typer.echo(json.dumps(result, indent=2, default=str))
     else:

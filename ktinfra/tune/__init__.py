@@ -19,6 +19,8 @@ __all__ = [
     "parse_text",
     "read_log_file",
     "read_unit_log",
+    "missing_unit",
+    "check_vars_path",
     "ansible_vars",
     "write_vars",
 ]
@@ -45,6 +47,30 @@ def read_log_file(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
+def _load_state(unit: str) -> str | None:
+    """systemd's LoadState of UNIT ("loaded", "not-found", ...), or None where systemctl cannot say."""
+    if not shutil.which("systemctl"):
+        return None
+    proc = subprocess.run(
+        ["systemctl", "show", "-p", "LoadState", "--value", unit],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def missing_unit(unit: str, journal: str, load_state: str | None) -> str | None:
+    """Why --unit UNIT names nothing to read, or None: a unit with journal lines is read whatever systemd
+    says now (a transient unit is gone once it exited); one without lines must be known to systemd."""
+    lines = [line for line in journal.splitlines() if line.strip() and line.strip() != "-- No entries --"]
+    if lines or load_state not in (None, "not-found"):
+        return None
+    if load_state is None:
+        return f"unit {unit} not found: the journal has no lines for it and systemctl cannot tell"
+    return f"unit {unit} not found: systemd does not know it and the journal has no lines for it"
+
+
 def read_unit_log(unit: str, lines: int = 20000) -> str:
     if not shutil.which("journalctl"):
         raise LogSourceError("journalctl is not available on this host; pass --log FILE instead")
@@ -56,7 +82,22 @@ def read_unit_log(unit: str, lines: int = 20000) -> str:
     )
     if proc.returncode != 0:
         raise LogSourceError(f"journalctl -u {unit} failed: {proc.stderr.strip() or proc.returncode}")
+    if problem := missing_unit(unit, proc.stdout, None if proc.stdout.strip() else _load_state(unit)):
+        raise LogSourceError(problem)
     return proc.stdout
+
+
+def check_vars_path(path: Path) -> None:
+    """Refuse a --ansible-vars path that cannot become a file, before the log is read or anything written."""
+    if path.is_dir():
+        raise LogSourceError(f"--ansible-vars {path} is a directory; give a file such as {path}/tune.yml")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise LogSourceError(f"--ansible-vars {path}: {parent} is not a directory")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise LogSourceError(f"--ansible-vars {path}: cannot write in {parent}")
+            break
 
 
 def ansible_vars(result: dict) -> dict:

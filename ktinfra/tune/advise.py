@@ -111,6 +111,11 @@ def _mem_fraction(log: ServerLog, gpu_memory_gb: float | None) -> list[dict]:
             f"available_gpu_mem={free:.2f} GB after loading is below the {low:g}-{high:g} GB needed for "
             "activations and CUDA graphs: expect OOM under load, shrink the static pool"
         )
+    if suggested is None:
+        reason += (
+            "; the log has no server_args=ServerArgs(...) line, so the current value is unknown: "
+            f"{'raise' if free > high else 'lower'} it a little (0.02-0.03) from what the server runs with"
+        )
     return [_rec("--mem-fraction-static", current, suggested, reason, [log.config_line])]
 
 
@@ -277,6 +282,7 @@ def summarize(log: ServerLog) -> dict:
         "gen_throughput_tok_s": {"mean": round(mean(throughput), 2), "max": max(throughput)}
         if throughput
         else None,
+        "earlier_runs_ignored": log.earlier_runs,
         "startup": log.config or None,
         "server_args": log.server_args or None,
         "span_seconds": (last - first).total_seconds() if first and last else None,
@@ -298,11 +304,20 @@ def advise(log: ServerLog, gpu_memory_gb: float | None = None) -> dict:
         if rec["parameter"] not in seen:
             seen.add(rec["parameter"])
             unique.append(rec)
+    # A rule that cannot name a value (the log lacks the current one) is advice, not a change to make.
+    changes = [r for r in unique if r["suggested"] is not None]
+    advice = [r for r in unique if r["suggested"] is None]
     summary = summarize(log)
     if not log.batches and not log.config and not log.ooms and not log.retracts:
-        summary["message"] = "no SGLang scheduler lines found in this log"
+        message = "no SGLang scheduler lines found in this log"
     elif not unique:
-        summary["message"] = "nothing to fix: no rule fired on this log"
+        message = "nothing to fix: no rule fired on this log"
     else:
-        summary["message"] = f"{len(unique)} change(s) recommended"
-    return {"recommendations": unique, "summary": summary}
+        parts = [f"{len(changes)} change(s) recommended"]
+        if advice:
+            parts.append(f"{len(advice)} note(s) without a value to suggest (see advice)")
+        message = "; ".join(parts)
+    if log.earlier_runs:
+        message += f" (last server start only: {log.earlier_runs} earlier run(s) in this log ignored)"
+    summary["message"] = message
+    return {"recommendations": changes, "advice": advice, "summary": summary}

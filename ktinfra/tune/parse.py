@@ -73,6 +73,9 @@ class ServerLog:
     capture_bs: list[int] = field(default_factory=list)
     capture_line: str | None = None
     lines_read: int = 0
+    # Server starts (`server_args=` lines) before the last one: their events are dropped, since a restart
+    # (Restart=on-failure) runs with new flags and an old run's OOM says nothing about them.
+    earlier_runs: int = 0
 
     @property
     def decodes(self) -> list[BatchLine]:
@@ -132,14 +135,14 @@ def _scalar(raw: str):
     return int(number) if number.is_integer() and "." not in raw else number
 
 
-def _oom_phase(lines: list[str], index: int) -> str:
+def _oom_phase(lines: list[str], index: int, run_start: int = 0) -> str:
     line = lines[index]
     if "Prefill out of memory" in line:
         return "prefill"
     if "Decode out of memory" in line:
         return "decode"
-    # A CUDA OOM traceback names the forward pass a few frames above the error line.
-    context = "\n".join(lines[max(0, index - 30) : index + 1])
+    # A CUDA OOM traceback names the forward pass a few frames above the error line (never an earlier run's).
+    context = "\n".join(lines[max(run_start, index - 30) : index + 1])
     if re.search(r"forward_decode|Decode out of memory", context):
         return "decode"
     if re.search(r"forward_extend|Prefill out of memory|chunked_prefill", context):
@@ -147,9 +150,19 @@ def _oom_phase(lines: list[str], index: int) -> str:
     return "unknown"
 
 
+def _seen_anything(log: ServerLog) -> bool:
+    events = (log.batches, log.retracts, log.ooms, log.config, log.server_args_line, log.capture_bs)
+    return any(events)
+
+
 def parse_lines(lines: list[str]) -> ServerLog:
+    """Events of the last server run: a `server_args=` line (printed once per start) begins a new run."""
     log = ServerLog(lines_read=len(lines))
+    run_start = 0
     for index, line in enumerate(lines):
+        if _SERVER_ARGS.search(line) and _seen_anything(log):
+            log = ServerLog(lines_read=len(lines), earlier_runs=log.earlier_runs + 1)
+            run_start = index
         ts = _timestamp(line)
         head = _BATCH_HEAD.search(line)
         if head:
@@ -174,7 +187,7 @@ def parse_lines(lines: list[str]) -> ServerLog:
             log.capture_line = line.strip()
             continue
         if _OOM_TEXT.search(line):
-            phase = _oom_phase(lines, index)
+            phase = _oom_phase(lines, index, run_start)
             # SGLang logs one OOM as an allocator error and then the traceback: count it once.
             last = log.ooms[-1] if log.ooms else None
             if last and index - last.line_no <= OOM_SAME_EVENT_LINES and phase in (last.phase, "unknown"):

@@ -44,9 +44,60 @@ def test_newer_decode_format_with_iteration_counter_parses():
 
 
 def test_low_free_memory_from_seed_lowers_mem_fraction():
-    rec = _by_param(_advice("seed001.log"))["--mem-fraction-static"]
+    result = _advice("seed001.log")
+    (rec,) = result["advice"]
+    assert rec["parameter"] == "--mem-fraction-static"
     assert "4.64 GB" in rec["reason"]
     assert rec["evidence"][0].startswith("[2025-11-11 13:01:09 TP0] max_total_num_tokens=1522816")
+
+
+def test_advice_without_a_value_is_not_counted_as_a_change(tmp_path):
+    """seed001 has no server_args line: the current --mem-fraction-static is unknown, so is a new value."""
+    result = _advice("seed001.log")
+    assert result["recommendations"] == []
+    assert (
+        result["summary"]["message"]
+        == "0 change(s) recommended; 1 note(s) without a value to suggest (see advice)"
+    )
+    assert "current value is unknown: lower it a little" in result["advice"][0]["reason"]
+    out = tmp_path / "tune.yml"
+    res = CliRunner().invoke(
+        app, ["tune", "--log", str(LOGS / "seed001.log"), "--ansible-vars", str(out)], terminal_width=200
+    )
+    assert res.exit_code == 0, res.output
+    assert "None -> None" not in res.output and "None" not in res.output
+    assert "advice (no value to suggest)" in res.output and "--mem-fraction-static" in res.output
+    assert yaml.safe_load(out.read_text()) == {"kt_serve_overrides": {}}
+
+
+def test_only_the_last_server_start_counts():
+    """A restart (Restart=on-failure) after the prefill OOM: the new run's 4096 chunks decode healthily, so
+    the old run's OOM must not push 4096 down to 2048."""
+    restarted = (LOGS / "healthy.log").read_text().replace("[2025-11-11 13:", "[2025-11-11 14:")
+    text = (LOGS / "prefill-oom.log").read_text() + restarted
+    result = tune.advise(tune.parse_text(text))
+    assert result["recommendations"] == [] and result["advice"] == []
+    summary = result["summary"]
+    assert summary["earlier_runs_ignored"] == 1
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "unknown": 0}
+    assert summary["message"] == (
+        "nothing to fix: no rule fired on this log "
+        "(last server start only: 1 earlier run(s) in this log ignored)"
+    )
+    assert summary["server_args"]["chunked_prefill_size"] == 4096
+    # the old run alone still gets its advice, and a single run reports no earlier one
+    alone = _advice("prefill-oom.log")
+    assert _by_param(alone)["--chunked-prefill-size"]["suggested"] == 4096
+    assert alone["summary"]["earlier_runs_ignored"] == 0
+
+
+def test_an_oom_after_a_restart_is_still_seen():
+    restarted = (LOGS / "prefill-oom.log").read_text().replace("[2025-11-11 13:", "[2025-11-11 14:")
+    text = (LOGS / "healthy.log").read_text() + restarted
+    result = tune.advise(tune.parse_text(text))
+    rec = _by_param(result)["--chunked-prefill-size"]
+    assert (rec["current"], rec["suggested"]) == (8192, 4096)
+    assert result["summary"]["earlier_runs_ignored"] == 1
 
 
 def test_healthy_log_has_nothing_to_fix():
@@ -123,7 +174,7 @@ def test_cli_json_shape_and_ansible_vars(tmp_path):
     )
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
-    assert set(data) == {"recommendations", "summary"}
+    assert set(data) == {"recommendations", "advice", "summary"}
     for rec in data["recommendations"]:
         assert set(rec) == {"parameter", "current", "suggested", "reason", "evidence"}
     written = yaml.safe_load(out.read_text())
@@ -149,3 +200,49 @@ def test_separate_oom_events_are_counted_separately():
     filler = ['[2025-11-11 13:05:01] INFO:     127.0.0.1:1 - "POST /generate HTTP/1.1" 200 OK'] * 40
     log = tune.parse_lines([oom, *filler, oom])
     assert [o.phase for o in log.ooms] == ["decode", "decode"]
+
+
+@pytest.mark.parametrize(
+    ("journal", "load_state", "expected"),
+    [
+        ("", "not-found", "unit nosuch.service not found: systemd does not know it"),
+        ("-- No entries --\n", None, "unit nosuch.service not found: the journal has no lines for it"),
+        ("", "loaded", None),  # a real unit that logged nothing yet: read as an empty log
+        ("[2025-11-11 13:00:40] hello\n", "not-found", None),  # a transient unit that already exited
+    ],
+)
+def test_missing_unit_decision(journal, load_state, expected):
+    problem = tune.missing_unit("nosuch.service", journal, load_state)
+    assert problem == expected if expected is None else problem.startswith(expected)
+
+
+def test_cli_unit_that_does_not_exist_fails(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_run(argv, **kwargs):
+        calls.append(argv[0])
+        out = "not-found\n" if argv[0] == "systemctl" else ""
+        return tune.subprocess.CompletedProcess(argv, 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(tune.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(tune.subprocess, "run", fake_run)
+    out = tmp_path / "tune.yml"
+    res = CliRunner().invoke(app, ["tune", "--unit", "nosuch.service", "--ansible-vars", str(out)])
+    assert res.exit_code == 1
+    assert res.output.startswith("error: unit nosuch.service not found")
+    assert calls == ["journalctl", "systemctl"] and not out.exists()
+
+
+@pytest.mark.parametrize("case", ["directory", "under a file"])
+def test_cli_ansible_vars_path_that_cannot_be_a_file(tmp_path, case):
+    afile = tmp_path / "afile"
+    afile.write_text("keep\n")
+    target = tmp_path if case == "directory" else afile / "x.yml"
+    res = CliRunner().invoke(
+        app, ["tune", "--log", str(LOGS / "decode-oom.log"), "--ansible-vars", str(target)]
+    )
+    assert res.exit_code == 1, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    message = "is a directory" if case == "directory" else f"{afile} is not a directory"
+    assert res.output.startswith("error: --ansible-vars") and message in res.output
+    assert afile.read_text() == "keep\n" and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]

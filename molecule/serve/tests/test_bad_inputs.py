@@ -35,6 +35,14 @@ CASES = {
         [{"name": "x", "model": "nope", "port": 30005}],
         "model nope is not in the model store",
     ),
+    "unknown override key": (
+        [{"name": "x", "model": STORE_MODEL, "port": 30005, "overrides": {"gpu_layers": 3}}],
+        "x: overrides: unknown key gpu_layers",
+    ),
+    "plan option that does not exist": (
+        [{"name": "x", "model": STORE_MODEL, "port": 30005, "plan_args": ["--context-length", "32768"]}],
+        "x: `ktinfra plan` gave no plan (rc 2)",
+    ),
     "public without key": (
         [{"name": "x", "model": STORE_MODEL, "port": 30005, "host": "0.0.0.0"}],
         "x: binds 0.0.0.0 without api_key",
@@ -49,6 +57,15 @@ def test_bad_serve_list_fails_before_changes(host, case):
     rc, output = converge(instances)
     assert rc != 0
     assert message in output, output[-3000:]
+    assert re.search(r"changed=0 +unreachable=0 +failed=1", output)
+    assert host.check_output(STATE) == before
+
+
+def test_bad_kt_serve_overrides_fail_before_changes(host):
+    before = host.check_output(STATE)
+    rc, output = run_playbook(SCENARIO / "bad_input.yml", {"kt_serve_overrides": {"max_running_requests": 0}})
+    assert rc != 0
+    assert "kt_serve_overrides.max_running_requests must be an integer >= 1, got 0" in output, output[-3000:]
     assert re.search(r"changed=0 +unreachable=0 +failed=1", output)
     assert host.check_output(STATE) == before
 

@@ -9,10 +9,12 @@ STORE = "/srv/ktinfra"
 SUBDIRS = ["models", "cpu-weights", "gguf", "loras", "datasets", "outputs", "wheelhouse", "hf-cache"]
 MODEL = f"{STORE}/models/tiny-qwen3-moe"
 INSTANCES = {"tiny": ("127.0.0.1", 30000), "tiny-public": ("0.0.0.0", 30001)}
-# Golden: `ktinfra render serve` of files/plan-tiny.json (the planner's output for the H100 capture).
+# Golden: `ktinfra render serve` of files/plan-tiny.json (the planner's output for the H100 capture) with
+# kt_serve_overrides {max_running_requests: 7} (plan: 32) and tiny-public's own {chunked_prefill_size: 4096}.
 GOLDEN_ARGS = (
     "--host {host} --port {port} --model /srv/ktinfra/models/tiny-qwen3-moe --trust-remote-code "
-    "--mem-fraction-static 0.92 --chunked-prefill-size 8192 --max-running-requests 32 --cuda-graph-max-bs 32 "
+    "--mem-fraction-static 0.92 --chunked-prefill-size {chunk} --max-running-requests 7 "
+    "--cuda-graph-max-bs 32 "
     "--tensor-parallel-size 1 --served-model-name {name} --enable-mixed-chunk --kt-method AMXINT8 "
     "--kt-weight-path /srv/ktinfra/cpu-weights/tiny-qwen3-moe-INT8 --kt-cpuinfer 14 --kt-threadpool-count 1 "
     "--kt-num-gpu-experts {gpu_experts} --kt-max-deferred-experts-per-token 0"
@@ -72,7 +74,8 @@ def test_env_files_are_0600_and_hold_the_key_only_where_set(host):
 def test_golden_command_line_against_the_plan(host):
     for name, (bind, port) in INSTANCES.items():
         lora = name == "tiny"
-        expected = GOLDEN_ARGS.format(host=bind, port=port, name=name, gpu_experts=0 if lora else 8)
+        experts, chunk = (0, 8192) if lora else (8, 4096)
+        expected = GOLDEN_ARGS.format(host=bind, port=port, name=name, gpu_experts=experts, chunk=chunk)
         expected += LORA_ARGS if lora else " --enable-metrics"
         assert env_of(host, name)["KT_SERVE_ARGS"] == expected
     unit = host.file("/etc/systemd/system/ktinfra-serve@.service").content_string

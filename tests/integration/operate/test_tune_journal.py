@@ -69,7 +69,13 @@ def test_unit_journal_gives_the_same_advice_as_the_file(container):
     }
 
 
-def test_unit_without_entries_says_so(container):
+def test_unknown_unit_is_an_error(container):
     proc = tune_in_container(container, "--unit", "no-such-unit", "--json")
+    assert proc.returncode == 1, proc.stdout
+    assert "unit no-such-unit not found: systemd does not know it" in proc.stderr
+
+
+def test_known_unit_without_scheduler_lines_says_so(container):
+    proc = tune_in_container(container, "--unit", "systemd-journald.service", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["summary"]["message"] == "no SGLang scheduler lines found in this log"

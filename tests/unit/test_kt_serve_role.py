@@ -1,0 +1,182 @@
+"""kt_serve's validation and render steps run by real ansible on localhost, with this checkout's ktinfra."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ktinfra import tune
+
+REPO = Path(__file__).resolve().parents[2]
+ROLE = REPO / "roles" / "kt_serve"
+PLAN = REPO / "molecule" / "serve" / "files" / "plan-tiny.json"
+PLAY = [
+    {
+        "hosts": "localhost",
+        "gather_facts": False,
+        "tasks": [
+            {"ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "validate"}},
+            {
+                "ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "render"},
+                "loop": "{{ kt_serve__resolved }}",
+                "loop_control": {"loop_var": "kt_serve__instance"},
+            },
+        ],
+    }
+]
+
+
+def run_role(tmp: Path, extra: dict) -> tuple[int, str]:
+    for sub in ("model", "weights", "lora", "cfg", "render"):
+        (tmp / sub).mkdir(exist_ok=True)
+    wrapper = tmp / "ktinfra"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m ktinfra "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    play = tmp / "play.yml"
+    play.write_text(yaml.safe_dump(PLAY))
+    extra_vars = {
+        "ansible_python_interpreter": sys.executable,
+        "kt_serve_ktinfra": str(wrapper),
+        "kt_serve_python": "/usr/bin/python3",
+        "kt_serve_config_dir": str(tmp / "cfg"),
+        "kt_serve_render_dir": str(tmp / "render"),
+        "kt_serve_store_state_file": str(tmp / "no-store.json"),
+    } | extra
+    (tmp / "vars.json").write_text(json.dumps(extra_vars))
+    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_LOCALHOST_WARNING="false")
+    env.pop("ANSIBLE_STDOUT_CALLBACK", None)
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local"]
+    proc = subprocess.run(
+        [*command, str(play), "-e", f"@{tmp / 'vars.json'}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def instance(tmp: Path, name: str, port: int, **more) -> dict:
+    paths = {"model_path": str(tmp / "model"), "weight_path": str(tmp / "weights")}
+    return {"name": name, "port": port} | paths | {"plan_file": str(PLAN)} | more
+
+
+def serve_args(tmp: Path, name: str) -> str:
+    env = (tmp / "render" / name / f"ktinfra-serve-{name}.env").read_text()
+    line = next(line for line in env.splitlines() if line.startswith("KT_SERVE_ARGS="))
+    return line.split("=", 1)[1].strip('"')
+
+
+OWN = {"max_running_requests": 3, "chunked_prefill_size": 4096}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("serve")
+    rc, output = run_role(
+        tmp,
+        {
+            "kt_serve_overrides": {
+                "max_running_requests": 7,
+                "context_length": 32768,
+                "kt_num_gpu_experts": 4,
+            },
+            "kt_serve_instances": [
+                instance(tmp, "plain", 30000),
+                instance(tmp, "own", 30001, overrides=OWN),
+                instance(tmp, "adapted", 30002, loras={"mine": str(tmp / "lora")}),
+            ],
+        },
+    )
+    assert rc == 0, output[-3000:]
+    return tmp
+
+
+def test_kt_serve_overrides_reach_the_rendered_command_line(rendered):
+    args = serve_args(rendered, "plain")
+    assert "--max-running-requests 7 --context-length 32768" in args
+    assert "--chunked-prefill-size 8192" in args and "--kt-num-gpu-experts 4 " in args
+    plan = json.loads((rendered / "cfg" / "plain.plan.json").read_text())
+    assert plan["serve"]["max_running_requests"] == 7 and plan["serve"]["port"] == 30000
+
+
+def test_an_instances_own_overrides_win(rendered):
+    args = serve_args(rendered, "own")
+    assert "--chunked-prefill-size 4096 --max-running-requests 3 --context-length 32768" in args
+    assert "--port 30001" in args
+
+
+def test_adapters_still_put_every_expert_in_kt_kernel(rendered):
+    args = serve_args(rendered, "adapted")
+    assert "--kt-num-gpu-experts 0 " in args and "--enable-lora" in args
+
+
+BAD = {
+    "unknown global key": (
+        {"kt_serve_overrides": {"gpu_layers": 3}},
+        "kt_serve_overrides: unknown key gpu_layers (allowed: chunked_prefill_size, context_length,",
+    ),
+    "global value of the wrong kind": (
+        {"kt_serve_overrides": {"mem_fraction_static": 1.5}},
+        "kt_serve_overrides.mem_fraction_static must be a number in (0, 1], got 1.5",
+    ),
+    "instance value of the wrong kind": (
+        {"instance_overrides": {"max_running_requests": "many"}},
+        'x: overrides.max_running_requests must be an integer >= 1, got \\"many\\"',
+    ),
+    "instance unknown key": ({"instance_overrides": {"tp": 2}}, "x: overrides: unknown key tp"),
+    "not a mapping": ({"kt_serve_overrides": [1]}, "kt_serve_overrides"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_overrides_fail_before_anything_is_written(tmp_path, case):
+    given, message = BAD[case]
+    extra = {"kt_serve_overrides": given.get("kt_serve_overrides", {})}
+    own = given.get("instance_overrides", {})
+    extra["kt_serve_instances"] = [instance(tmp_path, "x", 30000, overrides=own)]
+    rc, output = run_role(tmp_path, extra)
+    assert rc != 0
+    assert message in output, output[-3000:]
+    assert list((tmp_path / "cfg").iterdir()) == [] and list((tmp_path / "render").iterdir()) == []
+
+
+def test_plan_usage_error_shows_ktinfras_message_not_a_json_error(tmp_path):
+    entry = instance(tmp_path, "x", 30000, plan_args=["--context-length", "32768"])
+    del entry["plan_file"]
+    rc, output = run_role(tmp_path, {"kt_serve_instances": [entry]})
+    assert rc != 0
+    assert "x: `ktinfra plan` gave no plan (rc 2)" in output, output[-3000:]
+    assert "No such option" in output and "--context-length" in output
+    assert list((tmp_path / "cfg").iterdir()) == [] and list((tmp_path / "render").iterdir()) == []
+
+
+def test_override_keys_cover_what_tune_writes():
+    keys = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["kt_serve__override_keys"]
+    assert set(keys) == set(tune.ANSIBLE_KEYS.values()) | {"context_length", "max_total_tokens"}
+
+
+def test_every_default_is_an_argument_spec_and_back():
+    defaults = set(yaml.safe_load((ROLE / "defaults/main.yml").read_text()))
+    specs = yaml.safe_load((ROLE / "meta/argument_specs.yml").read_text())["argument_specs"]["main"]
+    assert defaults == set(specs["options"])
+    assert specs["options"]["kt_serve_overrides"]["type"] == "dict"
+    assert specs["options"]["kt_serve_instances"]["options"]["overrides"]["type"] == "dict"
+
+
+def test_plan_args_example_is_a_real_plan_option():
+    text = (ROLE / "defaults/main.yml").read_text()
+    example = text.split("plan_args: ", 1)[1].splitlines()[0].split("#")[0]
+    flag = json.loads(example)[0]
+    from typer.testing import CliRunner
+
+    from ktinfra.cli import app
+
+    assert flag in CliRunner().invoke(app, ["plan", "--help"], terminal_width=200).output

@@ -1,0 +1,92 @@
+"""`ktinfra profile` on bad input: broken site profiles, paths that are files, malformed hashes; and data
+with [brackets] printed as data, not rich markup."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ktinfra.cli import app
+
+runner = CliRunner()
+HEAD = 'name: site\ngeneration: current\npython: "3.11"\n'
+
+
+def test_show_keeps_package_extras_in_brackets():
+    res = runner.invoke(app, ["profile", "show", "kt-0.7"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "ktransformers[sft]==0.7.2" in res.output
+    shown = json.loads(runner.invoke(app, ["profile", "show", "kt-0.7", "--json"]).stdout)
+    assert "ktransformers[sft]==0.7.2" in shown["envs"]["sft"]["packages"]
+
+
+BROKEN = {
+    "malformed yaml": ("name: site\n  generation: [\n", "is not valid YAML (line 2"),
+    "envs is a list": (HEAD + "envs: [1, 2]\n", "envs must map env keys (inference, sft) to env settings"),
+    "env is null": (HEAD + "envs:\n  inference: null\n", "envs.inference must be a mapping with a name"),
+    "packages not a list": (
+        HEAD + "envs:\n  inference: {name: e, packages: six==1.16.0}\n",
+        "envs.inference.packages must be a list",
+    ),
+    "wheel without file": (
+        HEAD + "envs:\n  inference: {name: e, wheels: [{name: w}]}\n",
+        "each of envs.inference.wheels must be a mapping with name, file",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_show_refuses_a_broken_site_profile_in_one_line(tmp_path, case):
+    text, message = BROKEN[case]
+    site = tmp_path / "site.yaml"
+    site.write_text(text)
+    res = runner.invoke(app, ["profile", "show", str(site)])
+    assert res.exit_code == 1, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert res.output.startswith(f"error: profile file {site}") and message in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def _check(tmp_path: Path, *extra: str, root: Path | None = None, wheelhouse: Path | None = None):
+    root = root or tmp_path / "envs"
+    wheelhouse = wheelhouse or tmp_path / "wh"
+    argv = ["profile", "check", "kt-0.7", "--env", "inference", "--root", str(root)]
+    return runner.invoke(app, [*argv, "--wheelhouse", str(wheelhouse), "--json", *extra])
+
+
+def test_check_reports_root_and_wheelhouse_that_are_files(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    res = _check(tmp_path, root=afile, wheelhouse=afile / "wh")
+    assert res.exit_code == 2, res.output
+    problems = json.loads(res.stdout)["problems"]
+    assert problems[:2] == [
+        f"--root {afile} is not a directory",
+        f"--wheelhouse {afile / 'wh'} is not a directory ({afile} is a file)",
+    ]
+
+
+def test_check_with_directories_has_no_directory_problem(tmp_path):
+    res = _check(tmp_path)
+    assert not any("is not a directory" in p for p in json.loads(res.stdout)["problems"])
+
+
+@pytest.mark.parametrize("digest", ["zz", "ab" * 31, "ab" * 32 + "0", "g" * 64])
+def test_check_refuses_a_malformed_sha256(tmp_path, digest):
+    res = _check(tmp_path, "--wheel", f"kt-kernel=https://example.org/k.whl#sha256={digest}")
+    assert res.exit_code == 1
+    assert res.output.strip() == (
+        f"error: wheel override kt-kernel: sha256 must be 64 hex digits, got {digest.lower()!r}"
+    )
+    res = _check(
+        tmp_path, "--wheels-json", json.dumps({"kt-kernel": {"url": "https://x/k.whl", "sha256": digest}})
+    )
+    assert res.exit_code == 1 and "sha256 must be 64 hex digits" in res.output
+
+
+def test_check_accepts_a_well_formed_sha256_in_either_case(tmp_path):
+    res = _check(tmp_path, "--wheel", "kt-kernel=https://example.org/k.whl#sha256=" + "AB" * 32)
+    assert res.exit_code in (0, 2) and "64 hex digits" not in res.output
