@@ -50,6 +50,15 @@ def _number(value: float) -> str:
     return format(float(value), "g")
 
 
+def _optional_positive(serve: dict, key: str) -> float | None:
+    value = serve.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise RenderError(f"plan serve.{key} must be a number > 0, got {value!r}")
+    return float(value)
+
+
 def _kt_weight_path(serve: dict, method: str, model_path: str, weight_path: str | None) -> str:
     path = weight_path or serve.get("kt_weight_path")
     if path:
@@ -106,6 +115,9 @@ def sglang_argv(
         value = optional_int(serve, key, "serve", 1)
         if value is not None:
             argv += [flag, str(value)]
+    conservativeness = _optional_positive(serve, "schedule_conservativeness")
+    if conservativeness is not None:
+        argv += ["--schedule-conservativeness", _number(conservativeness)]
     argv += ["--tensor-parallel-size", str(require_int(serve, "tensor_parallel_size", "serve", 1))]
     if served_name:
         argv += ["--served-model-name", check_word("served model name", served_name)]

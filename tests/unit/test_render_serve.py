@@ -33,14 +33,14 @@ SEED002_LINE = (
 # --max-loras-per-batch 4228, --lora-backend 4247,
 # --kt-weight-path 4830, --kt-method 4835, --kt-cpuinfer 4841, --kt-threadpool-count 4846,
 # --kt-num-gpu-experts 4860, --kt-max-deferred-experts-per-token 4874, --kt-gpu-prefill-token-threshold 4880,
-# --cuda-graph-max-bs 5023, --enable-mixed-chunk 5110.
+# --cuda-graph-max-bs 5023, --enable-mixed-chunk 5110; --schedule-conservativeness (sglang-kt 0.7.2 wheel).
 UPSTREAM_FLAGS = {
     "--model", "--host", "--port", "--trust-remote-code", "--context-length", "--mem-fraction-static",
     "--max-running-requests", "--max-total-tokens", "--chunked-prefill-size", "--tensor-parallel-size",
     "--served-model-name", "--enable-lora", "--lora-paths", "--max-loras-per-batch", "--lora-backend",
     "--kt-weight-path", "--kt-method", "--kt-cpuinfer", "--kt-threadpool-count", "--kt-num-gpu-experts",
     "--kt-max-deferred-experts-per-token", "--kt-gpu-prefill-token-threshold", "--cuda-graph-max-bs",
-    "--enable-mixed-chunk",
+    "--enable-mixed-chunk", "--schedule-conservativeness",
 }  # fmt: skip
 BOOLEAN_FLAGS = {"--trust-remote-code", "--enable-mixed-chunk", "--enable-lora"}
 
@@ -113,6 +113,7 @@ def test_every_emitted_flag_exists_upstream(seed002):
         max_total_tokens=32000,
         context_length=8192,
         cuda_graph_max_bs=16,
+        schedule_conservativeness=0.3,
         kt_num_gpu_experts=0,
         lora={"paths": {"med": "/srv/lora/med"}, "max_loras_per_batch": 2, "backend": "triton"},
     )
@@ -124,6 +125,11 @@ def test_every_emitted_flag_exists_upstream(seed002):
     assert values["--max-loras-per-batch"] == "2"
     assert values["--kt-gpu-prefill-token-threshold"] == "4096"
     assert values["--context-length"] == "8192"
+    assert values["--schedule-conservativeness"] == "0.3"
+
+
+def test_schedule_conservativeness_is_optional(seed002):
+    assert "--schedule-conservativeness" not in sglang_argv(seed002, model_path=MODEL, weight_path=WEIGHTS)
 
 
 def test_native_fp8_reads_the_model_directory(seed002):
@@ -170,6 +176,8 @@ def test_wrong_plans_are_refused(seed002, change, message):
         ("mem_fraction_static", 1.5, r"mem_fraction_static must be a number in \(0, 1\]"),
         ("kt_method", "AMXINT9", "not a kt-kernel method"),
         ("host", "", "serve.host must be a non-empty string"),
+        ("schedule_conservativeness", 0, "schedule_conservativeness must be a number > 0"),
+        ("schedule_conservativeness", "1.3", "schedule_conservativeness must be a number > 0"),
     ],
 )
 def test_bad_plan_values_are_refused(seed002, key, value, message):
