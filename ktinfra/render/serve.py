@@ -45,6 +45,30 @@ LAUNCH_CODE = (
     'runpy.run_module("sglang.launch_server",run_name="__main__",alter_sys=True)'
 )
 
+# sglang flags ktinfra sets or checks itself, and where to set each instead; --extra-arg may not carry them.
+_PLAN_KEY_FLAGS = (
+    "trust_remote_code", "mem_fraction_static", "chunked_prefill_size", "max_running_requests",
+    "max_total_tokens", "context_length", "cuda_graph_max_bs", "schedule_conservativeness",
+    "tensor_parallel_size", "enable_mixed_chunk",
+)  # fmt: skip
+OWNED_FLAGS = {
+    **{"--" + key.replace("_", "-"): f"plan key serve.{key}" for key in _PLAN_KEY_FLAGS},
+    "--tp-size": "plan key serve.tensor_parallel_size",
+    "--host": "--host (or plan key serve.host)",
+    "--port": "--port (or plan key serve.port)",
+    "--model": "--model-path",
+    "--model-path": "--model-path",
+    "--served-model-name": "--name",
+    "--api-key": "--api-key-file (a key in argv would show in ps)",
+    "--admin-api-key": "--api-key-file (a key in argv would show in ps)",
+    "--kt-weight-path": "--weight-path (or plan key serve.kt_weight_path)",
+    "--enable-lora": "plan key serve.lora (or `ktinfra lora serve`)",
+    "--lora-paths": "plan key serve.lora (or `ktinfra lora serve`)",
+    "--max-loras-per-batch": "plan key serve.lora (or `ktinfra lora serve`)",
+    "--lora-backend": "plan key serve.lora (or `ktinfra lora serve`)",
+    "--config": "the plan (an sglang --config file can set any of the flags ktinfra checks)",
+}
+
 
 def _number(value: float) -> str:
     return format(float(value), "g")
@@ -136,6 +160,32 @@ def sglang_argv(
     return argv + _lora_args(serve.get("lora"))
 
 
+def _flag_owner(flag: str) -> str | None:
+    """Where to set `flag` instead of --extra-arg, or None when ktinfra leaves it alone. sglang's argparse
+    takes any unambiguous prefix of a flag (allow_abbrev), so a prefix of an owned flag is owned too."""
+    if len(flag) <= 2:
+        return None
+    if flag.startswith("--kt-") or "--kt-".startswith(flag):
+        if len(flag) > len("--kt-") and "--kt-weight-path".startswith(flag):
+            return OWNED_FLAGS["--kt-weight-path"]
+        return "the plan's serve.kt_* keys"
+    if flag in OWNED_FLAGS:
+        return OWNED_FLAGS[flag]
+    matches = sorted(owned for owned in OWNED_FLAGS if owned.startswith(flag))
+    return f"{OWNED_FLAGS[matches[0]]} (sglang reads {flag} as {matches[0]})" if matches else None
+
+
+def _check_extra_arg(arg: str) -> str:
+    arg = check_word("--extra-arg", arg)
+    if not arg.startswith("--"):
+        return arg
+    flag = arg.split("=", 1)[0]
+    owner = _flag_owner(flag)
+    if owner:
+        raise RenderError(f"--extra-arg {flag}: ktinfra sets or checks this flag itself; use {owner}")
+    return arg
+
+
 def is_loopback(host: str) -> bool:
     if host in LOOPBACK_NAMES:
         return True
@@ -222,9 +272,7 @@ def render_serve(
             f"refusing to bind the server to {serve['host']} without an API key: "
             "pass --api-key-file, or keep the default 127.0.0.1"
         )
-    extra = [check_word("--extra-arg", arg) for arg in extra_args]
-    if any(arg.split("=", 1)[0] == "--api-key" for arg in extra):
-        raise RenderError("pass the API key with --api-key-file, not --extra-arg (it would show in ps)")
+    extra = [_check_extra_arg(arg) for arg in extra_args]
     url = health_url(serve["host"], serve["port"])
     placement, placement_reason = numactl_args(plan, numa)
     out = Rendered()

@@ -213,6 +213,40 @@ def test_api_key_cannot_be_smuggled_through_extra_args(seed002):
         render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, extra_args=["--api-key=x"])
 
 
+@pytest.mark.parametrize(
+    ("extra", "hint"),
+    [
+        (["--host=0.0.0.0"], "--host .or plan key serve.host"),
+        (["--host", "0.0.0.0"], "--host"),
+        (["--port=9999"], "--port"),
+        (["--ho=0.0.0.0"], "sglang reads --ho as --host"),
+        (["--admin-api-key=x"], "--api-key-file"),
+        (["--model-path", "/other"], "use --model-path"),
+        (["--model=/other"], "use --model-path"),
+        (["--tp", "2"], "serve.tensor_parallel_size"),
+        (["--tp-size=2"], "serve.tensor_parallel_size"),
+        (["--tensor-parallel-size=2"], "serve.tensor_parallel_size"),
+        (["--mem-fraction-static=0.5"], "serve.mem_fraction_static"),
+        (["--kt-method", "AMXINT4"], r"serve.kt_\* keys"),
+        (["--kt-numa-nodes=0"], r"serve.kt_\* keys"),
+        (["--kt-weight-path=/x"], "--weight-path"),
+        (["--served-model-name=x"], "--name"),
+        (["--lora-paths", "a=/b"], "serve.lora"),
+        (["--schedule-conservativeness=2"], "serve.schedule_conservativeness"),
+        (["--config=/etc/sglang.yaml"], "the plan"),
+    ],
+)
+def test_extra_args_cannot_override_what_ktinfra_sets(seed002, extra, hint):
+    with pytest.raises(RenderError, match=f"--extra-arg {extra[0].split('=')[0]}: ktinfra sets .*{hint}"):
+        render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, extra_args=extra)
+
+
+def test_extra_args_ktinfra_does_not_set_are_passed_on(seed002):
+    extra = ["--enable-metrics", "--log-level=debug", "--schedule-policy", "lpm"]
+    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, extra_args=extra)
+    assert rendered.info["argv"][-4:] == extra
+
+
 @pytest.mark.parametrize("name", ["", "a/b", "x@y", "-lead", "has space"])
 def test_bad_instance_names_are_refused(seed002, name):
     with pytest.raises(RenderError, match="--name"):
