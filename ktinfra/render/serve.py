@@ -13,6 +13,7 @@ from ktinfra.render.common import (
     RenderError,
     check_abs_path,
     check_instance_name,
+    check_secret,
     check_word,
     env_line,
     render_template,
@@ -266,7 +267,7 @@ def render_serve(
     argv = sglang_argv(plan, model_path=model_path, weight_path=weight_path, python=python)
     serve = plan["serve"]
     if api_key is not None:
-        api_key = check_word("API key", api_key.strip())
+        api_key = check_secret("API key", api_key.strip())
     if not is_loopback(serve["host"]) and not api_key:
         raise RenderError(
             f"refusing to bind the server to {serve['host']} without an API key: "
