@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
 import pytest
@@ -200,6 +201,27 @@ def test_train_bad_inputs(plan_name, change, overrides, message):
     args.update(overrides)
     with pytest.raises(RenderError, match=message):
         render_train(plan, **args)
+
+
+def test_train_legacy_refuses_a_weight_path_its_llamafactory_does_not_know():
+    plan = load_fixture_plan("seed002-qwen3-30b-a3b-sft-legacy.json")
+    args = {"name": "r", "model_path": "/m", "dataset": "d", "dataset_dir": "/d", "output_dir": "/o"}
+    with pytest.raises(RenderError, match="kt_weight_path .--weight-path. is a current-stack key"):
+        render_train(plan, **args, weight_path="/w")
+    plan["sft"]["kt"]["kt_weight_path"] = "/w"
+    with pytest.raises(RenderError, match="current-stack key"):
+        render_train(plan, **args)
+    current = _train("h100-qwen3-30b-a3b-sft-current.json", weight_path="/w")
+    assert yaml.safe_load(current.files["med-r8.yaml"][0])["kt_weight_path"] == "/w"
+
+
+def test_legacy_profile_pins_the_llamafactory_its_recipe_fits():
+    """main dropped kt_optimize_rule/cpu_infer/chunk_size: a moving ref would break legacy recipes."""
+    from ktinfra import profiles
+
+    git = profiles.env_spec(profiles.load_profile("kt-0.4-autodl"), "sft")["git"]
+    ref = next(g["ref"] for g in git if g["name"] == "llamafactory")
+    assert re.fullmatch(r"[0-9a-f]{40}", ref), ref
 
 
 def test_train_legacy_plan_without_its_kt_keys_is_refused():
