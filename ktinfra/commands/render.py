@@ -187,6 +187,10 @@ def lora_convert_cmd(
         typer.Option("--script", help="Converter script (default: kt-kernel's, in --python's env)."),
     ] = None,
     user: UserOpt = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option("--overwrite", help="Let the converter delete a non-empty --output first (current)."),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """LoRA adapter conversion for SGLang: ktinfra-lora-convert@.service (oneshot) + env."""
@@ -201,6 +205,7 @@ def lora_convert_cmd(
             python=python,
             script=script,
             user=user,
+            overwrite=overwrite,
         )
         _emit(rendered, out, as_json)
     except RenderError as exc:

@@ -146,6 +146,7 @@ def render_lora_convert(
     python: str = DEFAULT_SERVE_PYTHON,
     script: str | None = None,
     user: str | None = None,
+    overwrite: bool = False,
 ) -> Rendered:
     adapter = check_abs_path("--adapter", adapter).rstrip("/")
     output = check_abs_path("--output", output).rstrip("/")
@@ -156,8 +157,10 @@ def render_lora_convert(
     converter_source = "explicit" if script else "checkout"
     if legacy:
         # sglang fork's convert_lora.py: positional adapter_path [output_path]; strips PEFT key prefixes.
-        if lora_alpha is not None:
-            raise RenderError("--lora-alpha applies to the current converter only (drop --legacy)")
+        if lora_alpha is not None or overwrite:
+            raise RenderError(
+                "--lora-alpha and --overwrite apply to the current converter only (drop --legacy)"
+            )
         script = check_abs_path("--script", script or LEGACY_LORA_SCRIPT)
         args = [adapter, output]
         documentation = "https://github.com/kvcache-ai/sglang/blob/main/convert_lora.py"
@@ -168,8 +171,9 @@ def render_lora_convert(
             if lora_alpha <= 0:
                 raise RenderError(f"--lora-alpha must be positive, got {lora_alpha}")
             args += ["--lora-alpha", format(lora_alpha, "g")]
-        # The unit only runs while the done marker is missing, so a half-written output is rebuilt.
-        args.append("--overwrite")
+        if overwrite:
+            # kt-kernel's converter then rmtree's a non-empty --output before writing (_prepare_output_dir)
+            args.append("--overwrite")
         script, converter_source = _current_lora_script(python, script)
         documentation = (
             "https://github.com/kvcache-ai/ktransformers/blob/main/doc/en/SFT/Qwen3.5-SGLang-LoRA-Serving.md"

@@ -82,10 +82,17 @@ def test_lora_convert_current_uses_kt_kernels_converter():
     rendered = render_lora_convert(adapter="/runs/med/", output="/srv/lora/med", model_path="/models/Qwen3")
     assert rendered.info["argv"][1].endswith("kt-kernel/scripts/convert_kt_to_sglang_adapter.py")
     assert rendered.info["argv"][2:] == [
-        "/runs/med", "/srv/lora/med", "--base-model-name-or-path", "/models/Qwen3", "--overwrite",
+        "/runs/med", "/srv/lora/med", "--base-model-name-or-path", "/models/Qwen3",
     ]  # fmt: skip
     assert rendered.info["unit"] == "ktinfra-lora-convert@med.service"
     assert rendered.info["lora_path"] == "/srv/lora/med"
+
+
+def test_lora_convert_deletes_an_existing_output_only_when_asked():
+    """kt-kernel 0.7.2's converter rmtree's a non-empty output given --overwrite: a shared dir would go."""
+    args = {"adapter": "/runs/med", "output": "/srv/lora", "model_path": "/models/Qwen3"}
+    assert "--overwrite" not in render_lora_convert(**args).info["argv"]
+    assert render_lora_convert(**args, overwrite=True).info["argv"][-1] == "--overwrite"
 
 
 def test_lora_convert_legacy_uses_the_sglang_fork_script():
@@ -101,7 +108,8 @@ def test_lora_convert_legacy_uses_the_sglang_fork_script():
     [
         ({}, r"--model-path \(the base model"),
         ({"model_path": "/m", "output": "/runs/med"}, "--output must differ from --adapter"),
-        ({"legacy": True, "lora_alpha": 16.0}, "--lora-alpha applies to the current converter only"),
+        ({"legacy": True, "lora_alpha": 16.0}, "--lora-alpha and --overwrite apply to the current converter"),
+        ({"legacy": True, "overwrite": True}, "--lora-alpha and --overwrite apply to the current converter"),
         ({"model_path": "/m", "lora_alpha": -1.0}, "--lora-alpha must be positive"),
     ],
 )
