@@ -126,8 +126,11 @@ NameOpt = Annotated[
 def convert_cmd(
     model_path: Annotated[str, typer.Option("--model-path", help="Original (BF16/FP8) model directory.")],
     output: Annotated[str, typer.Option("--output", help="Directory for the converted CPU expert weights.")],
-    method: Annotated[str, typer.Option("--method", help="Quantization: int8 (AMXINT8) or int4 (AMXINT4).")],
     out: OutDir,
+    method: Annotated[
+        str | None,
+        typer.Option("--method", help="int8 (AMXINT8) or int4 (AMXINT4); default: the --plan's kt_method."),
+    ] = None,
     plan_file: Annotated[
         Path | None,
         typer.Option("--plan", help="Serve plan: converter threads = its kt_cpuinfer/threadpools."),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 import yaml
@@ -48,6 +49,7 @@ def test_convert_reproduces_seed002_and_takes_threads_from_the_plan():
 def test_convert_fp8_model_uses_the_plans_native_dtype():
     plan = load_fixture_plan("h100-qwen3-30b-a3b-serve.json")
     plan["model"]["native_dtype"] = "fp8"
+    plan["serve"]["kt_method"] = "AMXINT4"
     rendered = render_convert(
         model_path="/m/DeepSeek-V3", output="/m/DeepSeek-V3-INT4", method="int4", plan=plan
     )
@@ -63,6 +65,13 @@ def test_convert_fp8_model_uses_the_plans_native_dtype():
         ({"model_path": None}, "--model-path is required"),
         ({"output": "rel/out"}, "--output must be an absolute path"),
         ({"output": "/m/q/"}, "--output must differ from --model-path"),
+        ({"output": "/m/q/../q"}, "--output must differ from --model-path"),
+        ({"output": "/m//q"}, "--output must differ from --model-path"),
+        ({"output": "/m/q/int8"}, "--output /m/q/int8 and --model-path /m/q must not lie inside one another"),
+        ({"output": "/m/q/x/../int8/"}, "--output /m/q/int8 and --model-path /m/q must not lie inside"),
+        ({"output": "/m"}, "--output /m and --model-path /m/q must not lie inside one another"),
+        ({"output": "/"}, "must not lie inside one another"),
+        ({"method": None}, "--method is required without --plan"),
         ({"cpuinfer_threads": None}, "converter threads unknown"),
         ({"input_type": "int8"}, "--input-type 'int8' is not one of"),
     ],
@@ -73,6 +82,38 @@ def test_convert_bad_inputs(kwargs, message):
     args.update(kwargs)
     with pytest.raises(RenderError, match=message):
         render_convert(**args)
+
+
+def test_convert_output_beside_the_model_is_normalized():
+    args = {"model_path": "/m/q/", "method": "int8", "cpuinfer_threads": 8, "threadpool_count": 1}
+    rendered = render_convert(output="/m/x/../q-int8/", **args)
+    argv = rendered.info["argv"]
+    assert (argv[argv.index("--input-path") + 1], argv[argv.index("--output") + 1]) == ("/m/q", "/m/q-int8")
+    assert rendered.info["kt_weight_path"] == "/m/q-int8"
+
+
+def _noamx_plan() -> dict:
+    """The real planner on a host without AMX (seed 000's 8352V + 4090): LLAMAFILE on GGUF experts."""
+    from ktinfra import planner
+
+    facts = planner.load_facts(Path(__file__).parents[1] / "fixtures" / "facts" / "xeon8352v-4090-noamx.json")
+    return planner.plan(facts, "Qwen3-30B-A3B", "serve")
+
+
+def test_convert_method_must_fit_the_plan():
+    amx8 = load_fixture_plan("h100-qwen3-30b-a3b-serve.json")
+    args = {"model_path": "/m/q", "output": "/m/q-int"}
+    with pytest.raises(RenderError, match="--method int4 contradicts the plan's kt_method AMXINT8"):
+        render_convert(method="int4", plan=amx8, **args)
+    assert "int8" in render_convert(plan=amx8, **args).info["argv"]  # taken from the plan
+    amx8["serve"]["kt_method"] = "AMXINT4"
+    assert render_convert(plan=amx8, **args).info["argv"][-5] == "int4"
+    llamafile = _noamx_plan()
+    assert llamafile["serve"]["kt_method"] == "LLAMAFILE"
+    with pytest.raises(
+        RenderError, match="kt_method 'LLAMAFILE' does not read convert_cpu_weights.py output"
+    ):
+        render_convert(method="int8", plan=llamafile, **args)
 
 
 # ---- LoRA adapter conversion ------------------------------------------------------------------------------
@@ -108,6 +149,9 @@ def test_lora_convert_legacy_uses_the_sglang_fork_script():
     [
         ({}, r"--model-path \(the base model"),
         ({"model_path": "/m", "output": "/runs/med"}, "--output must differ from --adapter"),
+        ({"model_path": "/m", "output": "/runs/x/../med/"}, "--output must differ from --adapter"),
+        ({"model_path": "/m", "output": "/runs/med/sglang"}, "must not lie inside one another"),
+        ({"model_path": "/m", "output": "/runs"}, "must not lie inside one another"),
         ({"legacy": True, "lora_alpha": 16.0}, "--lora-alpha and --overwrite apply to the current converter"),
         ({"legacy": True, "overwrite": True}, "--lora-alpha and --overwrite apply to the current converter"),
         ({"model_path": "/m", "lora_alpha": -1.0}, "--lora-alpha must be positive"),
