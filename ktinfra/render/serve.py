@@ -39,6 +39,10 @@ KT_METHODS = CONVERTED_WEIGHT_METHODS | NATIVE_WEIGHT_METHODS
 LOOPBACK_NAMES = frozenset({"localhost"})
 NUMA_POLICIES = ("auto", "interleave", "none")
 NUMACTL = "/usr/bin/numactl"
+START_LIMIT_BURST = 3
+RESTART_S = 30
+STOP_TIMEOUT_S = 120
+MAX_START_TIMEOUT_S = 7 * 24 * 3600
 # What the unit runs instead of `-m sglang.launch_server`: the same module, with --api-key taken from
 # $KT_API_KEY inside the process, so the key never appears in /proc/PID/cmdline (ps) or a child's env.
 LAUNCH_CODE = (
@@ -73,6 +77,13 @@ OWNED_FLAGS = {
 
 def _number(value: float) -> str:
     return format(float(value), "g")
+
+
+def _port(serve: dict) -> int:
+    port = require_int(serve, "port", "serve", 1)
+    if port > 65535:
+        raise RenderError(f"port must be 1-65535 (--port or plan serve.port), got {port}")
+    return port
 
 
 def _optional_positive(serve: dict, key: str) -> float | None:
@@ -125,7 +136,7 @@ def sglang_argv(
     served_name = serve.get("served_model_name") or (plan.get("model") or {}).get("name")
     argv = [check_word("python", python), "-m", "sglang.launch_server"]
     argv += ["--host", check_word("serve.host", require_str(serve, "host", "serve"))]
-    argv += ["--port", str(require_int(serve, "port", "serve", 1))]
+    argv += ["--port", str(_port(serve))]
     argv += ["--model", model_path]
     if serve.get("trust_remote_code", True):
         argv.append("--trust-remote-code")
@@ -235,6 +246,26 @@ def numactl_args(plan: dict, policy: str = "auto") -> tuple[list[str], str]:
     return [], "one NUMA node: nothing to place"
 
 
+def _restart_policy(start_timeout_s: int) -> dict[str, int]:
+    """The unit's start/restart timings; the start-limit window spans START_LIMIT_BURST whole failed
+    starts (each: load until TimeoutStartSec, stop, RestartSec), however late in loading they fail."""
+    if isinstance(start_timeout_s, bool) or not isinstance(start_timeout_s, int):
+        raise RenderError(f"--start-timeout must be a whole number of seconds, got {start_timeout_s!r}")
+    if not 1 <= start_timeout_s <= MAX_START_TIMEOUT_S:
+        raise RenderError(
+            f"--start-timeout must be 1-{MAX_START_TIMEOUT_S} seconds, got {start_timeout_s} "
+            "(systemd ignores negative values and treats 0 as no timeout)"
+        )
+    cycle = start_timeout_s + STOP_TIMEOUT_S + RESTART_S
+    return {
+        "start_timeout_s": start_timeout_s,
+        "stop_timeout_s": STOP_TIMEOUT_S,
+        "restart_s": RESTART_S,
+        "start_limit_burst": START_LIMIT_BURST,
+        "start_limit_interval_s": START_LIMIT_BURST * cycle,
+    }
+
+
 def _with_overrides(plan: dict, name: str, host: str | None, port: int | None) -> dict:
     plan = copy.deepcopy(plan)
     serve = plan_section(plan, "serve")
@@ -286,7 +317,7 @@ def render_serve(
             launch_code=LAUNCH_CODE,
             env_dir=ENV_DIR,
             user=user and check_word("--user", user),
-            start_timeout_s=int(start_timeout_s),
+            **_restart_policy(start_timeout_s),
         ),
     )
     env = [

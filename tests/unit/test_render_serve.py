@@ -330,3 +330,35 @@ def test_seed002_llamafile_variant_matches_section_4_3_2(seed002):
     seed = flag_values(shlex.split(seed_line))
     ours = flag_values(rendered.info["argv"])
     assert {flag: ours[flag] for flag in seed} == seed
+
+
+def _unit_values(rendered) -> dict[str, str]:
+    unit = rendered.files["ktinfra-serve@.service"][0]
+    return dict(line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#"))
+
+
+@pytest.mark.parametrize("timeout", [60, 600, 3600, 14400])
+def test_three_failed_starts_in_a_row_stop_the_unit(seed002, timeout):
+    """Each failed start can take TimeoutStartSec, then the stop, then RestartSec: the start-limit window
+    must hold StartLimitBurst such cycles, or a model failing late in loading reloads forever."""
+    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, start_timeout_s=timeout)
+    unit = _unit_values(rendered)
+    cycle = int(unit["TimeoutStartSec"]) + int(unit["TimeoutStopSec"]) + int(unit["RestartSec"])
+    assert int(unit["TimeoutStartSec"]) == timeout
+    assert int(unit["StartLimitIntervalSec"]) >= int(unit["StartLimitBurst"]) * cycle
+    assert unit["StartLimitBurst"] == "3" and unit["Restart"] == "on-failure"
+
+
+@pytest.mark.parametrize("timeout", [0, -5, 10**9])
+def test_start_timeout_out_of_range_is_refused(seed002, timeout):
+    with pytest.raises(RenderError, match="--start-timeout must be 1-"):
+        render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, start_timeout_s=timeout)
+
+
+@pytest.mark.parametrize("port", [0, 65536, 70000])
+def test_port_out_of_range_is_refused(seed002, port):
+    with pytest.raises(RenderError, match="port must be"):
+        render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, port=port)
+    seed002["serve"]["port"] = port
+    with pytest.raises(RenderError, match="port must be"):
+        sglang_argv(seed002, model_path=MODEL, weight_path=WEIGHTS)
