@@ -97,8 +97,18 @@ def safetensors_header(path: Path) -> dict:
             header = json.loads(handle.read(size))
     except (struct.error, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise LoraError(f"{path}: not a readable safetensors file ({exc})") from exc
+    if not isinstance(header, dict):
+        raise LoraError(f"{path}: not a safetensors file (its header is not a JSON object)")
     header.pop("__metadata__", None)
+    for name, info in header.items():
+        shape = info.get("shape") if isinstance(info, dict) else None
+        if not isinstance(shape, list) or not all(_is_size(dim) for dim in shape):
+            raise LoraError(f"{path}: tensor {name!r} has no valid shape in the safetensors header")
     return header
+
+
+def _is_size(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def parse_adapter_spec(spec: str) -> tuple[str, Path]:
@@ -127,6 +137,8 @@ def _check_peft_tensors(adapter: Adapter, weights: Path) -> None:
         raise LoraError(
             f"{weights}: expected matching lora_A/lora_B tensors, found {len(lora_a)}/{len(lora_b)}"
         )
+    if any(not v["shape"] for v in lora_a.values()):
+        raise LoraError(f"{weights}: a lora_A tensor is a scalar; its first dimension is the rank")
     ranks = {v["shape"][0] for v in lora_a.values()}
     if adapter.rank is not None and ranks != {adapter.rank}:
         raise LoraError(
@@ -188,7 +200,7 @@ def _check_kt_manifest(adapter: Adapter, path: Path, rank: int) -> None:
     if not isinstance(payload, dict) or payload.get("status") != "ready":
         raise LoraError(f"{manifest}: status is not 'ready'; the KT adapter save did not finish")
     artifacts = payload.get("artifacts") or {}
-    if KT_FUSED_FILE not in artifacts:
+    if not isinstance(artifacts, dict) or KT_FUSED_FILE not in artifacts:
         raise LoraError(f"{manifest}: artifacts do not list {KT_FUSED_FILE}")
     for name, record in artifacts.items():
         file = path / Path(name).name
@@ -196,7 +208,8 @@ def _check_kt_manifest(adapter: Adapter, path: Path, rank: int) -> None:
         recorded = record.get("size") if isinstance(record, dict) else None
         if recorded != size:
             raise LoraError(f"{manifest}: {name} is {size} bytes, the manifest says {recorded}")
-    manifest_rank = (payload.get("lora") or {}).get("rank")
+    lora_info = payload.get("lora")
+    manifest_rank = lora_info.get("rank") if isinstance(lora_info, dict) else None
     if manifest_rank is not None and manifest_rank != rank:
         raise LoraError(f"{manifest}: lora.rank {manifest_rank} but the fused tensors have rank {rank}")
 
@@ -215,6 +228,29 @@ def _check_kt_output(adapter: Adapter, path: Path, weights: Path | None) -> None
     _check_kt_manifest(adapter, path, rank)
 
 
+def _read_config(config_path: Path) -> dict:
+    """adapter_config.json, with the fields ktinfra reads checked for type."""
+    try:
+        config = json.loads(config_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise LoraError(f"{config_path}: invalid JSON ({exc})") from exc
+    if not isinstance(config, dict):
+        raise LoraError(f"{config_path}: must hold a JSON object (PEFT's LoraConfig)")
+    if str(config.get("peft_type", "LORA")).upper() != "LORA":
+        raise LoraError(f"{config_path}: peft_type {config.get('peft_type')!r} is not LORA")
+    rank, alpha = config.get("r"), config.get("lora_alpha")
+    if rank is not None and (not _is_size(rank) or rank < 1):
+        raise LoraError(f"{config_path}: r must be a positive integer, got {rank!r}")
+    if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha <= 0):
+        raise LoraError(f"{config_path}: lora_alpha must be a positive number, got {alpha!r}")
+    targets = config.get("target_modules") or []
+    if not isinstance(targets, (str, list)) or not all(isinstance(t, str) for t in targets):
+        raise LoraError(f"{config_path}: target_modules must be a string or a list of strings")
+    if not isinstance(config.get("base_model_name_or_path") or "", str):
+        raise LoraError(f"{config_path}: base_model_name_or_path must be a string")
+    return config
+
+
 def inspect_adapter(name: str, path: Path, base: str | None = None) -> Adapter:
     if not path.is_dir():
         raise LoraError(f"adapter {name}: directory not found: {path}")
@@ -222,25 +258,17 @@ def inspect_adapter(name: str, path: Path, base: str | None = None) -> Adapter:
     fused = path / KT_FUSED_FILE
     config: dict = {}
     if config_path.is_file():
-        try:
-            config = json.loads(config_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise LoraError(f"{config_path}: invalid JSON ({exc})") from exc
-        if str(config.get("peft_type", "LORA")).upper() != "LORA":
-            raise LoraError(f"{config_path}: peft_type {config.get('peft_type')!r} is not LORA")
+        config = _read_config(config_path)
     elif not fused.is_file():
         raise LoraError(
             f"adapter {name}: {path} has no {CONFIG_FILE}; is it a LoRA training output directory?"
         )
-    rank = config.get("r")
-    if rank is not None and (not isinstance(rank, int) or rank < 1):
-        raise LoraError(f"{config_path}: r must be a positive integer, got {rank!r}")
     targets = config.get("target_modules") or []
     adapter = Adapter(
         name=name,
         path=path.resolve(),
         kind="kt-fused" if fused.is_file() else "peft",
-        rank=rank,
+        rank=config.get("r"),
         alpha=config.get("lora_alpha"),
         target_modules=[targets] if isinstance(targets, str) else list(targets),
         base_model=config.get("base_model_name_or_path"),
@@ -385,7 +413,8 @@ def lora_plan(plan_serve: dict | None, adapters: dict[str, Path], max_loras: int
     serve = dict(plan_serve or {})
     serve["kt_num_gpu_experts"] = 0
     serve["kt_gpu_prefill_token_threshold"] = None  # unsupported together with KT LoRA
-    if serve.get("max_running_requests") is not None and serve["max_running_requests"] < 2:
+    running = serve.get("max_running_requests")
+    if isinstance(running, int) and not isinstance(running, bool) and running < 2:
         serve["max_running_requests"] = 2  # KT LoRA serving needs at least 2
     serve["lora"] = {
         "paths": {name: str(path) for name, path in adapters.items()},
@@ -393,6 +422,17 @@ def lora_plan(plan_serve: dict | None, adapters: dict[str, Path], max_loras: int
         "backend": backend,
     }
     return serve
+
+
+def _reply_text(data: object) -> str | None:
+    """choices[0].message.content of an OpenAI chat completion, or None when the shape is different."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    if not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    return content if isinstance(content, str) else "" if content is None else None
 
 
 def chat_check(
@@ -403,6 +443,7 @@ def chat_check(
     prompt: str = "Say hello in one short sentence.",
     max_tokens: int = 32,
     timeout_s: float = 120.0,
+    api_key: str | None = None,
 ) -> dict:
     """One chat request through the endpoint; adapters are chosen as `model:adapter` (current SGLang)
     or with the `lora_path` request field (legacy)."""
@@ -416,7 +457,10 @@ def chat_check(
         body["lora_path"] = adapter
     t0 = time.perf_counter()
     try:
-        resp = requests.post(url.rstrip("/") + "/v1/chat/completions", json=body, timeout=timeout_s)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        resp = requests.post(
+            url.rstrip("/") + "/v1/chat/completions", json=body, headers=headers, timeout=timeout_s
+        )
     except requests.RequestException as exc:
         return {"ok": False, "request": body, "error": f"{type(exc).__name__}: {exc}"}
     elapsed = round(time.perf_counter() - t0, 3)
@@ -424,10 +468,13 @@ def chat_check(
         return {"ok": False, "request": body, "status": resp.status_code, "error": resp.text[:300]}
     try:
         data = resp.json()
-        content = data["choices"][0]["message"].get("content") or ""
-    except (ValueError, KeyError, IndexError) as exc:
+    except ValueError as exc:
         return {"ok": False, "request": body, "status": 200, "error": f"unexpected response: {exc}"}
-    usage = data.get("usage") or {}
+    content = _reply_text(data)
+    if content is None:
+        shown = json.dumps(data)[:200]
+        return {"ok": False, "request": body, "status": 200, "error": f"unexpected response: {shown}"}
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     return {
         "ok": bool(content.strip()),
         "request": body,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -14,7 +15,10 @@ import typer
 from rich.console import Console
 
 from ktinfra import lora
-from ktinfra.render import RenderError, load_plan, render_serve, write_bundle
+from ktinfra.render import RenderError, render_serve, write_bundle
+from ktinfra.render.common import read_api_key_file
+from ktinfra.render.files import check_out_dir
+from ktinfra.render.plans import plan_section, resolve_plan
 from ktinfra.render.serve import DEFAULT_SERVE_PYTHON, ENV_DIR
 
 lora_app = typer.Typer(help="LoRA serving pipeline: convert adapters, render the serve command, chat check.")
@@ -25,31 +29,54 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-def _plan(
-    plan_file: Path | None, model: str | None, facts: Path | None, from_dir: Path | None, stack: str | None
-):
-    """The serve plan from --plan, or from the planner for --model on --facts / --from / this host."""
-    from ktinfra import planner
+def _inspect_adapters(specs: list[str], base: str) -> list[lora.Adapter]:
+    parsed = [lora.parse_adapter_spec(s) for s in specs]
+    names = [n for n, _ in parsed]
+    if len(set(names)) != len(names):
+        raise lora.LoraError(f"adapter names must be unique: {names}")
+    return [lora.inspect_adapter(n, p, base) for n, p in parsed]
 
-    if (plan_file is None) == (model is None):
-        raise lora.LoraError("give either --plan FILE.json (from `ktinfra plan --json`) or --model NAME")
-    if plan_file is not None:
-        try:
-            return load_plan(plan_file)
-        except RenderError as exc:
-            raise lora.LoraError(str(exc)) from exc
-    if facts is not None and from_dir is not None:
-        raise lora.LoraError("give either --facts or --from, not both")
-    try:
-        if facts is not None:
-            host = planner.load_facts(facts)
-        else:
-            from ktinfra import facts as facts_mod
 
-            host = facts_mod.from_capture(from_dir) if from_dir is not None else facts_mod.collect()
-        return planner.plan(host, model, "serve", stack=stack)
-    except planner.PlanInputError as exc:
-        raise lora.LoraError(str(exc)) from exc
+def _conversion_steps(
+    adapters: list[lora.Adapter],
+    *,
+    base: str,
+    legacy: bool,
+    converter: Path | None,
+    converter_python: str,
+    output_dir: Path | None,
+    overwrite: bool,
+    lora_alpha: float | None,
+) -> tuple[list, dict[str, Path]]:
+    """What to convert where (every command checked, nothing run) and the adapter paths to serve."""
+    converting = [a for a in adapters if lora.needs_conversion(a, legacy)]
+    script = lora.find_converter(legacy, converter, converter_python) if converting else None
+    steps, served = [], {}
+    for a in adapters:
+        if a not in converting:
+            served[a.name] = a.path
+            continue
+        target = ((output_dir / a.name) if output_dir else lora.default_output(a, legacy)).resolve()
+        lora.check_output_path(a, target)
+        if target.exists() and not overwrite:
+            raise lora.LoraError(f"{target} already exists; pass --overwrite to replace it")
+
+        def cmd_for(dest: Path, a=a) -> list[str]:
+            return lora.conversion_command(a, dest, base, legacy, script, converter_python, lora_alpha)
+
+        cmd_for(target)  # validates arguments (e.g. a missing alpha) before anything runs
+        steps.append((a, target, cmd_for))
+        served[a.name] = target
+    return steps, served
+
+
+def _install_file(target: Path, content: str, mode: int) -> None:
+    """Created with its final mode, so an env file holding the API key is never world-readable."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w") as handle:
+        handle.write(content)
+    tmp.replace(target)
 
 
 def _install_and_start(rendered, name: str) -> None:
@@ -57,15 +84,14 @@ def _install_and_start(rendered, name: str) -> None:
     if shutil.which("systemctl") is None:
         raise lora.LoraError("--start needs systemd (systemctl not found); use --out and start it yourself")
     unit_dir, env_dir = Path("/etc/systemd/system"), Path(ENV_DIR)
-    env_dir.mkdir(parents=True, exist_ok=True)
-    for file_name, (content, mode) in rendered.files.items():
-        if not file_name.endswith((".service", ".env")):
-            continue
-        target = env_dir / f"{name}.env" if file_name.endswith(".env") else unit_dir / file_name
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(content)
-        tmp.chmod(mode)
-        tmp.replace(target)
+    try:
+        env_dir.mkdir(parents=True, exist_ok=True)
+        for file_name, (content, mode) in rendered.files.items():
+            if file_name.endswith((".service", ".env")):
+                target = env_dir / f"{name}.env" if file_name.endswith(".env") else unit_dir / file_name
+                _install_file(target, content, mode)
+    except OSError as exc:
+        raise lora.LoraError(f"cannot install the unit (--start needs root): {exc}") from exc
     unit = rendered.info["unit"]
     for cmd in (["systemctl", "daemon-reload"], ["systemctl", "enable", "--now", unit]):
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -92,7 +118,10 @@ def serve(
     lora_alpha: float | None = typer.Option(None, "--lora-alpha", help="Alpha if the output has none."),
     name: str | None = typer.Option(None, "--name", help="Served model name = systemd instance name."),
     weight_path: str | None = typer.Option(None, "--weight-path", help="Converted CPU expert weights."),
-    host: str | None = typer.Option(None, "--host"),
+    host: str | None = typer.Option(None, "--host", help="Bind address (non-loopback needs --api-key-file)."),
+    api_key_file: Annotated[
+        Path | None, typer.Option("--api-key-file", help="File holding the server's API key.")
+    ] = None,
     port: int | None = typer.Option(None, "--port", min=1, max=65535),
     max_loras_per_batch: int = typer.Option(1, "--max-loras-per-batch", min=1),
     lora_backend: str = typer.Option("triton", "--lora-backend", help="triton|csgmv|torch_native|ascend"),
@@ -108,48 +137,39 @@ def serve(
 ) -> None:
     """Validate training outputs, convert them for SGLang, render the LoRA serve unit (no GPU experts)."""
     try:
-        specs = [lora.parse_adapter_spec(s) for s in adapter]
-        names = [n for n, _ in specs]
-        if len(set(names)) != len(names):
-            raise lora.LoraError(f"adapter names must be unique: {names}")
-        adapters = [lora.inspect_adapter(n, p, base) for n, p in specs]
-        converting = [a for a in adapters if lora.needs_conversion(a, legacy)]
-        script = lora.find_converter(legacy, converter, converter_python) if converting else None
-        steps, served = [], {}
-        for a in adapters:
-            if a not in converting:
-                served[a.name] = a.path
-                continue
-            target = (output_dir / a.name) if output_dir else lora.default_output(a, legacy)
-            target = target.resolve()
-            lora.check_output_path(a, target)
-            if target.exists() and not overwrite:
-                raise lora.LoraError(f"{target} already exists; pass --overwrite to replace it")
-
-            def cmd_for(dest: Path, a=a) -> list[str]:
-                return lora.conversion_command(a, dest, base, legacy, script, converter_python, lora_alpha)
-
-            cmd_for(target)  # validates arguments (e.g. a missing alpha) before anything runs
-            steps.append((a, target, cmd_for))
-            served[a.name] = target
-        plan_doc = _plan(plan, model, facts, from_dir, stack)
-        plan_doc = {
-            **plan_doc,
-            "serve": lora.lora_plan(plan_doc["serve"], served, max_loras_per_batch, lora_backend),
-        }
-        instance = name or plan_doc["serve"].get("served_model_name") or Path(base).name
+        if out is None and start:
+            raise lora.LoraError("--start needs --out (the rendered files are kept there)")
+        if out is not None:
+            check_out_dir(out)
+        api_key = read_api_key_file(api_key_file)
+        adapters = _inspect_adapters(adapter, base)
+        steps, served = _conversion_steps(
+            adapters,
+            base=base,
+            legacy=legacy,
+            converter=converter,
+            converter_python=converter_python,
+            output_dir=output_dir,
+            overwrite=overwrite,
+            lora_alpha=lora_alpha,
+        )
+        plan_doc = resolve_plan(plan, model, facts, from_dir, "serve", stack)
+        lora_serve = lora.lora_plan(
+            plan_section(plan_doc, "serve"), served, max_loras_per_batch, lora_backend
+        )
+        plan_doc = {**plan_doc, "serve": lora_serve}
+        instance = name or lora_serve.get("served_model_name") or Path(base).name
         rendered = render_serve(
             plan_doc,
             name=instance,
             model_path=str(Path(base).resolve()),
             weight_path=weight_path,
             python=server_python,
+            api_key=api_key,
             host=host,
             port=port,
         )
         rendered.add("plan-lora.json", json.dumps(plan_doc, indent=2) + "\n")
-        if out is None and start:
-            raise lora.LoraError("--start needs --out (the rendered files are kept there)")
         conversions = [{"adapter": a.name, "output": str(t), "command": c(t)} for a, t, c in steps]
         if not dry_run:
             for (a, target, cmd_for), record in zip(steps, conversions, strict=True):
@@ -200,10 +220,18 @@ def check(
     prompt: str = typer.Option("Say hello in one short sentence.", "--prompt"),
     max_tokens: int = typer.Option(32, "--max-tokens", min=1),
     timeout: float = typer.Option(120.0, "--timeout", min=1.0),
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option("--api-key-file", help="File holding the server's API key (sent as Bearer)."),
+    ] = None,
     as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
 ) -> None:
     """Send one chat request through the endpoint and check that a reply comes back."""
-    result = lora.chat_check(url, model, adapter, legacy, prompt, max_tokens, timeout)
+    try:
+        api_key = read_api_key_file(api_key_file)
+    except RenderError as exc:
+        _fail(str(exc))
+    result = lora.chat_check(url, model, adapter, legacy, prompt, max_tokens, timeout, api_key)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     elif result["ok"]:

@@ -9,8 +9,10 @@ from typing import Annotated
 import typer
 
 from ktinfra.render import RenderError, load_plan, write_bundle
+from ktinfra.render.common import read_api_key_file
 from ktinfra.render.convert import CONVERT_SCRIPT, render_convert, render_lora_convert
 from ktinfra.render.files import install_map
+from ktinfra.render.plans import resolve_plan
 from ktinfra.render.serve import DEFAULT_SERVE_PYTHON, render_serve
 from ktinfra.render.train import DEFAULT_SFT_PYTHON, LLAMAFACTORY_DIR, render_train
 
@@ -30,42 +32,6 @@ FromOpt = Annotated[Path | None, typer.Option("--from", help="Capture folder for
 def _fail(message: str) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1)
-
-
-def _resolve_plan(
-    plan_file: Path | None, model: str | None, facts: Path | None, from_dir: Path | None, mode: str
-) -> dict:
-    """The plan from --plan, or from the planner for --model on --facts / --from / this host."""
-    if plan_file is not None:
-        if model is not None:
-            raise RenderError("give either --plan or --model, not both")
-        return load_plan(plan_file)
-    if model is None:
-        raise RenderError("a plan is required: --plan FILE.json (from `ktinfra plan --json`) or --model M")
-    try:
-        from ktinfra import planner
-    except ImportError as exc:
-        raise RenderError(f"the planner is not in this build ({exc}); pass --plan FILE.json") from exc
-    try:
-        return planner.plan(_load_facts(planner, facts, from_dir), model, mode)
-    except planner.PlanInputError as exc:
-        raise RenderError(str(exc)) from exc
-
-
-def _load_facts(planner, facts: Path | None, from_dir: Path | None) -> dict:
-    if facts is not None and from_dir is not None:
-        raise RenderError("give either --facts or --from, not both")
-    if facts is not None:
-        return planner.load_facts(facts)
-    try:
-        from ktinfra import facts as facts_module
-    except ImportError as exc:
-        raise RenderError(f"host facts are not in this build ({exc}); pass --plan FILE.json") from exc
-    if from_dir is not None:
-        if not from_dir.is_dir():
-            raise RenderError(f"--from {from_dir}: not a directory")
-        return facts_module.from_capture(from_dir)
-    return facts_module.gather_live()
 
 
 def _emit(rendered, out: Path, as_json: bool) -> None:
@@ -90,18 +56,6 @@ def _emit(rendered, out: Path, as_json: bool) -> None:
     for name, target in install_map(rendered).items():
         console.print(f"install {name} -> {target}", soft_wrap=True)
     console.print(f"then: systemctl daemon-reload && systemctl start {rendered.info['unit']}", soft_wrap=True)
-
-
-def _read_secret(path: Path | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        secret = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise RenderError(f"cannot read --api-key-file {path}: {exc.strerror or exc}") from exc
-    if not secret:
-        raise RenderError(f"--api-key-file {path} is empty")
-    return secret
 
 
 @render_app.command("serve")
@@ -141,14 +95,14 @@ def serve_cmd(
 ) -> None:
     """SGLang + kt-kernel server: ktinfra-serve@.service + ktinfra-serve-NAME.env (0600)."""
     try:
-        plan = _resolve_plan(plan_file, model, facts, from_dir, "serve")
+        plan = resolve_plan(plan_file, model, facts, from_dir, "serve")
         rendered = render_serve(
             plan,
             name=name,
             model_path=model_path,
             weight_path=weight_path,
             python=python,
-            api_key=_read_secret(api_key_file),
+            api_key=read_api_key_file(api_key_file),
             host=host,
             port=port,
             extra_args=extra_arg or [],
@@ -172,8 +126,11 @@ NameOpt = Annotated[
 def convert_cmd(
     model_path: Annotated[str, typer.Option("--model-path", help="Original (BF16/FP8) model directory.")],
     output: Annotated[str, typer.Option("--output", help="Directory for the converted CPU expert weights.")],
-    method: Annotated[str, typer.Option("--method", help="Quantization: int8 (AMXINT8) or int4 (AMXINT4).")],
     out: OutDir,
+    method: Annotated[
+        str | None,
+        typer.Option("--method", help="int8 (AMXINT8) or int4 (AMXINT4); default: the --plan's kt_method."),
+    ] = None,
     plan_file: Annotated[
         Path | None,
         typer.Option("--plan", help="Serve plan: converter threads = its kt_cpuinfer/threadpools."),
@@ -233,6 +190,10 @@ def lora_convert_cmd(
         typer.Option("--script", help="Converter script (default: kt-kernel's, in --python's env)."),
     ] = None,
     user: UserOpt = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option("--overwrite", help="Let the converter delete a non-empty --output first (current)."),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """LoRA adapter conversion for SGLang: ktinfra-lora-convert@.service (oneshot) + env."""
@@ -247,6 +208,7 @@ def lora_convert_cmd(
             python=python,
             script=script,
             user=user,
+            overwrite=overwrite,
         )
         _emit(rendered, out, as_json)
     except RenderError as exc:
@@ -279,7 +241,7 @@ def train_cmd(
 ) -> None:
     """LoRA SFT run: RUN.yaml (LLaMA-Factory) + ktinfra-train@.service + env."""
     try:
-        plan = _resolve_plan(plan_file, model, facts, from_dir, "sft")
+        plan = resolve_plan(plan_file, model, facts, from_dir, "sft")
         rendered = render_train(
             plan,
             name=name,

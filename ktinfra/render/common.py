@@ -47,6 +47,35 @@ def check_word(what: str, value: object) -> str:
     return text
 
 
+def check_secret(what: str, value: str) -> str:
+    """check_word for a secret: the error says which kind of character is refused, never the value."""
+    if not value:
+        raise RenderError(f"{what} must not be empty")
+    bad = _UNSAFE_WORD.search(value)
+    if bad:
+        control = bad.group() <= " "
+        kind = "whitespace or a control character" if control else "a quote, backslash, '$' or backtick"
+        raise RenderError(
+            f"{what} contains {kind}: systemd passes it as one unquoted word, so whitespace, quotes, "
+            "backslashes, '$' and backticks are not allowed (the key is not shown)"
+        )
+    return value
+
+
+def read_api_key_file(path: Path | None) -> str | None:
+    """The API key in `path` (surrounding whitespace dropped), or None without a path."""
+    if path is None:
+        return None
+    try:
+        secret = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise RenderError(f"cannot read --api-key-file {path}: {reason}") from exc
+    if not secret:
+        raise RenderError(f"--api-key-file {path} is empty")
+    return check_secret(f"the key in --api-key-file {path}", secret)
+
+
 def check_abs_path(what: str, value: str | None) -> str:
     if not value:
         raise RenderError(f"{what} is required")

@@ -8,6 +8,7 @@ The current stack's LoRA converter ships in the kt-kernel wheel (kt_kernel/sft/,
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path, PurePosixPath
 
 from ktinfra.render.common import (
@@ -28,6 +29,8 @@ LEGACY_LORA_SCRIPT = "/opt/ktinfra/src/sglang/convert_lora.py"
 CONVERT_ENV_DIR = "/etc/ktinfra/convert"
 LORA_ENV_DIR = "/etc/ktinfra/lora-convert"
 QUANT_METHODS = ("int8", "int4")
+# The serve plan's kt_method that reads each --quant-method's output.
+PLAN_METHODS = {"AMXINT8": "int8", "AMXINT4": "int4"}
 INPUT_TYPES = ("bf16", "fp16", "fp8", "awq")
 DONE_MARKER = ".ktinfra-convert-done"
 
@@ -53,6 +56,40 @@ def _threads(
     return cpuinfer_threads, threadpool_count
 
 
+def _method(plan: dict | None, method: str | None) -> str:
+    """--method, checked against the serve plan's kt_method; taken from it when not given."""
+    planned = plan_section(plan, "serve").get("kt_method") if plan is not None else None
+    if plan is not None and planned not in PLAN_METHODS:
+        raise RenderError(
+            f"the plan's kt_method {planned!r} does not read convert_cpu_weights.py output "
+            f"(only {', '.join(PLAN_METHODS)} do): nothing to convert for this plan"
+        )
+    if method is None:
+        if planned is None:
+            raise RenderError("--method is required without --plan (int8 for AMXINT8, int4 for AMXINT4)")
+        return PLAN_METHODS[planned]
+    if method not in QUANT_METHODS:
+        raise RenderError(f"--method {method!r} is not one of {', '.join(QUANT_METHODS)}")
+    if planned is not None and PLAN_METHODS[planned] != method:
+        raise RenderError(
+            f"--method {method} contradicts the plan's kt_method {planned}: "
+            f"use --method {PLAN_METHODS[planned]} or re-plan"
+        )
+    return method
+
+
+def _distinct_dirs(source_opt: str, source: str, output: str) -> tuple[str, str]:
+    """Both paths normalized ('..', '//', trailing '/'); the output neither is nor nests with the source,
+    since the converter walks its input while it writes the output."""
+    source = posixpath.normpath(check_abs_path(source_opt, source))
+    output = posixpath.normpath(check_abs_path("--output", output))
+    if output == source:
+        raise RenderError(f"--output must differ from {source_opt} (the converter writes a new directory)")
+    if output.startswith(source.rstrip("/") + "/") or source.startswith(output.rstrip("/") + "/"):
+        raise RenderError(f"--output {output} and {source_opt} {source} must not lie inside one another")
+    return source, output
+
+
 def _input_type(plan: dict | None, input_type: str | None) -> str:
     if input_type is None and plan is not None:
         input_type = (plan.get("model") or {}).get("native_dtype")
@@ -66,7 +103,7 @@ def render_convert(
     *,
     model_path: str,
     output: str,
-    method: str,
+    method: str | None = None,
     plan: dict | None = None,
     name: str | None = None,
     input_type: str | None = None,
@@ -76,12 +113,8 @@ def render_convert(
     script: str = CONVERT_SCRIPT,
     user: str | None = None,
 ) -> Rendered:
-    if method not in QUANT_METHODS:
-        raise RenderError(f"--method {method!r} is not one of {', '.join(QUANT_METHODS)}")
-    model_path = check_abs_path("--model-path", model_path)
-    output = check_abs_path("--output", output).rstrip("/")
-    if output == model_path.rstrip("/"):
-        raise RenderError("--output must differ from --model-path (the converter writes a new directory)")
+    method = _method(plan, method)
+    model_path, output = _distinct_dirs("--model-path", model_path, output)
     name = _name_from(output, name)
     threads, pools = _threads(plan, cpuinfer_threads, threadpool_count)
     args = ["--input-path", model_path, "--input-type", _input_type(plan, input_type)]
@@ -146,18 +179,18 @@ def render_lora_convert(
     python: str = DEFAULT_SERVE_PYTHON,
     script: str | None = None,
     user: str | None = None,
+    overwrite: bool = False,
 ) -> Rendered:
-    adapter = check_abs_path("--adapter", adapter).rstrip("/")
-    output = check_abs_path("--output", output).rstrip("/")
-    if output == adapter:
-        raise RenderError("--output must differ from --adapter")
+    adapter, output = _distinct_dirs("--adapter", adapter, output)
     name = _name_from(output, name)
     python = check_abs_path("--python", python)
     converter_source = "explicit" if script else "checkout"
     if legacy:
         # sglang fork's convert_lora.py: positional adapter_path [output_path]; strips PEFT key prefixes.
-        if lora_alpha is not None:
-            raise RenderError("--lora-alpha applies to the current converter only (drop --legacy)")
+        if lora_alpha is not None or overwrite:
+            raise RenderError(
+                "--lora-alpha and --overwrite apply to the current converter only (drop --legacy)"
+            )
         script = check_abs_path("--script", script or LEGACY_LORA_SCRIPT)
         args = [adapter, output]
         documentation = "https://github.com/kvcache-ai/sglang/blob/main/convert_lora.py"
@@ -168,8 +201,9 @@ def render_lora_convert(
             if lora_alpha <= 0:
                 raise RenderError(f"--lora-alpha must be positive, got {lora_alpha}")
             args += ["--lora-alpha", format(lora_alpha, "g")]
-        # The unit only runs while the done marker is missing, so a half-written output is rebuilt.
-        args.append("--overwrite")
+        if overwrite:
+            # kt-kernel's converter then rmtree's a non-empty --output before writing (_prepare_output_dir)
+            args.append("--overwrite")
         script, converter_source = _current_lora_script(python, script)
         documentation = (
             "https://github.com/kvcache-ai/ktransformers/blob/main/doc/en/SFT/Qwen3.5-SGLang-LoRA-Serving.md"

@@ -9,7 +9,8 @@ from pathlib import Path, PurePosixPath
 from ktinfra.render.common import Rendered, RenderError
 
 
-def _check_out_dir(out_dir: Path) -> None:
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse an --out that cannot become a directory we write into (a file, an unwritable parent)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise RenderError(f"--out {out_dir} exists and is not a directory")
     probe = out_dir
@@ -42,10 +43,10 @@ def write_bundle(out_dir: str | os.PathLike, rendered: Rendered) -> list[str]:
     if anything fails before the renames, the temp files are removed and out_dir keeps its old content.
     """
     out = Path(out_dir)
-    _check_out_dir(out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out)
     staged: list[tuple[str, Path]] = []
     try:
+        out.mkdir(parents=True, exist_ok=True)
         for name, (content, mode) in rendered.files.items():
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
             staged.append((tmp, out / name))

@@ -27,6 +27,52 @@ def load_plan(path: str | Path) -> dict:
     return plan
 
 
+def resolve_plan(
+    plan_file: Path | None,
+    model: str | None,
+    facts: Path | None,
+    from_dir: Path | None,
+    mode: str,
+    stack: str | None = None,
+) -> dict:
+    """The plan from --plan, or from the planner for --model on --facts / --from / this host."""
+    if plan_file is not None:
+        if model is not None:
+            raise RenderError("give either --plan or --model, not both")
+        return load_plan(plan_file)
+    if model is None:
+        raise RenderError("a plan is required: --plan FILE.json (from `ktinfra plan --json`) or --model M")
+    try:
+        from ktinfra import planner
+    except ImportError as exc:
+        raise RenderError(f"the planner is not in this build ({exc}); pass --plan FILE.json") from exc
+    host = _host_facts(planner, facts, from_dir)
+    try:
+        return planner.plan(host, model, mode, stack=stack)
+    except planner.PlanInputError as exc:
+        raise RenderError(str(exc)) from exc
+
+
+def _host_facts(planner, facts: Path | None, from_dir: Path | None) -> dict:
+    if facts is not None and from_dir is not None:
+        raise RenderError("give either --facts or --from, not both")
+    if facts is not None:
+        try:
+            return planner.load_facts(facts)
+        except planner.PlanInputError as exc:
+            raise RenderError(str(exc)) from exc
+    try:
+        from ktinfra import facts as facts_module
+    except ImportError as exc:
+        raise RenderError(f"host facts are not in this build ({exc}); pass --plan FILE.json") from exc
+    if from_dir is None:
+        return facts_module.gather_live()
+    try:
+        return facts_module.from_capture(from_dir)
+    except (OSError, ValueError) as exc:  # a missing folder, or one holding none of the capture's files
+        raise RenderError(f"--from {from_dir}: {exc}") from exc
+
+
 def plan_section(plan: dict, mode: str) -> dict:
     """The plan's `serve` or `sft` block, after checking that the plan is for that mode and feasible."""
     if not isinstance(plan, dict):

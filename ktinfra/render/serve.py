@@ -13,6 +13,7 @@ from ktinfra.render.common import (
     RenderError,
     check_abs_path,
     check_instance_name,
+    check_secret,
     check_word,
     env_line,
     render_template,
@@ -38,6 +39,10 @@ KT_METHODS = CONVERTED_WEIGHT_METHODS | NATIVE_WEIGHT_METHODS
 LOOPBACK_NAMES = frozenset({"localhost"})
 NUMA_POLICIES = ("auto", "interleave", "none")
 NUMACTL = "/usr/bin/numactl"
+START_LIMIT_BURST = 3
+RESTART_S = 30
+STOP_TIMEOUT_S = 120
+MAX_START_TIMEOUT_S = 7 * 24 * 3600
 # What the unit runs instead of `-m sglang.launch_server`: the same module, with --api-key taken from
 # $KT_API_KEY inside the process, so the key never appears in /proc/PID/cmdline (ps) or a child's env.
 LAUNCH_CODE = (
@@ -45,9 +50,49 @@ LAUNCH_CODE = (
     'runpy.run_module("sglang.launch_server",run_name="__main__",alter_sys=True)'
 )
 
+# sglang flags ktinfra sets or checks itself, and where to set each instead; --extra-arg may not carry them.
+_PLAN_KEY_FLAGS = (
+    "trust_remote_code", "mem_fraction_static", "chunked_prefill_size", "max_running_requests",
+    "max_total_tokens", "context_length", "cuda_graph_max_bs", "schedule_conservativeness",
+    "tensor_parallel_size", "enable_mixed_chunk",
+)  # fmt: skip
+OWNED_FLAGS = {
+    **{"--" + key.replace("_", "-"): f"plan key serve.{key}" for key in _PLAN_KEY_FLAGS},
+    "--tp-size": "plan key serve.tensor_parallel_size",
+    "--host": "--host (or plan key serve.host)",
+    "--port": "--port (or plan key serve.port)",
+    "--model": "--model-path",
+    "--model-path": "--model-path",
+    "--served-model-name": "--name",
+    "--api-key": "--api-key-file (a key in argv would show in ps)",
+    "--admin-api-key": "--api-key-file (a key in argv would show in ps)",
+    "--kt-weight-path": "--weight-path (or plan key serve.kt_weight_path)",
+    "--enable-lora": "plan key serve.lora (or `ktinfra lora serve`)",
+    "--lora-paths": "plan key serve.lora (or `ktinfra lora serve`)",
+    "--max-loras-per-batch": "plan key serve.lora (or `ktinfra lora serve`)",
+    "--lora-backend": "plan key serve.lora (or `ktinfra lora serve`)",
+    "--config": "the plan (an sglang --config file can set any of the flags ktinfra checks)",
+}
+
 
 def _number(value: float) -> str:
     return format(float(value), "g")
+
+
+def _port(serve: dict) -> int:
+    port = require_int(serve, "port", "serve", 1)
+    if port > 65535:
+        raise RenderError(f"port must be 1-65535 (--port or plan serve.port), got {port}")
+    return port
+
+
+def _optional_positive(serve: dict, key: str) -> float | None:
+    value = serve.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise RenderError(f"plan serve.{key} must be a number > 0, got {value!r}")
+    return float(value)
 
 
 def _kt_weight_path(serve: dict, method: str, model_path: str, weight_path: str | None) -> str:
@@ -91,7 +136,7 @@ def sglang_argv(
     served_name = serve.get("served_model_name") or (plan.get("model") or {}).get("name")
     argv = [check_word("python", python), "-m", "sglang.launch_server"]
     argv += ["--host", check_word("serve.host", require_str(serve, "host", "serve"))]
-    argv += ["--port", str(require_int(serve, "port", "serve", 1))]
+    argv += ["--port", str(_port(serve))]
     argv += ["--model", model_path]
     if serve.get("trust_remote_code", True):
         argv.append("--trust-remote-code")
@@ -106,6 +151,9 @@ def sglang_argv(
         value = optional_int(serve, key, "serve", 1)
         if value is not None:
             argv += [flag, str(value)]
+    conservativeness = _optional_positive(serve, "schedule_conservativeness")
+    if conservativeness is not None:
+        argv += ["--schedule-conservativeness", _number(conservativeness)]
     argv += ["--tensor-parallel-size", str(require_int(serve, "tensor_parallel_size", "serve", 1))]
     if served_name:
         argv += ["--served-model-name", check_word("served model name", served_name)]
@@ -122,6 +170,32 @@ def sglang_argv(
     if threshold is not None:
         argv += ["--kt-gpu-prefill-token-threshold", str(threshold)]
     return argv + _lora_args(serve.get("lora"))
+
+
+def _flag_owner(flag: str) -> str | None:
+    """Where to set `flag` instead of --extra-arg, or None when ktinfra leaves it alone. sglang's argparse
+    takes any unambiguous prefix of a flag (allow_abbrev), so a prefix of an owned flag is owned too."""
+    if len(flag) <= 2:
+        return None
+    if flag.startswith("--kt-") or "--kt-".startswith(flag):
+        if len(flag) > len("--kt-") and "--kt-weight-path".startswith(flag):
+            return OWNED_FLAGS["--kt-weight-path"]
+        return "the plan's serve.kt_* keys"
+    if flag in OWNED_FLAGS:
+        return OWNED_FLAGS[flag]
+    matches = sorted(owned for owned in OWNED_FLAGS if owned.startswith(flag))
+    return f"{OWNED_FLAGS[matches[0]]} (sglang reads {flag} as {matches[0]})" if matches else None
+
+
+def _check_extra_arg(arg: str) -> str:
+    arg = check_word("--extra-arg", arg)
+    if not arg.startswith("--"):
+        return arg
+    flag = arg.split("=", 1)[0]
+    owner = _flag_owner(flag)
+    if owner:
+        raise RenderError(f"--extra-arg {flag}: ktinfra sets or checks this flag itself; use {owner}")
+    return arg
 
 
 def is_loopback(host: str) -> bool:
@@ -172,6 +246,26 @@ def numactl_args(plan: dict, policy: str = "auto") -> tuple[list[str], str]:
     return [], "one NUMA node: nothing to place"
 
 
+def _restart_policy(start_timeout_s: int) -> dict[str, int]:
+    """The unit's start/restart timings; the start-limit window spans START_LIMIT_BURST whole failed
+    starts (each: load until TimeoutStartSec, stop, RestartSec), however late in loading they fail."""
+    if isinstance(start_timeout_s, bool) or not isinstance(start_timeout_s, int):
+        raise RenderError(f"--start-timeout must be a whole number of seconds, got {start_timeout_s!r}")
+    if not 1 <= start_timeout_s <= MAX_START_TIMEOUT_S:
+        raise RenderError(
+            f"--start-timeout must be 1-{MAX_START_TIMEOUT_S} seconds, got {start_timeout_s} "
+            "(systemd ignores negative values and treats 0 as no timeout)"
+        )
+    cycle = start_timeout_s + STOP_TIMEOUT_S + RESTART_S
+    return {
+        "start_timeout_s": start_timeout_s,
+        "stop_timeout_s": STOP_TIMEOUT_S,
+        "restart_s": RESTART_S,
+        "start_limit_burst": START_LIMIT_BURST,
+        "start_limit_interval_s": START_LIMIT_BURST * cycle,
+    }
+
+
 def _with_overrides(plan: dict, name: str, host: str | None, port: int | None) -> dict:
     plan = copy.deepcopy(plan)
     serve = plan_section(plan, "serve")
@@ -204,15 +298,13 @@ def render_serve(
     argv = sglang_argv(plan, model_path=model_path, weight_path=weight_path, python=python)
     serve = plan["serve"]
     if api_key is not None:
-        api_key = check_word("API key", api_key.strip())
+        api_key = check_secret("API key", api_key.strip())
     if not is_loopback(serve["host"]) and not api_key:
         raise RenderError(
             f"refusing to bind the server to {serve['host']} without an API key: "
             "pass --api-key-file, or keep the default 127.0.0.1"
         )
-    extra = [check_word("--extra-arg", arg) for arg in extra_args]
-    if any(arg.split("=", 1)[0] == "--api-key" for arg in extra):
-        raise RenderError("pass the API key with --api-key-file, not --extra-arg (it would show in ps)")
+    extra = [_check_extra_arg(arg) for arg in extra_args]
     url = health_url(serve["host"], serve["port"])
     placement, placement_reason = numactl_args(plan, numa)
     out = Rendered()
@@ -225,7 +317,7 @@ def render_serve(
             launch_code=LAUNCH_CODE,
             env_dir=ENV_DIR,
             user=user and check_word("--user", user),
-            start_timeout_s=int(start_timeout_s),
+            **_restart_policy(start_timeout_s),
         ),
     )
     env = [

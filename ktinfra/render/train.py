@@ -62,6 +62,13 @@ def _kt_block(sft: dict, generation: str, llamafactory_dir: str, weight_path: st
             "plan sft.kt must hold the stack's KT keys (use_kt/kt_optimize_rule/... or kt_config)"
         )
     kt = {"use_kt": True, **kt}
+    if generation == "legacy" and (weight_path or "kt_weight_path" in kt):
+        # LLaMA-Factory <= 0.9.4 (the legacy stack) has no kt_weight_path argument; 0.9.5 added it and
+        # dropped kt_optimize_rule/cpu_infer/chunk_size, so no one recipe can carry both.
+        raise RenderError(
+            "kt_weight_path (--weight-path) is a current-stack key: the legacy stack's LLaMA-Factory "
+            "(kt_optimize_rule/cpu_infer/chunk_size) has no such argument; drop --weight-path"
+        )
     if generation == "legacy":
         missing = [key for key in ("kt_optimize_rule", "cpu_infer", "chunk_size") if key not in kt]
         if missing:

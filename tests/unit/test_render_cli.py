@@ -83,6 +83,10 @@ def _write(tmp_path, name, text):
         ("missing-plan-file", "cannot read plan"),
         ("no-plan", "a plan is required"),
         ("empty-key", "is empty"),
+        ("key-with-dollar", "contains a quote, backslash, '$' or backtick"),
+        ("key-with-space", "contains whitespace or a control character"),
+        ("not-a-capture", "is not a capture folder"),
+        ("missing-capture", "capture folder not found"),
     ],
 )
 def test_bad_input_fails_clearly_and_leaves_out_untouched(out_dir, tmp_path, case, message):
@@ -104,11 +108,27 @@ def test_bad_input_fails_clearly_and_leaves_out_untouched(out_dir, tmp_path, cas
         args += ["--plan", str(tmp_path / "nope.json")]
     elif case == "empty-key":
         args += ["--plan", SEED002, "--api-key-file", _write(tmp_path, "key", "\n")]
+    elif case.startswith("key-with"):
+        secret = "se;cr&et|$(x)" if case == "key-with-dollar" else "se cr-et"
+        args += ["--plan", SEED002, "--host", "0.0.0.0", "--api-key-file", _write(tmp_path, "key", secret)]
+    elif case == "not-a-capture":
+        args += ["--model", "Qwen3-30B-A3B", "--from", str(tmp_path)]
+    elif case == "missing-capture":
+        args += ["--model", "Qwen3-30B-A3B", "--from", str(tmp_path / "nope")]
     before = snapshot(out_dir)
     result = run(args)
     assert result.exit_code == 1
     assert message in result.output
+    assert result.output.startswith("error: ") and result.output.count("\n") == 1
+    assert "cr&et" not in result.output and "cr-et" not in result.output
     assert snapshot(out_dir) == before
+
+
+@pytest.mark.parametrize("out", ["/proc/ktinfra-test", "/sys/ktinfra-test", "/proc/self/ktinfra/x"])
+def test_out_where_nothing_can_be_created_is_a_clear_error(out):
+    result = run([*SERVE, "--plan", SEED002, "--out", out])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: ") and out.rsplit("/", 1)[0] in result.output
 
 
 def test_out_that_is_a_file_is_refused(tmp_path):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shlex
+from pathlib import Path
 
 import pytest
 import yaml
@@ -47,6 +49,7 @@ def test_convert_reproduces_seed002_and_takes_threads_from_the_plan():
 def test_convert_fp8_model_uses_the_plans_native_dtype():
     plan = load_fixture_plan("h100-qwen3-30b-a3b-serve.json")
     plan["model"]["native_dtype"] = "fp8"
+    plan["serve"]["kt_method"] = "AMXINT4"
     rendered = render_convert(
         model_path="/m/DeepSeek-V3", output="/m/DeepSeek-V3-INT4", method="int4", plan=plan
     )
@@ -62,6 +65,13 @@ def test_convert_fp8_model_uses_the_plans_native_dtype():
         ({"model_path": None}, "--model-path is required"),
         ({"output": "rel/out"}, "--output must be an absolute path"),
         ({"output": "/m/q/"}, "--output must differ from --model-path"),
+        ({"output": "/m/q/../q"}, "--output must differ from --model-path"),
+        ({"output": "/m//q"}, "--output must differ from --model-path"),
+        ({"output": "/m/q/int8"}, "--output /m/q/int8 and --model-path /m/q must not lie inside one another"),
+        ({"output": "/m/q/x/../int8/"}, "--output /m/q/int8 and --model-path /m/q must not lie inside"),
+        ({"output": "/m"}, "--output /m and --model-path /m/q must not lie inside one another"),
+        ({"output": "/"}, "must not lie inside one another"),
+        ({"method": None}, "--method is required without --plan"),
         ({"cpuinfer_threads": None}, "converter threads unknown"),
         ({"input_type": "int8"}, "--input-type 'int8' is not one of"),
     ],
@@ -74,6 +84,38 @@ def test_convert_bad_inputs(kwargs, message):
         render_convert(**args)
 
 
+def test_convert_output_beside_the_model_is_normalized():
+    args = {"model_path": "/m/q/", "method": "int8", "cpuinfer_threads": 8, "threadpool_count": 1}
+    rendered = render_convert(output="/m/x/../q-int8/", **args)
+    argv = rendered.info["argv"]
+    assert (argv[argv.index("--input-path") + 1], argv[argv.index("--output") + 1]) == ("/m/q", "/m/q-int8")
+    assert rendered.info["kt_weight_path"] == "/m/q-int8"
+
+
+def _noamx_plan() -> dict:
+    """The real planner on a host without AMX (seed 000's 8352V + 4090): LLAMAFILE on GGUF experts."""
+    from ktinfra import planner
+
+    facts = planner.load_facts(Path(__file__).parents[1] / "fixtures" / "facts" / "xeon8352v-4090-noamx.json")
+    return planner.plan(facts, "Qwen3-30B-A3B", "serve")
+
+
+def test_convert_method_must_fit_the_plan():
+    amx8 = load_fixture_plan("h100-qwen3-30b-a3b-serve.json")
+    args = {"model_path": "/m/q", "output": "/m/q-int"}
+    with pytest.raises(RenderError, match="--method int4 contradicts the plan's kt_method AMXINT8"):
+        render_convert(method="int4", plan=amx8, **args)
+    assert "int8" in render_convert(plan=amx8, **args).info["argv"]  # taken from the plan
+    amx8["serve"]["kt_method"] = "AMXINT4"
+    assert render_convert(plan=amx8, **args).info["argv"][-5] == "int4"
+    llamafile = _noamx_plan()
+    assert llamafile["serve"]["kt_method"] == "LLAMAFILE"
+    with pytest.raises(
+        RenderError, match="kt_method 'LLAMAFILE' does not read convert_cpu_weights.py output"
+    ):
+        render_convert(method="int8", plan=llamafile, **args)
+
+
 # ---- LoRA adapter conversion ------------------------------------------------------------------------------
 
 
@@ -81,10 +123,17 @@ def test_lora_convert_current_uses_kt_kernels_converter():
     rendered = render_lora_convert(adapter="/runs/med/", output="/srv/lora/med", model_path="/models/Qwen3")
     assert rendered.info["argv"][1].endswith("kt-kernel/scripts/convert_kt_to_sglang_adapter.py")
     assert rendered.info["argv"][2:] == [
-        "/runs/med", "/srv/lora/med", "--base-model-name-or-path", "/models/Qwen3", "--overwrite",
+        "/runs/med", "/srv/lora/med", "--base-model-name-or-path", "/models/Qwen3",
     ]  # fmt: skip
     assert rendered.info["unit"] == "ktinfra-lora-convert@med.service"
     assert rendered.info["lora_path"] == "/srv/lora/med"
+
+
+def test_lora_convert_deletes_an_existing_output_only_when_asked():
+    """kt-kernel 0.7.2's converter rmtree's a non-empty output given --overwrite: a shared dir would go."""
+    args = {"adapter": "/runs/med", "output": "/srv/lora", "model_path": "/models/Qwen3"}
+    assert "--overwrite" not in render_lora_convert(**args).info["argv"]
+    assert render_lora_convert(**args, overwrite=True).info["argv"][-1] == "--overwrite"
 
 
 def test_lora_convert_legacy_uses_the_sglang_fork_script():
@@ -100,7 +149,11 @@ def test_lora_convert_legacy_uses_the_sglang_fork_script():
     [
         ({}, r"--model-path \(the base model"),
         ({"model_path": "/m", "output": "/runs/med"}, "--output must differ from --adapter"),
-        ({"legacy": True, "lora_alpha": 16.0}, "--lora-alpha applies to the current converter only"),
+        ({"model_path": "/m", "output": "/runs/x/../med/"}, "--output must differ from --adapter"),
+        ({"model_path": "/m", "output": "/runs/med/sglang"}, "must not lie inside one another"),
+        ({"model_path": "/m", "output": "/runs"}, "must not lie inside one another"),
+        ({"legacy": True, "lora_alpha": 16.0}, "--lora-alpha and --overwrite apply to the current converter"),
+        ({"legacy": True, "overwrite": True}, "--lora-alpha and --overwrite apply to the current converter"),
         ({"model_path": "/m", "lora_alpha": -1.0}, "--lora-alpha must be positive"),
     ],
 )
@@ -200,6 +253,27 @@ def test_train_bad_inputs(plan_name, change, overrides, message):
     args.update(overrides)
     with pytest.raises(RenderError, match=message):
         render_train(plan, **args)
+
+
+def test_train_legacy_refuses_a_weight_path_its_llamafactory_does_not_know():
+    plan = load_fixture_plan("seed002-qwen3-30b-a3b-sft-legacy.json")
+    args = {"name": "r", "model_path": "/m", "dataset": "d", "dataset_dir": "/d", "output_dir": "/o"}
+    with pytest.raises(RenderError, match="kt_weight_path .--weight-path. is a current-stack key"):
+        render_train(plan, **args, weight_path="/w")
+    plan["sft"]["kt"]["kt_weight_path"] = "/w"
+    with pytest.raises(RenderError, match="current-stack key"):
+        render_train(plan, **args)
+    current = _train("h100-qwen3-30b-a3b-sft-current.json", weight_path="/w")
+    assert yaml.safe_load(current.files["med-r8.yaml"][0])["kt_weight_path"] == "/w"
+
+
+def test_legacy_profile_pins_the_llamafactory_its_recipe_fits():
+    """main dropped kt_optimize_rule/cpu_infer/chunk_size: a moving ref would break legacy recipes."""
+    from ktinfra import profiles
+
+    git = profiles.env_spec(profiles.load_profile("kt-0.4-autodl"), "sft")["git"]
+    ref = next(g["ref"] for g in git if g["name"] == "llamafactory")
+    assert re.fullmatch(r"[0-9a-f]{40}", ref), ref
 
 
 def test_train_legacy_plan_without_its_kt_keys_is_refused():

@@ -33,14 +33,14 @@ SEED002_LINE = (
 # --max-loras-per-batch 4228, --lora-backend 4247,
 # --kt-weight-path 4830, --kt-method 4835, --kt-cpuinfer 4841, --kt-threadpool-count 4846,
 # --kt-num-gpu-experts 4860, --kt-max-deferred-experts-per-token 4874, --kt-gpu-prefill-token-threshold 4880,
-# --cuda-graph-max-bs 5023, --enable-mixed-chunk 5110.
+# --cuda-graph-max-bs 5023, --enable-mixed-chunk 5110; --schedule-conservativeness (sglang-kt 0.7.2 wheel).
 UPSTREAM_FLAGS = {
     "--model", "--host", "--port", "--trust-remote-code", "--context-length", "--mem-fraction-static",
     "--max-running-requests", "--max-total-tokens", "--chunked-prefill-size", "--tensor-parallel-size",
     "--served-model-name", "--enable-lora", "--lora-paths", "--max-loras-per-batch", "--lora-backend",
     "--kt-weight-path", "--kt-method", "--kt-cpuinfer", "--kt-threadpool-count", "--kt-num-gpu-experts",
     "--kt-max-deferred-experts-per-token", "--kt-gpu-prefill-token-threshold", "--cuda-graph-max-bs",
-    "--enable-mixed-chunk",
+    "--enable-mixed-chunk", "--schedule-conservativeness",
 }  # fmt: skip
 BOOLEAN_FLAGS = {"--trust-remote-code", "--enable-mixed-chunk", "--enable-lora"}
 
@@ -113,6 +113,7 @@ def test_every_emitted_flag_exists_upstream(seed002):
         max_total_tokens=32000,
         context_length=8192,
         cuda_graph_max_bs=16,
+        schedule_conservativeness=0.3,
         kt_num_gpu_experts=0,
         lora={"paths": {"med": "/srv/lora/med"}, "max_loras_per_batch": 2, "backend": "triton"},
     )
@@ -124,6 +125,11 @@ def test_every_emitted_flag_exists_upstream(seed002):
     assert values["--max-loras-per-batch"] == "2"
     assert values["--kt-gpu-prefill-token-threshold"] == "4096"
     assert values["--context-length"] == "8192"
+    assert values["--schedule-conservativeness"] == "0.3"
+
+
+def test_schedule_conservativeness_is_optional(seed002):
+    assert "--schedule-conservativeness" not in sglang_argv(seed002, model_path=MODEL, weight_path=WEIGHTS)
 
 
 def test_native_fp8_reads_the_model_directory(seed002):
@@ -170,6 +176,8 @@ def test_wrong_plans_are_refused(seed002, change, message):
         ("mem_fraction_static", 1.5, r"mem_fraction_static must be a number in \(0, 1\]"),
         ("kt_method", "AMXINT9", "not a kt-kernel method"),
         ("host", "", "serve.host must be a non-empty string"),
+        ("schedule_conservativeness", 0, "schedule_conservativeness must be a number > 0"),
+        ("schedule_conservativeness", "1.3", "schedule_conservativeness must be a number > 0"),
     ],
 )
 def test_bad_plan_values_are_refused(seed002, key, value, message):
@@ -203,6 +211,40 @@ def test_plan_asking_for_wildcard_bind_still_needs_a_key(seed002):
 def test_api_key_cannot_be_smuggled_through_extra_args(seed002):
     with pytest.raises(RenderError, match="--api-key-file"):
         render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, extra_args=["--api-key=x"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "hint"),
+    [
+        (["--host=0.0.0.0"], "--host .or plan key serve.host"),
+        (["--host", "0.0.0.0"], "--host"),
+        (["--port=9999"], "--port"),
+        (["--ho=0.0.0.0"], "sglang reads --ho as --host"),
+        (["--admin-api-key=x"], "--api-key-file"),
+        (["--model-path", "/other"], "use --model-path"),
+        (["--model=/other"], "use --model-path"),
+        (["--tp", "2"], "serve.tensor_parallel_size"),
+        (["--tp-size=2"], "serve.tensor_parallel_size"),
+        (["--tensor-parallel-size=2"], "serve.tensor_parallel_size"),
+        (["--mem-fraction-static=0.5"], "serve.mem_fraction_static"),
+        (["--kt-method", "AMXINT4"], r"serve.kt_\* keys"),
+        (["--kt-numa-nodes=0"], r"serve.kt_\* keys"),
+        (["--kt-weight-path=/x"], "--weight-path"),
+        (["--served-model-name=x"], "--name"),
+        (["--lora-paths", "a=/b"], "serve.lora"),
+        (["--schedule-conservativeness=2"], "serve.schedule_conservativeness"),
+        (["--config=/etc/sglang.yaml"], "the plan"),
+    ],
+)
+def test_extra_args_cannot_override_what_ktinfra_sets(seed002, extra, hint):
+    with pytest.raises(RenderError, match=f"--extra-arg {extra[0].split('=')[0]}: ktinfra sets .*{hint}"):
+        render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, extra_args=extra)
+
+
+def test_extra_args_ktinfra_does_not_set_are_passed_on(seed002):
+    extra = ["--enable-metrics", "--log-level=debug", "--schedule-policy", "lpm"]
+    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, extra_args=extra)
+    assert rendered.info["argv"][-4:] == extra
 
 
 @pytest.mark.parametrize("name", ["", "a/b", "x@y", "-lead", "has space"])
@@ -288,3 +330,35 @@ def test_seed002_llamafile_variant_matches_section_4_3_2(seed002):
     seed = flag_values(shlex.split(seed_line))
     ours = flag_values(rendered.info["argv"])
     assert {flag: ours[flag] for flag in seed} == seed
+
+
+def _unit_values(rendered) -> dict[str, str]:
+    unit = rendered.files["ktinfra-serve@.service"][0]
+    return dict(line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#"))
+
+
+@pytest.mark.parametrize("timeout", [60, 600, 3600, 14400])
+def test_three_failed_starts_in_a_row_stop_the_unit(seed002, timeout):
+    """Each failed start can take TimeoutStartSec, then the stop, then RestartSec: the start-limit window
+    must hold StartLimitBurst such cycles, or a model failing late in loading reloads forever."""
+    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, start_timeout_s=timeout)
+    unit = _unit_values(rendered)
+    cycle = int(unit["TimeoutStartSec"]) + int(unit["TimeoutStopSec"]) + int(unit["RestartSec"])
+    assert int(unit["TimeoutStartSec"]) == timeout
+    assert int(unit["StartLimitIntervalSec"]) >= int(unit["StartLimitBurst"]) * cycle
+    assert unit["StartLimitBurst"] == "3" and unit["Restart"] == "on-failure"
+
+
+@pytest.mark.parametrize("timeout", [0, -5, 10**9])
+def test_start_timeout_out_of_range_is_refused(seed002, timeout):
+    with pytest.raises(RenderError, match="--start-timeout must be 1-"):
+        render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, start_timeout_s=timeout)
+
+
+@pytest.mark.parametrize("port", [0, 65536, 70000])
+def test_port_out_of_range_is_refused(seed002, port):
+    with pytest.raises(RenderError, match="port must be"):
+        render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, port=port)
+    seed002["serve"]["port"] = port
+    with pytest.raises(RenderError, match="port must be"):
+        sglang_argv(seed002, model_path=MODEL, weight_path=WEIGHTS)
