@@ -14,6 +14,7 @@ from ktinfra.plan.host import (
     gb,
     gpu_memory_bytes,
     numa_nodes_in_use,
+    thread_pools,
 )
 
 DEFAULT_PORT = 30000  # SGLang's and `kt run`'s default
@@ -73,23 +74,32 @@ def _kt_run_effect(kt_run: int, cores: int, threads: int) -> str:
     return "agrees"
 
 
-def _cpu_decisions(facts: dict, serve: dict, reasons: dict) -> None:
+def _cpu_decisions(facts: dict, serve: dict, reasons: dict, warnings: list) -> None:
     cpu = facts["cpu"]
     cores = cpu["physical_cores"]
     threads, note = cpu_worker_threads(facts)
+    pools, placed, placement = thread_pools(facts, threads)
     kt_run = int(cpu["logical_cpus"] * 0.8)
-    effect = _kt_run_effect(kt_run, cores, threads)
+    effect = _kt_run_effect(kt_run, cores, placed)
     reasons["kt_cpuinfer"] = (
-        f"{threads}: {cores} usable physical cores ({cpu['logical_cpus']} logical CPUs, "
+        f"{placed}: {cores} usable physical cores ({cpu['logical_cpus']} logical CPUs, "
         f"{cpu.get('threads_per_core') or 1} thread(s) per core), one thread per core, never "
         f"hyperthreads; {note}; `kt run`'s default 0.8 x logical = {kt_run} {effect}"
     )
-    pools = min(numa_nodes_in_use(facts), threads)
+    if placed < threads:
+        reasons["kt_cpuinfer"] += f"; {threads} cut to {placed} so every thread pool fits its NUMA node"
     reasons["kt_threadpool_count"] = (
-        f"the usable CPUs sit on {pools} NUMA node(s): one kt-kernel thread pool per node keeps each "
-        "pool's expert weights in node-local memory"
+        f"{pools}: the usable CPUs sit on {numa_nodes_in_use(facts)} NUMA node(s); kt-kernel binds pool i to "
+        "node i, keeping each pool's expert weights in node-local memory"
     )
-    serve.update({"kt_cpuinfer": threads, "kt_threadpool_count": pools})
+    if placement:
+        reasons["kt_threadpool_count"] += " (placement limited: see warnings)"
+        warnings.append(placement)
+    reasons["numa_cpus"] = (
+        "no numactl CPU pinning: the usable CPUs are already this process's cpuset, and kt-kernel binds "
+        "each thread pool to its node itself"
+    )
+    serve.update({"kt_cpuinfer": placed, "kt_threadpool_count": pools})
 
 
 def _gpu_experts(arch, dtype, spare, static, weights, kv_budget, lora, reasons) -> int:
@@ -232,7 +242,7 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
         }
     )
     reasons["enable_mixed_chunk"] = "mix prefill chunks into decode batches (seed 002's launch line)"
-    _cpu_decisions(facts, serve, reasons)
+    _cpu_decisions(facts, serve, reasons, warnings)
     serve.update(_network(opts, reasons))
     lora = opts.get("lora")
     if lora:
