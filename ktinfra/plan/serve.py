@@ -102,38 +102,50 @@ def _cpu_decisions(facts: dict, serve: dict, reasons: dict, warnings: list) -> N
     serve.update({"kt_cpuinfer": placed, "kt_threadpool_count": pools})
 
 
-def _gpu_experts(arch, dtype, spare, static, weights, kv_budget, lora, reasons) -> int:
-    expert_layer = sizing.gpu_expert_bytes(arch, dtype) * arch.num_moe_layers  # one expert, every layer
+def _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons) -> int:
+    key = "kt_num_gpu_experts"
     if lora:
-        reasons["kt_num_gpu_experts"] = (
-            "0: a LoRA adapter is served; adapted experts all run in the kt-kernel"
-        )
+        reasons[key] = "0: a LoRA adapter is served; adapted experts all run in the kt-kernel"
         return 0
+    expert_layer = sizing.gpu_expert_bytes(arch, dtype) * arch.num_moe_layers  # one expert, every layer
+    spare = static - weights - kv_budget - held
     count = max(0, min(arch.num_experts, int(spare // expert_layer)))
-    reasons["kt_num_gpu_experts"] = (
-        f"{count} per MoE layer: {gb(static)} static GPU memory - {gb(weights)} non-expert weights - "
-        f"{gb(kv_budget)} KV leaves {gb(max(spare, 0))}; one expert in all {arch.num_moe_layers} MoE "
-        f"layers is {gb(expert_layer)} ({dtype})"
+    parts = f"{gb(static)} static GPU memory - {gb(weights)} non-expert weights - {gb(kv_budget)} KV"
+    if held:
+        parts += f" - {gb(held)} held for layerwise prefill"
+    outcome = f"leaves {gb(spare)}" if spare >= 0 else f"is {gb(-spare)} short"
+    reasons[key] = (
+        f"{count} per MoE layer: {parts} {outcome}; one expert in all {arch.num_moe_layers} MoE layers is "
+        f"{gb(expert_layer)} ({dtype})"
     )
+    more = (count + 1) * expert_layer - max(spare, 0)
     if count == arch.num_experts:
-        reasons["kt_num_gpu_experts"] += "; every expert fits on the GPU, the CPU side stays idle"
-    else:
-        short = spare - (count + 1) * expert_layer
-        reasons["kt_num_gpu_experts"] += (
-            f"; {count + 1} would cut {gb(-short)} from the KV budget of "
+        reasons[key] += "; every expert fits on the GPU, the CPU side stays idle"
+    elif more <= kv_budget:
+        reasons[key] += (
+            f"; {count + 1} would cut {gb(more)} from the {gb(kv_budget)} KV budget of "
             f"max_running_requests x {KV_TOKENS_PER_REQUEST} tokens"
+        )
+    else:
+        reasons[key] += (
+            f"; {count + 1} would need {gb(more)} more, beyond the whole {gb(kv_budget)} KV budget"
         )
     return count
 
 
-def _prefill_threshold(fmt, arch, dtype, spare, reasons) -> tuple[int | None, float]:
-    """Native backends prefill long prompts layer by layer on the GPU, needing one MoE layer of VRAM."""
+def _prefill_threshold(fmt, arch, dtype, spare, lora, reasons) -> tuple[int | None, float]:
+    """(threshold, bytes held for it): native backends prefill long prompts layer by layer on the GPU,
+    needing one MoE layer of VRAM."""
     moe_layer = sizing.gpu_expert_bytes(arch, dtype) * arch.num_experts
-    all_fit = spare >= moe_layer * arch.num_moe_layers
     key = "kt_gpu_prefill_token_threshold"
     if not fmt.native_dtype:
         reasons[key] = f"only the native FP8/BF16/RAWINT4 backends use it, not {fmt.kt_method}"
-    elif all_fit:
+    elif lora:
+        reasons[key] = (
+            "a LoRA adapter is served: the adapted experts run only in the kt-kernel, so long prompts "
+            "prefill there too, not layer by layer on the GPU"
+        )
+    elif spare >= moe_layer * arch.num_moe_layers:
         reasons[key] = "every expert is on the GPU already: no layerwise prefill needed"
     elif spare < moe_layer:
         reasons[key] = "no VRAM for one more MoE layer: CPU+GPU hybrid prefill only"
@@ -142,8 +154,8 @@ def _prefill_threshold(fmt, arch, dtype, spare, reasons) -> tuple[int | None, fl
             f"native {fmt.kt_method}: prompts over {GPU_PREFILL_TOKEN_THRESHOLD} tokens prefill layer by "
             f"layer on the GPU (one MoE layer, {gb(moe_layer)}, kept free for it)"
         )
-        return GPU_PREFILL_TOKEN_THRESHOLD, spare - moe_layer
-    return None, spare
+        return GPU_PREFILL_TOKEN_THRESHOLD, moe_layer
+    return None, 0.0
 
 
 def _deferred(arch: Architecture, gpu_experts: int, reasons: dict) -> int:
@@ -207,8 +219,9 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
             f"{arch.name}'s FP8 checkpoint on compute capability < 8.9: no FP8 tensor cores, so SGLang runs "
             "slower fallback kernels; a BF16 checkpoint (--cpu-format BF16 or a converted model) avoids that"
         )
-    threshold, spare = _prefill_threshold(fmt, arch, dtype, static - weights - kv_budget, reasons)
-    gpu_experts = _gpu_experts(arch, dtype, spare, static, weights, kv_budget, opts.get("lora"), reasons)
+    lora = opts.get("lora")
+    threshold, held = _prefill_threshold(fmt, arch, dtype, static - weights - kv_budget, lora, reasons)
+    gpu_experts = _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons)
     serve.update(
         {
             "kt_num_gpu_experts": gpu_experts,

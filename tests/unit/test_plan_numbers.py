@@ -1,4 +1,5 @@
-"""`ktinfra models` and `ktinfra plan` agree on the numbers they show."""
+"""The numbers a plan shows agree with each other: reasons that add up, `ktinfra models` and `ktinfra plan`,
+and the LoRA rule with the prefill threshold."""
 
 import re
 from pathlib import Path
@@ -26,6 +27,41 @@ def small_gpu() -> dict:
 
 def numbers(text: str) -> list[float]:
     return [float(n) for n in re.findall(r"(\d+(?:\.\d)?) GB", text)]
+
+
+# --- #4 LoRA and the layerwise prefill threshold -------------------------------------------------------
+def test_serving_a_lora_gives_no_gpu_prefill_threshold_and_says_why():
+    host = facts("h100-amx")  # native BF16 (the disk cannot hold INT8); the whole model fits the GPU
+    result = plan(host, "Qwen3-30B-A3B", "serve", lora={"style": "/data/lora"})
+    assert result["serve"]["kt_num_gpu_experts"] == 0
+    assert result["serve"]["kt_gpu_prefill_token_threshold"] is None
+    reason = result["reasons"]["kt_gpu_prefill_token_threshold"]
+    assert "LoRA" in reason and "every expert is on the GPU" not in reason
+
+
+# --- #5 kt_num_gpu_experts: the reason's arithmetic ----------------------------------------------------
+def test_gpu_expert_reason_counts_the_memory_held_for_layerwise_prefill():
+    result = plan(facts("dual-spr-2xnuma-4xl40s"), "DeepSeek-V3", "serve", cpu_format="FP8")
+    assert result["serve"]["kt_gpu_prefill_token_threshold"] == 2048
+    reason = result["reasons"]["kt_num_gpu_experts"]
+    static, weights, kv, held, left = numbers(reason.split(";")[0])
+    assert "held for layerwise prefill" in reason
+    assert static - weights - kv - held == pytest.approx(left, abs=0.25)
+
+
+def test_gpu_expert_reason_never_cuts_more_than_the_whole_kv_budget():
+    reason = plan(small_gpu(), "Qwen3-235B-A22B", "serve")["reasons"]["kt_num_gpu_experts"]
+    assert reason.startswith("0 per MoE layer") and " short" in reason
+    for cut, budget in re.findall(r"would cut (\d+\.\d) GB from the (\d+\.\d) GB KV budget", reason):
+        assert float(cut) <= float(budget)
+    assert "beyond the whole 0.8 GB KV budget" in reason
+
+
+def test_seed002_gpu_expert_reason_still_prices_one_more_expert_in_kv():
+    reason = plan(facts("seed002-autodl-6430-4090"), "Qwen3-30B-A3B", "serve")["reasons"][
+        "kt_num_gpu_experts"
+    ]
+    assert "32 would cut 0.3 GB from the 6.4 GB KV budget" in reason
 
 
 # --- #7 `ktinfra models` sizes each format from the checkpoint `ktinfra plan` serves from --------------
