@@ -204,9 +204,33 @@ def gpu_problems(facts: dict, purpose: str) -> list[str]:
     return problems
 
 
-def gpu_memory_bytes(facts: dict) -> int:
-    """Memory of the smallest GPU: tensor-parallel ranks are sized alike."""
-    return min(g["memory_mib"] for g in facts["gpus"]) * MIB
+def gpu_memory_bytes(gpus: list[dict]) -> int:
+    """Memory of the smallest of `gpus`: tensor-parallel and data-parallel ranks are sized alike."""
+    return min(g["memory_mib"] for g in gpus) * MIB
+
+
+def identical_gpu_groups(gpus: list[dict]) -> list[list[dict]]:
+    """GPUs grouped by (name, memory), in index order: only identical GPUs share tensor-parallel ranks."""
+    groups: dict[tuple, list[dict]] = {}
+    for gpu in gpus:
+        groups.setdefault((gpu.get("name"), gpu["memory_mib"]), []).append(gpu)
+    return list(groups.values())
+
+
+def gpu_names(gpus: list[dict], *, listed: bool = False) -> str:
+    """'2 x NVIDIA H100 80GB HBM3' for identical GPUs, else (or when `listed`) each with index and memory."""
+    if not listed and len(identical_gpu_groups(gpus)) == 1:
+        return f"{len(gpus)} x {gpus[0].get('name')}"
+    return ", ".join(f"GPU {g.get('index')} ({g.get('name')}, {gb(g['memory_mib'] * MIB)})" for g in gpus)
+
+
+def unknown_capability_warnings(gpus: list[dict], checks: str) -> list[str]:
+    unknown = [g for g in gpus if compute_capability(g) is None]
+    return [
+        f"compute capability of GPU {g.get('index')} ({g.get('name')}) unknown: cannot check {checks}; "
+        "assuming it meets them"
+        for g in unknown
+    ]
 
 
 def data_disk(facts: dict) -> dict | None:

@@ -13,8 +13,11 @@ from ktinfra.plan.host import (
     cpu_worker_threads,
     gb,
     gpu_memory_bytes,
+    gpu_names,
+    identical_gpu_groups,
     numa_nodes_in_use,
     thread_pools,
+    unknown_capability_warnings,
 )
 
 DEFAULT_PORT = 30000  # SGLang's and `kt run`'s default
@@ -32,6 +35,7 @@ SERVE_KEYS = (
     "mem_fraction_static", "chunked_prefill_size", "max_running_requests", "max_total_tokens",
     "context_length", "cuda_graph_max_bs", "tensor_parallel_size", "enable_mixed_chunk",
     "trust_remote_code", "host", "port", "served_model_name", "lora", "numa_cpus", "checkpoint_dtype",
+    "gpu_indices",
 )  # fmt: skip
 
 
@@ -181,11 +185,61 @@ def _network(opts: dict, reasons: dict) -> dict:
     return {"host": host, "port": port}
 
 
+def choose_gpus(arch: Architecture, gpus: list[dict]) -> tuple[list[dict], str, str]:
+    """(GPUs to serve on, why these, why this tensor-parallel size): tensor parallel over identical GPUs
+    only, the group whose ranks hold the most memory (ties: the most GPUs)."""
+    groups = identical_gpu_groups(gpus)
+
+    def usable(group: list[dict]) -> tuple[int, int]:
+        tp = tensor_parallel(arch, len(group))
+        return tp * group[0]["memory_mib"], tp
+
+    group = max(groups, key=usable)
+    used = group[: usable(group)[1]]
+    tp_why = (
+        f"{len(group)} x {group[0].get('name')}; {len(used)} is the largest power of two <= {len(group)} "
+        f"that divides {arch.num_attention_heads} heads"
+    )
+    why = f"{', '.join(str(g.get('index')) for g in used)}: {gpu_names(used)}"
+    left = [g for g in gpus if all(g is not u for u in used)]
+    if not left:
+        return used, why + ", every GPU on the host", tp_why
+    why += f"; left out {gpu_names(left, listed=True)}: "
+    if len(groups) > 1:
+        why += (
+            "tensor-parallel ranks must be identical GPUs (same name and memory); the ones used hold "
+            "the most memory"
+        )
+    if len(used) < len(group):
+        why += (
+            " and " if len(groups) > 1 else ""
+        ) + "the tensor-parallel size must divide the attention heads"
+    return used, why, tp_why
+
+
+def _gpu_index(gpu: dict, gpus: list[dict]) -> int:
+    """The facts' nvidia-smi index, else the GPU's place in the list (nvidia-smi lists in index order)."""
+    index = gpu.get("index")
+    return index if isinstance(index, int) else next(i for i, g in enumerate(gpus) if g is gpu)
+
+
+def _capability_warnings(arch, gpus, dtype, warnings) -> None:
+    checks = "KT's minimum of 8.0 (bf16 tensor cores)"
+    if dtype == "fp8":
+        checks += " or the 8.9 the FP8 checkpoint needs for FP8 tensor cores"
+    warnings += unknown_capability_warnings(gpus, checks)
+    known = [cc for cc in map(compute_capability, gpus) if cc is not None]
+    if dtype == "fp8" and known and min(known) < FP8_MIN_CC:
+        warnings.append(
+            f"{arch.name}'s FP8 checkpoint on compute capability < 8.9: no FP8 tensor cores, so SGLang runs "
+            "slower fallback kernels; a BF16 checkpoint (--cpu-format BF16 or a converted model) avoids that"
+        )
+
+
 def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems, warnings) -> None:
-    gpus = facts["gpus"]
-    tp = tensor_parallel(arch, len(gpus))
-    reasons["tensor_parallel_size"] = f"{len(gpus)} GPU(s); {tp} divides {arch.num_attention_heads} heads"
-    gpu_bytes = gpu_memory_bytes(facts)
+    gpus, reasons["gpu_indices"], reasons["tensor_parallel_size"] = choose_gpus(arch, facts["gpus"])
+    tp = len(gpus)
+    gpu_bytes = gpu_memory_bytes(gpus)
     frac, reserve = mem_fraction_static(gpu_bytes)
     reasons["mem_fraction_static"] = (
         f"leaves {gb(gpu_bytes * (1 - frac))} of each {gb(gpu_bytes)} GPU for activations and CUDA graphs "
@@ -212,13 +266,9 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
         problems.append(
             f"needs {gb(needed)} GPU memory ({gb(weights)} weights + {gb(est.breakdown['kv_cache_min'])} KV "
             f"for one {sizing.SERVE_MIN_KV_TOKENS}-token request + {gb(reserve * tp)} runtime reserve), "
-            f"{tp} x {gpus[0].get('name')} has {gb(gpu_bytes * tp)}"
+            f"{gpu_names(gpus)} has {gb(gpu_bytes * tp)}"
         )
-    if dtype == "fp8" and min(compute_capability(g) or (0, 0) for g in gpus) < FP8_MIN_CC:
-        warnings.append(
-            f"{arch.name}'s FP8 checkpoint on compute capability < 8.9: no FP8 tensor cores, so SGLang runs "
-            "slower fallback kernels; a BF16 checkpoint (--cpu-format BF16 or a converted model) avoids that"
-        )
+    _capability_warnings(arch, gpus, dtype, warnings)
     lora = opts.get("lora")
     threshold, held = _prefill_threshold(fmt, arch, dtype, static - weights - kv_budget, lora, reasons)
     gpu_experts = _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons)
@@ -232,6 +282,7 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
             "max_running_requests": requests,
             "cuda_graph_max_bs": requests,
             "tensor_parallel_size": tp,
+            "gpu_indices": [_gpu_index(g, facts["gpus"]) for g in gpus],
         }
     )
 
