@@ -261,6 +261,7 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
         f"seed 002 served 12-14 users on 8), {KV_TOKENS_PER_REQUEST} KV tokens each ({gb(kv_budget)})"
     )
     reasons["cuda_graph_max_bs"] = f"capture CUDA graphs only up to the {requests} running requests"
+    est.breakdown["gpu_runtime_reserve"] = int(reserve * tp)  # not in vram_bytes; must fit beside it
     needed = est.vram_bytes + reserve * tp
     if needed > gpu_bytes * tp:
         problems.append(

@@ -65,16 +65,21 @@ def per_gpu_need(est: sizing.Estimate, gpus: int) -> float:
 
 
 def _vram_problem(est: sizing.Estimate, gpus: list[dict], cutoff: int, gpu_bytes: int) -> str:
-    """Batch 1 does not fit: what one GPU must hold, against the smallest GPU."""
+    """Batch 1 does not fit: what one GPU must hold, part by part, against the smallest GPU."""
+    share = sizing.sft_per_gpu_bytes(est, len(gpus))
+    runtime = sizing.sft_gpu_runtime_bytes(est)
     if len(identical_gpu_groups(gpus)) == 1:
         smallest = gpu_names(gpus)
     else:
         small = [g for g in gpus if g["memory_mib"] * MIB == gpu_bytes]
         smallest = f"the smallest, {gpu_names(small, listed=True)},"
+    peak = f"{gb(share)} allocated at peak"
+    if len(gpus) > 1:
+        sharded = gb(est.breakdown["gpu_weights"] + est.breakdown["lora_gpu_train_state"])
+        peak += f" on each, the {sharded} of weights and LoRA state sharded over {len(gpus)} GPUs"
     return (
-        f"needs {gb(per_gpu_need(est, len(gpus)))} GPU memory per GPU at cutoff_len {cutoff}, batch 1 "
-        f"({gb(est.breakdown['gpu_weights'])} BF16 non-expert weights over {len(gpus)} GPU(s)), {smallest} "
-        f"has {gb(gpu_bytes)}"
+        f"needs {gb(share + runtime)} GPU memory per GPU at cutoff_len {cutoff}, batch 1 ({peak}, + "
+        f"{gb(runtime)} CUDA context and allocator cache), {smallest} has {gb(gpu_bytes)}"
     )
 
 

@@ -1,7 +1,11 @@
-"""The numbers a plan shows agree with each other: reasons that add up, `ktinfra models` and `ktinfra plan`,
-and the LoRA rule with the prefill threshold."""
+"""The numbers a plan shows agree with each other: reasons that add up, the headline and the VRAM check,
+`ktinfra models` and `ktinfra plan`, and the LoRA rule with the prefill threshold."""
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,6 +66,26 @@ def test_seed002_gpu_expert_reason_still_prices_one_more_expert_in_kv():
         "kt_num_gpu_experts"
     ]
     assert "32 would cut 0.3 GB from the 6.4 GB KV budget" in reason
+
+
+# --- #6 the headline shows what the VRAM check needs ---------------------------------------------------
+def human(*args: str) -> str:
+    command = [sys.executable, "-m", "ktinfra", "plan", *args]
+    return subprocess.run(
+        command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"}
+    ).stdout
+
+
+@pytest.mark.parametrize("mode,unit", [("serve", "GPU memory ("), ("sft", "GPU memory per GPU")])
+def test_headline_gpu_memory_is_the_number_the_problem_checks(tmp_path, mode, unit):
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(small_gpu()))
+    out = human("-m", "Qwen3-235B-A22B", "--mode", mode, "--facts", str(path))
+    headline = next(line for line in out.splitlines() if line.startswith("needs "))
+    problem = next(line for line in out.splitlines() if line.startswith("problem: needs") and "GPU" in line)
+    needed = re.match(r"needs (\d+\.\d) GB " + re.escape(unit), headline)
+    assert needed, headline
+    assert problem.startswith(f"problem: needs {needed.group(1)} GB GPU memory")
 
 
 # --- #7 `ktinfra models` sizes each format from the checkpoint `ktinfra plan` serves from --------------
