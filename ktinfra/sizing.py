@@ -123,14 +123,20 @@ def download_bytes(arch: Architecture, dtype: str | None = None) -> float:
     return checkpoint_bytes(arch, arch.total_params + arch.mtp_params, dtype, embeddings=embeddings)
 
 
+def serve_checkpoint_dtype(arch: Architecture, fmt: CpuFormat) -> str:
+    """The checkpoint the planner serves from: BF16-native serving of an FP8 model reads a BF16 conversion
+    (ktinfra.plan.formats.checkpoint_dtype); every other format the published dtype."""
+    return "bf16" if fmt.native_dtype == "bf16" else arch.native_dtype
+
+
 def serve(
     arch: Architecture, fmt: str | CpuFormat = "AMXINT8", *, checkpoint_dtype: str | None = None
 ) -> Estimate:
     """Serving with SGLang + kt-kernel: non-expert weights and the KV cache on the GPU, every routed expert
     in CPU RAM in the chosen format. `checkpoint_dtype` is the dtype of the checkpoint passed as --model
-    (default: the model's native dtype)."""
+    (default: the one the planner picks, serve_checkpoint_dtype)."""
     fmt = cpu_format(fmt) if isinstance(fmt, str) else fmt
-    dtype = checkpoint_dtype or arch.native_dtype
+    dtype = checkpoint_dtype or serve_checkpoint_dtype(arch, fmt)
     if fmt.native_dtype == "fp8" and dtype != "fp8":
         raise ValueError(f"{arch.name}: the FP8 backend reads an FP8 checkpoint; this one is {dtype}")
     gpu_weights = gpu_non_expert_bytes(arch, dtype)
@@ -296,7 +302,8 @@ def sft_gpu_runtime_bytes(est: Estimate) -> float:
 
 
 def table(arch: Architecture) -> dict:
-    """Every serve format the model can use, plus SFT, for `ktinfra models`."""
+    """Every serve format the model can use, sized from the checkpoint `ktinfra plan` would serve it from,
+    plus SFT, for `ktinfra models`."""
     rows = {}
     for name, fmt in CPU_FORMATS.items():
         if fmt.native_dtype == "fp8" and arch.native_dtype != "fp8":

@@ -58,6 +58,30 @@ def _flattened(key: str, value) -> list[tuple[str, str]]:
     return [(key, shown)]
 
 
+def _gpu_need(result: dict) -> str:
+    """GPU memory as the feasibility check counts it: the estimate plus what the plan reserves beside it."""
+    from ktinfra import sizing
+
+    req, parts = result["requirements"], result.get("requirements_breakdown") or {}
+    vram = req["vram_bytes"]
+    if "gpu_runtime_reserve" in parts:
+        reserve = parts["gpu_runtime_reserve"]
+        return f"{_gb(vram + reserve)} GPU memory ({_gb(vram)} + {_gb(reserve)} runtime reserve)"
+    gpus = len(result["host"]["gpus"])
+    if "cuda_runtime" in parts and gpus:
+        est = sizing.Estimate(vram, req["ram_bytes"], req["disk_bytes"], parts)
+        share, runtime = sizing.sft_per_gpu_bytes(est, gpus), sizing.sft_gpu_runtime_bytes(est)
+        return (
+            f"{_gb(share + runtime)} GPU memory per GPU ({_gb(share)} allocated at peak + {_gb(runtime)} "
+            "CUDA context and allocator cache)"
+        )
+    return f"{_gb(vram)} GPU memory"
+
+
+def _gb(value: float) -> str:
+    return f"{value / 1e9:.1f} GB"
+
+
 def _print_human(result: dict) -> None:
     from rich.console import Console
     from rich.table import Column, Table
@@ -80,10 +104,7 @@ def _print_human(result: dict) -> None:
             reason = ""
     console.print(table)
     req = result["requirements"]
-    console.print(
-        f"needs {req['vram_bytes'] / 1e9:.1f} GB GPU memory, {req['ram_bytes'] / 1e9:.1f} GB RAM, "
-        f"{req['disk_bytes'] / 1e9:.1f} GB disk"
-    )
+    console.print(f"needs {_gpu_need(result)}, {_gb(req['ram_bytes'])} RAM, {_gb(req['disk_bytes'])} disk")
     for warning in result["warnings"]:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     for problem in result["problems"]:

@@ -100,14 +100,81 @@ def amx_blocked_by_kernel(facts: dict) -> str | None:
     return release if version and version < AMX_PERMISSION_KERNEL else None
 
 
+def numa_node_cores(facts: dict) -> dict[int, int]:
+    """Usable physical cores per NUMA node, for the nodes that hold any."""
+    cpu = facts["cpu"]
+    counted = cpu.get("numa_node_physical_cores")
+    if isinstance(counted, dict) and counted:
+        return {int(node): int(n) for node, n in counted.items() if str(node).isdigit() and n}
+    usable = parse_cpulist(cpu.get("usable_cpus"))
+    per_core = max(1, int(cpu.get("threads_per_core") or 1))
+    cores = {}
+    for node, text in (cpu.get("numa_node_cpus") or {}).items():
+        cpus = parse_cpulist(text)
+        cpus = cpus & usable if usable else cpus
+        if cpus and str(node).isdigit():
+            cores[int(node)] = max(1, len(cpus) // per_core)
+    return cores
+
+
 def numa_nodes_in_use(facts: dict) -> int:
     """NUMA nodes that hold CPUs this process may run on."""
-    cpu = facts["cpu"]
-    node_cpus = cpu.get("numa_node_cpus") or {}
-    usable = parse_cpulist(cpu.get("usable_cpus"))
-    if node_cpus and usable:
-        return max(1, sum(1 for cpus in node_cpus.values() if parse_cpulist(cpus) & usable))
-    return max(1, int(cpu.get("numa_nodes") or 1))
+    return len(numa_node_cores(facts)) or max(1, int(facts["cpu"].get("numa_nodes") or 1))
+
+
+def _nodes(ids) -> str:
+    return ", ".join(str(i) for i in sorted(ids))
+
+
+def _best_pool_count(cores: dict[int, int], threads: int) -> tuple[int, int]:
+    """(pools, threads they can run) over nodes 0..pools-1, each pool given its even share of threads."""
+    best = (0, 0)
+    for pools in range(1, min(threads, len(cores)) + 1):
+        if pools - 1 not in cores:
+            break
+        fit = min(threads, pools * min(cores[i] for i in range(pools)))
+        if fit >= best[1]:  # ties: more pools spread the expert weights over more memory channels
+            best = (pools, fit)
+    return best
+
+
+def _pools_not_on_node0(cores: dict[int, int]) -> str:
+    first = min(cores)
+    return (
+        f"the usable CPUs sit on NUMA node(s) {_nodes(cores)} only, but kt-kernel binds thread pool i to "
+        "node i: its one pool would be bound to node 0, whose CPUs this process may not use; pass SGLang "
+        f"--kt-numa-nodes {first} (sglang-kt 0.7.2) to bind it to node {first}"
+    )
+
+
+def _pools_limited(cores: dict[int, int], pools: int, fit: int, threads: int) -> str | None:
+    idle_nodes = sorted(set(cores) - set(range(pools)))
+    lost = [f"{threads - fit} of {threads} worker threads unused"] if fit < threads else []
+    lost += [f"node(s) {_nodes(idle_nodes)} idle"] if idle_nodes else []
+    if not lost:
+        return None
+    layout = ", ".join(f"{node}: {count}" for node, count in sorted(cores.items()))
+    share = f"{fit // pools}" + (f"-{fit // pools + 1}" if fit % pools else "")
+    return (
+        "kt-kernel binds thread pool i to NUMA node i and gives every pool an even share of the threads; "
+        f"with usable physical cores per node {layout}, {pools} pool(s) of {share} threads on node(s) "
+        f"{_nodes(range(pools))} run the most threads, leaving " + " and ".join(lost)
+    )
+
+
+def thread_pools(facts: dict, threads: int) -> tuple[int, int, str | None]:
+    """(kt_threadpool_count, threads, warning) as kt-kernel places them.
+
+    kt-kernel 0.7.2 (experts_base._get_cpu_infer) binds thread pool i to NUMA node i unless SGLang gets
+    --kt-numa-nodes, and gives every pool threads // pools threads, so pools only fit nodes 0..n-1 and
+    each needs its even share of usable cores there."""
+    cores = numa_node_cores(facts)
+    if not cores:
+        return min(numa_nodes_in_use(facts), threads), threads, None
+    pools, fit = _best_pool_count(cores, threads)
+    if not pools:
+        return 1, threads, _pools_not_on_node0(cores)
+    return pools, fit, _pools_limited(cores, pools, fit, threads)
 
 
 def compute_capability(gpu: dict) -> tuple[int, int] | None:
@@ -137,9 +204,33 @@ def gpu_problems(facts: dict, purpose: str) -> list[str]:
     return problems
 
 
-def gpu_memory_bytes(facts: dict) -> int:
-    """Memory of the smallest GPU: tensor-parallel ranks are sized alike."""
-    return min(g["memory_mib"] for g in facts["gpus"]) * MIB
+def gpu_memory_bytes(gpus: list[dict]) -> int:
+    """Memory of the smallest of `gpus`: tensor-parallel and data-parallel ranks are sized alike."""
+    return min(g["memory_mib"] for g in gpus) * MIB
+
+
+def identical_gpu_groups(gpus: list[dict]) -> list[list[dict]]:
+    """GPUs grouped by (name, memory), in index order: only identical GPUs share tensor-parallel ranks."""
+    groups: dict[tuple, list[dict]] = {}
+    for gpu in gpus:
+        groups.setdefault((gpu.get("name"), gpu["memory_mib"]), []).append(gpu)
+    return list(groups.values())
+
+
+def gpu_names(gpus: list[dict], *, listed: bool = False) -> str:
+    """'2 x NVIDIA H100 80GB HBM3' for identical GPUs, else (or when `listed`) each with index and memory."""
+    if not listed and len(identical_gpu_groups(gpus)) == 1:
+        return f"{len(gpus)} x {gpus[0].get('name')}"
+    return ", ".join(f"GPU {g.get('index')} ({g.get('name')}, {gb(g['memory_mib'] * MIB)})" for g in gpus)
+
+
+def unknown_capability_warnings(gpus: list[dict], checks: str) -> list[str]:
+    unknown = [g for g in gpus if compute_capability(g) is None]
+    return [
+        f"compute capability of GPU {g.get('index')} ({g.get('name')}) unknown: cannot check {checks}; "
+        "assuming it meets them"
+        for g in unknown
+    ]
 
 
 def data_disk(facts: dict) -> dict | None:

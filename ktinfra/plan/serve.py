@@ -13,7 +13,11 @@ from ktinfra.plan.host import (
     cpu_worker_threads,
     gb,
     gpu_memory_bytes,
+    gpu_names,
+    identical_gpu_groups,
     numa_nodes_in_use,
+    thread_pools,
+    unknown_capability_warnings,
 )
 
 DEFAULT_PORT = 30000  # SGLang's and `kt run`'s default
@@ -31,6 +35,7 @@ SERVE_KEYS = (
     "mem_fraction_static", "chunked_prefill_size", "max_running_requests", "max_total_tokens",
     "context_length", "cuda_graph_max_bs", "tensor_parallel_size", "enable_mixed_chunk",
     "trust_remote_code", "host", "port", "served_model_name", "lora", "numa_cpus", "checkpoint_dtype",
+    "gpu_indices",
 )  # fmt: skip
 
 
@@ -73,57 +78,78 @@ def _kt_run_effect(kt_run: int, cores: int, threads: int) -> str:
     return "agrees"
 
 
-def _cpu_decisions(facts: dict, serve: dict, reasons: dict) -> None:
+def _cpu_decisions(facts: dict, serve: dict, reasons: dict, warnings: list) -> None:
     cpu = facts["cpu"]
     cores = cpu["physical_cores"]
     threads, note = cpu_worker_threads(facts)
+    pools, placed, placement = thread_pools(facts, threads)
     kt_run = int(cpu["logical_cpus"] * 0.8)
-    effect = _kt_run_effect(kt_run, cores, threads)
+    effect = _kt_run_effect(kt_run, cores, placed)
     reasons["kt_cpuinfer"] = (
-        f"{threads}: {cores} usable physical cores ({cpu['logical_cpus']} logical CPUs, "
+        f"{placed}: {cores} usable physical cores ({cpu['logical_cpus']} logical CPUs, "
         f"{cpu.get('threads_per_core') or 1} thread(s) per core), one thread per core, never "
         f"hyperthreads; {note}; `kt run`'s default 0.8 x logical = {kt_run} {effect}"
     )
-    pools = min(numa_nodes_in_use(facts), threads)
+    if placed < threads:
+        reasons["kt_cpuinfer"] += f"; {threads} cut to {placed} so every thread pool fits its NUMA node"
     reasons["kt_threadpool_count"] = (
-        f"the usable CPUs sit on {pools} NUMA node(s): one kt-kernel thread pool per node keeps each "
-        "pool's expert weights in node-local memory"
+        f"{pools}: the usable CPUs sit on {numa_nodes_in_use(facts)} NUMA node(s); kt-kernel binds pool i to "
+        "node i, keeping each pool's expert weights in node-local memory"
     )
-    serve.update({"kt_cpuinfer": threads, "kt_threadpool_count": pools})
+    if placement:
+        reasons["kt_threadpool_count"] += " (placement limited: see warnings)"
+        warnings.append(placement)
+    reasons["numa_cpus"] = (
+        "no numactl CPU pinning: the usable CPUs are already this process's cpuset, and kt-kernel binds "
+        "each thread pool to its node itself"
+    )
+    serve.update({"kt_cpuinfer": placed, "kt_threadpool_count": pools})
 
 
-def _gpu_experts(arch, dtype, spare, static, weights, kv_budget, lora, reasons) -> int:
-    expert_layer = sizing.gpu_expert_bytes(arch, dtype) * arch.num_moe_layers  # one expert, every layer
+def _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons) -> int:
+    key = "kt_num_gpu_experts"
     if lora:
-        reasons["kt_num_gpu_experts"] = (
-            "0: a LoRA adapter is served; adapted experts all run in the kt-kernel"
-        )
+        reasons[key] = "0: a LoRA adapter is served; adapted experts all run in the kt-kernel"
         return 0
+    expert_layer = sizing.gpu_expert_bytes(arch, dtype) * arch.num_moe_layers  # one expert, every layer
+    spare = static - weights - kv_budget - held
     count = max(0, min(arch.num_experts, int(spare // expert_layer)))
-    reasons["kt_num_gpu_experts"] = (
-        f"{count} per MoE layer: {gb(static)} static GPU memory - {gb(weights)} non-expert weights - "
-        f"{gb(kv_budget)} KV leaves {gb(max(spare, 0))}; one expert in all {arch.num_moe_layers} MoE "
-        f"layers is {gb(expert_layer)} ({dtype})"
+    parts = f"{gb(static)} static GPU memory - {gb(weights)} non-expert weights - {gb(kv_budget)} KV"
+    if held:
+        parts += f" - {gb(held)} held for layerwise prefill"
+    outcome = f"leaves {gb(spare)}" if spare >= 0 else f"is {gb(-spare)} short"
+    reasons[key] = (
+        f"{count} per MoE layer: {parts} {outcome}; one expert in all {arch.num_moe_layers} MoE layers is "
+        f"{gb(expert_layer)} ({dtype})"
     )
+    more = (count + 1) * expert_layer - max(spare, 0)
     if count == arch.num_experts:
-        reasons["kt_num_gpu_experts"] += "; every expert fits on the GPU, the CPU side stays idle"
-    else:
-        short = spare - (count + 1) * expert_layer
-        reasons["kt_num_gpu_experts"] += (
-            f"; {count + 1} would cut {gb(-short)} from the KV budget of "
+        reasons[key] += "; every expert fits on the GPU, the CPU side stays idle"
+    elif more <= kv_budget:
+        reasons[key] += (
+            f"; {count + 1} would cut {gb(more)} from the {gb(kv_budget)} KV budget of "
             f"max_running_requests x {KV_TOKENS_PER_REQUEST} tokens"
+        )
+    else:
+        reasons[key] += (
+            f"; {count + 1} would need {gb(more)} more, beyond the whole {gb(kv_budget)} KV budget"
         )
     return count
 
 
-def _prefill_threshold(fmt, arch, dtype, spare, reasons) -> tuple[int | None, float]:
-    """Native backends prefill long prompts layer by layer on the GPU, needing one MoE layer of VRAM."""
+def _prefill_threshold(fmt, arch, dtype, spare, lora, reasons) -> tuple[int | None, float]:
+    """(threshold, bytes held for it): native backends prefill long prompts layer by layer on the GPU,
+    needing one MoE layer of VRAM."""
     moe_layer = sizing.gpu_expert_bytes(arch, dtype) * arch.num_experts
-    all_fit = spare >= moe_layer * arch.num_moe_layers
     key = "kt_gpu_prefill_token_threshold"
     if not fmt.native_dtype:
         reasons[key] = f"only the native FP8/BF16/RAWINT4 backends use it, not {fmt.kt_method}"
-    elif all_fit:
+    elif lora:
+        reasons[key] = (
+            "a LoRA adapter is served: the adapted experts run only in the kt-kernel, so long prompts "
+            "prefill there too, not layer by layer on the GPU"
+        )
+    elif spare >= moe_layer * arch.num_moe_layers:
         reasons[key] = "every expert is on the GPU already: no layerwise prefill needed"
     elif spare < moe_layer:
         reasons[key] = "no VRAM for one more MoE layer: CPU+GPU hybrid prefill only"
@@ -132,8 +158,8 @@ def _prefill_threshold(fmt, arch, dtype, spare, reasons) -> tuple[int | None, fl
             f"native {fmt.kt_method}: prompts over {GPU_PREFILL_TOKEN_THRESHOLD} tokens prefill layer by "
             f"layer on the GPU (one MoE layer, {gb(moe_layer)}, kept free for it)"
         )
-        return GPU_PREFILL_TOKEN_THRESHOLD, spare - moe_layer
-    return None, spare
+        return GPU_PREFILL_TOKEN_THRESHOLD, moe_layer
+    return None, 0.0
 
 
 def _deferred(arch: Architecture, gpu_experts: int, reasons: dict) -> int:
@@ -159,11 +185,61 @@ def _network(opts: dict, reasons: dict) -> dict:
     return {"host": host, "port": port}
 
 
+def choose_gpus(arch: Architecture, gpus: list[dict]) -> tuple[list[dict], str, str]:
+    """(GPUs to serve on, why these, why this tensor-parallel size): tensor parallel over identical GPUs
+    only, the group whose ranks hold the most memory (ties: the most GPUs)."""
+    groups = identical_gpu_groups(gpus)
+
+    def usable(group: list[dict]) -> tuple[int, int]:
+        tp = tensor_parallel(arch, len(group))
+        return tp * group[0]["memory_mib"], tp
+
+    group = max(groups, key=usable)
+    used = group[: usable(group)[1]]
+    tp_why = (
+        f"{len(group)} x {group[0].get('name')}; {len(used)} is the largest power of two <= {len(group)} "
+        f"that divides {arch.num_attention_heads} heads"
+    )
+    why = f"{', '.join(str(g.get('index')) for g in used)}: {gpu_names(used)}"
+    left = [g for g in gpus if all(g is not u for u in used)]
+    if not left:
+        return used, why + ", every GPU on the host", tp_why
+    why += f"; left out {gpu_names(left, listed=True)}: "
+    if len(groups) > 1:
+        why += (
+            "tensor-parallel ranks must be identical GPUs (same name and memory); the ones used hold "
+            "the most memory"
+        )
+    if len(used) < len(group):
+        why += (
+            " and " if len(groups) > 1 else ""
+        ) + "the tensor-parallel size must divide the attention heads"
+    return used, why, tp_why
+
+
+def _gpu_index(gpu: dict, gpus: list[dict]) -> int:
+    """The facts' nvidia-smi index, else the GPU's place in the list (nvidia-smi lists in index order)."""
+    index = gpu.get("index")
+    return index if isinstance(index, int) else next(i for i, g in enumerate(gpus) if g is gpu)
+
+
+def _capability_warnings(arch, gpus, dtype, warnings) -> None:
+    checks = "KT's minimum of 8.0 (bf16 tensor cores)"
+    if dtype == "fp8":
+        checks += " or the 8.9 the FP8 checkpoint needs for FP8 tensor cores"
+    warnings += unknown_capability_warnings(gpus, checks)
+    known = [cc for cc in map(compute_capability, gpus) if cc is not None]
+    if dtype == "fp8" and known and min(known) < FP8_MIN_CC:
+        warnings.append(
+            f"{arch.name}'s FP8 checkpoint on compute capability < 8.9: no FP8 tensor cores, so SGLang runs "
+            "slower fallback kernels; a BF16 checkpoint (--cpu-format BF16 or a converted model) avoids that"
+        )
+
+
 def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems, warnings) -> None:
-    gpus = facts["gpus"]
-    tp = tensor_parallel(arch, len(gpus))
-    reasons["tensor_parallel_size"] = f"{len(gpus)} GPU(s); {tp} divides {arch.num_attention_heads} heads"
-    gpu_bytes = gpu_memory_bytes(facts)
+    gpus, reasons["gpu_indices"], reasons["tensor_parallel_size"] = choose_gpus(arch, facts["gpus"])
+    tp = len(gpus)
+    gpu_bytes = gpu_memory_bytes(gpus)
     frac, reserve = mem_fraction_static(gpu_bytes)
     reasons["mem_fraction_static"] = (
         f"leaves {gb(gpu_bytes * (1 - frac))} of each {gb(gpu_bytes)} GPU for activations and CUDA graphs "
@@ -185,20 +261,18 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
         f"seed 002 served 12-14 users on 8), {KV_TOKENS_PER_REQUEST} KV tokens each ({gb(kv_budget)})"
     )
     reasons["cuda_graph_max_bs"] = f"capture CUDA graphs only up to the {requests} running requests"
+    est.breakdown["gpu_runtime_reserve"] = int(reserve * tp)  # not in vram_bytes; must fit beside it
     needed = est.vram_bytes + reserve * tp
     if needed > gpu_bytes * tp:
         problems.append(
             f"needs {gb(needed)} GPU memory ({gb(weights)} weights + {gb(est.breakdown['kv_cache_min'])} KV "
             f"for one {sizing.SERVE_MIN_KV_TOKENS}-token request + {gb(reserve * tp)} runtime reserve), "
-            f"{tp} x {gpus[0].get('name')} has {gb(gpu_bytes * tp)}"
+            f"{gpu_names(gpus)} has {gb(gpu_bytes * tp)}"
         )
-    if dtype == "fp8" and min(compute_capability(g) or (0, 0) for g in gpus) < FP8_MIN_CC:
-        warnings.append(
-            f"{arch.name}'s FP8 checkpoint on compute capability < 8.9: no FP8 tensor cores, so SGLang runs "
-            "slower fallback kernels; a BF16 checkpoint (--cpu-format BF16 or a converted model) avoids that"
-        )
-    threshold, spare = _prefill_threshold(fmt, arch, dtype, static - weights - kv_budget, reasons)
-    gpu_experts = _gpu_experts(arch, dtype, spare, static, weights, kv_budget, opts.get("lora"), reasons)
+    _capability_warnings(arch, gpus, dtype, warnings)
+    lora = opts.get("lora")
+    threshold, held = _prefill_threshold(fmt, arch, dtype, static - weights - kv_budget, lora, reasons)
+    gpu_experts = _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons)
     serve.update(
         {
             "kt_num_gpu_experts": gpu_experts,
@@ -209,6 +283,7 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
             "max_running_requests": requests,
             "cuda_graph_max_bs": requests,
             "tensor_parallel_size": tp,
+            "gpu_indices": [_gpu_index(g, facts["gpus"]) for g in gpus],
         }
     )
 
@@ -232,7 +307,7 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
         }
     )
     reasons["enable_mixed_chunk"] = "mix prefill chunks into decode batches (seed 002's launch line)"
-    _cpu_decisions(facts, serve, reasons)
+    _cpu_decisions(facts, serve, reasons, warnings)
     serve.update(_network(opts, reasons))
     lora = opts.get("lora")
     if lora:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from ktinfra import sizing
 from ktinfra.catalog import Architecture
-from ktinfra.plan.host import cpu_worker_threads, gb, gpu_memory_bytes, has_amx, numa_nodes_in_use
+from ktinfra.plan.host import (
+    MIB,
+    cpu_worker_threads,
+    gb,
+    gpu_memory_bytes,
+    gpu_names,
+    has_amx,
+    identical_gpu_groups,
+    numa_nodes_in_use,
+)
 
 EFFECTIVE_BATCH = 8  # LLaMA-Factory's KT examples: batch 1 x gradient accumulation 8
 LEGACY_CHUNK_SIZE = 8192  # LLaMA-Factory's legacy KT examples
@@ -53,6 +62,25 @@ def choose_batch(
 def per_gpu_need(est: sizing.Estimate, gpus: int) -> float:
     """One GPU's allocated peak plus its CUDA context and allocator cache."""
     return sizing.sft_per_gpu_bytes(est, gpus) + sizing.sft_gpu_runtime_bytes(est)
+
+
+def _vram_problem(est: sizing.Estimate, gpus: list[dict], cutoff: int, gpu_bytes: int) -> str:
+    """Batch 1 does not fit: what one GPU must hold, part by part, against the smallest GPU."""
+    share = sizing.sft_per_gpu_bytes(est, len(gpus))
+    runtime = sizing.sft_gpu_runtime_bytes(est)
+    if len(identical_gpu_groups(gpus)) == 1:
+        smallest = gpu_names(gpus)
+    else:
+        small = [g for g in gpus if g["memory_mib"] * MIB == gpu_bytes]
+        smallest = f"the smallest, {gpu_names(small, listed=True)},"
+    peak = f"{gb(share)} allocated at peak"
+    if len(gpus) > 1:
+        sharded = gb(est.breakdown["gpu_weights"] + est.breakdown["lora_gpu_train_state"])
+        peak += f" on each, the {sharded} of weights and LoRA state sharded over {len(gpus)} GPUs"
+    return (
+        f"needs {gb(share + runtime)} GPU memory per GPU at cutoff_len {cutoff}, batch 1 ({peak}, + "
+        f"{gb(runtime)} CUDA context and allocator cache), {smallest} has {gb(gpu_bytes)}"
+    )
 
 
 def kt_keys(arch: Architecture, facts: dict, profile: dict, gpus: int) -> tuple[dict, dict, str, list]:
@@ -114,19 +142,13 @@ def plan_sft(
     cutoff_opt = opts.get("cutoff_len")
     checkpointing, reasons["gradient_checkpointing"] = gradient_checkpointing(arch, profile)
     if gpus:
-        gpu_bytes = gpu_memory_bytes(facts)
+        gpu_bytes = gpu_memory_bytes(facts["gpus"])
         cutoff, batch, fits = choose_batch(arch, gpus, gpu_bytes, cutoff_opt, checkpointing)
     else:
         cutoff, batch, fits, gpu_bytes = cutoff_opt or sizing.SFT_CUTOFF_LEN, 1, True, 0
     est = sizing.sft(arch, cutoff_len=cutoff, batch_size=batch, gradient_checkpointing=checkpointing)
     if gpus and not fits:
-        problems.append(
-            f"needs {gb(per_gpu_need(est, gpus))} GPU memory per GPU "
-            f"at cutoff_len {cutoff}, "
-            "batch 1 "
-            f"({gb(est.breakdown['gpu_weights'])} BF16 non-expert weights over {gpus} GPU(s)), "
-            f"{facts['gpus'][0].get('name')} has {gb(gpu_bytes)}"
-        )
+        problems.append(_vram_problem(est, facts["gpus"], cutoff, gpu_bytes))
     accumulation = max(1, EFFECTIVE_BATCH // batch)
     reasons["per_device_train_batch_size"] = (
         f"{batch} x {accumulation} gradient accumulation = {batch * accumulation}; "

@@ -1,0 +1,140 @@
+"""Where the planner puts the work: which GPUs serve (identical ones only), how kt-kernel's NUMA thread
+pools land on the usable cores, and GPUs whose compute capability the facts do not know."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ktinfra import facts as facts_module
+from ktinfra.planner import load_facts, plan
+from ktinfra.render import RenderError, render_serve
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+RTX_3050 = {"index": 1, "name": "NVIDIA GeForce RTX 3050", "memory_mib": 8192, "compute_capability": "8.6"}
+
+
+def h100(**memory) -> dict:
+    host = load_facts(FIXTURES / "facts" / "h100-amx.json")
+    host["disks"][0]["avail_bytes"] = 3 * 10**12
+    host["memory"]["total_bytes"] = memory.get("ram", 600 * 10**9)
+    return host
+
+
+def gpu(index: int, name: str, mib: int, cc: str | None = "8.9") -> dict:
+    return {"index": index, "name": name, "memory_mib": mib, "compute_capability": cc}
+
+
+# --- #1 mixed GPUs: tensor parallel over identical GPUs only -------------------------------------------
+def test_a_small_extra_gpu_does_not_shrink_the_plan_to_its_memory():
+    alone = plan(h100(), "Qwen3-235B-A22B", "serve")
+    host = h100()
+    host["gpus"].append(dict(RTX_3050))
+    mixed = plan(host, "Qwen3-235B-A22B", "serve")
+    assert mixed["feasible"], mixed["problems"]
+    serve = mixed["serve"]
+    assert (serve["tensor_parallel_size"], serve["gpu_indices"]) == (1, [0])
+    assert serve["kt_num_gpu_experts"] == alone["serve"]["kt_num_gpu_experts"] > 0
+    why = mixed["reasons"]["gpu_indices"]
+    assert why.startswith("0: 1 x NVIDIA H100 80GB HBM3") and "left out GPU 1 (NVIDIA GeForce RTX 3050" in why
+
+
+def test_vram_problem_names_the_gpus_actually_used():
+    host = h100()
+    host["gpus"] = [gpu(0, "NVIDIA RTX A4000", 16376, "8.6"), dict(RTX_3050)]
+    problems = plan(host, "Qwen3-235B-A22B", "serve")["problems"]
+    vram = next(p for p in problems if "GPU memory" in p)
+    assert vram.endswith("1 x NVIDIA RTX A4000 has 17.2 GB") and "3050" not in vram
+
+
+@pytest.mark.parametrize(
+    "gpus,used",
+    [
+        # two 24 GB ranks (48 GB) beat one 40 GB GPU
+        ([gpu(0, "A100 40GB", 40960, "8.0"), gpu(1, "RTX 4090", 24564), gpu(2, "RTX 4090", 24564)], [1, 2]),
+        # equal memory: the group with more GPUs
+        ([gpu(0, "A100-80", 81920), gpu(1, "A100", 40960), gpu(2, "A100", 40960)], [1, 2]),
+        # three identical GPUs: tensor parallel takes a power of two of them
+        ([gpu(0, "L40S", 46068), gpu(1, "L40S", 46068), gpu(2, "L40S", 46068)], [0, 1]),
+    ],
+)  # fmt: skip
+def test_the_identical_group_holding_the_most_memory_serves(gpus, used):
+    host = h100()
+    host["gpus"] = gpus
+    serve = plan(host, "DeepSeek-V2-Lite", "serve")["serve"]
+    assert (serve["gpu_indices"], serve["tensor_parallel_size"]) == (used, len(used))
+
+
+def test_render_serve_exposes_only_the_planned_gpus_in_pci_order():
+    host = h100()
+    host["gpus"] = [dict(RTX_3050, index=0), gpu(1, "NVIDIA H100 80GB HBM3", 81559, "9.0")]
+    result = plan(host, "Qwen3-30B-A3B", "serve")
+    env = render_serve(result, name="q", model_path="/m", weight_path="/w").files["ktinfra-serve-q.env"][0]
+    assert 'CUDA_VISIBLE_DEVICES="1"' in env.splitlines()
+    assert 'CUDA_DEVICE_ORDER="PCI_BUS_ID"' in env.splitlines()  # nvidia-smi's numbering, not CUDA's
+    result["serve"]["gpu_indices"] = ["1"]
+    with pytest.raises(RenderError, match="gpu_indices"):
+        render_serve(result, name="q", model_path="/m", weight_path="/w")
+
+
+def test_sft_vram_problem_names_the_smallest_gpu_not_the_first():
+    host = h100()
+    host["gpus"] = [gpu(0, "NVIDIA RTX A4000", 16376, "8.6"), dict(RTX_3050)]
+    problems = plan(host, "Qwen3-235B-A22B", "sft")["problems"]
+    vram = next(p for p in problems if "GPU memory per GPU" in p)
+    assert vram.endswith("the smallest, GPU 1 (NVIDIA GeForce RTX 3050, 8.6 GB), has 8.6 GB")
+
+
+# --- #2 kt-kernel thread pools: pool i on NUMA node i, threads split evenly -----------------------------
+def two_nodes(node_cores: dict[int, int], threads_per_core: int = 1) -> dict:
+    host = h100()
+    cores = sum(node_cores.values())
+    host["cpu"].update(
+        physical_cores=cores,
+        logical_cpus=cores * threads_per_core,
+        threads_per_core=threads_per_core,
+        numa_node_physical_cores={str(node): count for node, count in node_cores.items()},
+        numa_nodes=len(node_cores),
+    )
+    return host
+
+
+def test_cores_on_node_1_only_warn_that_kt_kernel_binds_node_0(tmp_path):
+    capture = tmp_path / "n1"
+    shutil.copytree(FIXTURES / "hosts" / "synthetic-2s-8470q-amx", capture)
+    (capture / "cgroup.txt").write_text("/sys/fs/cgroup/cpuset.cpus.effective: 52-103\n")
+    result = plan(facts_module.from_capture(capture), "Qwen3-30B-A3B", "serve")
+    assert result["serve"]["kt_threadpool_count"] == 1
+    warning = next(w for w in result["warnings"] if "kt-kernel binds" in w)
+    assert "node 0, whose CPUs this process may not use" in warning and "--kt-numa-nodes 1" in warning
+
+
+def test_a_node_with_too_few_cores_for_its_share_gets_no_pool():
+    # cpuset 0-50,52: 51 cores on node 0, 1 on node 1; two pools would put 25 threads on that 1 core
+    result = plan(two_nodes({0: 51, 1: 1}), "Qwen3-30B-A3B", "serve")
+    assert (result["serve"]["kt_threadpool_count"], result["serve"]["kt_cpuinfer"]) == (1, 50)
+    assert any("node(s) 1 idle" in w for w in result["warnings"])
+
+
+def test_uneven_nodes_cap_the_threads_at_an_even_split():
+    result = plan(two_nodes({0: 52, 1: 40}, threads_per_core=2), "Qwen3-30B-A3B", "serve")
+    assert (result["serve"]["kt_threadpool_count"], result["serve"]["kt_cpuinfer"]) == (2, 80)
+    assert any("12 of 92 worker threads unused" in w for w in result["warnings"])
+    assert "92 cut to 80" in result["reasons"]["kt_cpuinfer"]
+
+
+def test_even_nodes_get_one_pool_each_and_no_warning():
+    result = plan(two_nodes({0: 52, 1: 52}, threads_per_core=2), "Qwen3-30B-A3B", "serve")
+    assert (result["serve"]["kt_threadpool_count"], result["serve"]["kt_cpuinfer"]) == (2, 104)
+    assert result["warnings"] == []
+    assert result["serve"]["numa_cpus"] is None and "cpuset" in result["reasons"]["numa_cpus"]
+
+
+# --- #3 unknown compute capability ---------------------------------------------------------------------
+def test_unknown_compute_capability_is_unknown_not_below_8_9():
+    host = h100(ram=2 * 10**12)
+    host["gpus"][0]["compute_capability"] = None  # e.g. GPUs read from nvidia-smi -q -x
+    warnings = plan(host, "DeepSeek-V3", "serve")["warnings"]
+    assert not any("< 8.9" in w for w in warnings)
+    assert any(w.startswith("compute capability of GPU 0 (NVIDIA H100 80GB HBM3) unknown") for w in warnings)
+    assert any("8.0" in w and "8.9" in w for w in warnings)
