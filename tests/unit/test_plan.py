@@ -1,6 +1,7 @@
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -282,6 +283,58 @@ def test_bad_facts_are_bad_input(mutate, message):
     mutate(host)
     with pytest.raises(PlanInputError, match=message):
         plan(host, "Qwen3-30B-A3B", "serve")
+
+
+def _set(host: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    node = host
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    node[int(last) if isinstance(node, list) else last] = value
+
+
+CC_WANTED = 'a compute capability such as "9.0"'
+CPULIST_WANTED = 'a CPU list such as "0-15,32"'
+
+
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("cpu.usable_cpus", 16, f"cpu.usable_cpus must be {CPULIST_WANTED}, got 16"),
+        ("cpu.numa_node_cpus", ["0-15"], 'cpu.numa_node_cpus must be an object, got ["0-15"]'),
+        ("cpu.numa_node_cpus", {"0": "a"}, f'cpu.numa_node_cpus.0 must be {CPULIST_WANTED}, got "a"'),
+        ("cpu.logical_cpus", 4, "cpu.logical_cpus must be at least cpu.physical_cores (16), got 4"),
+        ("cpu.isa.amx_tile", "false", 'cpu.isa.amx_tile must be true, false or null, got "false"'),
+        ("gpus.0.compute_capability", "7.5x", f'gpus[0].compute_capability must be {CC_WANTED}, got "7.5x"'),
+        ("gpus.0.memory_mib", 0, "gpus[0].memory_mib must be a positive integer, got 0"),
+        ("gpus.0.memory_mib", -5, "gpus[0].memory_mib must be a positive integer, got -5"),
+        ("gpus.0", "x", 'gpus[0] must be an object, got "x"'),
+        ("memory.total_bytes", -5, "memory.total_bytes must be a positive integer, got -5"),
+        ("os", "linux", 'os must be an object, got "linux"'),
+        ("os.kernel", 6, "os.kernel must be a string, got 6"),
+        ("disks.0.avail_bytes", "5", 'disks[0].avail_bytes must be a non-negative integer, got "5"'),
+        ("schema", 99, "not facts schema 1 (`ktinfra facts --json` output): schema is 99"),
+        ("schema", None, "not facts schema 1 (`ktinfra facts --json` output): schema is null"),
+    ],
+)
+def test_facts_of_the_wrong_type_name_the_key_and_value(key, value, message, tmp_path):
+    host = facts("h100-amx")
+    _set(host, key, value)
+    with pytest.raises(PlanInputError, match=re.escape(message)):
+        plan(host, "Qwen3-30B-A3B", "serve")
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(host))
+    with pytest.raises(PlanInputError, match=f"^{re.escape(str(path))}: .*{re.escape(message)}$"):
+        load_facts(path)
+
+
+def test_facts_may_leave_what_the_host_did_not_tell_null():
+    host = facts("h100-amx")
+    host["cpu"].update(model=None, usable_cpus=None, numa_node_cpus=None, numa_nodes=None)
+    host["cpu"]["isa"]["avx2"] = None
+    host["gpus"][0].update(compute_capability=None, name=None, index=None)
+    host.update(os=None, disks=None)
+    assert plan(host, "Qwen3-30B-A3B", "serve")["mode"] == "serve"
 
 
 def test_bad_mode_model_profile_and_format_are_bad_input():
