@@ -46,7 +46,10 @@ def _load_facts(facts_file: Path | None, capture_dir: Path | None) -> dict:
     if capture_dir:
         if not capture_dir.is_dir():
             _fail(f"--from {capture_dir}: not a directory")
-        return facts_module.from_capture(capture_dir)
+        try:
+            return facts_module.from_capture(capture_dir)
+        except (OSError, ValueError) as exc:  # e.g. a folder holding none of the capture's files
+            _fail(f"--from {capture_dir}: {exc}")
     return facts_module.gather_live()
 
 

@@ -390,6 +390,13 @@ def test_cli_unreadable_facts_file_exits_1(tmp_path):
     assert proc.returncode == 1 and "cannot read facts file" in proc.stderr
 
 
+def test_cli_from_a_folder_without_capture_files_exits_1_in_one_line(tmp_path):
+    proc = ktinfra("plan", "--model", "Qwen3-30B-A3B", "--from", str(tmp_path))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"ktinfra plan: --from {tmp_path}: {tmp_path} is not a capture folder")
+    assert proc.stderr.count("\n") == 1
+
+
 def test_cli_models_json_lists_the_catalog_with_sizing():
     proc = ktinfra("models", "--json")
     assert proc.returncode == 0
