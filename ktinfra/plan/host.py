@@ -13,6 +13,7 @@ AMX_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
 FACTS_SCHEMA = 1
 CPULIST_RE = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 COMPUTE_CAPABILITY_RE = re.compile(r"\d+(\.\d+)?")
+ISA_UNKNOWN = "CPU flags unknown (the capture has no cpuinfo/lscpu)"
 
 
 class FactsError(ValueError):
@@ -86,8 +87,9 @@ def _check_gpus(facts: dict) -> None:
         if not isinstance(gpu, dict):
             raise _bad(f"gpus[{i}]", "an object", gpu)
         _field(gpu, "memory_mib", f"gpus[{i}].memory_mib", POSITIVE, required=True)
-        _field(gpu, "index", f"gpus[{i}].index", NON_NEGATIVE)
-        _field(gpu, "name", f"gpus[{i}].name", STRING)
+        # `ktinfra facts` drops GPUs without a name or index; problem texts name the GPU by both
+        _field(gpu, "index", f"gpus[{i}].index", NON_NEGATIVE, required=True)
+        _field(gpu, "name", f"gpus[{i}].name", STRING, required=True)
         cc = ('a compute capability such as "9.0"', _is_compute_capability)
         _field(gpu, "compute_capability", f"gpus[{i}].compute_capability", cc)
 
@@ -137,9 +139,19 @@ def parse_cpulist(text: str | None) -> set[int]:
     return cpus
 
 
+def isa_flag(facts: dict, flag: str) -> bool | None:
+    """What the facts say about one CPU flag; None when they do not know (no cpuinfo/lscpu captured)."""
+    value = facts["cpu"]["isa"].get(flag)
+    return value if isinstance(value, bool) else None
+
+
 def has_amx(facts: dict) -> bool:
-    isa = facts["cpu"]["isa"]
-    return all(isa.get(flag) for flag in AMX_FLAGS)
+    return all(isa_flag(facts, flag) is True for flag in AMX_FLAGS)
+
+
+def amx_unknown(facts: dict) -> bool:
+    """The facts cannot tell whether the CPU has AMX: no AMX flag is known to be absent."""
+    return not has_amx(facts) and all(isa_flag(facts, flag) is not False for flag in AMX_FLAGS)
 
 
 # Logical CPUs kept free of kt-kernel workers: the thread that submits MoE work to CPUInfer and the

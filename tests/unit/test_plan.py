@@ -2,6 +2,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,39 @@ def test_no_amx_refuses_sft():
     result = plan(facts("xeon8352v-4090-noamx"), "DeepSeek-V2-Lite", "sft")
     assert not result["feasible"]
     assert any("needs AMX" in p for p in result["problems"])
+
+
+UNKNOWN_FLAGS = "CPU flags unknown (the capture has no cpuinfo/lscpu)"
+
+
+def _capture_without_cpu_flags(tmp_path: Path) -> dict:
+    from ktinfra.facts import from_capture
+
+    capture = tmp_path / "capture"
+    shutil.copytree(FACTS.parent / "hosts" / "h100-xeon-amx-16c", capture)
+    for name in ("cpuinfo.txt", "lscpu.json", "lscpu.txt"):
+        (capture / name).unlink()
+    return from_capture(capture)
+
+
+def test_unknown_cpu_flags_are_a_problem_of_their_own_not_missing_flags(tmp_path):
+    host = _capture_without_cpu_flags(tmp_path)
+    serve = plan(host, "Qwen3-30B-A3B", "serve")
+    assert not serve["feasible"]
+    assert f"{UNKNOWN_FLAGS}: cannot tell which kt-kernel backend runs on this CPU" in serve["problems"]
+    assert not any("lacks" in p or "missing" in p for p in serve["problems"])
+    requested = plan(host, "Qwen3-30B-A3B", "serve", cpu_format="AMXINT8")["problems"]
+    assert f"--cpu-format AMXINT8 needs CPU flags amx_tile, amx_int8; {UNKNOWN_FLAGS}" in requested
+    sft = plan(host, "Qwen3-30B-A3B", "sft")["problems"]
+    assert f"KT fine-tuning needs AMX (seed 000: `lscpu | grep -i amx`); {UNKNOWN_FLAGS}" in sft
+    assert not any("None" in text for r in (serve, sft) for text in json.dumps(r).split('"'))
+
+
+def test_a_cpu_without_amx_and_without_a_model_name_is_called_this_cpu():
+    host = facts("xeon8352v-4090-noamx")
+    host["cpu"]["model"] = None
+    problems = plan(host, "DeepSeek-V2-Lite", "sft")["problems"]
+    assert "KT fine-tuning needs AMX (seed 000: `lscpu | grep -i amx`); this CPU has none" in problems
 
 
 def test_avx512_bf16_without_amx_serves_native_bf16():
@@ -309,6 +343,7 @@ CPULIST_WANTED = 'a CPU list such as "0-15,32"'
         ("gpus.0.memory_mib", 0, "gpus[0].memory_mib must be a positive integer, got 0"),
         ("gpus.0.memory_mib", -5, "gpus[0].memory_mib must be a positive integer, got -5"),
         ("gpus.0", "x", 'gpus[0] must be an object, got "x"'),
+        ("gpus.0.name", None, "facts lack gpus[0].name (a string); produce them with `ktinfra facts --json`"),
         ("memory.total_bytes", -5, "memory.total_bytes must be a positive integer, got -5"),
         ("os", "linux", 'os must be an object, got "linux"'),
         ("os.kernel", 6, "os.kernel must be a string, got 6"),
@@ -332,7 +367,7 @@ def test_facts_may_leave_what_the_host_did_not_tell_null():
     host = facts("h100-amx")
     host["cpu"].update(model=None, usable_cpus=None, numa_node_cpus=None, numa_nodes=None)
     host["cpu"]["isa"]["avx2"] = None
-    host["gpus"][0].update(compute_capability=None, name=None, index=None)
+    host["gpus"][0].update(compute_capability=None)
     host.update(os=None, disks=None)
     assert plan(host, "Qwen3-30B-A3B", "serve")["mode"] == "serve"
 
