@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -114,6 +115,31 @@ def test_dense_model_directory_is_refused(tmp_path):
     config = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 32000}
     with pytest.raises(catalog.ModelConfigError, match="config.json lacks"):
         catalog.resolve(str(_write_config(tmp_path, config)))
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"num_attention_heads": 0}, "config.json num_attention_heads must be a positive integer, got 0"),
+        ({"num_hidden_layers": 0}, "config.json num_hidden_layers must be a positive integer, got 0"),
+        ({"num_hidden_layers": -4}, "config.json num_hidden_layers must be a positive integer, got -4"),
+        ({"hidden_size": {}}, "config.json hidden_size must be a positive integer, got {}"),
+        ({"num_experts": "many"}, 'config.json num_experts must be a non-negative integer, got "many"'),
+        ({"num_experts": 8, "num_experts_per_tok": 16}, "num_experts_per_tok must be an integer from 1 to 8"),
+        ({"num_experts_per_tok": 0}, "num_experts_per_tok must be an integer from 1 to 128, got 0"),
+        ({"first_k_dense_replace": 48}, "first_k_dense_replace must be an integer from 0 to 47, got 48"),
+        ({"mlp_only_layers": [3, 99]}, "mlp_only_layers must list some of the layer indices 0..47"),
+        ({"num_experts": 0}, "not a mixture-of-experts model (config.json num_experts is 0)"),
+    ],
+)
+def test_impossible_config_values_name_the_key_and_the_file(tmp_path, change, message):
+    model_dir = tmp_path / "my-qwen"
+    model_dir.mkdir()
+    _write_config(model_dir, {**catalog.entry_config("Qwen3-30B-A3B"), **change})
+    with pytest.raises(catalog.ModelConfigError, match=f"^{re.escape(str(model_dir.resolve()))}: .*"):
+        catalog.resolve(str(model_dir))
+    with pytest.raises(catalog.ModelConfigError, match=re.escape(message)):
+        catalog.resolve(str(model_dir))
 
 
 def test_directory_without_config_and_bad_json_are_refused(tmp_path):
