@@ -389,7 +389,8 @@ def _from_directory(directory: Path) -> Architecture:
             "template": catalog_match.template,
             "legacy_sft_rules": catalog_match.legacy_sft_rules,
         }
-    return from_config(config, name=directory.name, path=str(directory.resolve()), **extra)
+    resolved = directory.resolve()  # `--model .` names the model after the folder, not ""
+    return from_config(config, name=resolved.name or str(resolved), path=str(resolved), **extra)
 
 
 def _catalog_match(config: dict) -> Architecture | None:

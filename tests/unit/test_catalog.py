@@ -100,6 +100,16 @@ def test_local_directory_is_sized_from_its_config(tmp_path):
     assert arch.legacy_sft_rules == {1: "Qwen3Moe-sft-amx.yaml"}  # found by matching the architecture
 
 
+def test_local_directory_given_as_dot_is_named_after_the_folder(tmp_path, monkeypatch):
+    model_dir = tmp_path / "my-qwen"
+    model_dir.mkdir()
+    _write_config(model_dir, catalog.entry_config("Qwen3-30B-A3B"))
+    monkeypatch.chdir(model_dir)
+    assert catalog.resolve(".").name == "my-qwen"
+    monkeypatch.chdir(model_dir / "..")
+    assert catalog.resolve("my-qwen/../my-qwen").name == "my-qwen"
+
+
 def test_local_mixtral_style_config_uses_intermediate_size_for_experts(tmp_path):
     config = {
         "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
