@@ -207,12 +207,28 @@ def _need(config: dict, *keys: str, source: str, low: int = 1, high: int | None 
     raise ModelConfigError(f"{source}: config.json lacks {' / '.join(keys)}")
 
 
-def _native_dtype(config: dict) -> str:
+SIZED_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}  # torch_dtype -> sizing dtype
+
+
+def _native_dtype(config: dict, source: str) -> str:
+    """The checkpoint's weight dtype; ModelConfigError for one the sizing cannot count bytes for (e.g. mxfp4,
+    whose experts no kt-kernel backend reads and whose conversion path the sizing does not model)."""
     quant = config.get("quantization_config") or {}
-    if str(quant.get("quant_method", "")).lower() == "fp8":
+    method = str(quant.get("quant_method") or "") if isinstance(quant, dict) else json.dumps(quant)
+    if method.lower() == "fp8":
         return "fp8"
-    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower()
-    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype, dtype)
+    if method:
+        raise ModelConfigError(
+            f"{source}: quantization {method} (config.json quantization_config.quant_method) is not sized "
+            "by ktinfra, which sizes bf16, fp16, fp32 and fp8 checkpoints"
+        )
+    key = "torch_dtype" if config.get("torch_dtype") is not None else "dtype"
+    dtype = str(config.get(key) or "bfloat16").lower()
+    if dtype not in SIZED_DTYPES:
+        raise ModelConfigError(
+            f"{source}: config.json {key} {dtype} is not sized by ktinfra ({', '.join(SIZED_DTYPES)} are)"
+        )
+    return SIZED_DTYPES[dtype]
 
 
 EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
@@ -300,7 +316,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         vocab_size=_need(config, "vocab_size", source=source),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
         max_position_embeddings=_int_key(config, "max_position_embeddings", source),
-        native_dtype=_native_dtype(config),
+        native_dtype=_native_dtype(config, source),
         num_mtp_layers=_int_key(config, "num_nextn_predict_layers", source, low=0) or 0,
         **extra,
     )
@@ -391,6 +407,18 @@ def _from_directory(directory: Path) -> Architecture:
         }
     resolved = directory.resolve()  # `--model .` names the model after the folder, not ""
     return from_config(config, name=resolved.name or str(resolved), path=str(resolved), **extra)
+
+
+def unverified_architecture(arch: Architecture) -> str | None:
+    """A warning when the model's architecture is none of the catalog's: nobody checked that kt-kernel and
+    SGLang-KT run it, nor that the sizing formulas fit it."""
+    known = sorted({model.model_type for model in list_models()})
+    if arch.model_type in known:
+        return None
+    return (
+        f"architecture {arch.model_type} is outside the catalog's ({', '.join(known)}): kt-kernel and "
+        "SGLang-KT support for it is unverified, and so is this sizing"
+    )
 
 
 def _catalog_match(config: dict) -> Architecture | None:

@@ -152,6 +152,30 @@ def test_impossible_config_values_name_the_key_and_the_file(tmp_path, change, me
         catalog.resolve(str(model_dir))
 
 
+GPT_OSS_20B = {  # openai/gpt-oss-20b config.json, the keys the sizing reads
+    "model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 24,
+    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "num_local_experts": 32,
+    "num_experts_per_tok": 4, "vocab_size": 201088, "torch_dtype": "bfloat16",
+    "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]},
+}  # fmt: skip
+
+
+def test_quantizations_the_sizing_cannot_count_are_refused_not_sized_as_bf16(tmp_path):
+    with pytest.raises(catalog.ModelConfigError, match="quantization mxfp4 .* is not sized by ktinfra"):
+        catalog.resolve(str(_write_config(tmp_path, GPT_OSS_20B)))
+    int8 = {**catalog.entry_config("Qwen3-30B-A3B"), "torch_dtype": "int8"}
+    with pytest.raises(catalog.ModelConfigError, match="config.json torch_dtype int8 is not sized"):
+        catalog.resolve(str(_write_config(tmp_path, int8)))
+
+
+def test_architectures_outside_the_catalog_are_flagged_unverified(tmp_path):
+    assert all(catalog.unverified_architecture(arch) is None for arch in catalog.list_models())
+    moe = {**GPT_OSS_20B, "quantization_config": None}
+    warning = catalog.unverified_architecture(catalog.resolve(str(_write_config(tmp_path, moe))))
+    assert warning.startswith("architecture gpt_oss is outside the catalog's (deepseek_v2, ")
+    assert "support for it is unverified" in warning
+
+
 def test_directory_without_config_and_bad_json_are_refused(tmp_path):
     with pytest.raises(catalog.UnknownModelError, match="no config.json"):
         catalog.resolve(str(tmp_path))

@@ -363,6 +363,19 @@ def test_facts_of_the_wrong_type_name_the_key_and_value(key, value, message, tmp
         load_facts(path)
 
 
+def test_a_local_model_of_an_unknown_architecture_is_planned_with_a_warning(tmp_path):
+    config = {
+        "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+        "num_local_experts": 8, "num_experts_per_tok": 2, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "vocab_size": 32000, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    for mode in ("serve", "sft"):
+        warnings = plan(facts("h100-amx"), str(tmp_path), mode)["warnings"]
+        assert any(w.startswith("architecture mixtral is outside the catalog's") for w in warnings)
+    assert plan(facts("h100-amx"), "Qwen3-30B-A3B", "serve")["warnings"] == []
+
+
 def test_facts_may_leave_what_the_host_did_not_tell_null():
     host = facts("h100-amx")
     host["cpu"].update(model=None, usable_cpus=None, numa_node_cpus=None, numa_nodes=None)
