@@ -29,6 +29,25 @@ def _parse_lora(values: list[str]) -> dict[str, str]:
     return adapters
 
 
+def _parse_mode(value: str) -> str:
+    from ktinfra.planner import MODES
+
+    mode = value.strip().lower()
+    if mode not in MODES:
+        _fail(f"--mode must be one of {', '.join(MODES)}, not {value!r}")
+    return mode
+
+
+FLAG_MODE = {**dict.fromkeys(("--lora", "--port", "--host", "--api-key-set"), "serve"), "--cutoff-len": "sft"}
+
+
+def _refuse_flags_of_the_other_mode(mode: str, values: dict) -> None:
+    """values: flag -> what was given; the planner would drop the other mode's flags without a word."""
+    for flag, value in values.items():
+        if value and FLAG_MODE[flag] != mode:
+            _fail(f"{flag} applies to --mode {FLAG_MODE[flag]}, not --mode {mode}")
+
+
 def _load_facts(facts_file: Path | None, capture_dir: Path | None) -> dict:
     from ktinfra.planner import PlanInputError, load_facts
 
@@ -99,7 +118,7 @@ def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_command(
         model: Annotated[str, typer.Option("--model", "-m", help="Short name, HF repo id or model dir.")],
-        mode: Annotated[str, typer.Option("--mode", help="serve | sft")] = "serve",
+        mode: Annotated[str, typer.Option("--mode", help="serve | sft (any case)")] = "serve",
         facts_file: Annotated[
             Path | None, typer.Option("--facts", help="Facts JSON (`ktinfra facts --json`).")
         ] = None,
@@ -139,6 +158,9 @@ def register(app: typer.Typer) -> None:
         Exit status: 0 feasible, 2 infeasible (problems listed with numbers), 1 bad input."""
         from ktinfra.planner import PlanInputError, plan
 
+        mode = _parse_mode(mode)
+        given = {"--lora": lora, "--port": port, "--host": host, "--api-key-set": api_key_set}
+        _refuse_flags_of_the_other_mode(mode, {**given, "--cutoff-len": cutoff_len})
         facts = _load_facts(facts_file, capture_dir)
         options = {
             "stack": stack,

@@ -429,6 +429,30 @@ def test_cli_bad_input_exits_1(args, message):
     assert proc.returncode == 1 and message in proc.stderr
 
 
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--mode", "sft", "--lora", "a=/x"], "--lora applies to --mode serve, not --mode sft"),
+        (["--mode", "sft", "--port", "8000"], "--port applies to --mode serve, not --mode sft"),
+        (["--mode", "sft", "--host", "0.0.0.0"], "--host applies to --mode serve, not --mode sft"),
+        (["--mode", "sft", "--api-key-set"], "--api-key-set applies to --mode serve, not --mode sft"),
+        (["--cutoff-len", "512"], "--cutoff-len applies to --mode sft, not --mode serve"),
+        (["--mode", "train"], "--mode must be one of serve, sft, not 'train'"),
+    ],
+)
+def test_cli_refuses_flags_the_mode_would_ignore(args, message):
+    proc = ktinfra("plan", "--model", "Qwen3-30B-A3B", "--facts", str(FACTS / "h100-amx.json"), *args)
+    assert proc.returncode == 1 and proc.stderr == f"ktinfra plan: {message}\n"
+
+
+def test_cli_mode_is_case_insensitive():
+    proc = ktinfra("plan", "--model", "Qwen3-30B-A3B", "--facts", str(FACTS / f"{SEED002}.json"),
+                   "--mode", "SFT", "--cutoff-len", "512", "--json")  # fmt: skip
+    assert proc.returncode in (0, 2), proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["mode"] == "sft" and result["sft"]["cutoff_len"] == 512
+
+
 def test_cli_unreadable_facts_file_exits_1(tmp_path):
     bad = tmp_path / "facts.json"
     bad.write_text("[1, 2")
