@@ -10,6 +10,8 @@ import typer
 
 EXIT_BAD_INPUT = 1
 EXIT_INFEASIBLE = 2
+# the mode each mode-specific flag applies to (--cpu-format: the planner refuses it in sft itself)
+FLAG_MODE = {**dict.fromkeys(("--lora", "--port", "--host", "--api-key-set"), "serve"), "--cutoff-len": "sft"}
 
 
 def _fail(message: str) -> None:
@@ -36,9 +38,6 @@ def _parse_mode(value: str) -> str:
     if mode not in MODES:
         _fail(f"--mode must be one of {', '.join(MODES)}, not {value!r}")
     return mode
-
-
-FLAG_MODE = {**dict.fromkeys(("--lora", "--port", "--host", "--api-key-set"), "serve"), "--cutoff-len": "sft"}
 
 
 def _refuse_flags_of_the_other_mode(mode: str, values: dict) -> None:

@@ -442,7 +442,7 @@ def test_cli_bad_input_exits_1(args, message):
 )
 def test_cli_refuses_flags_the_mode_would_ignore(args, message):
     proc = ktinfra("plan", "--model", "Qwen3-30B-A3B", "--facts", str(FACTS / "h100-amx.json"), *args)
-    assert proc.returncode == 1 and proc.stderr == f"ktinfra plan: {message}\n"
+    assert proc.returncode == 1 and proc.stderr.endswith(f": {message}\n") and proc.stderr.count("\n") == 1
 
 
 def test_cli_mode_is_case_insensitive():
@@ -465,7 +465,7 @@ def test_cli_unreadable_facts_file_exits_1(tmp_path):
 def test_cli_from_a_folder_without_capture_files_exits_1_in_one_line(tmp_path):
     proc = ktinfra("plan", "--model", "Qwen3-30B-A3B", "--from", str(tmp_path))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert proc.stderr.startswith(f"ktinfra plan: --from {tmp_path}: {tmp_path} is not a capture folder")
+    assert f": --from {tmp_path}: {tmp_path} is not a capture folder" in proc.stderr
     assert proc.stderr.count("\n") == 1
 
 
