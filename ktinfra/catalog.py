@@ -180,55 +180,122 @@ class Architecture:
         }
 
 
-def _need(config: dict, *keys: str, source: str) -> int:
+def _int_in(value, low: int, high: int | None) -> bool:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    return low <= value and (high is None or value <= high)
+
+
+def _int_key(config: dict, key: str, source: str, *, low: int = 1, high: int | None = None) -> int | None:
+    """config[key] as an int in low..high (None when absent or null); ModelConfigError naming key and file."""
+    value = config.get(key)
+    if value is None:
+        return None
+    if not _int_in(value, low, high):
+        if high is not None:
+            want = f"an integer from {low} to {high}"
+        else:
+            want = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
+        raise ModelConfigError(f"{source}: config.json {key} must be {want}, got {json.dumps(value)}")
+    return value
+
+
+def _need(config: dict, *keys: str, source: str, low: int = 1, high: int | None = None) -> int:
     for key in keys:
         if config.get(key) is not None:
-            return int(config[key])
+            return _int_key(config, key, source, low=low, high=high)
     raise ModelConfigError(f"{source}: config.json lacks {' / '.join(keys)}")
 
 
-def _native_dtype(config: dict) -> str:
+SIZED_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}  # torch_dtype -> sizing dtype
+
+
+def _native_dtype(config: dict, source: str) -> str:
+    """The checkpoint's weight dtype; ModelConfigError for one the sizing cannot count bytes for (e.g. mxfp4,
+    whose experts no kt-kernel backend reads and whose conversion path the sizing does not model)."""
     quant = config.get("quantization_config") or {}
-    if str(quant.get("quant_method", "")).lower() == "fp8":
+    method = str(quant.get("quant_method") or "") if isinstance(quant, dict) else json.dumps(quant)
+    if method.lower() == "fp8":
         return "fp8"
-    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower()
-    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(dtype, dtype)
+    if method:
+        raise ModelConfigError(
+            f"{source}: quantization {method} (config.json quantization_config.quant_method) is not sized "
+            "by ktinfra, which sizes bf16, fp16, fp32 and fp8 checkpoints"
+        )
+    key = "torch_dtype" if config.get("torch_dtype") is not None else "dtype"
+    dtype = str(config.get(key) or "bfloat16").lower()
+    if dtype not in SIZED_DTYPES:
+        raise ModelConfigError(
+            f"{source}: config.json {key} {dtype} is not sized by ktinfra ({', '.join(SIZED_DTYPES)} are)"
+        )
+    return SIZED_DTYPES[dtype]
+
+
+EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+
+
+def _experts(config: dict, source: str) -> tuple[int, int]:
+    """(routed experts per MoE layer, experts routed per token)."""
+    num_experts = _need(config, *EXPERT_KEYS, source=source, low=0)
+    if num_experts < 2:
+        key = next(k for k in EXPERT_KEYS if config.get(k) is not None)
+        raise ModelConfigError(
+            f"{source}: not a mixture-of-experts model (config.json {key} is {num_experts}); "
+            "KT offloads MoE experts"
+        )
+    keys = ("num_experts_per_tok", "num_experts_per_token")
+    return num_experts, _need(config, *keys, source=source, high=num_experts)
+
+
+def _dense_layers(config: dict, layers: int, source: str) -> int:
+    """Layers with a plain MLP: DeepSeek's first_k_dense_replace, or Qwen's mlp_only_layers."""
+    if "first_k_dense_replace" in config:
+        return _int_key(config, "first_k_dense_replace", source, low=0, high=layers - 1) or 0
+    only = config.get("mlp_only_layers") or []
+    in_range = isinstance(only, list) and all(_int_in(i, 0, layers - 1) for i in only)
+    if not in_range or len(set(only)) >= layers:
+        raise ModelConfigError(
+            f"{source}: config.json mlp_only_layers must list some of the layer indices 0..{layers - 1}, "
+            f"got {json.dumps(only)}"
+        )
+    return len(set(only))
+
+
+def _mla(config: dict, source: str) -> MLA | None:
+    kv_lora_rank = _int_key(config, "kv_lora_rank", source, low=0)
+    if not kv_lora_rank:
+        return None
+    return MLA(
+        q_lora_rank=_int_key(config, "q_lora_rank", source),
+        kv_lora_rank=kv_lora_rank,
+        qk_nope_head_dim=_need(config, "qk_nope_head_dim", source=source),
+        qk_rope_head_dim=_need(config, "qk_rope_head_dim", source=source),
+        v_head_dim=_need(config, "v_head_dim", source=source),
+    )
+
+
+def _shared_intermediate(config: dict, moe_inter: int, source: str) -> int:
+    shared = _int_key(config, "shared_expert_intermediate_size", source, low=0)
+    if shared:
+        return shared
+    return (_int_key(config, "n_shared_experts", source, low=0) or 0) * moe_inter
 
 
 def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: str | None = None, **extra):
-    """Build an Architecture from a config.json mapping (multimodal wrappers: the text_config)."""
+    """Build an Architecture from a config.json mapping (multimodal wrappers: the text_config).
+
+    ModelConfigError, naming the key and the file, for a value a real model cannot have."""
     source = path or name
     if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
         config = {**config["text_config"], "quantization_config": config.get("quantization_config")}
-    num_experts = _need(config, "n_routed_experts", "num_experts", "num_local_experts", source=source)
-    if num_experts < 2:
-        raise ModelConfigError(
-            f"{source}: not a mixture-of-experts model (1 expert); KT offloads MoE experts"
-        )
+    num_experts, per_token = _experts(config, source)
     hidden = _need(config, "hidden_size", source=source)
     layers = _need(config, "num_hidden_layers", source=source)
     heads = _need(config, "num_attention_heads", source=source)
-    dense_inter = int(config.get("intermediate_size") or 0)
-    moe_inter = int(config.get("moe_intermediate_size") or 0)
+    dense_inter = _int_key(config, "intermediate_size", source, low=0) or 0
+    moe_inter = _int_key(config, "moe_intermediate_size", source, low=0) or 0
     if not moe_inter:  # Mixtral-style configs size experts with intermediate_size
         moe_inter = _need(config, "intermediate_size", source=source)
-    if "first_k_dense_replace" in config:
-        dense_layers = int(config["first_k_dense_replace"] or 0)
-    else:
-        dense_layers = len(config.get("mlp_only_layers") or [])
-    if config.get("shared_expert_intermediate_size"):
-        shared = int(config["shared_expert_intermediate_size"])
-    else:
-        shared = int(config.get("n_shared_experts") or 0) * moe_inter
-    mla = None
-    if config.get("kv_lora_rank"):
-        mla = MLA(
-            q_lora_rank=config.get("q_lora_rank"),
-            kv_lora_rank=int(config["kv_lora_rank"]),
-            qk_nope_head_dim=_need(config, "qk_nope_head_dim", source=source),
-            qk_rope_head_dim=_need(config, "qk_rope_head_dim", source=source),
-            v_head_dim=_need(config, "v_head_dim", source=source),
-        )
     return Architecture(
         name=name,
         hf_repo=hf_repo,
@@ -236,21 +303,21 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         model_type=str(config.get("model_type") or "unknown"),
         hidden_size=hidden,
         num_layers=layers,
-        num_dense_layers=dense_layers,
+        num_dense_layers=_dense_layers(config, layers, source),
         dense_intermediate_size=dense_inter,
         moe_intermediate_size=moe_inter,
         num_experts=num_experts,
-        experts_per_token=_need(config, "num_experts_per_tok", "num_experts_per_token", source=source),
-        shared_intermediate_size=shared,
+        experts_per_token=per_token,
+        shared_intermediate_size=_shared_intermediate(config, moe_inter, source),
         num_attention_heads=heads,
-        num_kv_heads=int(config.get("num_key_value_heads") or heads),
-        head_dim=int(config.get("head_dim") or hidden // heads),
-        mla=mla,
+        num_kv_heads=_int_key(config, "num_key_value_heads", source) or heads,
+        head_dim=_int_key(config, "head_dim", source) or hidden // heads,
+        mla=_mla(config, source),
         vocab_size=_need(config, "vocab_size", source=source),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-        max_position_embeddings=config.get("max_position_embeddings"),
-        native_dtype=_native_dtype(config),
-        num_mtp_layers=int(config.get("num_nextn_predict_layers") or 0),
+        max_position_embeddings=_int_key(config, "max_position_embeddings", source),
+        native_dtype=_native_dtype(config, source),
+        num_mtp_layers=_int_key(config, "num_nextn_predict_layers", source, low=0) or 0,
         **extra,
     )
 
@@ -338,7 +405,20 @@ def _from_directory(directory: Path) -> Architecture:
             "template": catalog_match.template,
             "legacy_sft_rules": catalog_match.legacy_sft_rules,
         }
-    return from_config(config, name=directory.name, path=str(directory.resolve()), **extra)
+    resolved = directory.resolve()  # `--model .` names the model after the folder, not ""
+    return from_config(config, name=resolved.name or str(resolved), path=str(resolved), **extra)
+
+
+def unverified_architecture(arch: Architecture) -> str | None:
+    """A warning when the model's architecture is none of the catalog's: nobody checked that kt-kernel and
+    SGLang-KT run it, nor that the sizing formulas fit it."""
+    known = sorted({model.model_type for model in list_models()})
+    if arch.model_type in known:
+        return None
+    return (
+        f"architecture {arch.model_type} is outside the catalog's ({', '.join(known)}): kt-kernel and "
+        "SGLang-KT support for it is unverified, and so is this sizing"
+    )
 
 
 def _catalog_match(config: dict) -> Architecture | None:

@@ -10,12 +10,14 @@ import json
 from pathlib import Path
 
 from ktinfra.plan import MODES, PlanInputError, plan
+from ktinfra.plan.host import FactsError, validate
 
 __all__ = ["MODES", "PlanInputError", "load_facts", "plan"]
 
 
 def load_facts(path: str | Path) -> dict:
-    """A facts JSON document (`ktinfra facts --json` output); PlanInputError when unreadable."""
+    """A facts JSON document (`ktinfra facts --json` output); PlanInputError when unreadable or when a key
+    the planner reads is missing or of the wrong type (the same check `plan` makes)."""
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
@@ -24,4 +26,7 @@ def load_facts(path: str | Path) -> dict:
         raise PlanInputError(f"facts file {path} is not JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise PlanInputError(f"facts file {path} must hold a JSON object")
-    return data
+    try:
+        return validate(data)
+    except FactsError as exc:
+        raise PlanInputError(f"{path}: {exc}") from exc

@@ -10,6 +10,8 @@ import typer
 
 EXIT_BAD_INPUT = 1
 EXIT_INFEASIBLE = 2
+# the mode each mode-specific flag applies to (--cpu-format: the planner refuses it in sft itself)
+FLAG_MODE = {**dict.fromkeys(("--lora", "--port", "--host", "--api-key-set"), "serve"), "--cutoff-len": "sft"}
 
 
 def _fail(message: str) -> None:
@@ -29,6 +31,22 @@ def _parse_lora(values: list[str]) -> dict[str, str]:
     return adapters
 
 
+def _parse_mode(value: str) -> str:
+    from ktinfra.planner import MODES
+
+    mode = value.strip().lower()
+    if mode not in MODES:
+        _fail(f"--mode must be one of {', '.join(MODES)}, not {value!r}")
+    return mode
+
+
+def _refuse_flags_of_the_other_mode(mode: str, values: dict) -> None:
+    """values: flag -> what was given; the planner would drop the other mode's flags without a word."""
+    for flag, value in values.items():
+        if value and FLAG_MODE[flag] != mode:
+            _fail(f"{flag} applies to --mode {FLAG_MODE[flag]}, not --mode {mode}")
+
+
 def _load_facts(facts_file: Path | None, capture_dir: Path | None) -> dict:
     from ktinfra.planner import PlanInputError, load_facts
 
@@ -46,7 +64,10 @@ def _load_facts(facts_file: Path | None, capture_dir: Path | None) -> dict:
     if capture_dir:
         if not capture_dir.is_dir():
             _fail(f"--from {capture_dir}: not a directory")
-        return facts_module.from_capture(capture_dir)
+        try:
+            return facts_module.from_capture(capture_dir)
+        except (OSError, ValueError) as exc:  # e.g. a folder holding none of the capture's files
+            _fail(f"--from {capture_dir}: {exc}")
     return facts_module.gather_live()
 
 
@@ -117,7 +138,7 @@ def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_command(
         model: Annotated[str, typer.Option("--model", "-m", help="Short name, HF repo id or model dir.")],
-        mode: Annotated[str, typer.Option("--mode", help="serve | sft")] = "serve",
+        mode: Annotated[str, typer.Option("--mode", help="serve | sft (any case)")] = "serve",
         facts_file: Annotated[
             Path | None, typer.Option("--facts", help="Facts JSON (`ktinfra facts --json`).")
         ] = None,
@@ -157,6 +178,9 @@ def register(app: typer.Typer) -> None:
         Exit status: 0 feasible, 2 infeasible (problems listed with numbers), 1 bad input."""
         from ktinfra.planner import PlanInputError, plan
 
+        mode = _parse_mode(mode)
+        given = {"--lora": lora, "--port": port, "--host": host, "--api-key-set": api_key_set}
+        _refuse_flags_of_the_other_mode(mode, {**given, "--cutoff-len": cutoff_len})
         facts = _load_facts(facts_file, capture_dir)
         options = {
             "stack": stack,

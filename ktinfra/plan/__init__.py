@@ -62,6 +62,9 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
     try:
         validate(facts)
         arch = catalog.resolve(model)
+        unverified = catalog.unverified_architecture(arch)
+        if unverified:
+            early_warnings.append(unverified)
         profile = profiles.load_profile(options.get("stack") or profiles.DEFAULT_PROFILE)
         if options.get("cpu_format") and mode == "sft":
             raise PlanInputError("--cpu-format applies to serve; SFT reads BF16 experts")

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from ktinfra import sizing
 from ktinfra.catalog import Architecture
-from ktinfra.plan.host import amx_blocked_by_kernel, data_disk, gb, has_amx
+from ktinfra.plan.host import (
+    ISA_UNKNOWN,
+    amx_blocked_by_kernel,
+    amx_unknown,
+    data_disk,
+    gb,
+    has_amx,
+    isa_flag,
+)
 
 # CPU features each kt-kernel backend needs (kt-kernel README, "CPU requirements").
 ISA_NEEDS = {
@@ -17,8 +25,13 @@ ISA_NEEDS = {
 
 
 def isa_missing(facts: dict, fmt: sizing.CpuFormat) -> list[str]:
-    isa = facts["cpu"]["isa"]
-    return [flag for flag in ISA_NEEDS[fmt.name] if not isa.get(flag)]
+    """Flags the backend needs that the facts say the CPU lacks (unknown flags are not counted)."""
+    return [flag for flag in ISA_NEEDS[fmt.name] if isa_flag(facts, flag) is False]
+
+
+def isa_unknown(facts: dict, fmt: sizing.CpuFormat) -> list[str]:
+    """Flags the backend needs that the facts do not know about."""
+    return [flag for flag in ISA_NEEDS[fmt.name] if isa_flag(facts, flag) is None]
 
 
 def checkpoint_dtype(arch: Architecture, fmt: sizing.CpuFormat) -> str:
@@ -41,10 +54,12 @@ def _requested(arch: Architecture, facts: dict, requested: str):
     if fmt.native_dtype == "fp8" and arch.native_dtype != "fp8":
         problem = f"--cpu-format FP8 needs an FP8 checkpoint; {arch.name} ships {arch.native_dtype}"
         return fmt, "requested", [problem]
-    missing = isa_missing(facts, fmt)
-    problems = (
-        [f"--cpu-format {fmt.name} needs CPU flags {', '.join(missing)}, missing here"] if missing else []
-    )
+    missing, unknown = isa_missing(facts, fmt), isa_unknown(facts, fmt)
+    problems = []
+    if missing:
+        problems.append(f"--cpu-format {fmt.name} needs CPU flags {', '.join(missing)}, missing here")
+    elif unknown:
+        problems.append(f"--cpu-format {fmt.name} needs CPU flags {', '.join(unknown)}; {ISA_UNKNOWN}")
     reason = f"{fmt.kt_method} as requested (--cpu-format {requested})"
     if fmt.name == "AMXINT4":
         reason += "; INT4 can cost accuracy (the kt-kernel README warns about Qwen3-30B-A3B)"
@@ -57,7 +72,8 @@ def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizi
     if requested:
         return _requested(arch, facts, requested)
     native = sizing.CPU_FORMATS["FP8" if arch.native_dtype == "fp8" else "BF16"]
-    native_ok = not isa_missing(facts, native) and fits(facts, estimate(arch, native))
+    native_isa = not isa_missing(facts, native) and not isa_unknown(facts, native)
+    native_ok = native_isa and fits(facts, estimate(arch, native))
     old_kernel = amx_blocked_by_kernel(facts) if has_amx(facts) else None
     if has_amx(facts) and not old_kernel:
         int8 = sizing.CPU_FORMATS["AMXINT8"]
@@ -70,12 +86,19 @@ def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizi
             f"{native.native_dtype} checkpoint in place, without a conversion"
         )
         return native, reason, []
-    no_amx = f"AMX unusable (kernel {old_kernel} < 5.16 cannot grant AMX tiles)" if old_kernel else "no AMX"
+    if old_kernel:
+        no_amx = f"AMX unusable (kernel {old_kernel} < 5.16 cannot grant AMX tiles)"
+    else:
+        no_amx = "AMX flags unknown" if amx_unknown(facts) else "no AMX"
     if native_ok:
         flags = ", ".join(ISA_NEEDS[native.name])
         return native, f"{no_amx}; the CPU has {flags} for the native {native.kt_method} backend", []
     gguf = sizing.CPU_FORMATS["GGUF:Q4_K_M"]
     if isa_missing(facts, gguf):
         return gguf, "no AMX, no AVX-512 BF16", ["CPU lacks AVX2: no kt-kernel backend runs on it"]
+    if isa_unknown(facts, gguf):
+        # Planning LLAMAFILE for what may be an AMX host would be a wrong plan, so refuse instead of guessing.
+        reason = f"{ISA_UNKNOWN}: LLAMAFILE on GGUF Q4_K_M shown, the backend that needs the fewest flags"
+        return gguf, reason, [f"{ISA_UNKNOWN}: cannot tell which kt-kernel backend runs on this CPU"]
     reason = f"{no_amx} (seed 000: 8352V-class hosts serve only): LLAMAFILE backend on GGUF Q4_K_M experts"
     return gguf, reason, []

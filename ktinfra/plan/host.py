@@ -2,47 +2,124 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 GB = 1e9
 MIB = 1 << 20
 MIN_COMPUTE_CAPABILITY = (8, 0)  # bf16 tensor cores; the SGLang-KT and flash-attn wheels target sm80+
 AMX_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
 
-_REQUIRED = {
-    "cpu": dict,
-    "cpu.physical_cores": int,
-    "cpu.logical_cpus": int,
-    "cpu.isa": dict,
-    "memory": dict,
-    "memory.total_bytes": int,
-    "gpus": list,
-}
+FACTS_SCHEMA = 1
+CPULIST_RE = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
+COMPUTE_CAPABILITY_RE = re.compile(r"\d+(\.\d+)?")
+ISA_UNKNOWN = "CPU flags unknown (the capture has no cpuinfo/lscpu)"
 
 
 class FactsError(ValueError):
     pass
 
 
-def _get(facts: dict, dotted: str):
-    node = facts
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
+def _int_at_least(low: int):
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+
+def _is_str(value) -> bool:
+    return isinstance(value, str)
+
+
+def _is_cpulist(value) -> bool:
+    return isinstance(value, str) and CPULIST_RE.fullmatch(value.replace(" ", "")) is not None
+
+
+def _is_compute_capability(value) -> bool:
+    return isinstance(value, str) and COMPUTE_CAPABILITY_RE.fullmatch(value.strip()) is not None
+
+
+POSITIVE = ("a positive integer", _int_at_least(1))
+NON_NEGATIVE = ("a non-negative integer", _int_at_least(0))
+STRING = ("a string", _is_str)
+CPULIST = ('a CPU list such as "0-15,32"', _is_cpulist)
+OBJECT = ("an object", lambda v: isinstance(v, dict))
+LIST = ("a list", lambda v: isinstance(v, list))
+
+
+def _bad(path: str, want: str, value) -> FactsError:
+    shown = json.dumps(value, default=str)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return FactsError(f"facts: {path} must be {want}, got {shown}")
+
+
+def _field(node: dict, key: str, path: str, kind: tuple, *, required: bool = False):
+    """node[key] checked against kind; null (or absent) only where the facts may not know the value."""
+    want, ok = kind
+    value = node.get(key)
+    if value is None:
+        if required:
+            raise FactsError(f"facts lack {path} ({want}); produce them with `ktinfra facts --json`")
+        return None
+    if not ok(value):
+        raise _bad(path, want, value)
+    return value
+
+
+def _check_cpu(facts: dict) -> None:
+    cpu = _field(facts, "cpu", "cpu", OBJECT, required=True)
+    cores = _field(cpu, "physical_cores", "cpu.physical_cores", POSITIVE, required=True)
+    logical = _field(cpu, "logical_cpus", "cpu.logical_cpus", POSITIVE, required=True)
+    if logical < cores:
+        raise _bad("cpu.logical_cpus", f"at least cpu.physical_cores ({cores})", logical)
+    for key in ("numa_nodes", "threads_per_core"):
+        _field(cpu, key, f"cpu.{key}", POSITIVE)
+    _field(cpu, "model", "cpu.model", STRING)
+    _field(cpu, "usable_cpus", "cpu.usable_cpus", CPULIST)
+    node_cpus = _field(cpu, "numa_node_cpus", "cpu.numa_node_cpus", OBJECT) or {}
+    for node in node_cpus:
+        _field(node_cpus, node, f"cpu.numa_node_cpus.{node}", CPULIST, required=True)
+    isa = _field(cpu, "isa", "cpu.isa", OBJECT, required=True)
+    for flag, value in isa.items():
+        if value is not None and not isinstance(value, bool):
+            raise _bad(f"cpu.isa.{flag}", "true, false or null", value)
+
+
+def _check_gpus(facts: dict) -> None:
+    for i, gpu in enumerate(_field(facts, "gpus", "gpus", LIST, required=True)):
+        if not isinstance(gpu, dict):
+            raise _bad(f"gpus[{i}]", "an object", gpu)
+        _field(gpu, "memory_mib", f"gpus[{i}].memory_mib", POSITIVE, required=True)
+        # `ktinfra facts` drops GPUs without a name or index; problem texts name the GPU by both
+        _field(gpu, "index", f"gpus[{i}].index", NON_NEGATIVE, required=True)
+        _field(gpu, "name", f"gpus[{i}].name", STRING, required=True)
+        cc = ('a compute capability such as "9.0"', _is_compute_capability)
+        _field(gpu, "compute_capability", f"gpus[{i}].compute_capability", cc)
+
+
+def _check_system(facts: dict) -> None:
+    memory = _field(facts, "memory", "memory", OBJECT, required=True)
+    _field(memory, "total_bytes", "memory.total_bytes", POSITIVE, required=True)
+    os_facts = _field(facts, "os", "os", OBJECT) or {}
+    for key in ("kernel", "glibc"):
+        _field(os_facts, key, f"os.{key}", STRING)
+    for i, disk in enumerate(_field(facts, "disks", "disks", LIST) or []):
+        if not isinstance(disk, dict):
+            raise _bad(f"disks[{i}]", "an object", disk)
+        _field(disk, "mount", f"disks[{i}].mount", STRING, required=True)
+        _field(disk, "avail_bytes", f"disks[{i}].avail_bytes", NON_NEGATIVE)
+        _field(disk, "fstype", f"disks[{i}].fstype", STRING)
 
 
 def validate(facts: object) -> dict:
+    """The facts document when every key the planner reads has its contract type, else FactsError."""
     if not isinstance(facts, dict):
         raise FactsError("facts must be a JSON object (the output of `ktinfra facts --json`)")
-    for key, kind in _REQUIRED.items():
-        value = _get(facts, key)
-        if value is None or not isinstance(value, kind) or isinstance(value, bool):
-            raise FactsError(f"facts lack {key} ({kind.__name__}); produce them with `ktinfra facts --json`")
-    if facts["cpu"]["physical_cores"] < 1:
-        raise FactsError("facts: cpu.physical_cores must be at least 1")
-    for i, gpu in enumerate(facts["gpus"]):
-        if not isinstance(gpu, dict) or not isinstance(gpu.get("memory_mib"), int):
-            raise FactsError(f"facts: gpus[{i}] needs an integer memory_mib")
+    if facts.get("schema") != FACTS_SCHEMA:
+        raise FactsError(
+            f"not facts schema {FACTS_SCHEMA} (`ktinfra facts --json` output): "
+            f"schema is {json.dumps(facts.get('schema'))}"
+        )
+    _check_cpu(facts)
+    _check_gpus(facts)
+    _check_system(facts)
     return facts
 
 
@@ -62,9 +139,19 @@ def parse_cpulist(text: str | None) -> set[int]:
     return cpus
 
 
+def isa_flag(facts: dict, flag: str) -> bool | None:
+    """What the facts say about one CPU flag; None when they do not know (no cpuinfo/lscpu captured)."""
+    value = facts["cpu"]["isa"].get(flag)
+    return value if isinstance(value, bool) else None
+
+
 def has_amx(facts: dict) -> bool:
-    isa = facts["cpu"]["isa"]
-    return all(isa.get(flag) for flag in AMX_FLAGS)
+    return all(isa_flag(facts, flag) is True for flag in AMX_FLAGS)
+
+
+def amx_unknown(facts: dict) -> bool:
+    """The facts cannot tell whether the CPU has AMX: no AMX flag is known to be absent."""
+    return not has_amx(facts) and all(isa_flag(facts, flag) is not False for flag in AMX_FLAGS)
 
 
 # Logical CPUs kept free of kt-kernel workers: the thread that submits MoE work to CPUInfer and the

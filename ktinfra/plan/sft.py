@@ -5,7 +5,9 @@ from __future__ import annotations
 from ktinfra import sizing
 from ktinfra.catalog import Architecture
 from ktinfra.plan.host import (
+    ISA_UNKNOWN,
     MIB,
+    amx_unknown,
     cpu_worker_threads,
     gb,
     gpu_memory_bytes,
@@ -134,10 +136,8 @@ def plan_sft(
     reasons: dict[str, str] = {}
     problems: list[str] = []
     if not has_amx(facts):
-        problems.append(
-            f"KT fine-tuning needs AMX (seed 000: `lscpu | grep -i amx`); {facts['cpu'].get('model')} "
-            "has none"
-        )
+        lacking = ISA_UNKNOWN if amx_unknown(facts) else f"{facts['cpu'].get('model') or 'this CPU'} has none"
+        problems.append(f"KT fine-tuning needs AMX (seed 000: `lscpu | grep -i amx`); {lacking}")
     gpus = len(facts["gpus"])
     cutoff_opt = opts.get("cutoff_len")
     checkpointing, reasons["gradient_checkpointing"] = gradient_checkpointing(arch, profile)

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -99,6 +100,16 @@ def test_local_directory_is_sized_from_its_config(tmp_path):
     assert arch.legacy_sft_rules == {1: "Qwen3Moe-sft-amx.yaml"}  # found by matching the architecture
 
 
+def test_local_directory_given_as_dot_is_named_after_the_folder(tmp_path, monkeypatch):
+    model_dir = tmp_path / "my-qwen"
+    model_dir.mkdir()
+    _write_config(model_dir, catalog.entry_config("Qwen3-30B-A3B"))
+    monkeypatch.chdir(model_dir)
+    assert catalog.resolve(".").name == "my-qwen"
+    monkeypatch.chdir(model_dir / "..")
+    assert catalog.resolve("my-qwen/../my-qwen").name == "my-qwen"
+
+
 def test_local_mixtral_style_config_uses_intermediate_size_for_experts(tmp_path):
     config = {
         "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
@@ -114,6 +125,55 @@ def test_dense_model_directory_is_refused(tmp_path):
     config = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 32000}
     with pytest.raises(catalog.ModelConfigError, match="config.json lacks"):
         catalog.resolve(str(_write_config(tmp_path, config)))
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"num_attention_heads": 0}, "config.json num_attention_heads must be a positive integer, got 0"),
+        ({"num_hidden_layers": 0}, "config.json num_hidden_layers must be a positive integer, got 0"),
+        ({"num_hidden_layers": -4}, "config.json num_hidden_layers must be a positive integer, got -4"),
+        ({"hidden_size": {}}, "config.json hidden_size must be a positive integer, got {}"),
+        ({"num_experts": "many"}, 'config.json num_experts must be a non-negative integer, got "many"'),
+        ({"num_experts": 8, "num_experts_per_tok": 16}, "num_experts_per_tok must be an integer from 1 to 8"),
+        ({"num_experts_per_tok": 0}, "num_experts_per_tok must be an integer from 1 to 128, got 0"),
+        ({"first_k_dense_replace": 48}, "first_k_dense_replace must be an integer from 0 to 47, got 48"),
+        ({"mlp_only_layers": [3, 99]}, "mlp_only_layers must list some of the layer indices 0..47"),
+        ({"num_experts": 0}, "not a mixture-of-experts model (config.json num_experts is 0)"),
+    ],
+)
+def test_impossible_config_values_name_the_key_and_the_file(tmp_path, change, message):
+    model_dir = tmp_path / "my-qwen"
+    model_dir.mkdir()
+    _write_config(model_dir, {**catalog.entry_config("Qwen3-30B-A3B"), **change})
+    with pytest.raises(catalog.ModelConfigError, match=f"^{re.escape(str(model_dir.resolve()))}: .*"):
+        catalog.resolve(str(model_dir))
+    with pytest.raises(catalog.ModelConfigError, match=re.escape(message)):
+        catalog.resolve(str(model_dir))
+
+
+GPT_OSS_20B = {  # openai/gpt-oss-20b config.json, the keys the sizing reads
+    "model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 24,
+    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "num_local_experts": 32,
+    "num_experts_per_tok": 4, "vocab_size": 201088, "torch_dtype": "bfloat16",
+    "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]},
+}  # fmt: skip
+
+
+def test_quantizations_the_sizing_cannot_count_are_refused_not_sized_as_bf16(tmp_path):
+    with pytest.raises(catalog.ModelConfigError, match="quantization mxfp4 .* is not sized by ktinfra"):
+        catalog.resolve(str(_write_config(tmp_path, GPT_OSS_20B)))
+    int8 = {**catalog.entry_config("Qwen3-30B-A3B"), "torch_dtype": "int8"}
+    with pytest.raises(catalog.ModelConfigError, match="config.json torch_dtype int8 is not sized"):
+        catalog.resolve(str(_write_config(tmp_path, int8)))
+
+
+def test_architectures_outside_the_catalog_are_flagged_unverified(tmp_path):
+    assert all(catalog.unverified_architecture(arch) is None for arch in catalog.list_models())
+    moe = {**GPT_OSS_20B, "quantization_config": None}
+    warning = catalog.unverified_architecture(catalog.resolve(str(_write_config(tmp_path, moe))))
+    assert warning.startswith("architecture gpt_oss is outside the catalog's (deepseek_v2, ")
+    assert "support for it is unverified" in warning
 
 
 def test_directory_without_config_and_bad_json_are_refused(tmp_path):

@@ -153,7 +153,7 @@ def test_plan_usage_error_shows_ktinfras_message_not_a_json_error(tmp_path):
     del entry["plan_file"]
     rc, output = run_role(tmp_path, {"kt_serve_instances": [entry]})
     assert rc != 0
-    assert "x: `ktinfra plan` gave no plan (rc 2)" in output, output[-3000:]
+    assert "x: `ktinfra plan` gave no plan (rc 1)" in output, output[-3000:]
     assert "No such option" in output and "--context-length" in output
     assert list((tmp_path / "cfg").iterdir()) == [] and list((tmp_path / "render").iterdir()) == []
 

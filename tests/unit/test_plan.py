@@ -1,6 +1,8 @@
 import copy
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +127,39 @@ def test_no_amx_refuses_sft():
     result = plan(facts("xeon8352v-4090-noamx"), "DeepSeek-V2-Lite", "sft")
     assert not result["feasible"]
     assert any("needs AMX" in p for p in result["problems"])
+
+
+UNKNOWN_FLAGS = "CPU flags unknown (the capture has no cpuinfo/lscpu)"
+
+
+def _capture_without_cpu_flags(tmp_path: Path) -> dict:
+    from ktinfra.facts import from_capture
+
+    capture = tmp_path / "capture"
+    shutil.copytree(FACTS.parent / "hosts" / "h100-xeon-amx-16c", capture)
+    for name in ("cpuinfo.txt", "lscpu.json", "lscpu.txt"):
+        (capture / name).unlink()
+    return from_capture(capture)
+
+
+def test_unknown_cpu_flags_are_a_problem_of_their_own_not_missing_flags(tmp_path):
+    host = _capture_without_cpu_flags(tmp_path)
+    serve = plan(host, "Qwen3-30B-A3B", "serve")
+    assert not serve["feasible"]
+    assert f"{UNKNOWN_FLAGS}: cannot tell which kt-kernel backend runs on this CPU" in serve["problems"]
+    assert not any("lacks" in p or "missing" in p for p in serve["problems"])
+    requested = plan(host, "Qwen3-30B-A3B", "serve", cpu_format="AMXINT8")["problems"]
+    assert f"--cpu-format AMXINT8 needs CPU flags amx_tile, amx_int8; {UNKNOWN_FLAGS}" in requested
+    sft = plan(host, "Qwen3-30B-A3B", "sft")["problems"]
+    assert f"KT fine-tuning needs AMX (seed 000: `lscpu | grep -i amx`); {UNKNOWN_FLAGS}" in sft
+    assert not any("None" in text for r in (serve, sft) for text in json.dumps(r).split('"'))
+
+
+def test_a_cpu_without_amx_and_without_a_model_name_is_called_this_cpu():
+    host = facts("xeon8352v-4090-noamx")
+    host["cpu"]["model"] = None
+    problems = plan(host, "DeepSeek-V2-Lite", "sft")["problems"]
+    assert "KT fine-tuning needs AMX (seed 000: `lscpu | grep -i amx`); this CPU has none" in problems
 
 
 def test_avx512_bf16_without_amx_serves_native_bf16():
@@ -284,6 +319,72 @@ def test_bad_facts_are_bad_input(mutate, message):
         plan(host, "Qwen3-30B-A3B", "serve")
 
 
+def _set(host: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    node = host
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    node[int(last) if isinstance(node, list) else last] = value
+
+
+CC_WANTED = 'a compute capability such as "9.0"'
+CPULIST_WANTED = 'a CPU list such as "0-15,32"'
+
+
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("cpu.usable_cpus", 16, f"cpu.usable_cpus must be {CPULIST_WANTED}, got 16"),
+        ("cpu.numa_node_cpus", ["0-15"], 'cpu.numa_node_cpus must be an object, got ["0-15"]'),
+        ("cpu.numa_node_cpus", {"0": "a"}, f'cpu.numa_node_cpus.0 must be {CPULIST_WANTED}, got "a"'),
+        ("cpu.logical_cpus", 4, "cpu.logical_cpus must be at least cpu.physical_cores (16), got 4"),
+        ("cpu.isa.amx_tile", "false", 'cpu.isa.amx_tile must be true, false or null, got "false"'),
+        ("gpus.0.compute_capability", "7.5x", f'gpus[0].compute_capability must be {CC_WANTED}, got "7.5x"'),
+        ("gpus.0.memory_mib", 0, "gpus[0].memory_mib must be a positive integer, got 0"),
+        ("gpus.0.memory_mib", -5, "gpus[0].memory_mib must be a positive integer, got -5"),
+        ("gpus.0", "x", 'gpus[0] must be an object, got "x"'),
+        ("gpus.0.name", None, "facts lack gpus[0].name (a string); produce them with `ktinfra facts --json`"),
+        ("memory.total_bytes", -5, "memory.total_bytes must be a positive integer, got -5"),
+        ("os", "linux", 'os must be an object, got "linux"'),
+        ("os.kernel", 6, "os.kernel must be a string, got 6"),
+        ("disks.0.avail_bytes", "5", 'disks[0].avail_bytes must be a non-negative integer, got "5"'),
+        ("schema", 99, "not facts schema 1 (`ktinfra facts --json` output): schema is 99"),
+        ("schema", None, "not facts schema 1 (`ktinfra facts --json` output): schema is null"),
+    ],
+)
+def test_facts_of_the_wrong_type_name_the_key_and_value(key, value, message, tmp_path):
+    host = facts("h100-amx")
+    _set(host, key, value)
+    with pytest.raises(PlanInputError, match=re.escape(message)):
+        plan(host, "Qwen3-30B-A3B", "serve")
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(host))
+    with pytest.raises(PlanInputError, match=f"^{re.escape(str(path))}: .*{re.escape(message)}$"):
+        load_facts(path)
+
+
+def test_a_local_model_of_an_unknown_architecture_is_planned_with_a_warning(tmp_path):
+    config = {
+        "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+        "num_local_experts": 8, "num_experts_per_tok": 2, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "vocab_size": 32000, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    for mode in ("serve", "sft"):
+        warnings = plan(facts("h100-amx"), str(tmp_path), mode)["warnings"]
+        assert any(w.startswith("architecture mixtral is outside the catalog's") for w in warnings)
+    assert plan(facts("h100-amx"), "Qwen3-30B-A3B", "serve")["warnings"] == []
+
+
+def test_facts_may_leave_what_the_host_did_not_tell_null():
+    host = facts("h100-amx")
+    host["cpu"].update(model=None, usable_cpus=None, numa_node_cpus=None, numa_nodes=None)
+    host["cpu"]["isa"]["avx2"] = None
+    host["gpus"][0].update(compute_capability=None)
+    host.update(os=None, disks=None)
+    assert plan(host, "Qwen3-30B-A3B", "serve")["mode"] == "serve"
+
+
 def test_bad_mode_model_profile_and_format_are_bad_input():
     host = facts("h100-amx")
     for kwargs, message in [
@@ -328,6 +429,30 @@ def test_cli_bad_input_exits_1(args, message):
     assert proc.returncode == 1 and message in proc.stderr
 
 
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--mode", "sft", "--lora", "a=/x"], "--lora applies to --mode serve, not --mode sft"),
+        (["--mode", "sft", "--port", "8000"], "--port applies to --mode serve, not --mode sft"),
+        (["--mode", "sft", "--host", "0.0.0.0"], "--host applies to --mode serve, not --mode sft"),
+        (["--mode", "sft", "--api-key-set"], "--api-key-set applies to --mode serve, not --mode sft"),
+        (["--cutoff-len", "512"], "--cutoff-len applies to --mode sft, not --mode serve"),
+        (["--mode", "train"], "--mode must be one of serve, sft, not 'train'"),
+    ],
+)
+def test_cli_refuses_flags_the_mode_would_ignore(args, message):
+    proc = ktinfra("plan", "--model", "Qwen3-30B-A3B", "--facts", str(FACTS / "h100-amx.json"), *args)
+    assert proc.returncode == 1 and proc.stderr.endswith(f": {message}\n") and proc.stderr.count("\n") == 1
+
+
+def test_cli_mode_is_case_insensitive():
+    proc = ktinfra("plan", "--model", "Qwen3-30B-A3B", "--facts", str(FACTS / f"{SEED002}.json"),
+                   "--mode", "SFT", "--cutoff-len", "512", "--json")  # fmt: skip
+    assert proc.returncode in (0, 2), proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["mode"] == "sft" and result["sft"]["cutoff_len"] == 512
+
+
 def test_cli_unreadable_facts_file_exits_1(tmp_path):
     bad = tmp_path / "facts.json"
     bad.write_text("[1, 2")
@@ -335,6 +460,13 @@ def test_cli_unreadable_facts_file_exits_1(tmp_path):
     assert proc.returncode == 1 and "is not JSON" in proc.stderr
     proc = ktinfra("plan", "--model", "Qwen3-30B-A3B", "--facts", str(tmp_path / "missing.json"))
     assert proc.returncode == 1 and "cannot read facts file" in proc.stderr
+
+
+def test_cli_from_a_folder_without_capture_files_exits_1_in_one_line(tmp_path):
+    proc = ktinfra("plan", "--model", "Qwen3-30B-A3B", "--from", str(tmp_path))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f": --from {tmp_path}: {tmp_path} is not a capture folder" in proc.stderr
+    assert proc.stderr.count("\n") == 1
 
 
 def test_cli_models_json_lists_the_catalog_with_sizing():

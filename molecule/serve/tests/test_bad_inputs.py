@@ -41,7 +41,7 @@ CASES = {
     ),
     "plan option that does not exist": (
         [{"name": "x", "model": STORE_MODEL, "port": 30005, "plan_args": ["--context-length", "32768"]}],
-        "x: `ktinfra plan` gave no plan (rc 2)",
+        "x: `ktinfra plan` gave no plan (rc 1)",
     ),
     "public without key": (
         [{"name": "x", "model": STORE_MODEL, "port": 30005, "host": "0.0.0.0"}],
