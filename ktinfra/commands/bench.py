@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -160,7 +161,7 @@ def _report(
     if plot is not None:
         out.print(f"plot written to {plot}")
     if any(lv["failed"] for lv in levels):
-        out.print(f"[red]failed requests: {'; '.join(e for lv in levels for e in lv['errors'])}")
+        out.print(f"[red]failed requests: {escape('; '.join(e for lv in levels for e in lv['errors']))}")
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,7 @@ import json
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ktinfra import doctor
@@ -20,7 +21,9 @@ def _table(report: doctor.DoctorReport) -> Table:
         table.add_column(column, overflow="fold")
     for check in report.checks:
         detail = check.message or check.output.splitlines()[-1:] and check.output.splitlines()[-1] or ""
-        table.add_row(check.id, check.host, f"[{STYLE[check.status]}]{check.status}[/]", detail)
+        table.add_row(
+            escape(check.id), escape(check.host), f"[{STYLE[check.status]}]{check.status}[/]", escape(detail)
+        )
     return table
 
 

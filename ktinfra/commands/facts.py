@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ktinfra import facts as host_facts
@@ -48,7 +49,9 @@ def _print_capture(folder: Path, written: list[Path], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps({"capture": str(folder), "files": [p.name for p in written]}, indent=2))
         return
-    Console().print(f"wrote {len(written)} files to [bold]{folder}[/]: {', '.join(p.name for p in written)}")
+    Console().print(
+        f"wrote {len(written)} files to [bold]{escape(str(folder))}[/]: {', '.join(p.name for p in written)}"
+    )
 
 
 def _gib(value: int | None) -> str:
@@ -105,7 +108,7 @@ def _print_tables(result: dict) -> None:
         ("tuning", ", ".join(f"{k}={_show(v)}" for k, v in result["tuning"].items())),
     ]
     for name, value in rows:
-        host.add_row(name, value)
+        host.add_row(name, escape(value))
     console.print(host)
 
     gpus = Table(title="GPUs")
@@ -116,7 +119,7 @@ def _print_tables(result: dict) -> None:
         memory = "?" if gpu["memory_mib"] is None else f"{gpu['memory_mib']} MiB"
         gpus.add_row(
             _show(gpu["index"]),
-            _show(gpu["name"]),
+            escape(_show(gpu["name"])),
             memory,
             _show(gpu["compute_capability"]),
             _show(gpu["numa_affinity"]),
@@ -128,5 +131,10 @@ def _print_tables(result: dict) -> None:
     for column in ("mount", "type", "size", "available"):
         disks.add_column(column)
     for disk in result["disks"]:
-        disks.add_row(disk["mount"], disk["fstype"], _gib(disk["size_bytes"]), _gib(disk["avail_bytes"]))
+        disks.add_row(
+            escape(disk["mount"]),
+            escape(str(disk["fstype"])),
+            _gib(disk["size_bytes"]),
+            _gib(disk["avail_bytes"]),
+        )
     console.print(disks)

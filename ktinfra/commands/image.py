@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Column, Table
 
 from ktinfra.image import REPO_ROOT, ImageError, listing
@@ -22,7 +23,7 @@ err = Console(stderr=True)
 
 
 def _fail(exc: Exception) -> None:
-    err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+    err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True, highlight=False)
     raise typer.Exit(1)
 
 
@@ -103,10 +104,12 @@ def _print_build(m: dict) -> None:
     )
     table = Table("env", "package", "version", "wheel sha256")
     for p in m["pins"]:
-        table.add_row(p["env"], p["name"], p["version"], (p["sha256"] or "-")[:16])
+        table.add_row(
+            *(escape(str(v)) for v in (p["env"], p["name"], p["version"], (p["sha256"] or "-")[:16]))
+        )
     console.print(table)
     for k, v in m["sizes"].items():
-        console.print(f"  {k}: {v}")
+        console.print(f"  {escape(str(k))}: {escape(str(v))}")
 
 
 @image_app.command("verify")
@@ -153,9 +156,8 @@ def list_(
     table = Table(*(Column(name, overflow="fold") for name in names))  # paths and tags whole, folded
     for r in rows:
         size = f"{r['size_bytes'] / 2**30:.2f} GiB" if r.get("size_bytes") else "-"
-        table.add_row(
-            r["image"], r["source"], r["profile"], size, r.get("built") or "-", r.get("manifest") or "-"
-        )
+        cells = (r["image"], r["source"], r["profile"], size, r.get("built") or "-", r.get("manifest") or "-")
+        table.add_row(*(escape(str(cell)) for cell in cells))
     Console().print(table)
 
 

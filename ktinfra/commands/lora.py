@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ktinfra import lora
 from ktinfra.render import RenderError, render_serve, write_bundle
@@ -200,13 +201,17 @@ def serve(
     console = Console()
     for a in adapters:
         console.print(
-            f"adapter [bold]{a.name}[/bold]: {a.kind}, r={a.rank}, alpha={a.alpha}, {a.tensors} tensors"
+            f"adapter [bold]{escape(a.name)}[/bold]: {a.kind}, r={a.rank}, alpha={a.alpha}, "
+            f"{a.tensors} tensors"
         )
         for warning in a.warnings:
-            console.print(f"  [yellow]warning:[/yellow] {warning}")
+            console.print(f"  [yellow]warning:[/yellow] {escape(warning)}")
     for c in conversions:
         took = f" in {c['seconds']} s" if "seconds" in c else ""
-        console.print(f"{'would convert' if dry_run else 'converted'} {c['adapter']} -> {c['output']}{took}")
+        console.print(
+            f"{'would convert' if dry_run else 'converted'} "
+            f"{escape(str(c['adapter']))} -> {escape(str(c['output']))}{took}"
+        )
     console.print(f"unit {result['unit']}; serve command:")
     console.print(shlex.join(result["command"]), soft_wrap=True, markup=False)
 
@@ -235,9 +240,9 @@ def check(
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     elif result["ok"]:
-        Console().print(f"[green]ok[/green] in {result['latency_s']} s: {result['reply']!r}")
+        Console().print(f"[green]ok[/green] in {result['latency_s']} s: {escape(repr(result['reply']))}")
     else:
-        Console(stderr=True).print(f"[red]chat check failed[/red]: {result['error']}")
+        Console(stderr=True).print(f"[red]chat check failed[/red]: {escape(str(result['error']))}")
     if not result["ok"]:
         raise typer.Exit(1)
 

@@ -6,6 +6,7 @@ import json
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 
 def _rows() -> list[dict]:
@@ -40,7 +41,7 @@ def register(app: typer.Typer) -> None:
             first = True
             for use, est in row["sizing"].items():
                 table.add_row(
-                    row["name"] if first else "",
+                    escape(row["name"]) if first else "",
                     f"{row['total_params'] / 1e9:.0f}B" if first else "",
                     f"{row['num_experts']} x {row['num_layers']}L" if first else "",
                     use,

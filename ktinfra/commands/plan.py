@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 EXIT_BAD_INPUT = 1
 EXIT_INFEASIBLE = 2
@@ -111,7 +112,7 @@ def _print_human(result: dict) -> None:
     mode = result["mode"]
     model = result["model"]
     console.print(
-        f"[bold]{mode} plan[/bold] for {model['name']} ({model['total_params'] / 1e9:.0f}B, "
+        f"[bold]{mode} plan[/bold] for {escape(model['name'])} ({model['total_params'] / 1e9:.0f}B, "
         f"{model['num_experts']} experts) on the {result['stack']} stack ({result['stack_generation']})"
     )
     table = Table(*(Column(name, overflow="fold") for name in ("parameter", "value", "reason")))
@@ -121,15 +122,15 @@ def _print_human(result: dict) -> None:
             continue
         reason = reasons.get(key, "")
         for name, shown in _flattened(key, value):
-            table.add_row(name, shown, reason)
+            table.add_row(escape(name), escape(shown), escape(reason))
             reason = ""
     console.print(table)
     req = result["requirements"]
     console.print(f"needs {_gpu_need(result)}, {_gb(req['ram_bytes'])} RAM, {_gb(req['disk_bytes'])} disk")
     for warning in result["warnings"]:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}")
     for problem in result["problems"]:
-        console.print(f"[red]problem:[/red] {problem}")
+        console.print(f"[red]problem:[/red] {escape(problem)}")
     verdict = "[green]feasible[/green]" if result["feasible"] else "[red]not feasible on this host[/red]"
     console.print(verdict)
 

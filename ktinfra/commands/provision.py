@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -63,7 +64,7 @@ def register(app: typer.Typer) -> None:
             with Live(console=err, transient=True, refresh_per_second=4) as live:
                 result = run(request, on_event=lambda state: live.update(_live_view(state)))
         except ProvisionError as exc:
-            err.print(f"[red]error:[/red] {exc}")
+            err.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(1) from exc
         if as_json:
             typer.echo(json.dumps(result, indent=2))
@@ -72,6 +73,8 @@ def register(app: typer.Typer) -> None:
             out.print(_host_table(result["hosts"], f"{result['playbook']}: {result['status']}"))
             for failure in result["failures"]:
                 where = f"{failure['host']} · {failure['task']}"
-                out.print(f"[red]{failure['kind']}[/red] {where}: {failure['message']}")
+                out.print(
+                    f"[red]{escape(failure['kind'])}[/red] {escape(where)}: {escape(str(failure['message']))}"
+                )
             out.print(f"artifacts: {result['artifacts']}  ({result['seconds']} s)")
         raise typer.Exit(exit_code(result))

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from ktinfra.render import RenderError, load_plan, write_bundle
 from ktinfra.render.common import read_api_key_file
@@ -47,14 +48,14 @@ def _emit(rendered, out: Path, as_json: bool) -> None:
     table.add_column("file")
     table.add_column("mode")
     for path in written:
-        table.add_row(path, f"{rendered.files[Path(path).name][1]:04o}")  # as chmod writes it
+        table.add_row(escape(path), f"{rendered.files[Path(path).name][1]:04o}")  # as chmod writes it
     console = Console()
     console.print(table)
     for key in ("unit", "health_url", "env_file", "config_file", "numa"):
         if key in rendered.info:
-            console.print(f"{key}: {rendered.info[key]}")
+            console.print(f"{key}: {escape(str(rendered.info[key]))}")
     for name, target in install_map(rendered).items():
-        console.print(f"install {name} -> {target}", soft_wrap=True)
+        console.print(f"install {escape(str(name))} -> {escape(str(target))}", soft_wrap=True)
     console.print(f"then: systemctl daemon-reload && systemctl start {rendered.info['unit']}", soft_wrap=True)
 
 

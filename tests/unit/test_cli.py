@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,3 +46,20 @@ def test_an_infeasible_plan_still_exits_2():
     args = ["plan", "--model", "DeepSeek-V2-Lite", "--mode", "sft", "--facts", str(facts), "--json"]
     proc = subprocess.run([sys.executable, "-m", "ktinfra", *args], capture_output=True, text=True)
     assert proc.returncode == 2 and json.loads(proc.stdout)["feasible"] is False
+
+
+def test_human_output_keeps_brackets_in_data(tmp_path):
+    """rich reads "[name]" as markup and drops it; names, paths and messages are data and print whole."""
+    from ktinfra import catalog
+
+    model = tmp_path / "Qwen3-30B-A3B[my-finetune]"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
+    facts = Path(__file__).parents[1] / "fixtures" / "facts" / "h100-amx.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ktinfra", "plan", "--model", str(model), "--facts", str(facts)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert "plan for Qwen3-30B-A3B[my-finetune]" in proc.stdout, proc.stdout + proc.stderr
