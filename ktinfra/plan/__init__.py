@@ -11,6 +11,7 @@ from ktinfra.plan.host import (
     has_amx,
     host_summary,
     platform_checks,
+    unknown_capability_warnings,
     validate,
 )
 from ktinfra.plan.serve import plan_serve
@@ -50,6 +51,19 @@ def _capacity_problems(facts: dict, est, mode: str) -> tuple[list[str], list[str
     return problems, warnings
 
 
+def _gpus_used(facts: dict, mode: str, section: dict) -> dict:
+    """The facts narrowed to the GPUs the plan runs on: serve leaves out GPUs it does not use."""
+    chosen = section.get("gpu_indices") if mode == "serve" else None
+    if not chosen:
+        return facts
+    gpus = [
+        g
+        for i, g in enumerate(facts["gpus"])
+        if (g.get("index") if isinstance(g.get("index"), int) else i) in chosen
+    ]
+    return {**facts, "gpus": gpus}
+
+
 def plan(facts: dict, model: str, mode: str, **options) -> dict:
     """Plan `mode` ("serve" | "sft") of `model` on the host `facts` describes.
 
@@ -86,7 +100,11 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
     except ValueError as exc:  # e.g. an unknown --cpu-format
         raise PlanInputError(str(exc)) from exc
 
-    problems = gpu_problems(facts, purpose) + problems
+    problems = gpu_problems(_gpus_used(facts, mode, section), purpose) + problems
+    if mode == "sft":
+        early_warnings += unknown_capability_warnings(
+            facts["gpus"], "KT's minimum of 8.0 (bf16 tensor cores)"
+        )
     more, warnings = _capacity_problems(facts, est, mode)
     problems += more
     warnings = early_warnings + warnings

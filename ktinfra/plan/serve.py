@@ -9,6 +9,7 @@ from ktinfra.catalog import Architecture
 from ktinfra.plan import formats
 from ktinfra.plan.host import (
     GB,
+    MIN_COMPUTE_CAPABILITY,
     compute_capability,
     cpu_worker_threads,
     gb,
@@ -185,10 +186,16 @@ def _network(opts: dict, reasons: dict) -> dict:
     return {"host": host, "port": port}
 
 
+def _too_old(gpu: dict) -> bool:
+    cc = compute_capability(gpu)
+    return cc is not None and cc < MIN_COMPUTE_CAPABILITY
+
+
 def choose_gpus(arch: Architecture, gpus: list[dict]) -> tuple[list[dict], str, str]:
     """(GPUs to serve on, why these, why this tensor-parallel size): tensor parallel over identical GPUs
-    only, the group whose ranks hold the most memory (ties: the most GPUs)."""
-    groups = identical_gpu_groups(gpus)
+    only, the group whose ranks hold the most memory (ties: the most GPUs), among the GPUs KT can use
+    (compute capability >= 8.0 or unknown; all of them when none qualifies, which the plan reports)."""
+    groups = identical_gpu_groups([g for g in gpus if not _too_old(g)] or gpus)
 
     def usable(group: list[dict]) -> tuple[int, int]:
         tp = tensor_parallel(arch, len(group))
@@ -205,14 +212,17 @@ def choose_gpus(arch: Architecture, gpus: list[dict]) -> tuple[list[dict], str, 
     if not left:
         return used, why + ", every GPU on the host", tp_why
     why += f"; left out {gpu_names(left, listed=True)}: "
+    old = [g for g in left if _too_old(g)]
+    if old:
+        why += f"compute capability below 8.0 ({', '.join(str(g.get('index')) for g in old)})"
     if len(groups) > 1:
-        why += (
+        why += ("; " if old else "") + (
             "tensor-parallel ranks must be identical GPUs (same name and memory); the ones used hold "
             "the most memory"
         )
     if len(used) < len(group):
         why += (
-            " and " if len(groups) > 1 else ""
+            " and " if len(groups) > 1 or old else ""
         ) + "the tensor-parallel size must divide the attention heads"
     return used, why, tp_why
 

@@ -217,6 +217,7 @@ def render_train(
         variables["ACCELERATE_USE_KT"] = "true"
         variables["KT_ACCELERATE_CONFIG"] = f"{ENV_DIR}/{name}.accelerate.yaml"
     if gpus:
+        variables["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's own order is fastest-first, not nvidia-smi's
         variables["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
     variables.update(launcher.get("env") or {})
     env = [f"# ktinfra train run {name}; install as {ENV_DIR}/{name}.env"]

@@ -77,6 +77,32 @@ def test_render_serve_exposes_only_the_planned_gpus_in_pci_order():
         render_serve(result, name="q", model_path="/m", weight_path="/w")
 
 
+def test_gpus_below_compute_capability_8_are_left_out_not_a_problem():
+    host = h100()
+    host["gpus"] = [gpu(0, "Tesla V100-SXM2-32GB", 32768, "7.0"), gpu(1, "NVIDIA A100 80GB", 81920, "8.0")]
+    result = plan(host, "Qwen3-30B-A3B", "serve")
+    assert result["feasible"], result["problems"]
+    assert result["serve"]["gpu_indices"] == [1]
+    assert (
+        "left out GPU 0 (Tesla V100-SXM2-32GB, 34.4 GB): compute capability below 8.0 (0)"
+        in (result["reasons"]["gpu_indices"])
+    )
+
+
+def test_only_old_gpus_is_still_a_problem():
+    host = h100()
+    host["gpus"] = [gpu(0, "Tesla V100-SXM2-32GB", 32768, "7.0")]
+    problems = plan(host, "Qwen3-30B-A3B", "serve")["problems"]
+    assert any("has compute capability 7.0; KT needs >= 8.0" in p for p in problems)
+
+
+def test_sft_warns_about_an_unknown_compute_capability():
+    host = h100(ram=2 * 10**12)
+    host["gpus"][0]["compute_capability"] = None
+    warnings = plan(host, "Qwen3-30B-A3B", "sft")["warnings"]
+    assert any(w.startswith("compute capability of GPU 0 (NVIDIA H100 80GB HBM3) unknown") for w in warnings)
+
+
 def test_sft_vram_problem_names_the_smallest_gpu_not_the_first():
     host = h100()
     host["gpus"] = [gpu(0, "NVIDIA RTX A4000", 16376, "8.6"), dict(RTX_3050)]

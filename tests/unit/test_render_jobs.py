@@ -203,6 +203,7 @@ def test_train_current_stack_recipe_and_launcher():
         "ACCELERATE_USE_KT": "true",
         "KT_TRAIN_CONFIG": "/etc/ktinfra/train/med-r8.yaml",
         "KT_ACCELERATE_CONFIG": "/etc/ktinfra/train/med-r8.accelerate.yaml",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "CUDA_VISIBLE_DEVICES": "0",
     }
     unit = rendered.files["ktinfra-train@.service"][0]
