@@ -213,29 +213,22 @@ def _nodes(ids) -> str:
     return ", ".join(str(i) for i in sorted(ids))
 
 
-def _best_pool_count(cores: dict[int, int], threads: int) -> tuple[int, int]:
-    """(pools, threads they can run) over nodes 0..pools-1, each pool given its even share of threads."""
-    best = (0, 0)
-    for pools in range(1, min(threads, len(cores)) + 1):
-        if pools - 1 not in cores:
-            break
-        fit = min(threads, pools * min(cores[i] for i in range(pools)))
+def _best_node_set(cores: dict[int, int], threads: int) -> tuple[list[int], int]:
+    """(nodes, threads they can run) when SGLang names the pools' nodes (--kt-numa-nodes): the k nodes
+    with the most usable cores, each pool given its even share of the threads."""
+    ranked = sorted(cores, key=lambda node: (-cores[node], node))
+    best: tuple[list[int], int] = ([], 0)
+    for pools in range(1, min(threads, len(ranked)) + 1):
+        chosen = ranked[:pools]
+        fit = min(threads, pools * min(cores[node] for node in chosen))
         if fit >= best[1]:  # ties: more pools spread the expert weights over more memory channels
-            best = (pools, fit)
+            best = (sorted(chosen), fit)
     return best
 
 
-def _pools_not_on_node0(cores: dict[int, int]) -> str:
-    first = min(cores)
-    return (
-        f"the usable CPUs sit on NUMA node(s) {_nodes(cores)} only, but kt-kernel binds thread pool i to "
-        "node i: its one pool would be bound to node 0, whose CPUs this process may not use; pass SGLang "
-        f"--kt-numa-nodes {first} (sglang-kt 0.7.2) to bind it to node {first}"
-    )
-
-
-def _pools_limited(cores: dict[int, int], pools: int, fit: int, threads: int) -> str | None:
-    idle_nodes = sorted(set(cores) - set(range(pools)))
+def _pools_limited(cores: dict[int, int], nodes: list[int], fit: int, threads: int) -> str | None:
+    pools = len(nodes)
+    idle_nodes = sorted(set(cores) - set(nodes))
     lost = [f"{threads - fit} of {threads} worker threads unused"] if fit < threads else []
     lost += [f"node(s) {_nodes(idle_nodes)} idle"] if idle_nodes else []
     if not lost:
@@ -243,25 +236,25 @@ def _pools_limited(cores: dict[int, int], pools: int, fit: int, threads: int) ->
     layout = ", ".join(f"{node}: {count}" for node, count in sorted(cores.items()))
     share = f"{fit // pools}" + (f"-{fit // pools + 1}" if fit % pools else "")
     return (
-        "kt-kernel binds thread pool i to NUMA node i and gives every pool an even share of the threads; "
+        "kt-kernel gives every thread pool (one per NUMA node) an even share of the threads; "
         f"with usable physical cores per node {layout}, {pools} pool(s) of {share} threads on node(s) "
-        f"{_nodes(range(pools))} run the most threads, leaving " + " and ".join(lost)
+        f"{_nodes(nodes)} run the most threads, leaving " + " and ".join(lost)
     )
 
 
-def thread_pools(facts: dict, threads: int) -> tuple[int, int, str | None]:
-    """(kt_threadpool_count, threads, warning) as kt-kernel places them.
+def thread_pools(facts: dict, threads: int) -> tuple[int, int, str | None, list[int] | None]:
+    """(kt_threadpool_count, threads, warning, the pools' nodes when they are not 0..n-1) as kt-kernel
+    places them.
 
-    kt-kernel 0.7.2 (experts_base._get_cpu_infer) binds thread pool i to NUMA node i unless SGLang gets
-    --kt-numa-nodes, and gives every pool threads // pools threads, so pools only fit nodes 0..n-1 and
-    each needs its even share of usable cores there."""
+    kt-kernel 0.7.2 (experts_base._get_cpu_infer) gives every pool threads // pools threads and binds pool
+    i to NUMA node i unless SGLang names the nodes (--kt-numa-nodes, sglang-kt 0.7.2): the pools go on the
+    nodes with the most usable cores, named when those are not 0..n-1."""
     cores = numa_node_cores(facts)
     if not cores:
-        return min(numa_nodes_in_use(facts), threads), threads, None
-    pools, fit = _best_pool_count(cores, threads)
-    if not pools:
-        return 1, threads, _pools_not_on_node0(cores)
-    return pools, fit, _pools_limited(cores, pools, fit, threads)
+        return min(numa_nodes_in_use(facts), threads), threads, None, None
+    nodes, fit = _best_node_set(cores, threads)
+    named = None if nodes == list(range(len(nodes))) else nodes
+    return len(nodes), fit, _pools_limited(cores, nodes, fit, threads), named
 
 
 def compute_capability(gpu: dict) -> tuple[int, int] | None:

@@ -31,7 +31,7 @@ MAX_DEFERRED = 2  # kt-kernel README and seed 002
 FP8_MIN_CC = (8, 9)  # FP8 tensor cores: Ada and Hopper
 
 SERVE_KEYS = (
-    "kt_method", "kt_weight_format", "kt_weight_path", "kt_cpuinfer", "kt_threadpool_count",
+    "kt_method", "kt_weight_format", "kt_weight_path", "kt_cpuinfer", "kt_threadpool_count", "kt_numa_nodes",
     "kt_num_gpu_experts", "kt_max_deferred_experts_per_token", "kt_gpu_prefill_token_threshold",
     "mem_fraction_static", "chunked_prefill_size", "max_running_requests", "max_total_tokens",
     "context_length", "cuda_graph_max_bs", "tensor_parallel_size", "enable_mixed_chunk",
@@ -83,7 +83,7 @@ def _cpu_decisions(facts: dict, serve: dict, reasons: dict, warnings: list) -> N
     cpu = facts["cpu"]
     cores = cpu["physical_cores"]
     threads, note = cpu_worker_threads(facts)
-    pools, placed, placement = thread_pools(facts, threads)
+    pools, placed, placement, nodes = thread_pools(facts, threads)
     kt_run = int(cpu["logical_cpus"] * 0.8)
     effect = _kt_run_effect(kt_run, cores, placed)
     reasons["kt_cpuinfer"] = (
@@ -94,8 +94,15 @@ def _cpu_decisions(facts: dict, serve: dict, reasons: dict, warnings: list) -> N
     if placed < threads:
         reasons["kt_cpuinfer"] += f"; {threads} cut to {placed} so every thread pool fits its NUMA node"
     reasons["kt_threadpool_count"] = (
-        f"{pools}: the usable CPUs sit on {numa_nodes_in_use(facts)} NUMA node(s); kt-kernel binds pool i to "
-        "node i, keeping each pool's expert weights in node-local memory"
+        f"{pools}: the usable CPUs sit on {numa_nodes_in_use(facts)} NUMA node(s); kt-kernel binds each pool "
+        "to one node, keeping its expert weights in node-local memory"
+    )
+    reasons["kt_numa_nodes"] = (
+        f"{' '.join(map(str, nodes))}: the pools' nodes, passed as --kt-numa-nodes because kt-kernel would "
+        f"bind pool i to node i, and node(s) {', '.join(str(i) for i in range(pools))} are not the ones "
+        "holding the usable cores"
+        if nodes
+        else "not set: pool i on node i (kt-kernel's default) is where the usable cores are"
     )
     if placement:
         reasons["kt_threadpool_count"] += " (placement limited: see warnings)"
@@ -104,7 +111,7 @@ def _cpu_decisions(facts: dict, serve: dict, reasons: dict, warnings: list) -> N
         "no numactl CPU pinning: the usable CPUs are already this process's cpuset, and kt-kernel binds "
         "each thread pool to its node itself"
     )
-    serve.update({"kt_cpuinfer": placed, "kt_threadpool_count": pools})
+    serve.update({"kt_cpuinfer": placed, "kt_threadpool_count": pools, "kt_numa_nodes": nodes})
 
 
 def _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons) -> int:

@@ -162,7 +162,9 @@ def sglang_argv(
     argv += ["--kt-method", method]
     argv += ["--kt-weight-path", _kt_weight_path(serve, method, model_path, weight_path)]
     argv += ["--kt-cpuinfer", str(require_int(serve, "kt_cpuinfer", "serve", 1))]
-    argv += ["--kt-threadpool-count", str(require_int(serve, "kt_threadpool_count", "serve", 1))]
+    pools = require_int(serve, "kt_threadpool_count", "serve", 1)
+    argv += ["--kt-threadpool-count", str(pools)]
+    argv += _numa_nodes_args(serve.get("kt_numa_nodes"), pools)
     argv += ["--kt-num-gpu-experts", str(require_int(serve, "kt_num_gpu_experts", "serve", 0))]
     deferred = require_int(serve, "kt_max_deferred_experts_per_token", "serve", 0)
     argv += ["--kt-max-deferred-experts-per-token", str(deferred)]
@@ -170,6 +172,21 @@ def sglang_argv(
     if threshold is not None:
         argv += ["--kt-gpu-prefill-token-threshold", str(threshold)]
     return argv + _lora_args(serve.get("lora"))
+
+
+def _numa_nodes_args(nodes: object, pools: int) -> list[str]:
+    """--kt-numa-nodes: one NUMA node per thread pool, where they are not kt-kernel's default 0..n-1."""
+    if nodes is None:
+        return []
+    if (
+        not isinstance(nodes, list)
+        or len(nodes) != pools
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in nodes)
+    ):
+        raise RenderError(
+            f"plan serve.kt_numa_nodes must list one NUMA node id per thread pool ({pools}), not {nodes!r}"
+        )
+    return ["--kt-numa-nodes", *map(str, nodes)]
 
 
 def _flag_owner(flag: str) -> str | None:

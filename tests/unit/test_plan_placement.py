@@ -8,7 +8,7 @@ import pytest
 
 from ktinfra import facts as facts_module
 from ktinfra.planner import load_facts, plan
-from ktinfra.render import RenderError, render_serve
+from ktinfra.render import RenderError, render_serve, sglang_argv
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RTX_3050 = {"index": 1, "name": "NVIDIA GeForce RTX 3050", "memory_mib": 8192, "compute_capability": "8.6"}
@@ -125,14 +125,44 @@ def two_nodes(node_cores: dict[int, int], threads_per_core: int = 1) -> dict:
     return host
 
 
-def test_cores_on_node_1_only_warn_that_kt_kernel_binds_node_0(tmp_path):
+def test_cores_on_node_1_only_name_node_1_for_the_pool(tmp_path):
+    """A container pinned to the second socket: kt-kernel would bind its one pool to node 0."""
     capture = tmp_path / "n1"
     shutil.copytree(FIXTURES / "hosts" / "synthetic-2s-8470q-amx", capture)
     (capture / "cgroup.txt").write_text("/sys/fs/cgroup/cpuset.cpus.effective: 52-103\n")
     result = plan(facts_module.from_capture(capture), "Qwen3-30B-A3B", "serve")
-    assert result["serve"]["kt_threadpool_count"] == 1
-    warning = next(w for w in result["warnings"] if "kt-kernel binds" in w)
-    assert "node 0, whose CPUs this process may not use" in warning and "--kt-numa-nodes 1" in warning
+    serve = result["serve"]
+    assert (serve["kt_threadpool_count"], serve["kt_numa_nodes"], serve["kt_cpuinfer"]) == (1, [1], 50)
+    assert result["reasons"]["kt_numa_nodes"].startswith("1: the pools' nodes, passed as --kt-numa-nodes")
+    assert not any("kt-kernel" in w for w in result["warnings"])
+    argv = sglang_argv(result, model_path="/m", weight_path="/w")
+    assert argv[argv.index("--kt-threadpool-count") :][:4] == [
+        "--kt-threadpool-count",
+        "1",
+        "--kt-numa-nodes",
+        "1",
+    ]
+
+
+def test_pools_on_nodes_0_to_n_leave_kt_numa_nodes_unset():
+    result = plan(two_nodes({0: 52, 1: 52}, threads_per_core=2), "Qwen3-30B-A3B", "serve")
+    assert result["serve"]["kt_numa_nodes"] is None
+    assert "--kt-numa-nodes" not in sglang_argv(result, model_path="/m", weight_path="/w")
+
+
+def test_the_two_biggest_of_three_nodes_get_the_pools():
+    result = plan(two_nodes({0: 4, 1: 40, 2: 40}), "Qwen3-30B-A3B", "serve")
+    serve = result["serve"]
+    assert (serve["kt_threadpool_count"], serve["kt_numa_nodes"]) == (2, [1, 2])
+    assert any("node(s) 0 idle" in w for w in result["warnings"])
+
+
+@pytest.mark.parametrize("nodes", [[0], [0, -1], ["0", "1"], "0 1"])
+def test_render_refuses_kt_numa_nodes_that_do_not_match_the_pools(nodes):
+    result = plan(two_nodes({0: 52, 1: 52}, threads_per_core=2), "Qwen3-30B-A3B", "serve")
+    result["serve"]["kt_numa_nodes"] = nodes
+    with pytest.raises(RenderError, match="one NUMA node id per thread pool"):
+        sglang_argv(result, model_path="/m", weight_path="/w")
 
 
 def test_a_node_with_too_few_cores_for_its_share_gets_no_pool():

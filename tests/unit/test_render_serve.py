@@ -41,6 +41,7 @@ UPSTREAM_FLAGS = {
     "--kt-weight-path", "--kt-method", "--kt-cpuinfer", "--kt-threadpool-count", "--kt-num-gpu-experts",
     "--kt-max-deferred-experts-per-token", "--kt-gpu-prefill-token-threshold", "--cuda-graph-max-bs",
     "--enable-mixed-chunk", "--schedule-conservativeness",
+    "--kt-numa-nodes",  # sglang-kt 0.7.2 server_args.py: type=int, nargs="+", one node id per thread pool
 }  # fmt: skip
 BOOLEAN_FLAGS = {"--trust-remote-code", "--enable-mixed-chunk", "--enable-lora"}
 
@@ -58,9 +59,12 @@ def flag_values(argv: list[str]) -> dict[str, str | None]:
         elif flag in BOOLEAN_FLAGS:
             values[flag] = None
             i += 1
-        else:
-            values[flag] = argv[i + 1]
-            i += 2
+        else:  # a value, or several (--kt-numa-nodes 1 0): joined by spaces
+            end = i + 2
+            while end < len(argv) and not argv[end].startswith("--"):
+                end += 1
+            values[flag] = " ".join(argv[i + 1 : end])
+            i = end
     return values
 
 
@@ -114,6 +118,7 @@ def test_every_emitted_flag_exists_upstream(seed002):
         context_length=8192,
         cuda_graph_max_bs=16,
         schedule_conservativeness=0.3,
+        kt_numa_nodes=[1, 0],
         kt_num_gpu_experts=0,
         lora={"paths": {"med": "/srv/lora/med"}, "max_loras_per_batch": 2, "backend": "triton"},
     )
@@ -126,6 +131,7 @@ def test_every_emitted_flag_exists_upstream(seed002):
     assert values["--kt-gpu-prefill-token-threshold"] == "4096"
     assert values["--context-length"] == "8192"
     assert values["--schedule-conservativeness"] == "0.3"
+    assert values["--kt-numa-nodes"] == "1 0" and values["--kt-threadpool-count"] == "2"
 
 
 def test_schedule_conservativeness_is_optional(seed002):
