@@ -16,7 +16,7 @@ FLAG_MODE = {**dict.fromkeys(("--lora", "--port", "--host", "--api-key-set"), "s
 
 
 def _fail(message: str) -> None:
-    typer.echo(f"ktinfra plan: {message}", err=True)
+    typer.echo(f"error: {message}", err=True)
     raise typer.Exit(EXIT_BAD_INPUT)
 
 

@@ -465,7 +465,7 @@ def test_cli_unreadable_facts_file_exits_1(tmp_path):
 def test_cli_from_a_folder_without_capture_files_exits_1_in_one_line(tmp_path):
     proc = ktinfra("plan", "--model", "Qwen3-30B-A3B", "--from", str(tmp_path))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert f": --from {tmp_path}: {tmp_path} is not a capture folder" in proc.stderr
+    assert f"error: --from {tmp_path}: {tmp_path} is not a capture folder" in proc.stderr
     assert proc.stderr.count("\n") == 1
 
 
