@@ -76,6 +76,9 @@ def _check_cpu(facts: dict) -> None:
     node_cpus = _field(cpu, "numa_node_cpus", "cpu.numa_node_cpus", OBJECT) or {}
     for node in node_cpus:
         _field(node_cpus, node, f"cpu.numa_node_cpus.{node}", CPULIST, required=True)
+    node_cores = _field(cpu, "numa_node_physical_cores", "cpu.numa_node_physical_cores", OBJECT) or {}
+    for node in node_cores:
+        _field(node_cores, node, f"cpu.numa_node_physical_cores.{node}", NON_NEGATIVE, required=True)
     isa = _field(cpu, "isa", "cpu.isa", OBJECT, required=True)
     for flag, value in isa.items():
         if value is not None and not isinstance(value, bool):

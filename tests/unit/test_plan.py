@@ -337,6 +337,11 @@ CPULIST_WANTED = 'a CPU list such as "0-15,32"'
         ("cpu.usable_cpus", 16, f"cpu.usable_cpus must be {CPULIST_WANTED}, got 16"),
         ("cpu.numa_node_cpus", ["0-15"], 'cpu.numa_node_cpus must be an object, got ["0-15"]'),
         ("cpu.numa_node_cpus", {"0": "a"}, f'cpu.numa_node_cpus.0 must be {CPULIST_WANTED}, got "a"'),
+        (
+            "cpu.numa_node_physical_cores",
+            {"0": "x"},
+            'cpu.numa_node_physical_cores.0 must be a non-negative integer, got "x"',
+        ),
         ("cpu.logical_cpus", 4, "cpu.logical_cpus must be at least cpu.physical_cores (16), got 4"),
         ("cpu.isa.amx_tile", "false", 'cpu.isa.amx_tile must be true, false or null, got "false"'),
         ("gpus.0.compute_capability", "7.5x", f'gpus[0].compute_capability must be {CC_WANTED}, got "7.5x"'),
