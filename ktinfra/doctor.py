@@ -6,6 +6,7 @@ with their reason: a part that is not installed, or hardware the chosen role doe
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -15,10 +16,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ktinfra.profiles import load_profile
+from ktinfra.render.serve import KT_METHODS
 
 SUITE_ENV = "KTINFRA_INFRA_SUITE"
 ROLES = ("serve", "sft", "any")
 BACKENDS = ("local", "docker", "podman", "ssh", "paramiko", "ansible", "kubectl", "lxc", "openshift", "winrm")
+# Backends that run on this machine or pick their hosts themselves (ansible:// = every inventory host);
+# every other one needs a host, container or pod after the "://".
+HOSTLESS_BACKENDS = ("local", "ansible")
 SCHEMA = 1
 
 
@@ -71,13 +76,51 @@ def suite_dir() -> Path:
     return path
 
 
-def validate(hosts: list[str], role: str, profile: str) -> None:
+def _host_name(netloc: str) -> str:
+    """The host part of a testinfra URL's netloc: without USER[:PASSWORD]@ and :PORT."""
+    name = netloc.rsplit("@", 1)[-1]
+    if name.startswith("["):
+        return name[1:].split("]", 1)[0]
+    return name.split(":", 1)[0]
+
+
+def validate_host(spec: str) -> None:
+    backend, sep, rest = spec.partition("://")
+    if not sep or backend not in BACKENDS:
+        raise DoctorError(f"bad host {spec!r}: use BACKEND://HOST with BACKEND in {', '.join(BACKENDS)}")
+    netloc = rest.split("?", 1)[0].split("/", 1)[0]
+    if backend not in HOSTLESS_BACKENDS and not _host_name(netloc):
+        raise DoctorError(f"bad host {spec!r}: the {backend} backend needs a host: {backend}://HOST")
+
+
+def validate_select(expression: str) -> None:
+    """A bad pytest -k expression is refused here, with pytest's own parser, rather than by a pytest run."""
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:  # pytest moved it: the run's own check (exit 4) still reports it in one line
+        return
+    try:
+        Expression.compile(expression)
+    except Exception as exc:  # pytest's ParseError / SyntaxError differ between versions
+        reason = _first_line(str(getattr(exc, "msg", None) or exc))
+        if getattr(exc, "offset", None):
+            reason += f" (column {exc.offset})"
+        raise DoctorError(f"bad -k expression {expression!r}: {reason}") from exc
+
+
+def validate(
+    hosts: list[str], role: str, profile: str, method: str | None = None, select: str | None = None
+) -> None:
     if role not in ROLES:
         raise DoctorError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+    if not hosts:
+        raise DoctorError("no host given: --hosts takes testinfra URLs, comma separated (local:// for here)")
     for spec in hosts:
-        backend = spec.split("://", 1)[0] if "://" in spec else ""
-        if backend not in BACKENDS:
-            raise DoctorError(f"bad host {spec!r}: use BACKEND://HOST with BACKEND in {', '.join(BACKENDS)}")
+        validate_host(spec)
+    if method is not None and method.upper() not in KT_METHODS:
+        raise DoctorError(f"unknown --method {method!r}; kt-kernel methods: {', '.join(sorted(KT_METHODS))}")
+    if select is not None:
+        validate_select(select)
     load_profile(profile)  # UnknownProfileError names the known ones
 
 
@@ -100,6 +143,30 @@ def pytest_args(suite: Path, junit: Path, hosts: list[str], role: str, profile: 
         elif value:
             args.append(f"--kt-{name.replace('_', '-')}={value}")
     return args
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def check_ids(suite: Path) -> list[str]:
+    """The suite's checks as MODULE.NAME (read from its source, without running it)."""
+    ids = []
+    for path in sorted(suite.glob("test_*.py")):
+        module = path.stem.removeprefix("test_")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        ids += [
+            f"{module}.{node.name.removeprefix('test_')}"
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+        ]
+    return ids
+
+
+def _no_match(select: str, suite: Path) -> DoctorError:
+    ids = check_ids(suite)
+    shown = ", ".join(ids[:6]) + (", ..." if len(ids) > 6 else "")
+    return DoctorError(f"no check matches -k {select!r} (checks: {shown})")
 
 
 def _message(node: ET.Element) -> str:
@@ -137,7 +204,7 @@ def parse_junit(path: Path) -> list[Check]:
 
 def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **options) -> DoctorReport:
     """Run the suite against `hosts`; raises DoctorError when it cannot run, never on failed checks."""
-    validate(hosts, role, profile)
+    validate(hosts, role, profile, options.get("method"), options.get("select"))
     suite = suite_dir()
     with tempfile.TemporaryDirectory(prefix="ktinfra-doctor-") as tmp:
         junit = Path(tmp) / "junit.xml"
@@ -145,10 +212,19 @@ def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **option
         # The venv's bin first: testinfra's ansible backend calls ansible-inventory/ansible from PATH.
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        output = done.stdout + done.stderr
+        select = options.get("select")
+        if select and done.returncode == 4 and "Wrong expression passed to '-k'" in output:
+            detail = output.split("Wrong expression passed to '-k'", 1)[1]
+            raise DoctorError(f"bad -k expression {select!r}{_first_line(detail)}")
+        if select and done.returncode == 5:  # pytest: nothing collected, i.e. -k deselected every check
+            raise _no_match(select, suite)
         if done.returncode not in (0, 1) or not junit.is_file():
-            tail = (done.stdout + done.stderr).strip()[-1500:]
+            tail = output.strip()[-1500:]
             raise DoctorError(f"the suite did not run (pytest exit {done.returncode}):\n{tail}")
         checks = parse_junit(junit)
     if not checks:
+        if options.get("select"):
+            raise _no_match(options["select"], suite)
         raise DoctorError("the suite selected no checks")
     return DoctorReport(hosts=hosts, role=role, profile=profile, checks=checks, pytest_rc=done.returncode)

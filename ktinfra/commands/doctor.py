@@ -43,7 +43,8 @@ def register(app: typer.Typer) -> None:
         """Run the KT host suite (tests/infra) and list every check; exit 1 if any failed."""
         options = {"method": method, "python": python, "sft_python": sft_python, "health_url": health_url}
         try:
-            report = doctor.run([h for h in hosts.split(",") if h], role, profile, select=select, **options)
+            host_list = [h.strip() for h in hosts.split(",") if h.strip()]
+            report = doctor.run(host_list, role, profile, select=select, **options)
         except (doctor.DoctorError, UnknownProfileError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc

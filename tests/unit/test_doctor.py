@@ -72,3 +72,108 @@ def test_report_fails_on_any_failure_and_on_nothing_checked():
     assert not skipped_only.ok
     passed = doctor.DoctorReport(["local://"], "any", "kt-0.7", [doctor.Check("x.y", "local", "passed")])
     assert passed.ok
+
+
+def no_suite_run(monkeypatch):
+    monkeypatch.setattr(doctor.subprocess, "run", lambda *a, **k: pytest.fail("suite must not start"))
+
+
+@pytest.mark.parametrize(
+    ("hosts", "message"),
+    [
+        ([], "no host given"),
+        (["ssh://"], "ssh backend needs a host"),
+        (["ssh://root@"], "ssh backend needs a host"),
+        (["ssh://root@:2222"], "ssh backend needs a host"),
+        (["local://", "docker://?sudo=true"], "docker backend needs a host"),
+        (["paramiko://"], "paramiko backend needs a host"),
+        (["kubectl://?namespace=kt"], "kubectl backend needs a host"),
+        (["local:/"], "use BACKEND://HOST"),
+    ],
+)
+def test_host_urls_without_a_host_are_refused(hosts, message, monkeypatch):
+    no_suite_run(monkeypatch)
+    with pytest.raises(doctor.DoctorError, match=message):
+        doctor.run(hosts, "serve", "kt-0.7")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "local://",
+        "ansible://",  # every inventory host
+        "ansible://all?ansible_inventory=inventories/example/hosts",
+        "ssh://root@gpu1:2222",
+        "ssh://[fe80::1]:22",
+        "docker://ktbox?sudo=true",
+        "kubectl://kt-pod?namespace=kt",
+    ],
+)
+def test_host_urls_testinfra_can_use_pass(spec):
+    doctor.validate([spec], "serve", "kt-0.7")
+
+
+def test_unknown_method_is_refused_before_the_suite_runs(monkeypatch):
+    no_suite_run(monkeypatch)
+    with pytest.raises(doctor.DoctorError, match="unknown --method 'BOGUS'.*AMXINT8"):
+        doctor.run(["local://"], "serve", "kt-0.7", method="BOGUS")
+    doctor.validate(["local://"], "serve", "kt-0.7", method="AMXINT4")
+    doctor.validate(["local://"], "serve", "kt-0.7", method="bf16")  # the suite compares upper-cased
+
+
+def test_bad_select_expression_is_refused_before_the_suite_runs(monkeypatch):
+    no_suite_run(monkeypatch)
+    with pytest.raises(doctor.DoctorError, match=r"bad -k expression 'cpu and'") as caught:
+        doctor.run(["local://"], "serve", "kt-0.7", select="cpu and")
+    assert "\n" not in str(caught.value)
+
+
+def fake_pytest(monkeypatch, rc: int, out: str):
+    done = doctor.subprocess.CompletedProcess([], rc, stdout=out, stderr="")
+    monkeypatch.setattr(doctor.subprocess, "run", lambda *a, **k: done)
+
+
+def test_bad_select_caught_by_pytest_is_one_line(monkeypatch):
+    """Where the up-front parse cannot run, pytest's exit 4 for a bad -k still gives one line, no dump."""
+    monkeypatch.setattr(doctor, "validate_select", lambda expression: None)
+    out = "no tests ran in 0.09s\nERROR: Wrong expression passed to '-k': x y: at column 3: expected end\n"
+    fake_pytest(monkeypatch, 4, out)
+    with pytest.raises(doctor.DoctorError) as caught:
+        doctor.run(["local://"], "serve", "kt-0.7", select="x y")
+    assert str(caught.value) == "bad -k expression 'x y': x y: at column 3: expected end"
+
+
+def test_select_matching_nothing_names_the_expression_and_some_checks(monkeypatch):
+    fake_pytest(monkeypatch, 5, "16 deselected in 0.06s\n")
+    with pytest.raises(doctor.DoctorError) as caught:
+        doctor.run(["local://"], "serve", "kt-0.7", select="nomatch")
+    message = str(caught.value)
+    assert message.startswith("no check matches -k 'nomatch' (checks: cpu.amx_cpu_flags, ")
+    assert "\n" not in message and "deselected" not in message
+
+
+def test_check_ids_come_from_the_suite_source():
+    ids = doctor.check_ids(doctor.suite_dir())
+    assert "cpu.amx_tile_state_granted" in ids and "services.health_endpoint_answers" in ids
+    recorded = {c.id.split("[")[0] for c in doctor.parse_junit(RESULTS / "h100-serve.xml")}
+    assert recorded <= set(ids)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hosts", ","], "error: no host given"),
+        (["--hosts", "ssh://"], "error: bad host 'ssh://'"),
+        (["--method", "BOGUS"], "error: unknown --method 'BOGUS'"),
+        (["-k", "cpu and"], "error: bad -k expression 'cpu and'"),
+    ],
+)
+def test_cli_bad_input_is_one_error_line(args, message, monkeypatch):
+    from typer.testing import CliRunner
+
+    from ktinfra.cli import app
+
+    no_suite_run(monkeypatch)
+    result = CliRunner().invoke(app, ["doctor", *args])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert result.output.startswith(message) and result.output.count("\n") == 1, result.output
