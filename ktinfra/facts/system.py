@@ -39,6 +39,19 @@ PSEUDO_FSTYPES = {
     "mqueue",
     "shm",
 }
+# Copy-on-write layers: this container's own / may be one; any other such mount is another container's.
+LAYER_FSTYPES = {"overlay", "aufs", "fuse-overlayfs", "fuse.fuse-overlayfs"}
+# Where container engines and snapd mount other containers' layers, volumes and netns (seen from the host or
+# from a container sharing its mount table): never a disk of this host to put models on.
+ENGINE_MOUNT_ROOTS = (
+    "/var/lib/docker",
+    "/var/lib/containers",
+    "/var/lib/containerd",
+    "/var/lib/kubelet",
+    "/run/containerd",
+    "/run/docker",
+    "/snap",
+)
 CONTAINER_CGROUP = re.compile(
     r"/(docker|kubepods|containerd|lxc|libpod|podman|machine\.slice/libpod|garden|crio)\b"
 )
@@ -125,6 +138,16 @@ def df_rows(text: str | None) -> list[dict]:
     return rows
 
 
+def is_data_disk(row: dict) -> bool:
+    """A real filesystem of this host (or of this container): not a pseudo filesystem, not another
+    container's layer or engine mount. This container's own / stays even when it is an overlay."""
+    mount = row["mount"]
+    if row["fstype"] in PSEUDO_FSTYPES or (row["fstype"] in LAYER_FSTYPES and mount != "/"):
+        return False
+    roots = ("/proc", "/sys", "/dev", *ENGINE_MOUNT_ROOTS)
+    return not any(mount == root or mount.startswith(root + "/") for root in roots)
+
+
 def disk_facts(rows: list[dict]) -> tuple[list[dict], int | None]:
     """(real filesystems, /dev/shm size)."""
     disks = [
@@ -137,7 +160,7 @@ def disk_facts(rows: list[dict]) -> tuple[list[dict], int | None]:
             "source": row["source"],
         }
         for row in rows
-        if row["fstype"] not in PSEUDO_FSTYPES and not row["mount"].startswith(("/proc", "/sys", "/dev"))
+        if is_data_disk(row)
     ]
     shm = next((row["size"] for row in rows if row["mount"] == "/dev/shm"), None)
     return disks, shm

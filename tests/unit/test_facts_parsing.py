@@ -251,3 +251,32 @@ def test_load_reads_a_folder_or_a_facts_json(tmp_path):
         load(tmp_path / "other.json")
     with pytest.raises(FileNotFoundError, match="not found"):
         load(tmp_path / "absent.json")
+
+
+DF_WITH_OTHER_CONTAINERS = """\
+Filesystem     Type           1B-blocks        Used       Avail Mounted on
+overlay        overlay     500000000000 10000000000 490000000000 /
+/dev/nvme0n1p1 ext4       1000000000000 20000000000 980000000000 /models
+/dev/nvme1n1p1 xfs        2000000000000 30000000000 1970000000000 /devdata
+/dev/nvme1n1p2 xfs        2000000000000 30000000000 1970000000000 /snapshots
+overlay        overlay     500000000000 10000000000 490000000000 /var/lib/docker/overlay2/0a1b/merged
+overlay        overlay     500000000000 10000000000 490000000000 /srv/ci/rootfs
+fuse-overlayfs fuse.fuse-overlayfs 500000000000 1 2 /home/u/.local/share/containers/storage/overlay/9f/merged
+shm            tmpfs           67108864           0    67108864 /var/lib/docker/containers/0a1b/mounts/shm
+/dev/nvme0n1p1 ext4       1000000000000 20000000000 980000000000 /var/lib/kubelet/pods/77/volumes/x
+/dev/nvme0n1p1 ext4       1000000000000 20000000000 980000000000 /run/containerd/io.containerd.runtime/k8s
+/dev/loop3     ext4            10000000     5000000     5000000 /snap/core22/1380
+tmpfs          tmpfs        68719476736           0 68719476736 /dev/shm
+"""
+
+
+def test_other_containers_mounts_are_not_disks():
+    """On a docker host (or in a container sharing its mounts) df lists every container's overlay root and
+    engine mounts: none is a disk to put models on; this container's own overlay / stays."""
+    facts = parse_files({"df.txt": DF_WITH_OTHER_CONTAINERS}, "x")
+    assert [(d["mount"], d["fstype"]) for d in facts["disks"]] == [
+        ("/", "overlay"),
+        ("/models", "ext4"),
+        ("/devdata", "xfs"),
+        ("/snapshots", "xfs"),
+    ]
