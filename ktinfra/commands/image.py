@@ -23,7 +23,7 @@ err = Console(stderr=True)
 
 
 def _fail(exc: Exception) -> None:
-    err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True, highlight=False)
+    err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
     raise typer.Exit(1)
 
 
@@ -149,12 +149,18 @@ def list_(
         rows = listing.builds(out)
     except ImageError as exc:
         _fail(exc)
+    for r in rows:
+        if r["error"]:
+            warning = f"[yellow]warning:[/yellow] skipped {escape(r['error'])}"
+            err.print(warning, highlight=False, soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
     names = ("image", "source", "profile", "size", "built", "manifest")
     table = Table(*(Column(name, overflow="fold") for name in names))  # paths and tags whole, folded
     for r in rows:
+        if r["error"]:
+            continue
         size = f"{r['size_bytes'] / 2**30:.2f} GiB" if r.get("size_bytes") else "-"
         cells = (r["image"], r["source"], r["profile"], size, r.get("built") or "-", r.get("manifest") or "-")
         table.add_row(*(escape(str(cell)) for cell in cells))

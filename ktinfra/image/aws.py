@@ -96,6 +96,25 @@ def check_instance_type(ec2, instance_type: str) -> dict:
     }
 
 
+def look_up(region: str, instance_type: str, source_ami: str | None, ec2=None) -> tuple[dict, dict]:
+    """check_instance_type and the base AMI (source_ami or find_source_ami), with boto3's own failures
+    (no credentials, no connection, a refused request) turned into ImageError."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    try:
+        ec2 = ec2 or ec2_client(region)
+        itype = check_instance_type(ec2, instance_type)
+        ami = {"id": source_ami, "name": None} if source_ami else find_source_ami(ec2, region)
+    except NoCredentialsError as exc:
+        raise ImageError(
+            f"AWS credentials not found ({exc}): set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+            "or run `aws configure`"
+        ) from exc
+    except (BotoCoreError, ClientError) as exc:
+        raise ImageError(f"AWS request in region {region} failed: {exc}") from exc
+    return itype, ami
+
+
 def ec2_client(region: str):
     import boto3
 

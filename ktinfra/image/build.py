@@ -93,9 +93,7 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
             "wheelhouse_host_dir": str(req.wheelhouse.resolve()),
         }
     else:
-        ec2 = ec2 or aws.ec2_client(req.region)
-        itype = aws.check_instance_type(ec2, req.instance_type)
-        ami = {"id": req.source_ami, "name": None} if req.source_ami else aws.find_source_ami(ec2, req.region)
+        itype, ami = aws.look_up(req.region, req.instance_type, req.source_ami, ec2=ec2)
         extra |= {"base": ami, "instance": itype, "region": req.region}
         variables |= {
             "aws_region": req.region,

@@ -2,34 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
-from ktinfra.image import dockercli
+from ktinfra.image import ImageError, dockercli, manifest
+
+COLUMNS = ("image", "id", "source", "profile", "size_bytes", "built", "duration_s", "manifest")
 
 
 def builds(out_root: Path) -> list[dict]:
+    """One row per build; a manifest that cannot be read or lacks what a row shows still gets a row, with
+    every column but `manifest` null and `error` saying why (the other rows have error null)."""
     rows, seen = [], set()
     for path in sorted(out_root.glob("*/manifest.json")):
         try:
-            m = json.loads(path.read_text())
-        except ValueError:
+            row = build_row(path)
+        except ImageError as exc:
+            rows.append({**dict.fromkeys(COLUMNS), "manifest": str(path), "error": str(exc)})
             continue
-        img = m["image"]
-        seen.add(img.get("id"))
-        rows.append(
-            {
-                "image": img.get("tag") or img.get("id"),
-                "id": img.get("id"),
-                "source": img["source"],
-                "profile": m["profile"]["name"],
-                "size_bytes": m["sizes"].get("image_bytes"),
-                "built": m["build"]["started"],
-                "duration_s": m["build"]["duration_s"],
-                "manifest": str(path),
-            }
-        )
+        seen.add(row["id"])
+        rows.append(row)
     if shutil.which("docker"):
         dockercli.ensure_daemon()
         for img in dockercli.list_images("ktinfra.profile"):
@@ -47,6 +39,24 @@ def builds(out_root: Path) -> list[dict]:
                     "built": info["created"],
                     "duration_s": None,
                     "manifest": None,
+                    "error": None,
                 }
             )
     return rows
+
+
+def build_row(path: Path) -> dict:
+    """The row of one manifest; ImageError when the file is unreadable or a field the row shows is bad."""
+    m = manifest.read(path)
+    image_id = manifest.field(m, "image.id", (str,), path)
+    return {
+        "image": manifest.field(m, "image.tag", (str,), path, default=None) or image_id,
+        "id": image_id,
+        "source": manifest.field(m, "image.source", (str,), path),
+        "profile": manifest.field(m, "profile.name", (str,), path),
+        "size_bytes": manifest.field(m, "sizes.image_bytes", (int, float), path, default=None),
+        "built": manifest.field(m, "build.started", (str,), path),
+        "duration_s": manifest.field(m, "build.duration_s", (int, float), path),
+        "manifest": str(path),
+        "error": None,
+    }

@@ -7,9 +7,46 @@ import subprocess
 from pathlib import Path
 
 from ktinfra import __version__
-from ktinfra.image import REPO_ROOT
+from ktinfra.image import REPO_ROOT, ImageError
 
 SCHEMA = 1
+_MISSING = object()
+
+
+def read(path: Path) -> dict:
+    """A manifest file's JSON object, or ImageError saying in one line why it cannot be used."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ImageError(f"manifest {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImageError(f"manifest {path} cannot be read: {exc}") from exc
+    except ValueError as exc:
+        raise ImageError(f"manifest {path} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ImageError(f"manifest {path} is not a JSON object (it holds a {type(data).__name__})")
+    return data
+
+
+def field(data: dict, dotted: str, kinds: tuple[type, ...], path: Path, default=_MISSING):
+    """data["a"]["b"] for "a.b", checked to be one of `kinds`; ImageError naming the field if not.
+    With a default, a missing (or null) last field gives the default instead."""
+    value = data
+    parts = dotted.split(".")
+    for i, key in enumerate(parts):
+        if not isinstance(value, dict):
+            state = "missing" if value is None else "not an object"
+            raise ImageError(f"manifest {path}: {'.'.join(parts[:i])} is {state}")
+        value = value.get(key)
+    if value is None and default is not _MISSING:
+        return default
+    if value is None or isinstance(value, bool) or not isinstance(value, kinds):
+        names = " or ".join(dict.fromkeys(_KIND_NAMES.get(k, k.__name__) for k in kinds))
+        raise ImageError(f"manifest {path}: {dotted} is {'missing' if value is None else 'not a ' + names}")
+    return value
+
+
+_KIND_NAMES = {str: "string", dict: "object", list: "list", int: "number", float: "number"}
 
 
 def git_revision(root: Path = REPO_ROOT) -> dict:

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
-
-import yaml
 
 from ktinfra.image import ImageError
-from ktinfra.profiles import GENERATIONS, UnknownProfileError, load_profile
+from ktinfra.profiles import UnknownProfileError, load_profile, wheel_version
 
 ENV_ROOT = "/opt/kt/envs"  # kt_python_env_root default
 # Root volume of an AMI: the Deep Learning base AMI's OS + driver + CUDA, plus what the envs need.
@@ -19,17 +16,15 @@ HEADROOM = 1.25
 
 
 def load(profile: str) -> dict:
-    """A profile by name (ktinfra/data/profiles) or by path to a YAML file of the same shape."""
-    path = Path(profile)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
-        data = yaml.safe_load(path.read_text()) or {}
-        if not data.get("name") or data.get("generation") not in GENERATIONS or not data.get("envs"):
-            raise ImageError(f"profile file {path} needs name, generation (current|legacy) and envs")
-        return data
+    """A profile by name (ktinfra/data/profiles) or by path to a YAML file of the same shape, read and
+    checked by profiles.load_profile (YAML, name, generation, python, the shape of envs)."""
     try:
-        return load_profile(profile)
+        data = load_profile(profile)
     except UnknownProfileError as exc:
         raise ImageError(str(exc)) from exc
+    if not data.get("envs"):
+        raise ImageError(f"profile {profile} has no envs: nothing to bake")
+    return data
 
 
 def env_specs(profile: dict, env_root: str = ENV_ROOT, only: list[str] | None = None) -> dict:
@@ -58,8 +53,11 @@ def env_pins(env: dict) -> list[str]:
     field of the wheel file name), and its git sources by name (any version)."""
     pins = list(env.get("packages") or [])
     for wheel in env.get("wheels") or []:
-        name = wheel.get("name") or wheel["file"].split("-")[0]
-        pins.append(f"{name}=={wheel.get('version') or wheel['file'].split('-')[1]}")
+        try:
+            version = wheel.get("version") or wheel_version(wheel["file"])
+        except ValueError as exc:
+            raise ImageError(f"wheel {wheel.get('name')}: {exc}") from exc
+        pins.append(f"{wheel.get('name') or wheel['file'].split('-')[0]}=={version}")
     pins += [src["name"] for src in env.get("git") or []]
     return pins
 

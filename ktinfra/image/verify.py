@@ -5,7 +5,6 @@ The same suites run against an instance booted from the AMI: `pytest tests/infra
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -16,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ktinfra.image import REPO_ROOT, ImageError, dockercli
+from ktinfra.image import manifest as manifest_mod
 
 HOST_SUITE = REPO_ROOT / "tests" / "infra"
 # Not named test_*.py so that `pytest tests/integration/image` does not collect it without a container.
@@ -24,13 +24,25 @@ OUT_ROOT = REPO_ROOT / "out" / "image"
 
 
 def find_manifest(image_id: str, out_root: Path = OUT_ROOT) -> Path | None:
+    """The manifest of the build that made image_id; manifests that cannot be read are passed over."""
     for path in sorted(out_root.glob("*/manifest.json")):
         try:
-            if json.loads(path.read_text())["image"].get("id") == image_id:
+            if manifest_mod.field(manifest_mod.read(path), "image.id", (str,), path) == image_id:
                 return path
-        except (ValueError, KeyError):
+        except ImageError:
             continue
     return None
+
+
+def load_manifest(path: Path) -> dict:
+    """A manifest verify can fill the host suite's options from, or ImageError saying what is wrong."""
+    data = manifest_mod.read(path)
+    manifest_mod.field(data, "profile.name", (str,), path)
+    manifest_mod.field(data, "profile.ref", (str,), path, default=None)
+    for name in manifest_mod.field(data, "envs", (dict,), path):
+        for key in ("prefix", "python"):
+            manifest_mod.field(data, f"envs.{name}.{key}", (str,), path)
+    return data
 
 
 def suite_args(suite: Path, manifest: dict | None, role: str) -> list[str]:
@@ -62,16 +74,19 @@ def verify(
     role: str = "any",
     on_line: Callable[[str], None] | None = None,
 ) -> dict:
-    dockercli.ensure_daemon()
-    info = dockercli.image_info(image)
-    if info is None:
-        raise ImageError(f"no docker image {image!r} here (see `ktinfra image list`)")
-    manifest = manifest or find_manifest(info["id"])
-    data = json.loads(manifest.read_text()) if manifest else None
+    # a manifest or suite given on the command line is checked before docker is asked anything
+    data = load_manifest(manifest) if manifest else None
     suites = suites or [s for s in (HOST_SUITE, IMAGE_SUITE) if s.exists()]
     missing = [str(s) for s in suites if not Path(s).exists()]
     if missing:
         raise ImageError(f"testinfra suite not found: {', '.join(missing)}")
+    dockercli.ensure_daemon()
+    info = dockercli.image_info(image)
+    if info is None:
+        raise ImageError(f"no docker image {image!r} here (see `ktinfra image list`)")
+    if manifest is None:
+        manifest = find_manifest(info["id"])
+        data = load_manifest(manifest) if manifest else None
     name = f"image-verify-{secrets.token_hex(3)}"
     env = dict(os.environ, KTINFRA_IMAGE_MANIFEST=str(manifest or ""), KTINFRA_IMAGE_CONTAINER=name)
     results = []

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from botocore.exceptions import EndpointConnectionError
 from image_moto import DLAMI, publish_ami
 from moto import mock_aws
 from typer.testing import CliRunner
@@ -73,3 +74,54 @@ def test_cli_reports_bad_source_cleanly(tmp_path):
     assert result.exit_code == 1
     assert "unknown source 'qemu'" in result.output
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- a\n- b\n", "must set name and generation"),
+        ('name: p\ngeneration: current\npython: "3.11"\nenvs: [a, b]\n', "envs must map env keys"),
+        ("name: p\ngeneration: [current\n", "is not valid YAML"),
+    ],
+)
+def test_cli_reports_bad_profile_file_cleanly(tmp_path, text, message):
+    profile = tmp_path / "site.yaml"
+    profile.write_text(text)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["image", "build", "--profile", str(profile), "--out", str(out)])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.output.startswith("error: ") and message in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_cli_reports_missing_aws_credentials_cleanly(tmp_path, monkeypatch):
+    # no credentials anywhere boto3 looks (the metadata service is off, so nothing goes on the network)
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    for key in ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    out = tmp_path / "out"
+    args = ["image", "build", "--source", "amazon-ebs", "--profile", SMOKE, "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    assert result.output.startswith("error: AWS credentials not found")
+    assert not out.exists()
+
+
+def test_aws_request_failure_is_reported(ec2):
+    class Unreachable:
+        exceptions = ec2.exceptions
+
+        def describe_instance_types(self, **_):
+            raise EndpointConnectionError(endpoint_url="https://ec2.eu-north-1.amazonaws.com/")
+
+    req = build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1")
+    with pytest.raises(ImageError, match="AWS request in region eu-north-1 failed: Could not connect"):
+        build.prepare(req, ec2=Unreachable())

@@ -11,6 +11,7 @@ import pytest
 from ktinfra.image import ImageError, manifest, spec
 
 SMOKE = Path(__file__).parents[1] / "integration" / "image" / "smoke-profile.yaml"
+BASE = 'name: p\ngeneration: current\npython: "3.11"\n'  # a profile file's head, for the envs below
 
 
 def test_named_profile_gives_both_envs_with_pins():
@@ -51,7 +52,7 @@ def test_unknown_profile_and_env_refused(tmp_path):
         spec.env_specs(spec.load("kt-0.7"), only=["training"])
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\n")
-    with pytest.raises(ImageError, match="needs name, generation"):
+    with pytest.raises(ImageError, match="must set name and generation"):
         spec.load(str(bad))
 
 
@@ -77,9 +78,35 @@ def test_wheel_files_and_git_sources_become_pins():
 
 def test_profile_without_pins_refused(tmp_path):
     empty = tmp_path / "empty.yaml"
-    empty.write_text("name: empty\ngeneration: current\nenvs:\n  inference:\n    packages: []\n")
+    empty.write_text(BASE + "envs:\n  inference:\n    name: kt\n    packages: []\n")
     with pytest.raises(ImageError, match="pins no packages"):
         spec.env_specs(spec.load(str(empty)))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- name: p\n- generation: current\n", "must set name and generation"),  # a YAML list
+        (BASE + "envs: [a, b]\n", "envs must map env keys"),
+        (
+            BASE + "envs:\n  inference:\n    name: kt\n    wheels:\n      - name: kt-kernel\n",
+            "each of envs.inference.wheels must be a mapping with name, file",
+        ),
+        (BASE + "envs: {inference: [\n", "is not valid YAML"),
+        (BASE, "profile .* has no envs: nothing to bake"),
+    ],
+)
+def test_malformed_profile_file_refused(tmp_path, text, message):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(ImageError, match=message):
+        spec.load(str(bad))
+
+
+def test_wheel_file_without_version_refused():
+    env = {"wheels": [{"name": "kt-kernel", "file": "kt_kernel.whl"}]}
+    with pytest.raises(ImageError, match="wheel kt-kernel: 'kt_kernel.whl' is not a wheel file name"):
+        spec.env_pins(env)
 
 
 def test_manifest_lists_pins_with_sha_and_sizes(tmp_path):

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from typer.testing import CliRunner
+
+from ktinfra.cli import app
 from ktinfra.image import verify
 
 MANIFEST = {
@@ -42,3 +46,44 @@ def test_manifest_found_by_image_id(tmp_path):
     (tmp_path / "broken" / "manifest.json").write_text("{")
     assert verify.find_manifest("sha256:abc", tmp_path) == tmp_path / "a-docker" / "manifest.json"
     assert verify.find_manifest("sha256:other", tmp_path) is None
+
+
+def test_corrupt_manifests_passed_over_when_looking_up(tmp_path):
+    for name, text in (("a", "[]"), ("b", '{"image": []}'), ("c", '{"image": {"id": 1}}')):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(text)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "manifest.json").write_text(json.dumps(MANIFEST))
+    assert verify.find_manifest("sha256:abc", tmp_path) == tmp_path / "d" / "manifest.json"
+
+
+@pytest.fixture
+def no_docker(monkeypatch):
+    """verify must refuse a bad --manifest before docker is asked anything."""
+
+    def docker(*_, **__):
+        raise AssertionError("docker was called")
+
+    for name in ("ensure_daemon", "image_info", "run_detached"):
+        monkeypatch.setattr(verify.dockercli, name, docker)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "does not exist"),
+        ("{", "is not valid JSON"),
+        ("[1]", "is not a JSON object"),
+        (json.dumps({**MANIFEST, "envs": {"kt": {"prefix": "/p"}}}), "envs.kt.python is missing"),
+        (json.dumps({**MANIFEST, "profile": "smoke"}), "profile is not an object"),
+    ],
+)
+def test_bad_manifest_refused_before_docker(tmp_path, no_docker, text, message):
+    path = tmp_path / "manifest.json"
+    if text is not None:
+        path.write_text(text)
+    result = CliRunner().invoke(app, ["image", "verify", "ktinfra/kt:smoke", "--manifest", str(path)])
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    assert result.output.startswith(f"error: manifest {path}") and message in result.output
+    assert len(result.output.strip().splitlines()) == 1

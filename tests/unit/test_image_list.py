@@ -1,0 +1,80 @@
+"""`ktinfra image list` lists the good builds and names every manifest it cannot read (no docker here)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ktinfra.cli import app
+from ktinfra.image import listing
+
+GOOD = {
+    "image": {"source": "docker", "id": "sha256:abc", "tag": "ktinfra/kt:smoke"},
+    "profile": {"ref": "smoke", "name": "smoke"},
+    "sizes": {"image_bytes": 3 * 2**30},
+    "build": {"started": "2026-01-01T00:00:00+00:00", "duration_s": 12.5},
+}
+BROKEN = {
+    "list": ("[]", "is not a JSON object (it holds a list)"),
+    "no-source": ('{"image": {"id": "x"}}', "image.source is missing"),
+    "image-list": ('{"image": []}', "image is not an object"),
+    "bad-json": ("{", "is not valid JSON"),
+    "bad-duration": (
+        json.dumps({**GOOD, "build": {"started": "x", "duration_s": "long"}}),
+        "build.duration_s is not a number",
+    ),
+}
+
+
+@pytest.fixture
+def out(tmp_path, monkeypatch):
+    monkeypatch.setattr(listing.shutil, "which", lambda _: None)  # no docker images in these lists
+    (tmp_path / "smoke-docker").mkdir()
+    (tmp_path / "smoke-docker" / "manifest.json").write_text(json.dumps(GOOD))
+    for name, (text, _) in BROKEN.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(text)
+    (tmp_path / "latin1").mkdir()
+    (tmp_path / "latin1" / "manifest.json").write_bytes(b'{"image": "caf\xe9"}')
+    return tmp_path
+
+
+def test_json_lists_good_build_and_each_unreadable_manifest(out):
+    result = CliRunner().invoke(app, ["image", "list", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["manifest"]: row for row in json.loads(result.stdout)}
+    good = rows.pop(str(out / "smoke-docker" / "manifest.json"))
+    assert good["image"] == "ktinfra/kt:smoke" and good["source"] == "docker" and good["error"] is None
+    assert good["size_bytes"] == 3 * 2**30 and good["duration_s"] == 12.5
+    assert len(rows) == len(BROKEN) + 1
+    for name, (_, why) in BROKEN.items():
+        path = str(out / name / "manifest.json")
+        row = rows[path]
+        assert row["error"].startswith(f"manifest {path}") and why in row["error"]
+        assert row["id"] is None and row["image"] is None
+        assert f"warning: skipped manifest {path}" in result.stderr
+    assert "cannot be read" in rows[str(out / "latin1" / "manifest.json")]["error"]
+    assert len(result.stderr.strip().splitlines()) == len(BROKEN) + 1  # one line each
+
+
+def test_table_shows_good_build_and_warns_about_the_rest(out, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")  # the table folds cells to the terminal's width
+    result = CliRunner().invoke(app, ["image", "list", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "ktinfra/kt:smoke" in result.stdout and "3.00 GiB" in result.stdout
+    assert "no-source" not in result.stdout
+    assert str(out / "no-source" / "manifest.json") in result.stderr
+    assert "image.source is missing" in result.stderr
+
+
+def test_amazon_manifest_without_image_bytes_listed(tmp_path, monkeypatch):
+    monkeypatch.setattr(listing.shutil, "which", lambda _: None)
+    ami = {**GOOD, "image": {"source": "amazon-ebs", "id": "ami-1", "region": "us-east-1"}}
+    ami["sizes"] = {"root_volume_gb": 30}
+    (tmp_path / "smoke-amazon-ebs").mkdir()
+    (tmp_path / "smoke-amazon-ebs" / "manifest.json").write_text(json.dumps(ami))
+    [row] = listing.builds(tmp_path)
+    assert (row["image"], row["source"], row["error"]) == ("ami-1", "amazon-ebs", None)
+    assert row["size_bytes"] is None
