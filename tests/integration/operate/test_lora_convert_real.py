@@ -93,28 +93,39 @@ def test_converted_experts_equal_the_fused_slices(converted, tiny_kt_lora, serve
     assert report["expert0_vs_1_differ"]
 
 
-def test_rendered_unit_command_runs_the_installed_converter(tiny_kt_lora, tiny_model, serve_python, tmp_path):
-    """`ktinfra render lora-convert` finds the converter in --python's env; its ExecStart line runs as is."""
-    out = tmp_path / "sglang-adapter"
+def rendered_convert_argv(tiny_kt_lora, tiny_model, serve_python, tmp_path, out, *extra) -> list[str]:
+    """The argv the rendered ktinfra-lora-convert@ unit runs (ExecStart with its env file's arguments)."""
+    units = tmp_path / "units"
     res = CliRunner().invoke(
         app,
         [
             "render", "lora-convert", "--adapter", str(tiny_kt_lora), "--output", str(out),
             "--model-path", str(tiny_model), "--python", str(serve_python), "--name", "tiny",
-            "--out", str(tmp_path / "units"), "--json",
+            "--out", str(units), "--json", *extra,
         ],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["converter_source"] == "installed"
-    env = (tmp_path / "units" / "ktinfra-lora-convert-tiny.env").read_text()
+    env = (units / "ktinfra-lora-convert-tiny.env").read_text()
     value = next(x for x in env.splitlines() if x.startswith("KT_LORA_CONVERT_ARGS=")).split("=", 1)[1]
     args = shlex.split(value)[0].split()  # systemd splits an unbraced $VAR on whitespace
-    unit = (tmp_path / "units" / "ktinfra-lora-convert@.service").read_text()
+    unit = (units / "ktinfra-lora-convert@.service").read_text()
     exec_start = next(x for x in unit.splitlines() if x.startswith("ExecStart=")).removeprefix("ExecStart=")
-    argv = [*shlex.split(exec_start.replace("$KT_LORA_CONVERT_ARGS", "")), *args]
-    for _ in range(2):  # the unit passes --overwrite: a re-run after a half-written output starts clean
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-        assert proc.returncode == 0, proc.stderr[-2000:]
+    return [*shlex.split(exec_start.replace("$KT_LORA_CONVERT_ARGS", "")), *args]
+
+
+def test_rendered_unit_command_runs_the_installed_converter(tiny_kt_lora, tiny_model, serve_python, tmp_path):
+    """`ktinfra render lora-convert` finds the converter in --python's env; its ExecStart line runs as is.
+    The converter deletes a non-empty output only with --overwrite, so the unit passes it only when asked."""
+    out = tmp_path / "sglang-adapter"
+    argv = rendered_convert_argv(tiny_kt_lora, tiny_model, serve_python, tmp_path, out)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode != 0 and "Output directory is not empty" in again.stderr
+    argv = rendered_convert_argv(tiny_kt_lora, tiny_model, serve_python, tmp_path, out, "--overwrite")
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"rank={RANK}" in proc.stdout
     converted = lora.inspect_adapter("tiny", out, base=str(tiny_model))
     assert (converted.kind, converted.rank, converted.alpha) == ("peft", RANK, ALPHA)
