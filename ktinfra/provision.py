@@ -8,9 +8,11 @@ into counts (the same ok/changed/failed/unreachable/skipped numbers as ansible-p
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -158,10 +160,12 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
     import ansible_runner  # controller-side dependency (ktinfra[ops])
 
     request.validate()
+    playbook_exe = ansible_playbook()
     state = RunState()
-    ident = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
-    private = request.artifacts.resolve()
-    private.mkdir(parents=True, exist_ok=True)
+    # unique even for two runs from one process within a second (they would share one artifact dir)
+    ident = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}-{secrets.token_hex(3)}"
+    artifact_root = request.artifacts.resolve() / "artifacts"
+    artifact_root.mkdir(parents=True, exist_ok=True)
 
     def handler(event: dict) -> bool:
         state.handle(event)
@@ -169,24 +173,30 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
             on_event(state)
         return True
 
-    envvars = {"PATH": os.pathsep.join([str(Path(ansible_playbook()).parent), os.environ.get("PATH", "")])}
+    envvars = {"PATH": os.pathsep.join([str(Path(playbook_exe).parent), os.environ.get("PATH", "")])}
     roles = roles_path_for(request.playbook)
     if roles and "ANSIBLE_ROLES_PATH" not in os.environ:
         envvars["ANSIBLE_ROLES_PATH"] = roles
     started = time.time()
-    runner = ansible_runner.run(
-        private_data_dir=str(private),
-        ident=ident,
-        playbook=str(request.playbook.resolve()),
-        inventory=str(request.inventory.resolve()),
-        limit=request.limit,
-        tags=request.tags,
-        cmdline=request.cmdline() or None,
-        envvars=envvars,
-        event_handler=handler,
-        quiet=True,
-        rotate_artifacts=50,
-    )
+    # A fresh private_data_dir per run: ansible-runner reads env/cmdline, env/envvars, env/extravars, ...
+    # back from it whenever they exist, so a shared one made every past -e apply to later runs. Only the
+    # artifacts (one directory per run) are kept, under ARTIFACTS/artifacts/.
+    with tempfile.TemporaryDirectory(prefix="ktinfra-provision-") as private:
+        runner = ansible_runner.run(
+            private_data_dir=private,
+            artifact_dir=str(artifact_root),
+            ident=ident,
+            playbook=str(request.playbook.resolve()),
+            inventory=str(request.inventory.resolve()),
+            limit=request.limit,
+            tags=request.tags,
+            cmdline=request.cmdline() or None,
+            envvars=envvars,
+            suppress_env_files=True,
+            event_handler=handler,
+            quiet=True,
+            rotate_artifacts=50,
+        )
     if not state.recap_seen and runner.stats:
         state.apply_recap(runner.stats)
     return report(request, state, runner.rc, runner.status, str(Path(runner.config.artifact_dir)), started)

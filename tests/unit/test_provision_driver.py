@@ -113,3 +113,33 @@ def test_roles_path_is_the_checkouts_roles_dir(tmp_path: Path) -> None:
         (tmp_path / sub).mkdir(parents=True)
         assert roles_path_for(tmp_path / sub / "x.yml") == str(tmp_path / "roles")
     assert roles_path_for(tmp_path / "x.yml") is None
+
+
+def test_each_run_uses_only_its_own_arguments(site: Path) -> None:
+    """ansible-runner reads env/cmdline back from a reused private_data_dir: an old -e stayed applied."""
+    first = run(request(site, limit="localhost", extra_vars=["greeting=sticky"]))
+    assert "greeting=sticky" in (Path(first["artifacts"]) / "stdout").read_text()
+    second = run(request(site, limit="localhost"))
+    assert second["artifacts"] != first["artifacts"]
+    out = (Path(second["artifacts"]) / "stdout").read_text()
+    assert "greeting=none" in out and "sticky" not in out
+    assert "-e" not in json.loads((Path(second["artifacts"]) / "command").read_text())["command"]
+
+
+def test_each_run_gets_only_its_own_environment(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """env/envvars was written once and read back: the first checkout's roles/ stayed on the path."""
+    monkeypatch.delenv("ANSIBLE_ROLES_PATH", raising=False)
+    show = '- hosts: all\n  gather_facts: false\n  tasks:\n    - debug:\n        msg: "roles={{ r }}"\n'
+    show = show.replace("{{ r }}", "{{ lookup('env', 'ANSIBLE_ROLES_PATH') }}")
+    checkout = site / "checkout"
+    (checkout / "roles").mkdir(parents=True)
+    (checkout / "playbooks").mkdir()
+    (checkout / "playbooks" / "show.yml").write_text(show)
+    (site / "show.yml").write_text(show)
+
+    def roles_seen(playbook: Path) -> str:
+        result = run(ProvisionRequest(playbook, site / "hosts", "localhost", artifacts=site / "runs"))
+        return (Path(result["artifacts"]) / "stdout").read_text()
+
+    assert f'"msg": "roles={checkout / "roles"}"' in roles_seen(checkout / "playbooks" / "show.yml")
+    assert '"msg": "roles="' in roles_seen(site / "show.yml")
