@@ -132,6 +132,10 @@ class ProvisionRequest:
         for value in self.extra_vars:
             if value.startswith("@") and not Path(value[1:]).is_file():
                 raise ProvisionError(f"extra-vars file {value[1:]} does not exist")
+        # the nearest existing ancestor must be a directory (the path itself one or absent)
+        existing = next(p for p in (self.artifacts, *self.artifacts.parents) if p.exists())
+        if not existing.is_dir():
+            raise ProvisionError(f"artifacts {self.artifacts}: {existing} is not a directory")
 
     def cmdline(self) -> str:
         """-e values exactly as ansible-playbook takes them (key=value, JSON/YAML or @file)."""
@@ -165,7 +169,12 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
     # unique even for two runs from one process within a second (they would share one artifact dir)
     ident = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}-{secrets.token_hex(3)}"
     artifact_root = request.artifacts.resolve() / "artifacts"
-    artifact_root.mkdir(parents=True, exist_ok=True)
+    try:
+        artifact_root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. under /proc, read-only or not permitted
+        raise ProvisionError(
+            f"artifacts {request.artifacts}: cannot create it ({exc.strerror or exc})"
+        ) from exc
 
     def handler(event: dict) -> bool:
         state.handle(event)

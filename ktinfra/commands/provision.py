@@ -61,10 +61,11 @@ def register(app: typer.Typer) -> None:
         err = Console(stderr=True)
         request = ProvisionRequest(playbook, inventory, limit, tags, list(extra_vars or []), artifacts)
         try:
+            request.validate()  # before the live view starts
             with Live(console=err, transient=True, refresh_per_second=4) as live:
                 result = run(request, on_event=lambda state: live.update(_live_view(state)))
         except ProvisionError as exc:
-            err.print(f"[red]error:[/red] {escape(str(exc))}")
+            typer.echo(f"error: {exc}", err=True)  # one plain line, never wrapped
             raise typer.Exit(1) from exc
         if as_json:
             typer.echo(json.dumps(result, indent=2))

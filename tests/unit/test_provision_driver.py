@@ -143,3 +143,23 @@ def test_each_run_gets_only_its_own_environment(site: Path, monkeypatch: pytest.
 
     assert f'"msg": "roles={checkout / "roles"}"' in roles_seen(checkout / "playbooks" / "show.yml")
     assert '"msg": "roles="' in roles_seen(site / "show.yml")
+
+
+@pytest.mark.parametrize("where", ["file", "under-file", "proc"])
+def test_unusable_artifacts_dir_is_bad_input(site: Path, where: str) -> None:
+    (site / "afile").write_text("keep")
+    artifacts = {"file": site / "afile", "under-file": site / "afile" / "runs", "proc": Path("/proc/nope")}
+    args = [
+        "provision",
+        str(site / "play.yml"),
+        "-i",
+        str(site / "hosts"),
+        "--artifacts",
+        str(artifacts[where]),
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert (
+        result.stderr.startswith(f"error: artifacts {artifacts[where]}") and "Traceback" not in result.output
+    )
+    assert (site / "afile").read_text() == "keep" and not Path("/proc/nope").exists()
