@@ -138,8 +138,9 @@ class ProvisionRequest:
             raise ProvisionError(f"artifacts {self.artifacts}: {existing} is not a directory")
 
     def cmdline(self) -> str:
-        """-e values exactly as ansible-playbook takes them (key=value, JSON/YAML or @file)."""
-        return shlex.join([arg for value in self.extra_vars for arg in ("-e", value)])
+        """-e values as ansible-playbook takes them (key=value, JSON/YAML, @file made absolute)."""
+        values = [f"@{Path(v[1:]).resolve()}" if v.startswith("@") else v for v in self.extra_vars]
+        return shlex.join([arg for value in values for arg in ("-e", value)])
 
 
 def roles_path_for(playbook: Path) -> str | None:
@@ -193,6 +194,7 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
     with tempfile.TemporaryDirectory(prefix="ktinfra-provision-") as private:
         runner = ansible_runner.run(
             private_data_dir=private,
+            project_dir=os.getcwd(),  # ansible-playbook's cwd is the caller's, as when run by hand
             artifact_dir=str(artifact_root),
             ident=ident,
             playbook=str(request.playbook.resolve()),

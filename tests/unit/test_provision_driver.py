@@ -163,3 +163,22 @@ def test_unusable_artifacts_dir_is_bad_input(site: Path, where: str) -> None:
         result.stderr.startswith(f"error: artifacts {artifacts[where]}") and "Traceback" not in result.output
     )
     assert (site / "afile").read_text() == "keep" and not Path("/proc/nope").exists()
+
+
+def test_runs_from_the_callers_directory(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative -e @file was checked against the caller's directory but read from runner's private dir."""
+    work = site / "work"
+    work.mkdir(mode=0o700)
+    (work / "vars.yml").write_text("greeting: from-file\n")
+    (work / "ansible.cfg").write_text("[defaults]\ntimeout = 17\n")  # as a checkout's ansible.cfg would
+    (site / "cfg.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n    - debug:\n"
+        "        msg: \"greeting={{ greeting }} timeout={{ lookup('config', 'DEFAULT_TIMEOUT') }}\"\n"
+    )
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
+    result = run(
+        ProvisionRequest(site / "cfg.yml", site / "hosts", "localhost", None, ["@vars.yml"], site / "r")
+    )
+    assert result["ok"], (Path(result["artifacts"]) / "stdout").read_text()
+    assert "greeting=from-file timeout=17" in (Path(result["artifacts"]) / "stdout").read_text()
