@@ -8,6 +8,7 @@ into counts (the same ok/changed/failed/unreachable/skipped numbers as ansible-p
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -213,10 +214,39 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
     return report(request, state, runner.rc, runner.status, str(Path(runner.config.artifact_dir)), started)
 
 
+# Ansible's own errors (no host event carries them): the first line of each and its continuation lines
+ERROR_STARTS = ("[ERROR]", "ERROR!", "[WARNING]: Could not match supplied host pattern")
+PREFIXES = ("[ERROR]: ", "[ERROR]:", "ERROR! ", "[WARNING]: ")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def ansible_errors(stdout: str, max_lines: int = 6) -> list[str]:
+    """'[ERROR]: YAML parsing failed ... Origin: x.yml:4:6' and the like from ansible-playbook's output."""
+    errors: list[list[str]] = []
+    block: list[str] | None = None
+    for raw in stdout.splitlines():
+        line = ANSI.sub("", raw).strip()
+        if line.startswith(ERROR_STARTS):
+            block = [next((line[len(p) :] for p in PREFIXES if line.startswith(p)), line).strip()]
+            errors.append(block)
+        elif block is not None and line and not line.startswith("[") and len(block) < max_lines:
+            block.append(line)
+        else:
+            block = None
+    return [" ".join(b) for b in errors]
+
+
 def report(
     request: ProvisionRequest, state: RunState, rc: int, status: str, artifacts: str, started: float
 ) -> dict:
     ok = rc == 0 and not state.bad_hosts
+    errors: list[str] = []
+    if not ok and not state.failures:  # failed before or beside any host: say what Ansible said
+        stdout = Path(artifacts) / "stdout"
+        text = stdout.read_text(errors="replace") if stdout.is_file() else ""
+        errors = ansible_errors(text) or [
+            f"ansible-playbook exited {rc} ({status}) with no failed host; its output: {stdout}"
+        ]
     return {
         "ok": ok,
         "playbook": str(request.playbook),
@@ -229,11 +259,11 @@ def report(
         "hosts": {h: asdict(c) for h, c in sorted(state.hosts.items())},
         "failed_hosts": state.bad_hosts,
         "failures": [asdict(f) for f in state.failures],
+        "errors": errors,
         "artifacts": artifacts,
     }
 
 
 def exit_code(result: dict) -> int:
-    if result["ok"]:
-        return 0
-    return result["rc"] if result["rc"] not in (0, None) else 2
+    """The README's contract: 0 ok, 1 any failure (ansible-playbook's own code stays in result['rc'])."""
+    return 0 if result["ok"] else 1

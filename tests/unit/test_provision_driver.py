@@ -10,7 +10,15 @@ import pytest
 from typer.testing import CliRunner
 
 from ktinfra.cli import app
-from ktinfra.provision import ProvisionError, ProvisionRequest, RunState, exit_code, roles_path_for, run
+from ktinfra.provision import (
+    ProvisionError,
+    ProvisionRequest,
+    RunState,
+    ansible_errors,
+    exit_code,
+    roles_path_for,
+    run,
+)
 
 PLAYBOOK = """
 - name: Exercise the driver
@@ -68,8 +76,8 @@ def test_successful_run_counts_like_the_recap_and_keeps_artifacts(site: Path) ->
 
 def test_failed_task_makes_the_run_fail_with_its_message(site: Path) -> None:
     result = run(request(site, limit="localhost", extra_vars=['{"reason": "disk full"}']))
-    assert not result["ok"] and exit_code(result) != 0
-    assert result["failed_hosts"] == ["localhost"]
+    assert not result["ok"] and result["rc"] == 2 and exit_code(result) == 1  # the README's contract
+    assert result["failed_hosts"] == ["localhost"] and result["errors"] == []
     assert result["failures"][0]["message"] == "asked to fail: disk full"
     assert result["failures"][0]["task"] == "Fail when asked"
 
@@ -88,10 +96,10 @@ def test_bad_input_fails_before_running(site: Path) -> None:
     assert not (site / "runs").exists()
 
 
-def test_cli_reports_unreachable_host_in_json_and_exits_non_zero(site: Path) -> None:
+def test_cli_reports_unreachable_host_in_json_and_exits_1(site: Path) -> None:
     args = ["provision", str(site / "play.yml"), "-i", str(site / "hosts"), "--artifacts", str(site / "runs")]
     result = CliRunner().invoke(app, [*args, "--json"])
-    assert result.exit_code != 0
+    assert result.exit_code == 1  # ansible-playbook's 4 stays in the report's rc
     report = json.loads(result.stdout)
     assert report["hosts"]["localhost"]["changed"] == 1 and report["hosts"]["ghost"]["unreachable"] == 1
     assert report["failed_hosts"] == ["ghost"] and report["failures"][0]["kind"] == "unreachable"
@@ -182,3 +190,36 @@ def test_runs_from_the_callers_directory(site: Path, monkeypatch: pytest.MonkeyP
     )
     assert result["ok"], (Path(result["artifacts"]) / "stdout").read_text()
     assert "greeting=from-file timeout=17" in (Path(result["artifacts"]) / "stdout").read_text()
+
+
+BAD_YAML = "- hosts: all\n  tasks:\n    - debug: msg=x\n     bad_indent: [\n"
+
+
+@pytest.mark.parametrize(
+    ("case", "extra", "expected"),
+    [
+        ("syntax", [], ["YAML parsing failed", "bad.yml:4:6"]),
+        ("extra-vars", ["-e", "{bad"], ["YAML parsing failed", "-e"]),
+        ("limit", ["--limit", "nomatch"], ["Could not match supplied host pattern", "no hosts"]),
+    ],
+)
+def test_ansibles_own_errors_are_shown_and_exit_1(site: Path, case: str, extra: list, expected: list) -> None:
+    """Failing before any host (playbook syntax, bad -e, --limit matching nothing) said only 'failed'."""
+    (site / "bad.yml").write_text(BAD_YAML)
+    playbook = site / ("bad.yml" if case == "syntax" else "play.yml")
+    args = ["provision", str(playbook), "-i", str(site / "hosts"), "--artifacts", str(site / "runs"), *extra]
+    human = CliRunner().invoke(app, args)
+    assert human.exit_code == 1
+    errors = [line for line in human.stderr.splitlines() if line.startswith("error: ")]
+    assert errors and all(any(e in line for line in errors) for e in expected), human.stderr
+    as_json = CliRunner().invoke(app, [*args, "--json"])
+    report = json.loads(as_json.stdout)
+    assert as_json.exit_code == 1 and report["failures"] == [] and not report["ok"]
+    assert [f"error: {e}" for e in report["errors"]] == errors
+
+
+def test_ansible_errors_reads_both_error_styles() -> None:
+    older = "\x1b[0;31mERROR! the playbook: x.yml could not be found\x1b[0m\r\n"
+    newer = "[ERROR]: YAML parsing failed: bad.\r\nOrigin: p.yml:4:6\r\n\r\n2   tasks:\n[WARNING]: other\n"
+    assert ansible_errors(older) == ["the playbook: x.yml could not be found"]
+    assert ansible_errors(newer) == ["YAML parsing failed: bad. Origin: p.yml:4:6"]
