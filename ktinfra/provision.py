@@ -8,9 +8,12 @@ into counts (the same ok/changed/failed/unreachable/skipped numbers as ansible-p
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import shlex
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -130,10 +133,15 @@ class ProvisionRequest:
         for value in self.extra_vars:
             if value.startswith("@") and not Path(value[1:]).is_file():
                 raise ProvisionError(f"extra-vars file {value[1:]} does not exist")
+        # the nearest existing ancestor must be a directory (the path itself one or absent)
+        existing = next(p for p in (self.artifacts, *self.artifacts.parents) if p.exists())
+        if not existing.is_dir():
+            raise ProvisionError(f"artifacts {self.artifacts}: {existing} is not a directory")
 
     def cmdline(self) -> str:
-        """-e values exactly as ansible-playbook takes them (key=value, JSON/YAML or @file)."""
-        return shlex.join([arg for value in self.extra_vars for arg in ("-e", value)])
+        """-e values as ansible-playbook takes them (key=value, JSON/YAML, @file made absolute)."""
+        values = [f"@{Path(v[1:]).resolve()}" if v.startswith("@") else v for v in self.extra_vars]
+        return shlex.join([arg for value in values for arg in ("-e", value)])
 
 
 def roles_path_for(playbook: Path) -> str | None:
@@ -158,10 +166,17 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
     import ansible_runner  # controller-side dependency (ktinfra[ops])
 
     request.validate()
+    playbook_exe = ansible_playbook()
     state = RunState()
-    ident = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
-    private = request.artifacts.resolve()
-    private.mkdir(parents=True, exist_ok=True)
+    # unique even for two runs from one process within a second (they would share one artifact dir)
+    ident = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}-{secrets.token_hex(3)}"
+    artifact_root = request.artifacts.resolve() / "artifacts"
+    try:
+        artifact_root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. under /proc, read-only or not permitted
+        raise ProvisionError(
+            f"artifacts {request.artifacts}: cannot create it ({exc.strerror or exc})"
+        ) from exc
 
     def handler(event: dict) -> bool:
         state.handle(event)
@@ -169,33 +184,69 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
             on_event(state)
         return True
 
-    envvars = {"PATH": os.pathsep.join([str(Path(ansible_playbook()).parent), os.environ.get("PATH", "")])}
+    envvars = {"PATH": os.pathsep.join([str(Path(playbook_exe).parent), os.environ.get("PATH", "")])}
     roles = roles_path_for(request.playbook)
     if roles and "ANSIBLE_ROLES_PATH" not in os.environ:
         envvars["ANSIBLE_ROLES_PATH"] = roles
     started = time.time()
-    runner = ansible_runner.run(
-        private_data_dir=str(private),
-        ident=ident,
-        playbook=str(request.playbook.resolve()),
-        inventory=str(request.inventory.resolve()),
-        limit=request.limit,
-        tags=request.tags,
-        cmdline=request.cmdline() or None,
-        envvars=envvars,
-        event_handler=handler,
-        quiet=True,
-        rotate_artifacts=50,
-    )
+    # A fresh private_data_dir per run: ansible-runner reads env/cmdline, env/envvars, env/extravars, ...
+    # back from it whenever they exist, so a shared one made every past -e apply to later runs. Only the
+    # artifacts (one directory per run) are kept, under ARTIFACTS/artifacts/.
+    with tempfile.TemporaryDirectory(prefix="ktinfra-provision-") as private:
+        runner = ansible_runner.run(
+            private_data_dir=private,
+            project_dir=os.getcwd(),  # ansible-playbook's cwd is the caller's, as when run by hand
+            artifact_dir=str(artifact_root),
+            ident=ident,
+            playbook=str(request.playbook.resolve()),
+            inventory=str(request.inventory.resolve()),
+            limit=request.limit,
+            tags=request.tags,
+            cmdline=request.cmdline() or None,
+            envvars=envvars,
+            suppress_env_files=True,
+            event_handler=handler,
+            quiet=True,
+            rotate_artifacts=50,
+        )
     if not state.recap_seen and runner.stats:
         state.apply_recap(runner.stats)
     return report(request, state, runner.rc, runner.status, str(Path(runner.config.artifact_dir)), started)
+
+
+# Ansible's own errors (no host event carries them): the first line of each and its continuation lines
+ERROR_STARTS = ("[ERROR]", "ERROR!", "[WARNING]: Could not match supplied host pattern")
+PREFIXES = ("[ERROR]: ", "[ERROR]:", "ERROR! ", "[WARNING]: ")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def ansible_errors(stdout: str, max_lines: int = 6) -> list[str]:
+    """'[ERROR]: YAML parsing failed ... Origin: x.yml:4:6' and the like from ansible-playbook's output."""
+    errors: list[list[str]] = []
+    block: list[str] | None = None
+    for raw in stdout.splitlines():
+        line = ANSI.sub("", raw).strip()
+        if line.startswith(ERROR_STARTS):
+            block = [next((line[len(p) :] for p in PREFIXES if line.startswith(p)), line).strip()]
+            errors.append(block)
+        elif block is not None and line and not line.startswith("[") and len(block) < max_lines:
+            block.append(line)
+        else:
+            block = None
+    return [" ".join(b) for b in errors]
 
 
 def report(
     request: ProvisionRequest, state: RunState, rc: int, status: str, artifacts: str, started: float
 ) -> dict:
     ok = rc == 0 and not state.bad_hosts
+    errors: list[str] = []
+    if not ok and not state.failures:  # failed before or beside any host: say what Ansible said
+        stdout = Path(artifacts) / "stdout"
+        text = stdout.read_text(errors="replace") if stdout.is_file() else ""
+        errors = ansible_errors(text) or [
+            f"ansible-playbook exited {rc} ({status}) with no failed host; its output: {stdout}"
+        ]
     return {
         "ok": ok,
         "playbook": str(request.playbook),
@@ -208,11 +259,11 @@ def report(
         "hosts": {h: asdict(c) for h, c in sorted(state.hosts.items())},
         "failed_hosts": state.bad_hosts,
         "failures": [asdict(f) for f in state.failures],
+        "errors": errors,
         "artifacts": artifacts,
     }
 
 
 def exit_code(result: dict) -> int:
-    if result["ok"]:
-        return 0
-    return result["rc"] if result["rc"] not in (0, None) else 2
+    """The README's contract: 0 ok, 1 any failure (ansible-playbook's own code stays in result['rc'])."""
+    return 0 if result["ok"] else 1

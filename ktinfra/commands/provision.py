@@ -57,20 +57,24 @@ def register(app: typer.Typer) -> None:
         ] = DEFAULT_ARTIFACTS,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
     ) -> None:
-        """Run PLAYBOOK against INVENTORY through ansible-runner; non-zero if any host failed."""
+        """Run PLAYBOOK against INVENTORY through ansible-runner; exit 1 if a host or Ansible failed."""
         err = Console(stderr=True)
         request = ProvisionRequest(playbook, inventory, limit, tags, list(extra_vars or []), artifacts)
         try:
+            request.validate()  # before the live view starts
             with Live(console=err, transient=True, refresh_per_second=4) as live:
                 result = run(request, on_event=lambda state: live.update(_live_view(state)))
         except ProvisionError as exc:
-            err.print(f"[red]error:[/red] {escape(str(exc))}")
+            typer.echo(f"error: {exc}", err=True)  # one plain line, never wrapped
             raise typer.Exit(1) from exc
+        for message in result["errors"]:  # Ansible's own errors: a playbook, -e or --limit it refused
+            typer.echo(f"error: {message}", err=True)
         if as_json:
             typer.echo(json.dumps(result, indent=2))
         else:
             out = Console()
-            out.print(_host_table(result["hosts"], f"{result['playbook']}: {result['status']}"))
+            if result["hosts"] or not result["errors"]:
+                out.print(_host_table(result["hosts"], f"{result['playbook']}: {result['status']}"))
             for failure in result["failures"]:
                 where = f"{failure['host']} · {failure['task']}"
                 out.print(

@@ -10,7 +10,15 @@ import pytest
 from typer.testing import CliRunner
 
 from ktinfra.cli import app
-from ktinfra.provision import ProvisionError, ProvisionRequest, RunState, exit_code, roles_path_for, run
+from ktinfra.provision import (
+    ProvisionError,
+    ProvisionRequest,
+    RunState,
+    ansible_errors,
+    exit_code,
+    roles_path_for,
+    run,
+)
 
 PLAYBOOK = """
 - name: Exercise the driver
@@ -68,8 +76,8 @@ def test_successful_run_counts_like_the_recap_and_keeps_artifacts(site: Path) ->
 
 def test_failed_task_makes_the_run_fail_with_its_message(site: Path) -> None:
     result = run(request(site, limit="localhost", extra_vars=['{"reason": "disk full"}']))
-    assert not result["ok"] and exit_code(result) != 0
-    assert result["failed_hosts"] == ["localhost"]
+    assert not result["ok"] and result["rc"] == 2 and exit_code(result) == 1  # the README's contract
+    assert result["failed_hosts"] == ["localhost"] and result["errors"] == []
     assert result["failures"][0]["message"] == "asked to fail: disk full"
     assert result["failures"][0]["task"] == "Fail when asked"
 
@@ -88,10 +96,10 @@ def test_bad_input_fails_before_running(site: Path) -> None:
     assert not (site / "runs").exists()
 
 
-def test_cli_reports_unreachable_host_in_json_and_exits_non_zero(site: Path) -> None:
+def test_cli_reports_unreachable_host_in_json_and_exits_1(site: Path) -> None:
     args = ["provision", str(site / "play.yml"), "-i", str(site / "hosts"), "--artifacts", str(site / "runs")]
     result = CliRunner().invoke(app, [*args, "--json"])
-    assert result.exit_code != 0
+    assert result.exit_code == 1  # ansible-playbook's 4 stays in the report's rc
     report = json.loads(result.stdout)
     assert report["hosts"]["localhost"]["changed"] == 1 and report["hosts"]["ghost"]["unreachable"] == 1
     assert report["failed_hosts"] == ["ghost"] and report["failures"][0]["kind"] == "unreachable"
@@ -113,3 +121,105 @@ def test_roles_path_is_the_checkouts_roles_dir(tmp_path: Path) -> None:
         (tmp_path / sub).mkdir(parents=True)
         assert roles_path_for(tmp_path / sub / "x.yml") == str(tmp_path / "roles")
     assert roles_path_for(tmp_path / "x.yml") is None
+
+
+def test_each_run_uses_only_its_own_arguments(site: Path) -> None:
+    """ansible-runner reads env/cmdline back from a reused private_data_dir: an old -e stayed applied."""
+    first = run(request(site, limit="localhost", extra_vars=["greeting=sticky"]))
+    assert "greeting=sticky" in (Path(first["artifacts"]) / "stdout").read_text()
+    second = run(request(site, limit="localhost"))
+    assert second["artifacts"] != first["artifacts"]
+    out = (Path(second["artifacts"]) / "stdout").read_text()
+    assert "greeting=none" in out and "sticky" not in out
+    assert "-e" not in json.loads((Path(second["artifacts"]) / "command").read_text())["command"]
+
+
+def test_each_run_gets_only_its_own_environment(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """env/envvars was written once and read back: the first checkout's roles/ stayed on the path."""
+    monkeypatch.delenv("ANSIBLE_ROLES_PATH", raising=False)
+    show = '- hosts: all\n  gather_facts: false\n  tasks:\n    - debug:\n        msg: "roles={{ r }}"\n'
+    show = show.replace("{{ r }}", "{{ lookup('env', 'ANSIBLE_ROLES_PATH') }}")
+    checkout = site / "checkout"
+    (checkout / "roles").mkdir(parents=True)
+    (checkout / "playbooks").mkdir()
+    (checkout / "playbooks" / "show.yml").write_text(show)
+    (site / "show.yml").write_text(show)
+
+    def roles_seen(playbook: Path) -> str:
+        result = run(ProvisionRequest(playbook, site / "hosts", "localhost", artifacts=site / "runs"))
+        return (Path(result["artifacts"]) / "stdout").read_text()
+
+    assert f'"msg": "roles={checkout / "roles"}"' in roles_seen(checkout / "playbooks" / "show.yml")
+    assert '"msg": "roles="' in roles_seen(site / "show.yml")
+
+
+@pytest.mark.parametrize("where", ["file", "under-file", "proc"])
+def test_unusable_artifacts_dir_is_bad_input(site: Path, where: str) -> None:
+    (site / "afile").write_text("keep")
+    artifacts = {"file": site / "afile", "under-file": site / "afile" / "runs", "proc": Path("/proc/nope")}
+    args = [
+        "provision",
+        str(site / "play.yml"),
+        "-i",
+        str(site / "hosts"),
+        "--artifacts",
+        str(artifacts[where]),
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert (
+        result.stderr.startswith(f"error: artifacts {artifacts[where]}") and "Traceback" not in result.output
+    )
+    assert (site / "afile").read_text() == "keep" and not Path("/proc/nope").exists()
+
+
+def test_runs_from_the_callers_directory(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative -e @file was checked against the caller's directory but read from runner's private dir."""
+    work = site / "work"
+    work.mkdir(mode=0o700)
+    (work / "vars.yml").write_text("greeting: from-file\n")
+    (work / "ansible.cfg").write_text("[defaults]\ntimeout = 17\n")  # as a checkout's ansible.cfg would
+    (site / "cfg.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n    - debug:\n"
+        "        msg: \"greeting={{ greeting }} timeout={{ lookup('config', 'DEFAULT_TIMEOUT') }}\"\n"
+    )
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
+    result = run(
+        ProvisionRequest(site / "cfg.yml", site / "hosts", "localhost", None, ["@vars.yml"], site / "r")
+    )
+    assert result["ok"], (Path(result["artifacts"]) / "stdout").read_text()
+    assert "greeting=from-file timeout=17" in (Path(result["artifacts"]) / "stdout").read_text()
+
+
+BAD_YAML = "- hosts: all\n  tasks:\n    - debug: msg=x\n     bad_indent: [\n"
+
+
+@pytest.mark.parametrize(
+    ("case", "extra", "expected"),
+    [
+        ("syntax", [], ["YAML parsing failed", "bad.yml:4:6"]),
+        ("extra-vars", ["-e", "{bad"], ["YAML parsing failed", "-e"]),
+        ("limit", ["--limit", "nomatch"], ["Could not match supplied host pattern", "no hosts"]),
+    ],
+)
+def test_ansibles_own_errors_are_shown_and_exit_1(site: Path, case: str, extra: list, expected: list) -> None:
+    """Failing before any host (playbook syntax, bad -e, --limit matching nothing) said only 'failed'."""
+    (site / "bad.yml").write_text(BAD_YAML)
+    playbook = site / ("bad.yml" if case == "syntax" else "play.yml")
+    args = ["provision", str(playbook), "-i", str(site / "hosts"), "--artifacts", str(site / "runs"), *extra]
+    human = CliRunner().invoke(app, args)
+    assert human.exit_code == 1
+    errors = [line for line in human.stderr.splitlines() if line.startswith("error: ")]
+    assert errors and all(any(e in line for line in errors) for e in expected), human.stderr
+    as_json = CliRunner().invoke(app, [*args, "--json"])
+    report = json.loads(as_json.stdout)
+    assert as_json.exit_code == 1 and report["failures"] == [] and not report["ok"]
+    assert [f"error: {e}" for e in report["errors"]] == errors
+
+
+def test_ansible_errors_reads_both_error_styles() -> None:
+    older = "\x1b[0;31mERROR! the playbook: x.yml could not be found\x1b[0m\r\n"
+    newer = "[ERROR]: YAML parsing failed: bad.\r\nOrigin: p.yml:4:6\r\n\r\n2   tasks:\n[WARNING]: other\n"
+    assert ansible_errors(older) == ["the playbook: x.yml could not be found"]
+    assert ansible_errors(newer) == ["YAML parsing failed: bad. Origin: p.yml:4:6"]
