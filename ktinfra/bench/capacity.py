@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 CRITERION = (
@@ -24,8 +25,8 @@ def search(
 
     Assumes per-user speed falls as concurrency rises, which holds for a server at steady load.
     """
-    if min_tps <= 0:
-        raise ValueError("min_tps must be positive")
+    if not math.isfinite(min_tps) or min_tps <= 0:
+        raise ValueError("min_tps must be a finite number above 0")
     if max_users < 1:
         raise ValueError("max_users must be at least 1")
     levels: dict[int, dict] = {}

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import requests
+import urllib3
 
 APIS = ("openai", "sglang")
 # Short common words: each is about one token for BPE vocabularies (Qwen, Llama), so N words ~ N tokens.
@@ -33,10 +37,34 @@ class Scenario:
     def __post_init__(self) -> None:
         if self.api not in APIS:
             raise ValueError(f"api must be one of {', '.join(APIS)}, not {self.api!r}")
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+        check_url(self.url)
         if self.prompt_tokens < 1 or self.gen_tokens < 1:
             raise ValueError("prompt and generated token counts must be at least 1")
+        if not (isinstance(self.timeout_s, int | float) and math.isfinite(self.timeout_s)) or (
+            self.timeout_s <= 0
+        ):
+            raise ValueError(f"timeout must be a finite number of seconds above 0, not {self.timeout_s!r}")
+
+
+def check_url(url: str) -> None:
+    """An http(s) URL with a host (and a valid port, if any): caught here rather than once per request."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError on a port that is not a number in 0-65535)
+    except ValueError as exc:
+        raise ValueError(f"url {url!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"url must be http:// or https:// followed by a host, got {url!r}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"url must be a base URL without ?query or #fragment, got {url!r}")
+
+
+class UnexpectedReply(Exception):
+    """The server answered 200 with something that is not the API's reply shape."""
+
+
+class TimedOut(Exception):
+    pass
 
 
 @dataclass
@@ -49,6 +77,7 @@ class RequestResult:
     prompt_tokens: int = 0
     itl_s: list[float] = field(default_factory=list)
     error: str | None = None
+    tokens_estimated: bool = False  # the server sent no usage: output tokens counted from the reply
 
     @property
     def user_tps(self) -> float:
@@ -79,50 +108,166 @@ def _payload(sc: Scenario, prompt: str) -> tuple[str, dict]:
     return "/v1/chat/completions", body
 
 
-def _events(response: requests.Response):
-    for raw in response.iter_lines():
-        if not raw or not raw.startswith(b"data:"):
+def _short(data: object) -> str:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else json.dumps(data)
+    text = text.replace("\r", "\\r").replace("\n", "\\n")  # error messages stay one line
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _reads(resp: requests.Response, timeout_s: float, deadline: float) -> Iterator[bytes]:
+    """The body as the network delivers it: each piece comes out as soon as it arrived.
+
+    ``iter_lines()`` waits until 512 bytes piled up (every SSE event then seems to come at once), and
+    ``iter_content(None)`` reads a body without Content-Length or chunking to its end. ``read1`` returns
+    what one read gets. Every read waits at most until the request's deadline (``timeout_s`` after it
+    started), so a server that keeps dripping cannot hold a request past --timeout.
+    """
+    raw = resp.raw
+    sock = getattr(getattr(raw, "connection", None), "sock", None)
+    if hasattr(raw, "read1"):  # urllib3 >= 2
+
+        def read() -> bytes:
+            return raw.read1(65536, decode_content=True) or b""
+    else:  # urllib3 1.x: per HTTP chunk for chunked bodies (SGLang's), buffered otherwise
+        pieces = raw.stream(None, decode_content=True)
+
+        def read() -> bytes:
+            return next(pieces, b"")
+
+    try:
+        while True:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                raise TimedOut
+            if sock is not None:
+                sock.settimeout(min(timeout_s, left))
+            try:
+                data = read()
+            except (TimeoutError, urllib3.exceptions.ReadTimeoutError):
+                raise TimedOut from None
+            if not data:
+                return
+            yield data
+    finally:
+        if sock is not None:
+            try:
+                sock.settimeout(timeout_s)  # back to the per-read timeout for a reused connection
+            except OSError:
+                pass
+
+
+def _lines(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    buf = b""
+    for piece in pieces:
+        buf += piece
+        *complete, buf = buf.split(b"\n")
+        for line in complete:
+            yield line.rstrip(b"\r")
+    if buf:
+        yield buf.rstrip(b"\r")
+
+
+def _json(data: bytes) -> object:
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise UnexpectedReply(f"not JSON: {_short(data)}") from None
+
+
+def _object(value: object, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise UnexpectedReply(f"{what} is {type(value).__name__}, not an object: {_short(value)}")
+    return value
+
+
+def _events(lines: Iterator[bytes]) -> Iterator[dict]:
+    for raw in lines:
+        if not raw.startswith(b"data:"):
             continue
         data = raw[5:].strip()
         if data == b"[DONE]":
             return
-        yield json.loads(data)
+        yield _object(_json(data), "event")
+
+
+def _text(value: object, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise UnexpectedReply(f"{what} is {type(value).__name__}, not a string: {_short(value)}")
+    return value
+
+
+def _first_choice(event: dict) -> dict | None:
+    choices = event.get("choices")
+    if choices is None:
+        return None
+    if not isinstance(choices, list):
+        raise UnexpectedReply(f"choices is {type(choices).__name__}, not a list: {_short(choices)}")
+    return _object(choices[0], "choices[0]") if choices else None
 
 
 def _chunk_text(sc: Scenario, event: dict, seen: str) -> tuple[str, str]:
     """New text in this event, and the text seen so far (SGLang streams cumulative text)."""
     if sc.api == "sglang":
-        text = event.get("text", "")
+        text = _text(event.get("text"), "text")
         return text[len(seen) :], text
-    choices = event.get("choices") or []
-    delta = (choices[0].get("delta") or {}).get("content") or "" if choices else ""
-    return delta, seen + delta
+    choice = _first_choice(event)
+    delta = _object(choice.get("delta") or {}, "delta") if choice is not None else {}
+    new = _text(delta.get("content"), "delta.content")
+    return new, seen + new
+
+
+def _whole_text(sc: Scenario, body: dict) -> str:
+    """The answer of a non-streamed reply."""
+    if sc.api == "sglang":
+        return _text(body.get("text"), "text")
+    choice = _first_choice(body)
+    message = _object(choice.get("message") or {}, "message") if choice is not None else {}
+    return _text(message.get("content"), "message.content")
+
+
+def _count(value: object, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UnexpectedReply(f"{what} is not a token count: {_short(value)}")
+    return value
 
 
 def _usage(sc: Scenario, event: dict) -> tuple[int | None, int | None]:
-    if sc.api == "sglang":
-        meta = event.get("meta_info") or {}
-        return meta.get("prompt_tokens"), meta.get("completion_tokens")
-    usage = event.get("usage") or {}
-    return usage.get("prompt_tokens"), usage.get("completion_tokens")
+    key = "meta_info" if sc.api == "sglang" else "usage"
+    usage = _object(event.get(key) or {}, key)
+    return (
+        _count(usage.get("prompt_tokens"), f"{key}.prompt_tokens"),
+        _count(usage.get("completion_tokens"), f"{key}.completion_tokens"),
+    )
+
+
+def estimate_tokens(text: str) -> int:
+    """Output tokens of a reply the server sent no usage for: about 4 characters per token."""
+    return max(1, round(len(text) / 4)) if text.strip() else 0
 
 
 def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
+    """One request, timed; never raises for what the server does (refusal, timeout, odd reply)."""
     path, body = _payload(sc, prompt)
     result = RequestResult(ok=False, start=time.time())
     t0 = time.perf_counter()
+    deadline = t0 + sc.timeout_s
     try:
-        with session.post(
-            sc.url.rstrip("/") + path, json=body, stream=sc.stream, timeout=sc.timeout_s
-        ) as resp:
+        # stream=True also without --stream: the body is read by _reads, under the request's deadline.
+        with session.post(sc.url.rstrip("/") + path, json=body, stream=True, timeout=sc.timeout_s) as resp:
             if resp.status_code != 200:
                 result.error = f"HTTP {resp.status_code}: {resp.text[:200]}"
                 return result
             prompt_toks = completion_toks = None
             chunks = 0
+            pieces = _reads(resp, sc.timeout_s, deadline)
             if sc.stream:
-                seen, last = "", None
-                for event in _events(resp):
+                seen, last, events = "", None, 0
+                for event in _events(_lines(pieces)):
+                    events += 1
                     new, seen = _chunk_text(sc, event, seen)
                     p, c = _usage(sc, event)
                     prompt_toks, completion_toks = p or prompt_toks, c or completion_toks
@@ -135,17 +280,33 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                         result.itl_s.append(now - last)
                     last = now
                     chunks += 1
+                if not events:
+                    raise UnexpectedReply("no 'data:' event in the streamed reply")
             else:
-                event = resp.json()
-                prompt_toks, completion_toks = _usage(sc, event)
+                reply = _object(_json(b"".join(pieces)), "reply")
+                prompt_toks, completion_toks = _usage(sc, reply)
                 result.ttft_s = time.perf_counter() - t0  # the whole answer arrives at once
+                if not completion_toks:
+                    chunks = estimate_tokens(_whole_text(sc, reply))
             result.latency_s = time.perf_counter() - t0
+            if result.latency_s > sc.timeout_s:  # e.g. a slow connect before the deadline could apply
+                raise TimedOut
             result.prompt_tokens = prompt_toks or sc.prompt_tokens
             result.output_tokens = completion_toks or chunks
+            result.tokens_estimated = not completion_toks and chunks > 0
             result.ok = result.output_tokens > 0
             if not result.ok:
                 result.error = "server returned no tokens"
-    except (requests.RequestException, ValueError) as exc:
-        result.latency_s = time.perf_counter() - t0
+    except TimedOut:
+        result.error = f"timed out after {sc.timeout_s:g} s"
+    except requests.Timeout as exc:
+        kind = "connect" if isinstance(exc, requests.ConnectTimeout) else "no answer"
+        result.error = f"timed out after {sc.timeout_s:g} s ({kind})"
+    except UnexpectedReply as exc:
+        result.error = f"unexpected reply: {exc}"
+    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
         result.error = f"{type(exc).__name__}: {exc}"
+    if not result.ok:
+        result.ok, result.ttft_s, result.itl_s = False, None, []
+        result.latency_s = time.perf_counter() - t0
     return result

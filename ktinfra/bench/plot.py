@@ -1,12 +1,29 @@
-"""PNG plot of a capacity search: per-user tok/s and TTFT against concurrency (needs matplotlib)."""
+"""Plot of a capacity search: per-user tok/s and TTFT against concurrency (needs matplotlib)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# The format follows the suffix; these three need nothing beyond matplotlib itself.
+SUFFIXES = (".png", ".svg", ".pdf")
 
 
 class PlotUnavailable(RuntimeError):
     pass
+
+
+def check_plot_path(path: Path) -> None:
+    """Refuse a plot file that could not be written, before minutes of load are spent (ValueError)."""
+    if path.suffix.lower() not in SUFFIXES:
+        raise ValueError(f"--plot {path}: the file name must end in {', '.join(SUFFIXES)}")
+    if path.is_dir():
+        raise ValueError(f"--plot {path} is a directory")
+    parent = path.parent
+    if not parent.is_dir():
+        raise ValueError(f"--plot {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ValueError(f"--plot {path}: not writable")
 
 
 def plot_levels(levels: list[dict], path: Path, min_tps: float | None = None, title: str = "") -> Path:
@@ -39,7 +56,8 @@ def plot_levels(levels: list[dict], path: Path, min_tps: float | None = None, ti
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    finally:
+        plt.close(fig)
     return path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +15,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ktinfra import bench
-from ktinfra.bench.plot import plot_levels
+from ktinfra.bench.plot import check_plot_path, plot_levels
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def _positive(name: str, value: float | None) -> None:
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        _fail(f"{name} must be a finite number above 0, not {value:g}")
 
 
 def _level_table(levels: list[dict], min_tps: float | None) -> Table:
@@ -59,7 +70,7 @@ def bench_command(
         False, "--capacity", help="Search the largest concurrency meeting --min-tps."
     ),
     min_tps: float | None = typer.Option(
-        None, "--min-tps", help="Output tok/s every user must get (capacity)."
+        None, "--min-tps", help="Output tok/s every user must get (--capacity only)."
     ),
     max_users: int = typer.Option(64, "--max-users", min=1, help="Upper bound for the capacity search."),
     prompt_tokens: int = typer.Option(
@@ -74,21 +85,36 @@ def bench_command(
         None, "--requests", min=1, help="Requests per user (default 2)."
     ),
     duration: float | None = typer.Option(None, "--duration", min=0.1, help="Seconds per level instead."),
-    timeout: float = typer.Option(600.0, "--timeout", min=1.0, help="Per-request timeout in seconds."),
+    timeout: float = typer.Option(
+        600.0,
+        "--timeout",
+        min=1.0,
+        help="Seconds one request may take in all (and at most between two reads).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Write a PNG: tok/s per user and TTFT vs users.")
+        Path | None,
+        typer.Option("--plot", help="Write a plot (.png, .svg or .pdf): tok/s per user and TTFT vs users."),
     ] = None,
 ) -> None:
     """Benchmark an OpenAI-compatible or SGLang endpoint: one level (--users) or a capacity search."""
     if (users is None) == (not capacity):
-        raise typer.BadParameter("give exactly one of --users N or --capacity")
+        _fail("give exactly one of --users N or --capacity")
     if capacity and min_tps is None:
-        raise typer.BadParameter("--capacity needs --min-tps")
+        _fail("--capacity needs --min-tps")
+    if not capacity and min_tps is not None:
+        _fail("--min-tps is the target of --capacity; with --users the table shows each user's tok/s")
     if requests_per_user is not None and duration is not None:
-        raise typer.BadParameter("give at most one of --requests or --duration")
-    if plot is not None and importlib.util.find_spec("matplotlib") is None:
-        raise typer.BadParameter("--plot needs matplotlib: pip install 'ktinfra[plot]'")
+        _fail("give at most one of --requests or --duration")
+    for name, value in (("--min-tps", min_tps), ("--timeout", timeout), ("--duration", duration)):
+        _positive(name, value)
+    if plot is not None:
+        if importlib.util.find_spec("matplotlib") is None:
+            _fail("--plot needs matplotlib: pip install 'ktinfra[plot]'")
+        try:
+            check_plot_path(plot)
+        except ValueError as exc:
+            _fail(str(exc))
     if requests_per_user is None and duration is None:
         requests_per_user = 2
     try:
@@ -103,7 +129,7 @@ def bench_command(
             timeout_s=timeout,
         )
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+        _fail(str(exc))
 
     console = Console(stderr=True)
     progress = Progress(
@@ -141,12 +167,20 @@ def bench_command(
         "requests_per_user": requests_per_user,
         "duration_s": duration,
     }
+    plot_error = None
     if plot is not None:
-        plot_levels(levels, plot, min_tps=min_tps, title=f"{model} @ {url}")
+        try:  # the results are printed either way: a failed plot must not lose minutes of load
+            plot_levels(levels, plot, min_tps=min_tps, title=f"{model} @ {url}")
+            result["plot"] = str(plot)
+        except (ValueError, OSError, RuntimeError) as exc:
+            plot_error = f"no plot written to {plot}: {exc}"
+            plot = None
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     else:
         _report(result, levels, capacity, min_tps, plot)
+    if plot_error is not None:
+        _fail(plot_error)
     if not any(lv["completed"] for lv in levels):
         raise typer.Exit(1)  # nothing got through: endpoint down or rejecting requests
 
@@ -156,10 +190,21 @@ def _report(
 ) -> None:
     out = Console()
     out.print(_level_table(levels, min_tps if capacity else None))
-    if capacity:
+    if capacity and result["limited_by_max_users"]:
+        out.print(
+            f"capacity: [bold]>= {result['capacity']}[/bold] users at >= {min_tps:g} tok/s each "
+            "(stopped at --max-users; raise it to search further)"
+        )
+    elif capacity:
         out.print(f"capacity: [bold]{result['capacity']}[/bold] users at >= {min_tps:g} tok/s each")
+    estimated = sum(lv.get("output_tokens_estimated", 0) for lv in levels)
+    if estimated:
+        out.print(
+            f"{estimated} completed request(s) came without usage from the server: "
+            "output tokens counted from the reply (streamed chunks, or ~4 characters per token)"
+        )
     if plot is not None:
-        out.print(f"plot written to {plot}")
+        out.print(f"plot written to {escape(str(plot))}")
     if any(lv["failed"] for lv in levels):
         out.print(f"[red]failed requests: {escape('; '.join(e for lv in levels for e in lv['errors']))}")
 
