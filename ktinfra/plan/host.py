@@ -365,7 +365,9 @@ def host_summary(facts: dict) -> dict:
         "physical_cores": cpu["physical_cores"],
         "logical_cpus": cpu["logical_cpus"],
         "numa_nodes": numa_nodes_in_use(facts),
-        "amx": has_amx(facts),
+        "amx": has_amx(facts),  # the CPU's flags
+        "amx_usable": has_amx(facts)
+        and amx_blocked_by_kernel(facts) is None,  # ... and the kernel grants tiles
         "ram_bytes": facts["memory"]["total_bytes"],
         "gpus": [
             {k: g.get(k) for k in ("index", "name", "memory_mib", "compute_capability")}

@@ -79,6 +79,7 @@ def test_amx_host_on_a_pre_5_16_kernel_serves_without_amx_and_cannot_fine_tune()
     served = plan(host, "Qwen3-30B-A3B", "serve")
     assert served["feasible"] and served["serve"]["kt_method"] == "BF16"
     assert "kernel 5.15.0-125-generic < 5.16" in served["reasons"]["kt_method"]
+    assert (served["host"]["amx"], served["host"]["amx_usable"]) == (True, False)
     tuned = plan(host, "Qwen3-30B-A3B", "sft")
     assert any(p.startswith("kernel 5.15.0-125-generic is older than 5.16") for p in tuned["problems"])
 
