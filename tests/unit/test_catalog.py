@@ -2,6 +2,7 @@ import json
 import re
 
 import pytest
+from model_configs import MIXTRAL_8X7B
 
 from ktinfra import catalog
 
@@ -111,12 +112,7 @@ def test_local_directory_given_as_dot_is_named_after_the_folder(tmp_path, monkey
 
 
 def test_local_mixtral_style_config_uses_intermediate_size_for_experts(tmp_path):
-    config = {
-        "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-        "num_local_experts": 8, "num_experts_per_tok": 2, "num_attention_heads": 32, "num_key_value_heads": 8,
-        "vocab_size": 32000, "torch_dtype": "bfloat16",
-    }  # fmt: skip
-    arch = catalog.resolve(str(_write_config(tmp_path, config)))
+    arch = catalog.resolve(str(_write_config(tmp_path, MIXTRAL_8X7B)))
     assert arch.total_params == pytest.approx(46.7e9, rel=0.02)  # Mixtral-8x7B's published total
     assert arch.legacy_sft_rules == {}
 

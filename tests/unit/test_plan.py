@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from model_configs import MIXTRAL_8X7B
 
 from ktinfra.planner import PlanInputError, load_facts, plan
 
@@ -369,12 +370,7 @@ def test_facts_of_the_wrong_type_name_the_key_and_value(key, value, message, tmp
 
 
 def test_a_local_model_of_an_unknown_architecture_is_planned_with_a_warning(tmp_path):
-    config = {
-        "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-        "num_local_experts": 8, "num_experts_per_tok": 2, "num_attention_heads": 32, "num_key_value_heads": 8,
-        "vocab_size": 32000, "torch_dtype": "bfloat16",
-    }  # fmt: skip
-    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "config.json").write_text(json.dumps(MIXTRAL_8X7B))
     for mode in ("serve", "sft"):
         warnings = plan(facts("h100-amx"), str(tmp_path), mode)["warnings"]
         assert any(w.startswith("architecture mixtral is outside the catalog's") for w in warnings)
