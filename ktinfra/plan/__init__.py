@@ -56,12 +56,7 @@ def _gpus_used(facts: dict, mode: str, section: dict) -> dict:
     chosen = section.get("gpu_indices") if mode == "serve" else None
     if not chosen:
         return facts
-    gpus = [
-        g
-        for i, g in enumerate(facts["gpus"])
-        if (g.get("index") if isinstance(g.get("index"), int) else i) in chosen
-    ]
-    return {**facts, "gpus": gpus}
+    return {**facts, "gpus": [g for g in facts["gpus"] if g["index"] in chosen]}  # validate() requires index
 
 
 def plan(facts: dict, model: str, mode: str, **options) -> dict:

@@ -234,12 +234,6 @@ def choose_gpus(arch: Architecture, gpus: list[dict]) -> tuple[list[dict], str, 
     return used, why, tp_why
 
 
-def _gpu_index(gpu: dict, gpus: list[dict]) -> int:
-    """The facts' nvidia-smi index, else the GPU's place in the list (nvidia-smi lists in index order)."""
-    index = gpu.get("index")
-    return index if isinstance(index, int) else next(i for i, g in enumerate(gpus) if g is gpu)
-
-
 def _capability_warnings(arch, gpus, dtype, warnings) -> None:
     checks = "KT's minimum of 8.0 (bf16 tensor cores)"
     if dtype == "fp8":
@@ -300,7 +294,7 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
             "max_running_requests": requests,
             "cuda_graph_max_bs": requests,
             "tensor_parallel_size": tp,
-            "gpu_indices": [_gpu_index(g, facts["gpus"]) for g in gpus],
+            "gpu_indices": [g["index"] for g in gpus],  # nvidia-smi's index; validate() requires it
         }
     )
 
