@@ -39,8 +39,12 @@ RECIPE_KEYS = (
     "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "per_device_train_batch_size",
     "gradient_accumulation_steps", "cutoff_len", "bf16", "fp16", "learning_rate", "num_train_epochs",
     "max_steps", "max_samples", "save_steps", "logging_steps", "lr_scheduler_type", "warmup_ratio",
-    "disable_gradient_checkpointing", "preprocessing_num_workers", "dataloader_num_workers",
+    "warmup_steps", "disable_gradient_checkpointing", "preprocessing_num_workers", "dataloader_num_workers",
 )  # fmt: skip
+# 10 % warmup as in LLaMA-Factory's examples. transformers 5 (the current stack's transformers-kt 5.6) logs
+# warmup_ratio as deprecated and reads a warmup_steps float below 1 as that ratio; the legacy stack's
+# transformers 4.57 has only an integer warmup_steps.
+WARMUP = {"current": {"warmup_steps": 0.1}, "legacy": {"warmup_ratio": 0.1}}
 
 
 def _template(plan: dict, sft: dict, generation: str, template: str | None) -> str:
@@ -96,10 +100,18 @@ def _launcher(sft: dict, generation: str) -> dict:
 
 
 def _sections(
-    plan: dict, sft: dict, model_path: str, dataset: str, dataset_dir: str, template: str, output_dir: str
+    plan: dict,
+    sft: dict,
+    generation: str,
+    model_path: str,
+    dataset: str,
+    dataset_dir: str,
+    template: str,
+    output_dir: str,
 ):
     cores = int((plan.get("host") or {}).get("physical_cores") or 16)
     recipe = {key: sft[key] for key in RECIPE_KEYS if sft.get(key) is not None}
+    warmup = {} if {"warmup_ratio", "warmup_steps"} & set(recipe) else WARMUP[generation]
     return {
         "model": {"model_name_or_path": model_path, "trust_remote_code": True},
         "method": {
@@ -137,7 +149,7 @@ def _sections(
             "learning_rate": 1.0e-4,
             "num_train_epochs": 3.0,
             "lr_scheduler_type": "cosine",
-            "warmup_ratio": 0.1,
+            **warmup,
             "bf16": True,
             "ddp_timeout": 180000000,
             **recipe,
@@ -201,7 +213,7 @@ def render_train(
     llamafactory_dir = check_abs_path("--llamafactory-dir", llamafactory_dir)
     python = check_abs_path("--python", python)
     chat_template = _template(plan, sft, generation, template)
-    sections = _sections(plan, sft, model_path, dataset, dataset_dir, chat_template, output_dir)
+    sections = _sections(plan, sft, generation, model_path, dataset, dataset_dir, chat_template, output_dir)
     sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path)
     model_name = (plan.get("model") or {}).get("name")
     header = f"# LLaMA-Factory + KT LoRA recipe for {model_name} ({plan.get('stack')}), rendered by ktinfra\n"

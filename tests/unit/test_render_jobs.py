@@ -282,3 +282,25 @@ def test_train_legacy_plan_without_its_kt_keys_is_refused():
     del plan["sft"]["kt"]["chunk_size"]
     with pytest.raises(RenderError, match="legacy plan sft.kt lacks chunk_size"):
         render_train(plan, name="r", model_path="/m", dataset="d", dataset_dir="/d", output_dir="/o")
+
+
+@pytest.mark.parametrize(
+    "plan_name, expected",
+    [
+        # transformers-kt 5.6 logs warmup_ratio as deprecated; a float warmup_steps < 1 is the ratio
+        ("h100-qwen3-30b-a3b-sft-current.json", {"warmup_steps": 0.1}),
+        # transformers 4.57 (LLaMA-Factory 0.9.4) has only an integer warmup_steps
+        ("seed002-qwen3-30b-a3b-sft-legacy.json", {"warmup_ratio": 0.1}),
+    ],
+)
+def test_train_warmup_is_spelled_the_way_each_stacks_transformers_reads_it(plan_name, expected):
+    recipe = yaml.safe_load(_train(plan_name).files["med-r8.yaml"][0])
+    assert {key: recipe[key] for key in recipe if key.startswith("warmup")} == expected
+
+
+def test_train_warmup_from_the_plan_replaces_the_default():
+    plan = load_fixture_plan("h100-qwen3-30b-a3b-sft-current.json")
+    plan["sft"]["warmup_ratio"] = 0.05
+    args = {"name": "r", "model_path": "/m", "dataset": "d", "dataset_dir": "/d", "output_dir": "/o"}
+    recipe = yaml.safe_load(render_train(plan, **args).files["r.yaml"][0])
+    assert {key: recipe[key] for key in recipe if key.startswith("warmup")} == {"warmup_ratio": 0.05}

@@ -31,6 +31,7 @@ def load(item: dict) -> dict:
         "batch": training.per_device_train_batch_size,
         "grad_accum": training.gradient_accumulation_steps,
         "bf16": training.bf16,
+        "warmup_steps_of_1000": training.get_warmup_steps(1000),
         "lora_rank": finetuning.lora_rank,
         "lora_target": finetuning.lora_target,
         "kt_backend": kt.kt_backend,

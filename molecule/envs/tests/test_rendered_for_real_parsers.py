@@ -226,6 +226,7 @@ def test_llamafactory_kt_loads_the_rendered_recipe_as_planned(train_results, nam
         kt["kt_tp_enabled"],
     )
     assert got["kt_lora_rank"] == sft["lora_rank"]  # derived by LLaMA-Factory, not set by ktinfra
+    assert got["warmup_steps_of_1000"] == 100  # the 10 % warmup, as transformers-kt reads the recipe
     assert got["accelerate"] == {
         "num_processes": sft["launcher"]["num_processes"],
         "distributed_type": "DistributedType.FSDP",

@@ -43,6 +43,7 @@ def load(path: str) -> dict:
         "template": data.template,
         "batch": training.per_device_train_batch_size,
         "grad_accum": training.gradient_accumulation_steps,
+        "warmup_steps_of_1000": training.get_warmup_steps(1000),
         "lora_rank": finetuning.lora_rank,
         "ktransformers_required": checked == ["ktransformers"],
     }
