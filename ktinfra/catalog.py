@@ -247,18 +247,34 @@ def _experts(config: dict, source: str) -> tuple[int, int]:
     return num_experts, _need(config, *keys, source=source, high=num_experts)
 
 
-def _dense_layers(config: dict, layers: int, source: str) -> int:
-    """Layers with a plain MLP: DeepSeek's first_k_dense_replace, or Qwen's mlp_only_layers."""
-    if "first_k_dense_replace" in config:
-        return _int_key(config, "first_k_dense_replace", source, low=0, high=layers - 1) or 0
-    only = config.get("mlp_only_layers") or []
-    in_range = isinstance(only, list) and all(_int_in(i, 0, layers - 1) for i in only)
-    if not in_range or len(set(only)) >= layers:
+def _index_list(config: dict, key: str, layers: int, source: str) -> list[int]:
+    value = config.get(key) or []
+    if not isinstance(value, list) or not all(_int_in(i, 0, layers - 1) for i in value):
         raise ModelConfigError(
-            f"{source}: config.json mlp_only_layers must list some of the layer indices 0..{layers - 1}, "
-            f"got {json.dumps(only)}"
+            f"{source}: config.json {key} must list some of the layer indices 0..{layers - 1}, "
+            f"got {json.dumps(value)}"
         )
-    return len(set(only))
+    return value
+
+
+def _moe_layer_count(config: dict, layers: int, source: str) -> int:
+    """Layers holding routed experts, by each family's keys: DeepSeek/GLM/Kimi first_k_dense_replace and
+    moe_layer_freq, Qwen mlp_only_layers and decoder_sparse_step, Llama-4 moe_layers or
+    interleave_moe_layer_step (the rules of the transformers modeling code)."""
+    if "first_k_dense_replace" in config:
+        first = _int_key(config, "first_k_dense_replace", source, low=0, high=layers - 1) or 0
+        freq = _int_key(config, "moe_layer_freq", source) or 1
+        moe = [i for i in range(first, layers) if i % freq == 0]
+    elif "moe_layers" in config or "interleave_moe_layer_step" in config:
+        step = _int_key(config, "interleave_moe_layer_step", source, high=layers) or 1
+        moe = _index_list(config, "moe_layers", layers, source) or list(range(step - 1, layers, step))
+    else:
+        step = _int_key(config, "decoder_sparse_step", source, high=layers) or 1
+        dense = set(_index_list(config, "mlp_only_layers", layers, source))
+        moe = [i for i in range(layers) if i not in dense and (i + 1) % step == 0]
+    if not moe:
+        raise ModelConfigError(f"{source}: config.json leaves none of the {layers} layers with experts")
+    return len(set(moe))
 
 
 def _mla(config: dict, source: str) -> MLA | None:
@@ -274,10 +290,17 @@ def _mla(config: dict, source: str) -> MLA | None:
     )
 
 
+# Families whose every MoE block also runs one shared expert of intermediate_size, with no config key to say
+# so (transformers Llama4TextMoe.shared_expert).
+IMPLICIT_SHARED_EXPERT = ("llama4_text",)
+
+
 def _shared_intermediate(config: dict, moe_inter: int, source: str) -> int:
     shared = _int_key(config, "shared_expert_intermediate_size", source, low=0)
     if shared:
         return shared
+    if config.get("model_type") in IMPLICIT_SHARED_EXPERT:
+        return moe_inter
     return (_int_key(config, "n_shared_experts", source, low=0) or 0) * moe_inter
 
 
@@ -292,7 +315,9 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
     hidden = _need(config, "hidden_size", source=source)
     layers = _need(config, "num_hidden_layers", source=source)
     heads = _need(config, "num_attention_heads", source=source)
-    dense_inter = _int_key(config, "intermediate_size", source, low=0) or 0
+    # Llama-4 names its dense layers' MLP width intermediate_size_mlp and its experts' intermediate_size
+    dense_inter = _int_key(config, "intermediate_size_mlp", source, low=0) or 0
+    dense_inter = dense_inter or _int_key(config, "intermediate_size", source, low=0) or 0
     moe_inter = _int_key(config, "moe_intermediate_size", source, low=0) or 0
     if not moe_inter:  # Mixtral-style configs size experts with intermediate_size
         moe_inter = _need(config, "intermediate_size", source=source)
@@ -303,7 +328,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         model_type=str(config.get("model_type") or "unknown"),
         hidden_size=hidden,
         num_layers=layers,
-        num_dense_layers=_dense_layers(config, layers, source),
+        num_dense_layers=layers - _moe_layer_count(config, layers, source),
         dense_intermediate_size=dense_inter,
         moe_intermediate_size=moe_inter,
         num_experts=num_experts,
