@@ -37,6 +37,30 @@ class MLA:
 
 
 @dataclass(frozen=True)
+class LinearAttention:
+    """Gated DeltaNet layers (Qwen3-Next): a fixed-size recurrent state per request, no KV cache."""
+
+    num_layers: int
+    key_heads: int
+    value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+
+    def params_per_layer(self, hidden: int) -> int:
+        """in_proj_qkvz (q, k, v and the gate z), in_proj_ba (two per value head), the depthwise
+        convolution over q, k and v, and out_proj."""
+        k = self.key_heads * self.key_head_dim
+        v = self.value_heads * self.value_head_dim
+        return (
+            hidden * (2 * k + 2 * v)
+            + hidden * 2 * self.value_heads
+            + self.conv_kernel * (2 * k + v)
+            + v * hidden
+        )
+
+
+@dataclass(frozen=True)
 class Architecture:
     name: str
     hf_repo: str | None
@@ -59,6 +83,7 @@ class Architecture:
     max_position_embeddings: int | None
     native_dtype: str  # "bf16" | "fp8" (the dtype of the published checkpoint's linear weights)
     num_mtp_layers: int = 0
+    linear_attention: LinearAttention | None = None
     gguf_repo: str | None = None
     template: str | None = None
     legacy_sft_rules: dict = field(default_factory=dict)
@@ -66,6 +91,11 @@ class Architecture:
     @property
     def num_moe_layers(self) -> int:
         return self.num_layers - self.num_dense_layers
+
+    @property
+    def num_kv_layers(self) -> int:
+        """Layers with softmax attention and so a KV cache."""
+        return self.num_layers - (self.linear_attention.num_layers if self.linear_attention else 0)
 
     # -- parameter counts (weights only; norms and biases are < 0.1% and left out) --
     @property
@@ -92,6 +122,13 @@ class Architecture:
         return h * heads * d + 2 * h * self.num_kv_heads * d + heads * d * h
 
     @property
+    def attention_params(self) -> int:
+        """Every layer's attention: softmax attention, and the linear attention of hybrid models."""
+        linear = self.linear_attention
+        mixers = linear.params_per_layer(self.hidden_size) * linear.num_layers if linear else 0
+        return self.attention_params_per_layer * self.num_kv_layers + mixers
+
+    @property
     def dense_mlp_params(self) -> int:
         return 3 * self.hidden_size * self.dense_intermediate_size * self.num_dense_layers
 
@@ -116,7 +153,7 @@ class Architecture:
         """Everything SGLang/LLaMA-Factory keep on the GPU: attention, dense MLPs, shared experts, routers,
         embeddings and the LM head."""
         return (
-            self.attention_params_per_layer * self.num_layers
+            self.attention_params
             + self.dense_mlp_params
             + self.shared_expert_params
             + self.router_params
@@ -153,7 +190,7 @@ class Architecture:
             per_layer = self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
         else:
             per_layer = 2 * self.num_kv_heads * self.head_dim
-        return per_layer * self.num_layers
+        return per_layer * self.num_kv_layers
 
     @property
     def attention_activation_width(self) -> int:
@@ -277,6 +314,34 @@ def _moe_layer_count(config: dict, layers: int, source: str) -> int:
     return len(set(moe))
 
 
+def _linear_attention(config: dict, layers: int, source: str) -> LinearAttention | None:
+    """Qwen3-Next's layer_types (or full_attention_interval): which layers are linear attention."""
+    kinds = config.get("layer_types")
+    if isinstance(kinds, list):
+        if len(kinds) != layers:
+            raise ModelConfigError(
+                f"{source}: config.json layer_types lists {len(kinds)} layers, num_hidden_layers is {layers}"
+            )
+        linear = kinds.count("linear_attention")
+    elif config.get("full_attention_interval") is not None and "linear_num_value_heads" in config:
+        interval = _int_key(config, "full_attention_interval", source, high=layers)
+        linear = layers - layers // interval
+    else:
+        return None
+    if not linear:
+        return None
+    if linear == layers:
+        raise ModelConfigError(f"{source}: config.json layer_types has no full_attention layer")
+    return LinearAttention(
+        num_layers=linear,
+        key_heads=_need(config, "linear_num_key_heads", source=source),
+        value_heads=_need(config, "linear_num_value_heads", source=source),
+        key_head_dim=_need(config, "linear_key_head_dim", source=source),
+        value_head_dim=_need(config, "linear_value_head_dim", source=source),
+        conv_kernel=_need(config, "linear_conv_kernel_dim", source=source),
+    )
+
+
 def _mla(config: dict, source: str) -> MLA | None:
     kv_lora_rank = _int_key(config, "kv_lora_rank", source, low=0)
     if not kv_lora_rank:
@@ -343,6 +408,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         max_position_embeddings=_int_key(config, "max_position_embeddings", source),
         native_dtype=_native_dtype(config, source),
         num_mtp_layers=_int_key(config, "num_nextn_predict_layers", source, low=0) or 0,
+        linear_attention=_linear_attention(config, layers, source),
         **extra,
     )
 

@@ -3,9 +3,16 @@
 import json
 
 import pytest
-from model_configs import GLM_4_5_AIR, LLAMA4_MAVERICK, LLAMA4_SCOUT, MINIMAX_M2, QWEN2_57B_A14B
+from model_configs import (
+    GLM_4_5_AIR,
+    LLAMA4_MAVERICK,
+    LLAMA4_SCOUT,
+    MINIMAX_M2,
+    QWEN2_57B_A14B,
+    QWEN3_NEXT_80B_A3B,
+)
 
-from ktinfra import catalog
+from ktinfra import catalog, sizing
 
 
 def _resolve(tmp_path, config: dict) -> catalog.Architecture:
@@ -20,6 +27,7 @@ PUBLISHED = {
     "MiniMax-M2": (MINIMAX_M2, 230e9, 10e9),
     "Llama-4-Scout": (LLAMA4_SCOUT, 109e9, 17e9),
     "Llama-4-Maverick": (LLAMA4_MAVERICK, 400e9, 17e9),
+    "Qwen3-Next-80B-A3B": (QWEN3_NEXT_80B_A3B, 80e9, 3.8e9),  # 3B active + 0.6B embeddings and LM head
 }
 
 
@@ -47,3 +55,25 @@ def test_explicit_moe_layers_win_over_the_interleave_step(tmp_path):
 def test_qwen_decoder_sparse_step_puts_experts_in_every_nth_layer(tmp_path):
     arch = _resolve(tmp_path, {**QWEN2_57B_A14B, "decoder_sparse_step": 2, "mlp_only_layers": [1]})
     assert arch.num_moe_layers == 13  # layers 3, 5, ..., 27 (layer 1 is listed as MLP-only)
+
+
+def test_qwen3_next_caches_keys_and_values_only_in_its_full_attention_layers(tmp_path):
+    arch = _resolve(tmp_path, QWEN3_NEXT_80B_A3B)
+    assert (arch.num_kv_layers, arch.linear_attention.num_layers) == (12, 36)
+    # 12 layers x 2 KV heads x 256 dims x (K and V) x bf16, not 48 layers' worth
+    assert sizing.kv_bytes_per_token(arch) == 12 * 2 * 256 * 2 * 2
+    # the Gated DeltaNet projections of the checkpoint: in_proj_qkvz [12288, 2048], in_proj_ba [64, 2048],
+    # out_proj [2048, 4096], plus the depthwise conv1d over q, k and v (8192 channels x 4 taps)
+    linear = 12288 * 2048 + 64 * 2048 + 2048 * 4096 + 8192 * 4
+    assert arch.attention_params == 12 * arch.attention_params_per_layer + 36 * linear
+
+
+def test_full_attention_interval_stands_in_for_layer_types(tmp_path):
+    config = {k: v for k, v in QWEN3_NEXT_80B_A3B.items() if k != "layer_types"}
+    assert _resolve(tmp_path, config).num_kv_layers == 12
+
+
+def test_layer_types_of_the_wrong_length_are_refused(tmp_path):
+    config = {**QWEN3_NEXT_80B_A3B, "layer_types": ["linear_attention", "full_attention"]}
+    with pytest.raises(catalog.ModelConfigError, match="layer_types lists 2 layers, num_hidden_layers is 48"):
+        _resolve(tmp_path, config)
