@@ -268,7 +268,7 @@ def _native_dtype(config: dict, source: str) -> str:
     return SIZED_DTYPES[dtype]
 
 
-EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts")  # last: ERNIE
 
 
 def _experts(config: dict, source: str) -> tuple[int, int]:
@@ -280,7 +280,7 @@ def _experts(config: dict, source: str) -> tuple[int, int]:
             f"{source}: not a mixture-of-experts model (config.json {key} is {num_experts}); "
             "KT offloads MoE experts"
         )
-    keys = ("num_experts_per_tok", "num_experts_per_token")
+    keys = ("num_experts_per_tok", "num_experts_per_token", "moe_k")
     return num_experts, _need(config, *keys, source=source, high=num_experts)
 
 
@@ -296,12 +296,18 @@ def _index_list(config: dict, key: str, layers: int, source: str) -> list[int]:
 
 def _moe_layer_count(config: dict, layers: int, source: str) -> int:
     """Layers holding routed experts, by each family's keys: DeepSeek/GLM/Kimi first_k_dense_replace and
-    moe_layer_freq, Qwen mlp_only_layers and decoder_sparse_step, Llama-4 moe_layers or
-    interleave_moe_layer_step (the rules of the transformers modeling code)."""
+    moe_layer_freq, ERNIE moe_layer_start_index/end_index/interval, Llama-4 moe_layers or
+    interleave_moe_layer_step, Qwen mlp_only_layers and decoder_sparse_step (the rules of the transformers
+    modeling code)."""
     if "first_k_dense_replace" in config:
         first = _int_key(config, "first_k_dense_replace", source, low=0, high=layers - 1) or 0
         freq = _int_key(config, "moe_layer_freq", source) or 1
         moe = [i for i in range(first, layers) if i % freq == 0]
+    elif "moe_layer_start_index" in config:  # ERNIE-4.5
+        start = _int_key(config, "moe_layer_start_index", source, low=0, high=layers - 1) or 0
+        end = _int_key(config, "moe_layer_end_index", source, low=0, high=layers - 1)
+        step = _int_key(config, "moe_layer_interval", source, high=layers) or 1
+        moe = [i for i in range(start, layers if end is None else end + 1) if (i + 1) % step == 0]
     elif "moe_layers" in config or "interleave_moe_layer_step" in config:
         step = _int_key(config, "interleave_moe_layer_step", source, high=layers) or 1
         moe = _index_list(config, "moe_layers", layers, source) or list(range(step - 1, layers, step))
@@ -366,7 +372,10 @@ def _shared_intermediate(config: dict, moe_inter: int, source: str) -> int:
         return shared
     if config.get("model_type") in IMPLICIT_SHARED_EXPERT:
         return moe_inter
-    return (_int_key(config, "n_shared_experts", source, low=0) or 0) * moe_inter
+    shared_key = (
+        "moe_num_shared_experts" if "moe_num_shared_experts" in config else "n_shared_experts"
+    )  # ERNIE
+    return (_int_key(config, shared_key, source, low=0) or 0) * moe_inter
 
 
 def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: str | None = None, **extra):

@@ -4,6 +4,7 @@ import json
 
 import pytest
 from model_configs import (
+    ERNIE_4_5_21B_A3B,
     GLM_4_5_AIR,
     LLAMA4_MAVERICK,
     LLAMA4_SCOUT,
@@ -27,6 +28,7 @@ PUBLISHED = {
     "MiniMax-M2": (MINIMAX_M2, 230e9, 10e9),
     "Llama-4-Scout": (LLAMA4_SCOUT, 109e9, 17e9),
     "Llama-4-Maverick": (LLAMA4_MAVERICK, 400e9, 17e9),
+    "ERNIE-4.5-21B-A3B": (ERNIE_4_5_21B_A3B, 21.8e9, 3.4e9),  # 3B active + 0.26B tied embeddings
     "Qwen3-Next-80B-A3B": (QWEN3_NEXT_80B_A3B, 80e9, 3.8e9),  # 3B active + 0.6B embeddings and LM head
 }
 
@@ -77,3 +79,12 @@ def test_layer_types_of_the_wrong_length_are_refused(tmp_path):
     config = {**QWEN3_NEXT_80B_A3B, "layer_types": ["linear_attention", "full_attention"]}
     with pytest.raises(catalog.ModelConfigError, match="layer_types lists 2 layers, num_hidden_layers is 48"):
         _resolve(tmp_path, config)
+
+
+def test_ernie_names_its_experts_and_moe_layers_with_its_own_keys(tmp_path):
+    arch = _resolve(tmp_path, ERNIE_4_5_21B_A3B)
+    assert (arch.num_experts, arch.experts_per_token) == (64, 6)  # moe_num_experts, moe_k
+    assert (arch.num_dense_layers, arch.num_moe_layers) == (1, 27)  # moe_layer_start_index 1
+    assert arch.shared_intermediate_size == 2 * 1536  # moe_num_shared_experts x moe_intermediate_size
+    ends_early = _resolve(tmp_path, {**ERNIE_4_5_21B_A3B, "moe_layer_end_index": 20, "moe_layer_interval": 2})
+    assert ends_early.num_moe_layers == 10  # layers 1, 3, ..., 19
