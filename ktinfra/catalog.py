@@ -84,6 +84,7 @@ class Architecture:
     native_dtype: str  # "bf16" | "fp8" (the dtype of the published checkpoint's linear weights)
     num_mtp_layers: int = 0
     linear_attention: LinearAttention | None = None
+    encoders: tuple[str, ...] = ()  # config.json sections of a multimodal wrapper that are not sized
     gguf_repo: str | None = None
     template: str | None = None
     legacy_sft_rules: dict = field(default_factory=dict)
@@ -378,12 +379,17 @@ def _shared_intermediate(config: dict, moe_inter: int, source: str) -> int:
     return (_int_key(config, shared_key, source, low=0) or 0) * moe_inter
 
 
+MULTIMODAL_ENCODERS = ("vision_config", "audio_config")
+
+
 def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: str | None = None, **extra):
     """Build an Architecture from a config.json mapping (multimodal wrappers: the text_config).
 
     ModelConfigError, naming the key and the file, for a value a real model cannot have."""
     source = path or name
+    encoders: tuple[str, ...] = ()
     if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
+        encoders = tuple(k for k in config if k.endswith("_config") and k in MULTIMODAL_ENCODERS)
         config = {**config["text_config"], "quantization_config": config.get("quantization_config")}
     num_experts, per_token = _experts(config, source)
     hidden = _need(config, "hidden_size", source=source)
@@ -418,6 +424,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         native_dtype=_native_dtype(config, source),
         num_mtp_layers=_int_key(config, "num_nextn_predict_layers", source, low=0) or 0,
         linear_attention=_linear_attention(config, layers, source),
+        encoders=encoders,
         **extra,
     )
 
@@ -518,6 +525,17 @@ def unverified_architecture(arch: Architecture) -> str | None:
     return (
         f"architecture {arch.model_type} is outside the catalog's ({', '.join(known)}): kt-kernel and "
         "SGLang-KT support for it is unverified, and so is this sizing"
+    )
+
+
+def unsized_encoders(arch: Architecture) -> str | None:
+    """A warning when the checkpoint carries encoders (vision, audio) the sizing leaves out."""
+    if not arch.encoders:
+        return None
+    return (
+        f"config.json has {' and '.join(arch.encoders)}: the sizing counts the language model only "
+        f"({arch.total_params / 1e9:.1f}B parameters); GPU weights and the download are low by the "
+        "encoder's weights"
     )
 
 

@@ -44,18 +44,21 @@ _LLAMA4_TEXT = {
     "torch_dtype": "bfloat16", "vocab_size": 202048,
 }  # fmt: skip
 # meta-llama/Llama-4-Scout-17B-16E (109B total / 17B active): the Llama4Config a public notes file prints
-# (vision_config left out); every layer MoE.
+# (its vision_config cut to two keys); every layer MoE.
 LLAMA4_SCOUT = {
     "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "tie_word_embeddings": False,
+    "vision_config": {"attention_dropout": 0.0, "hidden_act": "gelu"},
     "text_config": {
         **_LLAMA4_TEXT, "interleave_moe_layer_step": 1, "max_position_embeddings": 262144,
         "moe_layers": list(range(48)), "num_local_experts": 16, "use_qk_norm": True,
     },
 }  # fmt: skip
 # meta-llama/Llama-4-Maverick-17B-128E (400B total / 17B active): TensorRT-LLM's two-layer test copy of its
-# config.json with num_hidden_layers back at the 48 its comment says it was reduced from; every 2nd layer MoE.
+# config.json with num_hidden_layers back at the 48 its comment says it was reduced from (its
+# vision_config cut to two keys); every 2nd layer MoE.
 LLAMA4_MAVERICK = {
     "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "torch_dtype": "bfloat16",
+    "vision_config": {"attention_dropout": 0.0, "hidden_act": "gelu"},
     "text_config": {
         **_LLAMA4_TEXT, "interleave_moe_layer_step": 2, "max_position_embeddings": 1048576,
         "num_local_experts": 128, "use_qk_norm": False,

@@ -1,6 +1,7 @@
 """Published config.json files of MoE models outside the catalog: sized to their model cards' totals."""
 
 import json
+from pathlib import Path
 
 import pytest
 from model_configs import (
@@ -14,6 +15,7 @@ from model_configs import (
 )
 
 from ktinfra import catalog, sizing
+from ktinfra.planner import load_facts, plan
 
 
 def _resolve(tmp_path, config: dict) -> catalog.Architecture:
@@ -88,3 +90,13 @@ def test_ernie_names_its_experts_and_moe_layers_with_its_own_keys(tmp_path):
     assert arch.shared_intermediate_size == 2 * 1536  # moe_num_shared_experts x moe_intermediate_size
     ends_early = _resolve(tmp_path, {**ERNIE_4_5_21B_A3B, "moe_layer_end_index": 20, "moe_layer_interval": 2})
     assert ends_early.num_moe_layers == 10  # layers 1, 3, ..., 19
+
+
+def test_a_multimodal_checkpoint_warns_that_its_encoder_is_not_sized(tmp_path):
+    arch = _resolve(tmp_path, LLAMA4_SCOUT)
+    assert arch.encoders == ("vision_config",)
+    message = "config.json has vision_config: the sizing counts the language model only (107.8B parameters)"
+    assert catalog.unsized_encoders(arch).startswith(message)
+    facts = load_facts(Path(__file__).resolve().parents[1] / "fixtures" / "facts" / "h100-amx.json")
+    assert any(w.startswith(message) for w in plan(facts, str(tmp_path), "serve")["warnings"])
+    assert catalog.unsized_encoders(_resolve(tmp_path, QWEN3_NEXT_80B_A3B)) is None
