@@ -1,7 +1,7 @@
-"""Model catalog: MoE architecture numbers from config.json, and parameter counts derived from them.
+"""Model catalog: MoE architecture numbers read from config.json (the counts are in ktinfra.architecture).
 
 `resolve(name)` accepts a catalog short name (case-insensitive), a Hugging Face repo id, or a local model
-directory holding a config.json. Everything the sizing model needs is computed here from the architecture.
+directory holding a config.json.
 """
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from ktinfra.architecture import MLA, Architecture, LinearAttention
 
 CATALOG_PATH = Path(__file__).parent / "data" / "models.yaml"
 
@@ -23,161 +24,6 @@ class UnknownModelError(ValueError):
 
 class ModelConfigError(ValueError):
     pass
-
-
-@dataclass(frozen=True)
-class MLA:
-    """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)."""
-
-    q_lora_rank: int | None
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
-
-
-@dataclass(frozen=True)
-class Architecture:
-    name: str
-    hf_repo: str | None
-    path: str | None
-    model_type: str
-    hidden_size: int
-    num_layers: int
-    num_dense_layers: int  # layers with a plain MLP instead of an MoE block
-    dense_intermediate_size: int
-    moe_intermediate_size: int
-    num_experts: int
-    experts_per_token: int
-    shared_intermediate_size: int  # all shared experts of one MoE layer together (0 = none)
-    num_attention_heads: int
-    num_kv_heads: int
-    head_dim: int
-    mla: MLA | None
-    vocab_size: int
-    tie_word_embeddings: bool
-    max_position_embeddings: int | None
-    native_dtype: str  # "bf16" | "fp8" (the dtype of the published checkpoint's linear weights)
-    num_mtp_layers: int = 0
-    gguf_repo: str | None = None
-    template: str | None = None
-    legacy_sft_rules: dict = field(default_factory=dict)
-
-    @property
-    def num_moe_layers(self) -> int:
-        return self.num_layers - self.num_dense_layers
-
-    # -- parameter counts (weights only; norms and biases are < 0.1% and left out) --
-    @property
-    def expert_params(self) -> int:
-        """One routed expert: gate, up and down projections."""
-        return 3 * self.hidden_size * self.moe_intermediate_size
-
-    @property
-    def routed_expert_params(self) -> int:
-        return self.expert_params * self.num_experts * self.num_moe_layers
-
-    @property
-    def attention_params_per_layer(self) -> int:
-        h = self.hidden_size
-        heads = self.num_attention_heads
-        if self.mla:
-            m = self.mla
-            qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-            q = h * heads * qk if m.q_lora_rank is None else h * m.q_lora_rank + m.q_lora_rank * heads * qk
-            kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim)
-            kv_b = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
-            return q + kv_a + kv_b + heads * m.v_head_dim * h
-        d = self.head_dim
-        return h * heads * d + 2 * h * self.num_kv_heads * d + heads * d * h
-
-    @property
-    def dense_mlp_params(self) -> int:
-        return 3 * self.hidden_size * self.dense_intermediate_size * self.num_dense_layers
-
-    @property
-    def shared_expert_params(self) -> int:
-        return 3 * self.hidden_size * self.shared_intermediate_size * self.num_moe_layers
-
-    @property
-    def router_params(self) -> int:
-        return self.hidden_size * self.num_experts * self.num_moe_layers
-
-    @property
-    def embedding_params(self) -> int:
-        return self.vocab_size * self.hidden_size
-
-    @property
-    def lm_head_params(self) -> int:
-        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
-
-    @property
-    def non_expert_params(self) -> int:
-        """Everything SGLang/LLaMA-Factory keep on the GPU: attention, dense MLPs, shared experts, routers,
-        embeddings and the LM head."""
-        return (
-            self.attention_params_per_layer * self.num_layers
-            + self.dense_mlp_params
-            + self.shared_expert_params
-            + self.router_params
-            + self.embedding_params
-            + self.lm_head_params
-        )
-
-    @property
-    def mtp_params(self) -> int:
-        """DeepSeek-V3's multi-token-prediction layer: shipped in the checkpoint (with its own copies of the
-        embedding and output head), unused by KT serving."""
-        per_layer = (
-            self.attention_params_per_layer
-            + self.expert_params * self.num_experts
-            + 3 * self.hidden_size * self.shared_intermediate_size
-            + self.hidden_size * self.num_experts
-            + 2 * self.hidden_size * self.hidden_size
-            + 2 * self.vocab_size * self.hidden_size
-        )
-        return self.num_mtp_layers * per_layer
-
-    @property
-    def total_params(self) -> int:
-        return self.non_expert_params + self.routed_expert_params
-
-    @property
-    def active_params(self) -> int:
-        return self.non_expert_params + self.expert_params * self.experts_per_token * self.num_moe_layers
-
-    @property
-    def kv_elements_per_token(self) -> int:
-        """KV-cache elements one token occupies across all layers (MLA caches the compressed latent)."""
-        if self.mla:
-            per_layer = self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
-        else:
-            per_layer = 2 * self.num_kv_heads * self.head_dim
-        return per_layer * self.num_layers
-
-    @property
-    def attention_activation_width(self) -> int:
-        """Per-token width of q, k, v and the attention output of one layer (MLA decompressed)."""
-        heads = self.num_attention_heads
-        if self.mla:
-            qk = self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim
-            return heads * (2 * qk + 2 * self.mla.v_head_dim)
-        return 2 * heads * self.head_dim + 2 * self.num_kv_heads * self.head_dim
-
-    def summary(self) -> dict:
-        return {
-            "name": self.name,
-            "hf_repo": self.hf_repo,
-            "path": self.path,
-            "architecture": self.model_type,
-            "total_params": self.total_params,
-            "active_params": self.active_params,
-            "num_experts": self.num_experts,
-            "experts_per_token": self.experts_per_token,
-            "num_layers": self.num_layers,
-            "num_moe_layers": self.num_moe_layers,
-            "native_dtype": self.native_dtype,
-        }
 
 
 def _int_in(value, low: int, high: int | None) -> bool:
@@ -231,7 +77,7 @@ def _native_dtype(config: dict, source: str) -> str:
     return SIZED_DTYPES[dtype]
 
 
-EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts")  # last: ERNIE
 
 
 def _experts(config: dict, source: str) -> tuple[int, int]:
@@ -243,22 +89,72 @@ def _experts(config: dict, source: str) -> tuple[int, int]:
             f"{source}: not a mixture-of-experts model (config.json {key} is {num_experts}); "
             "KT offloads MoE experts"
         )
-    keys = ("num_experts_per_tok", "num_experts_per_token")
+    keys = ("num_experts_per_tok", "num_experts_per_token", "moe_k")
     return num_experts, _need(config, *keys, source=source, high=num_experts)
 
 
-def _dense_layers(config: dict, layers: int, source: str) -> int:
-    """Layers with a plain MLP: DeepSeek's first_k_dense_replace, or Qwen's mlp_only_layers."""
-    if "first_k_dense_replace" in config:
-        return _int_key(config, "first_k_dense_replace", source, low=0, high=layers - 1) or 0
-    only = config.get("mlp_only_layers") or []
-    in_range = isinstance(only, list) and all(_int_in(i, 0, layers - 1) for i in only)
-    if not in_range or len(set(only)) >= layers:
+def _index_list(config: dict, key: str, layers: int, source: str) -> list[int]:
+    value = config.get(key) or []
+    if not isinstance(value, list) or not all(_int_in(i, 0, layers - 1) for i in value):
         raise ModelConfigError(
-            f"{source}: config.json mlp_only_layers must list some of the layer indices 0..{layers - 1}, "
-            f"got {json.dumps(only)}"
+            f"{source}: config.json {key} must list some of the layer indices 0..{layers - 1}, "
+            f"got {json.dumps(value)}"
         )
-    return len(set(only))
+    return value
+
+
+def _moe_layer_count(config: dict, layers: int, source: str) -> int:
+    """Layers holding routed experts, by each family's keys: DeepSeek/GLM/Kimi first_k_dense_replace and
+    moe_layer_freq, ERNIE moe_layer_start_index/end_index/interval, Llama-4 moe_layers or
+    interleave_moe_layer_step, Qwen mlp_only_layers and decoder_sparse_step (the rules of the transformers
+    modeling code)."""
+    if "first_k_dense_replace" in config:
+        first = _int_key(config, "first_k_dense_replace", source, low=0, high=layers - 1) or 0
+        freq = _int_key(config, "moe_layer_freq", source) or 1
+        moe = [i for i in range(first, layers) if i % freq == 0]
+    elif "moe_layer_start_index" in config:  # ERNIE-4.5
+        start = _int_key(config, "moe_layer_start_index", source, low=0, high=layers - 1) or 0
+        end = _int_key(config, "moe_layer_end_index", source, low=0, high=layers - 1)
+        step = _int_key(config, "moe_layer_interval", source, high=layers) or 1
+        moe = [i for i in range(start, layers if end is None else end + 1) if (i + 1) % step == 0]
+    elif "moe_layers" in config or "interleave_moe_layer_step" in config:
+        step = _int_key(config, "interleave_moe_layer_step", source, high=layers) or 1
+        moe = _index_list(config, "moe_layers", layers, source) or list(range(step - 1, layers, step))
+    else:
+        step = _int_key(config, "decoder_sparse_step", source, high=layers) or 1
+        dense = set(_index_list(config, "mlp_only_layers", layers, source))
+        moe = [i for i in range(layers) if i not in dense and (i + 1) % step == 0]
+    if not moe:
+        raise ModelConfigError(f"{source}: config.json leaves none of the {layers} layers with experts")
+    return len(set(moe))
+
+
+def _linear_attention(config: dict, layers: int, source: str) -> LinearAttention | None:
+    """Qwen3-Next's layer_types (or full_attention_interval): which layers are linear attention."""
+    kinds = config.get("layer_types")
+    if isinstance(kinds, list):
+        if len(kinds) != layers:
+            raise ModelConfigError(
+                f"{source}: config.json layer_types lists {len(kinds)} layers, num_hidden_layers is {layers}"
+            )
+        linear = kinds.count("linear_attention")
+    elif config.get("full_attention_interval") is not None and "linear_num_value_heads" in config:
+        interval = _int_key(config, "full_attention_interval", source, high=layers)
+        linear = layers - layers // interval
+    else:
+        return None
+    if not linear:
+        return None
+    if linear == layers:
+        raise ModelConfigError(f"{source}: config.json layer_types has no full_attention layer")
+    return LinearAttention(
+        num_layers=linear,
+        key_heads=_need(config, "linear_num_key_heads", source=source),
+        value_heads=_need(config, "linear_num_value_heads", source=source),
+        key_head_dim=_need(config, "linear_key_head_dim", source=source),
+        value_head_dim=_need(config, "linear_value_head_dim", source=source),
+        conv_kernel=_need(config, "linear_conv_kernel_dim", source=source),
+    )
 
 
 def _mla(config: dict, source: str) -> MLA | None:
@@ -274,11 +170,24 @@ def _mla(config: dict, source: str) -> MLA | None:
     )
 
 
+# Families whose every MoE block also runs one shared expert of intermediate_size, with no config key to say
+# so (transformers Llama4TextMoe.shared_expert).
+IMPLICIT_SHARED_EXPERT = ("llama4_text",)
+
+
 def _shared_intermediate(config: dict, moe_inter: int, source: str) -> int:
     shared = _int_key(config, "shared_expert_intermediate_size", source, low=0)
     if shared:
         return shared
-    return (_int_key(config, "n_shared_experts", source, low=0) or 0) * moe_inter
+    if config.get("model_type") in IMPLICIT_SHARED_EXPERT:
+        return moe_inter
+    shared_key = (
+        "moe_num_shared_experts" if "moe_num_shared_experts" in config else "n_shared_experts"
+    )  # ERNIE
+    return (_int_key(config, shared_key, source, low=0) or 0) * moe_inter
+
+
+MULTIMODAL_ENCODERS = ("vision_config", "audio_config")
 
 
 def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: str | None = None, **extra):
@@ -286,13 +195,17 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
 
     ModelConfigError, naming the key and the file, for a value a real model cannot have."""
     source = path or name
+    encoders: tuple[str, ...] = ()
     if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
+        encoders = tuple(k for k in config if k.endswith("_config") and k in MULTIMODAL_ENCODERS)
         config = {**config["text_config"], "quantization_config": config.get("quantization_config")}
     num_experts, per_token = _experts(config, source)
     hidden = _need(config, "hidden_size", source=source)
     layers = _need(config, "num_hidden_layers", source=source)
     heads = _need(config, "num_attention_heads", source=source)
-    dense_inter = _int_key(config, "intermediate_size", source, low=0) or 0
+    # Llama-4 names its dense layers' MLP width intermediate_size_mlp and its experts' intermediate_size
+    dense_inter = _int_key(config, "intermediate_size_mlp", source, low=0) or 0
+    dense_inter = dense_inter or _int_key(config, "intermediate_size", source, low=0) or 0
     moe_inter = _int_key(config, "moe_intermediate_size", source, low=0) or 0
     if not moe_inter:  # Mixtral-style configs size experts with intermediate_size
         moe_inter = _need(config, "intermediate_size", source=source)
@@ -303,7 +216,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         model_type=str(config.get("model_type") or "unknown"),
         hidden_size=hidden,
         num_layers=layers,
-        num_dense_layers=_dense_layers(config, layers, source),
+        num_dense_layers=layers - _moe_layer_count(config, layers, source),
         dense_intermediate_size=dense_inter,
         moe_intermediate_size=moe_inter,
         num_experts=num_experts,
@@ -318,6 +231,8 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         max_position_embeddings=_int_key(config, "max_position_embeddings", source),
         native_dtype=_native_dtype(config, source),
         num_mtp_layers=_int_key(config, "num_nextn_predict_layers", source, low=0) or 0,
+        linear_attention=_linear_attention(config, layers, source),
+        encoders=encoders,
         **extra,
     )
 
@@ -418,6 +333,17 @@ def unverified_architecture(arch: Architecture) -> str | None:
     return (
         f"architecture {arch.model_type} is outside the catalog's ({', '.join(known)}): kt-kernel and "
         "SGLang-KT support for it is unverified, and so is this sizing"
+    )
+
+
+def unsized_encoders(arch: Architecture) -> str | None:
+    """A warning when the checkpoint carries encoders (vision, audio) the sizing leaves out."""
+    if not arch.encoders:
+        return None
+    return (
+        f"config.json has {' and '.join(arch.encoders)}: the sizing counts the language model only "
+        f"({arch.total_params / 1e9:.1f}B parameters); GPU weights and the download are low by the "
+        "encoder's weights"
     )
 
 

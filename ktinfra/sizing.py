@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ktinfra.catalog import Architecture
+from ktinfra.architecture import Architecture
 
 GB = 1e9
 

@@ -71,9 +71,8 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
     try:
         validate(facts)
         arch = catalog.resolve(model)
-        unverified = catalog.unverified_architecture(arch)
-        if unverified:
-            early_warnings.append(unverified)
+        caveats = (catalog.unverified_architecture(arch), catalog.unsized_encoders(arch))
+        early_warnings += [caveat for caveat in caveats if caveat]
         profile = profiles.load_profile(options.get("stack") or profiles.DEFAULT_PROFILE)
         if options.get("cpu_format") and mode == "sft":
             raise PlanInputError("--cpu-format applies to serve; SFT reads BF16 experts")

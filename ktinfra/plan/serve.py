@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ktinfra import sizing
-from ktinfra.catalog import Architecture
+from ktinfra.architecture import Architecture
 from ktinfra.plan import formats
 from ktinfra.plan.host import (
     GB,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ktinfra import sizing
-from ktinfra.catalog import Architecture
+from ktinfra.architecture import Architecture
 from ktinfra.plan.host import (
     ISA_UNKNOWN,
     MIB,

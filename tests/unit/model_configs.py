@@ -6,3 +6,94 @@ MIXTRAL_8X7B = {
     "num_local_experts": 8, "num_experts_per_tok": 2, "num_attention_heads": 32, "num_key_value_heads": 8,
     "vocab_size": 32000, "torch_dtype": "bfloat16",
 }  # fmt: skip
+
+# zai-org/GLM-4.5-Air: the Glm4MoeConfig ms-swift prints when loading ZhipuAI/GLM-4.5-Air (a public Megatron
+# conversion log); published as 106B total / 12B active (transformers docs/source/en/model_doc/glm4_moe.md)
+GLM_4_5_AIR = {
+    "architectures": ["Glm4MoeForCausalLM"], "attention_bias": True, "first_k_dense_replace": 1,
+    "head_dim": 128, "hidden_size": 4096, "intermediate_size": 10944, "max_position_embeddings": 131072,
+    "model_type": "glm4_moe", "moe_intermediate_size": 1408, "n_group": 1, "n_routed_experts": 128,
+    "n_shared_experts": 1,
+    "norm_topk_prob": True, "num_attention_heads": 96, "num_experts_per_tok": 8, "num_hidden_layers": 46,
+    "num_key_value_heads": 8, "num_nextn_predict_layers": 1, "partial_rotary_factor": 0.5,
+    "routed_scaling_factor": 1.0, "tie_word_embeddings": False, "topk_group": 1, "torch_dtype": "bfloat16",
+    "use_qk_norm": False, "vocab_size": 151552,
+}  # fmt: skip
+
+# Qwen3-Next-80B-A3B (80B total / 3B active): the qwen3_next config.json of Qwen3-Coder-Next as a public test
+# transcribes it (same architecture; it notes only rope_theta differs from the 80B's), without its
+# quantization_config. layer_types: every 4th layer full attention, the rest Gated DeltaNet.
+QWEN3_NEXT_80B_A3B = {
+    "architectures": ["Qwen3NextForCausalLM"], "attention_bias": False, "decoder_sparse_step": 1,
+    "dtype": "bfloat16", "full_attention_interval": 4, "head_dim": 256, "hidden_size": 2048,
+    "intermediate_size": 5120,
+    "layer_types": ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(48)],
+    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32, "linear_value_head_dim": 128, "max_position_embeddings": 262144,
+    "mlp_only_layers": [], "model_type": "qwen3_next", "moe_intermediate_size": 512, "norm_topk_prob": True,
+    "num_attention_heads": 16, "num_experts": 512, "num_experts_per_tok": 10, "num_hidden_layers": 48,
+    "num_key_value_heads": 2, "partial_rotary_factor": 0.25, "shared_expert_intermediate_size": 512,
+    "tie_word_embeddings": False, "vocab_size": 151936,
+}  # fmt: skip
+
+_LLAMA4_TEXT = {
+    "attention_bias": False, "attention_chunk_size": 8192, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+    "model_type": "llama4_text", "num_attention_heads": 40, "num_experts_per_tok": 1,
+    "num_hidden_layers": 48, "num_key_value_heads": 8,
+    "torch_dtype": "bfloat16", "vocab_size": 202048,
+}  # fmt: skip
+# meta-llama/Llama-4-Scout-17B-16E (109B total / 17B active): the Llama4Config a public notes file prints
+# (its vision_config cut to two keys); every layer MoE.
+LLAMA4_SCOUT = {
+    "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "tie_word_embeddings": False,
+    "vision_config": {"attention_dropout": 0.0, "hidden_act": "gelu"},
+    "text_config": {
+        **_LLAMA4_TEXT, "interleave_moe_layer_step": 1, "max_position_embeddings": 262144,
+        "moe_layers": list(range(48)), "num_local_experts": 16, "use_qk_norm": True,
+    },
+}  # fmt: skip
+# meta-llama/Llama-4-Maverick-17B-128E (400B total / 17B active): TensorRT-LLM's two-layer test copy of its
+# config.json with num_hidden_layers back at the 48 its comment says it was reduced from (its
+# vision_config cut to two keys); every 2nd layer MoE.
+LLAMA4_MAVERICK = {
+    "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "torch_dtype": "bfloat16",
+    "vision_config": {"attention_dropout": 0.0, "hidden_act": "gelu"},
+    "text_config": {
+        **_LLAMA4_TEXT, "interleave_moe_layer_step": 2, "max_position_embeddings": 1048576,
+        "num_local_experts": 128, "use_qk_norm": False,
+    },
+}  # fmt: skip
+
+# MiniMaxAI/MiniMax-M2 (230B total / 10B active): the config a vLLM test builds for it, FP8 block quantization
+MINIMAX_M2 = {
+    "architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "hidden_size": 3072,
+    "intermediate_size": 1536, "num_hidden_layers": 62, "num_attention_heads": 48, "num_key_value_heads": 8,
+    "head_dim": 128, "rotary_dim": 64, "num_local_experts": 256, "num_experts_per_tok": 8,
+    "scoring_func": "sigmoid", "use_routing_bias": True, "use_qk_norm": True,
+    "max_position_embeddings": 204800, "vocab_size": 200064, "tie_word_embeddings": False,
+    "num_mtp_modules": 3, "mtp_transformer_layers": 1,
+    "use_mtp": True,
+    "quantization_config": {
+        "activation_scheme": "dynamic", "fmt": "float8_e4m3fn", "quant_method": "fp8",
+        "weight_block_size": [128, 128],
+    },
+}  # fmt: skip
+
+# Qwen/Qwen2-57B-A14B (57B total / 14B active): TensorRT-LLM's QWEN2_57B_A14B_CONFIG test copy
+QWEN2_57B_A14B = {
+    "architectures": ["Qwen2MoeForCausalLM"], "decoder_sparse_step": 1, "hidden_size": 3584,
+    "intermediate_size": 18944, "max_position_embeddings": 131072, "model_type": "qwen2_moe",
+    "moe_intermediate_size": 2560, "num_attention_heads": 28, "num_experts": 64, "num_experts_per_tok": 8,
+    "num_hidden_layers": 28, "num_key_value_heads": 4, "shared_expert_intermediate_size": 20480,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 151936,
+}  # fmt: skip
+
+# baidu/ERNIE-4.5-21B-A3B-PT (21B total / 3B active): the config.json a public Swift test embeds
+ERNIE_4_5_21B_A3B = {
+    "model_type": "ernie4_5_moe", "hidden_size": 2560, "intermediate_size": 12288,
+    "max_position_embeddings": 131072, "num_attention_heads": 20, "num_key_value_heads": 4, "head_dim": None,
+    "num_hidden_layers": 28, "vocab_size": 103424, "use_bias": False, "tie_word_embeddings": True,
+    "moe_num_experts": 64, "moe_layer_start_index": 1, "moe_intermediate_size": 1536, "moe_k": 6,
+    "moe_layer_interval": 1, "moe_num_shared_experts": 2, "moe_layer_end_index": None,
+}  # fmt: skip

@@ -1,0 +1,202 @@
+"""A MoE model's architecture as config.json gives it, and the parameter and KV-cache counts derived from it.
+
+ktinfra.catalog builds these from the catalog and from local config.json files; ktinfra.sizing turns them
+into bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2)."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class LinearAttention:
+    """Gated DeltaNet layers (Qwen3-Next): a fixed-size recurrent state per request, no KV cache."""
+
+    num_layers: int
+    key_heads: int
+    value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+
+    def params_per_layer(self, hidden: int) -> int:
+        """in_proj_qkvz (q, k, v and the gate z), in_proj_ba (two per value head), the depthwise
+        convolution over q, k and v, and out_proj."""
+        k = self.key_heads * self.key_head_dim
+        v = self.value_heads * self.value_head_dim
+        return (
+            hidden * (2 * k + 2 * v)
+            + hidden * 2 * self.value_heads
+            + self.conv_kernel * (2 * k + v)
+            + v * hidden
+        )
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    hf_repo: str | None
+    path: str | None
+    model_type: str
+    hidden_size: int
+    num_layers: int
+    num_dense_layers: int  # layers with a plain MLP instead of an MoE block
+    dense_intermediate_size: int
+    moe_intermediate_size: int
+    num_experts: int
+    experts_per_token: int
+    shared_intermediate_size: int  # all shared experts of one MoE layer together (0 = none)
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    mla: MLA | None
+    vocab_size: int
+    tie_word_embeddings: bool
+    max_position_embeddings: int | None
+    native_dtype: str  # "bf16" | "fp8" (the dtype of the published checkpoint's linear weights)
+    num_mtp_layers: int = 0
+    linear_attention: LinearAttention | None = None
+    encoders: tuple[str, ...] = ()  # config.json sections of a multimodal wrapper that are not sized
+    gguf_repo: str | None = None
+    template: str | None = None
+    legacy_sft_rules: dict = field(default_factory=dict)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.num_dense_layers
+
+    @property
+    def num_kv_layers(self) -> int:
+        """Layers with softmax attention and so a KV cache."""
+        return self.num_layers - (self.linear_attention.num_layers if self.linear_attention else 0)
+
+    # -- parameter counts (weights only; norms and biases are < 0.1% and left out) --
+    @property
+    def expert_params(self) -> int:
+        """One routed expert: gate, up and down projections."""
+        return 3 * self.hidden_size * self.moe_intermediate_size
+
+    @property
+    def routed_expert_params(self) -> int:
+        return self.expert_params * self.num_experts * self.num_moe_layers
+
+    @property
+    def attention_params_per_layer(self) -> int:
+        h = self.hidden_size
+        heads = self.num_attention_heads
+        if self.mla:
+            m = self.mla
+            qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+            q = h * heads * qk if m.q_lora_rank is None else h * m.q_lora_rank + m.q_lora_rank * heads * qk
+            kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim)
+            kv_b = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
+            return q + kv_a + kv_b + heads * m.v_head_dim * h
+        d = self.head_dim
+        return h * heads * d + 2 * h * self.num_kv_heads * d + heads * d * h
+
+    @property
+    def attention_params(self) -> int:
+        """Every layer's attention: softmax attention, and the linear attention of hybrid models."""
+        linear = self.linear_attention
+        mixers = linear.params_per_layer(self.hidden_size) * linear.num_layers if linear else 0
+        return self.attention_params_per_layer * self.num_kv_layers + mixers
+
+    @property
+    def dense_mlp_params(self) -> int:
+        return 3 * self.hidden_size * self.dense_intermediate_size * self.num_dense_layers
+
+    @property
+    def shared_expert_params(self) -> int:
+        return 3 * self.hidden_size * self.shared_intermediate_size * self.num_moe_layers
+
+    @property
+    def router_params(self) -> int:
+        return self.hidden_size * self.num_experts * self.num_moe_layers
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def lm_head_params(self) -> int:
+        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+
+    @property
+    def non_expert_params(self) -> int:
+        """Everything SGLang/LLaMA-Factory keep on the GPU: attention, dense MLPs, shared experts, routers,
+        embeddings and the LM head."""
+        return (
+            self.attention_params
+            + self.dense_mlp_params
+            + self.shared_expert_params
+            + self.router_params
+            + self.embedding_params
+            + self.lm_head_params
+        )
+
+    @property
+    def mtp_params(self) -> int:
+        """DeepSeek-V3's multi-token-prediction layer: shipped in the checkpoint (with its own copies of the
+        embedding and output head), unused by KT serving."""
+        per_layer = (
+            self.attention_params_per_layer
+            + self.expert_params * self.num_experts
+            + 3 * self.hidden_size * self.shared_intermediate_size
+            + self.hidden_size * self.num_experts
+            + 2 * self.hidden_size * self.hidden_size
+            + 2 * self.vocab_size * self.hidden_size
+        )
+        return self.num_mtp_layers * per_layer
+
+    @property
+    def total_params(self) -> int:
+        return self.non_expert_params + self.routed_expert_params
+
+    @property
+    def active_params(self) -> int:
+        return self.non_expert_params + self.expert_params * self.experts_per_token * self.num_moe_layers
+
+    @property
+    def kv_elements_per_token(self) -> int:
+        """KV-cache elements one token occupies across all layers (MLA caches the compressed latent)."""
+        if self.mla:
+            per_layer = self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        else:
+            per_layer = 2 * self.num_kv_heads * self.head_dim
+        return per_layer * self.num_kv_layers
+
+    @property
+    def attention_activation_width(self) -> int:
+        """Per-token width of q, k, v and the attention output of one layer (MLA decompressed)."""
+        heads = self.num_attention_heads
+        if self.mla:
+            qk = self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim
+            return heads * (2 * qk + 2 * self.mla.v_head_dim)
+        return 2 * heads * self.head_dim + 2 * self.num_kv_heads * self.head_dim
+
+    def summary(self) -> dict:
+        return {
+            "name": self.name,
+            "hf_repo": self.hf_repo,
+            "path": self.path,
+            "architecture": self.model_type,
+            "total_params": self.total_params,
+            "active_params": self.active_params,
+            "num_experts": self.num_experts,
+            "experts_per_token": self.experts_per_token,
+            "num_layers": self.num_layers,
+            "num_moe_layers": self.num_moe_layers,
+            "native_dtype": self.native_dtype,
+        }

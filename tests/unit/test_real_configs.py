@@ -1,0 +1,102 @@
+"""Published config.json files of MoE models outside the catalog: sized to their model cards' totals."""
+
+import json
+from pathlib import Path
+
+import pytest
+from model_configs import (
+    ERNIE_4_5_21B_A3B,
+    GLM_4_5_AIR,
+    LLAMA4_MAVERICK,
+    LLAMA4_SCOUT,
+    MINIMAX_M2,
+    QWEN2_57B_A14B,
+    QWEN3_NEXT_80B_A3B,
+)
+
+from ktinfra import catalog, sizing
+from ktinfra.planner import load_facts, plan
+
+
+def _resolve(tmp_path, config: dict) -> catalog.Architecture:
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return catalog.resolve(str(tmp_path))
+
+
+# (config, published total, published active); Llama-4's totals include its ~1B vision encoder
+PUBLISHED = {
+    "GLM-4.5-Air": (GLM_4_5_AIR, 106e9, 12e9),
+    "Qwen2-57B-A14B": (QWEN2_57B_A14B, 57.4e9, 14.2e9),
+    "MiniMax-M2": (MINIMAX_M2, 230e9, 10e9),
+    "Llama-4-Scout": (LLAMA4_SCOUT, 109e9, 17e9),
+    "Llama-4-Maverick": (LLAMA4_MAVERICK, 400e9, 17e9),
+    "ERNIE-4.5-21B-A3B": (ERNIE_4_5_21B_A3B, 21.8e9, 3.4e9),  # 3B active + 0.26B tied embeddings
+    "Qwen3-Next-80B-A3B": (QWEN3_NEXT_80B_A3B, 80e9, 3.8e9),  # 3B active + 0.6B embeddings and LM head
+}
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_parameter_counts_match_the_model_cards(tmp_path, name):
+    config, total, active = PUBLISHED[name]
+    arch = _resolve(tmp_path, config)
+    assert arch.total_params == pytest.approx(total, rel=0.03)
+    assert arch.active_params == pytest.approx(active, rel=0.12)
+
+
+def test_llama4_maverick_interleaves_dense_and_moe_layers(tmp_path):
+    arch = _resolve(tmp_path, LLAMA4_MAVERICK)
+    assert (arch.num_moe_layers, arch.num_dense_layers) == (24, 24)
+    assert arch.dense_intermediate_size == 16384  # intermediate_size_mlp, not the experts' 8192
+    assert arch.shared_intermediate_size == 8192  # Llama4TextMoe's shared expert
+
+
+def test_explicit_moe_layers_win_over_the_interleave_step(tmp_path):
+    text = {**LLAMA4_MAVERICK["text_config"], "moe_layers": [1, 3, 5]}
+    arch = _resolve(tmp_path, {**LLAMA4_MAVERICK, "text_config": text})
+    assert arch.num_moe_layers == 3
+
+
+def test_qwen_decoder_sparse_step_puts_experts_in_every_nth_layer(tmp_path):
+    arch = _resolve(tmp_path, {**QWEN2_57B_A14B, "decoder_sparse_step": 2, "mlp_only_layers": [1]})
+    assert arch.num_moe_layers == 13  # layers 3, 5, ..., 27 (layer 1 is listed as MLP-only)
+
+
+def test_qwen3_next_caches_keys_and_values_only_in_its_full_attention_layers(tmp_path):
+    arch = _resolve(tmp_path, QWEN3_NEXT_80B_A3B)
+    assert (arch.num_kv_layers, arch.linear_attention.num_layers) == (12, 36)
+    # 12 layers x 2 KV heads x 256 dims x (K and V) x bf16, not 48 layers' worth
+    assert sizing.kv_bytes_per_token(arch) == 12 * 2 * 256 * 2 * 2
+    # the Gated DeltaNet projections of the checkpoint: in_proj_qkvz [12288, 2048], in_proj_ba [64, 2048],
+    # out_proj [2048, 4096], plus the depthwise conv1d over q, k and v (8192 channels x 4 taps)
+    linear = 12288 * 2048 + 64 * 2048 + 2048 * 4096 + 8192 * 4
+    assert arch.attention_params == 12 * arch.attention_params_per_layer + 36 * linear
+
+
+def test_full_attention_interval_stands_in_for_layer_types(tmp_path):
+    config = {k: v for k, v in QWEN3_NEXT_80B_A3B.items() if k != "layer_types"}
+    assert _resolve(tmp_path, config).num_kv_layers == 12
+
+
+def test_layer_types_of_the_wrong_length_are_refused(tmp_path):
+    config = {**QWEN3_NEXT_80B_A3B, "layer_types": ["linear_attention", "full_attention"]}
+    with pytest.raises(catalog.ModelConfigError, match="layer_types lists 2 layers, num_hidden_layers is 48"):
+        _resolve(tmp_path, config)
+
+
+def test_ernie_names_its_experts_and_moe_layers_with_its_own_keys(tmp_path):
+    arch = _resolve(tmp_path, ERNIE_4_5_21B_A3B)
+    assert (arch.num_experts, arch.experts_per_token) == (64, 6)  # moe_num_experts, moe_k
+    assert (arch.num_dense_layers, arch.num_moe_layers) == (1, 27)  # moe_layer_start_index 1
+    assert arch.shared_intermediate_size == 2 * 1536  # moe_num_shared_experts x moe_intermediate_size
+    ends_early = _resolve(tmp_path, {**ERNIE_4_5_21B_A3B, "moe_layer_end_index": 20, "moe_layer_interval": 2})
+    assert ends_early.num_moe_layers == 10  # layers 1, 3, ..., 19
+
+
+def test_a_multimodal_checkpoint_warns_that_its_encoder_is_not_sized(tmp_path):
+    arch = _resolve(tmp_path, LLAMA4_SCOUT)
+    assert arch.encoders == ("vision_config",)
+    message = "config.json has vision_config: the sizing counts the language model only (107.8B parameters)"
+    assert catalog.unsized_encoders(arch).startswith(message)
+    facts = load_facts(Path(__file__).resolve().parents[1] / "fixtures" / "facts" / "h100-amx.json")
+    assert any(w.startswith(message) for w in plan(facts, str(tmp_path), "serve")["warnings"])
+    assert catalog.unsized_encoders(_resolve(tmp_path, QWEN3_NEXT_80B_A3B)) is None
