@@ -52,8 +52,8 @@ def _capacity_problems(facts: dict, est, mode: str) -> tuple[list[str], list[str
 
 
 def _gpus_used(facts: dict, mode: str, section: dict) -> dict:
-    """The facts narrowed to the GPUs the plan runs on: serve leaves out GPUs it does not use."""
-    chosen = section.get("gpu_indices") if mode == "serve" else None
+    """The facts narrowed to the GPUs the plan runs on (serve and sft leave out GPUs they do not use)."""
+    chosen = section.get("gpu_indices")
     if not chosen:
         return facts
     return {**facts, "gpus": [g for g in facts["gpus"] if g["index"] in chosen]}  # validate() requires index
@@ -94,11 +94,10 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
     except ValueError as exc:  # e.g. an unknown --cpu-format
         raise PlanInputError(str(exc)) from exc
 
-    problems = gpu_problems(_gpus_used(facts, mode, section), purpose) + problems
+    used = _gpus_used(facts, mode, section)
+    problems = gpu_problems(used, purpose) + problems
     if mode == "sft":
-        early_warnings += unknown_capability_warnings(
-            facts["gpus"], "KT's minimum of 8.0 (bf16 tensor cores)"
-        )
+        early_warnings += unknown_capability_warnings(used["gpus"], "KT's minimum of 8.0 (bf16 tensor cores)")
     more, warnings = _capacity_problems(facts, est, mode)
     problems += more
     warnings = early_warnings + warnings

@@ -287,6 +287,36 @@ def gpu_problems(facts: dict, purpose: str) -> list[str]:
     return problems
 
 
+def too_old_for_kt(gpu: dict) -> bool:
+    cc = compute_capability(gpu)
+    return cc is not None and cc < MIN_COMPUTE_CAPABILITY
+
+
+def kt_capable_groups(gpus: list[dict]) -> list[list[dict]]:
+    """Identical-GPU groups among the GPUs KT can run on (compute capability >= 8.0 or unknown); among all
+    of them when none qualifies, which the plan then reports as a problem."""
+    return identical_gpu_groups([g for g in gpus if not too_old_for_kt(g)] or gpus)
+
+
+def left_out_reason(gpus: list[dict], used: list[dict], ranks: str, also: str | None = None) -> str:
+    """Why a plan runs on `used` and not on the rest of `gpus` (its gpu_indices reason); `also`: one more
+    cause, the caller's own."""
+    why = f"{', '.join(str(g.get('index')) for g in used)}: {gpu_names(used)}"
+    left = [g for g in gpus if all(g is not u for u in used)]
+    if not left:
+        return why + ", every GPU on the host"
+    old = [g for g in left if too_old_for_kt(g)]
+    causes = [f"compute capability below 8.0 ({', '.join(str(g.get('index')) for g in old)})"] if old else []
+    if len(kt_capable_groups(gpus)) > 1:
+        causes.append(
+            f"{ranks} must be identical GPUs (same name and memory); the ones used hold the most memory"
+        )
+    because = "; ".join(causes)
+    if also:
+        because += (" and " if because else "") + also
+    return f"{why}; left out {gpu_names(left, listed=True)}: {because}"
+
+
 def gpu_memory_bytes(gpus: list[dict]) -> int:
     """Memory of the smallest of `gpus`: tensor-parallel and data-parallel ranks are sized alike."""
     return min(g["memory_mib"] for g in gpus) * MIB

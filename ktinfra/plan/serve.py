@@ -9,13 +9,13 @@ from ktinfra.architecture import Architecture
 from ktinfra.plan import formats
 from ktinfra.plan.host import (
     GB,
-    MIN_COMPUTE_CAPABILITY,
     compute_capability,
     cpu_worker_threads,
     gb,
     gpu_memory_bytes,
     gpu_names,
-    identical_gpu_groups,
+    kt_capable_groups,
+    left_out_reason,
     numa_nodes_in_use,
     thread_pools,
     unknown_capability_warnings,
@@ -193,45 +193,23 @@ def _network(opts: dict, reasons: dict) -> dict:
     return {"host": host, "port": port}
 
 
-def _too_old(gpu: dict) -> bool:
-    cc = compute_capability(gpu)
-    return cc is not None and cc < MIN_COMPUTE_CAPABILITY
-
-
 def choose_gpus(arch: Architecture, gpus: list[dict]) -> tuple[list[dict], str, str]:
     """(GPUs to serve on, why these, why this tensor-parallel size): tensor parallel over identical GPUs
     only, the group whose ranks hold the most memory (ties: the most GPUs), among the GPUs KT can use
     (compute capability >= 8.0 or unknown; all of them when none qualifies, which the plan reports)."""
-    groups = identical_gpu_groups([g for g in gpus if not _too_old(g)] or gpus)
 
     def usable(group: list[dict]) -> tuple[int, int]:
         tp = tensor_parallel(arch, len(group))
         return tp * group[0]["memory_mib"], tp
 
-    group = max(groups, key=usable)
+    group = max(kt_capable_groups(gpus), key=usable)
     used = group[: usable(group)[1]]
     tp_why = (
         f"{len(group)} x {group[0].get('name')}; {len(used)} is the largest power of two <= {len(group)} "
         f"that divides {arch.num_attention_heads} heads"
     )
-    why = f"{', '.join(str(g.get('index')) for g in used)}: {gpu_names(used)}"
-    left = [g for g in gpus if all(g is not u for u in used)]
-    if not left:
-        return used, why + ", every GPU on the host", tp_why
-    why += f"; left out {gpu_names(left, listed=True)}: "
-    old = [g for g in left if _too_old(g)]
-    if old:
-        why += f"compute capability below 8.0 ({', '.join(str(g.get('index')) for g in old)})"
-    if len(groups) > 1:
-        why += ("; " if old else "") + (
-            "tensor-parallel ranks must be identical GPUs (same name and memory); the ones used hold "
-            "the most memory"
-        )
-    if len(used) < len(group):
-        why += (
-            " and " if len(groups) > 1 or old else ""
-        ) + "the tensor-parallel size must divide the attention heads"
-    return used, why, tp_why
+    heads = "the tensor-parallel size must divide the attention heads" if len(used) < len(group) else None
+    return used, left_out_reason(gpus, used, "tensor-parallel ranks", heads), tp_why
 
 
 def _capability_warnings(arch, gpus, dtype, warnings) -> None:

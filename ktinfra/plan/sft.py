@@ -6,14 +6,14 @@ from ktinfra import sizing
 from ktinfra.architecture import Architecture
 from ktinfra.plan.host import (
     ISA_UNKNOWN,
-    MIB,
     amx_unknown,
     cpu_worker_threads,
     gb,
     gpu_memory_bytes,
     gpu_names,
     has_amx,
-    identical_gpu_groups,
+    kt_capable_groups,
+    left_out_reason,
     numa_nodes_in_use,
 )
 
@@ -67,22 +67,25 @@ def per_gpu_need(est: sizing.Estimate, gpus: int) -> float:
 
 
 def _vram_problem(est: sizing.Estimate, gpus: list[dict], cutoff: int, gpu_bytes: int) -> str:
-    """Batch 1 does not fit: what one GPU must hold, part by part, against the smallest GPU."""
+    """Batch 1 does not fit: what each of the run's identical GPUs must hold, part by part."""
     share = sizing.sft_per_gpu_bytes(est, len(gpus))
     runtime = sizing.sft_gpu_runtime_bytes(est)
-    if len(identical_gpu_groups(gpus)) == 1:
-        smallest = gpu_names(gpus)
-    else:
-        small = [g for g in gpus if g["memory_mib"] * MIB == gpu_bytes]
-        smallest = f"the smallest, {gpu_names(small, listed=True)},"
     peak = f"{gb(share)} allocated at peak"
     if len(gpus) > 1:
         sharded = gb(est.breakdown["gpu_weights"] + est.breakdown["lora_gpu_train_state"])
         peak += f" on each, the {sharded} of weights and LoRA state sharded over {len(gpus)} GPUs"
     return (
         f"needs {gb(share + runtime)} GPU memory per GPU at cutoff_len {cutoff}, batch 1 ({peak}, + "
-        f"{gb(runtime)} CUDA context and allocator cache), {smallest} has {gb(gpu_bytes)}"
+        f"{gb(runtime)} CUDA context and allocator cache), {gpu_names(gpus)} has {gb(gpu_bytes)}"
     )
+
+
+def choose_gpus(gpus: list[dict]) -> tuple[list[dict], str]:
+    """(data-parallel ranks of the run, why these): the identical GPUs holding the most memory together
+    (ties: more GPUs) among those KT can use. FSDP sizes every rank like the smallest and steps at the
+    slowest one's pace, so a mismatched GPU would only cut the batch; an old one would stop the run."""
+    used = max(kt_capable_groups(gpus), key=lambda group: (len(group) * group[0]["memory_mib"], len(group)))
+    return used, left_out_reason(gpus, used, "data-parallel ranks")
 
 
 def kt_keys(arch: Architecture, facts: dict, profile: dict, gpus: int) -> tuple[dict, dict, str, list]:
@@ -138,17 +141,20 @@ def plan_sft(
     if not has_amx(facts):
         lacking = ISA_UNKNOWN if amx_unknown(facts) else f"{facts['cpu'].get('model') or 'this CPU'} has none"
         problems.append(f"KT fine-tuning needs AMX (seed 000: `lscpu | grep -i amx`); {lacking}")
-    gpus = len(facts["gpus"])
+    used: list[dict] = []
+    if facts["gpus"]:
+        used, reasons["gpu_indices"] = choose_gpus(facts["gpus"])
+    gpus = len(used)
     cutoff_opt = opts.get("cutoff_len")
     checkpointing, reasons["gradient_checkpointing"] = gradient_checkpointing(arch, profile)
     if gpus:
-        gpu_bytes = gpu_memory_bytes(facts["gpus"])
+        gpu_bytes = gpu_memory_bytes(used)
         cutoff, batch, fits = choose_batch(arch, gpus, gpu_bytes, cutoff_opt, checkpointing)
     else:
         cutoff, batch, fits, gpu_bytes = cutoff_opt or sizing.SFT_CUTOFF_LEN, 1, True, 0
     est = sizing.sft(arch, cutoff_len=cutoff, batch_size=batch, gradient_checkpointing=checkpointing)
     if gpus and not fits:
-        problems.append(_vram_problem(est, facts["gpus"], cutoff, gpu_bytes))
+        problems.append(_vram_problem(est, used, cutoff, gpu_bytes))
     accumulation = max(1, EFFECTIVE_BATCH // batch)
     reasons["per_device_train_batch_size"] = (
         f"{batch} x {accumulation} gradient accumulation = {batch * accumulation}; "
@@ -185,6 +191,7 @@ def plan_sft(
         "kt": keys,
         "launcher": launcher,
         "checkpoint_dtype": "bf16",
+        "gpu_indices": [g["index"] for g in used],  # nvidia-smi's index; validate() requires it
     }
     if arch.native_dtype != "bf16":
         reasons["checkpoint_dtype"] = (

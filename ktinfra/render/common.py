@@ -107,6 +107,20 @@ def env_line(key: str, value: str) -> str:
     return f'{key}="{value}"'
 
 
+def gpu_visibility(indices: object, where: str) -> dict[str, str]:
+    """CUDA_DEVICE_ORDER + CUDA_VISIBLE_DEVICES for a plan's gpu_indices (None: no such key, nothing to set),
+    numbered as nvidia-smi and the facts number them: CUDA's own order is fastest-first."""
+    if indices is None:
+        return {}
+    if (
+        not isinstance(indices, list)
+        or not indices
+        or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices)
+    ):
+        raise RenderError(f"plan {where} must be a list of GPU indices, not {indices!r}")
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(map(str, indices))}
+
+
 def render_template(name: str, **context: object) -> str:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),

@@ -16,6 +16,7 @@ from ktinfra.render.common import (
     check_secret,
     check_word,
     env_line,
+    gpu_visibility,
     render_template,
 )
 from ktinfra.render.plans import (
@@ -283,22 +284,6 @@ def _restart_policy(start_timeout_s: int) -> dict[str, int]:
     }
 
 
-def _gpu_env(indices: object) -> list[str]:
-    """CUDA_VISIBLE_DEVICES for the plan's serve.gpu_indices, numbered as nvidia-smi (and the facts) do."""
-    if indices is None:
-        return []
-    if (
-        not isinstance(indices, list)
-        or not indices
-        or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices)
-    ):
-        raise RenderError(f"plan serve.gpu_indices must be a list of GPU indices, not {indices!r}")
-    return [
-        env_line("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
-        env_line("CUDA_VISIBLE_DEVICES", ",".join(map(str, indices))),
-    ]
-
-
 def _with_overrides(plan: dict, name: str, host: str | None, port: int | None) -> dict:
     plan = copy.deepcopy(plan)
     serve = plan_section(plan, "serve")
@@ -360,7 +345,7 @@ def render_serve(
         env_line("KT_NUMACTL_ARGS", " ".join(placement)),
         env_line("KT_HEALTH_URL", url),
     ]
-    env += _gpu_env(serve.get("gpu_indices"))
+    env += [env_line(k, v) for k, v in gpu_visibility(serve.get("gpu_indices"), "serve.gpu_indices").items()]
     if api_key:
         env.append(env_line("KT_API_KEY", api_key))
     out.add(f"ktinfra-serve-{name}.env", "\n".join(env) + "\n", mode=0o600)

@@ -20,6 +20,7 @@ from ktinfra.render.common import (
     check_instance_name,
     check_word,
     env_line,
+    gpu_visibility,
     render_template,
 )
 from ktinfra.render.plans import plan_section
@@ -217,7 +218,9 @@ def render_train(
     sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path)
     model_name = (plan.get("model") or {}).get("name")
     header = f"# LLaMA-Factory + KT LoRA recipe for {model_name} ({plan.get('stack')}), rendered by ktinfra\n"
-    gpus = [int(g.get("index", i)) for i, g in enumerate((plan.get("host") or {}).get("gpus") or [])]
+    gpus = sft.get("gpu_indices")
+    if gpus is None:  # plans made before sft.gpu_indices: every GPU of the host
+        gpus = [int(g.get("index", i)) for i, g in enumerate((plan.get("host") or {}).get("gpus") or [])]
     launcher = _launcher(sft, generation)
     bindir = str(PurePosixPath(python).parent)
     out = Rendered()
@@ -228,9 +231,7 @@ def render_train(
         out.add(f"{name}.accelerate.yaml", _accelerate_config(int(processes)))
         variables["ACCELERATE_USE_KT"] = "true"
         variables["KT_ACCELERATE_CONFIG"] = f"{ENV_DIR}/{name}.accelerate.yaml"
-    if gpus:
-        variables["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's own order is fastest-first, not nvidia-smi's
-        variables["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
+    variables.update(gpu_visibility(gpus or None, "sft.gpu_indices"))
     variables.update(launcher.get("env") or {})
     env = [f"# ktinfra train run {name}; install as {ENV_DIR}/{name}.env"]
     env += [

@@ -9,6 +9,7 @@ import pytest
 from ktinfra import facts as facts_module
 from ktinfra.planner import load_facts, plan
 from ktinfra.render import RenderError, render_serve, sglang_argv
+from ktinfra.render.train import render_train
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RTX_3050 = {"index": 1, "name": "NVIDIA GeForce RTX 3050", "memory_mib": 8192, "compute_capability": "8.6"}
@@ -103,12 +104,62 @@ def test_sft_warns_about_an_unknown_compute_capability():
     assert any(w.startswith("compute capability of GPU 0 (NVIDIA H100 80GB HBM3) unknown") for w in warnings)
 
 
-def test_sft_vram_problem_names_the_smallest_gpu_not_the_first():
+def test_sft_runs_on_the_identical_gpus_holding_the_most_memory():
+    """FSDP sizes every rank like the smallest: an A4000 beside a 3050 trains alone, not at 8.6 GB a rank."""
     host = h100()
     host["gpus"] = [gpu(0, "NVIDIA RTX A4000", 16376, "8.6"), dict(RTX_3050)]
-    problems = plan(host, "Qwen3-235B-A22B", "sft")["problems"]
-    vram = next(p for p in problems if "GPU memory per GPU" in p)
-    assert vram.endswith("the smallest, GPU 1 (NVIDIA GeForce RTX 3050, 8.6 GB), has 8.6 GB")
+    result = plan(host, "Qwen3-235B-A22B", "sft")
+    assert result["sft"]["gpu_indices"] == [0]
+    assert result["sft"]["launcher"]["num_processes"] == 1
+    assert result["reasons"]["gpu_indices"] == (
+        "0: 1 x NVIDIA RTX A4000; left out GPU 1 (NVIDIA GeForce RTX 3050, 8.6 GB): data-parallel ranks "
+        "must be identical GPUs (same name and memory); the ones used hold the most memory"
+    )
+    vram = next(p for p in result["problems"] if "GPU memory per GPU" in p)
+    assert vram.endswith("1 x NVIDIA RTX A4000 has 17.2 GB")
+
+
+def test_sft_leaves_a_gpu_below_8_out_instead_of_refusing_the_host():
+    """A display GPU (GTX 1080 Ti, cc 6.1) beside a 4090 made every fine-tuning plan infeasible."""
+    host = h100(ram=2 * 10**12)
+    host["gpus"] = [
+        gpu(0, "NVIDIA GeForce RTX 4090", 24564),
+        gpu(1, "NVIDIA GeForce GTX 1080 Ti", 11264, "6.1"),
+    ]
+    result = plan(host, "Qwen3-30B-A3B", "sft")
+    assert result["feasible"], result["problems"]
+    assert (result["sft"]["gpu_indices"], result["sft"]["per_device_train_batch_size"]) == ([0], 2)
+    assert result["reasons"]["gpu_indices"].endswith("compute capability below 8.0 (1)")
+
+
+def test_sft_takes_every_gpu_of_the_biggest_identical_group():
+    host = h100(ram=2 * 10**12)
+    host["gpus"] = [gpu(0, "NVIDIA L40S", 46068), dict(RTX_3050, index=1), gpu(2, "NVIDIA L40S", 46068)]
+    sft = plan(host, "Qwen3-30B-A3B", "sft")["sft"]
+    assert (sft["gpu_indices"], sft["launcher"]["num_processes"]) == ([0, 2], 2)
+
+
+def test_sft_with_only_old_gpus_is_still_a_problem():
+    host = h100()
+    host["gpus"] = [gpu(0, "Tesla V100-SXM2-32GB", 32768, "7.0")]
+    result = plan(host, "Qwen3-30B-A3B", "sft")
+    assert result["sft"]["gpu_indices"] == [0]
+    assert any("has compute capability 7.0; KT needs >= 8.0" in p for p in result["problems"])
+
+
+def test_render_train_exposes_only_the_planned_gpus_in_pci_order():
+    host = h100(ram=2 * 10**12)
+    host["gpus"] = [
+        gpu(0, "NVIDIA GeForce RTX 4090", 24564),
+        gpu(1, "NVIDIA GeForce GTX 1080 Ti", 11264, "6.1"),
+    ]
+    rendered = render_train(
+        plan(host, "Qwen3-30B-A3B", "sft"),
+        name="r", model_path="/m", dataset="d", dataset_dir="/d", output_dir="/o",
+    )  # fmt: skip
+    env = rendered.files["ktinfra-train-r.env"][0]
+    assert 'CUDA_VISIBLE_DEVICES="0"' in env and 'CUDA_DEVICE_ORDER="PCI_BUS_ID"' in env
+    assert "num_processes: 1" in rendered.files["r.accelerate.yaml"][0]
 
 
 # --- #2 kt-kernel thread pools: pool i on NUMA node i, threads split evenly -----------------------------
