@@ -47,6 +47,18 @@ def ktinfra(*args: str) -> dict:
     return json.loads(out.stdout)
 
 
+def plan_and_render(tmp: Path, name: str, plan_args: list[str], render_args: list[str]) -> tuple[dict, dict]:
+    """`ktinfra plan`, its JSON saved as a file, then `ktinfra render KIND --plan FILE` into tmp/name."""
+    plan = ktinfra("plan", *plan_args)
+    plan_file = tmp / f"{name}.plan.json"
+    plan_file.write_text(json.dumps(plan))
+    kind, *rest = render_args
+    rendered = ktinfra(
+        "render", kind, "--plan", str(plan_file), "--name", name, *rest, "--out", str(tmp / name)
+    )
+    return plan, rendered
+
+
 def facts_option(source: str, tmp: Path) -> list[str]:
     if source == "capture:socket1":
         # a container pinned to the second socket of a 2-socket AMX host (synthetic capture + a cpuset)
@@ -75,23 +87,10 @@ def serve_results(host, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("serve")
     cases = {}
     for name, (model, source, extra) in SERVE_CASES.items():
-        plan = ktinfra("plan", "--model", model, "--mode", "serve", *facts_option(source, tmp), *extra)
-        plan_file = tmp / f"{name}.plan.json"
-        plan_file.write_text(json.dumps(plan))
-        rendered = ktinfra(
-            "render",
-            "serve",
-            "--plan",
-            str(plan_file),
-            "--name",
-            name,
-            "--model-path",
-            "/data/models/m",
-            "--weight-path",
-            "/data/cpu-weights/m",
-            "--out",
-            str(tmp / name),
-        )
+        plan, rendered = plan_and_render(
+            tmp, name, ["--model", model, "--mode", "serve", *facts_option(source, tmp), *extra],
+            ["serve", "--model-path", "/data/models/m", "--weight-path", "/data/cpu-weights/m"],
+        )  # fmt: skip
         env = (tmp / name / f"ktinfra-serve-{name}.env").read_text()
         line = next(x for x in env.splitlines() if x.startswith("KT_SERVE_ARGS="))
         # systemd splits an unquoted $VAR in ExecStart on whitespace: that is what sglang receives
@@ -169,27 +168,11 @@ def train_results(host, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("train")
     cases, items = {}, []
     for name, (model, source) in TRAIN_CASES.items():
-        plan = ktinfra("plan", "--model", model, "--mode", "sft", *facts_option(source, tmp))
-        plan_file = tmp / f"{name}.plan.json"
-        plan_file.write_text(json.dumps(plan))
-        rendered = ktinfra(
-            "render",
-            "train",
-            "--plan",
-            str(plan_file),
-            "--name",
-            name,
-            "--model-path",
-            f"/data/models/{model}",
-            "--dataset",
-            "identity",
-            "--dataset-dir",
-            "/data/llamafactory",
-            "--output-dir",
-            f"/data/out/{name}",
-            "--out",
-            str(tmp / name),
-        )
+        plan, rendered = plan_and_render(
+            tmp, name, ["--model", model, "--mode", "sft", *facts_option(source, tmp)],
+            ["train", "--model-path", f"/data/models/{model}", "--dataset", "identity",
+             "--dataset-dir", "/data/llamafactory", "--output-dir", f"/data/out/{name}"],
+        )  # fmt: skip
         cases[name] = (plan, rendered, tmp / name)
         for suffix in ("yaml", "accelerate.yaml"):
             put(host, f"{WORK}/{name}.{suffix}", (tmp / name / f"{name}.{suffix}").read_bytes())
