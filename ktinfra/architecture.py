@@ -43,6 +43,15 @@ class LinearAttention:
             + v * hidden
         )
 
+    def state_elements_per_layer(self) -> tuple[int, int]:
+        """(convolution window, recurrent matrix) elements one request keeps per layer: the last
+        conv_kernel - 1 inputs of the q, k and v convolution, and a key-dim x value-dim matrix per value
+        head (SGLang's Mamba2StateShape for Qwen3-Next)."""
+        conv = (2 * self.key_heads * self.key_head_dim + self.value_heads * self.value_head_dim) * (
+            self.conv_kernel - 1
+        )
+        return conv, self.value_heads * self.value_head_dim * self.key_head_dim
+
 
 @dataclass(frozen=True)
 class Architecture:

@@ -15,6 +15,13 @@ GB = 1e9
 # Serving: a server is useful once it can hold one request of this many tokens in its KV cache.
 SERVE_MIN_KV_TOKENS = 4096
 KV_BYTES_PER_ELEMENT = 2  # SGLang keeps the KV cache in the model dtype (bf16)
+# Hybrid models' linear-attention state (sglang-kt 0.7.2 configs/mamba_utils.py): the convolution window in
+# bf16, the recurrent matrix in fp32 (mamba_ssm_dtype's default). SGLang keeps it in a pool of its own and,
+# with the radix cache on and the default no_buffer strategy, admits max_mamba_cache_size // 3 running
+# requests (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO), so each request needs 3 slots.
+CONV_STATE_BYTES = 2
+RECURRENT_STATE_BYTES = 4
+STATE_SLOTS_PER_REQUEST = 3
 # Python, torch, SGLang / LLaMA-Factory processes, tokenizer, pinned staging buffers.
 HOST_RUNTIME_RAM = 3 * GB
 SERVE_OUTPUT_DISK = 1 * GB  # logs, LoRA conversions, bench results
@@ -116,6 +123,20 @@ def kv_bytes_per_token(arch: Architecture) -> int:
     return arch.kv_elements_per_token * KV_BYTES_PER_ELEMENT
 
 
+def state_bytes_per_slot(arch: Architecture) -> int:
+    """One slot of a hybrid model's linear-attention state pool (SGLang's mamba_cache_per_req); 0 for a
+    model without linear attention."""
+    linear = arch.linear_attention
+    if not linear:
+        return 0
+    conv, recurrent = linear.state_elements_per_layer()
+    return (conv * CONV_STATE_BYTES + recurrent * RECURRENT_STATE_BYTES) * linear.num_layers
+
+
+def state_bytes_per_request(arch: Architecture) -> int:
+    return state_bytes_per_slot(arch) * STATE_SLOTS_PER_REQUEST
+
+
 def download_bytes(arch: Architecture, dtype: str | None = None) -> float:
     """The Hugging Face checkpoint as published (MTP layers included)."""
     dtype = dtype or arch.native_dtype
@@ -141,6 +162,7 @@ def serve(
         raise ValueError(f"{arch.name}: the FP8 backend reads an FP8 checkpoint; this one is {dtype}")
     gpu_weights = gpu_non_expert_bytes(arch, dtype)
     kv = kv_bytes_per_token(arch) * SERVE_MIN_KV_TOKENS
+    state = state_bytes_per_request(arch)  # the one request's linear-attention state slots
     cpu_experts = arch.routed_expert_params * fmt.bytes_per_param
     download = download_bytes(arch, dtype)
     if fmt.gguf:
@@ -152,6 +174,7 @@ def serve(
     breakdown = {
         "gpu_weights": gpu_weights,
         "kv_cache_min": kv,
+        **({"recurrent_state_min": state} if state else {}),
         "cpu_experts": cpu_experts,
         "host_runtime": HOST_RUNTIME_RAM,
         "download": download,
@@ -159,7 +182,7 @@ def serve(
         "outputs": SERVE_OUTPUT_DISK,
     }
     return Estimate(
-        vram_bytes=int(gpu_weights + kv),
+        vram_bytes=int(gpu_weights + kv + state),
         ram_bytes=int(cpu_experts + HOST_RUNTIME_RAM),
         disk_bytes=int(download + converted + SERVE_OUTPUT_DISK),
         breakdown={k: int(v) for k, v in breakdown.items()},

@@ -36,7 +36,7 @@ SERVE_KEYS = (
     "mem_fraction_static", "chunked_prefill_size", "max_running_requests", "max_total_tokens",
     "context_length", "cuda_graph_max_bs", "tensor_parallel_size", "enable_mixed_chunk",
     "trust_remote_code", "host", "port", "served_model_name", "lora", "numa_cpus", "checkpoint_dtype",
-    "gpu_indices",
+    "gpu_indices", "max_mamba_cache_size",
 )  # fmt: skip
 
 
@@ -114,6 +114,21 @@ def _cpu_decisions(facts: dict, serve: dict, reasons: dict, warnings: list) -> N
     serve.update({"kt_cpuinfer": placed, "kt_threadpool_count": pools, "kt_numa_nodes": nodes})
 
 
+def _state_pool_reason(arch, requests) -> str:
+    slots = requests * sizing.STATE_SLOTS_PER_REQUEST
+    return (
+        f"{slots}: {sizing.STATE_SLOTS_PER_REQUEST} slots of {gb(sizing.state_bytes_per_slot(arch))} "
+        f"linear-attention state ({arch.linear_attention.num_layers} layers) per running request, as SGLang "
+        "admits max_mamba_cache_size // 3 requests with its radix cache on; left unset, SGLang would give "
+        "0.9/1.9 of the memory after the weights to this pool and leave the KV cache about half the budget"
+    )
+
+
+def _state_part(est) -> str:
+    state = est.breakdown.get("recurrent_state_min")
+    return f" + {gb(state)} linear-attention state" if state else ""
+
+
 def _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons) -> int:
     key = "kt_num_gpu_experts"
     if lora:
@@ -122,7 +137,8 @@ def _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons) -
     expert_layer = sizing.gpu_expert_bytes(arch, dtype) * arch.num_moe_layers  # one expert, every layer
     spare = static - weights - kv_budget - held
     count = max(0, min(arch.num_experts, int(spare // expert_layer)))
-    parts = f"{gb(static)} static GPU memory - {gb(weights)} non-expert weights - {gb(kv_budget)} KV"
+    budget = "KV" if arch.linear_attention is None else "KV and linear-attention state"
+    parts = f"{gb(static)} static GPU memory - {gb(weights)} non-expert weights - {gb(kv_budget)} {budget}"
     if held:
         parts += f" - {gb(held)} held for layerwise prefill"
     outcome = f"leaves {gb(spare)}" if spare >= 0 else f"is {gb(-spare)} short"
@@ -135,12 +151,12 @@ def _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons) -
         reasons[key] += "; every expert fits on the GPU, the CPU side stays idle"
     elif more <= kv_budget:
         reasons[key] += (
-            f"; {count + 1} would cut {gb(more)} from the {gb(kv_budget)} KV budget of "
+            f"; {count + 1} would cut {gb(more)} from the {gb(kv_budget)} {budget} budget of "
             f"max_running_requests x {KV_TOKENS_PER_REQUEST} tokens"
         )
     else:
         reasons[key] += (
-            f"; {count + 1} would need {gb(more)} more, beyond the whole {gb(kv_budget)} KV budget"
+            f"; {count + 1} would need {gb(more)} more, beyond the whole {gb(kv_budget)} {budget} budget"
         )
     return count
 
@@ -239,23 +255,31 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
 
     static = frac * gpu_bytes * tp
     weights = est.breakdown["gpu_weights"]
-    kv_token = sizing.kv_bytes_per_token(arch)
+    state = sizing.state_bytes_per_request(arch)
+    per_request = KV_TOKENS_PER_REQUEST * sizing.kv_bytes_per_token(arch) + state
     requests = max_running(facts["cpu"]["physical_cores"])
-    while requests > 1 and weights + requests * KV_TOKENS_PER_REQUEST * kv_token > static:
+    while requests > 1 and weights + requests * per_request > static:
         requests //= 2
-    kv_budget = requests * KV_TOKENS_PER_REQUEST * kv_token
+    kv_budget = requests * per_request
+    each = f"{KV_TOKENS_PER_REQUEST} KV tokens"
+    if state:
+        each += f" and {sizing.STATE_SLOTS_PER_REQUEST} linear-attention state slots ({gb(state)})"
     reasons["max_running_requests"] = (
         f"{requests}: decode is bound by {facts['cpu']['physical_cores']} CPU cores "
         "(about 2 requests per core; "
-        f"seed 002 served 12-14 users on 8), {KV_TOKENS_PER_REQUEST} KV tokens each ({gb(kv_budget)})"
+        f"seed 002 served 12-14 users on 8), {each} each ({gb(kv_budget)})"
     )
+    if state:
+        serve["max_mamba_cache_size"] = requests * sizing.STATE_SLOTS_PER_REQUEST
+        reasons["max_mamba_cache_size"] = _state_pool_reason(arch, requests)
     reasons["cuda_graph_max_bs"] = f"capture CUDA graphs only up to the {requests} running requests"
     est.breakdown["gpu_runtime_reserve"] = int(reserve * tp)  # not in vram_bytes; must fit beside it
     needed = est.vram_bytes + reserve * tp
     if needed > gpu_bytes * tp:
         problems.append(
             f"needs {gb(needed)} GPU memory ({gb(weights)} weights + {gb(est.breakdown['kv_cache_min'])} KV "
-            f"for one {sizing.SERVE_MIN_KV_TOKENS}-token request + {gb(reserve * tp)} runtime reserve), "
+            f"for one {sizing.SERVE_MIN_KV_TOKENS}-token request{_state_part(est)} + {gb(reserve * tp)} "
+            "runtime reserve), "
             f"{gpu_names(gpus)} has {gb(gpu_bytes * tp)}"
         )
     _capability_warnings(arch, gpus, dtype, warnings)

@@ -26,6 +26,7 @@ from ktinfra.render.plans import (
     require_int,
     require_str,
 )
+from ktinfra.sizing import STATE_SLOTS_PER_REQUEST
 
 DEFAULT_SERVE_PYTHON = "/opt/kt/envs/kt-kernel/bin/python"
 ENV_DIR = "/etc/ktinfra/serve"
@@ -55,7 +56,7 @@ LAUNCH_CODE = (
 _PLAN_KEY_FLAGS = (
     "trust_remote_code", "mem_fraction_static", "chunked_prefill_size", "max_running_requests",
     "max_total_tokens", "context_length", "cuda_graph_max_bs", "schedule_conservativeness",
-    "tensor_parallel_size", "enable_mixed_chunk",
+    "tensor_parallel_size", "enable_mixed_chunk", "max_mamba_cache_size",
 )  # fmt: skip
 OWNED_FLAGS = {
     **{"--" + key.replace("_", "-"): f"plan key serve.{key}" for key in _PLAN_KEY_FLAGS},
@@ -123,6 +124,22 @@ def _lora_args(lora: dict | None) -> list[str]:
     return argv
 
 
+def _state_pool_args(serve: dict, requests: int) -> list[str]:
+    """--max-mamba-cache-size for hybrid models: SGLang admits at most a third of the slots as running
+    requests (radix cache on), so fewer than 3 per request would silently cap max_running_requests."""
+    slots = optional_int(serve, "max_mamba_cache_size", "serve", 1)
+    if slots is None:
+        return []
+    if slots < STATE_SLOTS_PER_REQUEST * requests:
+        raise RenderError(
+            f"plan serve.max_mamba_cache_size {slots} admits only {slots // STATE_SLOTS_PER_REQUEST} running "
+            f"requests (SGLang keeps {STATE_SLOTS_PER_REQUEST} state slots per request), fewer than "
+            f"max_running_requests {requests}: raise it to {STATE_SLOTS_PER_REQUEST * requests} (GPU memory "
+            "for the linear-attention state) or lower max_running_requests"
+        )
+    return ["--max-mamba-cache-size", str(slots)]
+
+
 def sglang_argv(
     plan: dict, *, model_path: str, weight_path: str | None, python: str = "python3"
 ) -> list[str]:
@@ -143,7 +160,9 @@ def sglang_argv(
         argv.append("--trust-remote-code")
     argv += ["--mem-fraction-static", _number(require_fraction(serve, "mem_fraction_static", "serve"))]
     argv += ["--chunked-prefill-size", str(require_int(serve, "chunked_prefill_size", "serve", 1))]
-    argv += ["--max-running-requests", str(require_int(serve, "max_running_requests", "serve", 1))]
+    requests = require_int(serve, "max_running_requests", "serve", 1)
+    argv += ["--max-running-requests", str(requests)]
+    argv += _state_pool_args(serve, requests)
     for key, flag in (
         ("max_total_tokens", "--max-total-tokens"),
         ("context_length", "--context-length"),

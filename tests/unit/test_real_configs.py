@@ -100,3 +100,47 @@ def test_a_multimodal_checkpoint_warns_that_its_encoder_is_not_sized(tmp_path):
     facts = load_facts(Path(__file__).resolve().parents[1] / "fixtures" / "facts" / "h100-amx.json")
     assert any(w.startswith(message) for w in plan(facts, str(tmp_path), "serve")["warnings"])
     assert catalog.unsized_encoders(_resolve(tmp_path, QWEN3_NEXT_80B_A3B)) is None
+
+
+def test_qwen3_next_state_slot_is_sglangs_mamba_cache_per_req(tmp_path):
+    arch = _resolve(tmp_path, QWEN3_NEXT_80B_A3B)
+    # sglang-kt 0.7.2 Mamba2StateShape on each of the 36 Gated DeltaNet layers: the convolution window over
+    # 4096 value + 2 x 16 x 128 key channels, kernel 4 - 1 taps, in bf16; the recurrent state, 32 value heads
+    # x 128 x 128, in fp32 (molecule/envs checks this against sglang-kt's own Qwen3NextConfig)
+    assert sizing.state_bytes_per_slot(arch) == 36 * (8192 * 3 * 2 + 32 * 128 * 128 * 4)
+    assert sizing.state_bytes_per_slot(catalog.resolve("Qwen3-30B-A3B")) == 0
+
+
+def _h100_serve(model: str) -> dict:
+    facts = load_facts(Path(__file__).resolve().parents[1] / "fixtures" / "facts" / "h100-amx.json")
+    return plan(facts, model, "serve")
+
+
+def test_serving_a_hybrid_model_keeps_three_state_slots_per_running_request(tmp_path):
+    arch = _resolve(tmp_path, QWEN3_NEXT_80B_A3B)
+    result = _h100_serve(str(tmp_path))
+    serve, breakdown = result["serve"], result["requirements_breakdown"]
+    slot = sizing.state_bytes_per_slot(arch)
+    assert serve["max_running_requests"] == 32
+    assert serve["max_mamba_cache_size"] == 96  # SGLang admits max_mamba_cache_size // 3 requests
+    assert breakdown["recurrent_state_min"] == 3 * slot  # the one request the server must hold
+    assert result["requirements"]["vram_bytes"] == (
+        breakdown["gpu_weights"] + breakdown["kv_cache_min"] + breakdown["recurrent_state_min"]
+    )
+    # the GPU experts fill what the weights and 32 x (4096 KV tokens + 3 state slots) leave, no more
+    static = serve["mem_fraction_static"] * result["host"]["gpus"][0]["memory_mib"] * 2**20
+    budget = 32 * (4096 * sizing.kv_bytes_per_token(arch) + 3 * slot)
+    expert_layer = sizing.gpu_expert_bytes(arch, "bf16") * arch.num_moe_layers
+    experts = serve["kt_num_gpu_experts"]
+    assert breakdown["gpu_weights"] + budget + experts * expert_layer <= static
+    assert breakdown["gpu_weights"] + budget + (experts + 1) * expert_layer > static
+    assert experts == 210  # 234 when the 7.4 GB of state slots were left out
+    assert "3 linear-attention state slots" in result["reasons"]["max_running_requests"]
+    assert result["reasons"]["max_mamba_cache_size"].startswith("96: 3 slots of")
+
+
+def test_models_without_linear_attention_leave_the_state_pool_alone():
+    result = _h100_serve("Qwen3-30B-A3B")
+    assert result["serve"]["max_mamba_cache_size"] is None
+    assert "recurrent_state_min" not in result["requirements_breakdown"]
+    assert "max_mamba_cache_size" not in result["reasons"]

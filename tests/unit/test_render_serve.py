@@ -33,7 +33,8 @@ SEED002_LINE = (
 # --max-loras-per-batch 4228, --lora-backend 4247,
 # --kt-weight-path 4830, --kt-method 4835, --kt-cpuinfer 4841, --kt-threadpool-count 4846,
 # --kt-num-gpu-experts 4860, --kt-max-deferred-experts-per-token 4874, --kt-gpu-prefill-token-threshold 4880,
-# --cuda-graph-max-bs 5023, --enable-mixed-chunk 5110; --schedule-conservativeness (sglang-kt 0.7.2 wheel).
+# --cuda-graph-max-bs 5023, --enable-mixed-chunk 5110, --max-mamba-cache-size 4658;
+# --schedule-conservativeness (sglang-kt 0.7.2 wheel).
 UPSTREAM_FLAGS = {
     "--model", "--host", "--port", "--trust-remote-code", "--context-length", "--mem-fraction-static",
     "--max-running-requests", "--max-total-tokens", "--chunked-prefill-size", "--tensor-parallel-size",
@@ -41,6 +42,7 @@ UPSTREAM_FLAGS = {
     "--kt-weight-path", "--kt-method", "--kt-cpuinfer", "--kt-threadpool-count", "--kt-num-gpu-experts",
     "--kt-max-deferred-experts-per-token", "--kt-gpu-prefill-token-threshold", "--cuda-graph-max-bs",
     "--enable-mixed-chunk", "--schedule-conservativeness",
+    "--max-mamba-cache-size",
     "--kt-numa-nodes",  # sglang-kt 0.7.2 server_args.py: type=int, nargs="+", one node id per thread pool
 }  # fmt: skip
 BOOLEAN_FLAGS = {"--trust-remote-code", "--enable-mixed-chunk", "--enable-lora"}
@@ -120,6 +122,7 @@ def test_every_emitted_flag_exists_upstream(seed002):
         schedule_conservativeness=0.3,
         kt_numa_nodes=[1, 0],
         kt_num_gpu_experts=0,
+        max_mamba_cache_size=48,
         lora={"paths": {"med": "/srv/lora/med"}, "max_loras_per_batch": 2, "backend": "triton"},
     )
     argv = sglang_argv(plan, model_path=MODEL, weight_path=WEIGHTS)
@@ -132,6 +135,19 @@ def test_every_emitted_flag_exists_upstream(seed002):
     assert values["--context-length"] == "8192"
     assert values["--schedule-conservativeness"] == "0.3"
     assert values["--kt-numa-nodes"] == "1 0" and values["--kt-threadpool-count"] == "2"
+
+
+def test_state_pool_flag_only_for_plans_that_size_it(seed002):
+    assert "--max-mamba-cache-size" not in sglang_argv(seed002, model_path=MODEL, weight_path=WEIGHTS)
+    seed002["serve"].update(max_running_requests=16, max_mamba_cache_size=48)
+    assert flag_values(sglang_argv(seed002, model_path=MODEL, weight_path=WEIGHTS))["--max-mamba-cache-size"] == "48"
+
+
+def test_state_pool_too_small_for_the_running_requests_is_refused(seed002):
+    # e.g. max_running_requests raised by an override while the plan's pool stayed at 3 x 16
+    seed002["serve"].update(max_running_requests=32, max_mamba_cache_size=48)
+    with pytest.raises(RenderError, match="admits only 16 running requests .* raise it to 96"):
+        sglang_argv(seed002, model_path=MODEL, weight_path=WEIGHTS)
 
 
 def test_schedule_conservativeness_is_optional(seed002):

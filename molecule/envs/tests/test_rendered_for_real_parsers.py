@@ -7,6 +7,7 @@ kt-kernel's KTConfig takes its kt_config and accelerate-kt loads the FSDP2 confi
 """
 
 import base64
+import importlib.util
 import json
 import shlex
 import shutil
@@ -31,6 +32,7 @@ SERVE_CASES = {
     "4xl40s-tp4": ("Qwen3-235B-A22B", "dual-spr-2xnuma-4xl40s", []),
     "seed002-lora": ("Qwen3-30B-A3B", "seed002-autodl-6430-4090", ["--lora", "style=/data/lora/style"]),
     "socket1-numa-nodes": ("Qwen3-30B-A3B", "capture:socket1", []),
+    "h100-qwen3-next": ("config:QWEN3_NEXT_80B_A3B", "h100-amx", []),  # hybrid: --max-mamba-cache-size
 }
 TRAIN_CASES = {
     "seed002": ("Qwen3-30B-A3B", "seed002-autodl-6430-4090"),
@@ -57,6 +59,24 @@ def plan_and_render(tmp: Path, name: str, plan_args: list[str], render_args: lis
         "render", kind, "--plan", str(plan_file), "--name", name, *rest, "--out", str(tmp / name)
     )
     return plan, rendered
+
+
+def real_config(name: str) -> dict:
+    """A published config.json from tests/unit/model_configs.py (another pytest root, so loaded by path)."""
+    path = REPO / "tests" / "unit" / "model_configs.py"
+    spec = importlib.util.spec_from_file_location("model_configs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+def model_option(model: str, tmp: Path) -> str:
+    if model.startswith("config:"):
+        directory = tmp / model.partition(":")[2]
+        directory.mkdir(exist_ok=True)
+        (directory / "config.json").write_text(json.dumps(real_config(model.partition(":")[2])))
+        return str(directory)
+    return model
 
 
 def facts_option(source: str, tmp: Path) -> list[str]:
@@ -87,8 +107,9 @@ def serve_results(host, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("serve")
     cases = {}
     for name, (model, source, extra) in SERVE_CASES.items():
+        model_args = ["--model", model_option(model, tmp), "--mode", "serve"]
         plan, rendered = plan_and_render(
-            tmp, name, ["--model", model, "--mode", "serve", *facts_option(source, tmp), *extra],
+            tmp, name, [*model_args, *facts_option(source, tmp), *extra],
             ["serve", "--model-path", "/data/models/m", "--weight-path", "/data/cpu-weights/m"],
         )  # fmt: skip
         env = (tmp / name / f"ktinfra-serve-{name}.env").read_text()
@@ -117,6 +138,7 @@ def test_sglang_kt_parses_the_rendered_serve_arguments_as_planned(serve_results,
         "mem_fraction_static": serve["mem_fraction_static"],
         "chunked_prefill_size": serve["chunked_prefill_size"],
         "max_running_requests": serve["max_running_requests"],
+        "max_mamba_cache_size": serve["max_mamba_cache_size"],
         "cuda_graph_max_bs": serve["cuda_graph_max_bs"],
         "tensor_parallel_size": serve["tensor_parallel_size"],
         "served_model_name": name,
@@ -140,6 +162,19 @@ def test_the_cases_cover_what_the_planner_varies(serve_results):
     assert parsed["4xl40s-tp4"]["tensor_parallel_size"] == 4
     assert parsed["socket1-numa-nodes"]["kt_numa_nodes"] == [1]
     assert parsed["seed002-amxint8"]["kt_threadpool_count"] == 2
+    hybrid = parsed["h100-qwen3-next"]
+    assert hybrid["max_mamba_cache_size"] == 3 * hybrid["max_running_requests"]
+
+
+def test_sglang_kt_sizes_a_state_slot_as_the_plan_does(host, serve_results, tmp_path):
+    """The planner's linear-attention slot, against SGLang-KT's own Qwen3NextConfig.mamba2_cache_params."""
+    cases, _ = serve_results
+    plan, _ = cases["h100-qwen3-next"]
+    got = probe(host, INFER, "mamba_state.py", {"config": real_config("QWEN3_NEXT_80B_A3B"), "tp": [1, 2]})
+    planned_slot = plan["requirements_breakdown"]["recurrent_state_min"] / got["slots_per_running_request"]
+    assert got["slots_per_running_request"] == 3
+    assert got["slots"]["1"] == {"bytes": planned_slot, "layers": 36}
+    assert got["slots"]["2"]["bytes"] == planned_slot  # sharded over TP ranks, the same bytes in all
 
 
 def test_sglang_kt_takes_the_lora_adapters_and_the_api_key(serve_results):
