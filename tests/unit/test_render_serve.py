@@ -140,7 +140,8 @@ def test_every_emitted_flag_exists_upstream(seed002):
 def test_state_pool_flag_only_for_plans_that_size_it(seed002):
     assert "--max-mamba-cache-size" not in sglang_argv(seed002, model_path=MODEL, weight_path=WEIGHTS)
     seed002["serve"].update(max_running_requests=16, max_mamba_cache_size=48)
-    assert flag_values(sglang_argv(seed002, model_path=MODEL, weight_path=WEIGHTS))["--max-mamba-cache-size"] == "48"
+    values = flag_values(sglang_argv(seed002, model_path=MODEL, weight_path=WEIGHTS))
+    assert values["--max-mamba-cache-size"] == "48"
 
 
 def test_state_pool_too_small_for_the_running_requests_is_refused(seed002):
