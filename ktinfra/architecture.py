@@ -21,6 +21,20 @@ class MLA:
 
 
 @dataclass(frozen=True)
+class SparseIndexer:
+    """DeepSeek-V3.2's lightning indexer (DSA): scores past tokens so attention reads only index_topk."""
+
+    heads: int
+    head_dim: int
+    topk: int
+
+    def params_per_layer(self, hidden: int, q_lora_rank: int | None) -> int:
+        """wq_b from the compressed query, wk, and weights_proj (one weight per indexer head)."""
+        query = q_lora_rank or hidden
+        return query * self.heads * self.head_dim + hidden * self.head_dim + hidden * self.heads
+
+
+@dataclass(frozen=True)
 class LinearAttention:
     """Gated DeltaNet layers (Qwen3-Next): a fixed-size recurrent state per request, no KV cache."""
 
@@ -77,6 +91,7 @@ class Architecture:
     native_dtype: str  # "bf16" | "fp8" (the dtype of the published checkpoint's linear weights)
     num_mtp_layers: int = 0
     linear_attention: LinearAttention | None = None
+    indexer: SparseIndexer | None = None
     encoders: tuple[str, ...] = ()  # config.json sections of a multimodal wrapper that are not sized
     gguf_repo: str | None = None
     template: str | None = None
@@ -111,7 +126,8 @@ class Architecture:
             q = h * heads * qk if m.q_lora_rank is None else h * m.q_lora_rank + m.q_lora_rank * heads * qk
             kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim)
             kv_b = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
-            return q + kv_a + kv_b + heads * m.v_head_dim * h
+            indexer = self.indexer.params_per_layer(h, m.q_lora_rank) if self.indexer else 0
+            return q + kv_a + kv_b + heads * m.v_head_dim * h + indexer
         d = self.head_dim
         return h * heads * d + 2 * h * self.num_kv_heads * d + heads * d * h
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from ktinfra.architecture import MLA, Architecture, LinearAttention
+from ktinfra.architecture import MLA, Architecture, LinearAttention, SparseIndexer
 
 CATALOG_PATH = Path(__file__).parent / "data" / "models.yaml"
 
@@ -170,6 +170,17 @@ def _mla(config: dict, source: str) -> MLA | None:
     )
 
 
+def _indexer(config: dict, mla: MLA | None, source: str) -> SparseIndexer | None:
+    """DeepSeek-V3.2-style sparse attention: SGLang treats an MLA model with index_topk as DSA."""
+    if mla is None or config.get("index_topk") is None:
+        return None
+    return SparseIndexer(
+        heads=_need(config, "index_n_heads", source=source),
+        head_dim=_need(config, "index_head_dim", source=source),
+        topk=_need(config, "index_topk", source=source),
+    )
+
+
 # Families whose every MoE block also runs one shared expert of intermediate_size, with no config key to say
 # so (transformers Llama4TextMoe.shared_expert).
 IMPLICIT_SHARED_EXPERT = ("llama4_text",)
@@ -206,6 +217,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
     # Llama-4 names its dense layers' MLP width intermediate_size_mlp and its experts' intermediate_size
     dense_inter = _int_key(config, "intermediate_size_mlp", source, low=0) or 0
     dense_inter = dense_inter or _int_key(config, "intermediate_size", source, low=0) or 0
+    mla = _mla(config, source)
     moe_inter = _int_key(config, "moe_intermediate_size", source, low=0) or 0
     if not moe_inter:  # Mixtral-style configs size experts with intermediate_size
         moe_inter = _need(config, "intermediate_size", source=source)
@@ -225,13 +237,14 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         num_attention_heads=heads,
         num_kv_heads=_int_key(config, "num_key_value_heads", source) or heads,
         head_dim=_int_key(config, "head_dim", source) or hidden // heads,
-        mla=_mla(config, source),
+        mla=mla,
         vocab_size=_need(config, "vocab_size", source=source),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
         max_position_embeddings=_int_key(config, "max_position_embeddings", source),
         native_dtype=_native_dtype(config, source),
         num_mtp_layers=_int_key(config, "num_nextn_predict_layers", source, low=0) or 0,
         linear_attention=_linear_attention(config, layers, source),
+        indexer=_indexer(config, mla, source),
         encoders=encoders,
         **extra,
     )

@@ -15,6 +15,9 @@ GB = 1e9
 # Serving: a server is useful once it can hold one request of this many tokens in its KV cache.
 SERVE_MIN_KV_TOKENS = 4096
 KV_BYTES_PER_ELEMENT = 2  # SGLang keeps the KV cache in the model dtype (bf16)
+# DeepSeek-V3.2's indexer keys: SGLang's NSATokenToKVPool stores them in fp8 with one fp32 scale per 128
+# (index_k_with_scale_buffer), beside the bf16 MLA latent (its default below SM100).
+INDEX_K_SCALE_BLOCK = 128
 # Hybrid models' linear-attention state (sglang-kt 0.7.2 configs/mamba_utils.py): the convolution window in
 # bf16, the recurrent matrix in fp32 (mamba_ssm_dtype's default). SGLang keeps it in a pool of its own and,
 # with the radix cache on and the default no_buffer strategy, admits max_mamba_cache_size // 3 running
@@ -120,7 +123,11 @@ def gpu_expert_bytes(arch: Architecture, dtype: str) -> float:
 
 
 def kv_bytes_per_token(arch: Architecture) -> int:
-    return arch.kv_elements_per_token * KV_BYTES_PER_ELEMENT
+    index_keys = 0
+    if arch.indexer:
+        dim = arch.indexer.head_dim
+        index_keys = (dim + dim // INDEX_K_SCALE_BLOCK * 4) * arch.num_kv_layers
+    return arch.kv_elements_per_token * KV_BYTES_PER_ELEMENT + index_keys
 
 
 def state_bytes_per_slot(arch: Architecture) -> int:

@@ -97,3 +97,20 @@ ERNIE_4_5_21B_A3B = {
     "moe_num_experts": 64, "moe_layer_start_index": 1, "moe_intermediate_size": 1536, "moe_k": 6,
     "moe_layer_interval": 1, "moe_num_shared_experts": 2, "moe_layer_end_index": None,
 }  # fmt: skip
+
+# deepseek-ai/DeepSeek-V3.2 (685B with its MTP layer, DSA sparse attention): its config.json as a public
+# architecture write-up (DeepSeek-V3.2 模型架构详解) quotes it in full, rope_scaling cut to its type.
+DEEPSEEK_V32 = {
+    "architectures": ["DeepseekV32ForCausalLM"], "attention_bias": False, "first_k_dense_replace": 3,
+    "hidden_act": "silu", "hidden_size": 7168, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048,
+    "intermediate_size": 18432, "kv_lora_rank": 512, "max_position_embeddings": 163840,
+    "model_type": "deepseek_v32", "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_group": 8,
+    "n_routed_experts": 256, "n_shared_experts": 1, "norm_topk_prob": True, "num_attention_heads": 128,
+    "num_experts_per_tok": 8, "num_hidden_layers": 61, "num_key_value_heads": 128,
+    "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+    "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                            "scale_fmt": "ue8m0", "weight_block_size": [128, 128]},
+    "rope_scaling": {"type": "yarn"}, "rope_theta": 10000, "routed_scaling_factor": 2.5,
+    "scoring_func": "sigmoid", "tie_word_embeddings": False, "topk_group": 4, "topk_method": "noaux_tc",
+    "torch_dtype": "bfloat16", "v_head_dim": 128, "vocab_size": 129280,
+}  # fmt: skip

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from model_configs import (
+    DEEPSEEK_V32,
     ERNIE_4_5_21B_A3B,
     GLM_4_5_AIR,
     LLAMA4_MAVERICK,
@@ -32,6 +33,7 @@ PUBLISHED = {
     "Llama-4-Maverick": (LLAMA4_MAVERICK, 400e9, 17e9),
     "ERNIE-4.5-21B-A3B": (ERNIE_4_5_21B_A3B, 21.8e9, 3.4e9),  # 3B active + 0.26B tied embeddings
     "Qwen3-Next-80B-A3B": (QWEN3_NEXT_80B_A3B, 80e9, 3.8e9),  # 3B active + 0.6B embeddings and LM head
+    "DeepSeek-V3.2": (DEEPSEEK_V32, 671e9, 37e9),  # the card's 685B counts the 14B MTP layer (test below)
 }
 
 
@@ -144,3 +146,21 @@ def test_models_without_linear_attention_leave_the_state_pool_alone():
     assert result["serve"]["max_mamba_cache_size"] is None
     assert "recurrent_state_min" not in result["requirements_breakdown"]
     assert "max_mamba_cache_size" not in result["reasons"]
+
+
+def test_deepseek_v32_counts_its_lightning_indexer(tmp_path):
+    arch = _resolve(tmp_path, DEEPSEEK_V32)
+    v3 = catalog.resolve("DeepSeek-V3")
+    # per layer: wq_b [64 x 128, 1536] from the compressed query, wk [128, 7168], weights_proj [64, 7168]
+    indexer = 1536 * 64 * 128 + 7168 * 128 + 7168 * 64
+    assert arch.total_params - v3.total_params == 61 * indexer
+    assert arch.total_params + arch.mtp_params == pytest.approx(685e9, rel=0.002)  # the model card's 685B
+
+
+def test_deepseek_v32_caches_its_indexer_keys_beside_the_latent(tmp_path):
+    arch = _resolve(tmp_path, DEEPSEEK_V32)
+    # SGLang's NSATokenToKVPool: the bf16 latent (512 + 64) and 128 fp8 index keys + one fp32 scale, per layer
+    assert sizing.kv_bytes_per_token(arch) == 61 * ((512 + 64) * 2 + 128 + 4)
+    assert sizing.kv_bytes_per_token(catalog.resolve("DeepSeek-V3")) == 61 * (512 + 64) * 2
+    without_index_topk = _resolve(tmp_path, {k: v for k, v in DEEPSEEK_V32.items() if k != "index_topk"})
+    assert without_index_topk.indexer is None  # SGLang's is_deepseek_nsa needs index_topk too
