@@ -92,6 +92,7 @@ class Architecture:
     num_mtp_layers: int = 0
     linear_attention: LinearAttention | None = None
     indexer: SparseIndexer | None = None
+    attention_output_gate: bool = False  # q_proj also yields a sigmoid gate per head (Qwen3-Next)
     encoders: tuple[str, ...] = ()  # config.json sections of a multimodal wrapper that are not sized
     gguf_repo: str | None = None
     template: str | None = None
@@ -129,7 +130,8 @@ class Architecture:
             indexer = self.indexer.params_per_layer(h, m.q_lora_rank) if self.indexer else 0
             return q + kv_a + kv_b + heads * m.v_head_dim * h + indexer
         d = self.head_dim
-        return h * heads * d + 2 * h * self.num_kv_heads * d + heads * d * h
+        q = h * heads * d * (2 if self.attention_output_gate else 1)
+        return q + 2 * h * self.num_kv_heads * d + heads * d * h
 
     @property
     def attention_params(self) -> int:

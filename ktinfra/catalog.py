@@ -181,6 +181,11 @@ def _indexer(config: dict, mla: MLA | None, source: str) -> SparseIndexer | None
     )
 
 
+# Families whose attention gates its output by default, with q_proj twice as wide (the attn_output_gate
+# default of sglang-kt's qwen3_next.py and qwen3_5.py).
+GATED_ATTENTION_FAMILIES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+
+
 # Families whose every MoE block also runs one shared expert of intermediate_size, with no config key to say
 # so (transformers Llama4TextMoe.shared_expert).
 IMPLICIT_SHARED_EXPERT = ("llama4_text",)
@@ -245,6 +250,9 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         num_mtp_layers=_int_key(config, "num_nextn_predict_layers", source, low=0) or 0,
         linear_attention=_linear_attention(config, layers, source),
         indexer=_indexer(config, mla, source),
+        attention_output_gate=bool(
+            config.get("attn_output_gate", config.get("model_type") in GATED_ATTENTION_FAMILIES)
+        ),
         encoders=encoders,
         **extra,
     )

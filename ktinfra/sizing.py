@@ -213,7 +213,8 @@ def _attention_linears(arch: Architecture) -> list[tuple[int, int]]:
         ]
         return attn + [(heads * m.v_head_dim, h)]
     d = arch.head_dim
-    return [(h, heads * d), (h, arch.num_kv_heads * d), (h, arch.num_kv_heads * d), (heads * d, h)]
+    q = heads * d * (2 if arch.attention_output_gate else 1)
+    return [(h, q), (h, arch.num_kv_heads * d), (h, arch.num_kv_heads * d), (heads * d, h)]
 
 
 def lora_params_gpu(arch: Architecture, rank: int) -> int:

@@ -71,7 +71,11 @@ def test_qwen3_next_caches_keys_and_values_only_in_its_full_attention_layers(tmp
     # the Gated DeltaNet projections of the checkpoint: in_proj_qkvz [12288, 2048], in_proj_ba [64, 2048],
     # out_proj [2048, 4096], plus the depthwise conv1d over q, k and v (8192 channels x 4 taps)
     linear = 12288 * 2048 + 64 * 2048 + 2048 * 4096 + 8192 * 4
-    assert arch.attention_params == 12 * arch.attention_params_per_layer + 36 * linear
+    # gated attention: q_proj [16 x 256 x 2, 2048] yields the queries and their output gate
+    softmax = 2048 * 8192 + 2 * 2048 * 512 + 4096 * 2048
+    assert arch.attention_params == 12 * softmax + 36 * linear
+    ungated = _resolve(tmp_path, {**QWEN3_NEXT_80B_A3B, "attn_output_gate": False})
+    assert arch.attention_params - ungated.attention_params == 12 * 2048 * 4096
 
 
 def test_full_attention_interval_stands_in_for_layer_types(tmp_path):
@@ -136,7 +140,7 @@ def test_serving_a_hybrid_model_keeps_three_state_slots_per_running_request(tmp_
     experts = serve["kt_num_gpu_experts"]
     assert breakdown["gpu_weights"] + budget + experts * expert_layer <= static
     assert breakdown["gpu_weights"] + budget + (experts + 1) * expert_layer > static
-    assert experts == 210  # 234 when the 7.4 GB of state slots were left out
+    assert experts == 209  # 234 when the 7.4 GB of state slots were left out
     assert "3 linear-attention state slots" in result["reasons"]["max_running_requests"]
     assert result["reasons"]["max_mamba_cache_size"].startswith("96: 3 slots of")
 
