@@ -81,7 +81,7 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
             purpose = "KT serving"
             amx_kernel = has_amx(facts) and section["kt_method"].startswith("AMX")
         else:
-            section, est, reasons, problems = plan_sft(arch, facts, options, profile)
+            section, est, reasons, problems = plan_sft(arch, facts, options, profile, early_warnings)
             purpose = "KT fine-tuning"
             amx_kernel = has_amx(facts)
     except (

@@ -260,6 +260,32 @@ def thread_pools(facts: dict, threads: int) -> tuple[int, int, str | None, list[
     return len(nodes), fit, _pools_limited(cores, nodes, fit, threads), named
 
 
+def sequential_thread_pools(facts: dict, threads: int) -> tuple[int, int, str | None]:
+    """(kt_threadpool_count, threads, warning) for kt-kernel's fine-tuning path, which binds pool i to NUMA
+    node i and takes no node list (kt-kernel 0.7.2 kt_kernel/sft/base.py): the pools can only be nodes
+    0..n-1, so n is the count of those that runs the most threads."""
+    cores = numa_node_cores(facts)
+    if not cores:
+        return min(numa_nodes_in_use(facts), threads), threads, None
+    best = (1, min(threads, cores.get(0, 0)))
+    for pools in range(2, min(threads, max(cores) + 1) + 1):
+        fit = min(threads, pools * min(cores.get(node, 0) for node in range(pools)))
+        if fit >= best[1]:
+            best = (pools, fit)
+    pools, fit = best
+    if not fit:
+        warning = (
+            "kt-kernel binds fine-tuning thread pool 0 to NUMA node 0 (kt_kernel/sft/base.py names no nodes, "
+            f"unlike serving's --kt-numa-nodes), and this process has no cores there: its {threads} workers "
+            f"are usable on node(s) {_nodes(cores)} only, so they run away from the node kt-kernel binds "
+            "them and their expert weights to; fine-tune where node 0's CPUs are usable"
+        )
+        return 1, threads, warning
+    limited = _pools_limited(cores, list(range(pools)), fit, threads)
+    sequential = "; fine-tuning binds pool i to node i (kt_kernel/sft/base.py names no nodes)"
+    return pools, fit, limited and limited + sequential
+
+
 def compute_capability(gpu: dict) -> tuple[int, int] | None:
     text = str(gpu.get("compute_capability") or "")
     major, _, minor = text.partition(".")

@@ -14,7 +14,7 @@ from ktinfra.plan.host import (
     has_amx,
     kt_capable_groups,
     left_out_reason,
-    numa_nodes_in_use,
+    sequential_thread_pools,
 )
 
 EFFECTIVE_BATCH = 8  # LLaMA-Factory's KT examples: batch 1 x gradient accumulation 8
@@ -88,10 +88,11 @@ def choose_gpus(gpus: list[dict]) -> tuple[list[dict], str]:
     return used, left_out_reason(gpus, used, "data-parallel ranks")
 
 
-def kt_keys(arch: Architecture, facts: dict, profile: dict, gpus: int) -> tuple[dict, dict, str, list]:
-    """(kt keys, launcher, reason, problems) for the profile's generation."""
+def kt_keys(
+    arch: Architecture, facts: dict, profile: dict, gpus: int, warnings: list
+) -> tuple[dict, dict, str, list]:
+    """(kt keys, launcher, reason, problems) for the profile's generation; appends to `warnings`."""
     cores, _ = cpu_worker_threads(facts)
-    pools = min(numa_nodes_in_use(facts), cores)
     if profile["generation"] == "legacy":
         rules = arch.legacy_sft_rules
         counts = sorted(c for c in rules if c <= max(gpus, 1))
@@ -107,6 +108,10 @@ def kt_keys(arch: Architecture, facts: dict, profile: dict, gpus: int) -> tuple[
             f"{cores} physical cores, chunk_size {LEGACY_CHUNK_SIZE}"
         )
         return keys, launcher, reason, problems
+    usable = cores
+    pools, cores, placement = sequential_thread_pools(facts, usable)
+    if placement:
+        warnings.append(placement)
     keys = {
         "use_kt": True,
         "kt_config": {
@@ -126,16 +131,20 @@ def kt_keys(arch: Architecture, facts: dict, profile: dict, gpus: int) -> tuple[
         "num_processes": max(gpus, 1),
         "command": "accelerate launch --config_file <accelerate_config> -m llamafactory.cli train <yaml>",
     }
+    nodes = ", ".join(map(str, range(pools)))
     reason = (
         f"current KT keys (LLaMA-Factory examples/ktransformers, kt_kernel.sft.KTConfig): AMXBF16 on BF16 "
-        f"experts, {cores} threads in {pools} NUMA thread pool(s), launched by accelerate with FSDP2"
+        f"experts, {cores} threads in {pools} NUMA thread pool(s) on node(s) {nodes} (kt-kernel binds pool i "
+        "to node i), launched by accelerate with FSDP2"
+        + (f"; {usable} usable cores cut to {cores} (see warnings)" if cores < usable else "")
     )
     return keys, launcher, reason, []
 
 
 def plan_sft(
-    arch: Architecture, facts: dict, opts: dict, profile: dict
+    arch: Architecture, facts: dict, opts: dict, profile: dict, warnings: list
 ) -> tuple[dict, sizing.Estimate, dict, list]:
+    """(sft section, estimate, reasons, problems); appends to `warnings`."""
     reasons: dict[str, str] = {}
     problems: list[str] = []
     if not has_amx(facts):
@@ -175,7 +184,7 @@ def plan_sft(
         "-4..+6 % of an H100 run at 512-2048 tokens, docs/results/2026-11-22-h100-sft-vram) + "
         f"{gb(sizing.sft_gpu_runtime_bytes(est))} per GPU of CUDA context and allocator cache"
     )
-    keys, launcher, reasons["kt"], kt_problems = kt_keys(arch, facts, profile, gpus)
+    keys, launcher, reasons["kt"], kt_problems = kt_keys(arch, facts, profile, gpus, warnings)
     problems += kt_problems
     sft = {
         "lora_rank": sizing.SFT_LORA_RANK,

@@ -237,6 +237,40 @@ def test_even_nodes_get_one_pool_each_and_no_warning():
     assert result["serve"]["numa_cpus"] is None and "cpuset" in result["reasons"]["numa_cpus"]
 
 
+# kt-kernel's fine-tuning path has no node list (kt_kernel/sft/base.py): its pools are nodes 0..n-1
+def sft_pools(result: dict) -> tuple[int, int]:
+    kt = result["sft"]["kt"]["kt_config"]
+    return kt["kt_threadpool_count"], kt["kt_num_threads"]
+
+
+def test_fine_tuning_pools_split_the_threads_as_serving_does():
+    even = plan(two_nodes({0: 52, 1: 52}, threads_per_core=2), "Qwen3-30B-A3B", "sft")
+    assert sft_pools(even) == (2, 104) and even["warnings"] == []
+    uneven = plan(two_nodes({0: 52, 1: 40}, threads_per_core=2), "Qwen3-30B-A3B", "sft")
+    assert sft_pools(uneven) == (2, 80)  # not 46 threads bound to node 1's 40 cores
+    assert any("12 of 92 worker threads unused" in w for w in uneven["warnings"])
+    assert "92 usable cores cut to 80" in uneven["reasons"]["kt"]
+
+
+def test_fine_tuning_pools_can_only_start_at_node_0():
+    # serving names nodes 1 and 2 (--kt-numa-nodes); fine-tuning binds pool i to node i, so the small
+    # node 0 caps every pool: 3 pools x 4 threads beat 1 pool of 4 (or 82 threads crowding 4 cores)
+    result = plan(two_nodes({0: 4, 1: 40, 2: 40}), "Qwen3-30B-A3B", "sft")
+    assert sft_pools(result) == (3, 12)
+    warning = next(w for w in result["warnings"] if "70 of 82 worker threads unused" in w)
+    assert warning.endswith("fine-tuning binds pool i to node i (kt_kernel/sft/base.py names no nodes)")
+
+
+def test_fine_tuning_in_a_container_on_socket_1_is_warned_about(tmp_path):
+    capture = tmp_path / "n1"
+    shutil.copytree(FIXTURES / "hosts" / "synthetic-2s-8470q-amx", capture)
+    (capture / "cgroup.txt").write_text("/sys/fs/cgroup/cpuset.cpus.effective: 52-103\n")
+    result = plan(facts_module.from_capture(capture), "Qwen3-30B-A3B", "sft")
+    assert sft_pools(result) == (1, 50)
+    warning = next(w for w in result["warnings"] if w.startswith("kt-kernel binds fine-tuning thread pool 0"))
+    assert "workers are usable on node(s) 1 only" in warning
+
+
 # --- #3 unknown compute capability ---------------------------------------------------------------------
 def test_unknown_compute_capability_is_unknown_not_below_8_9():
     host = h100(ram=2 * 10**12)
