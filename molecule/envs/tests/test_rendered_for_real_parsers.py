@@ -32,7 +32,7 @@ SERVE_CASES = {
     "4xl40s-tp4": ("Qwen3-235B-A22B", "dual-spr-2xnuma-4xl40s", []),
     "seed002-lora": ("Qwen3-30B-A3B", "seed002-autodl-6430-4090", ["--lora", "style=/data/lora/style"]),
     "socket1-numa-nodes": ("Qwen3-30B-A3B", "capture:socket1", []),
-    "h100-qwen3-next": ("config:QWEN3_NEXT_80B_A3B", "h100-amx", []),  # hybrid: --max-mamba-cache-size
+    "4xl40s-qwen3-next": ("config:QWEN3_NEXT_80B_A3B", "dual-spr-2xnuma-4xl40s", []),  # hybrid, TP 4
 }
 TRAIN_CASES = {
     "seed002": ("Qwen3-30B-A3B", "seed002-autodl-6430-4090"),
@@ -162,19 +162,22 @@ def test_the_cases_cover_what_the_planner_varies(serve_results):
     assert parsed["4xl40s-tp4"]["tensor_parallel_size"] == 4
     assert parsed["socket1-numa-nodes"]["kt_numa_nodes"] == [1]
     assert parsed["seed002-amxint8"]["kt_threadpool_count"] == 2
-    hybrid = parsed["h100-qwen3-next"]
+    hybrid = parsed["4xl40s-qwen3-next"]
     assert hybrid["max_mamba_cache_size"] == 3 * hybrid["max_running_requests"]
 
 
-def test_sglang_kt_sizes_a_state_slot_as_the_plan_does(host, serve_results, tmp_path):
-    """The planner's linear-attention slot, against SGLang-KT's own Qwen3NextConfig.mamba2_cache_params."""
+def test_sglang_kt_sizes_a_state_slot_as_the_plan_does(host, serve_results):
+    """The planner's linear-attention slot, against SGLang-KT's own Qwen3NextConfig.mamba2_cache_params
+    at TP 1, 2 and 4."""
     cases, _ = serve_results
-    plan, _ = cases["h100-qwen3-next"]
-    got = probe(host, INFER, "mamba_state.py", {"config": real_config("QWEN3_NEXT_80B_A3B"), "tp": [1, 2]})
+    plan, _ = cases["4xl40s-qwen3-next"]
+    got = probe(host, INFER, "mamba_state.py", {"config": real_config("QWEN3_NEXT_80B_A3B"), "tp": [1, 2, 4]})
     planned_slot = plan["requirements_breakdown"]["recurrent_state_min"] / got["slots_per_running_request"]
     assert got["slots_per_running_request"] == 3
     assert got["slots"]["1"] == {"bytes": planned_slot, "layers": 36}
-    assert got["slots"]["2"]["bytes"] == planned_slot  # sharded over TP ranks, the same bytes in all
+    # sharded over the TP ranks (the plan's TP is 4): the same bytes in all
+    assert got["slots"]["2"]["bytes"] == got["slots"]["4"]["bytes"] == planned_slot
+    assert plan["serve"]["tensor_parallel_size"] == 4
 
 
 def test_sglang_kt_takes_the_lora_adapters_and_the_api_key(serve_results):
