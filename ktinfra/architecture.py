@@ -90,6 +90,7 @@ class Architecture:
     max_position_embeddings: int | None
     native_dtype: str  # "bf16" | "fp8" (the dtype of the published checkpoint's linear weights)
     num_mtp_layers: int = 0
+    mtp_own_embeddings: bool = True  # DeepSeek's MTP layer ships its own embedding and output head
     linear_attention: LinearAttention | None = None
     indexer: SparseIndexer | None = None
     attention_output_gate: bool = False  # q_proj also yields a sigmoid gate per head (Qwen3-Next)
@@ -175,15 +176,15 @@ class Architecture:
 
     @property
     def mtp_params(self) -> int:
-        """DeepSeek-V3's multi-token-prediction layer: shipped in the checkpoint (with its own copies of the
-        embedding and output head), unused by KT serving."""
+        """Multi-token-prediction layers (DeepSeek-V3, Qwen3.5): shipped in the checkpoint, unused by KT
+        serving; DeepSeek's carry their own copies of the embedding and output head."""
         per_layer = (
             self.attention_params_per_layer
             + self.expert_params * self.num_experts
             + 3 * self.hidden_size * self.shared_intermediate_size
             + self.hidden_size * self.num_experts
             + 2 * self.hidden_size * self.hidden_size
-            + 2 * self.vocab_size * self.hidden_size
+            + (2 * self.vocab_size * self.hidden_size if self.mtp_own_embeddings else 0)
         )
         return self.num_mtp_layers * per_layer
 

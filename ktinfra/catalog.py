@@ -181,6 +181,15 @@ def _indexer(config: dict, mla: MLA | None, source: str) -> SparseIndexer | None
     )
 
 
+def _mtp_layers(config: dict, source: str) -> int:
+    """DeepSeek's num_nextn_predict_layers or Qwen3.5's mtp_num_hidden_layers."""
+    for key in ("num_nextn_predict_layers", "mtp_num_hidden_layers"):
+        count = _int_key(config, key, source, low=0)
+        if count:
+            return count
+    return 0
+
+
 # Families whose attention gates its output by default, with q_proj twice as wide (the attn_output_gate
 # default of sglang-kt's qwen3_next.py and qwen3_5.py).
 GATED_ATTENTION_FAMILIES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
@@ -247,7 +256,10 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
         max_position_embeddings=_int_key(config, "max_position_embeddings", source),
         native_dtype=_native_dtype(config, source),
-        num_mtp_layers=_int_key(config, "num_nextn_predict_layers", source, low=0) or 0,
+        num_mtp_layers=_mtp_layers(config, source),
+        mtp_own_embeddings=bool(
+            config.get("mtp_use_dedicated_embeddings", "mtp_num_hidden_layers" not in config)
+        ),
         linear_attention=_linear_attention(config, layers, source),
         indexer=_indexer(config, mla, source),
         attention_output_gate=bool(

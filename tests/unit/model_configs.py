@@ -114,3 +114,23 @@ DEEPSEEK_V32 = {
     "scoring_func": "sigmoid", "tie_word_embeddings": False, "topk_group": 4, "topk_method": "noaux_tc",
     "torch_dtype": "bfloat16", "v_head_dim": 128, "vocab_size": 129280,
 }  # fmt: skip
+
+# Qwen/Qwen3.5-35B-A3B (35B with its vision encoder / 3B active; hybrid Gated DeltaNet + gated attention, one
+# MTP layer): the text_config values a public inventory of its HF snapshot ec2d4ece (2026-04-21) lists, with
+# the attention shape (16 heads, 2 KV heads, head_dim 256) of a public qwen3_5_moe test config that mirrors
+# it; vision_config cut to its model type.
+QWEN3_5_35B_A3B = {
+    "architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
+    "tie_word_embeddings": False, "vision_config": {"model_type": "qwen3_5_moe"},
+    "text_config": {
+        "model_type": "qwen3_5_moe_text", "hidden_size": 2048, "num_hidden_layers": 40,
+        "layer_types": ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(40)],
+        "full_attention_interval": 4, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+        "attn_output_gate": True, "partial_rotary_factor": 0.25, "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+        "linear_conv_kernel_dim": 4, "mamba_ssm_dtype": "float32", "num_experts": 256,
+        "num_experts_per_tok": 8, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+        "router_aux_loss_coef": 0.001, "mtp_num_hidden_layers": 1, "mtp_use_dedicated_embeddings": False,
+        "vocab_size": 248320, "rope_theta": 10000000, "eos_token_id": 248044, "tie_word_embeddings": False,
+    },
+}  # fmt: skip

@@ -12,6 +12,7 @@ from model_configs import (
     LLAMA4_SCOUT,
     MINIMAX_M2,
     QWEN2_57B_A14B,
+    QWEN3_5_35B_A3B,
     QWEN3_NEXT_80B_A3B,
 )
 
@@ -117,14 +118,14 @@ def test_qwen3_next_state_slot_is_sglangs_mamba_cache_per_req(tmp_path):
     assert sizing.state_bytes_per_slot(catalog.resolve("Qwen3-30B-A3B")) == 0
 
 
-def _h100_serve(model: str) -> dict:
-    facts = load_facts(Path(__file__).resolve().parents[1] / "fixtures" / "facts" / "h100-amx.json")
+def _serve(model: str, host: str = "h100-amx") -> dict:
+    facts = load_facts(Path(__file__).resolve().parents[1] / "fixtures" / "facts" / f"{host}.json")
     return plan(facts, model, "serve")
 
 
 def test_serving_a_hybrid_model_keeps_three_state_slots_per_running_request(tmp_path):
     arch = _resolve(tmp_path, QWEN3_NEXT_80B_A3B)
-    result = _h100_serve(str(tmp_path))
+    result = _serve(str(tmp_path))
     serve, breakdown = result["serve"], result["requirements_breakdown"]
     slot = sizing.state_bytes_per_slot(arch)
     assert serve["max_running_requests"] == 32
@@ -146,7 +147,7 @@ def test_serving_a_hybrid_model_keeps_three_state_slots_per_running_request(tmp_
 
 
 def test_models_without_linear_attention_leave_the_state_pool_alone():
-    result = _h100_serve("Qwen3-30B-A3B")
+    result = _serve("Qwen3-30B-A3B")
     assert result["serve"]["max_mamba_cache_size"] is None
     assert "recurrent_state_min" not in result["requirements_breakdown"]
     assert "max_mamba_cache_size" not in result["reasons"]
@@ -168,3 +169,29 @@ def test_deepseek_v32_caches_its_indexer_keys_beside_the_latent(tmp_path):
     assert sizing.kv_bytes_per_token(catalog.resolve("DeepSeek-V3")) == 61 * (512 + 64) * 2
     without_index_topk = _resolve(tmp_path, {k: v for k, v in DEEPSEEK_V32.items() if k != "index_topk"})
     assert without_index_topk.indexer is None  # SGLang's is_deepseek_nsa needs index_topk too
+
+
+def test_qwen3_5_reads_its_text_config_as_a_hybrid_model(tmp_path):
+    arch = _resolve(tmp_path, QWEN3_5_35B_A3B)
+    assert arch.total_params == pytest.approx(35e9, rel=0.03)  # the card's 35B counts the vision encoder too
+    assert (arch.num_kv_layers, arch.linear_attention.num_layers) == (10, 30)
+    assert arch.attention_output_gate and arch.encoders == ("vision_config",)
+    # 30 Gated DeltaNet layers of the same shape as Qwen3-Next's (sglang-kt Mamba2StateShape)
+    assert sizing.state_bytes_per_slot(arch) == 30 * (8192 * 3 * 2 + 32 * 128 * 128 * 4)
+    # its MTP layer (mtp_num_hidden_layers) is in the download, sharing the embedding and head
+    mtp = arch.attention_params_per_layer + 256 * arch.expert_params + 3 * 2048 * 512 + 2048 * 256
+    assert (arch.num_mtp_layers, arch.mtp_own_embeddings) == (1, False)
+    assert arch.mtp_params == mtp + 2 * 2048 * 2048
+    assert catalog.resolve("DeepSeek-V3").mtp_own_embeddings  # num_nextn_predict_layers: its own copies
+
+
+def test_qwen3_5_on_the_seed002_box_keeps_state_slots_for_its_16_requests(tmp_path):
+    _resolve(tmp_path, QWEN3_5_35B_A3B)
+    facts = load_facts(
+        Path(__file__).resolve().parents[1] / "fixtures" / "facts" / "seed002-autodl-6430-4090.json"
+    )
+    result = plan(facts, str(tmp_path), "serve")
+    assert result["feasible"], result["problems"]
+    serve = result["serve"]
+    assert (serve["max_running_requests"], serve["max_mamba_cache_size"]) == (16, 48)
+    assert serve["kt_method"] == "AMXINT8" and 0 < serve["kt_num_gpu_experts"] < 256
