@@ -114,10 +114,14 @@ def _cpu_decisions(facts: dict, serve: dict, reasons: dict, warnings: list) -> N
     serve.update({"kt_cpuinfer": placed, "kt_threadpool_count": pools, "kt_numa_nodes": nodes})
 
 
+def mb(value: float) -> str:
+    return f"{value / 1e6:.1f} MB"
+
+
 def _state_pool_reason(arch, requests) -> str:
     slots = requests * sizing.STATE_SLOTS_PER_REQUEST
     return (
-        f"{slots}: {sizing.STATE_SLOTS_PER_REQUEST} slots of {gb(sizing.state_bytes_per_slot(arch))} "
+        f"{slots}: {sizing.STATE_SLOTS_PER_REQUEST} slots of {mb(sizing.state_bytes_per_slot(arch))} "
         f"linear-attention state ({arch.linear_attention.num_layers} layers) per running request, as SGLang "
         "admits max_mamba_cache_size // 3 requests with its radix cache on; left unset, SGLang would give "
         "0.9/1.9 of the memory after the weights to this pool and leave the KV cache about half the budget"
@@ -263,7 +267,7 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     kv_budget = requests * per_request
     each = f"{KV_TOKENS_PER_REQUEST} KV tokens"
     if state:
-        each += f" and {sizing.STATE_SLOTS_PER_REQUEST} linear-attention state slots ({gb(state)})"
+        each += f" and {sizing.STATE_SLOTS_PER_REQUEST} linear-attention state slots ({mb(state)})"
     reasons["max_running_requests"] = (
         f"{requests}: decode is bound by {facts['cpu']['physical_cores']} CPU cores "
         "(about 2 requests per core; "
