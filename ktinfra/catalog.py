@@ -56,6 +56,30 @@ def _need(config: dict, *keys: str, source: str, low: int = 1, high: int | None 
 SIZED_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}  # torch_dtype -> sizing dtype
 
 
+def _int4_group_size(quant: dict) -> int | None:
+    """The group size of a compressed-tensors pack-quantized checkpoint whose only quantized weights are
+    symmetric int4 in groups, activations left alone (Kimi-K2-Thinking's routed experts); None otherwise."""
+    groups = quant.get("config_groups")
+    if quant.get("format") != "pack-quantized" or not isinstance(groups, dict) or len(groups) != 1:
+        return None
+    (group,) = groups.values()
+    weights = group.get("weights") if isinstance(group, dict) else None
+    if not isinstance(weights, dict) or group.get("input_activations") is not None:
+        return None
+    shape = (weights.get("num_bits"), weights.get("type"), weights.get("strategy"), weights.get("symmetric"))
+    size = weights.get("group_size")
+    if shape != (4, "int", "group", True) or not _int_in(size, 1, None):
+        return None
+    return size
+
+
+def quant_group_size(config: dict) -> int | None:
+    quant = config.get("quantization_config") or {}
+    if not isinstance(quant, dict) or str(quant.get("quant_method") or "").lower() != "compressed-tensors":
+        return None
+    return _int4_group_size(quant)
+
+
 def _native_dtype(config: dict, source: str) -> str:
     """The checkpoint's weight dtype; ModelConfigError for one the sizing cannot count bytes for (e.g. mxfp4,
     whose experts no kt-kernel backend reads and whose conversion path the sizing does not model)."""
@@ -63,10 +87,18 @@ def _native_dtype(config: dict, source: str) -> str:
     method = str(quant.get("quant_method") or "") if isinstance(quant, dict) else json.dumps(quant)
     if method.lower() == "fp8":
         return "fp8"
+    if method.lower() == "compressed-tensors" and quant_group_size(config):
+        return "int4"
+    if method.lower() == "compressed-tensors":
+        raise ModelConfigError(
+            f"{source}: quantization compressed-tensors other than pack-quantized symmetric int4 groups "
+            "(config.json quantization_config.config_groups) is not sized by ktinfra; the int4 group format "
+            "is the one kt-kernel's RAWINT4 reads"
+        )
     if method:
         raise ModelConfigError(
             f"{source}: quantization {method} (config.json quantization_config.quant_method) is not sized "
-            "by ktinfra, which sizes bf16, fp16, fp32 and fp8 checkpoints"
+            "by ktinfra, which sizes bf16, fp16, fp32, fp8 and compressed-tensors int4 checkpoints"
         )
     key = "torch_dtype" if config.get("torch_dtype") is not None else "dtype"
     dtype = str(config.get(key) or "bfloat16").lower()
@@ -256,6 +288,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
         max_position_embeddings=_int_key(config, "max_position_embeddings", source),
         native_dtype=_native_dtype(config, source),
+        quant_group_size=quant_group_size(config),
         num_mtp_layers=_mtp_layers(config, source),
         mtp_own_embeddings=bool(
             config.get("mtp_use_dedicated_embeddings", "mtp_num_hidden_layers" not in config)

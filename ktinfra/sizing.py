@@ -49,6 +49,7 @@ SFT_ALLOCATOR_CACHE_OF_ACTIVATIONS = 0.16
 SFT_OUTPUT_DISK = 2 * GB  # logs, the final adapter, its SGLang conversion
 
 FP8_BLOCK = 128 * 128  # DeepSeek-style block-wise FP8 keeps one fp32 scale per 128x128 block
+INT4_DEFAULT_GROUP = 32  # Kimi-K2-Thinking's compressed-tensors group size
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,10 @@ CPU_FORMATS: dict[str, CpuFormat] = {
     "AMXINT4": CpuFormat("AMXINT4", "AMXINT4", "int4", 0.5, converted=True),
     "BF16": CpuFormat("BF16", "BF16", "bf16", 2.0, converted=False, native_dtype="bf16"),
     "FP8": CpuFormat("FP8", "FP8", "fp8", 1.0 + 4 / FP8_BLOCK, converted=False, native_dtype="fp8"),
+    # the checkpoint's own int4 experts, read by kt-kernel and SGLang alike (Kimi-K2-Thinking tutorial)
+    "RAWINT4": CpuFormat(
+        "RAWINT4", "RAWINT4", "rawint4", 0.5 + 2 / INT4_DEFAULT_GROUP, converted=False, native_dtype="int4"
+    ),
     "GGUF:Q4_K_M": CpuFormat("GGUF:Q4_K_M", "LLAMAFILE", "gguf:Q4_K_M", 4.85 / 8, converted=False, gguf=True),
 }
 _FORMAT_ALIASES = {
@@ -106,15 +111,24 @@ class Estimate:
 
 
 def checkpoint_bytes(arch: Architecture, params: int, dtype: str, *, embeddings: int = 0) -> float:
-    """Bytes of `params` weights stored in `dtype`; FP8 checkpoints keep embeddings/LM head in bf16."""
+    """Bytes of `params` weights stored in `dtype`; FP8 checkpoints keep embeddings/LM head in bf16; int4
+    (compressed-tensors) packs two weights a byte with one bf16 scale per group."""
     if dtype == "fp8":
         return (params - embeddings) * (1 + 4 / FP8_BLOCK) + embeddings * 2
+    if dtype == "int4":
+        return params * (0.5 + 2 / (arch.quant_group_size or INT4_DEFAULT_GROUP))
     return params * {"bf16": 2, "fp16": 2, "fp32": 4}.get(dtype, 2)
+
+
+def dense_dtype(dtype: str) -> str:
+    """The dtype of an int4 checkpoint's non-expert weights: its compressed-tensors `ignore` list keeps
+    attention, dense and shared MLPs, routers, embedding and head in bf16 (Kimi-K2-Thinking)."""
+    return "bf16" if dtype == "int4" else dtype
 
 
 def gpu_non_expert_bytes(arch: Architecture, dtype: str) -> float:
     embeddings = arch.embedding_params + arch.lm_head_params
-    return checkpoint_bytes(arch, arch.non_expert_params, dtype, embeddings=embeddings)
+    return checkpoint_bytes(arch, arch.non_expert_params, dense_dtype(dtype), embeddings=embeddings)
 
 
 def gpu_expert_bytes(arch: Architecture, dtype: str) -> float:
@@ -148,6 +162,11 @@ def download_bytes(arch: Architecture, dtype: str | None = None) -> float:
     """The Hugging Face checkpoint as published (MTP layers included)."""
     dtype = dtype or arch.native_dtype
     embeddings = arch.embedding_params + arch.lm_head_params
+    if dtype == "int4":
+        dense = arch.non_expert_params + arch.mtp_params
+        return checkpoint_bytes(arch, dense, "bf16") + checkpoint_bytes(
+            arch, arch.routed_expert_params, dtype
+        )
     return checkpoint_bytes(arch, arch.total_params + arch.mtp_params, dtype, embeddings=embeddings)
 
 
@@ -165,12 +184,18 @@ def serve(
     (default: the one the planner picks, serve_checkpoint_dtype)."""
     fmt = cpu_format(fmt) if isinstance(fmt, str) else fmt
     dtype = checkpoint_dtype or serve_checkpoint_dtype(arch, fmt)
-    if fmt.native_dtype == "fp8" and dtype != "fp8":
-        raise ValueError(f"{arch.name}: the FP8 backend reads an FP8 checkpoint; this one is {dtype}")
+    if fmt.native_dtype in ("fp8", "int4") and dtype != fmt.native_dtype:
+        raise ValueError(
+            f"{arch.name}: the {fmt.kt_method} backend reads an {fmt.native_dtype.upper()} checkpoint; "
+            f"this one is {dtype}"
+        )
     gpu_weights = gpu_non_expert_bytes(arch, dtype)
     kv = kv_bytes_per_token(arch) * SERVE_MIN_KV_TOKENS
     state = state_bytes_per_request(arch)  # the one request's linear-attention state slots
-    cpu_experts = arch.routed_expert_params * fmt.bytes_per_param
+    if fmt.native_dtype == "int4":
+        cpu_experts = checkpoint_bytes(arch, arch.routed_expert_params, "int4")  # the checkpoint's group size
+    else:
+        cpu_experts = arch.routed_expert_params * fmt.bytes_per_param
     download = download_bytes(arch, dtype)
     if fmt.gguf:
         converted = arch.total_params * fmt.bytes_per_param  # the whole model as one GGUF download
@@ -337,8 +362,10 @@ def table(arch: Architecture) -> dict:
     plus SFT, for `ktinfra models`."""
     rows = {}
     for name, fmt in CPU_FORMATS.items():
-        if fmt.native_dtype == "fp8" and arch.native_dtype != "fp8":
+        if fmt.native_dtype in ("fp8", "int4") and arch.native_dtype != fmt.native_dtype:
             continue
+        if arch.native_dtype == "int4" and fmt.native_dtype != "int4":
+            continue  # only RAWINT4 reads an int4 checkpoint
         rows[f"serve:{name}"] = serve(arch, fmt).to_dict()
     rows["sft:BF16"] = sft(arch).to_dict()
     return rows

@@ -20,6 +20,7 @@ ISA_NEEDS = {
     "AMXINT4": ("amx_tile", "amx_int8"),
     "BF16": ("avx512f", "avx512bw", "avx512_bf16"),
     "FP8": ("avx512f", "avx512bw", "avx512_bf16", "avx512_vbmi"),
+    "RAWINT4": ("avx512f", "avx512bw"),
     "GGUF:Q4_K_M": ("avx2",),
 }
 
@@ -51,8 +52,17 @@ def fits(facts: dict, est: sizing.Estimate) -> bool:
 
 def _requested(arch: Architecture, facts: dict, requested: str):
     fmt = sizing.cpu_format(requested)
-    if fmt.native_dtype == "fp8" and arch.native_dtype != "fp8":
-        problem = f"--cpu-format FP8 needs an FP8 checkpoint; {arch.name} ships {arch.native_dtype}"
+    if fmt.native_dtype in ("fp8", "int4") and arch.native_dtype != fmt.native_dtype:
+        problem = (
+            f"--cpu-format {fmt.name} needs an {fmt.native_dtype.upper()} checkpoint; "
+            f"{arch.name} ships {arch.native_dtype}"
+        )
+        return fmt, "requested", [problem]
+    if arch.native_dtype == "int4" and fmt.name != "RAWINT4":
+        problem = (
+            f"{arch.name} ships int4 experts, which only kt-kernel's RAWINT4 reads; --cpu-format {fmt.name} "
+            "would need a BF16 checkpoint"
+        )
         return fmt, "requested", [problem]
     missing, unknown = isa_missing(facts, fmt), isa_unknown(facts, fmt)
     problems = []
@@ -66,11 +76,29 @@ def _requested(arch: Architecture, facts: dict, requested: str):
     return fmt, reason, problems
 
 
+def _int4(arch: Architecture, facts: dict) -> tuple[sizing.CpuFormat, str, list]:
+    """An int4 checkpoint (compressed-tensors groups) is served by RAWINT4 on the CPU and the GPU alike."""
+    fmt = sizing.CPU_FORMATS["RAWINT4"]
+    reason = (
+        f"{arch.name} ships int4 experts (compressed-tensors, groups of {arch.quant_group_size}): RAWINT4 "
+        "reads them in place for the CPU and the GPU (kt-kernel's Kimi-K2-Thinking tutorial); AMX is not "
+        "needed"
+    )
+    missing, unknown = isa_missing(facts, fmt), isa_unknown(facts, fmt)
+    if missing:
+        return fmt, reason, [f"RAWINT4 needs CPU flags {', '.join(missing)}, missing here"]
+    if unknown:
+        return fmt, reason, [f"RAWINT4 needs CPU flags {', '.join(unknown)}; {ISA_UNKNOWN}"]
+    return fmt, reason, []
+
+
 def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizing.CpuFormat, str, list]:
     """(format, reason, problems). AMXINT8 on AMX unless only a native format fits the disk/RAM; without
     AMX the native BF16/FP8 backend where the ISA has it, else LLAMAFILE with GGUF Q4_K_M."""
     if requested:
         return _requested(arch, facts, requested)
+    if arch.native_dtype == "int4":
+        return _int4(arch, facts)
     native = sizing.CPU_FORMATS["FP8" if arch.native_dtype == "fp8" else "BF16"]
     native_isa = not isa_missing(facts, native) and not isa_unknown(facts, native)
     native_ok = native_isa and fits(facts, estimate(arch, native))

@@ -150,6 +150,11 @@ def plan_sft(
     if not has_amx(facts):
         lacking = ISA_UNKNOWN if amx_unknown(facts) else f"{facts['cpu'].get('model') or 'this CPU'} has none"
         problems.append(f"KT fine-tuning needs AMX (seed 000: `lscpu | grep -i amx`); {lacking}")
+    if arch.native_dtype == "int4":
+        problems.append(
+            f"KT fine-tuning reads BF16 experts; {arch.name} ships int4 (compressed-tensors) and ktinfra "
+            "plans no int4 -> BF16 conversion: fine-tune a BF16 release of the model"
+        )
     used: list[dict] = []
     if facts["gpus"]:
         used, reasons["gpu_indices"] = choose_gpus(facts["gpus"])
@@ -202,7 +207,7 @@ def plan_sft(
         "checkpoint_dtype": "bf16",
         "gpu_indices": [g["index"] for g in used],  # nvidia-smi's index; validate() requires it
     }
-    if arch.native_dtype != "bf16":
+    if arch.native_dtype == "fp8":
         reasons["checkpoint_dtype"] = (
             f"{arch.name} ships {arch.native_dtype}; KT fine-tuning reads BF16 (seed 000: DeepSeek's "
             "fp8_cast_bf16.py), "
