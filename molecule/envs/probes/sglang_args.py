@@ -34,6 +34,7 @@ KEYS = (
     "kt_numa_nodes",
     "kt_num_gpu_experts",
     "kt_max_deferred_experts_per_token",
+    "kt_gpu_prefill_token_threshold",
     "enable_lora",
     "lora_paths",
     "max_loras_per_batch",

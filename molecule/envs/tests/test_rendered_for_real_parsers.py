@@ -33,6 +33,7 @@ SERVE_CASES = {
     "seed002-lora": ("Qwen3-30B-A3B", "seed002-autodl-6430-4090", ["--lora", "style=/data/lora/style"]),
     "socket1-numa-nodes": ("Qwen3-30B-A3B", "capture:socket1", []),
     "4xl40s-qwen3-next": ("config:QWEN3_NEXT_80B_A3B", "dual-spr-2xnuma-4xl40s", []),  # hybrid, TP 4
+    "4xl40s-kimi-k2-thinking": ("Kimi-K2-Thinking", "dual-spr-2xnuma-4xl40s", []),  # int4: RAWINT4
 }
 TRAIN_CASES = {
     "seed002": ("Qwen3-30B-A3B", "seed002-autodl-6430-4090"),
@@ -147,18 +148,20 @@ def test_sglang_kt_parses_the_rendered_serve_arguments_as_planned(serve_results,
         "kt_threadpool_count": serve["kt_threadpool_count"],
         "kt_num_gpu_experts": serve["kt_num_gpu_experts"],
         "kt_max_deferred_experts_per_token": serve["kt_max_deferred_experts_per_token"],
+        "kt_gpu_prefill_token_threshold": serve["kt_gpu_prefill_token_threshold"],
         "trust_remote_code": True,
         "api_key": None,
     }
     assert {key: got[key] for key in expected} == expected
     assert got["kt_numa_nodes"] == serve["kt_numa_nodes"]
-    if serve["kt_method"] in ("BF16", "FP8"):
+    if serve["kt_method"] in ("BF16", "FP8", "RAWINT4"):
         assert got["kt_weight_path"] == "/data/cpu-weights/m"
 
 
 def test_the_cases_cover_what_the_planner_varies(serve_results):
     cases, parsed = serve_results
-    assert {plan["serve"]["kt_method"] for plan, _ in cases.values()} >= {"AMXINT8", "BF16", "LLAMAFILE"}
+    methods = {plan["serve"]["kt_method"] for plan, _ in cases.values()}
+    assert methods >= {"AMXINT8", "BF16", "LLAMAFILE", "RAWINT4"}
     assert parsed["4xl40s-tp4"]["tensor_parallel_size"] == 4
     assert parsed["socket1-numa-nodes"]["kt_numa_nodes"] == [1]
     assert parsed["seed002-amxint8"]["kt_threadpool_count"] == 2
