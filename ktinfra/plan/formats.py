@@ -76,8 +76,12 @@ def _requested(arch: Architecture, facts: dict, requested: str):
     return fmt, reason, problems
 
 
+RAWINT4_AVX2_FALLBACK = ("avx2", "fma")  # kt-kernel 0.7's AVX2RawInt4_MOE (doc/en/kt-kernel/AVX2-Tutorial.md)
+
+
 def _int4(arch: Architecture, facts: dict) -> tuple[sizing.CpuFormat, str, list]:
-    """An int4 checkpoint (compressed-tensors groups) is served by RAWINT4 on the CPU and the GPU alike."""
+    """An int4 checkpoint (compressed-tensors groups) is served by RAWINT4 on the CPU and the GPU alike; no
+    other backend reads it, so a CPU without AVX-512 takes kt-kernel's slower AVX2 fallback."""
     fmt = sizing.CPU_FORMATS["RAWINT4"]
     reason = (
         f"{arch.name} ships int4 experts (compressed-tensors, groups of {arch.quant_group_size}): RAWINT4 "
@@ -85,11 +89,16 @@ def _int4(arch: Architecture, facts: dict) -> tuple[sizing.CpuFormat, str, list]
         "needed"
     )
     missing, unknown = isa_missing(facts, fmt), isa_unknown(facts, fmt)
-    if missing:
-        return fmt, reason, [f"RAWINT4 needs CPU flags {', '.join(missing)}, missing here"]
-    if unknown:
-        return fmt, reason, [f"RAWINT4 needs CPU flags {', '.join(unknown)}; {ISA_UNKNOWN}"]
-    return fmt, reason, []
+    if not missing and not unknown:
+        return fmt, reason, []
+    fallback = [isa_flag(facts, flag) for flag in RAWINT4_AVX2_FALLBACK]
+    if all(fallback):
+        lacking = ", ".join(missing) or f"{', '.join(unknown)} (unknown)"
+        return fmt, f"{reason}; without {lacking} kt-kernel runs its slower AVX2 RAWINT4 fallback", []
+    needs = f"AVX512F+AVX512BW, or AVX2+FMA for kt-kernel's fallback ({', '.join(missing) or 'none'} missing"
+    if None in fallback or unknown:
+        return fmt, reason, [f"RAWINT4 needs {needs}); {ISA_UNKNOWN}"]
+    return fmt, reason, [f"RAWINT4 needs {needs}, and AVX2/FMA too)"]
 
 
 def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizing.CpuFormat, str, list]:

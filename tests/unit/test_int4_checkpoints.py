@@ -61,11 +61,17 @@ def test_rawint4_is_the_backend_with_or_without_amx(facts):
     assert "AMX is not needed" in result["reasons"]["kt_method"]
 
 
-def test_rawint4_needs_avx512bw():
+def test_without_avx512_rawint4_takes_the_avx2_fallback():
     facts = host("xeon8352v-4090-noamx")
-    facts["cpu"]["isa"]["avx512bw"] = False
+    facts["cpu"]["isa"].update(avx512f=False, avx512bw=False, fma=True)  # a Zen 3 / Alder Lake-like CPU
     result = plan(facts, "Kimi-K2-Thinking", "serve")
-    assert "RAWINT4 needs CPU flags avx512bw, missing here" in result["problems"]
+    assert result["serve"]["kt_method"] == "RAWINT4" and not any("RAWINT4" in p for p in result["problems"])
+    assert result["reasons"]["kt_method"].endswith(
+        "without avx512f, avx512bw kt-kernel runs its slower AVX2 RAWINT4 fallback"
+    )
+    facts["cpu"]["isa"]["fma"] = False
+    result = plan(facts, "Kimi-K2-Thinking", "serve")
+    assert "RAWINT4 needs AVX512F+AVX512BW, or AVX2+FMA for kt-kernel's fallback" in result["problems"][0]
 
 
 def test_the_4xl40s_plan_serves_from_the_model_directory_with_layerwise_prefill():
