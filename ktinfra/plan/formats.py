@@ -76,12 +76,14 @@ def _requested(arch: Architecture, facts: dict, requested: str):
     return fmt, reason, problems
 
 
-RAWINT4_AVX2_FALLBACK = ("avx2", "fma")  # kt-kernel 0.7's AVX2RawInt4_MOE (doc/en/kt-kernel/AVX2-Tutorial.md)
+# Without AVX-512, kt-kernel 0.7.2 runs RAWINT4 on its AVX-VNNI-256 backend; its last fallback, the plain
+# AVX2 one, segfaulted on a Kimi-K2-shaped layer (docs/results/2026-11-22-h100-rawint4).
+RAWINT4_VNNI_FALLBACK = ("avx2", "fma", "avx_vnni")
 
 
 def _int4(arch: Architecture, facts: dict) -> tuple[sizing.CpuFormat, str, list]:
     """An int4 checkpoint (compressed-tensors groups) is served by RAWINT4 on the CPU and the GPU alike; no
-    other backend reads it, so a CPU without AVX-512 takes kt-kernel's slower AVX2 fallback."""
+    other backend reads it, so a CPU without AVX-512 needs the AVX-VNNI-256 backend."""
     fmt = sizing.CPU_FORMATS["RAWINT4"]
     reason = (
         f"{arch.name} ships int4 experts (compressed-tensors, groups of {arch.quant_group_size}): RAWINT4 "
@@ -91,14 +93,18 @@ def _int4(arch: Architecture, facts: dict) -> tuple[sizing.CpuFormat, str, list]
     missing, unknown = isa_missing(facts, fmt), isa_unknown(facts, fmt)
     if not missing and not unknown:
         return fmt, reason, []
-    fallback = [isa_flag(facts, flag) for flag in RAWINT4_AVX2_FALLBACK]
-    if all(fallback):
-        lacking = ", ".join(missing) or f"{', '.join(unknown)} (unknown)"
-        return fmt, f"{reason}; without {lacking} kt-kernel runs its slower AVX2 RAWINT4 fallback", []
-    needs = f"AVX512F+AVX512BW, or AVX2+FMA for kt-kernel's fallback ({', '.join(missing) or 'none'} missing"
-    if None in fallback or unknown:
-        return fmt, reason, [f"RAWINT4 needs {needs}); {ISA_UNKNOWN}"]
-    return fmt, reason, [f"RAWINT4 needs {needs}, and AVX2/FMA too)"]
+    fallback = {flag: isa_flag(facts, flag) for flag in RAWINT4_VNNI_FALLBACK}
+    lacking = ", ".join(missing) or f"{', '.join(unknown)} (unknown)"
+    if all(fallback.values()):
+        return fmt, f"{reason}; without {lacking} kt-kernel runs its slower AVX-VNNI-256 RAWINT4 backend", []
+    needs = (
+        "RAWINT4 needs AVX512F+AVX512BW, or AVX2+FMA+AVX-VNNI for kt-kernel's AVX-VNNI-256 backend (its "
+        "plain AVX2 backend crashed, docs/results/2026-11-22-h100-rawint4)"
+    )
+    if None in fallback.values() or unknown:
+        return fmt, reason, [f"{needs}; {ISA_UNKNOWN}"]
+    absent = ", ".join(flag for flag, value in fallback.items() if value is False)
+    return fmt, reason, [f"{needs}; this CPU lacks {lacking} and {absent}"]
 
 
 def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizing.CpuFormat, str, list]:

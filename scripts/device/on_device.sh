@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the device host (GPU + AMX, no network), from the root of the checkout the device tool sent, with
 # .devcarry carried (see prepare.sh). Results: $OUT/log.txt and $OUT/results.tgz (re-packed after each phase).
-# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor stream moe-quick moe moe-repeat moe-headroom]
+# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor stream moe-quick moe moe-repeat moe-headroom rawint4]
 set -u
 carry=$(cd "$(dirname "$0")/../../.." && pwd)
 repo=$carry/repo
@@ -76,6 +76,15 @@ for phase in $phases; do
       python3 benchmarks/moe_threads.py --cores "$(physical_cores)" --numa-nodes "$(numa_nodes)" \
         --out "$out/moe_threads.json"
       cp "$out/moe_threads.json" "$res/" ;;
+    rawint4)
+      # kt-kernel's RAWINT4 (Kimi-K2-Thinking's int4 experts): the default backend and the AVX2 fallback
+      for backend in auto avx2; do
+        env $([ "$backend" = auto ] || echo "KT_RAWINT4_BACKEND=$backend") python3 benchmarks/rawint4_check.py \
+          --threads 14 --dir "/tmp/kt-rawint4-$backend" >"$res/rawint4-$backend.json" 2>"$res/rawint4-$backend.err"
+        echo "rawint4 $backend rc=$? $(cat "$res/rawint4-$backend.json")"; tail -3 "$res/rawint4-$backend.err"
+      done
+      python3 -m ktinfra plan --model Kimi-K2-Thinking --mode serve --json >"$res/plan-kimi-k2-thinking.json"
+      echo "ktinfra plan Kimi-K2-Thinking rc=$? $(grep -E '"kt_method"' "$res/plan-kimi-k2-thinking.json" | tr -d ' \n')" ;;
     *) echo "unknown phase $phase" ;;
   esac
   pack

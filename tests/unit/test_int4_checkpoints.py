@@ -61,17 +61,20 @@ def test_rawint4_is_the_backend_with_or_without_amx(facts):
     assert "AMX is not needed" in result["reasons"]["kt_method"]
 
 
-def test_without_avx512_rawint4_takes_the_avx2_fallback():
+def test_without_avx512_rawint4_needs_avx_vnni():
     facts = host("xeon8352v-4090-noamx")
-    facts["cpu"]["isa"].update(avx512f=False, avx512bw=False, fma=True)  # a Zen 3 / Alder Lake-like CPU
+    # an Alder Lake / Zen 5-like CPU: AVX2, FMA and AVX-VNNI, no AVX-512
+    facts["cpu"]["isa"].update(avx512f=False, avx512bw=False, fma=True, avx_vnni=True)
     result = plan(facts, "Kimi-K2-Thinking", "serve")
     assert result["serve"]["kt_method"] == "RAWINT4" and not any("RAWINT4" in p for p in result["problems"])
     assert result["reasons"]["kt_method"].endswith(
-        "without avx512f, avx512bw kt-kernel runs its slower AVX2 RAWINT4 fallback"
+        "without avx512f, avx512bw kt-kernel runs its slower AVX-VNNI-256 RAWINT4 backend"
     )
-    facts["cpu"]["isa"]["fma"] = False
+    # a Zen 3-like CPU: kt-kernel would fall back to its plain AVX2 backend, which crashed on the H100 host
+    facts["cpu"]["isa"]["avx_vnni"] = False
     result = plan(facts, "Kimi-K2-Thinking", "serve")
-    assert "RAWINT4 needs AVX512F+AVX512BW, or AVX2+FMA for kt-kernel's fallback" in result["problems"][0]
+    assert result["problems"][0].startswith("RAWINT4 needs AVX512F+AVX512BW, or AVX2+FMA+AVX-VNNI")
+    assert result["problems"][0].endswith("this CPU lacks avx512f, avx512bw and avx_vnni")
 
 
 def test_the_4xl40s_plan_serves_from_the_model_directory_with_layerwise_prefill():
