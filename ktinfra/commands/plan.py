@@ -152,7 +152,8 @@ def register(app: typer.Typer) -> None:
         cpu_format: Annotated[
             str | None,
             typer.Option(
-                "--cpu-format", help="Serve: AMXINT8 | AMXINT4 | BF16 | FP8 | GGUF:Q4_K_M (LLAMAFILE)."
+                "--cpu-format",
+                help="Serve: AMXINT8 | AMXINT4 | BF16 | FP8 | RAWINT4 | GGUF:Q4_K_M (LLAMAFILE).",
             ),
         ] = None,
         lora: Annotated[
