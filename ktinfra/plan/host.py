@@ -216,14 +216,13 @@ def _nodes(ids) -> str:
     return ", ".join(str(i) for i in sorted(ids))
 
 
-def _best_node_set(cores: dict[int, int], threads: int) -> tuple[list[int], int]:
-    """(nodes, threads they can run) when SGLang names the pools' nodes (--kt-numa-nodes): the k nodes
-    with the most usable cores, each pool given its even share of the threads."""
-    ranked = sorted(cores, key=lambda node: (-cores[node], node))
+def _best_prefix(order: list[int], cores: dict[int, int], threads: int) -> tuple[list[int], int]:
+    """(nodes, threads they can run): the first k nodes of `order` whose even split of the threads runs the
+    most, each pool capped by the fewest usable cores among them (a node absent from `cores` has none)."""
     best: tuple[list[int], int] = ([], 0)
-    for pools in range(1, min(threads, len(ranked)) + 1):
-        chosen = ranked[:pools]
-        fit = min(threads, pools * min(cores[node] for node in chosen))
+    for pools in range(1, min(threads, len(order)) + 1):
+        chosen = order[:pools]
+        fit = min(threads, pools * min(cores.get(node, 0) for node in chosen))
         if fit >= best[1]:  # ties: more pools spread the expert weights over more memory channels
             best = (sorted(chosen), fit)
     return best
@@ -255,7 +254,8 @@ def thread_pools(facts: dict, threads: int) -> tuple[int, int, str | None, list[
     cores = numa_node_cores(facts)
     if not cores:
         return min(numa_nodes_in_use(facts), threads), threads, None, None
-    nodes, fit = _best_node_set(cores, threads)
+    # SGLang names the pools' nodes (--kt-numa-nodes): the ones with the most usable cores
+    nodes, fit = _best_prefix(sorted(cores, key=lambda node: (-cores[node], node)), cores, threads)
     named = None if nodes == list(range(len(nodes))) else nodes
     return len(nodes), fit, _pools_limited(cores, nodes, fit, threads), named
 
@@ -267,12 +267,7 @@ def sequential_thread_pools(facts: dict, threads: int) -> tuple[int, int, str | 
     cores = numa_node_cores(facts)
     if not cores:
         return min(numa_nodes_in_use(facts), threads), threads, None
-    best = (1, min(threads, cores.get(0, 0)))
-    for pools in range(2, min(threads, max(cores) + 1) + 1):
-        fit = min(threads, pools * min(cores.get(node, 0) for node in range(pools)))
-        if fit >= best[1]:
-            best = (pools, fit)
-    pools, fit = best
+    nodes, fit = _best_prefix(list(range(max(cores) + 1)), cores, threads)
     if not fit:
         warning = (
             "kt-kernel binds fine-tuning thread pool 0 to NUMA node 0 (kt_kernel/sft/base.py names no nodes, "
@@ -281,9 +276,9 @@ def sequential_thread_pools(facts: dict, threads: int) -> tuple[int, int, str | 
             "them and their expert weights to; fine-tune where node 0's CPUs are usable"
         )
         return 1, threads, warning
-    limited = _pools_limited(cores, list(range(pools)), fit, threads)
+    limited = _pools_limited(cores, nodes, fit, threads)
     sequential = "; fine-tuning binds pool i to node i (kt_kernel/sft/base.py names no nodes)"
-    return pools, fit, limited and limited + sequential
+    return len(nodes), fit, limited and limited + sequential
 
 
 def compute_capability(gpu: dict) -> tuple[int, int] | None:
