@@ -62,6 +62,13 @@ class CpuFormat:
     native_dtype: str | None = None  # the checkpoint dtype the kt-kernel reads in place
     gguf: bool = False
 
+    def serves(self, published: str) -> bool:
+        """Whether this backend can serve a model published in `published` dtype: FP8 and RAWINT4 read only
+        their own checkpoints, and nothing but RAWINT4 reads int4 experts (no conversion path)."""
+        if self.native_dtype in ("fp8", "int4"):
+            return published == self.native_dtype
+        return published != "int4"
+
 
 # INT8/INT4: one fp32 scale per output row (<= 0.2 % for hidden sizes >= 2048). Q4_K_M: 4.5-bit Q4_K blocks
 # with half of the down projections in Q6_K, about 4.85 bits per weight as llama.cpp reports for the file.
@@ -362,10 +369,8 @@ def table(arch: Architecture) -> dict:
     plus SFT, for `ktinfra models`."""
     rows = {}
     for name, fmt in CPU_FORMATS.items():
-        if fmt.native_dtype in ("fp8", "int4") and arch.native_dtype != fmt.native_dtype:
+        if not fmt.serves(arch.native_dtype):
             continue
-        if arch.native_dtype == "int4" and fmt.native_dtype != "int4":
-            continue  # only RAWINT4 reads an int4 checkpoint
         rows[f"serve:{name}"] = serve(arch, fmt).to_dict()
     rows["sft:BF16"] = sft(arch).to_dict()
     return rows

@@ -52,17 +52,17 @@ def fits(facts: dict, est: sizing.Estimate) -> bool:
 
 def _requested(arch: Architecture, facts: dict, requested: str):
     fmt = sizing.cpu_format(requested)
-    if fmt.native_dtype in ("fp8", "int4") and arch.native_dtype != fmt.native_dtype:
-        problem = (
-            f"--cpu-format {fmt.name} needs an {fmt.native_dtype.upper()} checkpoint; "
-            f"{arch.name} ships {arch.native_dtype}"
-        )
-        return fmt, "requested", [problem]
-    if arch.native_dtype == "int4" and fmt.name != "RAWINT4":
-        problem = (
-            f"{arch.name} ships int4 experts, which only kt-kernel's RAWINT4 reads; --cpu-format {fmt.name} "
-            "would need a BF16 checkpoint"
-        )
+    if not fmt.serves(arch.native_dtype):
+        if arch.native_dtype == "int4":
+            problem = (
+                f"{arch.name} ships int4 experts, which only kt-kernel's RAWINT4 reads; --cpu-format "
+                f"{fmt.name} would need a BF16 checkpoint"
+            )
+        else:
+            problem = (
+                f"--cpu-format {fmt.name} needs an {fmt.native_dtype.upper()} checkpoint; "
+                f"{arch.name} ships {arch.native_dtype}"
+            )
         return fmt, "requested", [problem]
     missing, unknown = isa_missing(facts, fmt), isa_unknown(facts, fmt)
     problems = []
