@@ -79,7 +79,7 @@ for phase in $phases; do
     rawint4)
       # kt-kernel's RAWINT4 (Kimi-K2-Thinking's int4 experts): the default backend and the AVX2 fallback
       for backend in auto avx2; do
-        env $([ "$backend" = auto ] || echo "KT_RAWINT4_BACKEND=$backend") python3 benchmarks/rawint4_check.py \
+        env $([ "$backend" = auto ] || echo "KT_RAWINT4_BACKEND=$backend") python3 scripts/device/rawint4_check.py \
           --threads 14 --dir "/tmp/kt-rawint4-$backend" >"$res/rawint4-$backend.json" 2>"$res/rawint4-$backend.err"
         echo "rawint4 $backend rc=$? $(cat "$res/rawint4-$backend.json")"; tail -3 "$res/rawint4-$backend.err"
       done

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import torch
+from convert_check import reference  # the same float32 MoE reference the AMXINT8/INT4 check uses
 from safetensors.torch import save_file
 
 GROUP = 32
@@ -58,16 +59,6 @@ def dequant(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return (q.float().view(out, inp // GROUP, GROUP) * scale.float().unsqueeze(-1)).view(out, inp)
 
 
-def reference(weights: list, x: torch.Tensor, ids: torch.Tensor, topk_w: torch.Tensor) -> torch.Tensor:
-    y = torch.zeros_like(x)
-    for t in range(x.shape[0]):
-        for k in range(ids.shape[1]):
-            w = weights[int(ids[t, k])]
-            h = torch.nn.functional.silu(w["gate"] @ x[t]) * (w["up"] @ x[t])
-            y[t] += topk_w[t, k] * (w["down"] @ h)
-    return y
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=Path("/tmp/kt-rawint4"))
@@ -81,7 +72,7 @@ def main() -> None:
 
     hidden, inter, topk, experts = 7168, 2048, 8, args.experts
     torch.manual_seed(0)
-    quantized, dense = [], []
+    quantized, dense = [], {"gate": [], "up": [], "down": []}
     for _ in range(experts):
         projs = {
             "gate": quantize(torch.randn(inter, hidden) * 0.02),
@@ -89,7 +80,9 @@ def main() -> None:
             "down": quantize(torch.randn(hidden, inter) * 0.02),
         }
         quantized.append(projs)
-        dense.append({name: dequant(q, s) for name, (q, s) in projs.items()})
+        for name, (q, s) in projs.items():
+            dense[name].append(dequant(q, s))
+    dense = {name: torch.stack(ws) for name, ws in dense.items()}
     backend_env = os.environ.get("KT_RAWINT4_BACKEND", "auto")
     result = {"backend_env": backend_env, "experts": experts, "encodings": {}}
     dev = torch.device("cuda")
