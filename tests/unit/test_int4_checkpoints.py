@@ -3,20 +3,15 @@ published and served by kt-kernel's RAWINT4 from the model directory, on the CPU
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
+from test_plan import facts as host
 
 from ktinfra import catalog, sizing
-from ktinfra.planner import load_facts, plan
+from ktinfra.planner import plan
 from ktinfra.render import sglang_argv
 
-FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 MODEL = "/data/models/Kimi-K2-Thinking"
-
-
-def host(name: str) -> dict:
-    return load_facts(FACTS / f"{name}.json")
 
 
 def test_kimi_k2_thinking_is_kimi_k2_with_int4_experts():

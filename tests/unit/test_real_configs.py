@@ -1,7 +1,6 @@
 """Published config.json files of MoE models outside the catalog: sized to their model cards' totals."""
 
 import json
-from pathlib import Path
 
 import pytest
 from model_configs import (
@@ -15,14 +14,19 @@ from model_configs import (
     QWEN3_5_35B_A3B,
     QWEN3_NEXT_80B_A3B,
 )
+from test_plan import facts
 
 from ktinfra import catalog, sizing
-from ktinfra.planner import load_facts, plan
+from ktinfra.planner import plan
 
 
 def _resolve(tmp_path, config: dict) -> catalog.Architecture:
     (tmp_path / "config.json").write_text(json.dumps(config))
     return catalog.resolve(str(tmp_path))
+
+
+def _serve(model: str, host: str = "h100-amx") -> dict:
+    return plan(facts(host), model, "serve")
 
 
 # (config, published total, published active); Llama-4's totals include its ~1B vision encoder
@@ -104,8 +108,7 @@ def test_a_multimodal_checkpoint_warns_that_its_encoder_is_not_sized(tmp_path):
     assert arch.encoders == ("vision_config",)
     message = "config.json has vision_config: the sizing counts the language model only (107.8B parameters)"
     assert catalog.unsized_encoders(arch).startswith(message)
-    facts = load_facts(Path(__file__).resolve().parents[1] / "fixtures" / "facts" / "h100-amx.json")
-    assert any(w.startswith(message) for w in plan(facts, str(tmp_path), "serve")["warnings"])
+    assert any(w.startswith(message) for w in _serve(str(tmp_path))["warnings"])
     assert catalog.unsized_encoders(_resolve(tmp_path, QWEN3_NEXT_80B_A3B)) is None
 
 
@@ -116,11 +119,6 @@ def test_qwen3_next_state_slot_is_sglangs_mamba_cache_per_req(tmp_path):
     # x 128 x 128, in fp32 (molecule/envs checks this against sglang-kt's own Qwen3NextConfig)
     assert sizing.state_bytes_per_slot(arch) == 36 * (8192 * 3 * 2 + 32 * 128 * 128 * 4)
     assert sizing.state_bytes_per_slot(catalog.resolve("Qwen3-30B-A3B")) == 0
-
-
-def _serve(model: str, host: str = "h100-amx") -> dict:
-    facts = load_facts(Path(__file__).resolve().parents[1] / "fixtures" / "facts" / f"{host}.json")
-    return plan(facts, model, "serve")
 
 
 def test_serving_a_hybrid_model_keeps_three_state_slots_per_running_request(tmp_path):
@@ -187,10 +185,7 @@ def test_qwen3_5_reads_its_text_config_as_a_hybrid_model(tmp_path):
 
 def test_qwen3_5_on_the_seed002_box_keeps_state_slots_for_its_16_requests(tmp_path):
     _resolve(tmp_path, QWEN3_5_35B_A3B)
-    facts = load_facts(
-        Path(__file__).resolve().parents[1] / "fixtures" / "facts" / "seed002-autodl-6430-4090.json"
-    )
-    result = plan(facts, str(tmp_path), "serve")
+    result = _serve(str(tmp_path), "seed002-autodl-6430-4090")
     assert result["feasible"], result["problems"]
     serve = result["serve"]
     assert (serve["max_running_requests"], serve["max_mamba_cache_size"]) == (16, 48)
