@@ -143,12 +143,19 @@ def gpu_expert_bytes(arch: Architecture, dtype: str) -> float:
     return checkpoint_bytes(arch, arch.expert_params, dtype)
 
 
-def kv_bytes_per_token(arch: Architecture) -> int:
+def kv_bytes_per_token(arch: Architecture, tp: int = 1) -> int:
+    """One token's KV cache summed over the `tp` ranks of a tensor-parallel group, as SGLang lays it out:
+    an MLA latent (and DSA index key) is replicated on every rank; grouped KV heads are split over the
+    ranks, at least one head per rank (ModelConfig.get_num_kv_heads), so TP beyond the KV heads replicates."""
     index_keys = 0
     if arch.indexer:
         dim = arch.indexer.head_dim
         index_keys = (dim + dim // INDEX_K_SCALE_BLOCK * 4) * arch.num_kv_layers
-    return arch.kv_elements_per_token * KV_BYTES_PER_ELEMENT + index_keys
+    one_copy = arch.kv_elements_per_token * KV_BYTES_PER_ELEMENT + index_keys
+    if arch.mla:
+        return one_copy * tp
+    heads_held = max(1, arch.num_kv_heads // tp) * tp
+    return one_copy * heads_held // arch.num_kv_heads
 
 
 def state_bytes_per_slot(arch: Architecture) -> int:

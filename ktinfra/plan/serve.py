@@ -165,6 +165,13 @@ def _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons) -
     return count
 
 
+def _prefill_layer(fmt, arch, dtype, lora) -> float:
+    """The VRAM a native backend's layerwise prefill needs: one MoE layer (0 where it is not used)."""
+    if not fmt.native_dtype or lora:
+        return 0.0
+    return sizing.gpu_expert_bytes(arch, dtype) * arch.num_experts
+
+
 def _prefill_threshold(fmt, arch, dtype, spare, lora, reasons) -> tuple[int | None, float]:
     """(threshold, bytes held for it): native backends prefill long prompts layer by layer on the GPU,
     needing one MoE layer of VRAM."""
@@ -245,6 +252,28 @@ def _capability_warnings(arch, gpus, dtype, warnings) -> None:
         )
 
 
+def _replicated_kv(arch: Architecture, tp: int, est) -> None:
+    """The one-request KV minimum over all tensor-parallel ranks (sizing.serve counts one copy)."""
+    kv = sizing.kv_bytes_per_token(arch, tp) * sizing.SERVE_MIN_KV_TOKENS
+    est.vram_bytes += kv - est.breakdown["kv_cache_min"]
+    est.breakdown["kv_cache_min"] = kv
+
+
+def _mla_token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, reasons: dict) -> int:
+    m = arch.mla
+    stored, profiled = m.kv_lora_rank + m.qk_rope_head_dim, m.qk_nope_head_dim + m.qk_rope_head_dim
+    tokens = max(0, int(kv_space // sizing.kv_bytes_per_token(arch, tp)))
+    copies = f", replicated on each of the {tp} ranks" if tp > 1 else ""
+    reasons["max_total_tokens"] = (
+        f"{tokens}: the {gb(kv_space)} this plan leaves for the KV cache at "
+        f"{sizing.kv_bytes_per_token(arch, tp):,} bytes per token{copies} "
+        f"({tokens // max(requests, 1)} per running request); set because sglang-kt 0.7.2 sizes an MLA pool "
+        f"from qk_nope + qk_rope = {profiled} values per layer while it stores kv_lora_rank + qk_rope = "
+        f"{stored}, so unset it would claim {stored / profiled:.1f}x the memory it measured free"
+    )
+    return tokens
+
+
 def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems, warnings) -> None:
     gpus, reasons["gpu_indices"], reasons["tensor_parallel_size"] = choose_gpus(arch, facts["gpus"])
     tp = len(gpus)
@@ -259,10 +288,13 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
 
     static = frac * gpu_bytes * tp
     weights = est.breakdown["gpu_weights"]
+    _replicated_kv(arch, tp, est)
     state = sizing.state_bytes_per_request(arch)
-    per_request = KV_TOKENS_PER_REQUEST * sizing.kv_bytes_per_token(arch) + state
+    per_request = KV_TOKENS_PER_REQUEST * sizing.kv_bytes_per_token(arch, tp) + state
+    lora = opts.get("lora")
+    layer = _prefill_layer(fmt, arch, dtype, lora)  # kept free before requests: see _prefill_threshold
     requests = max_running(facts["cpu"]["physical_cores"])
-    while requests > 1 and weights + requests * per_request > static:
+    while requests > 1 and weights + layer + requests * per_request > static:
         requests //= 2
     kv_budget = requests * per_request
     each = f"{KV_TOKENS_PER_REQUEST} KV tokens"
@@ -273,6 +305,13 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
         "(about 2 requests per core; "
         f"seed 002 served 12-14 users on 8), {each} each ({gb(kv_budget)})"
     )
+    wanted = max_running(facts["cpu"]["physical_cores"])
+    if requests < wanted:
+        beside = f" and the {gb(layer)} MoE layer kept for layerwise prefill" if layer else ""
+        reasons["max_running_requests"] += (
+            f"; halved from {wanted} until they fit the {gb(static)} static GPU memory beside the "
+            f"{gb(weights)} non-expert weights{beside}"
+        )
     if state:
         serve["max_mamba_cache_size"] = requests * sizing.STATE_SLOTS_PER_REQUEST
         reasons["max_mamba_cache_size"] = _state_pool_reason(arch, requests)
@@ -287,9 +326,12 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
             f"{gpu_names(gpus)} has {gb(gpu_bytes * tp)}"
         )
     _capability_warnings(arch, gpus, dtype, warnings)
-    lora = opts.get("lora")
     threshold, held = _prefill_threshold(fmt, arch, dtype, static - weights - kv_budget, lora, reasons)
     gpu_experts = _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons)
+    if arch.mla:
+        experts = gpu_experts * sizing.gpu_expert_bytes(arch, dtype) * arch.num_moe_layers
+        kv_space = static - weights - experts - held
+        serve["max_total_tokens"] = _mla_token_cap(arch, tp, kv_space, requests, reasons)
     serve.update(
         {
             "kt_num_gpu_experts": gpu_experts,

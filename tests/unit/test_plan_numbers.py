@@ -50,7 +50,8 @@ def test_gpu_expert_reason_counts_the_memory_held_for_layerwise_prefill():
     reason = result["reasons"]["kt_num_gpu_experts"]
     static, weights, kv, held, left = numbers(reason.split(";")[0])
     assert "held for layerwise prefill" in reason
-    assert static - weights - kv - held == pytest.approx(left, abs=0.25)
+    # numbers of 100 GB and more are printed whole: each is within 0.5 GB of the value used
+    assert static - weights - kv - held == pytest.approx(left, abs=1.0)
 
 
 def test_gpu_expert_reason_never_cuts_more_than_the_whole_kv_budget():
@@ -104,6 +105,10 @@ def test_bf16_row_of_an_fp8_model_matches_the_plan():
     host["memory"]["total_bytes"] = 4 * 10**12
     result = plan(host, "DeepSeek-V3", "serve", cpu_format="BF16")
     row = next(r for r in _rows() if r["name"] == "DeepSeek-V3")["sizing"]["serve:BF16"]
-    assert [row[k] for k in ("vram_bytes", "ram_bytes", "disk_bytes")] == list(
-        result["requirements"].values()
-    )
+    assert [row[k] for k in ("ram_bytes", "disk_bytes")] == [
+        result["requirements"][k] for k in ("ram_bytes", "disk_bytes")
+    ]
+    # the catalog row is one GPU; at TP 4 each rank holds its own copy of the MLA latent KV
+    one_copy = sizing.kv_bytes_per_token(catalog.resolve("DeepSeek-V3")) * sizing.SERVE_MIN_KV_TOKENS
+    assert result["serve"]["tensor_parallel_size"] == 4
+    assert result["requirements"]["vram_bytes"] == row["vram_bytes"] + 3 * one_copy

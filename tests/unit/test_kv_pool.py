@@ -1,0 +1,84 @@
+"""The KV cache as SGLang (sglang-kt 0.7.2) lays it out: one MLA latent per tensor-parallel rank, grouped KV
+heads split over the ranks down to one each, and the token cap that keeps its MLA profile from
+overcommitting the GPU."""
+
+import pytest
+from test_plan import facts
+
+from ktinfra import catalog, sizing
+from ktinfra.planner import plan
+from ktinfra.render import sglang_argv
+
+L40S = "dual-spr-2xnuma-4xl40s"
+
+
+@pytest.mark.parametrize("model", ["DeepSeek-V3", "Kimi-K2", "DeepSeek-V2-Lite"])
+def test_an_mla_latent_is_held_by_every_rank(model):
+    arch = catalog.resolve(model)
+    one = sizing.kv_bytes_per_token(arch)
+    assert one == arch.num_kv_layers * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim) * 2
+    assert [sizing.kv_bytes_per_token(arch, tp) for tp in (2, 4, 8)] == [2 * one, 4 * one, 8 * one]
+
+
+def test_grouped_kv_heads_split_until_one_per_rank():
+    arch = catalog.resolve("Qwen3-235B-A22B")  # 4 KV heads
+    one = sizing.kv_bytes_per_token(arch)
+    assert one == 94 * 2 * 4 * 128 * 2
+    assert [sizing.kv_bytes_per_token(arch, tp) for tp in (2, 4)] == [one, one]
+    assert sizing.kv_bytes_per_token(arch, 8) == 2 * one  # 8 ranks, 1 head each: every head twice
+
+
+def _kv_space(result: dict, arch) -> float:
+    """static - non-expert weights - GPU experts - the layer held for layerwise prefill, from the plan."""
+    serve, breakdown = result["serve"], result["requirements_breakdown"]
+    gpus = [g for g in facts(L40S)["gpus"] if g["index"] in serve["gpu_indices"]]
+    static = serve["mem_fraction_static"] * sum(g["memory_mib"] for g in gpus) * 2**20
+    experts = serve["kt_num_gpu_experts"] * sizing.gpu_expert_bytes(arch, serve["checkpoint_dtype"])
+    held = 0.0
+    if serve["kt_gpu_prefill_token_threshold"]:
+        held = sizing.gpu_expert_bytes(arch, serve["checkpoint_dtype"]) * arch.num_experts
+    return static - breakdown["gpu_weights"] - experts * arch.num_moe_layers - held
+
+
+@pytest.mark.parametrize("model", ["DeepSeek-V3", "Kimi-K2-Thinking"])
+def test_an_mla_pool_is_capped_at_the_memory_the_plan_leaves_it(model):
+    arch = catalog.resolve(model)
+    result = plan(facts(L40S), model, "serve")
+    serve = result["serve"]
+    per_token = sizing.kv_bytes_per_token(arch, serve["tensor_parallel_size"])
+    tokens = serve["max_total_tokens"]
+    assert tokens == int(_kv_space(result, arch) // per_token)
+    assert tokens >= serve["max_running_requests"] * 4096
+    reason = result["reasons"]["max_total_tokens"]
+    assert "192 values per layer" in reason and "576" in reason and "3.0x" in reason
+    argv = sglang_argv(result, model_path="/m", weight_path="/w")
+    assert argv[argv.index("--max-total-tokens") + 1] == str(tokens)
+
+
+@pytest.mark.parametrize("model", ["Qwen3-30B-A3B", "Qwen3-235B-A22B"])
+def test_sglang_sizes_other_pools_itself(model):
+    result = plan(facts(L40S), model, "serve")
+    assert result["serve"]["max_total_tokens"] is None
+    assert "--max-total-tokens" not in sglang_argv(result, model_path="/m", weight_path="/w")
+
+
+def test_tensor_parallel_kv_counts_in_the_budget_and_the_minimum():
+    arch = catalog.resolve("DeepSeek-V3")
+    result = plan(facts(L40S), "DeepSeek-V3", "serve")
+    serve, breakdown = result["serve"], result["requirements_breakdown"]
+    assert serve["tensor_parallel_size"] == 4
+    assert breakdown["kv_cache_min"] == 4 * 4096 * sizing.kv_bytes_per_token(arch)
+    budget = serve["max_running_requests"] * 4096 * sizing.kv_bytes_per_token(arch, 4)
+    assert f"({budget / 1e9:.0f} GB)" in result["reasons"]["max_running_requests"]
+
+
+def test_running_requests_leave_room_for_the_layerwise_prefill_layer():
+    """Kimi-K2-Thinking (RAWINT4) on 4 x L40S: 128 requests of replicated KV would crowd out the 9.5 GB MoE
+    layer layerwise prefill needs; the requests are halved instead."""
+    result = plan(facts(L40S), "Kimi-K2-Thinking", "serve")
+    serve = result["serve"]
+    assert serve["kt_gpu_prefill_token_threshold"] == 2048
+    assert serve["max_running_requests"] == 64
+    reason = result["reasons"]["max_running_requests"]
+    assert "halved from 128" in reason and "9.5 GB MoE layer kept for layerwise prefill" in reason
+    assert serve["kt_num_gpu_experts"] > 0
