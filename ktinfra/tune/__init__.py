@@ -33,6 +33,7 @@ ANSIBLE_KEYS = {
     "--max-running-requests": "max_running_requests",
     "--kt-num-gpu-experts": "kt_num_gpu_experts",
     "--cuda-graph-max-bs": "cuda_graph_max_bs",
+    "--max-total-tokens": "max_total_tokens",
 }
 ANSIBLE_VAR = "kt_serve_overrides"
 

@@ -85,6 +85,41 @@ def _conservativeness(log: ServerLog) -> list[dict]:
     return []
 
 
+def _capped_pool(log: ServerLog) -> int | None:
+    """The --max-total-tokens value when it, not --mem-fraction-static, set the KV pool's size."""
+    cap, tokens = log.server_args.get("max_total_tokens"), log.config.get("max_total_num_tokens")
+    page = log.server_args.get("page_size") or 1
+    if isinstance(cap, int) and tokens is not None and tokens == cap // page * page:
+        return cap
+    return None
+
+
+def _token_cap(log: ServerLog, cap: int, free: float) -> list[dict]:
+    low, high = ACTIVATION_GB
+    target = (low + high) / 2
+    suggested = None
+    reason = (
+        f"available_gpu_mem={free:.2f} GB after loading is {'above' if free > high else 'below'} the "
+        f"{low:g}-{high:g} GB needed for activations and CUDA graphs, and the KV pool is the {cap} tokens "
+        "--max-total-tokens allows (ktinfra sets it for MLA models), so --mem-fraction-static would not "
+        "move it: "
+    )
+    pool = log.kv_pool
+    evidence = [line for line in (log.config_line, log.kv_pool_line) if line]
+    if pool.get("tokens"):
+        per_token = pool["gib"] / pool["tokens"]
+        page = log.server_args.get("page_size") or 1
+        suggested = max(page, int((cap + (free - target) / per_token) // page * page))
+        reason += (
+            f"at {per_token * 2**30:,.0f} bytes a token (KV size {pool['gib']:.2f} GB for {pool['tokens']} "
+            f"tokens) {'give' if free > high else 'take'} {abs(free - target):.2f} GB "
+            f"{'to' if free > high else 'from'} the pool"
+        )
+    else:
+        reason += f"{'raise' if free > high else 'lower'} it; the log has no `KV Cache is allocated` line"
+    return [_rec("--max-total-tokens", cap, suggested, reason, evidence)]
+
+
 def _mem_fraction(log: ServerLog, gpu_memory_gb: float | None) -> list[dict]:
     free = log.config.get("available_gpu_mem_gb")
     if free is None:
@@ -93,6 +128,8 @@ def _mem_fraction(log: ServerLog, gpu_memory_gb: float | None) -> list[dict]:
     low, high = ACTIVATION_GB
     if low <= free <= high:
         return []
+    if (cap := _capped_pool(log)) is not None:
+        return _token_cap(log, cap, free)
     target = (low + high) / 2
     suggested = None
     if current is not None:

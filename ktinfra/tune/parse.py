@@ -3,7 +3,8 @@
 Formats follow the scheduler's log strings: `Decode batch. #running-req: …` (older releases print
 `Decode batch.`, newer ones `Decode batch,`, optionally with ` [iter]`), the startup line
 `max_total_num_tokens=… available_gpu_mem=… GB`, `KV cache pool is full. Retract requests. …`,
-`Prefill/Decode out of memory. …`, CUDA OOM tracebacks and the `server_args=ServerArgs(…)` dump.
+`KV Cache is allocated. #tokens: … KV size: … GB`, `Prefill/Decode out of memory. …`, CUDA OOM tracebacks
+and the `server_args=ServerArgs(…)` dump.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ _FIELD = re.compile(
 _CONFIG = re.compile(r"max_total_num_tokens=(\d+).*?available_(gpu|cpu)_mem=([\d.]+) GB")
 _CONFIG_FIELD = re.compile(
     r"\b(max_total_num_tokens|chunked_prefill_size|max_prefill_tokens|max_running_requests|context_len)=(-?\d+)"
+)
+_KV_POOL = re.compile(
+    r"KV Cache is allocated\. #tokens: (\d+), "
+    r"(?:KV size: ([\d.]+) GB|K size: ([\d.]+) GB, V size: ([\d.]+) GB)"
 )
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+)")
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
@@ -38,6 +43,7 @@ TRACKED_ARGS = (
     "cuda_graph_max_bs",
     "kt_num_gpu_experts",
     "max_total_tokens",
+    "page_size",
 )
 
 
@@ -72,6 +78,8 @@ class ServerLog:
     server_args_line: str | None = None
     capture_bs: list[int] = field(default_factory=list)
     capture_line: str | None = None
+    kv_pool: dict = field(default_factory=dict)  # {"tokens", "gib"}: the pool SGLang allocated
+    kv_pool_line: str | None = None
     lines_read: int = 0
     # Server starts (`server_args=` lines) before the last one: their events are dropped, since a restart
     # (Restart=on-failure) runs with new flags and an old run's OOM says nothing about them.
@@ -181,6 +189,11 @@ def parse_lines(lines: list[str]) -> ServerLog:
             found = dict(_ARG.findall(match.group(1)))
             log.server_args = {k: _scalar(found[k]) for k in TRACKED_ARGS if k in found}
             log.server_args_line = line.strip()
+            continue
+        if match := _KV_POOL.search(line):
+            gib = float(match.group(2)) if match.group(2) else float(match.group(3)) + float(match.group(4))
+            log.kv_pool = {"tokens": int(match.group(1)), "gib": gib}
+            log.kv_pool_line = line.strip()
             continue
         if match := _CAPTURE_BS.search(line):
             log.capture_bs = [int(x) for x in match.group(1).replace(" ", "").split(",") if x]

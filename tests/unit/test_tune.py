@@ -246,3 +246,45 @@ def test_cli_ansible_vars_path_that_cannot_be_a_file(tmp_path, case):
     message = "is a directory" if case == "directory" else f"{afile} is not a directory"
     assert res.output.startswith("error: --ansible-vars") and message in res.output
     assert afile.read_text() == "keep\n" and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+# --- an MLA pool capped by --max-total-tokens (ktinfra's DeepSeek/Kimi plans) ---------------------------
+def test_kv_pool_allocation_line_parses():
+    log = tune.parse_text((LOGS / "mla-capped.log").read_text())
+    assert log.kv_pool == {"tokens": 158784, "gib": 10.39}
+    assert (log.server_args["max_total_tokens"], log.server_args["page_size"]) == (158829, 64)
+    mha = "[2026-11-20 09:00:00 TP0] KV Cache is allocated. #tokens: 1000, K size: 0.25 GB, V size: 0.25 GB"
+    assert tune.parse_text(mha).kv_pool == {"tokens": 1000, "gib": 0.5}
+
+
+def test_a_capped_pool_grows_by_its_tokens_not_by_mem_fraction(tmp_path):
+    result = _advice("mla-capped.log", gpu_memory_gb=80.0)
+    recs = _by_param(result)
+    assert "--mem-fraction-static" not in recs  # it cannot move a pool --max-total-tokens sizes
+    rec = recs["--max-total-tokens"]
+    per_token = 10.39 / 158784  # GiB per token, from the allocation line
+    expected = int((158829 + (14.20 - 6.5) / per_token) // 64 * 64)
+    assert (rec["current"], rec["suggested"]) == (158829, expected)
+    assert rec["suggested"] % 64 == 0 and 270_000 < rec["suggested"] < 280_000
+    assert "give 7.70 GB to the pool" in rec["reason"]
+    assert any("KV Cache is allocated" in line for line in rec["evidence"])
+    out = tmp_path / "tune.yml"
+    tune.write_vars(result, out)
+    assert yaml.safe_load(out.read_text())["kt_serve_overrides"]["max_total_tokens"] == expected
+
+
+def test_a_capped_pool_short_of_activation_memory_shrinks():
+    text = (
+        (LOGS / "mla-capped.log")
+        .read_text()
+        .replace("available_gpu_mem=14.20 GB", "available_gpu_mem=3.10 GB")
+    )
+    rec = _by_param(tune.advise(tune.parse_text(text)))["--max-total-tokens"]
+    assert rec["suggested"] < 158829 and "take 3.40 GB from the pool" in rec["reason"]
+
+
+def test_a_pool_the_profile_sized_still_moves_mem_fraction():
+    """--max-total-tokens above what the profile found: the pool is the profile's, so is the advice."""
+    text = (LOGS / "mla-capped.log").read_text().replace("max_total_tokens=158829", "max_total_tokens=400000")
+    recs = _by_param(tune.advise(tune.parse_text(text), gpu_memory_gb=80.0))
+    assert "--max-total-tokens" not in recs and "--mem-fraction-static" in recs
