@@ -143,19 +143,31 @@ def gpu_expert_bytes(arch: Architecture, dtype: str) -> float:
     return checkpoint_bytes(arch, arch.expert_params, dtype)
 
 
+def index_key_bytes_per_token(arch: Architecture) -> int:
+    """A DSA model's fp8 index keys with one fp32 scale per block, over its layers (0 without an indexer)."""
+    if not arch.indexer:
+        return 0
+    dim = arch.indexer.head_dim
+    return (dim + dim // INDEX_K_SCALE_BLOCK * 4) * arch.num_kv_layers
+
+
 def kv_bytes_per_token(arch: Architecture, tp: int = 1) -> int:
     """One token's KV cache summed over the `tp` ranks of a tensor-parallel group, as SGLang lays it out:
     an MLA latent (and DSA index key) is replicated on every rank; grouped KV heads are split over the
     ranks, at least one head per rank (ModelConfig.get_num_kv_heads), so TP beyond the KV heads replicates."""
-    index_keys = 0
-    if arch.indexer:
-        dim = arch.indexer.head_dim
-        index_keys = (dim + dim // INDEX_K_SCALE_BLOCK * 4) * arch.num_kv_layers
-    one_copy = arch.kv_elements_per_token * KV_BYTES_PER_ELEMENT + index_keys
+    one_copy = arch.kv_elements_per_token * KV_BYTES_PER_ELEMENT + index_key_bytes_per_token(arch)
     if arch.mla:
         return one_copy * tp
     heads_held = max(1, arch.num_kv_heads // tp) * tp
     return one_copy * heads_held // arch.num_kv_heads
+
+
+def mla_profiled_bytes_per_token(arch: Architecture) -> int:
+    """What sglang-kt 0.7.2's memory profile counts for one token of an MLA pool on one rank: (qk_nope +
+    qk_rope) values a layer where the pool stores kv_lora_rank + qk_rope (get_cell_size_per_token)."""
+    m = arch.mla
+    values = (m.qk_nope_head_dim + m.qk_rope_head_dim) * arch.num_kv_layers
+    return values * KV_BYTES_PER_ELEMENT + index_key_bytes_per_token(arch)
 
 
 def state_bytes_per_slot(arch: Architecture) -> int:

@@ -262,6 +262,8 @@ def _replicated_kv(arch: Architecture, tp: int, est) -> None:
 def _mla_token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, reasons: dict) -> int:
     m = arch.mla
     stored, profiled = m.kv_lora_rank + m.qk_rope_head_dim, m.qk_nope_head_dim + m.qk_rope_head_dim
+    overcommit = sizing.kv_bytes_per_token(arch) / sizing.mla_profiled_bytes_per_token(arch)
+    index = " (the DSA index keys counted in both)" if arch.indexer else ""
     tokens = max(0, int(kv_space // sizing.kv_bytes_per_token(arch, tp)))
     copies = f", replicated on each of the {tp} ranks" if tp > 1 else ""
     reasons["max_total_tokens"] = (
@@ -269,7 +271,7 @@ def _mla_token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, 
         f"{sizing.kv_bytes_per_token(arch, tp):,} bytes per token{copies} "
         f"({tokens // max(requests, 1)} per running request); set because sglang-kt 0.7.2 sizes an MLA pool "
         f"from qk_nope + qk_rope = {profiled} values per layer while it stores kv_lora_rank + qk_rope = "
-        f"{stored}, so unset it would claim {stored / profiled:.1f}x the memory it measured free"
+        f"{stored}{index}, so unset it would claim {overcommit:.1f}x the memory it measured free"
     )
     return tokens
 

@@ -2,7 +2,10 @@
 heads split over the ranks down to one each, and the token cap that keeps its MLA profile from
 overcommitting the GPU."""
 
+import json
+
 import pytest
+from model_configs import DEEPSEEK_V32
 from test_plan import facts
 
 from ktinfra import catalog, sizing
@@ -82,3 +85,18 @@ def test_running_requests_leave_room_for_the_layerwise_prefill_layer():
     reason = result["reasons"]["max_running_requests"]
     assert "halved from 128" in reason and "9.5 GB MoE layer kept for layerwise prefill" in reason
     assert serve["kt_num_gpu_experts"] > 0
+
+
+def test_what_sglang_kt_profiles_for_an_mla_token(tmp_path):
+    """23,424 and 31,476 bytes: what sglang-kt 0.7.2's get_cell_size_per_token gives for DeepSeek-V3 and
+    V3.2 (molecule envs runs that function from the installed sources and compares it with this)."""
+    v3 = catalog.resolve("DeepSeek-V3")
+    assert sizing.mla_profiled_bytes_per_token(v3) == 61 * (128 + 64) * 2 == 23_424
+    (tmp_path / "config.json").write_text(json.dumps(DEEPSEEK_V32))
+    v32 = catalog.resolve(str(tmp_path))
+    assert sizing.mla_profiled_bytes_per_token(v32) == 23_424 + 61 * (128 + 4) == 31_476
+    result = plan(facts("h100-amx"), str(tmp_path), "serve")
+    reason = result["reasons"]["max_total_tokens"]
+    assert "2.5x" in reason and "DSA index keys" in reason  # 78,324 stored / 31,476 profiled
+    tokens = result["serve"]["max_total_tokens"]
+    assert tokens * sizing.kv_bytes_per_token(v32) <= 80 * 2**30

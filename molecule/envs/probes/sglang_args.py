@@ -22,6 +22,7 @@ KEYS = (
     "mem_fraction_static",
     "chunked_prefill_size",
     "max_running_requests",
+    "max_total_tokens",
     "max_mamba_cache_size",
     "cuda_graph_max_bs",
     "tensor_parallel_size",

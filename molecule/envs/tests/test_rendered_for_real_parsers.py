@@ -139,6 +139,7 @@ def test_sglang_kt_parses_the_rendered_serve_arguments_as_planned(serve_results,
         "mem_fraction_static": serve["mem_fraction_static"],
         "chunked_prefill_size": serve["chunked_prefill_size"],
         "max_running_requests": serve["max_running_requests"],
+        "max_total_tokens": serve["max_total_tokens"],
         "max_mamba_cache_size": serve["max_mamba_cache_size"],
         "cuda_graph_max_bs": serve["cuda_graph_max_bs"],
         "tensor_parallel_size": serve["tensor_parallel_size"],
@@ -167,6 +168,9 @@ def test_the_cases_cover_what_the_planner_varies(serve_results):
     assert parsed["seed002-amxint8"]["kt_threadpool_count"] == 2
     hybrid = parsed["4xl40s-qwen3-next"]
     assert hybrid["max_mamba_cache_size"] == 3 * hybrid["max_running_requests"]
+    mla = parsed["4xl40s-kimi-k2-thinking"]  # an MLA pool is capped; SGLang sizes the others itself
+    assert mla["max_total_tokens"] >= 4096 * mla["max_running_requests"]
+    assert parsed["4xl40s-tp4"]["max_total_tokens"] is None
 
 
 def test_sglang_kt_sizes_a_state_slot_as_the_plan_does(host, serve_results):
@@ -181,6 +185,29 @@ def test_sglang_kt_sizes_a_state_slot_as_the_plan_does(host, serve_results):
     # sharded over the TP ranks (the plan's TP is 4): the same bytes in all
     assert got["slots"]["2"]["bytes"] == got["slots"]["4"]["bytes"] == planned_slot
     assert plan["serve"]["tensor_parallel_size"] == 4
+
+
+def deepseek_v3_config() -> dict:
+    """DeepSeek-V3's config.json: V3.2's without the indexer (V3.2 keeps every other value of V3)."""
+    config = {k: v for k, v in real_config("DEEPSEEK_V32").items() if not k.startswith("index_")}
+    return {**config, "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3"}
+
+
+@pytest.mark.parametrize("name", ["DeepSeek-V3", "DeepSeek-V3.2"])
+def test_sglang_kt_profiles_an_mla_token_as_the_plan_expects(host, tmp_path, name):
+    """sglang-kt's own get_cell_size_per_token and MLATokenToKVPool dims (run from its installed sources):
+    the profile counts fewer bytes than the pool stores, which is why MLA plans set --max-total-tokens."""
+    from ktinfra import catalog, sizing
+
+    config = deepseek_v3_config() if name == "DeepSeek-V3" else real_config("DEEPSEEK_V32")
+    got = probe(host, INFER, "mla_kv.py", {"config": config})
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    arch = catalog.resolve(str(tmp_path))
+    assert got["profiled_cell_bytes"] == sizing.mla_profiled_bytes_per_token(arch)
+    stored = got["pool_latent_bytes_per_token"] + sizing.index_key_bytes_per_token(arch)
+    assert stored == sizing.kv_bytes_per_token(arch)
+    assert (got["pool_kv_cache_dim"], got["layers"]) == (512 + 64, 61)
+    assert stored / got["profiled_cell_bytes"] >= 2.4  # 3.0 on V3, 2.5 on V3.2
 
 
 def test_sglang_kt_takes_the_lora_adapters_and_the_api_key(serve_results):
