@@ -138,6 +138,24 @@ def gpu_non_expert_bytes(arch: Architecture, dtype: str) -> float:
     return checkpoint_bytes(arch, arch.non_expert_params, dense_dtype(dtype), embeddings=embeddings)
 
 
+def tp_extra_params(arch: Architecture, tp: int) -> int:
+    """Non-expert weights that tensor parallelism adds over one copy: SGLang keeps the routers and MLA's
+    q_a / kv_a down-projections whole on every rank (ReplicatedLinear, MoEGate in deepseek_v2.py and
+    qwen3_moe.py), and grouped K/V projections are replicated past one head per rank as the KV cache is."""
+    if tp <= 1:
+        return 0
+    h = arch.hidden_size
+    whole = arch.router_params
+    extra_kv = 0
+    if arch.mla:
+        m = arch.mla
+        whole += h * ((m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim) * arch.num_kv_layers
+    else:
+        heads_held = max(1, arch.num_kv_heads // tp) * tp
+        extra_kv = (heads_held - arch.num_kv_heads) * 2 * arch.head_dim * h * arch.num_kv_layers
+    return whole * (tp - 1) + extra_kv
+
+
 def gpu_expert_bytes(arch: Architecture, dtype: str) -> float:
     """One routed expert of one layer, as SGLang holds it when placed on the GPU."""
     return checkpoint_bytes(arch, arch.expert_params, dtype)

@@ -252,11 +252,15 @@ def _capability_warnings(arch, gpus, dtype, warnings) -> None:
         )
 
 
-def _replicated_kv(arch: Architecture, tp: int, est) -> None:
-    """The one-request KV minimum over all tensor-parallel ranks (sizing.serve counts one copy)."""
+def _tensor_parallel_copies(arch: Architecture, tp: int, dtype: str, est) -> None:
+    """GPU weights and the one-request KV minimum over all tensor-parallel ranks: sizing.serve counts one
+    copy, SGLang keeps some of both whole on every rank."""
     kv = sizing.kv_bytes_per_token(arch, tp) * sizing.SERVE_MIN_KV_TOKENS
-    est.vram_bytes += kv - est.breakdown["kv_cache_min"]
-    est.breakdown["kv_cache_min"] = kv
+    weights = est.breakdown["gpu_weights"] + int(
+        sizing.checkpoint_bytes(arch, sizing.tp_extra_params(arch, tp), sizing.dense_dtype(dtype))
+    )
+    est.vram_bytes += kv - est.breakdown["kv_cache_min"] + weights - est.breakdown["gpu_weights"]
+    est.breakdown.update(kv_cache_min=kv, gpu_weights=weights)
 
 
 def _mla_token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, reasons: dict) -> int:
@@ -289,8 +293,8 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     reasons["chunked_prefill_size"] = f"{chunk} tokens per prefill chunk on a {gb(gpu_bytes)} GPU"
 
     static = frac * gpu_bytes * tp
+    _tensor_parallel_copies(arch, tp, dtype, est)
     weights = est.breakdown["gpu_weights"]
-    _replicated_kv(arch, tp, est)
     state = sizing.state_bytes_per_request(arch)
     per_request = KV_TOKENS_PER_REQUEST * sizing.kv_bytes_per_token(arch, tp) + state
     lora = opts.get("lora")

@@ -100,3 +100,23 @@ def test_what_sglang_kt_profiles_for_an_mla_token(tmp_path):
     assert "2.5x" in reason and "DSA index keys" in reason  # 78,324 stored / 31,476 profiled
     tokens = result["serve"]["max_total_tokens"]
     assert tokens * sizing.kv_bytes_per_token(v32) <= 80 * 2**30
+
+
+def test_weights_sglang_keeps_whole_on_every_rank():
+    v3 = catalog.resolve("DeepSeek-V3")
+    once = v3.router_params + 7168 * (1536 + 512 + 64) * 61  # MoEGate, q_a_proj, kv_a_proj_with_mqa
+    assert sizing.tp_extra_params(v3, 1) == 0
+    assert sizing.tp_extra_params(v3, 4) == 3 * once
+    q235 = catalog.resolve("Qwen3-235B-A22B")  # 4 KV heads: TP 8 holds each K/V projection twice
+    assert sizing.tp_extra_params(q235, 4) == 3 * q235.router_params
+    assert sizing.tp_extra_params(q235, 8) == 7 * q235.router_params + 4 * 2 * 128 * 4096 * 94
+    result = plan(facts(L40S), "DeepSeek-V3", "serve")
+    single = sizing.serve(
+        v3, result["serve"]["kt_method"], checkpoint_dtype=result["serve"]["checkpoint_dtype"]
+    )
+    extra = result["requirements_breakdown"]["gpu_weights"] - single.breakdown["gpu_weights"]
+    assert extra == int(sizing.checkpoint_bytes(v3, 3 * once, result["serve"]["checkpoint_dtype"]))
+    assert (
+        f"{result['requirements_breakdown']['gpu_weights'] / 1e9:.1f} GB non-expert weights"
+        in (result["reasons"]["kt_num_gpu_experts"])
+    )

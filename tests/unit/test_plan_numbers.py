@@ -108,7 +108,10 @@ def test_bf16_row_of_an_fp8_model_matches_the_plan():
     assert [row[k] for k in ("ram_bytes", "disk_bytes")] == [
         result["requirements"][k] for k in ("ram_bytes", "disk_bytes")
     ]
-    # the catalog row is one GPU; at TP 4 each rank holds its own copy of the MLA latent KV
-    one_copy = sizing.kv_bytes_per_token(catalog.resolve("DeepSeek-V3")) * sizing.SERVE_MIN_KV_TOKENS
+    # the catalog row is one GPU; at TP 4 each rank holds its own copy of the MLA latent KV and of the
+    # replicated weights (routers, q_a/kv_a projections)
+    arch = catalog.resolve("DeepSeek-V3")
+    one_copy = sizing.kv_bytes_per_token(arch) * sizing.SERVE_MIN_KV_TOKENS
+    copies = int(sizing.checkpoint_bytes(arch, sizing.tp_extra_params(arch, 4), "bf16"))
     assert result["serve"]["tensor_parallel_size"] == 4
-    assert result["requirements"]["vram_bytes"] == row["vram_bytes"] + 3 * one_copy
+    assert result["requirements"]["vram_bytes"] == row["vram_bytes"] + 3 * one_copy + copies
