@@ -165,17 +165,26 @@ def _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons) -
     return count
 
 
-def _prefill_layer(fmt, arch, dtype, lora) -> float:
-    """The VRAM a native backend's layerwise prefill needs: one MoE layer (0 where it is not used)."""
-    if not fmt.native_dtype or lora:
-        return 0.0
+def _moe_layer(arch: Architecture, dtype: str) -> float:
+    """One MoE layer's routed experts on the GPU: what a native backend's layerwise prefill loads."""
     return sizing.gpu_expert_bytes(arch, dtype) * arch.num_experts
+
+
+def _running_requests(wanted, weights, layer, per_request, static) -> tuple[int, float]:
+    """(requests, prefill layer kept): halved until their KV fits beside the weights and the layer; the
+    layer is given up only when not even one request fits beside it."""
+    if weights + layer + per_request > static:
+        layer = 0.0
+    requests = wanted
+    while requests > 1 and weights + layer + requests * per_request > static:
+        requests //= 2
+    return requests, layer
 
 
 def _prefill_threshold(fmt, arch, dtype, spare, lora, reasons) -> tuple[int | None, float]:
     """(threshold, bytes held for it): native backends prefill long prompts layer by layer on the GPU,
     needing one MoE layer of VRAM."""
-    moe_layer = sizing.gpu_expert_bytes(arch, dtype) * arch.num_experts
+    moe_layer = _moe_layer(arch, dtype)
     key = "kt_gpu_prefill_token_threshold"
     if not fmt.native_dtype:
         reasons[key] = f"only the native FP8/BF16/RAWINT4 backends use it, not {fmt.kt_method}"
@@ -298,10 +307,9 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     state = sizing.state_bytes_per_request(arch)
     per_request = KV_TOKENS_PER_REQUEST * sizing.kv_bytes_per_token(arch, tp) + state
     lora = opts.get("lora")
-    layer = _prefill_layer(fmt, arch, dtype, lora)  # kept free before requests: see _prefill_threshold
-    requests = max_running(facts["cpu"]["physical_cores"])
-    while requests > 1 and weights + layer + requests * per_request > static:
-        requests //= 2
+    layer = _moe_layer(arch, dtype) if fmt.native_dtype and not lora else 0.0  # see _prefill_threshold
+    wanted = max_running(facts["cpu"]["physical_cores"])
+    requests, layer = _running_requests(wanted, weights, layer, per_request, static)
     kv_budget = requests * per_request
     each = f"{KV_TOKENS_PER_REQUEST} KV tokens"
     if state:
@@ -311,7 +319,6 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
         "(about 2 requests per core; "
         f"seed 002 served 12-14 users on 8), {each} each ({gb(kv_budget)})"
     )
-    wanted = max_running(facts["cpu"]["physical_cores"])
     if requests < wanted:
         beside = f" and the {gb(layer)} MoE layer kept for layerwise prefill" if layer else ""
         reasons["max_running_requests"] += (

@@ -120,3 +120,13 @@ def test_weights_sglang_keeps_whole_on_every_rank():
         f"{result['requirements_breakdown']['gpu_weights'] / 1e9:.1f} GB non-expert weights"
         in (result["reasons"]["kt_num_gpu_experts"])
     )
+
+
+def test_the_prefill_layer_is_given_up_only_when_one_request_cannot_fit_beside_it():
+    from ktinfra.plan.serve import _running_requests
+
+    # 100 static, 40 weights, 10 per request: the 20 layer leaves room for 4 of the 8 wanted
+    assert _running_requests(8, 40.0, 20.0, 10.0, 100.0) == (4, 20.0)
+    # a 55 layer leaves no room for one request: the layer goes, the requests get the memory
+    assert _running_requests(8, 40.0, 55.0, 10.0, 100.0) == (4, 0.0)
+    assert _running_requests(4, 40.0, 20.0, 10.0, 100.0) == (4, 20.0)
