@@ -284,7 +284,8 @@ def _mla_token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, 
         f"{sizing.kv_bytes_per_token(arch, tp):,} bytes per token{copies} "
         f"({tokens // max(requests, 1)} per running request); set because sglang-kt 0.7.2 sizes an MLA pool "
         f"from qk_nope + qk_rope = {profiled} values per layer while it stores kv_lora_rank + qk_rope = "
-        f"{stored}{index}, so unset it would claim {overcommit:.1f}x the memory it measured free"
+        f"{stored}{index}, so unset it would claim {overcommit:.1f}x the memory it measured free (the cap "
+        "holds any SGLang build, the legacy stack's included, to this budget)"
     )
     return tokens
 
