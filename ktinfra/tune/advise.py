@@ -321,6 +321,7 @@ def summarize(log: ServerLog) -> dict:
         else None,
         "earlier_runs_ignored": log.earlier_runs,
         "startup": log.config or None,
+        "kv_pool": log.kv_pool or None,
         "server_args": log.server_args or None,
         "span_seconds": (last - first).total_seconds() if first and last else None,
     }

@@ -268,6 +268,8 @@ def test_a_capped_pool_grows_by_its_tokens_not_by_mem_fraction(tmp_path):
     assert rec["suggested"] % 64 == 0 and 270_000 < rec["suggested"] < 280_000
     assert "give 7.70 GB to the pool" in rec["reason"]
     assert any("KV Cache is allocated" in line for line in rec["evidence"])
+    assert result["summary"]["kv_pool"] == {"tokens": 158784, "gib": 10.39}
+    assert _advice("healthy.log")["summary"]["kv_pool"] is None  # no allocation line in that excerpt
     out = tmp_path / "tune.yml"
     tune.write_vars(result, out)
     assert yaml.safe_load(out.read_text())["kt_serve_overrides"]["max_total_tokens"] == expected
