@@ -138,6 +138,12 @@ def gpu_non_expert_bytes(arch: Architecture, dtype: str) -> float:
     return checkpoint_bytes(arch, arch.non_expert_params, dense_dtype(dtype), embeddings=embeddings)
 
 
+def kv_heads_held(arch: Architecture, tp: int) -> int:
+    """Grouped KV heads over the `tp` ranks: split, at least one per rank (SGLang's get_num_kv_heads), so
+    TP beyond the KV heads replicates them."""
+    return max(1, arch.num_kv_heads // tp) * tp
+
+
 def tp_extra_params(arch: Architecture, tp: int) -> int:
     """Non-expert weights that tensor parallelism adds over one copy: SGLang keeps the routers and MLA's
     q_a / kv_a down-projections whole on every rank (ReplicatedLinear, MoEGate in deepseek_v2.py and
@@ -151,8 +157,7 @@ def tp_extra_params(arch: Architecture, tp: int) -> int:
         m = arch.mla
         whole += h * ((m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim) * arch.num_kv_layers
     else:
-        heads_held = max(1, arch.num_kv_heads // tp) * tp
-        extra_kv = (heads_held - arch.num_kv_heads) * 2 * arch.head_dim * h * arch.num_kv_layers
+        extra_kv = (kv_heads_held(arch, tp) - arch.num_kv_heads) * 2 * arch.head_dim * h * arch.num_kv_layers
     return whole * (tp - 1) + extra_kv
 
 
@@ -171,13 +176,11 @@ def index_key_bytes_per_token(arch: Architecture) -> int:
 
 def kv_bytes_per_token(arch: Architecture, tp: int = 1) -> int:
     """One token's KV cache summed over the `tp` ranks of a tensor-parallel group, as SGLang lays it out:
-    an MLA latent (and DSA index key) is replicated on every rank; grouped KV heads are split over the
-    ranks, at least one head per rank (ModelConfig.get_num_kv_heads), so TP beyond the KV heads replicates."""
+    an MLA latent (and DSA index key) is replicated on every rank; grouped KV heads as kv_heads_held."""
     one_copy = arch.kv_elements_per_token * KV_BYTES_PER_ELEMENT + index_key_bytes_per_token(arch)
     if arch.mla:
         return one_copy * tp
-    heads_held = max(1, arch.num_kv_heads // tp) * tp
-    return one_copy * heads_held // arch.num_kv_heads
+    return one_copy * kv_heads_held(arch, tp) // arch.num_kv_heads
 
 
 def mla_profiled_bytes_per_token(arch: Architecture) -> int:

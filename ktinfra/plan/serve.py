@@ -133,12 +133,17 @@ def _state_part(est) -> str:
     return f" + {gb(state)} linear-attention state" if state else ""
 
 
+def _expert_in_every_layer(arch: Architecture, dtype: str) -> float:
+    """What one more kt_num_gpu_experts costs: one routed expert in each MoE layer."""
+    return sizing.gpu_expert_bytes(arch, dtype) * arch.num_moe_layers
+
+
 def _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons) -> int:
     key = "kt_num_gpu_experts"
     if lora:
         reasons[key] = "0: a LoRA adapter is served; adapted experts all run in the kt-kernel"
         return 0
-    expert_layer = sizing.gpu_expert_bytes(arch, dtype) * arch.num_moe_layers  # one expert, every layer
+    expert_layer = _expert_in_every_layer(arch, dtype)
     spare = static - weights - kv_budget - held
     count = max(0, min(arch.num_experts, int(spare // expert_layer)))
     budget = "KV" if arch.linear_attention is None else "KV and linear-attention state"
@@ -277,11 +282,12 @@ def _mla_token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, 
     stored, profiled = m.kv_lora_rank + m.qk_rope_head_dim, m.qk_nope_head_dim + m.qk_rope_head_dim
     overcommit = sizing.kv_bytes_per_token(arch) / sizing.mla_profiled_bytes_per_token(arch)
     index = " (the DSA index keys counted in both)" if arch.indexer else ""
-    tokens = max(0, int(kv_space // sizing.kv_bytes_per_token(arch, tp)))
+    per_token = sizing.kv_bytes_per_token(arch, tp)
+    tokens = max(0, int(kv_space // per_token))
     copies = f", replicated on each of the {tp} ranks" if tp > 1 else ""
     reasons["max_total_tokens"] = (
         f"{tokens}: the {gb(kv_space)} this plan leaves for the KV cache at "
-        f"{sizing.kv_bytes_per_token(arch, tp):,} bytes per token{copies} "
+        f"{per_token:,} bytes per token{copies} "
         f"({tokens // max(requests, 1)} per running request); set because sglang-kt 0.7.2 sizes an MLA pool "
         f"from qk_nope + qk_rope = {profiled} values per layer while it stores kv_lora_rank + qk_rope = "
         f"{stored}{index}, so unset it would claim {overcommit:.1f}x the memory it measured free (the cap "
@@ -343,8 +349,7 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     threshold, held = _prefill_threshold(fmt, arch, dtype, static - weights - kv_budget, lora, reasons)
     gpu_experts = _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons)
     if arch.mla:
-        experts = gpu_experts * sizing.gpu_expert_bytes(arch, dtype) * arch.num_moe_layers
-        kv_space = static - weights - experts - held
+        kv_space = static - weights - gpu_experts * _expert_in_every_layer(arch, dtype) - held
         serve["max_total_tokens"] = _mla_token_cap(arch, tp, kv_space, requests, reasons)
     serve.update(
         {

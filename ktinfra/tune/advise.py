@@ -85,11 +85,14 @@ def _conservativeness(log: ServerLog) -> list[dict]:
     return []
 
 
+def _page(log: ServerLog) -> int:
+    return log.server_args.get("page_size") or 1
+
+
 def _capped_pool(log: ServerLog) -> int | None:
     """The --max-total-tokens value when it, not --mem-fraction-static, set the KV pool's size."""
     cap, tokens = log.server_args.get("max_total_tokens"), log.config.get("max_total_num_tokens")
-    page = log.server_args.get("page_size") or 1
-    if isinstance(cap, int) and tokens is not None and tokens == cap // page * page:
+    if isinstance(cap, int) and tokens is not None and tokens == cap // _page(log) * _page(log):
         return cap
     return None
 
@@ -107,8 +110,7 @@ def _token_cap(log: ServerLog, cap: int, free: float) -> list[dict]:
     pool = log.kv_pool
     evidence = [line for line in (log.config_line, log.kv_pool_line) if line]
     if pool.get("tokens"):
-        per_token = pool["gib"] / pool["tokens"]
-        page = log.server_args.get("page_size") or 1
+        per_token, page = pool["gib"] / pool["tokens"], _page(log)
         suggested = max(page, int((cap + (free - target) / per_token) // page * page))
         reason += (
             f"at {per_token * 2**30:,.0f} bytes a token (KV size {pool['gib']:.2f} GB for {pool['tokens']} "
