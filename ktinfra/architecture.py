@@ -68,6 +68,41 @@ class LinearAttention:
 
 
 @dataclass(frozen=True)
+class VisionEncoder:
+    """The Qwen3-VL / Qwen3.5 vision tower (a ViT whose patch merger maps 2x2 patches into the language
+    model's width; Qwen3-VL adds one merger per deepstack layer). SGLang and LLaMA-Factory keep it on the
+    GPU in bf16, unquantized."""
+
+    depth: int
+    hidden_size: int
+    intermediate_size: int
+    in_channels: int
+    patch_size: int
+    temporal_patch_size: int
+    spatial_merge_size: int
+    out_hidden_size: int
+    num_position_embeddings: int
+    deepstack_mergers: int
+
+    @property
+    def params(self) -> int:
+        """Weights, biases and LayerNorms: unlike the language model's count this one is exact, since
+        biases are a larger share of a ViT (molecule envs compares it with transformers' tower)."""
+        h, inner = self.hidden_size, self.intermediate_size
+        patch_embed = self.in_channels * self.temporal_patch_size * self.patch_size**2 * h + h
+        # two LayerNorms, qkv and proj, the two-matrix MLP
+        block = 2 * 2 * h + (3 * h * h + 3 * h) + (h * h + h) + (2 * h * inner + inner + h)
+        merged = h * self.spatial_merge_size**2
+
+        def merger(norm_width: int) -> int:
+            """A LayerNorm, then merged -> merged -> the language model's width (biases included)."""
+            return 2 * norm_width + (merged + 1) * merged + (merged + 1) * self.out_hidden_size
+
+        deepstack = self.deepstack_mergers * merger(merged)  # normalized after the 2x2 shuffle
+        return patch_embed + self.num_position_embeddings * h + self.depth * block + merger(h) + deepstack
+
+
+@dataclass(frozen=True)
 class Architecture:
     name: str
     hf_repo: str | None
@@ -95,6 +130,7 @@ class Architecture:
     linear_attention: LinearAttention | None = None
     indexer: SparseIndexer | None = None
     attention_output_gate: bool = False  # q_proj also yields a sigmoid gate per head (Qwen3-Next)
+    vision: VisionEncoder | None = None
     encoders: tuple[str, ...] = ()  # config.json sections of a multimodal wrapper that are not sized
     gguf_repo: str | None = None
     template: str | None = None
@@ -190,6 +226,11 @@ class Architecture:
         return self.num_mtp_layers * per_layer
 
     @property
+    def encoder_params(self) -> int:
+        """The sized vision encoder (0 without one); not in total_params, which counts the language model."""
+        return self.vision.params if self.vision else 0
+
+    @property
     def total_params(self) -> int:
         return self.non_expert_params + self.routed_expert_params
 
@@ -222,6 +263,7 @@ class Architecture:
             "path": self.path,
             "architecture": self.model_type,
             "total_params": self.total_params,
+            "encoder_params": self.encoder_params,
             "active_params": self.active_params,
             "num_experts": self.num_experts,
             "experts_per_token": self.experts_per_token,

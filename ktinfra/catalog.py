@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from ktinfra.architecture import MLA, Architecture, LinearAttention, SparseIndexer
+from ktinfra.architecture import MLA, Architecture, LinearAttention, SparseIndexer, VisionEncoder
 
 CATALOG_PATH = Path(__file__).parent / "data" / "models.yaml"
 
@@ -245,6 +245,34 @@ def _shared_intermediate(config: dict, moe_inter: int, source: str) -> int:
 
 
 MULTIMODAL_ENCODERS = ("vision_config", "audio_config")
+# wrappers whose vision_config builds transformers' Qwen3-VL vision tower: missing keys take its defaults,
+# and only Qwen3-VL has deepstack mergers (Qwen3.5's tower leaves them out whatever the config lists)
+QWEN3_VL_TOWERS = {"qwen3_vl": True, "qwen3_vl_moe": True, "qwen3_5": False, "qwen3_5_moe": False}
+QWEN3_VL_TOWER_DEFAULTS = {
+    "depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "in_channels": 3, "patch_size": 16,
+    "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 3584,
+    "num_position_embeddings": 2304,
+}  # fmt: skip
+QWEN3_VL_DEEPSTACK_DEFAULT = [8, 16, 24]
+
+
+def _vision(wrapper: dict, source: str) -> VisionEncoder | None:
+    """The vision tower of a Qwen3-VL / Qwen3.5 checkpoint; None for other wrappers (left unsized)."""
+    deepstack = QWEN3_VL_TOWERS.get(wrapper.get("model_type"))
+    vision = wrapper.get("vision_config")
+    if deepstack is None or not isinstance(vision, dict):
+        return None
+    values = {
+        key: _int_key(vision, key, f"{source} vision_config") or default
+        for key, default in QWEN3_VL_TOWER_DEFAULTS.items()
+    }
+    indexes = vision.get("deepstack_visual_indexes", QWEN3_VL_DEEPSTACK_DEFAULT)
+    if not isinstance(indexes, list):
+        raise ModelConfigError(
+            f"{source}: config.json vision_config deepstack_visual_indexes must be a list, "
+            f"got {json.dumps(indexes)}"
+        )
+    return VisionEncoder(**values, deepstack_mergers=len(indexes) if deepstack else 0)
 
 
 def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: str | None = None, **extra):
@@ -253,8 +281,11 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
     ModelConfigError, naming the key and the file, for a value a real model cannot have."""
     source = path or name
     encoders: tuple[str, ...] = ()
+    vision = None
     if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
-        encoders = tuple(k for k in config if k.endswith("_config") and k in MULTIMODAL_ENCODERS)
+        vision = _vision(config, source)
+        sized = ("vision_config",) if vision else ()
+        encoders = tuple(k for k in config if k in MULTIMODAL_ENCODERS and k not in sized)
         config = {**config["text_config"], "quantization_config": config.get("quantization_config")}
     num_experts, per_token = _experts(config, source)
     hidden = _need(config, "hidden_size", source=source)
@@ -298,6 +329,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         attention_output_gate=bool(
             config.get("attn_output_gate", config.get("model_type") in GATED_ATTENTION_FAMILIES)
         ),
+        vision=vision,
         encoders=encoders,
         **extra,
     )

@@ -134,8 +134,11 @@ def dense_dtype(dtype: str) -> str:
 
 
 def gpu_non_expert_bytes(arch: Architecture, dtype: str) -> float:
+    """The language model's non-expert weights in `dtype`, and the vision encoder's in bf16 (SGLang builds
+    the tower with quant_config=None; LLaMA-Factory freezes it)."""
     embeddings = arch.embedding_params + arch.lm_head_params
-    return checkpoint_bytes(arch, arch.non_expert_params, dense_dtype(dtype), embeddings=embeddings)
+    language = checkpoint_bytes(arch, arch.non_expert_params, dense_dtype(dtype), embeddings=embeddings)
+    return language + arch.encoder_params * 2
 
 
 def kv_heads_held(arch: Architecture, tp: int) -> int:
@@ -206,15 +209,15 @@ def state_bytes_per_request(arch: Architecture) -> int:
 
 
 def download_bytes(arch: Architecture, dtype: str | None = None) -> float:
-    """The Hugging Face checkpoint as published (MTP layers included)."""
+    """The Hugging Face checkpoint as published (MTP layers and a bf16 vision encoder included)."""
     dtype = dtype or arch.native_dtype
     embeddings = arch.embedding_params + arch.lm_head_params
+    encoder = arch.encoder_params * 2
     if dtype == "int4":
         dense = arch.non_expert_params + arch.mtp_params
-        return checkpoint_bytes(arch, dense, "bf16") + checkpoint_bytes(
-            arch, arch.routed_expert_params, dtype
-        )
-    return checkpoint_bytes(arch, arch.total_params + arch.mtp_params, dtype, embeddings=embeddings)
+        experts = checkpoint_bytes(arch, arch.routed_expert_params, dtype)
+        return checkpoint_bytes(arch, dense, "bf16") + experts + encoder
+    return checkpoint_bytes(arch, arch.total_params + arch.mtp_params, dtype, embeddings=embeddings) + encoder
 
 
 def serve_checkpoint_dtype(arch: Architecture, fmt: CpuFormat) -> str:

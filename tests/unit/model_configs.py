@@ -118,10 +118,16 @@ DEEPSEEK_V32 = {
 # Qwen/Qwen3.5-35B-A3B (35B with its vision encoder / 3B active; hybrid Gated DeltaNet + gated attention, one
 # MTP layer): the text_config values a public inventory of its HF snapshot ec2d4ece (2026-04-21) lists, with
 # the attention shape (16 heads, 2 KV heads, head_dim 256) of a public qwen3_5_moe test config that mirrors
-# it; vision_config cut to its model type.
+# it; vision_config as public dumps of the snapshot's config.json print it.
 QWEN3_5_35B_A3B = {
     "architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
-    "tie_word_embeddings": False, "vision_config": {"model_type": "qwen3_5_moe"},
+    "tie_word_embeddings": False,
+    "vision_config": {
+        "deepstack_visual_indexes": [], "depth": 27, "dtype": "bfloat16", "hidden_act": "gelu_pytorch_tanh",
+        "hidden_size": 1152, "in_channels": 3, "initializer_range": 0.02, "intermediate_size": 4304,
+        "model_type": "qwen3_5_moe_vision", "num_heads": 16, "num_position_embeddings": 2304,
+        "out_hidden_size": 2048, "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+    },
     "text_config": {
         "model_type": "qwen3_5_moe_text", "hidden_size": 2048, "num_hidden_layers": 40,
         "layer_types": ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(40)],
@@ -132,5 +138,29 @@ QWEN3_5_35B_A3B = {
         "num_experts_per_tok": 8, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
         "router_aux_loss_coef": 0.001, "mtp_num_hidden_layers": 1, "mtp_use_dedicated_embeddings": False,
         "vocab_size": 248320, "rope_theta": 10000000, "eos_token_id": 248044, "tie_word_embeddings": False,
+    },
+}  # fmt: skip
+
+# Qwen/Qwen3-VL-30B-A3B-Instruct (31B with its vision encoder / 3B active): its config.json as a public parser
+# test transcribes it from the fetched file (commit 1fc78ad); the language model is Qwen3-30B-A3B's, the
+# vision tower adds three deepstack mergers.
+QWEN3_VL_30B_A3B = {
+    "architectures": ["Qwen3VLMoeForConditionalGeneration"], "image_token_id": 151655,
+    "model_type": "qwen3_vl_moe", "tie_word_embeddings": False, "video_token_id": 151656,
+    "vision_end_token_id": 151653, "vision_start_token_id": 151652,
+    "text_config": {
+        "attention_bias": False, "decoder_sparse_step": 1, "head_dim": 128, "hidden_size": 2048,
+        "intermediate_size": 6144, "max_position_embeddings": 262144, "mlp_only_layers": [],
+        "model_type": "qwen3_vl_moe_text", "moe_intermediate_size": 768, "norm_topk_prob": True,
+        "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 48,
+        "num_key_value_heads": 4, "rms_norm_eps": 1e-06,
+        "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"},
+        "rope_theta": 5000000, "vocab_size": 151936,
+    },
+    "vision_config": {
+        "deepstack_visual_indexes": [8, 16, 24], "depth": 27, "hidden_act": "gelu_pytorch_tanh",
+        "hidden_size": 1152, "in_channels": 3, "intermediate_size": 4304, "model_type": "qwen3_vl_moe",
+        "num_heads": 16, "num_position_embeddings": 2304, "out_hidden_size": 2048, "patch_size": 16,
+        "spatial_merge_size": 2, "temporal_patch_size": 2,
     },
 }  # fmt: skip

@@ -13,6 +13,7 @@ from model_configs import (
     QWEN2_57B_A14B,
     QWEN3_5_35B_A3B,
     QWEN3_NEXT_80B_A3B,
+    QWEN3_VL_30B_A3B,
 )
 from test_plan import facts
 
@@ -23,6 +24,12 @@ from ktinfra.planner import plan
 def _resolve(tmp_path, config: dict) -> catalog.Architecture:
     (tmp_path / "config.json").write_text(json.dumps(config))
     return catalog.resolve(str(tmp_path))
+
+
+def _resolve_in(tmp_path, name: str, config: dict) -> catalog.Architecture:
+    """_resolve in a directory of its own, for tests that compare two configs."""
+    (tmp_path / name).mkdir()
+    return _resolve(tmp_path / name, config)
 
 
 def _serve(model: str, host: str = "h100-amx") -> dict:
@@ -112,6 +119,78 @@ def test_a_multimodal_checkpoint_warns_that_its_encoder_is_not_sized(tmp_path):
     assert catalog.unsized_encoders(_resolve(tmp_path, QWEN3_NEXT_80B_A3B)) is None
 
 
+@pytest.mark.parametrize(
+    "config, card",
+    [(QWEN3_5_35B_A3B, 35e9), (QWEN3_VL_30B_A3B, 31.1e9)],
+    ids=["Qwen3.5-35B-A3B", "Qwen3-VL-30B-A3B"],
+)
+def test_a_qwen_vision_tower_is_sized_and_brings_the_total_to_the_card(tmp_path, config, card):
+    """The cards' totals count the vision encoder; molecule/envs checks the tower against transformers."""
+    arch = _resolve(tmp_path, config)
+    assert arch.encoders == () and catalog.unsized_encoders(arch) is None
+    assert 0.4e9 < arch.encoder_params < 0.6e9
+    assert arch.total_params + arch.encoder_params == pytest.approx(card, rel=0.005)
+
+
+def test_the_vision_tower_is_on_the_gpu_and_in_the_download_in_bf16(tmp_path):
+    with_tower = _resolve_in(tmp_path, "vl", QWEN3_VL_30B_A3B)
+    text_only = catalog.resolve("Qwen3-30B-A3B")  # the same language model
+    assert with_tower.total_params == text_only.total_params
+    tower = with_tower.encoder_params * 2
+    for fmt in ("AMXINT8", "BF16"):
+        a, b = sizing.serve(with_tower, fmt).breakdown, sizing.serve(text_only, fmt).breakdown
+        assert (a["gpu_weights"] - b["gpu_weights"], a["download"] - b["download"]) == (tower, tower)
+        assert a["cpu_experts"] == b["cpu_experts"]
+    assert sizing.sft(with_tower).vram_bytes - sizing.sft(text_only).vram_bytes == tower
+    fp8 = {
+        **QWEN3_VL_30B_A3B,
+        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]},
+    }
+    fp8_arch = _resolve_in(tmp_path, "fp8", fp8)
+    assert fp8_arch.native_dtype == "fp8"
+    language = sizing.checkpoint_bytes(
+        fp8_arch, fp8_arch.non_expert_params, "fp8", embeddings=fp8_arch.embedding_params * 2
+    )
+    assert sizing.gpu_non_expert_bytes(fp8_arch, "fp8") == language + tower  # the tower is never quantized
+
+
+def test_the_vision_tower_takes_fewer_gpu_experts_on_a_24_gb_card(tmp_path):
+    tower = _resolve_in(tmp_path, "vl", QWEN3_VL_30B_A3B).encoder_params * 2
+    with_tower = _serve(str(tmp_path / "vl"), "seed002-autodl-6430-4090")
+    text_only = _serve("Qwen3-30B-A3B", "seed002-autodl-6430-4090")
+    assert with_tower["feasible"] and text_only["feasible"]
+    weights = [r["requirements_breakdown"]["gpu_weights"] for r in (with_tower, text_only)]
+    assert weights[0] - weights[1] == tower
+    assert with_tower["serve"]["kt_num_gpu_experts"] < text_only["serve"]["kt_num_gpu_experts"]
+
+
+def test_only_qwen3_vl_towers_have_deepstack_mergers(tmp_path):
+    def deepstack(config: dict, indexes: list[int]) -> int:
+        vision = {**config["vision_config"], "deepstack_visual_indexes": indexes}
+        return catalog.from_config({**config, "vision_config": vision}, name="m").encoder_params
+
+    assert deepstack(QWEN3_5_35B_A3B, [8, 16]) == deepstack(QWEN3_5_35B_A3B, [])  # its tower has none
+    assert (
+        deepstack(QWEN3_VL_30B_A3B, [8, 16, 24])
+        > deepstack(QWEN3_VL_30B_A3B, [8])
+        > deepstack(QWEN3_VL_30B_A3B, [])
+    )
+
+
+@pytest.mark.parametrize(
+    "vision, message",
+    [
+        ({"depth": 0}, "vision_config: config.json depth must be a positive integer, got 0"),
+        ({"hidden_size": "1152"}, 'hidden_size must be a positive integer, got "1152"'),
+        ({"deepstack_visual_indexes": 3}, "vision_config deepstack_visual_indexes must be a list, got 3"),
+    ],
+)
+def test_a_bad_vision_config_value_is_refused_naming_it(tmp_path, vision, message):
+    bad = {**QWEN3_VL_30B_A3B, "vision_config": {**QWEN3_VL_30B_A3B["vision_config"], **vision}}
+    with pytest.raises(catalog.ModelConfigError, match=message):
+        _resolve(tmp_path, bad)
+
+
 def test_qwen3_next_state_slot_is_sglangs_mamba_cache_per_req(tmp_path):
     arch = _resolve(tmp_path, QWEN3_NEXT_80B_A3B)
     # sglang-kt 0.7.2 Mamba2StateShape on each of the 36 Gated DeltaNet layers: the convolution window over
@@ -173,7 +252,7 @@ def test_qwen3_5_reads_its_text_config_as_a_hybrid_model(tmp_path):
     arch = _resolve(tmp_path, QWEN3_5_35B_A3B)
     assert arch.total_params == pytest.approx(35e9, rel=0.03)  # the card's 35B counts the vision encoder too
     assert (arch.num_kv_layers, arch.linear_attention.num_layers) == (10, 30)
-    assert arch.attention_output_gate and arch.encoders == ("vision_config",)
+    assert arch.attention_output_gate and arch.encoders == ()  # its vision tower is sized (below)
     # 30 Gated DeltaNet layers of the same shape as Qwen3-Next's (sglang-kt Mamba2StateShape)
     assert sizing.state_bytes_per_slot(arch) == 30 * (8192 * 3 * 2 + 32 * 128 * 128 * 4)
     # its MTP layer (mtp_num_hidden_layers) is in the download, sharing the embedding and head

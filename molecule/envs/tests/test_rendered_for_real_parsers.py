@@ -210,6 +210,21 @@ def test_sglang_kt_profiles_an_mla_token_as_the_plan_expects(host, tmp_path, nam
     assert stored / got["profiled_cell_bytes"] >= 2.4  # 3.0 on V3, 2.5 on V3.2
 
 
+def test_the_vision_tower_is_sized_as_transformers_builds_it(host):
+    """The planner's Qwen3.5 / Qwen3-VL vision encoder against the models the inference env's transformers
+    builds from the same config.json (on the meta device): the tower exactly, the language model to within
+    the norms the count leaves out."""
+    from ktinfra import catalog
+
+    names = ("QWEN3_5_35B_A3B", "QWEN3_VL_30B_A3B")
+    got = probe(host, INFER, "vision_tower.py", {name: real_config(name) for name in names})
+    for name in names:
+        arch = catalog.from_config(real_config(name), name=name)
+        assert got[name]["vision"] == arch.encoder_params > 0, name
+        assert arch.total_params == pytest.approx(got[name]["language"], rel=1e-4), name
+    assert got["QWEN3_VL_30B_A3B"]["vision"] > got["QWEN3_5_35B_A3B"]["vision"]  # its deepstack mergers
+
+
 def test_sglang_kt_takes_the_lora_adapters_and_the_api_key(serve_results):
     _, parsed = serve_results
     lora = parsed["seed002-lora"]
