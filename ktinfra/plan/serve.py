@@ -147,7 +147,10 @@ def _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons) -
     spare = static - weights - kv_budget - held
     count = max(0, min(arch.num_experts, int(spare // expert_layer)))
     budget = "KV" if arch.linear_attention is None else "KV and linear-attention state"
-    parts = f"{gb(static)} static GPU memory - {gb(weights)} non-expert weights - {gb(kv_budget)} {budget}"
+    tower = f" ({gb(arch.encoder_params * 2)} of them the vision encoder)" if arch.encoder_params else ""
+    parts = (
+        f"{gb(static)} static GPU memory - {gb(weights)} non-expert weights{tower} - {gb(kv_budget)} {budget}"
+    )
     if held:
         parts += f" - {gb(held)} held for layerwise prefill"
     outcome = f"leaves {gb(spare)}" if spare >= 0 else f"is {gb(-spare)} short"

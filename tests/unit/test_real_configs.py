@@ -162,6 +162,11 @@ def test_the_vision_tower_takes_fewer_gpu_experts_on_a_24_gb_card(tmp_path):
     weights = [r["requirements_breakdown"]["gpu_weights"] for r in (with_tower, text_only)]
     assert weights[0] - weights[1] == tower
     assert with_tower["serve"]["kt_num_gpu_experts"] < text_only["serve"]["kt_num_gpu_experts"]
+    assert (
+        "4.2 GB non-expert weights (1.1 GB of them the vision encoder)"
+        in with_tower["reasons"]["kt_num_gpu_experts"]
+    )
+    assert "vision encoder" not in text_only["reasons"]["kt_num_gpu_experts"]
 
 
 def test_only_qwen3_vl_towers_have_deepstack_mergers(tmp_path):
