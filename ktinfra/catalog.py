@@ -280,6 +280,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
 
     ModelConfigError, naming the key and the file, for a value a real model cannot have."""
     source = path or name
+    wrapper_type = config.get("model_type")  # a multimodal wrapper's own (qwen3_5_moe): templates key on it
     encoders: tuple[str, ...] = ()
     vision = None
     if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
@@ -302,7 +303,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         name=name,
         hf_repo=hf_repo,
         path=path,
-        model_type=str(config.get("model_type") or "unknown"),
+        model_type=str(wrapper_type or config.get("model_type") or "unknown"),
         hidden_size=hidden,
         num_layers=layers,
         num_dense_layers=layers - _moe_layer_count(config, layers, source),

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import yaml
 from model_configs import (
     DEEPSEEK_V32,
     ERNIE_4_5_21B_A3B,
@@ -19,6 +20,7 @@ from test_plan import facts
 
 from ktinfra import catalog, sizing
 from ktinfra.planner import plan
+from ktinfra.render.train import render_train
 
 
 def _resolve(tmp_path, config: dict) -> catalog.Architecture:
@@ -167,6 +169,26 @@ def test_the_vision_tower_takes_fewer_gpu_experts_on_a_24_gb_card(tmp_path):
         in with_tower["reasons"]["kt_num_gpu_experts"]
     )
     assert "vision encoder" not in text_only["reasons"]["kt_num_gpu_experts"]
+
+
+@pytest.mark.parametrize(
+    "config, architecture, template",
+    [(QWEN3_5_35B_A3B, "qwen3_5_moe", "qwen3_5"), (QWEN3_VL_30B_A3B, "qwen3_vl_moe", "qwen3_vl")],
+    ids=["Qwen3.5-35B-A3B", "Qwen3-VL-30B-A3B"],
+)
+def test_a_multimodal_checkpoint_is_planned_as_its_own_model_type_and_gets_its_template(
+    tmp_path, config, architecture, template
+):
+    """config.json's top-level model_type, not its text_config's (qwen3_5_moe_text), names the architecture:
+    LLaMA-Factory's chat template for the checkpoint is looked up by it."""
+    _resolve(tmp_path, config)
+    result = plan(facts("seed002-autodl-6430-4090"), str(tmp_path), "sft")
+    assert result["feasible"], result["problems"]
+    assert result["model"]["architecture"] == architecture
+    rendered = render_train(
+        result, name="mm", model_path="/m", dataset="identity", dataset_dir="/d", output_dir="/o"
+    )
+    assert yaml.safe_load(rendered.files["mm.yaml"][0])["template"] == template
 
 
 def test_only_qwen3_vl_towers_have_deepstack_mergers(tmp_path):

@@ -11,6 +11,7 @@ import sys
 import yaml
 from accelerate.commands.config.config_args import load_config_from_file
 from kt_kernel.sft import KTConfig
+from llamafactory.data.template import TEMPLATES
 from llamafactory.hparams import get_train_args
 
 
@@ -28,6 +29,7 @@ def load(item: dict) -> dict:
         "model": model.model_name_or_path,
         "cutoff_len": data.cutoff_len,
         "template": data.template,
+        "template_known": data.template in TEMPLATES,  # get_train_args takes any name; a run would not
         "batch": training.per_device_train_batch_size,
         "grad_accum": training.gradient_accumulation_steps,
         "bf16": training.bf16,

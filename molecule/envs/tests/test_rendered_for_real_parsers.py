@@ -39,6 +39,7 @@ TRAIN_CASES = {
     "seed002": ("Qwen3-30B-A3B", "seed002-autodl-6430-4090"),
     "h100": ("DeepSeek-V2-Lite", "h100-amx"),
     "4xl40s": ("Qwen3-30B-A3B", "dual-spr-2xnuma-4xl40s"),
+    "seed002-qwen3.5": ("config:QWEN3_5_35B_A3B", "seed002-autodl-6430-4090"),  # template by wrapper type
 }
 
 
@@ -252,8 +253,8 @@ def train_results(host, tmp_path_factory):
     cases, items = {}, []
     for name, (model, source) in TRAIN_CASES.items():
         plan, rendered = plan_and_render(
-            tmp, name, ["--model", model, "--mode", "sft", *facts_option(source, tmp)],
-            ["train", "--model-path", f"/data/models/{model}", "--dataset", "identity",
+            tmp, name, ["--model", model_option(model, tmp), "--mode", "sft", *facts_option(source, tmp)],
+            ["train", "--model-path", f"/data/models/{name}", "--dataset", "identity",
              "--dataset-dir", "/data/llamafactory", "--output-dir", f"/data/out/{name}"],
         )  # fmt: skip
         cases[name] = (plan, rendered, tmp / name)
@@ -292,6 +293,7 @@ def test_llamafactory_kt_loads_the_rendered_recipe_as_planned(train_results, nam
         kt["kt_tp_enabled"],
     )
     assert got["kt_lora_rank"] == sft["lora_rank"]  # derived by LLaMA-Factory, not set by ktinfra
+    assert got["template_known"], got["template"]  # a chat template llamafactory-kt registers
     assert got["warmup_steps_of_1000"] == 100  # the 10 % warmup, as transformers-kt reads the recipe
     assert got["accelerate"] == {
         "num_processes": sft["launcher"]["num_processes"],
