@@ -77,8 +77,12 @@ def test_freeze_drift_names_wrong_missing_and_excluded_packages():
     assert any("ktransformers is 0.7.1, the profile pins 0.7.2" in p for p in problems)
     assert any("kt-kernel==0.7.2 is pinned by the profile but not installed" in p for p in problems)
     assert any("sglang-kt must not be in this env" in p for p in problems)
-    assert not any("torch" in p for p in problems)  # names are normalised
-    assert profiles.freeze_drift(env, "ktransformers==0.7.2\nkt_kernel==0.7.2\ntorch==2.9.1\n") == []
+    assert not any("torch is" in p or "torch==" in p for p in problems)  # names are normalised
+    complete = "ktransformers==0.7.2\nkt_kernel==0.7.2\ntorch==2.9.1\ntorchaudio==2.9.1\n"
+    assert profiles.freeze_drift(env, complete) == []
+    # what unpinned pip resolved: a torchaudio built for another torch, which llamafactory-kt cannot import
+    unpinned = profiles.freeze_drift(env, complete.replace("torchaudio==2.9.1", "torchaudio==2.11.0"))
+    assert len(unpinned) == 1 and "torchaudio is 2.11.0, the profile pins 2.9.1" in unpinned[0]
 
 
 def test_a_pin_without_local_label_matches_a_local_build():
