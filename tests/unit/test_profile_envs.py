@@ -87,7 +87,7 @@ def test_freeze_drift_names_wrong_missing_and_excluded_packages():
 
 def test_a_pin_without_local_label_matches_a_local_build():
     env = profiles.env_spec(profiles.load_profile("kt-0.4-autodl"), "sft")
-    freeze = "torch==2.7.1+cu128\ntransformers==4.56.0\nhuggingface-hub==0.34.0\n"
+    freeze = "torch==2.7.1+cu128\ntorchaudio==2.7.1+cu128\ntransformers==4.56.0\nhuggingface-hub==0.34.0\n"
     freeze += "ktransformers==0.4.2+cu128torch27fancy\nflash_attn==2.8.3+cu12torch2.7cxx11abiTRUE\n"
     freeze += "-e git+https://github.com/hiyouga/LLaMA-Factory.git@abc#egg=llamafactory\n"
     assert profiles.freeze_drift(env, freeze) == []
