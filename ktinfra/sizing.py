@@ -133,12 +133,17 @@ def dense_dtype(dtype: str) -> str:
     return "bf16" if dtype == "int4" else dtype
 
 
+def encoder_bytes(arch: Architecture) -> float:
+    """The sized vision encoder, always bf16: checkpoints ship it unquantized, SGLang builds it with
+    quant_config=None and LLaMA-Factory freezes it (0 without one)."""
+    return checkpoint_bytes(arch, arch.encoder_params, "bf16")
+
+
 def gpu_non_expert_bytes(arch: Architecture, dtype: str) -> float:
-    """The language model's non-expert weights in `dtype`, and the vision encoder's in bf16 (SGLang builds
-    the tower with quant_config=None; LLaMA-Factory freezes it)."""
+    """The language model's non-expert weights in `dtype`, and the vision encoder (encoder_bytes)."""
     embeddings = arch.embedding_params + arch.lm_head_params
     language = checkpoint_bytes(arch, arch.non_expert_params, dense_dtype(dtype), embeddings=embeddings)
-    return language + arch.encoder_params * 2
+    return language + encoder_bytes(arch)
 
 
 def kv_heads_held(arch: Architecture, tp: int) -> int:
@@ -212,7 +217,7 @@ def download_bytes(arch: Architecture, dtype: str | None = None) -> float:
     """The Hugging Face checkpoint as published (MTP layers and a bf16 vision encoder included)."""
     dtype = dtype or arch.native_dtype
     embeddings = arch.embedding_params + arch.lm_head_params
-    encoder = arch.encoder_params * 2
+    encoder = encoder_bytes(arch)
     if dtype == "int4":
         dense = arch.non_expert_params + arch.mtp_params
         experts = checkpoint_bytes(arch, arch.routed_expert_params, dtype)

@@ -147,7 +147,7 @@ def _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons) -
     spare = static - weights - kv_budget - held
     count = max(0, min(arch.num_experts, int(spare // expert_layer)))
     budget = "KV" if arch.linear_attention is None else "KV and linear-attention state"
-    tower = f" ({gb(arch.encoder_params * 2)} of them the vision encoder)" if arch.encoder_params else ""
+    tower = f" ({gb(sizing.encoder_bytes(arch))} of them the vision encoder)" if arch.encoder_params else ""
     parts = (
         f"{gb(static)} static GPU memory - {gb(weights)} non-expert weights{tower} - {gb(kv_budget)} {budget}"
     )
