@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the device host (GPU + AMX, no network), from the root of the checkout the device tool sent, with
 # .devcarry carried (see prepare.sh). Results: $OUT/log.txt and $OUT/results.tgz (re-packed after each phase).
-# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor stream moe-quick moe moe-repeat moe-headroom rawint4]
+# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor stream moe-quick moe moe-repeat moe-headroom moe-concurrency rawint4]
 set -u
 carry=$(cd "$(dirname "$0")/../../.." && pwd)
 repo=$carry/repo
@@ -68,6 +68,9 @@ for phase in $phases; do
         >"$res/doctor-sft-nopins.json"; echo "ktinfra doctor --role sft -k 'not pins' rc=$?" ;;
     stream)
       python3 benchmarks/stream.py --gib 2 --reps 10 --threads 1,2,4,8,12,14,15,16 --out "$res/stream.json" ;;
+    moe-concurrency)
+      python3 benchmarks/moe_concurrency.py --threads "$(( $(physical_cores) - 2 )),8" --out "$out/moe_concurrency.json"
+      cp "$out/moe_concurrency.json" "$res/" ;;
     moe-quick)
       python3 benchmarks/moe_threads.py --threads 16 --pools 1 --numa-nodes "$(numa_nodes)" --out "$res/moe-t16.json"
       python3 -c 'import json,sys; [print(s) for s in json.load(open(sys.argv[1]))["shapes"]]' "$res/moe-t16.json" ;;
