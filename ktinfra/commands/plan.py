@@ -12,7 +12,8 @@ from rich.markup import escape
 EXIT_BAD_INPUT = 1
 EXIT_INFEASIBLE = 2
 # the mode each mode-specific flag applies to (--cpu-format: the planner refuses it in sft itself)
-FLAG_MODE = {**dict.fromkeys(("--lora", "--port", "--host", "--api-key-set"), "serve"), "--cutoff-len": "sft"}
+SERVE_FLAGS = ("--lora", "--port", "--host", "--api-key-set", "--max-running-requests")
+FLAG_MODE = {**dict.fromkeys(SERVE_FLAGS, "serve"), "--cutoff-len": "sft"}
 
 
 def _fail(message: str) -> None:
@@ -171,6 +172,15 @@ def register(app: typer.Typer) -> None:
         cutoff_len: Annotated[
             int | None, typer.Option("--cutoff-len", min=64, help="SFT: fix cutoff_len.")
         ] = None,
+        max_running_requests: Annotated[
+            int | None,
+            typer.Option(
+                "--max-running-requests",
+                min=1,
+                max=4096,
+                help="Serve: fix the concurrent requests; KV and GPU experts are planned around them.",
+            ),
+        ] = None,
         as_json: Annotated[
             bool, typer.Option("--json", help="Print the plan as JSON (docs/CONTRACTS.md).")
         ] = False,
@@ -181,7 +191,13 @@ def register(app: typer.Typer) -> None:
         from ktinfra.planner import PlanInputError, plan
 
         mode = _parse_mode(mode)
-        given = {"--lora": lora, "--port": port, "--host": host, "--api-key-set": api_key_set}
+        given = {
+            "--lora": lora,
+            "--port": port,
+            "--host": host,
+            "--api-key-set": api_key_set,
+            "--max-running-requests": max_running_requests,
+        }
         _refuse_flags_of_the_other_mode(mode, {**given, "--cutoff-len": cutoff_len})
         facts = _load_facts(facts_file, capture_dir)
         options = {
@@ -192,6 +208,7 @@ def register(app: typer.Typer) -> None:
             "host": host,
             "api_key_set": api_key_set,
             "cutoff_len": cutoff_len,
+            "max_running_requests": max_running_requests,
         }
         try:
             result = plan(facts, model, mode, **options)

@@ -59,11 +59,21 @@ def _gpus_used(facts: dict, mode: str, section: dict) -> dict:
     return {**facts, "gpus": [g for g in facts["gpus"] if g["index"] in chosen]}  # validate() requires index
 
 
+def _check_max_running(value, mode: str) -> None:
+    if value is None:
+        return
+    if mode != "serve":
+        raise PlanInputError("--max-running-requests applies to serve")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PlanInputError(f"--max-running-requests must be a positive integer, got {value!r}")
+
+
 def plan(facts: dict, model: str, mode: str, **options) -> dict:
     """Plan `mode` ("serve" | "sft") of `model` on the host `facts` describes.
 
     options: stack (profile name, default kt-0.7), cpu_format, lora ({name: dir}), port, host, api_key_set,
-    cutoff_len. Raises PlanInputError on bad input; infeasible plans come back with feasible=False.
+    max_running_requests, cutoff_len. Raises PlanInputError on bad input; infeasible plans come back with
+    feasible=False.
     """
     if mode not in MODES:
         raise PlanInputError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -76,6 +86,7 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
         profile = profiles.load_profile(options.get("stack") or profiles.DEFAULT_PROFILE)
         if options.get("cpu_format") and mode == "sft":
             raise PlanInputError("--cpu-format applies to serve; SFT reads BF16 experts")
+        _check_max_running(options.get("max_running_requests"), mode)
         if mode == "serve":
             section, est, reasons, problems = plan_serve(arch, facts, options, early_warnings)
             purpose = "KT serving"

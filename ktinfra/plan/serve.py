@@ -163,8 +163,8 @@ def _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons) -
         reasons[key] += "; every expert fits on the GPU, the CPU side stays idle"
     elif more <= kv_budget:
         reasons[key] += (
-            f"; {count + 1} would cut {gb(more)} from the {gb(kv_budget)} {budget} budget of "
-            f"max_running_requests x {KV_TOKENS_PER_REQUEST} tokens"
+            f"; {count + 1} would cut {gb(more) if more >= 0.1 * GB else mb(more)} from the "
+            f"{gb(kv_budget)} {budget} budget of max_running_requests x {KV_TOKENS_PER_REQUEST} tokens"
         )
     else:
         reasons[key] += (
@@ -178,13 +178,13 @@ def _moe_layer(arch: Architecture, dtype: str) -> float:
     return sizing.gpu_expert_bytes(arch, dtype) * arch.num_experts
 
 
-def _running_requests(wanted, weights, layer, per_request, static) -> tuple[int, float]:
-    """(requests, prefill layer kept): halved until their KV fits beside the weights and the layer; the
-    layer is given up only when not even one request fits beside it."""
-    if weights + layer + per_request > static:
+def _running_requests(wanted, weights, layer, per_request, static, halve=True) -> tuple[int, float]:
+    """(requests, prefill layer kept): halved (unless the user fixed them) until their KV fits beside the
+    weights and the layer; the layer is given up when the requests do not fit beside it."""
+    if weights + layer + (per_request if halve else wanted * per_request) > static:
         layer = 0.0
     requests = wanted
-    while requests > 1 and weights + layer + requests * per_request > static:
+    while halve and requests > 1 and weights + layer + requests * per_request > static:
         requests //= 2
     return requests, layer
 
@@ -318,17 +318,33 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     per_request = KV_TOKENS_PER_REQUEST * sizing.kv_bytes_per_token(arch, tp) + state
     lora = opts.get("lora")
     layer = _moe_layer(arch, dtype) if fmt.native_dtype and not lora else 0.0  # see _prefill_threshold
-    wanted = max_running(facts["cpu"]["physical_cores"])
-    requests, layer = _running_requests(wanted, weights, layer, per_request, static)
+    cores = facts["cpu"]["physical_cores"]
+    asked = opts.get("max_running_requests")
+    wanted = asked or max_running(cores)
+    requests, layer = _running_requests(wanted, weights, layer, per_request, static, halve=not asked)
     kv_budget = requests * per_request
     each = f"{KV_TOKENS_PER_REQUEST} KV tokens"
     if state:
         each += f" and {sizing.STATE_SLOTS_PER_REQUEST} linear-attention state slots ({mb(state)})"
-    reasons["max_running_requests"] = (
-        f"{requests}: decode is bound by {facts['cpu']['physical_cores']} CPU cores "
-        "(about 2 requests per core; "
-        f"seed 002 served 12-14 users on 8), {each} each ({gb(kv_budget)})"
-    )
+    if asked:
+        reasons["max_running_requests"] = (
+            f"{asked}: --max-running-requests (about 2 per core would give {max_running(cores)} on "
+            f"{cores} cores), {each} each ({gb(kv_budget)})"
+        )
+        if weights + requests * per_request > static:
+            fit = max(0, int((static - weights) // per_request))
+            problems.append(
+                f"--max-running-requests {asked} needs {gb(kv_budget)} of KV ({each} each) beside "
+                f"{gb(weights)} of non-expert weights; {gb(static)} of static GPU memory holds at most "
+                f"{fit} requests"
+            )
+    else:
+        reasons["max_running_requests"] = (
+            f"{requests}: decode is bound by {cores} CPU cores (about 2 requests per core; seed 002 served "
+            f"12-14 users on 8), {each} each ({gb(kv_budget)}); each more request adds CPU expert reads "
+            "to every decode step until a step reads them all: --max-running-requests trades per-request "
+            "speed for throughput"
+        )
     if requests < wanted:
         beside = f" and the {gb(layer)} MoE layer kept for layerwise prefill" if layer else ""
         reasons["max_running_requests"] += (
