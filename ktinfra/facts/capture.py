@@ -164,12 +164,18 @@ def collect_live() -> dict[str, str]:
 
 def read_capture(path: str | os.PathLike) -> dict[str, str]:
     folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{folder} is a file; --from takes the capture folder ({folder.parent})")
     if not folder.is_dir():
         raise FileNotFoundError(f"capture folder not found: {folder}")
     files = {name: _read(str(folder / name)) for name in SOURCES}
     found = {name: text for name, text in files.items() if text is not None}
     if not found:
         raise ValueError(f"{folder} is not a capture folder: none of {', '.join(SOURCES)} is there")
+    if not any(text.strip() for text in found.values()):
+        raise ValueError(
+            f"{folder} is not a capture: its {len(found)} capture files are all empty (commands that failed?)"
+        )
     return found
 
 

@@ -8,7 +8,7 @@ from collections import defaultdict
 from fractions import Fraction
 
 from ktinfra.facts.cgroup import CgroupLimits
-from ktinfra.facts.cpulist import format_cpulist, parse_cpulist
+from ktinfra.facts.cpulist import MAX_CPUS, format_cpulist, parse_cpulist
 from ktinfra.facts.lscpu import CpuRow, lscpu_fields, lscpu_int, lscpu_node_cpus, parse_cpuinfo, parse_lscpu_p
 
 # contract key -> the kernel's /proc/cpuinfo flag name
@@ -29,6 +29,17 @@ ISA_FLAGS = {
 }
 
 
+def _counted_cpus(files: dict[str, str], fields: dict[str, str]) -> set[int]:
+    """CPU ids when no listing names them: lscpu's count, else the allowed list nproc counted."""
+    count = lscpu_int(fields, "CPU(s)")
+    if count is None or not 0 < count <= MAX_CPUS:
+        allowed = parse_cpulist(_status_field(files, "Cpus_allowed_list"))
+        count = _int(files.get("nproc.txt"))
+        if allowed and (count is None or count == len(allowed)):
+            return allowed  # nproc counts the CPUs this process may run on
+    return set(range(count)) if count and 0 < count <= MAX_CPUS else set()
+
+
 def cpu_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
     fields = lscpu_fields(files.get("lscpu.json"), files.get("lscpu.txt"))
     blocks, cpuinfo_rows = parse_cpuinfo(files.get("cpuinfo.txt"))
@@ -36,8 +47,7 @@ def cpu_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
     rows, online, note = _topology(files, fields, cpuinfo_rows)
 
     if not online:
-        count = lscpu_int(fields, "CPU(s)") or _int(files.get("nproc.txt"))
-        online = set(range(count)) if count else set()
+        online = _counted_cpus(files, fields)
     usable = set(online)
     for restriction in (limits.cpuset, parse_cpulist(_status_field(files, "Cpus_allowed_list"))):
         if restriction:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+MAX_CPUS = 8192  # the kernel's CONFIG_NR_CPUS limit on x86-64; a larger id is not a CPU list of a real host
+
 
 def parse_cpulist(text: str | None) -> set[int] | None:
     """Parse a kernel CPU list; None when the text is missing or not a CPU list."""
@@ -18,12 +20,12 @@ def parse_cpulist(text: str | None) -> set[int] | None:
             continue
         low, sep, high = part.partition("-")
         try:
-            if sep:
-                cpus.update(range(int(low), int(high) + 1))
-            else:
-                cpus.add(int(low))
+            first, last = int(low), int(high if sep else low)
         except ValueError:
             return None
+        if not 0 <= first <= last < MAX_CPUS:
+            return None
+        cpus.update(range(first, last + 1))
     return cpus
 
 

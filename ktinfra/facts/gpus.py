@@ -76,22 +76,31 @@ def _merge(primary: list[dict], extra: list[dict]) -> list[dict]:
     return sorted(merged, key=lambda gpu: gpu["index"])
 
 
+def _names(values: list[str]) -> list[str]:
+    """Header cells without their unit ("memory.total [MiB]")."""
+    return [re.sub(r"\s*\[.*\]$", "", value.strip()) for value in values]
+
+
 def _from_csv(text: str | None) -> list[dict]:
     """Rows of `nvidia-smi --query-gpu ... --format=csv` after its header line.
 
     Lines before the header (nvidia-smi prints some warnings, such as a corrupt infoROM, on stdout) are
-    skipped; a row is kept only with as many fields as the header and a number for its index.
+    skipped; a row is kept only with as many fields as the header and a number for its index. Without a
+    header (`--format=csv,noheader`) the columns are taken to be QUERY_FIELDS, the capture's own query.
     """
     try:
-        lines = list(csv.reader(io.StringIO((text or "").replace("\0", "")), skipinitialspace=True))
+        clean = (text or "").replace("\0", "").replace("\ufeff", "")
+        lines = list(csv.reader(io.StringIO(clean), skipinitialspace=True))
     except csv.Error:
         return []
     header: list[str] | None = None
+    if not any("index" in cells and "name" in cells for cells in (_names(v) for v in lines)):
+        header = list(QUERY_FIELDS)
     gpus = []
     for values in lines:
         cells = [value.strip() for value in values]
         if header is None:
-            names = [re.sub(r"\s*\[.*\]$", "", cell) for cell in cells]
+            names = _names(values)
             if "index" in names and "name" in names:
                 header = names
             continue

@@ -23,7 +23,7 @@ def lscpu_fields(lscpu_json: str | None, lscpu_txt: str | None) -> dict[str, str
     if lscpu_json:
         try:
             _flatten_json(json.loads(lscpu_json).get("lscpu", []), fields)
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             fields = {}
     if not fields and lscpu_txt:
         for line in lscpu_txt.splitlines():
@@ -35,6 +35,8 @@ def lscpu_fields(lscpu_json: str | None, lscpu_txt: str | None) -> dict[str, str
 
 def _flatten_json(entries: list, fields: dict[str, str]) -> None:
     # util-linux >= 2.37 nests entries under "children"; older versions are flat.
+    if not isinstance(entries, list):
+        return
     for entry in entries:
         if not isinstance(entry, dict):
             continue
@@ -42,7 +44,7 @@ def _flatten_json(entries: list, fields: dict[str, str]) -> None:
         data = entry.get("data")
         if name and data is not None:
             fields.setdefault(name, str(data).strip())
-        _flatten_json(entry.get("children", []) or [], fields)
+        _flatten_json(entry.get("children"), fields)
 
 
 def lscpu_int(fields: dict[str, str], name: str) -> int | None:
@@ -65,9 +67,9 @@ def lscpu_node_cpus(fields: dict[str, str]) -> dict[int, str]:
 def parse_lscpu_p(text: str | None) -> list[CpuRow]:
     """Rows of `lscpu -p=CPU,Core,Socket,Node` (columns taken from its header comment).
 
-    A file cut short must not add CPUs or cores: rows with fewer fields than the header declares are dropped,
-    and so is a last row without its closing newline (lscpu ends every row with one; a cut inside the last
-    field would otherwise pass for a whole row).
+    Offline CPUs (every field but the id empty) are left out. A file cut short must not add CPUs or cores:
+    rows with fewer fields than the header declares are dropped, and so is a last row without its closing
+    newline (lscpu ends every row with one; a cut inside the last field would otherwise pass for a whole row).
     """
     if not text:
         return []
@@ -90,8 +92,8 @@ def parse_lscpu_p(text: str | None) -> list[CpuRow]:
             continue
         values = dict(zip(columns, fields, strict=False))
         cpu = _int_or_none(values.get("CPU"))
-        if cpu is None:
-            continue
+        if cpu is None or not any(value.strip() for value in fields[1:]):
+            continue  # `lscpu -p -a` lists an offline CPU as "104,,,"
         rows.append(
             CpuRow(
                 cpu,

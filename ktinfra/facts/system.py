@@ -52,6 +52,9 @@ ENGINE_MOUNT_ROOTS = (
     "/run/docker",
     "/snap",
 )
+# System trees: container engines bind-mount single files there (/etc/hosts, /etc/resolv.conf, the NVIDIA
+# toolkit's /usr/bin/nvidia-smi and libraries); df lists each with the free space of the host disk behind it.
+SYSTEM_MOUNT_ROOTS = ("/etc", "/usr", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 CONTAINER_CGROUP = re.compile(
     r"/(docker|kubepods|containerd|lxc|libpod|podman|machine\.slice/libpod|garden|crio)\b"
 )
@@ -82,8 +85,11 @@ def _meminfo(text: str | None) -> dict[str, int]:
 
 def os_facts(files: dict[str, str]) -> dict:
     release = {}
-    for match in re.finditer(r"^(\w+)=\"?(.*?)\"?\s*$", files.get("os-release.txt") or "", re.MULTILINE):
-        release[match.group(1)] = match.group(2)
+    for match in re.finditer(r"^(\w+)=(.*?)\s*$", files.get("os-release.txt") or "", re.MULTILINE):
+        value = match.group(2)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":  # os-release(5) allows both
+            value = value[1:-1]
+        release[match.group(1)] = value
     uname = (files.get("uname.txt") or "").split()
     os_id, version = release.get("ID"), release.get("VERSION_ID")
     glibc, source = _glibc_from_ldd(files.get("ldd.txt")), "ldd"
@@ -144,7 +150,7 @@ def is_data_disk(row: dict) -> bool:
     mount = row["mount"]
     if row["fstype"] in PSEUDO_FSTYPES or (row["fstype"] in LAYER_FSTYPES and mount != "/"):
         return False
-    roots = ("/proc", "/sys", "/dev", *ENGINE_MOUNT_ROOTS)
+    roots = ("/proc", "/sys", "/dev", *SYSTEM_MOUNT_ROOTS, *ENGINE_MOUNT_ROOTS)
     return not any(mount == root or mount.startswith(root + "/") for root in roots)
 
 
@@ -201,19 +207,25 @@ def container_evidence(
     virt = markers.get("systemd-detect-virt --container", "")
     if virt and virt not in ("none", "docker", "unknown"):
         evidence.append(f"systemd-detect-virt --container: {virt}")
+    root = next((d for d in disks if d["mount"] == "/"), None)
+    if root is not None and root["fstype"] in LAYER_FSTYPES:
+        evidence.append(f"/ is an {root['fstype']} filesystem (a container image's layers)")
+    own_root_disk = root is not None and root["source"].startswith("/dev/") and root["fstype"] != "overlay"
     if quota_cpus is not None and online_cpus and quota_cpus < online_cpus:
-        evidence.append(f"CPU quota of {quota_cpus:g} CPUs on a host with {online_cpus}")
+        quota = f"CPU quota of {quota_cpus:g} CPUs on a host with {online_cpus}"
+        # systemd-run -p CPUQuota= or a slice's quota puts a host's own session under a quota too
+        if virt == "none" and own_root_disk:
+            quota = f"ignored: {quota}, but systemd-detect-virt --container says none, / is {root['source']}"
+        evidence.append(quota)
 
     docker_marks = []
     if markers.get("/.dockerenv") == "present":
         docker_marks.append("/.dockerenv present")
     if virt == "docker":
         docker_marks.append("systemd-detect-virt --container: docker")
-    root = next((d for d in disks if d["mount"] == "/"), None)
-    own_root_disk = root is not None and root["source"].startswith("/dev/") and root["fstype"] != "overlay"
     # systemd-detect-virt only looks for /.dockerenv; a VM booted from a container image keeps that file but
     # mounts its own block device as / (docker roots are overlay/graph-driver mounts).
-    ignore_marks = own_root_disk and not evidence
+    ignore_marks = own_root_disk and not any(not e.startswith("ignored:") for e in evidence)
     for mark in docker_marks:
         if ignore_marks:
             evidence.append(

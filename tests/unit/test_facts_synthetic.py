@@ -87,9 +87,14 @@ def test_non_amx_8352v_autodl_container_on_cgroup_v2():
         3,
     )
     assert facts["memory"]["total_bytes"] == 90 * GIB
-    # no container cgroup path in a private cgroup namespace: the quota and /.dockerenv give it away
+    # no container cgroup path in a private cgroup namespace: the overlay /, the quota and /.dockerenv give it
+    # away
     assert facts["container"] is True
-    assert facts["container_evidence"] == ["CPU quota of 12 CPUs on a host with 144", "/.dockerenv present"]
+    assert facts["container_evidence"] == [
+        "/ is an overlay filesystem (a container image's layers)",
+        "CPU quota of 12 CPUs on a host with 144",
+        "/.dockerenv present",
+    ]
     assert (facts["os"]["version_id"], facts["os"]["glibc"]) == ("20.04", "2.31")
 
 
@@ -109,7 +114,11 @@ def test_four_gpu_container_with_cpuset_counts_sibling_pairs_once():
     assert {(g["name"], g["memory_mib"], g["compute_capability"]) for g in facts["gpus"]} == {
         ("NVIDIA GeForce RTX 5090", 32607, "12.0")
     }
-    assert facts["container"] is True and facts["container_evidence"] == ["/.dockerenv present"]
+    assert facts["container"] is True
+    assert facts["container_evidence"] == [
+        "/ is an overlay filesystem (a container image's layers)",
+        "/.dockerenv present",
+    ]
     assert facts["init"] == "sleep"
 
 
@@ -226,6 +235,8 @@ def test_container_detected_by_quota_alone(tmp_path):
     capture = _copy(tmp_path, "synthetic-autodl-6430-4090")
     for name in ("container.txt", "proc-self-cgroup.txt", "proc-1-cgroup.txt"):
         (capture / name).unlink()
+    df = (capture / "df.txt").read_text().replace("overlay                 overlay", "/dev/sda1 ext4", 1)
+    (capture / "df.txt").write_text(df)  # / on a block device: no image layers to tell
     facts = from_capture(capture)
     assert facts["container"] is True
     assert facts["container_evidence"] == ["CPU quota of 16 CPUs on a host with 128"]
