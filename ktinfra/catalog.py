@@ -46,6 +46,16 @@ def _int_key(config: dict, key: str, source: str, *, low: int = 1, high: int | N
     return value
 
 
+def _bool_key(config: dict, key: str, default: bool, source: str) -> bool:
+    """config[key] as a JSON boolean (default when absent or null): "false" would read as true."""
+    value = config.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ModelConfigError(f"{source}: config.json {key} must be true or false, got {json.dumps(value)}")
+    return value
+
+
 def _need(config: dict, *keys: str, source: str, low: int = 1, high: int | None = None) -> int:
     for key in keys:
         if config.get(key) is not None:
@@ -53,6 +63,7 @@ def _need(config: dict, *keys: str, source: str, low: int = 1, high: int | None 
     raise ModelConfigError(f"{source}: config.json lacks {' / '.join(keys)}")
 
 
+MAX_LAYERS = 10_000  # the deepest released models have ~200; the layer rules build per-layer lists
 SIZED_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}  # torch_dtype -> sizing dtype
 
 
@@ -164,6 +175,9 @@ def _moe_layer_count(config: dict, layers: int, source: str) -> int:
 def _linear_attention(config: dict, layers: int, source: str) -> LinearAttention | None:
     """Qwen3-Next's layer_types (or full_attention_interval): which layers are linear attention."""
     kinds = config.get("layer_types")
+    if kinds is not None and not isinstance(kinds, list):
+        shown = json.dumps(kinds)[:80]
+        raise ModelConfigError(f"{source}: config.json layer_types must be a list, got {shown}")
     if isinstance(kinds, list):
         if len(kinds) != layers:
             raise ModelConfigError(
@@ -290,13 +304,19 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         config = {**config["text_config"], "quantization_config": config.get("quantization_config")}
     num_experts, per_token = _experts(config, source)
     hidden = _need(config, "hidden_size", source=source)
-    layers = _need(config, "num_hidden_layers", source=source)
+    layers = _need(config, "num_hidden_layers", source=source, high=MAX_LAYERS)
     heads = _need(config, "num_attention_heads", source=source)
+    kv_heads = _int_key(config, "num_key_value_heads", source, high=heads) or heads
+    if heads % kv_heads:
+        raise ModelConfigError(
+            f"{source}: config.json num_attention_heads {heads} is not a multiple of num_key_value_heads "
+            f"{kv_heads}"
+        )
     # Llama-4 names its dense layers' MLP width intermediate_size_mlp and its experts' intermediate_size
     dense_inter = _int_key(config, "intermediate_size_mlp", source, low=0) or 0
     dense_inter = dense_inter or _int_key(config, "intermediate_size", source, low=0) or 0
     mla = _mla(config, source)
-    moe_inter = _int_key(config, "moe_intermediate_size", source, low=0) or 0
+    moe_inter = _int_key(config, "moe_intermediate_size", source) or 0
     if not moe_inter:  # Mixtral-style configs size experts with intermediate_size
         moe_inter = _need(config, "intermediate_size", source=source)
     return Architecture(
@@ -313,22 +333,22 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         experts_per_token=per_token,
         shared_intermediate_size=_shared_intermediate(config, moe_inter, source),
         num_attention_heads=heads,
-        num_kv_heads=_int_key(config, "num_key_value_heads", source) or heads,
+        num_kv_heads=kv_heads,
         head_dim=_int_key(config, "head_dim", source) or hidden // heads,
         mla=mla,
         vocab_size=_need(config, "vocab_size", source=source),
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        tie_word_embeddings=_bool_key(config, "tie_word_embeddings", False, source),
         max_position_embeddings=_int_key(config, "max_position_embeddings", source),
         native_dtype=_native_dtype(config, source),
         quant_group_size=quant_group_size(config),
         num_mtp_layers=_mtp_layers(config, source),
-        mtp_own_embeddings=bool(
-            config.get("mtp_use_dedicated_embeddings", "mtp_num_hidden_layers" not in config)
+        mtp_own_embeddings=_bool_key(
+            config, "mtp_use_dedicated_embeddings", "mtp_num_hidden_layers" not in config, source
         ),
         linear_attention=_linear_attention(config, layers, source),
         indexer=_indexer(config, mla, source),
-        attention_output_gate=bool(
-            config.get("attn_output_gate", config.get("model_type") in GATED_ATTENTION_FAMILIES)
+        attention_output_gate=_bool_key(
+            config, "attn_output_gate", config.get("model_type") in GATED_ATTENTION_FAMILIES, source
         ),
         vision=vision,
         encoders=encoders,
@@ -407,8 +427,11 @@ def _from_directory(directory: Path) -> Architecture:
         )
     try:
         config = json.loads(config_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ModelConfigError(f"{config_path}: not valid JSON ({exc})") from exc
+    except OSError as exc:
+        raise ModelConfigError(f"{config_path}: cannot read it ({exc.strerror or exc})") from exc
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, nesting too deep
+        why = str(exc)[:200] or type(exc).__name__
+        raise ModelConfigError(f"{config_path}: not valid JSON ({why})") from exc
     if not isinstance(config, dict):
         raise ModelConfigError(f"{config_path}: expected a JSON object")
     catalog_match = _catalog_match(config)

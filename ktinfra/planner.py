@@ -22,8 +22,9 @@ def load_facts(path: str | Path) -> dict:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
         raise PlanInputError(f"cannot read facts file {path}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise PlanInputError(f"facts file {path} is not JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, nesting too deep
+        why = str(exc)[:200] or type(exc).__name__
+        raise PlanInputError(f"facts file {path} is not JSON: {why}") from exc
     if not isinstance(data, dict):
         raise PlanInputError(f"facts file {path} must hold a JSON object")
     try:

@@ -7,6 +7,7 @@ from ktinfra.plan.host import (
     FactsError,
     data_disk,
     gb,
+    gb_apart,
     gpu_problems,
     has_amx,
     host_summary,
@@ -37,7 +38,8 @@ def _capacity_problems(facts: dict, est, mode: str) -> tuple[list[str], list[str
     if est.ram_bytes > ram:
         rest = "LoRA training state and runtime" if mode == "sft" else "runtime"
         parts = f"{gb(b['cpu_experts'])} of experts + {gb(est.ram_bytes - b['cpu_experts'])} {rest}"
-        problems.append(f"needs {gb(est.ram_bytes)} RAM ({parts}), host has {gb(ram)}")
+        need, have = gb_apart(est.ram_bytes, ram)
+        problems.append(f"needs {need} RAM ({parts}), host has {have}")
     disk = data_disk(facts)
     if disk is None:
         warnings.append(
@@ -45,9 +47,8 @@ def _capacity_problems(facts: dict, est, mode: str) -> tuple[list[str], list[str
         )
     elif est.disk_bytes > disk["avail_bytes"]:
         parts = " + ".join(f"{gb(b[key])} {label}" for key, label in DISK_PARTS if b.get(key))
-        problems.append(
-            f"needs {gb(est.disk_bytes)} disk ({parts}), {disk['mount']} has {gb(disk['avail_bytes'])} free"
-        )
+        need, have = gb_apart(est.disk_bytes, disk["avail_bytes"])
+        problems.append(f"needs {need} disk ({parts}), {disk['mount']} has {have} free")
     return problems, warnings
 
 
@@ -57,6 +58,27 @@ def _gpus_used(facts: dict, mode: str, section: dict) -> dict:
     if not chosen:
         return facts
     return {**facts, "gpus": [g for g in facts["gpus"] if g["index"] in chosen]}  # validate() requires index
+
+
+def _check_what_render_needs(options: dict) -> None:
+    """Refuse here what `ktinfra render serve` would refuse later: a plan must be renderable as given."""
+    from ktinfra.render.common import RenderError, check_abs_path, check_instance_name, check_word
+    from ktinfra.render.serve import is_loopback
+
+    host = options.get("host")
+    try:
+        if host is not None:
+            check_word("--host", host)
+        for name, directory in (options.get("lora") or {}).items():
+            check_instance_name("--lora adapter name", name)
+            check_abs_path(f"--lora {name} directory", directory)
+    except RenderError as exc:
+        raise PlanInputError(str(exc)) from exc
+    if host is not None and not is_loopback(host) and not options.get("api_key_set"):
+        raise PlanInputError(
+            f"--host {host} takes requests from the network: pass --api-key-set (render then needs "
+            "--api-key-file), or leave --host out for 127.0.0.1"
+        )
 
 
 def _check_max_running(value, mode: str) -> None:
@@ -87,6 +109,8 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
         if options.get("cpu_format") and mode == "sft":
             raise PlanInputError("--cpu-format applies to serve; SFT reads BF16 experts")
         _check_max_running(options.get("max_running_requests"), mode)
+        if mode == "serve":
+            _check_what_render_needs(options)
         if mode == "serve":
             section, est, reasons, problems = plan_serve(arch, facts, options, early_warnings)
             purpose = "KT serving"

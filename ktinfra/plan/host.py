@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 
+from ktinfra.facts.cpulist import parse_cpulist as _cpu_ids
+
 GB = 1e9
 MIB = 1 << 20
 MIN_COMPUTE_CAPABILITY = (8, 0)  # bf16 tensor cores; the SGLang-KT and flash-attn wheels target sm80+
@@ -29,7 +31,10 @@ def _is_str(value) -> bool:
 
 
 def _is_cpulist(value) -> bool:
-    return isinstance(value, str) and CPULIST_RE.fullmatch(value.replace(" ", "")) is not None
+    """The kernel's format, ids below its 8192-CPU limit, ranges low-high."""
+    if not isinstance(value, str) or CPULIST_RE.fullmatch(value.replace(" ", "")) is None:
+        return False
+    return _cpu_ids(value) is not None
 
 
 def _is_compute_capability(value) -> bool:
@@ -39,7 +44,7 @@ def _is_compute_capability(value) -> bool:
 POSITIVE = ("a positive integer", _int_at_least(1))
 NON_NEGATIVE = ("a non-negative integer", _int_at_least(0))
 STRING = ("a string", _is_str)
-CPULIST = ('a CPU list such as "0-15,32"', _is_cpulist)
+CPULIST = ('a CPU list such as "0-15,32" (ids below 8192)', _is_cpulist)
 OBJECT = ("an object", lambda v: isinstance(v, dict))
 LIST = ("a list", lambda v: isinstance(v, list))
 
@@ -86,12 +91,16 @@ def _check_cpu(facts: dict) -> None:
 
 
 def _check_gpus(facts: dict) -> None:
+    seen: set[int] = set()
     for i, gpu in enumerate(_field(facts, "gpus", "gpus", LIST, required=True)):
         if not isinstance(gpu, dict):
             raise _bad(f"gpus[{i}]", "an object", gpu)
         _field(gpu, "memory_mib", f"gpus[{i}].memory_mib", POSITIVE, required=True)
         # `ktinfra facts` drops GPUs without a name or index; problem texts name the GPU by both
-        _field(gpu, "index", f"gpus[{i}].index", NON_NEGATIVE, required=True)
+        index = _field(gpu, "index", f"gpus[{i}].index", NON_NEGATIVE, required=True)
+        if index in seen:  # CUDA_VISIBLE_DEVICES would name one GPU twice
+            raise FactsError(f"gpus[{i}].index {index} is the index of an earlier GPU too")
+        seen.add(index)
         _field(gpu, "name", f"gpus[{i}].name", STRING, required=True)
         cc = ('a compute capability such as "9.0"', _is_compute_capability)
         _field(gpu, "compute_capability", f"gpus[{i}].compute_capability", cc)
@@ -131,15 +140,18 @@ def gb(value: float) -> str:
     return f"{value / GB:.1f} GB" if value < 100 * GB else f"{value / GB:.0f} GB"
 
 
+def gb_apart(need: float, have: float) -> tuple[str, str]:
+    """need and have as gb() writes them, with more decimals while they would read the same."""
+    for digits in (None, 2, 3):
+        shown = [gb(v) if digits is None else f"{v / GB:.{digits}f} GB" for v in (need, have)]
+        if shown[0] != shown[1]:
+            break
+    return shown[0], shown[1]
+
+
 def parse_cpulist(text: str | None) -> set[int]:
-    cpus: set[int] = set()
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
+    """CPU ids of a list validate() accepted (empty for none)."""
+    return _cpu_ids(text) or set()
 
 
 def isa_flag(facts: dict, flag: str) -> bool | None:
@@ -405,6 +417,11 @@ def platform_checks(facts: dict, profile: dict, *, needs_amx_kernel: bool) -> tu
         problems.append(
             f"kernel {os_facts['kernel']} is older than {profile['kernel_min']}: AMX tiles need "
             "ARCH_REQ_XCOMP_PERM (Linux 5.16+)"
+        )
+    elif needs_amx_kernel and kernel_min and kernel is None:
+        warnings.append(
+            f"kernel version unknown ({os_facts.get('kernel')!r}); AMX tiles need Linux >= "
+            f"{profile['kernel_min']} (ARCH_REQ_XCOMP_PERM)"
         )
     return problems, warnings
 

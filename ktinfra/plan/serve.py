@@ -12,6 +12,7 @@ from ktinfra.plan.host import (
     compute_capability,
     cpu_worker_threads,
     gb,
+    gb_apart,
     gpu_memory_bytes,
     gpu_names,
     kt_capable_groups,
@@ -358,11 +359,11 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     est.breakdown["gpu_runtime_reserve"] = int(reserve * tp)  # not in vram_bytes; must fit beside it
     needed = est.vram_bytes + reserve * tp
     if needed > gpu_bytes * tp:
+        need, have = gb_apart(needed, gpu_bytes * tp)
         problems.append(
-            f"needs {gb(needed)} GPU memory ({gb(weights)} weights + {gb(est.breakdown['kv_cache_min'])} KV "
+            f"needs {need} GPU memory ({gb(weights)} weights + {gb(est.breakdown['kv_cache_min'])} KV "
             f"for one {sizing.SERVE_MIN_KV_TOKENS}-token request{_state_part(est)} + {gb(reserve * tp)} "
-            "runtime reserve), "
-            f"{gpu_names(gpus)} has {gb(gpu_bytes * tp)}"
+            f"runtime reserve), {gpu_names(gpus)} has {have}"
         )
     _capability_warnings(arch, gpus, dtype, warnings)
     threshold, held = _prefill_threshold(fmt, arch, dtype, static - weights - kv_budget, lora, reasons)

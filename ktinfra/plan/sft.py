@@ -9,6 +9,7 @@ from ktinfra.plan.host import (
     amx_unknown,
     cpu_worker_threads,
     gb,
+    gb_apart,
     gpu_memory_bytes,
     gpu_names,
     has_amx,
@@ -74,9 +75,10 @@ def _vram_problem(est: sizing.Estimate, gpus: list[dict], cutoff: int, gpu_bytes
     if len(gpus) > 1:
         sharded = gb(est.breakdown["gpu_weights"] + est.breakdown["lora_gpu_train_state"])
         peak += f" on each, the {sharded} of weights and LoRA state sharded over {len(gpus)} GPUs"
+    need, have = gb_apart(share + runtime, gpu_bytes)
     return (
-        f"needs {gb(share + runtime)} GPU memory per GPU at cutoff_len {cutoff}, batch 1 ({peak}, + "
-        f"{gb(runtime)} CUDA context and allocator cache), {gpu_names(gpus)} has {gb(gpu_bytes)}"
+        f"needs {need} GPU memory per GPU at cutoff_len {cutoff}, batch 1 ({peak}, + "
+        f"{gb(runtime)} CUDA context and allocator cache), {gpu_names(gpus)} has {have}"
     )
 
 

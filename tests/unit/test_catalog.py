@@ -127,8 +127,8 @@ def test_dense_model_directory_is_refused(tmp_path):
     "change,message",
     [
         ({"num_attention_heads": 0}, "config.json num_attention_heads must be a positive integer, got 0"),
-        ({"num_hidden_layers": 0}, "config.json num_hidden_layers must be a positive integer, got 0"),
-        ({"num_hidden_layers": -4}, "config.json num_hidden_layers must be a positive integer, got -4"),
+        ({"num_hidden_layers": 0}, "config.json num_hidden_layers must be an integer from 1 to 10000, got 0"),
+        ({"num_hidden_layers": -4}, "num_hidden_layers must be an integer from 1 to 10000, got -4"),
         ({"hidden_size": {}}, "config.json hidden_size must be a positive integer, got {}"),
         ({"num_experts": "many"}, 'config.json num_experts must be a non-negative integer, got "many"'),
         ({"num_experts": 8, "num_experts_per_tok": 16}, "num_experts_per_tok must be an integer from 1 to 8"),

@@ -4,7 +4,6 @@ nvidia-smi CSV, single-quoted os-release, files that are all empty."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys

@@ -329,7 +329,7 @@ def _set(host: dict, dotted: str, value) -> None:
 
 
 CC_WANTED = 'a compute capability such as "9.0"'
-CPULIST_WANTED = 'a CPU list such as "0-15,32"'
+CPULIST_WANTED = 'a CPU list such as "0-15,32" (ids below 8192)'
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,134 @@
+"""Bad input to `ktinfra plan` found by session 11's audit: each is a one-line error (or a warning) before
+anything is planned, never a traceback, a memory blow-up or a plan that render refuses later."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from model_configs import GLM_4_5_AIR, QWEN3_NEXT_80B_A3B
+from test_plan import SEED002, facts
+
+from ktinfra import catalog
+from ktinfra.planner import PlanInputError, load_facts, plan
+
+
+def _facts_file(tmp_path, data) -> str:
+    path = tmp_path / "facts.json"
+    path.write_bytes(data if isinstance(data, bytes) else json.dumps(data).encode())
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xfe{\x00", b"[" * 100_000 + b"]" * 100_000],
+    ids=["not-utf8", "nested-too-deep"],
+)
+def test_an_unreadable_facts_file_is_refused(tmp_path, content):
+    with pytest.raises(PlanInputError, match="is not JSON"):
+        load_facts(_facts_file(tmp_path, content))
+
+
+def test_two_gpus_with_one_index_are_refused(tmp_path):
+    data = facts("dual-spr-2xnuma-4xl40s")
+    data["gpus"][1]["index"] = data["gpus"][0]["index"]
+    with pytest.raises(PlanInputError, match=r"gpus\[1\]\.index 0 is the index of an earlier GPU too"):
+        load_facts(_facts_file(tmp_path, data))
+
+
+@pytest.mark.parametrize("cpus", ["0-999999999", "8192", "9-3"])
+def test_cpu_lists_no_kernel_has_are_refused(tmp_path, cpus):
+    data = facts(SEED002)
+    data["cpu"]["numa_node_cpus"] = {"0": cpus}
+    with pytest.raises(PlanInputError, match=r"cpu\.numa_node_cpus\.0 must be a CPU list"):
+        load_facts(_facts_file(tmp_path, data))
+
+
+def _model(tmp_path, config: dict | bytes):
+    path = tmp_path / "model"
+    path.mkdir(exist_ok=True)
+    body = config if isinstance(config, bytes) else json.dumps(config).encode()
+    (path / "config.json").write_bytes(body)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"num_hidden_layers": 10**9}, "num_hidden_layers must be an integer from 1 to 10000"),
+        ({"tie_word_embeddings": "false"}, 'tie_word_embeddings must be true or false, got "false"'),
+        ({"moe_intermediate_size": 0}, "moe_intermediate_size must be a positive integer, got 0"),
+        ({"num_key_value_heads": 128}, "num_key_value_heads must be an integer from 1 to 96, got 128"),
+        ({"num_key_value_heads": 7}, "num_attention_heads 96 is not a multiple of num_key_value_heads 7"),
+    ],
+)
+def test_config_values_no_real_model_has(tmp_path, change, message):
+    with pytest.raises(catalog.ModelConfigError, match=message.replace("(", r"\(")):
+        catalog.resolve(_model(tmp_path, {**GLM_4_5_AIR, **change}))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"attn_output_gate": "no"}, 'attn_output_gate must be true or false, got "no"'),
+        ({"layer_types": "linear_attention"}, 'layer_types must be a list, got "linear_attention"'),
+    ],
+)
+def test_hybrid_attention_values_no_real_model_has(tmp_path, change, message):
+    with pytest.raises(catalog.ModelConfigError, match=message):
+        catalog.resolve(_model(tmp_path, {**QWEN3_NEXT_80B_A3B, **change}))
+
+
+@pytest.mark.parametrize(
+    "content", [b"\xff\xfe{\x00", b"[" * 100_000 + b"]" * 100_000], ids=["not-utf8", "nested-too-deep"]
+)
+def test_an_unreadable_config_json_is_named(tmp_path, content):
+    path = _model(tmp_path, content)
+    with pytest.raises(catalog.ModelConfigError, match=f"{path}/config.json: not valid JSON"):
+        catalog.resolve(path)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"host": "0.0.0.0"}, "--host 0.0.0.0 takes requests from the network: pass --api-key-set"),
+        ({"host": "my host"}, "--host 'my host' contains ' '"),
+        ({"lora": {"style": "rel/dir"}}, "--lora style directory must be an absolute path"),
+        ({"lora": {"my adapter": "/x"}}, "--lora adapter name 'my adapter' must be 1-64 characters"),
+    ],
+)
+def test_serve_options_render_would_refuse_are_refused_by_plan(options, message):
+    with pytest.raises(PlanInputError, match=message):
+        plan(facts(SEED002), "Qwen3-30B-A3B", "serve", **options)
+
+
+@pytest.mark.parametrize("host", ["::1", "localhost", "127.0.0.2"])
+def test_loopback_hosts_need_no_key(host):
+    assert plan(facts(SEED002), "Qwen3-30B-A3B", "serve", host=host)["serve"]["host"] == host
+
+
+def test_a_wildcard_bind_with_a_key_is_planned():
+    result = plan(facts(SEED002), "Qwen3-30B-A3B", "serve", host="0.0.0.0", api_key_set=True)
+    assert result["feasible"] and result["serve"]["host"] == "0.0.0.0"
+
+
+@pytest.mark.parametrize("kernel", [None, "unknown"])
+def test_an_unknown_kernel_is_a_warning_when_amx_tiles_are_needed(kernel):
+    data = facts(SEED002)
+    data["os"]["kernel"] = kernel
+    result = plan(data, "Qwen3-30B-A3B", "serve")
+    assert result["serve"]["kt_method"] == "AMXINT8"
+    assert any(w.startswith("kernel version unknown") and "5.16" in w for w in result["warnings"])
+
+
+def test_an_unknown_kernel_is_no_warning_without_amx():
+    data = facts("xeon8352v-4090-noamx")
+    data["os"]["kernel"] = None
+    assert not any("kernel version" in w for w in plan(data, "Qwen3-30B-A3B", "serve")["warnings"])
+
+
+def test_a_shortfall_never_reads_as_equal_amounts():
+    """Kimi-K2-Thinking on the RTX 4090: 25.79 GB needed, 25.76 GB there; one decimal shows 25.8 both."""
+    problems = plan(facts(SEED002), "Kimi-K2-Thinking", "serve")["problems"]
+    gpu = next(p for p in problems if "GPU memory" in p)
+    assert gpu.startswith("needs 25.79 GB GPU memory") and gpu.endswith("has 25.76 GB")
