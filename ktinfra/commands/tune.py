@@ -61,11 +61,14 @@ def tune_command(
     """Read an SGLang server log and recommend flag changes, each with its reason and evidence lines."""
     if (log is None) == (unit is None):
         raise typer.BadParameter("give exactly one of --log FILE or --unit NAME")
+    from ktinfra.tune.advise import TuneInputError, check_gpu_memory
+
     try:
+        check_gpu_memory(gpu_memory_gb)
         if ansible_vars is not None:
             tune.check_vars_path(ansible_vars)
         text = tune.read_log_file(log) if log is not None else tune.read_unit_log(unit)
-    except tune.LogSourceError as exc:
+    except (tune.LogSourceError, TuneInputError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     result = tune.advise(tune.parse_text(text), gpu_memory_gb=gpu_memory_gb)

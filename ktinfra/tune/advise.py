@@ -18,7 +18,64 @@ ACTIVATION_GB = (5.0, 8.0)  # free GPU memory to keep for activations and CUDA g
 QUEUE_HEALTHY = (100, 2000)
 IDLE_QUEUE_SHARE = 0.9  # #queue-req == 0 on this share of decode lines ...
 IDLE_QUEUE_MIN_LINES = 10  # ... over at least this many lines means the client is too slow
-DEFAULT_CONSERVATIVENESS = 1.0
+DEFAULT_CONSERVATIVENESS = 1.0  # SGLang's ServerArgs default
+DEFAULT_PAGE_SIZE = 1  # SGLang's ServerArgs default
+
+
+class TuneInputError(ValueError):
+    """A bad argument to advise() (--gpu-memory-gb); `ktinfra tune` prints it as one line, exit 1."""
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+# What each server arg must be for the rules to use it. A value that is None (SGLang chooses at start), not
+# of that kind (a string, a bool) or out of range counts as unknown: SGLang's default where the rules know
+# it, else the rule that needs it goes without (a note in the reason, or no recommendation).
+ARG_CHECKS = {
+    "schedule_conservativeness": lambda v: _is_number(v) and v > 0,
+    "mem_fraction_static": lambda v: _is_number(v) and 0 < v <= 1,
+    "chunked_prefill_size": _is_int,  # -1 turns chunked prefill off
+    "max_running_requests": lambda v: _is_int(v) and v > 0,
+    "cuda_graph_max_bs": lambda v: _is_int(v) and v > 0,
+    "kt_num_gpu_experts": lambda v: _is_int(v) and v >= 0,
+    "max_total_tokens": lambda v: _is_int(v) and v > 0,
+    "page_size": lambda v: _is_int(v) and v > 0,
+}
+
+
+def _arg(log: ServerLog, key: str):
+    """server_args[key] when it is what the rules need, else None (unknown)."""
+    value = log.server_args.get(key)
+    return value if value is not None and ARG_CHECKS[key](value) else None
+
+
+def unusable_args(log: ServerLog) -> dict:
+    """Tracked server_args whose value is set but not of the kind the rules need (None is "not set")."""
+    return {k: v for k, v in log.server_args.items() if v is not None and _arg(log, k) is None}
+
+
+def _unknown_note(log: ServerLog, key: str) -> str:
+    """Why the current value of KEY is unknown, for a reason text."""
+    if log.server_args_line is None:
+        return "the log has no server_args=ServerArgs(...) line, so the current value is unknown"
+    if key not in log.server_args:
+        return f"the server_args line has no {key}, so the current value is unknown"
+    return f"the server_args line gives {key}={log.server_args[key]!r}, so the current value is unknown"
+
+
+def check_gpu_memory(gpu_memory_gb) -> float | None:
+    """--gpu-memory-gb: None, or a finite number of GB above 0."""
+    if gpu_memory_gb is None:
+        return None
+    if not _is_number(gpu_memory_gb) or gpu_memory_gb <= 0:
+        raise TuneInputError(f"--gpu-memory-gb must be a finite number above 0, got {gpu_memory_gb}")
+    return float(gpu_memory_gb)
 
 
 def _rec(parameter: str, current, suggested, reason: str, evidence: list[str]) -> dict:
@@ -35,7 +92,7 @@ def _current(log: ServerLog, key: str):
     """Value in force: the scheduler's startup line beats the args dump (it shows auto-chosen values)."""
     if key in log.config:
         return log.config[key]
-    return log.server_args.get(key)
+    return _arg(log, key)
 
 
 def _retract_rate(log: ServerLog) -> float | None:
@@ -48,7 +105,13 @@ def _retract_rate(log: ServerLog) -> float | None:
 
 
 def _conservativeness(log: ServerLog) -> list[dict]:
-    current = log.server_args.get("schedule_conservativeness", DEFAULT_CONSERVATIVENESS)
+    current = _arg(log, "schedule_conservativeness")
+    note = ""
+    if current is None:
+        current = DEFAULT_CONSERVATIVENESS
+        if "schedule_conservativeness" in log.server_args:
+            raw = log.server_args["schedule_conservativeness"]
+            note = f" (schedule_conservativeness={raw!r} in the log is not a number > 0: {current} assumed)"
     rate = _retract_rate(log)
     frequent = (rate is not None and rate > RETRACTS_PER_MINUTE_OK and len(log.retracts) >= 2) or (
         rate is None and len(log.retracts) >= 5
@@ -61,7 +124,7 @@ def _conservativeness(log: ServerLog) -> list[dict]:
                 current,
                 max(1.3, current),
                 f"KV cache pool filled up and requests were retracted {how} (about once a minute is fine): "
-                "the scheduler admits too much; make it more conservative",
+                "the scheduler admits too much; make it more conservative" + note,
                 [line for line, _, _ in log.retracts],
             )
         ]
@@ -78,7 +141,7 @@ def _conservativeness(log: ServerLog) -> list[dict]:
                 current,
                 min(0.3, current),
                 f"{len(idle_kv)} of {len(decodes)} decode batches had token usage < {USAGE_GOOD} "
-                "while requests were queued: the scheduler is too conservative",
+                "while requests were queued: the scheduler is too conservative" + note,
                 [b.line for b in idle_kv],
             )
         ]
@@ -86,13 +149,13 @@ def _conservativeness(log: ServerLog) -> list[dict]:
 
 
 def _page(log: ServerLog) -> int:
-    return log.server_args.get("page_size") or 1
+    return _arg(log, "page_size") or DEFAULT_PAGE_SIZE
 
 
 def _capped_pool(log: ServerLog) -> int | None:
     """The --max-total-tokens value when it, not --mem-fraction-static, set the KV pool's size."""
-    cap, tokens = log.server_args.get("max_total_tokens"), log.config.get("max_total_num_tokens")
-    if isinstance(cap, int) and tokens is not None and tokens == cap // _page(log) * _page(log):
+    cap, tokens = _arg(log, "max_total_tokens"), log.config.get("max_total_num_tokens")
+    if cap is not None and tokens is not None and tokens == cap // _page(log) * _page(log):
         return cap
     return None
 
@@ -109,7 +172,7 @@ def _token_cap(log: ServerLog, cap: int, free: float) -> list[dict]:
     )
     pool = log.kv_pool
     evidence = [line for line in (log.config_line, log.kv_pool_line) if line]
-    if pool.get("tokens"):
+    if pool.get("tokens") and pool.get("gib", 0) > 0:
         per_token, page = pool["gib"] / pool["tokens"], _page(log)
         suggested = max(page, int((cap + (free - target) / per_token) // page * page))
         reason += (
@@ -126,7 +189,7 @@ def _mem_fraction(log: ServerLog, gpu_memory_gb: float | None) -> list[dict]:
     free = log.config.get("available_gpu_mem_gb")
     if free is None:
         return []
-    current = log.server_args.get("mem_fraction_static")
+    current = _arg(log, "mem_fraction_static")
     low, high = ACTIVATION_GB
     if low <= free <= high:
         return []
@@ -152,14 +215,14 @@ def _mem_fraction(log: ServerLog, gpu_memory_gb: float | None) -> list[dict]:
         )
     if suggested is None:
         reason += (
-            "; the log has no server_args=ServerArgs(...) line, so the current value is unknown: "
+            f"; {_unknown_note(log, 'mem_fraction_static')}: "
             f"{'raise' if free > high else 'lower'} it a little (0.02-0.03) from what the server runs with"
         )
     return [_rec("--mem-fraction-static", current, suggested, reason, [log.config_line])]
 
 
 def _next_chunk(current: int | None) -> int:
-    if current is None or current > 4096:
+    if current is None or current <= 0 or current > 4096:  # unknown, or chunking off (-1): turn it on
         return 4096
     if current > 2048:
         return 2048
@@ -198,7 +261,7 @@ def _oom(log: ServerLog) -> list[dict]:
             )
         )
     experts = _current(log, "kt_num_gpu_experts")
-    if log.ooms and isinstance(experts, int) and experts > 0:
+    if log.ooms and _is_int(experts) and experts > 0:
         recs.append(
             _rec(
                 "--kt-num-gpu-experts",
@@ -210,13 +273,16 @@ def _oom(log: ServerLog) -> list[dict]:
             )
         )
     if unknown and not prefill and not decode:
-        current = log.server_args.get("mem_fraction_static")
+        current = _arg(log, "mem_fraction_static")
+        reason = "GPU out of memory outside a recognisable prefill/decode step: lower the static pool"
+        if current is None:
+            reason += f"; {_unknown_note(log, 'mem_fraction_static')}: lower it by about 0.05"
         recs.append(
             _rec(
                 "--mem-fraction-static",
                 current,
-                round(max(0.5, current - 0.05), 2) if isinstance(current, float) else None,
-                "GPU out of memory outside a recognisable prefill/decode step: lower the static pool",
+                round(max(0.5, current - 0.05), 2) if current is not None else None,
+                reason,
                 [o.line for o in unknown],
             )
         )
@@ -227,7 +293,7 @@ def _spare_vram_experts(log: ServerLog) -> list[dict]:
     free = log.config.get("available_gpu_mem_gb")
     experts = _current(log, "kt_num_gpu_experts")
     usage = [b.token_usage for b in log.decodes if b.token_usage is not None]
-    if free is None or not isinstance(experts, int) or log.ooms or free <= 2 * ACTIVATION_GB[1]:
+    if free is None or not _is_int(experts) or log.ooms or free <= 2 * ACTIVATION_GB[1]:
         return []
     if usage and max(usage) >= USAGE_GOOD:
         return []  # the KV cache is the bottleneck: spare memory belongs to --mem-fraction-static
@@ -249,7 +315,7 @@ def _cuda_graph(log: ServerLog) -> list[dict]:
     no_graph = [b for b in decodes if b.graph is False]
     if not decodes or len(no_graph) / len(decodes) < 0.2:
         return []
-    current = log.server_args.get("cuda_graph_max_bs") or (max(log.capture_bs) if log.capture_bs else None)
+    current = _arg(log, "cuda_graph_max_bs") or (max(log.capture_bs) if log.capture_bs else None)
     peak = max(b.running_req or 0 for b in no_graph)
     if current is not None and peak <= current:
         return []  # graphs are off for another reason (e.g. --disable-cuda-graph)
@@ -330,6 +396,7 @@ def summarize(log: ServerLog) -> dict:
 
 
 def advise(log: ServerLog, gpu_memory_gb: float | None = None) -> dict:
+    gpu_memory_gb = check_gpu_memory(gpu_memory_gb)
     recs = (
         _conservativeness(log)
         + _oom(log)
@@ -357,6 +424,9 @@ def advise(log: ServerLog, gpu_memory_gb: float | None = None) -> dict:
         if advice:
             parts.append(f"{len(advice)} note(s) without a value to suggest (see advice)")
         message = "; ".join(parts)
+    if bad := unusable_args(log):
+        listed = ", ".join(f"{k}={v!r}" for k, v in sorted(bad.items()))
+        message += f"; server_args value(s) not usable, taken as unknown: {listed}"
     if log.earlier_runs:
         message += f" (last server start only: {log.earlier_runs} earlier run(s) in this log ignored)"
     summary["message"] = message

@@ -9,6 +9,7 @@ and the `server_args=ServerArgs(…)` dump.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -104,14 +105,21 @@ class ServerLog:
 
 def _timestamp(line: str) -> datetime | None:
     match = _TS.search(line)
-    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S") if match else None
+    if not match:
+        return None
+    try:
+        return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")
+    except ValueError:  # a garbled stamp such as 2025-13-45: no time for this line
+        return None
 
 
 def _number(text: str) -> float | None:
+    """A finite number, or None: nan, inf (also a digit string too long for a float) and junk are unknown."""
     try:
-        return float(text.strip())
+        number = float(text.strip())
     except ValueError:
         return None
+    return number if math.isfinite(number) else None
 
 
 def _parse_batch(line: str, kind: str, ts: datetime | None) -> BatchLine:
@@ -132,14 +140,23 @@ def _parse_batch(line: str, kind: str, ts: datetime | None) -> BatchLine:
 
 
 def _scalar(raw: str):
+    """A server_args value as Python: None, bool, int, finite float, else the text. A non-finite number
+    (nan, inf) is None, unknown; whether a value has the type a rule needs is the rule's check (advise.py)."""
     raw = raw.strip()
     if raw in ("None", "null"):
         return None
     if raw in ("True", "False"):
         return raw == "True"
-    number = _number(raw)
-    if number is None:
+    try:
+        return int(raw)
+    except ValueError:
+        pass
+    try:
+        number = float(raw)
+    except ValueError:
         return raw.strip("'\"")
+    if not math.isfinite(number):
+        return None
     return int(number) if number.is_integer() and "." not in raw else number
 
 
@@ -179,10 +196,11 @@ def parse_lines(lines: list[str]) -> ServerLog:
         if match := _RETRACT.search(line):
             log.retracts.append((line.strip(), ts, int(match.group(1))))
             continue
-        if _CONFIG.search(line):
+        if mem := _CONFIG.search(line):
             log.config = {k: int(v) for k, v in _CONFIG_FIELD.findall(line)}
-            mem = _CONFIG.search(line)
-            log.config[f"available_{mem.group(2)}_mem_gb"] = float(mem.group(3))
+            # `[\d.]+` also matches 1.2.3 or a digit run too long for a float: then the free memory is unknown
+            if (free := _number(mem.group(3))) is not None:
+                log.config[f"available_{mem.group(2)}_mem_gb"] = free
             log.config_line = line.strip()
             continue
         if match := _SERVER_ARGS.search(line):
@@ -191,9 +209,14 @@ def parse_lines(lines: list[str]) -> ServerLog:
             log.server_args_line = line.strip()
             continue
         if match := _KV_POOL.search(line):
-            gib = float(match.group(2)) if match.group(2) else float(match.group(3)) + float(match.group(4))
-            log.kv_pool = {"tokens": int(match.group(1)), "gib": gib}
-            log.kv_pool_line = line.strip()
+            if match.group(2):
+                gib = _number(match.group(2))
+            else:
+                k_gib, v_gib = _number(match.group(3)), _number(match.group(4))
+                gib = None if k_gib is None or v_gib is None else k_gib + v_gib
+            if gib is not None:  # an unreadable size (1..2 GB) leaves the pool unknown
+                log.kv_pool = {"tokens": int(match.group(1)), "gib": gib}
+                log.kv_pool_line = line.strip()
             continue
         if match := _CAPTURE_BS.search(line):
             log.capture_bs = [int(x) for x in match.group(1).replace(" ", "").split(",") if x]
