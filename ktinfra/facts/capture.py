@@ -311,6 +311,6 @@ def _fill_empty_folder(folder: Path, target: Path, files: dict[str, str]) -> Non
             with contextlib.suppress(OSError):
                 done.unlink()
         shutil.rmtree(staging, ignore_errors=True)
-        if isinstance(error, OSError) and error.filename:
+        if isinstance(error, OSError):  # also EFBIG/ENOSPC from a write, which carry no file name
             raise _reworded(error, f"cannot write into {target}", staging, target) from None
         raise

@@ -128,6 +128,23 @@ def test_failed_capture_names_the_users_path_and_removes_what_it_created(tmp_pat
     assert list(empty.iterdir()) == []
 
 
+def test_a_full_disk_while_filling_an_empty_folder_names_the_folder(tmp_path, monkeypatch):
+    """EFBIG / ENOSPC come from write() without a file name: the error still names the user's folder."""
+    import errno
+
+    def full(staging, files):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(capture_module, "collect_live", lambda: {"lscpu.txt": "x\n"})
+    monkeypatch.setattr(capture_module, "_write_files", full)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(OSError) as raised:
+        host_facts.write_capture(empty)
+    assert str(raised.value) == f"cannot write into {empty}: No space left on device"
+    assert list(empty.iterdir()) == []
+
+
 def test_capture_where_no_folder_can_be_made_names_the_users_path(tmp_path, monkeypatch):
     monkeypatch.setattr(capture_module, "collect_live", lambda: {"lscpu.txt": "x\n"})
     with pytest.raises(OSError) as raised:
