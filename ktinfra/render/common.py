@@ -14,9 +14,14 @@ TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 
 # systemd splits an unbraced $VAR at whitespace and does not re-parse quotes, so every value that travels
 # inside an EnvironmentFile argument list must be one word that survives double quoting unchanged.
+# '%' is allowed: values written into a unit file go through unit_literal, EnvironmentFiles take it as is.
 _UNSAFE_WORD = re.compile(r"[\s\x00-\x1f\"'\\$`]")
 # instance names become file names and the %i of a template unit: keep them plain.
-_INSTANCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_INSTANCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # fullmatch: '$' would allow a final \n
+# User=: a POSIX-ish user name (systemd's relaxed check also takes '.'), or a numeric uid.
+_USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+MAX_UID = 4294967294  # (uid_t) -1 means "no uid"
+NO_UID = 65535  # (uint16_t) -1, refused by systemd like -1
 
 
 class RenderError(ValueError):
@@ -34,10 +39,19 @@ class Rendered:
         self.files[name] = (content, mode)
 
 
+def _check_utf8(what: str, text: str) -> None:
+    """Refuse text that cannot be written as UTF-8 (undecodable bytes from argv arrive as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RenderError(f"{what} {text!r} is not valid UTF-8 text") from exc
+
+
 def check_word(what: str, value: object) -> str:
     text = str(value)
     if not text:
         raise RenderError(f"{what} must not be empty")
+    _check_utf8(what, text)
     bad = _UNSAFE_WORD.search(text)
     if bad:
         raise RenderError(
@@ -51,6 +65,10 @@ def check_secret(what: str, value: str) -> str:
     """check_word for a secret: the error says which kind of character is refused, never the value."""
     if not value:
         raise RenderError(f"{what} must not be empty")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RenderError(f"{what} is not valid UTF-8 text (the key is not shown)") from None
     bad = _UNSAFE_WORD.search(value)
     if bad:
         control = bad.group() <= " "
@@ -79,14 +97,43 @@ def read_api_key_file(path: Path | None) -> str | None:
 def check_abs_path(what: str, value: str | None) -> str:
     if not value:
         raise RenderError(f"{what} is required")
+    if not isinstance(value, str):
+        raise RenderError(f"{what} must be an absolute path, got {value!r}")
     check_word(what, value)
     if not value.startswith("/"):
         raise RenderError(f"{what} must be an absolute path, got {value!r}")
     return value
 
 
+def unit_literal(value: str) -> str:
+    """A value for a unit file setting, taken literally: systemd expands %-specifiers (%i, %n, %h, ...) in
+    ExecStart=, User=, WorkingDirectory=, Description= and most other settings, and reads '%%' as '%'.
+    EnvironmentFile contents are not expanded, so values that travel there are written as they are."""
+    return value.replace("%", "%%")
+
+
+def check_user(value: str | None) -> str | None:
+    """--user for the unit's User= (None: no User=, the job runs as root): a user name or a numeric uid."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        if len(value) > 1 and value.startswith("0"):
+            raise RenderError(f"--user {value}: write a numeric uid without leading zeros")
+        if len(value) > len(str(MAX_UID)) or int(value) > MAX_UID or int(value) == NO_UID:
+            raise RenderError(
+                f"--user {value}: a numeric uid must be 0-{MAX_UID} and not {NO_UID} (systemd refuses it)"
+            )
+        return value
+    if not isinstance(value, str) or not _USER_NAME.fullmatch(value):
+        raise RenderError(
+            f"--user {value!r} is not a user name (1-32 letters, digits, '_', '.' or '-', not starting with "
+            f"a digit, '.' or '-') or a numeric uid 0-{MAX_UID}"
+        )
+    return value
+
+
 def check_instance_name(what: str, value: str | None) -> str:
-    if not value or not _INSTANCE_NAME.match(value):
+    if not isinstance(value, str) or not _INSTANCE_NAME.fullmatch(value):
         raise RenderError(
             f"{what} {value!r} must be 1-64 characters of letters, digits, '.', '_' or '-' "
             "(it names the systemd instance and its files)"
@@ -95,7 +142,7 @@ def check_instance_name(what: str, value: str | None) -> str:
 
 
 def check_env_name(name: str) -> str:
-    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(name)):
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(name)):
         raise RenderError(f"{name!r} is not a valid environment variable name")
     return name
 
@@ -118,6 +165,9 @@ def gpu_visibility(indices: object, where: str) -> dict[str, str]:
         or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices)
     ):
         raise RenderError(f"plan {where} must be a list of GPU indices, not {indices!r}")
+    if len(set(indices)) != len(indices):
+        twice = sorted({i for i in indices if indices.count(i) > 1})
+        raise RenderError(f"plan {where} {indices!r} lists GPU {', '.join(map(str, twice))} more than once")
     return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(map(str, indices))}
 
 

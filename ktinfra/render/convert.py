@@ -16,11 +16,12 @@ from ktinfra.render.common import (
     RenderError,
     check_abs_path,
     check_instance_name,
-    check_word,
+    check_user,
     env_line,
     render_template,
+    unit_literal,
 )
-from ktinfra.render.plans import plan_section, require_int
+from ktinfra.render.plans import model_section, plan_section, require_int
 from ktinfra.render.serve import DEFAULT_SERVE_PYTHON
 
 CONVERT_SCRIPT = "/opt/ktinfra/src/ktransformers/kt-kernel/scripts/convert_cpu_weights.py"
@@ -59,7 +60,7 @@ def _threads(
 def _method(plan: dict | None, method: str | None) -> str:
     """--method, checked against the serve plan's kt_method; taken from it when not given."""
     planned = plan_section(plan, "serve").get("kt_method") if plan is not None else None
-    if plan is not None and planned not in PLAN_METHODS:
+    if plan is not None and (not isinstance(planned, str) or planned not in PLAN_METHODS):
         raise RenderError(
             f"the plan's kt_method {planned!r} does not read convert_cpu_weights.py output "
             f"(only {', '.join(PLAN_METHODS)} do): nothing to convert for this plan"
@@ -92,7 +93,7 @@ def _distinct_dirs(source_opt: str, source: str, output: str) -> tuple[str, str]
 
 def _input_type(plan: dict | None, input_type: str | None) -> str:
     if input_type is None and plan is not None:
-        input_type = (plan.get("model") or {}).get("native_dtype")
+        input_type = model_section(plan).get("native_dtype")
     input_type = input_type or "bf16"
     if input_type not in INPUT_TYPES:
         raise RenderError(f"--input-type {input_type!r} is not one of {', '.join(INPUT_TYPES)}")
@@ -122,15 +123,16 @@ def render_convert(
     args += ["--cpuinfer-threads", str(threads), "--threadpool-count", str(pools)]
     python = check_abs_path("--python", python)
     script = check_abs_path("--script", script)
+    user = check_user(user)
     out = Rendered()
     out.add(
         "ktinfra-convert@.service",
         render_template(
             "systemd/ktinfra-convert@.service.j2",
-            python=python,
-            script=script,
-            env_dir=CONVERT_ENV_DIR,
-            user=user and check_word("--user", user),
+            python=unit_literal(python),
+            script=unit_literal(script),
+            env_dir=unit_literal(CONVERT_ENV_DIR),
+            user=user and unit_literal(user),
         ),
     )
     marker = f"{output}/{DONE_MARKER}"
@@ -184,6 +186,7 @@ def render_lora_convert(
     adapter, output = _distinct_dirs("--adapter", adapter, output)
     name = _name_from(output, name)
     python = check_abs_path("--python", python)
+    user = check_user(user)
     converter_source = "explicit" if script else "checkout"
     if legacy:
         # sglang fork's convert_lora.py: positional adapter_path [output_path]; strips PEFT key prefixes.
@@ -214,13 +217,13 @@ def render_lora_convert(
         "ktinfra-lora-convert@.service",
         render_template(
             "systemd/ktinfra-lora-convert@.service.j2",
-            python=python,
-            script=script,
-            script_name=script_name,
+            python=unit_literal(python),
+            script=unit_literal(script),
+            script_name=unit_literal(script_name),
             generation="legacy" if legacy else "current",
-            documentation=documentation,
-            env_dir=LORA_ENV_DIR,
-            user=user and check_word("--user", user),
+            documentation=unit_literal(documentation),
+            env_dir=unit_literal(LORA_ENV_DIR),
+            user=user and unit_literal(user),
         ),
     )
     marker = f"{output}/{DONE_MARKER}"

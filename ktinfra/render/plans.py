@@ -8,23 +8,55 @@ from pathlib import Path
 from ktinfra.render.common import RenderError
 
 MODES = ("serve", "sft")
+PLAN_SCHEMA = 1
+# A plan is a few kB and nests 4-5 levels; far beyond that it is not one, and deep nesting would
+# exhaust the recursion of copy.deepcopy and json.dumps later.
+MAX_PLAN_BYTES = 8 * 1024 * 1024
+MAX_PLAN_DEPTH = 64
 
 
 def load_plan(path: str | Path) -> dict:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_PLAN_BYTES + 1)
     except OSError as exc:
         raise RenderError(f"cannot read plan {path}: {exc.strerror or exc}") from exc
+    if len(data) > MAX_PLAN_BYTES:
+        raise RenderError(f"plan {path} is larger than {MAX_PLAN_BYTES} bytes: not a `ktinfra plan` output")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RenderError(f"plan {path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     try:
         plan = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RenderError(
             f"plan {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from exc
+    except RecursionError:
+        raise RenderError(f"plan {path} nests deeper than {MAX_PLAN_DEPTH} levels: not a plan") from None
+    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+        raise RenderError(f"plan {path} is not valid JSON: {exc}") from None
     if not isinstance(plan, dict):
         raise RenderError(f"plan {path} must be a JSON object (the output of `ktinfra plan --json`)")
+    if _depth(plan) > MAX_PLAN_DEPTH:
+        raise RenderError(f"plan {path} nests deeper than {MAX_PLAN_DEPTH} levels: not a plan")
     return plan
+
+
+def _depth(value: object) -> int:
+    """How deeply value nests lists and objects (iterative: no recursion limit to hit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, depth)
+            if depth <= MAX_PLAN_DEPTH:
+                stack.extend((child, depth + 1) for child in item)
+    return deepest
 
 
 def resolve_plan(
@@ -82,13 +114,48 @@ def plan_section(plan: dict, mode: str) -> dict:
         raise RenderError(f"plan has unknown mode {actual!r}; expected one of {', '.join(MODES)}")
     if actual != mode:
         raise RenderError(f"this renderer needs a {mode} plan, got a {actual} plan")
-    if plan.get("feasible") is False:
+    schema = plan.get("schema")
+    if type(schema) is not int or schema != PLAN_SCHEMA:
+        found = "has no schema key" if "schema" not in plan else f"has schema {schema!r}"
+        raise RenderError(
+            f"plan {found}: render reads `ktinfra plan --json` output of schema {PLAN_SCHEMA} "
+            "(re-plan with this ktinfra)"
+        )
+    if "feasible" not in plan:
+        raise RenderError("plan has no feasible key: only a plan that says `feasible: true` is rendered")
+    feasible = plan["feasible"]
+    if feasible is False:
         problems = "; ".join(str(p) for p in plan.get("problems") or []) or "no problems listed"
         raise RenderError(f"plan is not feasible ({problems}); fix the host or the plan first")
+    if feasible is not True:
+        raise RenderError(
+            f"plan key feasible must be true or false, got {feasible!r}: only a plan that says "
+            "`feasible: true` is rendered"
+        )
     section = plan.get(mode)
     if not isinstance(section, dict):
         raise RenderError(f"plan has no {mode!r} object")
     return section
+
+
+def host_section(plan: dict) -> dict:
+    """The plan's `host` block ({} where the plan has none)."""
+    host = plan.get("host")
+    if host is None:
+        return {}
+    if not isinstance(host, dict):
+        raise RenderError(f"plan host must be an object, not {host!r}")
+    return host
+
+
+def model_section(plan: dict) -> dict:
+    """The plan's `model` block ({} where the plan has none)."""
+    model = plan.get("model")
+    if model is None:
+        return {}
+    if not isinstance(model, dict):
+        raise RenderError(f"plan model must be an object, not {model!r}")
+    return model
 
 
 def require_int(section: dict, key: str, where: str, minimum: int = 0) -> int:

@@ -14,12 +14,16 @@ from ktinfra.render.common import (
     check_abs_path,
     check_instance_name,
     check_secret,
+    check_user,
     check_word,
     env_line,
     gpu_visibility,
     render_template,
+    unit_literal,
 )
 from ktinfra.render.plans import (
+    host_section,
+    model_section,
     optional_int,
     plan_section,
     require_fraction,
@@ -41,6 +45,8 @@ KT_METHODS = CONVERTED_WEIGHT_METHODS | NATIVE_WEIGHT_METHODS
 LOOPBACK_NAMES = frozenset({"localhost"})
 NUMA_POLICIES = ("auto", "interleave", "none")
 NUMACTL = "/usr/bin/numactl"
+# sglang server_args.py LORA_BACKEND_CHOICES (sglang-kt 0.7.2; ktinfra.lora.LORA_BACKENDS offers the same)
+LORA_BACKENDS = ("triton", "csgmv", "ascend", "torch_native")
 START_LIMIT_BURST = 3
 RESTART_S = 30
 STOP_TIMEOUT_S = 120
@@ -109,9 +115,19 @@ def _kt_weight_path(serve: dict, method: str, model_path: str, weight_path: str 
     )
 
 
-def _lora_args(lora: dict | None) -> list[str]:
+def _lora_args(lora: object, gpu_experts: int) -> list[str]:
     if not lora:
         return []
+    if not isinstance(lora, dict):
+        raise RenderError(f"plan serve.lora must be an object or null, not {lora!r}")
+    if gpu_experts != 0:
+        raise RenderError(
+            f"plan serve.lora is set but serve.kt_num_gpu_experts is {gpu_experts}: a LoRA plan keeps every "
+            "expert on the CPU (kt_num_gpu_experts 0; `ktinfra lora serve` plans it so)"
+        )
+    backend = lora.get("backend") or "triton"
+    if backend not in LORA_BACKENDS:
+        raise RenderError(f"plan serve.lora.backend {backend!r} is not one of {', '.join(LORA_BACKENDS)}")
     paths = lora.get("paths")
     if not isinstance(paths, dict) or not paths:
         raise RenderError("plan serve.lora.paths must map adapter names to directories")
@@ -120,7 +136,7 @@ def _lora_args(lora: dict | None) -> list[str]:
         check_instance_name("LoRA adapter name", name)
         argv.append(f"{name}={check_abs_path(f'LoRA adapter {name} path', path)}")
     argv += ["--max-loras-per-batch", str(require_int(lora, "max_loras_per_batch", "serve.lora", 1))]
-    argv += ["--lora-backend", check_word("serve.lora.backend", lora.get("backend") or "triton")]
+    argv += ["--lora-backend", backend]
     return argv
 
 
@@ -151,7 +167,7 @@ def sglang_argv(
         raise RenderError(
             f"plan serve.kt_method {method!r} is not a kt-kernel method ({', '.join(sorted(KT_METHODS))})"
         )
-    served_name = serve.get("served_model_name") or (plan.get("model") or {}).get("name")
+    served_name = serve.get("served_model_name") or model_section(plan).get("name")
     argv = [check_word("python", python), "-m", "sglang.launch_server"]
     argv += ["--host", check_word("serve.host", require_str(serve, "host", "serve"))]
     argv += ["--port", str(_port(serve))]
@@ -174,24 +190,38 @@ def sglang_argv(
     conservativeness = _optional_positive(serve, "schedule_conservativeness")
     if conservativeness is not None:
         argv += ["--schedule-conservativeness", _number(conservativeness)]
-    argv += ["--tensor-parallel-size", str(require_int(serve, "tensor_parallel_size", "serve", 1))]
+    tp_size = require_int(serve, "tensor_parallel_size", "serve", 1)
+    gpus = gpu_visibility(serve.get("gpu_indices"), "serve.gpu_indices")
+    if gpus and len(serve["gpu_indices"]) != tp_size:
+        raise RenderError(
+            f"plan serve.tensor_parallel_size {tp_size} does not match serve.gpu_indices "
+            f"{serve['gpu_indices']!r}: the server runs one tensor-parallel rank per listed GPU"
+        )
+    argv += ["--tensor-parallel-size", str(tp_size)]
     if served_name:
         argv += ["--served-model-name", check_word("served model name", served_name)]
     if serve.get("enable_mixed_chunk", True):
         argv.append("--enable-mixed-chunk")
     argv += ["--kt-method", method]
     argv += ["--kt-weight-path", _kt_weight_path(serve, method, model_path, weight_path)]
-    argv += ["--kt-cpuinfer", str(require_int(serve, "kt_cpuinfer", "serve", 1))]
+    cpuinfer = require_int(serve, "kt_cpuinfer", "serve", 1)
+    argv += ["--kt-cpuinfer", str(cpuinfer)]
     pools = require_int(serve, "kt_threadpool_count", "serve", 1)
+    if pools > cpuinfer:
+        raise RenderError(
+            f"plan serve.kt_threadpool_count {pools} exceeds serve.kt_cpuinfer {cpuinfer}: "
+            "each thread pool needs at least one CPU inference thread"
+        )
     argv += ["--kt-threadpool-count", str(pools)]
     argv += _numa_nodes_args(serve.get("kt_numa_nodes"), pools)
-    argv += ["--kt-num-gpu-experts", str(require_int(serve, "kt_num_gpu_experts", "serve", 0))]
+    gpu_experts = require_int(serve, "kt_num_gpu_experts", "serve", 0)
+    argv += ["--kt-num-gpu-experts", str(gpu_experts)]
     deferred = require_int(serve, "kt_max_deferred_experts_per_token", "serve", 0)
     argv += ["--kt-max-deferred-experts-per-token", str(deferred)]
     threshold = optional_int(serve, "kt_gpu_prefill_token_threshold", "serve", 0)
     if threshold is not None:
         argv += ["--kt-gpu-prefill-token-threshold", str(threshold)]
-    return argv + _lora_args(serve.get("lora"))
+    return argv + _lora_args(serve.get("lora"), gpu_experts)
 
 
 def _numa_nodes_args(nodes: object, pools: int) -> list[str]:
@@ -267,9 +297,12 @@ def numactl_args(plan: dict, policy: str = "auto") -> tuple[list[str], str]:
     if policy not in NUMA_POLICIES:
         raise RenderError(f"--numa {policy!r} is not one of {', '.join(NUMA_POLICIES)}")
     serve = plan["serve"]
-    host = plan.get("host") or {}
+    host = host_section(plan)
     cpus = serve.get("numa_cpus")
-    nodes = max(int(host.get("numa_nodes") or 1), int(serve.get("kt_threadpool_count") or 1))
+    nodes = max(
+        optional_int(host, "numa_nodes", "host", 0) or 1,  # 0 or null: unknown, as one node
+        optional_int(serve, "kt_threadpool_count", "serve", 1) or 1,
+    )
     if policy == "none":
         return [], "--numa none: no placement"
     if cpus:
@@ -331,6 +364,7 @@ def render_serve(
 ) -> Rendered:
     name = check_instance_name("--name", name)
     python = check_abs_path("--python", python)
+    user = check_user(user)
     plan = _with_overrides(plan, name, host, port)
     argv = sglang_argv(plan, model_path=model_path, weight_path=weight_path, python=python)
     serve = plan["serve"]
@@ -349,16 +383,16 @@ def render_serve(
         UNIT_TEMPLATE,
         render_template(
             "systemd/ktinfra-serve@.service.j2",
-            python=python,
-            numactl=NUMACTL,
-            launch_code=LAUNCH_CODE,
-            env_dir=ENV_DIR,
-            user=user and check_word("--user", user),
+            python=unit_literal(python),
+            numactl=unit_literal(NUMACTL),
+            launch_code=unit_literal(LAUNCH_CODE),
+            env_dir=unit_literal(ENV_DIR),
+            user=user and unit_literal(user),
             **_restart_policy(start_timeout_s),
         ),
     )
     env = [
-        f"# ktinfra serve instance {name}: model {(plan.get('model') or {}).get('name')}, "
+        f"# ktinfra serve instance {name}: model {model_section(plan).get('name')}, "
         f"stack {plan.get('stack')}; install as {ENV_DIR}/{name}.env (mode 0600)",
         env_line("KT_SERVE_ARGS", " ".join(argv[3:] + extra)),
         env_line("KT_NUMACTL_ARGS", " ".join(placement)),

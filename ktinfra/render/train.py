@@ -18,12 +18,14 @@ from ktinfra.render.common import (
     check_abs_path,
     check_env_name,
     check_instance_name,
+    check_user,
     check_word,
     env_line,
     gpu_visibility,
     render_template,
+    unit_literal,
 )
-from ktinfra.render.plans import plan_section
+from ktinfra.render.plans import host_section, model_section, optional_int, plan_section
 
 DEFAULT_SFT_PYTHON = "/opt/kt/envs/kt-sft/bin/python"
 LLAMAFACTORY_DIR = "/opt/ktinfra/src/LLaMA-Factory"
@@ -53,8 +55,8 @@ def _template(plan: dict, sft: dict, generation: str, template: str | None) -> s
         return check_word("--template", template)
     if sft.get("template"):
         return check_word("plan sft.template", sft["template"])
-    arch = (plan.get("model") or {}).get("architecture")
-    found = TEMPLATES[generation].get(arch)
+    arch = model_section(plan).get("architecture")
+    found = TEMPLATES[generation].get(arch) if isinstance(arch, str) else None
     if not found:
         raise RenderError(f"no LLaMA-Factory template known for architecture {arch!r}: pass --template")
     return found
@@ -100,6 +102,16 @@ def _launcher(sft: dict, generation: str) -> dict:
     return launcher
 
 
+def _host_gpu_indices(plan: dict) -> list[int]:
+    host_gpus = host_section(plan).get("gpus") or []
+    if not isinstance(host_gpus, list) or not all(isinstance(g, dict) for g in host_gpus):
+        raise RenderError(f"plan host.gpus must be a list of GPU objects, not {host_gpus!r}")
+    indices = [g.get("index", i) for i, g in enumerate(host_gpus)]
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+        raise RenderError(f"plan host.gpus[].index must be integers, not {indices!r}")
+    return indices
+
+
 def _sections(
     plan: dict,
     sft: dict,
@@ -110,7 +122,7 @@ def _sections(
     template: str,
     output_dir: str,
 ):
-    cores = int((plan.get("host") or {}).get("physical_cores") or 16)
+    cores = optional_int(host_section(plan), "physical_cores", "host", 1) or 16
     recipe = {key: sft[key] for key in RECIPE_KEYS if sft.get(key) is not None}
     warmup = {} if {"warmup_ratio", "warmup_steps"} & set(recipe) else WARMUP[generation]
     return {
@@ -205,7 +217,7 @@ def render_train(
     sft = plan_section(plan, "sft")
     name = check_instance_name("--name", name)
     generation = plan.get("stack_generation")
-    if generation not in TEMPLATES:
+    if not isinstance(generation, str) or generation not in TEMPLATES:
         raise RenderError(f"plan stack_generation {generation!r} is not one of current, legacy")
     model_path = check_abs_path("--model-path", model_path)
     dataset = check_word("--dataset", dataset)
@@ -213,26 +225,30 @@ def render_train(
     output_dir = check_abs_path("--output-dir", output_dir)
     llamafactory_dir = check_abs_path("--llamafactory-dir", llamafactory_dir)
     python = check_abs_path("--python", python)
+    user = check_user(user)
     chat_template = _template(plan, sft, generation, template)
     sections = _sections(plan, sft, generation, model_path, dataset, dataset_dir, chat_template, output_dir)
     sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path)
-    model_name = (plan.get("model") or {}).get("name")
+    model_name = model_section(plan).get("name")
     header = f"# LLaMA-Factory + KT LoRA recipe for {model_name} ({plan.get('stack')}), rendered by ktinfra\n"
     gpus = sft.get("gpu_indices")
     if gpus is None:  # plans made before sft.gpu_indices: every GPU of the host
-        gpus = [int(g.get("index", i)) for i, g in enumerate((plan.get("host") or {}).get("gpus") or [])]
+        gpus = _host_gpu_indices(plan)
     launcher = _launcher(sft, generation)
     bindir = str(PurePosixPath(python).parent)
     out = Rendered()
     out.add(f"{name}.yaml", _yaml(sections, header))
     variables = {"USE_KT": "1", "KT_TRAIN_CONFIG": f"{ENV_DIR}/{name}.yaml"}
     if generation == "current":
-        processes = launcher.get("num_processes") or max(1, len(gpus))
-        out.add(f"{name}.accelerate.yaml", _accelerate_config(int(processes)))
+        processes = optional_int(launcher, "num_processes", "sft.launcher", 1) or max(1, len(gpus))
+        out.add(f"{name}.accelerate.yaml", _accelerate_config(processes))
         variables["ACCELERATE_USE_KT"] = "true"
         variables["KT_ACCELERATE_CONFIG"] = f"{ENV_DIR}/{name}.accelerate.yaml"
     variables.update(gpu_visibility(gpus or None, "sft.gpu_indices"))
-    variables.update(launcher.get("env") or {})
+    launcher_env = launcher.get("env") or {}
+    if not isinstance(launcher_env, dict):
+        raise RenderError(f"plan sft.launcher.env must map variable names to values, not {launcher_env!r}")
+    variables.update(launcher_env)
     env = [f"# ktinfra train run {name}; install as {ENV_DIR}/{name}.env"]
     env += [
         env_line(check_env_name(key), check_word(f"launcher env {key}", value))
@@ -244,10 +260,10 @@ def render_train(
         render_template(
             "systemd/ktinfra-train@.service.j2",
             generation=generation,
-            bindir=bindir,
-            env_dir=ENV_DIR,
-            workdir="/var/lib/ktinfra/train/%i",
-            user=user and check_word("--user", user),
+            bindir=unit_literal(bindir),
+            env_dir=unit_literal(ENV_DIR),
+            workdir="/var/lib/ktinfra/train/%i",  # %i: the instance, as systemd expands it
+            user=user and unit_literal(user),
         ),
     )
     if generation == "current":
