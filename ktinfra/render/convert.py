@@ -8,6 +8,7 @@ The current stack's LoRA converter ships in the kt-kernel wheel (kt_kernel/sft/,
 
 from __future__ import annotations
 
+import math
 import posixpath
 from pathlib import Path, PurePosixPath
 
@@ -44,6 +45,9 @@ def _threads(
     plan: dict | None, cpuinfer_threads: int | None, threadpool_count: int | None
 ) -> tuple[int, int]:
     """Converter threads: explicit values win, else the serve plan's kt_cpuinfer / kt_threadpool_count."""
+    for flag, value in (("--cpuinfer-threads", cpuinfer_threads), ("--threadpool-count", threadpool_count)):
+        if value is not None and value < 1:
+            raise RenderError(f"{flag} must be at least 1, got {value}")
     if plan is not None:
         serve = plan_section(plan, "serve")
         cpuinfer_threads = cpuinfer_threads or require_int(serve, "kt_cpuinfer", "serve", 1)
@@ -53,6 +57,11 @@ def _threads(
             "converter threads unknown: pass --plan (a serve plan for the target host) or both "
             "--cpuinfer-threads and --threadpool-count (the script's defaults, 60 threads on 2 NUMA "
             "pools, oversubscribe most hosts)"
+        )
+    if threadpool_count > cpuinfer_threads:
+        raise RenderError(
+            f"--threadpool-count {threadpool_count} is more thread pools than the {cpuinfer_threads} "
+            "converter threads: kt-kernel gives each pool an even share of the threads"
         )
     return cpuinfer_threads, threadpool_count
 
@@ -201,8 +210,8 @@ def render_lora_convert(
         base = check_abs_path("--model-path (the base model, for adapter_config.json)", model_path)
         args = [adapter, output, "--base-model-name-or-path", base]
         if lora_alpha is not None:
-            if lora_alpha <= 0:
-                raise RenderError(f"--lora-alpha must be positive, got {lora_alpha}")
+            if not math.isfinite(lora_alpha) or lora_alpha <= 0:
+                raise RenderError(f"--lora-alpha must be a finite number above 0, got {lora_alpha}")
             args += ["--lora-alpha", format(lora_alpha, "g")]
         if overwrite:
             # kt-kernel's converter then rmtree's a non-empty --output before writing (_prepare_output_dir)

@@ -474,3 +474,24 @@ def test_valid_fixture_plans_still_load_and_render(seed002):
     assert load_plan(SEED002) == seed002
     plain = render_serve(copy.deepcopy(seed002), name="q", model_path="/m", weight_path="/w")
     assert "%%" not in plain.files["ktinfra-serve@.service"][0]
+
+
+@pytest.mark.parametrize(
+    "threads, pools, message",
+    [
+        (0, 1, "--cpuinfer-threads must be at least 1, got 0"),
+        (4, 0, "--threadpool-count must be at least 1, got 0"),
+        (4, 8, "--threadpool-count 8 is more thread pools than the 4 converter threads"),
+    ],
+)
+def test_converter_thread_counts_that_cannot_run(threads, pools, message):
+    with pytest.raises(RenderError, match=message):
+        render_convert(
+            model_path="/m", output="/o", method="int8", cpuinfer_threads=threads, threadpool_count=pools
+        )
+
+
+@pytest.mark.parametrize("alpha", [float("nan"), float("inf"), 0.0, -2.0])
+def test_a_lora_alpha_that_is_no_scale_is_refused(alpha):
+    with pytest.raises(RenderError, match="--lora-alpha must be a finite number above 0"):
+        render_lora_convert(adapter="/a", output="/o", model_path="/m", lora_alpha=alpha)
