@@ -14,6 +14,9 @@ import requests
 import urllib3
 
 APIS = ("openai", "sglang")
+MAX_TIMEOUT_S = 86400.0  # one day: larger values overflow socket and clock arithmetic (OverflowError)
+MAX_TOKEN_COUNT = 10**9  # a larger count in a reply is garbage, and would make the metrics non-finite
+ERROR_BODY_BYTES = 4096  # what is read of a non-200 reply's body, for its message
 # Short common words: each is about one token for BPE vocabularies (Qwen, Llama), so N words ~ N tokens.
 _WORDS = (
     "the of and to in is was for on are with as by at be this from or an have not they which one you "
@@ -44,6 +47,8 @@ class Scenario:
             self.timeout_s <= 0
         ):
             raise ValueError(f"timeout must be a finite number of seconds above 0, not {self.timeout_s!r}")
+        if self.timeout_s > MAX_TIMEOUT_S:
+            raise ValueError(f"timeout must be at most {MAX_TIMEOUT_S:g} s (one day), not {self.timeout_s:g}")
 
 
 def check_url(url: str) -> None:
@@ -109,25 +114,31 @@ def _payload(sc: Scenario, prompt: str) -> tuple[str, dict]:
 
 
 def _short(data: object) -> str:
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else json.dumps(data)
+    if isinstance(data, bytes):
+        text = data.decode("utf-8", "replace")
+    else:
+        try:
+            text = json.dumps(data)
+        except (RecursionError, ValueError):
+            text = f"<{type(data).__name__} nested too deeply to show>"
     text = text.replace("\r", "\\r").replace("\n", "\\n")  # error messages stay one line
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _reads(resp: requests.Response, timeout_s: float, deadline: float) -> Iterator[bytes]:
+def _reads(resp: requests.Response, timeout_s: float, deadline: float, size: int = 65536) -> Iterator[bytes]:
     """The body as the network delivers it: each piece comes out as soon as it arrived.
 
     ``iter_lines()`` waits until 512 bytes piled up (every SSE event then seems to come at once), and
     ``iter_content(None)`` reads a body without Content-Length or chunking to its end. ``read1`` returns
-    what one read gets. Every read waits at most until the request's deadline (``timeout_s`` after it
-    started), so a server that keeps dripping cannot hold a request past --timeout.
+    what one read gets (at most ``size`` bytes). Every read waits at most until the request's deadline
+    (``timeout_s`` after it started), so a server that keeps dripping cannot hold a request past --timeout.
     """
     raw = resp.raw
     sock = getattr(getattr(raw, "connection", None), "sock", None)
     if hasattr(raw, "read1"):  # urllib3 >= 2
 
         def read() -> bytes:
-            return raw.read1(65536, decode_content=True) or b""
+            return raw.read1(size, decode_content=True) or b""
     else:  # urllib3 1.x: per HTTP chunk for chunked bodies (SGLang's), buffered otherwise
         pieces = raw.stream(None, decode_content=True)
 
@@ -156,6 +167,25 @@ def _reads(resp: requests.Response, timeout_s: float, deadline: float) -> Iterat
                 pass
 
 
+def _error_body(resp: requests.Response, timeout_s: float, deadline: float) -> str:
+    """The first ERROR_BODY_BYTES of a non-200 reply, as one line: read under the request's deadline, the
+    rest is never read (closing the response drops the connection), so a huge or dripping error body can
+    neither fill memory nor hold the request past --timeout."""
+    body = b""
+    pieces = _reads(resp, timeout_s, deadline, size=ERROR_BODY_BYTES)
+    try:
+        for piece in pieces:
+            body += piece
+            if len(body) >= ERROR_BODY_BYTES:
+                break
+    except TimedOut:
+        pass  # the status is the answer; what arrived of the body before the deadline is its message
+    finally:
+        pieces.close()
+    text = body[:ERROR_BODY_BYTES].decode("utf-8", "replace").replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 def _lines(pieces: Iterator[bytes]) -> Iterator[bytes]:
     buf = b""
     for piece in pieces:
@@ -172,6 +202,8 @@ def _json(data: bytes) -> object:
         return json.loads(data)
     except ValueError:
         raise UnexpectedReply(f"not JSON: {_short(data)}") from None
+    except RecursionError:  # e.g. [[[[...]]]] 100000 deep: this request fails, the run goes on
+        raise UnexpectedReply(f"JSON nested too deeply: {_short(data)}") from None
 
 
 def _object(value: object, what: str) -> dict:
@@ -230,7 +262,7 @@ def _whole_text(sc: Scenario, body: dict) -> str:
 def _count(value: object, what: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_COUNT:
         raise UnexpectedReply(f"{what} is not a token count: {_short(value)}")
     return value
 
@@ -259,7 +291,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         # stream=True also without --stream: the body is read by _reads, under the request's deadline.
         with session.post(sc.url.rstrip("/") + path, json=body, stream=True, timeout=sc.timeout_s) as resp:
             if resp.status_code != 200:
-                result.error = f"HTTP {resp.status_code}: {resp.text[:200]}"
+                result.error = f"HTTP {resp.status_code}: {_error_body(resp, sc.timeout_s, deadline)}"
                 return result
             prompt_toks = completion_toks = None
             chunks = 0

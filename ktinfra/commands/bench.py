@@ -23,9 +23,22 @@ def _fail(message: str) -> None:
     raise typer.Exit(1)
 
 
-def _positive(name: str, value: float | None) -> None:
+def _positive(name: str, value: float | None, maximum: float | None = None, unit: str = "") -> None:
     if value is not None and (not math.isfinite(value) or value <= 0):
         _fail(f"{name} must be a finite number above 0, not {value:g}")
+    if value is not None and maximum is not None and value > maximum:
+        _fail(f"{name} must be at most {maximum:g}{unit}, not {value:g}")
+
+
+def _finite(value: object) -> object:
+    """The result with any non-finite float as null, so that --json prints strict JSON (no NaN/Infinity)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _level_table(levels: list[dict], min_tps: float | None) -> Table:
@@ -106,8 +119,9 @@ def bench_command(
         _fail("--min-tps is the target of --capacity; with --users the table shows each user's tok/s")
     if requests_per_user is not None and duration is not None:
         _fail("give at most one of --requests or --duration")
-    for name, value in (("--min-tps", min_tps), ("--timeout", timeout), ("--duration", duration)):
-        _positive(name, value)
+    _positive("--min-tps", min_tps)
+    _positive("--timeout", timeout, bench.MAX_TIMEOUT_S, " s (one day)")
+    _positive("--duration", duration)
     if plot is not None:
         if importlib.util.find_spec("matplotlib") is None:
             _fail("--plot needs matplotlib: pip install 'ktinfra[plot]'")
@@ -176,7 +190,7 @@ def bench_command(
             plot_error = f"no plot written to {plot}: {exc}"
             plot = None
     if as_json:
-        typer.echo(json.dumps(result, indent=2))
+        typer.echo(json.dumps(_finite(result), indent=2, allow_nan=False))
     else:
         _report(result, levels, capacity, min_tps, plot)
     if plot_error is not None:

@@ -1,0 +1,196 @@
+"""`ktinfra bench` against servers that misbehave in ways that used to hang, crash or corrupt a run: a
+dripping or huge error body, JSON nested deeper than Python's recursion limit, absurd token counts
+(non-finite metrics in --json), and a --timeout too large for the socket and clock arithmetic."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import requests
+from typer.testing import CliRunner
+
+from ktinfra import bench
+from ktinfra.bench.client import _short, send
+from ktinfra.cli import app
+from ktinfra.commands.bench import _finite
+
+Reply = Callable[[BaseHTTPRequestHandler, dict], None]
+DEEP = b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+
+
+def whole(h: BaseHTTPRequestHandler, body: bytes, code: int = 200) -> None:
+    h.send_response(code)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
+class Server:
+    def __init__(self) -> None:
+        self.reply: Reply = lambda h, body: whole(h, b"{}")
+        self.requests = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                server.requests += 1
+                try:
+                    server.reply(self, body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client stopped reading (timeout, error body prefix)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    srv = Server()
+    yield srv
+    srv.httpd.shutdown()
+    srv.httpd.server_close()
+
+
+def scenario(srv: Server, **kw) -> bench.Scenario:
+    return bench.Scenario(url=srv.url, model="m", prompt_tokens=4, gen_tokens=7, **kw)
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, ["bench", "--model", "m", *args])
+
+
+def strict(text: str) -> dict:
+    def refuse(name: str):
+        raise ValueError(f"non-strict JSON constant {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_dripping_error_body_is_bounded_by_the_timeout(server):
+    # a 500 whose chunked body drips a byte every 0.2 s for 8 s: resp.text read it all, each read under
+    # the per-read timeout, so the request took the whole 8 s whatever --timeout said
+    def drip500(h, _body):
+        h.send_response(500)
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        for _ in range(40):
+            h.wfile.write(b"1\r\nx\r\n")
+            h.wfile.flush()
+            time.sleep(0.2)
+        h.wfile.write(b"0\r\n\r\n")
+
+    server.reply = drip500
+    t0 = time.perf_counter()
+    result = send(requests.Session(), scenario(server, timeout_s=1.0), "hi")
+    assert time.perf_counter() - t0 < 2.5
+    assert not result.ok and result.error.startswith("HTTP 500: x"), result.error
+    assert result.latency_s < 2.5
+
+
+def test_only_a_prefix_of_a_huge_error_body_is_read(server):
+    # the 500 announces 64 MiB, sends 8 KiB, then stalls: the old client waited to read all of it (and would
+    # have held all of it in memory); the message needs only the start
+    def huge500(h, _body):
+        h.send_response(500)
+        h.send_header("Content-Length", str(64 << 20))
+        h.end_headers()
+        h.wfile.write(b"overloaded\n" + b"a" * 8192)
+        h.wfile.flush()
+        time.sleep(5)
+
+    server.reply = huge500
+    t0 = time.perf_counter()
+    result = send(requests.Session(), scenario(server, timeout_s=4.0), "hi")
+    assert time.perf_counter() - t0 < 1.5
+    assert result.error.startswith("HTTP 500: overloaded\\naaa"), result.error
+    assert len(result.error) <= 210 and "\n" not in result.error
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_deeply_nested_json_fails_the_request_not_the_run(server, stream):
+    # json.loads raised RecursionError in a worker thread, which ended the whole run with a traceback
+    reply = (b"data: " + DEEP + b"\n\ndata: [DONE]\n\n") if stream else DEEP
+    server.reply = lambda h, body: whole(h, reply)
+    level = bench.run_level(scenario(server, stream=stream), users=2, requests_per_user=1)
+    assert (level["completed"], level["failed"]) == (0, 2)
+    assert level["errors"][0].startswith("unexpected reply: JSON nested too deeply"), level["errors"]
+
+
+def test_deeply_nested_reply_on_the_command_line_prints_strict_json(server):
+    server.reply = lambda h, body: whole(h, DEEP)
+    res = cli("--url", server.url, "--users", "1", "--requests", "1", "--no-stream", "--json")
+    assert res.exit_code == 1
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert "Traceback" not in res.output and "RecursionError" not in res.output
+    assert strict(res.stdout)["levels"][0]["failed"] == 1
+
+
+def test_error_message_of_a_deeply_nested_value_does_not_recurse():
+    value: list = []
+    for _ in range(5000):
+        value = [value]
+    assert _short(value) == "<list nested too deeply to show>"
+    assert _short({"a": 1}) == '{"a": 1}'
+
+
+@pytest.mark.parametrize("count", [10**308, 10**400], ids=["1e308", "1e400"])
+def test_absurd_token_counts_fail_the_request_and_json_stays_strict(server, count):
+    # 10**308 tokens made output_throughput and user_tps inf ("Infinity" in --json); 10**400 raised
+    # OverflowError in the metrics after the load
+    body = b'{"choices": [{"message": {"content": "hi"}}], "usage": {"completion_tokens": %d}}' % count
+    server.reply = lambda h, _body: whole(h, body)
+    res = cli("--url", server.url, "--users", "1", "--requests", "1", "--no-stream", "--json")
+    assert "Traceback" not in res.output
+    level = strict(res.stdout)["levels"][0]
+    assert (level["completed"], level["failed"]) == (0, 1)
+    assert "usage.completion_tokens is not a token count" in level["errors"][0]
+    assert res.exit_code == 1
+
+
+def test_non_finite_numbers_become_null_in_json_output():
+    result = {"a": [float("nan"), 1.5, {"b": float("inf")}], "c": -float("inf"), "d": "NaN", "e": 3}
+    assert json.dumps(_finite(result), allow_nan=False) == (
+        '{"a": [null, 1.5, {"b": null}], "c": null, "d": "NaN", "e": 3}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("timeout", "message"),
+    [
+        ("1e10", "--timeout must be at most 86400 s (one day), not 1e+10"),
+        ("86401", "--timeout must be at most 86400 s (one day), not 86401"),
+        ("1e308", "--timeout must be at most 86400 s (one day), not 1e+308"),
+    ],
+)
+def test_timeouts_beyond_a_day_are_refused_before_any_request(server, timeout, message):
+    # 1e10 raised OverflowError ("timestamp out of range for platform time_t") with a traceback
+    res = cli("--url", server.url, "--users", "1", "--requests", "1", "--timeout", timeout)
+    assert res.exit_code == 1
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    lines = [line for line in res.output.splitlines() if line.startswith("error: ")]
+    assert lines == [f"error: {message}"], res.output
+    assert server.requests == 0
+    with pytest.raises(ValueError, match="at most 86400 s"):
+        bench.Scenario(url=server.url, model="m", timeout_s=float(timeout))
+
+
+def test_a_day_long_timeout_still_works(server):
+    server.reply = lambda h, _body: whole(
+        h, b'{"choices": [{"message": {"content": "hi"}}], "usage": {"completion_tokens": 2}}'
+    )
+    res = cli("--url", server.url, "--users", "1", "--requests", "1", "--no-stream", "--timeout", "86400")
+    assert res.exit_code == 0, res.output
