@@ -154,7 +154,7 @@ def list_(
             warning = f"[yellow]warning:[/yellow] skipped {escape(r['error'])}"
             err.print(warning, highlight=False, soft_wrap=True)
     if as_json:
-        typer.echo(json.dumps(rows, indent=1))
+        typer.echo(json.dumps(rows, indent=1, allow_nan=False))  # strict JSON: unknown numbers are null
         return
     names = ("image", "source", "profile", "size", "built", "manifest")
     table = Table(*(Column(name, overflow="fold") for name in names))  # paths and tags whole, folded

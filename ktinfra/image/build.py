@@ -7,6 +7,7 @@ leaves only OUT/last-failed.log and no container.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from ktinfra import __version__
 from ktinfra.image import REPO_ROOT, SOURCES, TEMPLATE, ImageError, aws, dockercli, manifest, spec
-from ktinfra.image.packer_adapter import Packer
+from ktinfra.image.packer_adapter import Packer, ensure_available
 from ktinfra.profiles import DEFAULT_PROFILE
 
 KEEP_CHOICES = ("wheelhouse", "models", "tokens")
@@ -70,6 +71,9 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
     profile = spec.load(req.profile)
     envs = spec.env_specs(profile, only=req.envs or None)
     name = f"{profile['name']}-{req.source}"
+    _check_out(req.out_root, name)
+    if req.source == "docker":
+        _check_dir(req.wheelhouse, "--wheelhouse")
     git = manifest.git_revision()  # once: the label and the manifest name the same commit
     labels = {
         "ktinfra.profile": profile["name"],
@@ -105,6 +109,36 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
     return Prepared(req, profile, envs, name, variables, extra)
 
 
+def _check_dir(path: Path, what: str) -> None:
+    """ImageError unless `path` is a writable directory or can be made one (its nearest existing ancestor
+    is a writable directory)."""
+    try:
+        probe = path
+        while not probe.exists() and not probe.is_symlink() and probe.parent != probe:
+            probe = probe.parent
+        if not probe.is_dir():
+            where = "" if probe == path else f": {probe} is not a directory"
+            raise ImageError(f"{what} {path} {'cannot be made' if where else 'is not a directory'}{where}")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise ImageError(f"{what} {path}: {probe} is not writable")
+    except OSError as exc:
+        raise ImageError(f"{what} {path} cannot be used: {exc}") from exc
+
+
+def _check_out(out_root: Path, name: str) -> None:
+    """--out can hold the build directory, its .partial stage and last-failed.log."""
+    _check_dir(out_root, "--out")
+    try:
+        for sub in (out_root / name, out_root / f"{name}.partial"):
+            if sub.is_symlink() or (sub.exists() and not sub.is_dir()):
+                raise ImageError(f"--out {out_root}: {sub} is in the way (not a directory); remove it")
+        failed = out_root / "last-failed.log"
+        if failed.is_dir():
+            raise ImageError(f"--out {out_root}: {failed} is a directory; remove it")
+    except OSError as exc:
+        raise ImageError(f"--out {out_root} cannot be used: {exc}") from exc
+
+
 def profile_ref(prep: Prepared) -> str:
     path = Path(prep.request.profile)
     return str(path.resolve()) if path.is_file() else prep.profile["name"]
@@ -137,14 +171,20 @@ def write_inputs(prep: Prepared, stage: Path) -> Path:
 
 def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=None) -> dict:
     prep = prepare(req, ec2=ec2)
+    # a refused build writes nothing, not even last-failed.log (that one stays the last build that ran)
+    ensure_available(req.packer)
     final = req.out_root / prep.name
     stage = req.out_root / f"{prep.name}.partial"
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(parents=True)
-    if req.source == "docker":
-        req.wheelhouse.mkdir(parents=True, exist_ok=True)
-    wheels_before = len(list(req.wheelhouse.glob("*"))) if req.source == "docker" else None
-    log = (stage / "build.log").open("w")
+    try:
+        shutil.rmtree(stage, ignore_errors=True)
+        stage.mkdir(parents=True)
+        if req.source == "docker":
+            req.wheelhouse.mkdir(parents=True, exist_ok=True)
+        wheels_before = len(list(req.wheelhouse.glob("*"))) if req.source == "docker" else None
+        log = (stage / "build.log").open("w")
+    except OSError as exc:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise ImageError(f"cannot set up the build in {stage}: {exc}") from exc
 
     def line(text: str) -> None:
         if log.closed:  # sh's reader thread may flush a last chunk after an interrupted build
@@ -171,11 +211,14 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
         packer.build()
         duration = time.monotonic() - t0
         result = _manifest(prep, stage, started, duration, version, wheels_before)
-    except BaseException:
+    except BaseException as exc:
+        with contextlib.suppress(OSError, ValueError):  # the log says why the build stopped
+            log.write(f"error: {(str(exc).splitlines() or [type(exc).__name__])[0]}\n")
         log.close()
         if req.source == "docker":
             dockercli.remove_container(prep.variables["docker_container_name"])
-        shutil.copy(stage / "build.log", req.out_root / "last-failed.log")
+        with contextlib.suppress(OSError):  # never hide the build's own error behind this one
+            shutil.copy(stage / "build.log", req.out_root / "last-failed.log")
         shutil.rmtree(stage, ignore_errors=True)
         raise
     log.close()

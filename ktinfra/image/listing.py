@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
@@ -42,11 +43,14 @@ def builds(out_root: Path) -> list[dict]:
                     "error": None,
                 }
             )
+    for row in rows:  # strict JSON out: a NaN or an infinity from anywhere is unknown
+        row.update({k: None for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)})
     return rows
 
 
 def build_row(path: Path) -> dict:
-    """The row of one manifest; ImageError when the file is unreadable or a field the row shows is bad."""
+    """The row of one manifest; ImageError when the file is unreadable or a field the row shows is bad.
+    An unknown size or duration (missing, null, NaN or an infinity) is null in the row."""
     m = manifest.read(path)
     image_id = manifest.field(m, "image.id", (str,), path)
     return {
@@ -56,7 +60,7 @@ def build_row(path: Path) -> dict:
         "profile": manifest.field(m, "profile.name", (str,), path),
         "size_bytes": manifest.field(m, "sizes.image_bytes", (int, float), path, default=None),
         "built": manifest.field(m, "build.started", (str,), path),
-        "duration_s": manifest.field(m, "build.duration_s", (int, float), path),
+        "duration_s": manifest.field(m, "build.duration_s", (int, float), path, default=None),
         "manifest": str(path),
         "error": None,
     }

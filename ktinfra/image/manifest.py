@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from pathlib import Path
 
@@ -16,21 +17,34 @@ _MISSING = object()
 def read(path: Path) -> dict:
     """A manifest file's JSON object, or ImageError saying in one line why it cannot be used."""
     try:
-        data = json.loads(path.read_text())
+        # NaN, Infinity and numbers too large for a float (1e999) are read as null: unknown
+        data = json.loads(path.read_text(), parse_constant=_unknown, parse_float=_finite)
     except FileNotFoundError:
         raise ImageError(f"manifest {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ImageError(f"manifest {path} cannot be read: {exc}") from exc
     except ValueError as exc:
         raise ImageError(f"manifest {path} is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise ImageError(f"manifest {path} is not a usable manifest: it is nested too deeply") from None
     if not isinstance(data, dict):
         raise ImageError(f"manifest {path} is not a JSON object (it holds a {type(data).__name__})")
     return data
 
 
+def _unknown(_constant: str) -> None:
+    return None
+
+
+def _finite(text: str) -> float | None:
+    number = float(text)
+    return number if math.isfinite(number) else None
+
+
 def field(data: dict, dotted: str, kinds: tuple[type, ...], path: Path, default=_MISSING):
     """data["a"]["b"] for "a.b", checked to be one of `kinds`; ImageError naming the field if not.
-    With a default, a missing (or null) last field gives the default instead."""
+    With a default, a missing (or null) last field gives the default instead. A non-finite number (NaN, an
+    infinity) counts as null: unknown."""
     value = data
     parts = dotted.split(".")
     for i, key in enumerate(parts):
@@ -38,6 +52,8 @@ def field(data: dict, dotted: str, kinds: tuple[type, ...], path: Path, default=
             state = "missing" if value is None else "not an object"
             raise ImageError(f"manifest {path}: {'.'.join(parts[:i])} is {state}")
         value = value.get(key)
+    if isinstance(value, float) and not math.isfinite(value):
+        value = None  # NaN or an infinity: unknown, as null
     if value is None and default is not _MISSING:
         return default
     if value is None or isinstance(value, bool) or not isinstance(value, kinds):

@@ -56,6 +56,23 @@ def _decode(out) -> str:
     return out.decode("utf-8", "replace") if isinstance(out, bytes) else str(out)
 
 
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PACKER_NO_COLOR"] = "1"
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def ensure_available(exec_path: str = "packer") -> None:
+    """PackerError unless the wrapper is installed and exec_path is an executable packer would run as."""
+    _wrapper()
+    if not _which(exec_path, _env()["PATH"]):
+        raise PackerError(
+            f"packer not found ({exec_path}); `apt-get install packer` (Debian 1.6.6) or put a HashiCorp "
+            "packer on PATH (then: packer init images/required-plugins.pkr.hcl)"
+        )
+
+
 class Packer:
     def __init__(
         self,
@@ -66,17 +83,11 @@ class Packer:
         cwd: Path | None = None,
         on_line: Callable[[str], None] | None = None,
     ):
+        ensure_available(exec_path)
         packer, self._sh = _wrapper()
         self._on_line = on_line
         self._lines: list[str] = []
-        env = dict(os.environ)
-        env["PACKER_NO_COLOR"] = "1"
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-        if not _which(exec_path, env["PATH"]):
-            raise PackerError(
-                f"packer not found ({exec_path}); `apt-get install packer` (Debian 1.6.6) or put a HashiCorp "
-                "packer on PATH (then: packer init images/required-plugins.pkr.hcl)"
-            )
+        env = _env()
         self._w = packer.Packer(
             str(template),
             only=list(only or []),
@@ -169,9 +180,12 @@ class _LineSink:
 
 
 def _which(exe: str, path: str) -> bool:
+    def runnable(candidate: str) -> bool:
+        return os.path.isfile(candidate) and os.access(candidate, os.X_OK)
+
     if os.sep in exe:
-        return os.access(exe, os.X_OK)
-    return any(os.access(os.path.join(d, exe), os.X_OK) for d in path.split(os.pathsep) if d)
+        return runnable(exe)
+    return any(runnable(os.path.join(d, exe)) for d in path.split(os.pathsep) if d)
 
 
 _SECTIONS = ("sources", "provisioners", "post-processors")

@@ -65,9 +65,19 @@ def env_pins(env: dict) -> list[str]:
 def root_volume_gb(profile: dict, envs: dict) -> int:
     """image.root_volume_gb of the profile, else the base plus each env's disk_bytes + download_bytes
     (the wheelhouse lives on the instance during the build), else a per-env default."""
-    image = profile.get("image") or {}
-    if image.get("root_volume_gb"):
-        return int(image["root_volume_gb"])
+    image = profile.get("image")
+    if image is None:
+        image = {}
+    if not isinstance(image, dict):
+        raise ImageError(f"profile {profile.get('name')}: image must be a mapping, got {image!r}")
+    size = image.get("root_volume_gb")
+    if size is not None:
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ImageError(
+                f"profile {profile.get('name')}: image.root_volume_gb must be a whole number of GB above 0, "
+                f"not {size!r}"
+            )
+        return size
     needed = 0.0
     for env in envs.values():
         data = profile["envs"][env["role"]]
