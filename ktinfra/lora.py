@@ -12,6 +12,7 @@ prefixes. KT LoRA serving needs `--kt-num-gpu-experts 0`.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import requests
 
+from ktinfra.bench.client import MAX_TIMEOUT_S, check_url
 from ktinfra.render.convert import KT_LORA_SCRIPT, LEGACY_LORA_SCRIPT
 
 CONFIG_FILE = "adapter_config.json"
@@ -95,8 +97,10 @@ def safetensors_header(path: Path) -> dict:
             if size <= 0 or size > 100_000_000:
                 raise LoraError(f"{path}: not a safetensors file (header size {size})")
             header = json.loads(handle.read(size))
-    except (struct.error, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LoraError(f"{path}: not a readable safetensors file ({exc})") from exc
+    except LoraError:
+        raise
+    except (struct.error, ValueError, RecursionError) as exc:  # ValueError: bad JSON, not UTF-8, huge ints
+        raise LoraError(f"{path}: not a readable safetensors file ({_json_problem(exc)})") from exc
     if not isinstance(header, dict):
         raise LoraError(f"{path}: not a safetensors file (its header is not a JSON object)")
     header.pop("__metadata__", None)
@@ -109,6 +113,30 @@ def safetensors_header(path: Path) -> dict:
 
 def _is_size(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value: object) -> bool:
+    """A finite int or float (JSON's NaN, Infinity and 1e999 are not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _json_problem(exc: BaseException) -> str:
+    """One line about why JSON text could not be read."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text: {exc}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _read_json(path: Path) -> object:
+    """A JSON file ktinfra reads; garbage, non-UTF-8 text and absurd nesting become a LoraError."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise LoraError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, too many digits
+        raise LoraError(f"{path}: invalid JSON ({_json_problem(exc)})") from exc
 
 
 def parse_adapter_spec(spec: str) -> tuple[str, Path]:
@@ -193,10 +221,7 @@ def _check_kt_manifest(adapter: Adapter, path: Path, rank: int) -> None:
             f"no {KT_MANIFEST_FILE} (kt-kernel 0.7 writes it when a save completes): provenance not checked"
         )
         return
-    try:
-        payload = json.loads(manifest.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LoraError(f"{manifest}: invalid JSON ({exc})") from exc
+    payload = _read_json(manifest)
     if not isinstance(payload, dict) or payload.get("status") != "ready":
         raise LoraError(f"{manifest}: status is not 'ready'; the KT adapter save did not finish")
     artifacts = payload.get("artifacts") or {}
@@ -230,10 +255,7 @@ def _check_kt_output(adapter: Adapter, path: Path, weights: Path | None) -> None
 
 def _read_config(config_path: Path) -> dict:
     """adapter_config.json, with the fields ktinfra reads checked for type."""
-    try:
-        config = json.loads(config_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LoraError(f"{config_path}: invalid JSON ({exc})") from exc
+    config = _read_json(config_path)
     if not isinstance(config, dict):
         raise LoraError(f"{config_path}: must hold a JSON object (PEFT's LoraConfig)")
     if str(config.get("peft_type", "LORA")).upper() != "LORA":
@@ -241,8 +263,8 @@ def _read_config(config_path: Path) -> dict:
     rank, alpha = config.get("r"), config.get("lora_alpha")
     if rank is not None and (not _is_size(rank) or rank < 1):
         raise LoraError(f"{config_path}: r must be a positive integer, got {rank!r}")
-    if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha <= 0):
-        raise LoraError(f"{config_path}: lora_alpha must be a positive number, got {alpha!r}")
+    if alpha is not None and (not _is_number(alpha) or alpha <= 0):
+        raise LoraError(f"{config_path}: lora_alpha must be a finite number above 0, got {alpha!r}")
     targets = config.get("target_modules") or []
     if not isinstance(targets, (str, list)) or not all(isinstance(t, str) for t in targets):
         raise LoraError(f"{config_path}: target_modules must be a string or a list of strings")
@@ -352,6 +374,20 @@ def find_converter(legacy: bool, explicit: Path | None = None, python: str | Non
     )
 
 
+def check_lora_alpha(lora_alpha: float | None) -> None:
+    """--lora-alpha, when given: a finite number above 0 (float() also takes nan and inf)."""
+    if lora_alpha is not None and (not _is_number(lora_alpha) or lora_alpha <= 0):
+        raise LoraError(f"--lora-alpha must be a finite number above 0, not {lora_alpha!r}")
+
+
+def check_python(python: str) -> str:
+    """The converter's python as an executable path: missing or not executable is a LoraError."""
+    exe = shutil.which(python) if python else None
+    if exe is None:
+        raise LoraError(f"converter python {python!r} not found or not executable (--converter-python)")
+    return exe
+
+
 def conversion_command(
     adapter: Adapter,
     out_dir: Path,
@@ -361,6 +397,7 @@ def conversion_command(
     python: str,
     lora_alpha: float | None = None,
 ) -> list[str]:
+    check_lora_alpha(lora_alpha)
     if legacy:
         return [python, str(converter), str(adapter.path), str(out_dir), "--quiet"]
     cmd = [python, str(converter), str(adapter.path), str(out_dir), "--base-model-name-or-path", base]
@@ -382,16 +419,48 @@ def default_output(adapter: Adapter, legacy: bool) -> Path:
     return adapter.path.with_name(adapter.path.name + ("_converted" if legacy else "_sglang"))
 
 
+def _missing_dirs(path: Path) -> list[Path]:
+    """The ancestors of `path` that do not exist yet, deepest first: what mkdir(parents=True) creates."""
+    missing = []
+    for parent in path.parents:
+        if parent.exists() or parent.is_symlink():
+            break
+        missing.append(parent)
+    return missing
+
+
+def _remove_empty_dirs(dirs: list[Path]) -> None:
+    """Remove the directories (deepest first) that are still empty; anything else put there stays."""
+    for directory in sorted(set(dirs), key=lambda p: len(p.parts), reverse=True):
+        try:
+            directory.rmdir()
+        except OSError:
+            pass
+
+
 def convert(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -> Path:
-    """Run the converter into a scratch directory, then move it into place: never a half-written adapter."""
+    """Run the converter into a scratch directory, then move it into place: never a half-written adapter.
+    On failure the directories this call created are removed again."""
     check_output_path(adapter, out_dir)
     if out_dir.exists() and not overwrite:
         raise LoraError(f"{out_dir} already exists; pass --overwrite to replace it")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.partial-"))
-    target = scratch / "adapter"
+    check_python(cmd_for(out_dir)[0])  # before anything is created
+    created = _missing_dirs(out_dir)
     try:
-        proc = subprocess.run(cmd_for(target), capture_output=True, text=True, check=False)
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.partial-"))
+    except OSError as exc:
+        _remove_empty_dirs(created)
+        raise LoraError(f"cannot create the output directory for {out_dir}: {exc}") from exc
+    target, done = scratch / "adapter", False
+    try:
+        cmd = cmd_for(target)
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, encoding="utf-8", errors="replace", check=False
+            )
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument
+            raise LoraError(f"cannot run the converter ({cmd[0]}): {exc}") from exc
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
             raise LoraError(f"converter failed (exit {proc.returncode}): {' | '.join(tail)}")
@@ -399,9 +468,37 @@ def convert(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(target, out_dir)
+        done = True
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if not done:
+            _remove_empty_dirs(created)
     return out_dir
+
+
+def convert_all(steps: list, overwrite: bool = False) -> list[float]:
+    """convert() each (adapter, out_dir, cmd_for) in turn; seconds each took. When one fails, the outputs
+    (and the directories around them) that this call created for the earlier ones are removed again, so a
+    re-run needs no --overwrite. Outputs that existed before (--overwrite) are left as converted."""
+    outputs: list[Path] = []  # converted here and new
+    parents: list[Path] = []  # created around them
+    seconds: list[float] = []
+    try:
+        for adapter, out_dir, cmd_for in steps:
+            fresh = not out_dir.exists() and not out_dir.is_symlink()
+            missing = _missing_dirs(out_dir)
+            started = time.perf_counter()
+            convert(adapter, out_dir, cmd_for, overwrite=overwrite)
+            seconds.append(round(time.perf_counter() - started, 2))
+            parents += missing
+            if fresh:
+                outputs.append(out_dir)
+    except BaseException:
+        for out_dir in outputs:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        _remove_empty_dirs(parents)
+        raise
+    return seconds
 
 
 def lora_plan(plan_serve: dict | None, adapters: dict[str, Path], max_loras: int, backend: str) -> dict:
@@ -435,6 +532,27 @@ def _reply_text(data: object) -> str | None:
     return content if isinstance(content, str) else "" if content is None else None
 
 
+def check_endpoint(url: str, timeout_s: float) -> None:
+    """--url: an http(s) base URL with a host (bench's check); --timeout: finite, above 0, at most a day."""
+    try:
+        check_url(url)
+    except ValueError as exc:
+        raise LoraError(str(exc)) from None
+    if not _is_number(timeout_s) or timeout_s <= 0 or timeout_s > MAX_TIMEOUT_S:
+        raise LoraError(
+            f"--timeout must be a finite number of seconds above 0 and at most {MAX_TIMEOUT_S:g} (one day), "
+            f"not {timeout_s!r}"
+        )
+
+
+def _shown(data: object) -> str:
+    """The start of a reply for an error message, even for one nested too deeply to serialize."""
+    try:
+        return json.dumps(data)[:200]
+    except (RecursionError, ValueError):
+        return f"<{type(data).__name__} nested too deeply to show>"
+
+
 def chat_check(
     url: str,
     model: str,
@@ -446,7 +564,9 @@ def chat_check(
     api_key: str | None = None,
 ) -> dict:
     """One chat request through the endpoint; adapters are chosen as `model:adapter` (current SGLang)
-    or with the `lora_path` request field (legacy)."""
+    or with the `lora_path` request field (legacy). A malformed URL or timeout raises LoraError; what the
+    server does (no answer, an error, a reply of the wrong shape) is reported in the result."""
+    check_endpoint(url, timeout_s)
     body: dict = {
         "model": f"{model}:{adapter}" if adapter and not legacy else model,
         "messages": [{"role": "user", "content": prompt}],
@@ -468,19 +588,21 @@ def chat_check(
         return {"ok": False, "request": body, "status": resp.status_code, "error": resp.text[:300]}
     try:
         data = resp.json()
-    except ValueError as exc:
-        return {"ok": False, "request": body, "status": 200, "error": f"unexpected response: {exc}"}
+    except (ValueError, RecursionError) as exc:
+        problem = _json_problem(exc)
+        return {"ok": False, "request": body, "status": 200, "error": f"unexpected response: {problem}"}
     content = _reply_text(data)
     if content is None:
-        shown = json.dumps(data)[:200]
-        return {"ok": False, "request": body, "status": 200, "error": f"unexpected response: {shown}"}
+        error = f"unexpected response: {_shown(data)}"
+        return {"ok": False, "request": body, "status": 200, "error": error}
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    tokens = usage.get("completion_tokens")
     return {
         "ok": bool(content.strip()),
         "request": body,
         "status": 200,
         "reply": content,
-        "completion_tokens": usage.get("completion_tokens"),
+        "completion_tokens": tokens if _is_number(tokens) else None,  # NaN/Infinity: not strict JSON
         "latency_s": elapsed,
         "error": None if content.strip() else "empty reply",
     }

@@ -7,7 +7,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -140,6 +139,7 @@ def serve(
     try:
         if out is None and start:
             raise lora.LoraError("--start needs --out (the rendered files are kept there)")
+        lora.check_lora_alpha(lora_alpha)
         if out is not None:
             check_out_dir(out)
         api_key = read_api_key_file(api_key_file)
@@ -173,10 +173,10 @@ def serve(
         rendered.add("plan-lora.json", json.dumps(plan_doc, indent=2) + "\n")
         conversions = [{"adapter": a.name, "output": str(t), "command": c(t)} for a, t, c in steps]
         if not dry_run:
-            for (a, target, cmd_for), record in zip(steps, conversions, strict=True):
-                started = time.perf_counter()
-                lora.convert(a, target, cmd_for, overwrite=overwrite)
-                record["seconds"] = round(time.perf_counter() - started, 2)
+            # all or nothing: when one conversion fails, the outputs this run made for the others go too
+            seconds = lora.convert_all(steps, overwrite=overwrite)
+            for record, took in zip(conversions, seconds, strict=True):
+                record["seconds"] = took
             if out is not None:
                 write_bundle(out, rendered)
             if start:
@@ -233,10 +233,11 @@ def check(
 ) -> None:
     """Send one chat request through the endpoint and check that a reply comes back."""
     try:
+        lora.check_endpoint(url, timeout)  # bad input: one error line, no result
         api_key = read_api_key_file(api_key_file)
-    except RenderError as exc:
+        result = lora.chat_check(url, model, adapter, legacy, prompt, max_tokens, timeout, api_key)
+    except (lora.LoraError, RenderError) as exc:
         _fail(str(exc))
-    result = lora.chat_check(url, model, adapter, legacy, prompt, max_tokens, timeout, api_key)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
     elif result["ok"]:
