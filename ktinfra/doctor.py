@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +25,9 @@ BACKENDS = ("local", "docker", "podman", "ssh", "paramiko", "ansible", "kubectl"
 # Backends that run on this machine or pick their hosts themselves (ansible:// = every inventory host);
 # every other one needs a host, container or pod after the "://".
 HOSTLESS_BACKENDS = ("local", "ansible")
+# Backends that connect to HOST[:PORT] (testinfra passes the port on to ssh, paramiko, winrm as it is); the
+# others name a container or pod, and ansible:// takes an Ansible pattern (where ":" joins groups).
+PORT_BACKENDS = ("ssh", "paramiko", "winrm")
 SCHEMA = 1
 
 
@@ -84,11 +88,43 @@ def _host_name(netloc: str) -> str:
     return name.split(":", 1)[0]
 
 
+def _netloc_problem(backend: str, netloc: str) -> str | None:
+    """Why testinfra could not use HOST[:PORT] (None when it can): brackets that do not enclose exactly
+    one address, or a port that is not a number from 1 to 65535 on a backend that connects to a port."""
+    name = netloc.rsplit("@", 1)[-1]
+    if name.startswith("["):
+        address, close, after = name[1:].partition("]")
+        if not close or "[" in address or "]" in after:
+            return "unbalanced brackets: an IPv6 address goes as [ADDRESS] or [ADDRESS]:PORT"
+        if after and not after.startswith(":"):
+            return f"{after!r} after [{address}]: only :PORT may follow it"
+        port = after[1:]
+    elif "[" in name or "]" in name:
+        return "unbalanced brackets: an IPv6 address goes as [ADDRESS] or [ADDRESS]:PORT"
+    else:
+        port = name.partition(":")[2]
+    if (
+        backend in PORT_BACKENDS
+        and port
+        and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536)
+    ):
+        hint = " (an IPv6 address goes in brackets: [ADDRESS]:PORT)" if ":" in port else ""
+        return f"port {port!r} is not a number from 1 to 65535{hint}"
+    return None
+
+
 def validate_host(spec: str) -> None:
     backend, sep, rest = spec.partition("://")
     if not sep or backend not in BACKENDS:
         raise DoctorError(f"bad host {spec!r}: use BACKEND://HOST with BACKEND in {', '.join(BACKENDS)}")
     netloc = rest.split("?", 1)[0].split("/", 1)[0]
+    problem = None if backend in HOSTLESS_BACKENDS else _netloc_problem(backend, netloc)
+    if problem:
+        raise DoctorError(f"bad host {spec!r}: {problem}")
+    try:  # testinfra reads every host URL with urllib: what it refuses ends the run in a traceback
+        urllib.parse.urlsplit(spec)
+    except ValueError as exc:
+        raise DoctorError(f"bad host {spec!r}: {exc}") from exc
     if backend not in HOSTLESS_BACKENDS and not _host_name(netloc):
         raise DoctorError(f"bad host {spec!r}: the {backend} backend needs a host: {backend}://HOST")
 

@@ -63,6 +63,8 @@ class RunState:
     failures: list[Failure] = field(default_factory=list)
     events: int = 0
     recap_seen: bool = False
+    plays: int = 0
+    plays_without_hosts: int = 0  # plays that matched no host ("skipping: no hosts matched")
 
     def counts(self, host: str) -> HostCounts:
         return self.hosts.setdefault(host, HostCounts())
@@ -74,6 +76,9 @@ class RunState:
         host = data.get("host") or data.get("remote_addr")
         if kind == "playbook_on_play_start":
             self.play = data.get("play") or data.get("name") or ""
+            self.plays += 1
+        elif kind == "playbook_on_no_hosts_matched":
+            self.plays_without_hosts += 1
         elif kind == "playbook_on_task_start":
             self.task = data.get("task") or data.get("name") or ""
         elif kind == "runner_on_ok" and host:
@@ -105,6 +110,11 @@ class RunState:
     @property
     def bad_hosts(self) -> list[str]:
         return sorted(h for h, c in self.hosts.items() if c.failed or c.unreachable)
+
+    @property
+    def targeted(self) -> bool:
+        """Some play matched a host (a --tags that selects no task still targets its hosts)."""
+        return bool(self.hosts) or self.plays > self.plays_without_hosts
 
 
 def _message(data: dict) -> str:
@@ -216,35 +226,79 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
 
 # Ansible's own errors (no host event carries them): the first line of each and its continuation lines
 ERROR_STARTS = ("[ERROR]", "ERROR!", "[WARNING]: Could not match supplied host pattern")
+# Warnings after which Ansible carries on, and exits 0, without that source's hosts: an inventory (or a
+# file of an inventory directory) that no plugin could parse, with each plugin's reason (2.19: "Failed to
+# parse inventory with 'ini' plugin: ...", before: " * Failed to parse X with ini plugin: ...")
+INVENTORY_UNPARSED = ("[WARNING]: Unable to parse", "[WARNING]: No inventory was parsed")
+INVENTORY_STARTS = (
+    "[WARNING]: Failed to parse",
+    "[WARNING]: * Failed to parse",
+    "[WARNING]:  * Failed to parse",
+)
+# ... and plays that matched no host of a parsed inventory
+NO_HOST_STARTS = (
+    "[WARNING]: provided hosts list is empty",
+    "[WARNING]: Could not match supplied host pattern",
+)
 PREFIXES = ("[ERROR]: ", "[ERROR]:", "ERROR! ", "[WARNING]: ")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-def ansible_errors(stdout: str, max_lines: int = 6) -> list[str]:
-    """'[ERROR]: YAML parsing failed ... Origin: x.yml:4:6' and the like from ansible-playbook's output."""
-    errors: list[list[str]] = []
+def _blocks(stdout: str, starts: tuple[str, ...], max_lines: int = 6) -> list[str]:
+    """The lines of `stdout` starting with one of `starts` (prefix dropped), each with its continuation."""
+    found: list[list[str]] = []
     block: list[str] | None = None
     for raw in stdout.splitlines():
         line = ANSI.sub("", raw).strip()
-        if line.startswith(ERROR_STARTS):
-            block = [next((line[len(p) :] for p in PREFIXES if line.startswith(p)), line).strip()]
-            errors.append(block)
+        if line.startswith(starts):
+            text = next((line[len(p) :] for p in PREFIXES if line.startswith(p)), line).strip()
+            block = [text.removeprefix("* ")]
+            found.append(block)
         elif block is not None and line and not line.startswith("[") and len(block) < max_lines:
             block.append(line)
         else:
             block = None
-    return [" ".join(b) for b in errors]
+    return [" ".join(b) for b in found]
+
+
+def ansible_errors(stdout: str, max_lines: int = 6) -> list[str]:
+    """'[ERROR]: YAML parsing failed ... Origin: x.yml:4:6' and the like from ansible-playbook's output."""
+    return _blocks(stdout, ERROR_STARTS, max_lines)
+
+
+def inventory_errors(stdout: str) -> list[str]:
+    """Ansible's words when an inventory source could not be parsed (it warns, goes on, exits 0); else []."""
+    blocks = _blocks(stdout, INVENTORY_UNPARSED + INVENTORY_STARTS)
+    unparsed = tuple(start.removeprefix("[WARNING]: ") for start in INVENTORY_UNPARSED)
+    return blocks if any(b.startswith(unparsed) for b in blocks) else []
+
+
+def run_problems(request: ProvisionRequest, state: RunState, rc: int, stdout: str) -> list[str]:
+    """What fails a run that ansible-playbook calls successful: its inventory could not be parsed, or no
+    play matched a host (a group missing from the inventory, an empty one), so nothing was provisioned."""
+    unparsed = inventory_errors(stdout)
+    if unparsed:
+        what = "a file of it" if request.inventory.is_dir() else "it"
+        return [f"inventory {request.inventory}: Ansible could not parse {what}", *unparsed]
+    if rc == 0 and not state.targeted:
+        said = _blocks(stdout, NO_HOST_STARTS)
+        return [
+            f"no host targeted: no play of {request.playbook} matched a host of {request.inventory}",
+            *said,
+        ]
+    return []
 
 
 def report(
     request: ProvisionRequest, state: RunState, rc: int, status: str, artifacts: str, started: float
 ) -> dict:
-    ok = rc == 0 and not state.bad_hosts
-    errors: list[str] = []
+    stdout = Path(artifacts) / "stdout"
+    text = stdout.read_text(errors="replace") if stdout.is_file() else ""
+    errors = run_problems(request, state, rc, text)
+    ok = rc == 0 and not state.bad_hosts and not errors
     if not ok and not state.failures:  # failed before or beside any host: say what Ansible said
-        stdout = Path(artifacts) / "stdout"
-        text = stdout.read_text(errors="replace") if stdout.is_file() else ""
-        errors = ansible_errors(text) or [
+        errors += [e for e in ansible_errors(text) if e not in errors]
+        errors = errors or [
             f"ansible-playbook exited {rc} ({status}) with no failed host; its output: {stdout}"
         ]
     return {

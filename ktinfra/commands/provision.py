@@ -57,7 +57,8 @@ def register(app: typer.Typer) -> None:
         ] = DEFAULT_ARTIFACTS,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
     ) -> None:
-        """Run PLAYBOOK against INVENTORY through ansible-runner; exit 1 if a host or Ansible failed."""
+        """Run PLAYBOOK against INVENTORY through ansible-runner; exit 1 if a host or Ansible failed, the
+        inventory could not be parsed or no play matched a host."""
         err = Console(stderr=True)
         request = ProvisionRequest(playbook, inventory, limit, tags, list(extra_vars or []), artifacts)
         try:
