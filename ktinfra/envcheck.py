@@ -41,24 +41,58 @@ def parse_wheel_override(text: str) -> tuple[str, dict]:
     return name, {key: location, "sha256": fragment.lower() or None}
 
 
+# What an override may set, each a string (or null: keep the profile's); --wheels-json is a few lines.
+_OVERRIDE_KEYS = ("path", "url", "sha256", "file")
+MAX_WHEELS_JSON_BYTES = 1 << 20
+
+
 def parse_wheels_json(text: str) -> dict[str, dict]:
     """{"NAME": {"path"|"url": ..., "sha256": ...}} as Ansible passes kt_python_env_wheels."""
-    data = json.loads(text)
+    if len(text) > MAX_WHEELS_JSON_BYTES:
+        raise ValueError(f"wheel overrides JSON is longer than {MAX_WHEELS_JSON_BYTES} characters")
+    try:
+        data = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError(
+            "wheel overrides JSON nests too deeply: it must map names to {path|url, sha256}"
+        ) from None
+    except ValueError as error:  # JSONDecodeError, NaN/Infinity, an integer of thousands of digits
+        raise ValueError(f"wheel overrides are not valid JSON: {error}") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
         raise ValueError("wheel overrides must map each wheel name to {path|url, sha256}")
-    allowed = {"path", "url", "sha256", "file"}
     for name, value in data.items():
-        if set(value) - allowed:
-            raise ValueError(f"wheel override {name}: unknown keys {sorted(set(value) - allowed)}")
+        if not name:
+            raise ValueError("wheel overrides: a wheel name must not be empty")
+        unknown = sorted(set(value) - set(_OVERRIDE_KEYS))
+        if unknown:
+            raise ValueError(f"wheel override {name}: unknown keys {unknown}")
+        for key, setting in value.items():
+            if setting is not None and (not isinstance(setting, str) or not setting):
+                raise ValueError(
+                    f"wheel override {name}: {key} must be a non-empty string or null, got {_short(setting)}"
+                )
     return {
-        name: {k: (str(v).lower() if k == "sha256" else v) for k, v in w.items()} for name, w in data.items()
+        name: {k: (v.lower() if k == "sha256" and v is not None else v) for k, v in w.items()}
+        for name, w in data.items()
     }
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _apply_overrides(wheel: dict, overrides: dict[str, dict]) -> dict:
     override = overrides.get(wheel["name"])
     if not override:
         return wheel
+    for key, value in override.items():  # parse_wheel(s)_override made them; a caller's dict is checked too
+        if key not in _OVERRIDE_KEYS or not (value is None or (isinstance(value, str) and value)):
+            raise ValueError(f"wheel override {wheel['name']}: {key} must be a non-empty string or null")
     merged = dict(wheel)
     relocated = bool(override.get("path") or override.get("url"))
     if relocated:
@@ -182,7 +216,11 @@ def check_install(
         "python_exe": python,
         "manager": resolved,
         "conda_exe": conda if resolved == "conda" else None,
-        "pip": {"index_url": None, "extra_index_urls": [], **(profile.get("pip") or {})},
+        "pip": {
+            **(profile.get("pip") or {}),
+            "index_url": (profile.get("pip") or {}).get("index_url"),
+            "extra_index_urls": (profile.get("pip") or {}).get("extra_index_urls") or [],
+        },
         "upstream": profile.get("upstream"),
         "wheelhouse": str(wheelhouse),
         "envs": envs,

@@ -5,7 +5,10 @@ Versions are data, not code: roles, image builds and the planner read pins from 
 
 from __future__ import annotations
 
+import datetime
+import math
 import re
+import reprlib
 from pathlib import Path
 
 import yaml
@@ -13,6 +16,16 @@ import yaml
 PROFILE_DIR = Path(__file__).parent / "data" / "profiles"
 DEFAULT_PROFILE = "kt-0.7"
 GENERATIONS = ("current", "legacy")
+# A profile is a few KB: bounds on what a site's file may hold before it is parsed and walked.
+MAX_PROFILE_BYTES = 1 << 20
+MAX_DEPTH = 32
+MAX_VALUES = 100_000
+# names that become directories, image tags and build folders
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+_MIN_VERSION = re.compile(r"\d+(\.\d+)*")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
 
 
 class UnknownProfileError(ValueError):
@@ -24,33 +37,148 @@ def list_profiles() -> list[str]:
 
 
 def load_profile(name: str = DEFAULT_PROFILE) -> dict:
-    """A shipped profile by name, or a site's own profile file when `name` is a path ending in .yaml."""
+    """A shipped profile by name, or a site's own profile file when `name` is a path ending in .yaml.
+
+    Every value is checked to be what the readers of the profile expect (strings where a string is read,
+    whole numbers of bytes, ...) and the whole file to be plain JSON data: no YAML dates, binary, sets,
+    NaN/inf or non-string keys, at most MAX_DEPTH levels deep; anything else is an UnknownProfileError."""
     if name.endswith((".yaml", ".yml")):
         path = Path(name)
         if not path.is_file():
-            raise UnknownProfileError(f"stack profile file {name} does not exist")
+            missing = "is not a regular file" if path.exists() else "does not exist"
+            raise UnknownProfileError(f"stack profile file {name} {missing}")
         expected = None
     else:
         path = PROFILE_DIR / f"{name}.yaml"
         if not path.is_file():
             raise UnknownProfileError(f"unknown stack profile {name!r}; known: {', '.join(list_profiles())}")
         expected = name
+    data = _read_yaml(path) or {}
+    where = f"profile file {path}"
+    if not isinstance(data, dict) or data.get("generation") not in GENERATIONS or not data.get("name"):
+        raise UnknownProfileError(f"profile file {path} must set name and generation: current|legacy")
+    if not isinstance(data["name"], str) or not _SAFE_NAME.fullmatch(data["name"]):
+        raise UnknownProfileError(
+            f"{where}: name must be letters, digits and . _ + - (it names images and build folders), "
+            f"got {_show(data['name'])}"
+        )
+    if expected and data["name"] != expected:
+        raise UnknownProfileError(f"profile file {path} must set name: {expected}")
+    python_versions(data)
+    _check_fields(data, where)
+    _check_envs(data, path)
+    _check_plain(data, where)
+    return data
+
+
+def _read_yaml(path: Path) -> object:
+    """The YAML document of `path`: read as UTF-8, at most MAX_PROFILE_BYTES and MAX_DEPTH levels deep
+    (checked on the parser's events, which recurse no Python frames, before the recursive composer runs)."""
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_PROFILE_BYTES + 1)
+        if len(raw) > MAX_PROFILE_BYTES:
+            raise UnknownProfileError(f"profile file {path} is larger than {MAX_PROFILE_BYTES} bytes")
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UnknownProfileError(f"profile file {path} cannot be read: {error}") from error
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    line = event.start_mark.line + 1 if event.start_mark else "?"
+                    raise _TooDeep(
+                        f"profile file {path} nests more than {MAX_DEPTH} levels deep (line {line})"
+                    )
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        return yaml.safe_load(text)
+    except _TooDeep as error:
+        raise UnknownProfileError(str(error)) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise UnknownProfileError(f"profile file {path} is not valid YAML{where}: {problem}") from error
-    except (OSError, UnicodeDecodeError) as error:
-        raise UnknownProfileError(f"profile file {path} cannot be read: {error}") from error
-    if not isinstance(data, dict) or data.get("generation") not in GENERATIONS or not data.get("name"):
-        raise UnknownProfileError(f"profile file {path} must set name and generation: current|legacy")
-    if expected and data["name"] != expected:
-        raise UnknownProfileError(f"profile file {path} must set name: {expected}")
-    python_versions(data)
-    _check_envs(data, path)
-    return data
+    except RecursionError:
+        raise UnknownProfileError(f"profile file {path} nests too deeply to be read") from None
+    except (ValueError, OverflowError) as error:  # a YAML value Python cannot hold: 2024-02-30, 10**5000
+        raise UnknownProfileError(f"profile file {path} has a value that cannot be read: {error}") from error
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _show(value: object) -> str:
+    """A value as a message shows it: dates as the YAML wrote them, long values shortened."""
+    if isinstance(value, datetime.date):
+        return f"the date {value.isoformat()}"
+    return _REPR.repr(value)
+
+
+def _type_error(where: str, key: str, wanted: str, value: object) -> UnknownProfileError:
+    hint = (
+        " (quote it in the YAML)"
+        if "string" in wanted and isinstance(value, (int, float, datetime.date))
+        else ""
+    )
+    return UnknownProfileError(f"{where}: {key} must be {wanted}, got {_show(value)}{hint}")
+
+
+def _check_string(
+    where: str,
+    mapping: dict,
+    field: str,
+    key: str,
+    *,
+    pattern: re.Pattern | None = None,
+    wanted: str = "a string",
+) -> None:
+    value = mapping.get(field)
+    if value is None:
+        return
+    if not isinstance(value, str) or not value or (pattern is not None and not pattern.fullmatch(value)):
+        raise _type_error(where, key, wanted, value)
+
+
+def _check_string_list(where: str, mapping: dict, field: str, key: str, *, required: bool = False) -> None:
+    value = mapping.get(field)
+    if value is None and not required:
+        return
+    if not isinstance(value, list) or (required and not value) or not all(isinstance(v, str) for v in value):
+        raise _type_error(
+            where, key, "a non-empty list of strings" if required else "a list of strings", value
+        )
+
+
+def _check_fields(profile: dict, where: str) -> None:
+    """The top-level settings other code reads: planner (glibc_min, kernel_min), model store (upstream.ref),
+    installer (pip), image build (image.root_volume_gb), `profile list` (description)."""
+    _check_string(where, profile, "description", "description")
+    for field in ("glibc_min", "kernel_min"):
+        _check_string(
+            where, profile, field, field, pattern=_MIN_VERSION, wanted='a version string like "2.35"'
+        )
+    for field, inner in (("upstream", ("repo", "ref")), ("pip", ("index_url",))):
+        value = profile.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise _type_error(where, field, f"a mapping with {', '.join(inner)}", value)
+        for name in inner:
+            _check_string(where, value, name, f"{field}.{name}")
+    _check_string_list(where, profile.get("pip") or {}, "extra_index_urls", "pip.extra_index_urls")
+    image = profile.get("image")  # the image build reads it (ktinfra.image.spec.root_volume_gb), same words
+    if image is not None and not isinstance(image, dict):
+        raise UnknownProfileError(f"{where}: image must be a mapping, got {_show(image)}")
+    size = (image or {}).get("root_volume_gb")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
+        raise UnknownProfileError(
+            f"{where}: image.root_volume_gb must be a whole number of GB above 0, not {_show(size)}"
+        )
 
 
 # Each list field of an env and the string keys every entry of it needs (None: the entries are strings).
@@ -60,6 +188,26 @@ _ENV_LISTS = {
     "wheels": ("name", "file"),
     "git": ("name", "repo"),
     "conda_patches": ("packages",),
+}
+# The type of every setting of an entry that the installers read: "str", "strs" (a list of strings), "bool".
+_ENTRY_FIELDS = {
+    "wheels": {
+        "name": "str",
+        "file": "str",
+        "version": "str",
+        "url": "str",
+        "path": "str",
+        "sha256": "sha256",
+    },
+    "git": {
+        "name": "str",
+        "repo": "str",
+        "ref": "str",
+        "subdir": "str",
+        "editable": "bool",
+        "extras": "strs",
+    },
+    "conda_patches": {"channel": "str", "packages": "strs"},
 }
 
 
@@ -72,23 +220,102 @@ def _check_envs(profile: dict, path: Path) -> None:
     if not isinstance(envs, dict):
         raise UnknownProfileError(f"{where}: envs must map env keys ({', '.join(ENV_KEYS)}) to env settings")
     for key, env in envs.items():
-        if not isinstance(env, dict) or not isinstance(env.get("name"), str) or not env["name"]:
-            raise UnknownProfileError(f"{where}: envs.{key} must be a mapping with a name")
-        for field, needs in _ENV_LISTS.items():
-            items = env.get(field) or []
-            if not isinstance(items, list):
-                raise UnknownProfileError(f"{where}: envs.{key}.{field} must be a list")
-            for item in items:
-                if needs is None and not isinstance(item, str):
-                    raise UnknownProfileError(f"{where}: envs.{key}.{field} must list strings, got {item!r}")
-                if needs is not None and not (isinstance(item, dict) and all(item.get(n) for n in needs)):
-                    raise UnknownProfileError(
-                        f"{where}: each of envs.{key}.{field} must be a mapping with {', '.join(needs)}"
+        _check_env(where, key, env)
+
+
+def _check_env(where: str, key: object, env: object) -> None:
+    """One env: its key, name, lists and sizes have the types env_spec and the installers read."""
+    if not isinstance(key, str) or not key:
+        raise UnknownProfileError(
+            f"{where}: env key {_show(key)} of envs must be a string such as {', '.join(ENV_KEYS)} (quote it)"
+        )
+    if not isinstance(env, dict) or not isinstance(env.get("name"), str) or not env["name"]:
+        raise UnknownProfileError(f"{where}: envs.{key} must be a mapping with a name")
+    if not _SAFE_NAME.fullmatch(env["name"]):
+        raise UnknownProfileError(
+            f"{where}: envs.{key}.name must be letters, digits and . _ + - (it names the env's directory), "
+            f"got {_show(env['name'])}"
+        )
+    for field, needs in _ENV_LISTS.items():
+        items = env.get(field)
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise UnknownProfileError(f"{where}: envs.{key}.{field} must be a list")
+        for index, item in enumerate(items):
+            if needs is None and not isinstance(item, str):
+                raise UnknownProfileError(f"{where}: envs.{key}.{field} must list strings, got {_show(item)}")
+            if needs is not None and not (isinstance(item, dict) and all(item.get(n) for n in needs)):
+                raise UnknownProfileError(
+                    f"{where}: each of envs.{key}.{field} must be a mapping with {', '.join(needs)}"
+                )
+            for name, kind in _ENTRY_FIELDS.get(field, {}).items():
+                at = f"envs.{key}.{field}[{index}].{name}"
+                value = item.get(name)
+                if kind == "strs":
+                    _check_string_list(where, item, name, at, required=name in needs)
+                elif kind == "bool" and value is not None and not isinstance(value, bool):
+                    raise _type_error(where, at, "true or false", value)
+                elif kind == "sha256":
+                    _check_string(
+                        where, item, name, at, pattern=_SHA256, wanted="64 lowercase hex digits or null"
                     )
-        for field in ("disk_bytes", "download_bytes"):
-            value = env.get(field, 0)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise UnknownProfileError(f"{where}: envs.{key}.{field} must be a whole number of bytes >= 0")
+                elif kind == "str":
+                    _check_string(where, item, name, at)
+    for field in ("disk_bytes", "download_bytes"):
+        value = env.get(field, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UnknownProfileError(f"{where}: envs.{key}.{field} must be a whole number of bytes >= 0")
+
+
+def _check_plain(data: dict, where: str) -> None:
+    """The whole profile is JSON data (`profile show --json`, the install check's JSON, ansible read it):
+    mappings with string keys, lists, strings, finite numbers, true/false, null. Iterative, and bounded in
+    depth and in values visited, so YAML aliases that expand (or refer to themselves) cannot run away."""
+    stack: list[tuple[object, str, int]] = [(data, "", 0)]
+    visited = 0
+    while stack:
+        value, key, depth = stack.pop()
+        visited += 1
+        if visited > MAX_VALUES:
+            raise UnknownProfileError(f"{where} holds more than {MAX_VALUES} values (YAML aliases?)")
+        if depth > MAX_DEPTH:
+            raise UnknownProfileError(
+                f"{where}: {_short_key(key)} nests more than {MAX_DEPTH} levels deep (YAML aliases?)"
+            )
+        if isinstance(value, dict):
+            for child_key, child in value.items():
+                if not isinstance(child_key, str):
+                    inside = _short_key(key) or "the top level"
+                    raise UnknownProfileError(
+                        f"{where}: key {_show(child_key)} in {inside} must be a string (quote it)"
+                    )
+                stack.append((child, f"{key}.{child_key}" if key else child_key, depth + 1))
+        elif isinstance(value, list):
+            stack.extend((child, f"{key}[{index}]", depth + 1) for index, child in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise UnknownProfileError(
+                f"{where}: {_short_key(key)} is {value!r}: profile numbers must be finite"
+            )
+        elif isinstance(value, datetime.date):
+            raise UnknownProfileError(
+                f"{where}: {_short_key(key)} is {_show(value)}, a YAML timestamp: profile values are text, "
+                f'numbers, true/false, lists and mappings; quote it ("{value.isoformat()}") if it is text'
+            )
+        elif not (value is None or isinstance(value, (str, int, float))):
+            kind = _YAML_KINDS.get(type(value), type(value).__name__)
+            raise UnknownProfileError(
+                f"{where}: {_short_key(key)} is a YAML {kind} ({_show(value)}): profile values are text, "
+                "numbers, true/false, lists and mappings"
+            )
+
+
+_YAML_KINDS = {bytes: "!!binary", set: "!!set", tuple: "!!omap/!!pairs entry"}
+
+
+def _short_key(key: str) -> str:
+    """A key path for a message: the deep middle of a[0][0]... left out."""
+    return key if len(key) <= 80 else f"{key[:40]}...{key[-30:]}"
 
 
 def python_versions(profile: dict) -> list[str]:
@@ -122,8 +349,10 @@ def wheel_version(filename: str) -> str:
 def env_spec(profile: dict, key: str) -> dict:
     """One env of a profile with every optional list present, wheels pinned as name==version."""
     envs = profile.get("envs") or {}
-    if key not in envs:
-        raise UnknownProfileError(f"profile {profile['name']} has no env {key!r}; it has: {', '.join(envs)}")
+    if not isinstance(envs, dict) or key not in envs:
+        known = ", ".join(str(k) for k in envs) if isinstance(envs, dict) else "none"
+        raise UnknownProfileError(f"profile {profile.get('name')} has no env {key!r}; it has: {known}")
+    _check_env(f"profile {profile.get('name')}", key, envs[key])
     env = dict(envs[key])
     env["key"] = key
     for field in ("packages", "exclude", "wheels", "git", "conda_patches"):

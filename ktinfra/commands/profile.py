@@ -34,9 +34,18 @@ def _load(name: str) -> dict:
         raise typer.Exit(1) from error
 
 
+def _json(data: object) -> str:
+    """Strict JSON (no NaN/Infinity); load_profile lets only JSON data through, this is the last guard."""
+    try:
+        return json.dumps(data, indent=2, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        typer.echo(f"error: the result cannot be written as JSON: {error}", err=True)
+        raise typer.Exit(1) from error
+
+
 def _finish(result: dict, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps(result, indent=2))
+        typer.echo(_json(result))
     else:
         for problem in result.get("problems", []):
             Console(stderr=True).print(f"[red]problem:[/] {escape(problem)}")
@@ -49,9 +58,7 @@ def list_cmd(as_json: JsonOption = False) -> None:
     """Known stack profiles."""
     rows = [profiles.load_profile(name) for name in profiles.list_profiles()]
     if as_json:
-        typer.echo(
-            json.dumps([{k: p[k] for k in ("name", "generation", "description")} for p in rows], indent=2)
-        )
+        typer.echo(_json([{k: p.get(k) for k in ("name", "generation", "description")} for p in rows]))
         return
     table = Table("profile", "generation", "description")
     for p in rows:
@@ -69,7 +76,7 @@ def show_cmd(name: str, as_json: JsonOption = False) -> None:
         typer.echo(f"error: profile {name}: {error}", err=True)
         raise typer.Exit(1) from error
     if as_json:
-        typer.echo(json.dumps(data, indent=2))
+        typer.echo(_json(data))
         return
     table = Table("env", "name", Column("packages / wheels / git", overflow="fold"))  # wheel names whole
     for key, env in data["envs"].items():
