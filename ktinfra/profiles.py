@@ -171,7 +171,13 @@ def _check_fields(profile: dict, where: str) -> None:
         for name in inner:
             _check_string(where, value, name, f"{field}.{name}")
     _check_string_list(where, profile.get("pip") or {}, "extra_index_urls", "pip.extra_index_urls")
-    image = profile.get("image")  # the image build reads it (ktinfra.image.spec.root_volume_gb), same words
+    image_settings(profile, where)
+
+
+def image_settings(profile: dict, where: str) -> dict:
+    """The profile's image mapping ({} when unset), its root_volume_gb a whole number of GB above 0 or null;
+    read by the image build (ktinfra.image.spec.root_volume_gb) too."""
+    image = profile.get("image")
     if image is not None and not isinstance(image, dict):
         raise UnknownProfileError(f"{where}: image must be a mapping, got {_show(image)}")
     size = (image or {}).get("root_volume_gb")
@@ -179,6 +185,7 @@ def _check_fields(profile: dict, where: str) -> None:
         raise UnknownProfileError(
             f"{where}: image.root_volume_gb must be a whole number of GB above 0, not {_show(size)}"
         )
+    return image or {}
 
 
 # Each list field of an env and the string keys every entry of it needs (None: the entries are strings).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from ktinfra.image import ImageError
-from ktinfra.profiles import UnknownProfileError, load_profile, wheel_version
+from ktinfra.profiles import UnknownProfileError, image_settings, load_profile, wheel_version
 
 ENV_ROOT = "/opt/kt/envs"  # kt_python_env_root default
 # Root volume of an AMI: the Deep Learning base AMI's OS + driver + CUDA, plus what the envs need.
@@ -65,18 +65,11 @@ def env_pins(env: dict) -> list[str]:
 def root_volume_gb(profile: dict, envs: dict) -> int:
     """image.root_volume_gb of the profile, else the base plus each env's disk_bytes + download_bytes
     (the wheelhouse lives on the instance during the build), else a per-env default."""
-    image = profile.get("image")
-    if image is None:
-        image = {}
-    if not isinstance(image, dict):
-        raise ImageError(f"profile {profile.get('name')}: image must be a mapping, got {image!r}")
-    size = image.get("root_volume_gb")
+    try:
+        size = image_settings(profile, f"profile {profile.get('name')}").get("root_volume_gb")
+    except UnknownProfileError as exc:
+        raise ImageError(str(exc)) from exc
     if size is not None:
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise ImageError(
-                f"profile {profile.get('name')}: image.root_volume_gb must be a whole number of GB above 0, "
-                f"not {size!r}"
-            )
         return size
     needed = 0.0
     for env in envs.values():

@@ -138,24 +138,22 @@ def plan_section(plan: dict, mode: str) -> dict:
     return section
 
 
-def host_section(plan: dict) -> dict:
-    """The plan's `host` block ({} where the plan has none)."""
-    host = plan.get("host")
-    if host is None:
+def _object_section(plan: dict, key: str) -> dict:
+    """The plan's `key` block ({} where the plan has none); RenderError when it is not an object."""
+    block = plan.get(key)
+    if block is None:
         return {}
-    if not isinstance(host, dict):
-        raise RenderError(f"plan host must be an object, not {host!r}")
-    return host
+    if not isinstance(block, dict):
+        raise RenderError(f"plan {key} must be an object, not {block!r}")
+    return block
+
+
+def host_section(plan: dict) -> dict:
+    return _object_section(plan, "host")
 
 
 def model_section(plan: dict) -> dict:
-    """The plan's `model` block ({} where the plan has none)."""
-    model = plan.get("model")
-    if model is None:
-        return {}
-    if not isinstance(model, dict):
-        raise RenderError(f"plan model must be an object, not {model!r}")
-    return model
+    return _object_section(plan, "model")
 
 
 def require_int(section: dict, key: str, where: str, minimum: int = 0) -> int:

@@ -73,7 +73,7 @@ class Server:
                 try:
                     server.reply(self, body)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout tests)
+                    pass  # the client gave up (timeouts, an error body read only in part)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True

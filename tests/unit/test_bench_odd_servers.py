@@ -5,13 +5,12 @@ dripping or huge error body, JSON nested deeper than Python's recursion limit, a
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 
 import pytest
 import requests
+from test_bench_http import Server, scenario, whole
 from typer.testing import CliRunner
 
 from ktinfra import bench
@@ -19,42 +18,7 @@ from ktinfra.bench.client import _short, send
 from ktinfra.cli import app
 from ktinfra.commands.bench import _finite
 
-Reply = Callable[[BaseHTTPRequestHandler, dict], None]
 DEEP = b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-
-
-def whole(h: BaseHTTPRequestHandler, body: bytes, code: int = 200) -> None:
-    h.send_response(code)
-    h.send_header("Content-Type", "application/json")
-    h.send_header("Content-Length", str(len(body)))
-    h.end_headers()
-    h.wfile.write(body)
-
-
-class Server:
-    def __init__(self) -> None:
-        self.reply: Reply = lambda h, body: whole(h, b"{}")
-        self.requests = 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):  # noqa: N802 (http.server's naming)
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                server.requests += 1
-                try:
-                    server.reply(self, body)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client stopped reading (timeout, error body prefix)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
 
 @pytest.fixture
@@ -63,10 +27,6 @@ def server() -> Iterator[Server]:
     yield srv
     srv.httpd.shutdown()
     srv.httpd.server_close()
-
-
-def scenario(srv: Server, **kw) -> bench.Scenario:
-    return bench.Scenario(url=srv.url, model="m", prompt_tokens=4, gen_tokens=7, **kw)
 
 
 def cli(*args: str):
