@@ -215,6 +215,7 @@ def sglang_argv(
     argv += ["--kt-threadpool-count", str(pools)]
     argv += _numa_nodes_args(serve.get("kt_numa_nodes"), pools)
     gpu_experts = require_int(serve, "kt_num_gpu_experts", "serve", 0)
+    _check_gpu_experts(gpu_experts, model_section(plan).get("num_experts"))
     argv += ["--kt-num-gpu-experts", str(gpu_experts)]
     deferred = require_int(serve, "kt_max_deferred_experts_per_token", "serve", 0)
     argv += ["--kt-max-deferred-experts-per-token", str(deferred)]
@@ -222,6 +223,18 @@ def sglang_argv(
     if threshold is not None:
         argv += ["--kt-gpu-prefill-token-threshold", str(threshold)]
     return argv + _lora_args(serve.get("lora"), gpu_experts)
+
+
+def _check_gpu_experts(gpu_experts: int, num_experts: object) -> None:
+    """kt-kernel places the first kt_num_gpu_experts experts of each layer on the GPU; more than the model
+    has is a hand-edited or foreign plan, not a request for the whole model on the GPU."""
+    if isinstance(num_experts, bool) or not isinstance(num_experts, int) or num_experts < 1:
+        return
+    if gpu_experts > num_experts:
+        raise RenderError(
+            f"plan serve.kt_num_gpu_experts {gpu_experts} exceeds model.num_experts {num_experts}: "
+            f"at most {num_experts} (every routed expert on the GPU)"
+        )
 
 
 def _numa_nodes_args(nodes: object, pools: int) -> list[str]:

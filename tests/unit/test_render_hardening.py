@@ -332,6 +332,7 @@ LORA = {"paths": {"a": "/srv/lora/a"}, "max_loras_per_batch": 1, "backend": "tri
         (_set("serve", "gpu_indices", [True]), "must be a list of GPU indices"),
         (_set("serve", "kt_threadpool_count", 9), "kt_threadpool_count 9 exceeds serve.kt_cpuinfer 8"),
         (_set("serve", "lora", dict(LORA)), "kt_num_gpu_experts is 32"),
+        (_set("serve", "kt_num_gpu_experts", 129), "kt_num_gpu_experts 129 exceeds model.num_experts 128"),
         (_set("serve", "lora", "yes"), "serve.lora must be an object"),
         (_set("host", "numa_nodes", "x"), "host.numa_nodes must be an integer >= 0, got 'x'"),
         (_set("host", "numa_nodes", "2"), "host.numa_nodes must be an integer >= 0, got '2'"),
@@ -361,6 +362,14 @@ def test_lora_plans_without_gpu_experts_render(seed002, backend):
     seed002["serve"].update(kt_num_gpu_experts=0, lora={**LORA, "backend": backend})
     argv = sglang_argv(seed002, model_path="/m", weight_path="/w")
     assert argv[-2:] == ["--lora-backend", backend or "triton"]
+
+
+@pytest.mark.parametrize("num_experts", [128, None, "128", True, 0])
+def test_every_expert_on_the_gpu_renders(seed002, num_experts):
+    seed002["model"]["num_experts"] = num_experts
+    seed002["serve"]["kt_num_gpu_experts"] = 128
+    argv = sglang_argv(seed002, model_path="/m", weight_path="/w")
+    assert argv[argv.index("--kt-num-gpu-experts") + 1] == "128"
 
 
 def test_consistent_gpu_indices_still_render(seed002):
