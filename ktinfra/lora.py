@@ -25,7 +25,7 @@ from pathlib import Path
 
 import requests
 
-from ktinfra.bench.client import MAX_TIMEOUT_S, check_url
+from ktinfra.bench.client import MAX_TIMEOUT_S, TimedOut, UnexpectedReply, check_url, error_body, whole_body
 from ktinfra.render.convert import KT_LORA_SCRIPT, LEGACY_LORA_SCRIPT
 
 CONFIG_FILE = "adapter_config.json"
@@ -576,18 +576,35 @@ def chat_check(
     if adapter and legacy:
         body["lora_path"] = adapter
     t0 = time.perf_counter()
+    deadline = t0 + timeout_s
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        resp = requests.post(
-            url.rstrip("/") + "/v1/chat/completions", json=body, headers=headers, timeout=timeout_s
-        )
-    except requests.RequestException as exc:
+        # stream=True: the body is read under the deadline and up to a size, not whatever the server sends
+        with requests.post(
+            url.rstrip("/") + "/v1/chat/completions",
+            json=body,
+            headers=headers,
+            timeout=timeout_s,
+            stream=True,
+        ) as resp:
+            status = resp.status_code
+            if status != 200:
+                return {
+                    "ok": False,
+                    "request": body,
+                    "status": status,
+                    "error": error_body(resp, timeout_s, deadline),
+                }
+            raw = whole_body(resp, timeout_s, deadline)
+    except TimedOut:
+        return {"ok": False, "request": body, "status": 200, "error": f"timed out after {timeout_s:g} s"}
+    except UnexpectedReply as exc:
+        return {"ok": False, "request": body, "status": 200, "error": f"unexpected response: {exc}"}
+    except (requests.RequestException, OSError) as exc:
         return {"ok": False, "request": body, "error": f"{type(exc).__name__}: {exc}"}
     elapsed = round(time.perf_counter() - t0, 3)
-    if resp.status_code != 200:
-        return {"ok": False, "request": body, "status": resp.status_code, "error": resp.text[:300]}
     try:
-        data = resp.json()
+        data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         problem = _json_problem(exc)
         return {"ok": False, "request": body, "status": 200, "error": f"unexpected response: {problem}"}

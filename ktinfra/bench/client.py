@@ -17,6 +17,10 @@ APIS = ("openai", "sglang")
 MAX_TIMEOUT_S = 86400.0  # one day: larger values overflow socket and clock arithmetic (OverflowError)
 MAX_TOKEN_COUNT = 10**9  # a larger count in a reply is garbage, and would make the metrics non-finite
 ERROR_BODY_BYTES = 4096  # what is read of a non-200 reply's body, for its message
+# A whole (non-streamed) reply, and one streamed event line, beyond which a reply is not an answer to a
+# benchmark prompt: SGLang's cumulative-text events for 100k tokens are under 1 MiB. Reading stops there,
+# so a server that streams without end cannot fill this process's memory.
+MAX_REPLY_BYTES = 64 << 20
 # Short common words: each is about one token for BPE vocabularies (Qwen, Llama), so N words ~ N tokens.
 _WORDS = (
     "the of and to in is was for on are with as by at be this from or an have not they which one you "
@@ -167,7 +171,7 @@ def _reads(resp: requests.Response, timeout_s: float, deadline: float, size: int
                 pass
 
 
-def _error_body(resp: requests.Response, timeout_s: float, deadline: float) -> str:
+def error_body(resp: requests.Response, timeout_s: float, deadline: float) -> str:
     """The first ERROR_BODY_BYTES of a non-200 reply, as one line: read under the request's deadline, the
     rest is never read (closing the response drops the connection), so a huge or dripping error body can
     neither fill memory nor hold the request past --timeout."""
@@ -193,8 +197,25 @@ def _lines(pieces: Iterator[bytes]) -> Iterator[bytes]:
         *complete, buf = buf.split(b"\n")
         for line in complete:
             yield line.rstrip(b"\r")
+        if len(buf) > MAX_REPLY_BYTES:
+            raise UnexpectedReply(f"a streamed line ran past {MAX_REPLY_BYTES >> 20} MiB without a newline")
     if buf:
         yield buf.rstrip(b"\r")
+
+
+def whole_body(resp: requests.Response, timeout_s: float, deadline: float) -> bytes:
+    """A 200 reply's whole body, read under the request's deadline (TimedOut) and at most MAX_REPLY_BYTES
+    of it (UnexpectedReply)."""
+    return _joined(_reads(resp, timeout_s, deadline))
+
+
+def _joined(pieces: Iterator[bytes]) -> bytes:
+    body = bytearray()
+    for piece in pieces:
+        body += piece
+        if len(body) > MAX_REPLY_BYTES:
+            raise UnexpectedReply(f"the reply ran past {MAX_REPLY_BYTES >> 20} MiB")
+    return bytes(body)
 
 
 def _json(data: bytes) -> object:
@@ -291,7 +312,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         # stream=True also without --stream: the body is read by _reads, under the request's deadline.
         with session.post(sc.url.rstrip("/") + path, json=body, stream=True, timeout=sc.timeout_s) as resp:
             if resp.status_code != 200:
-                result.error = f"HTTP {resp.status_code}: {_error_body(resp, sc.timeout_s, deadline)}"
+                result.error = f"HTTP {resp.status_code}: {error_body(resp, sc.timeout_s, deadline)}"
                 return result
             prompt_toks = completion_toks = None
             chunks = 0
@@ -315,7 +336,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                 if not events:
                     raise UnexpectedReply("no 'data:' event in the streamed reply")
             else:
-                reply = _object(_json(b"".join(pieces)), "reply")
+                reply = _object(_json(_joined(pieces)), "reply")
                 prompt_toks, completion_toks = _usage(sc, reply)
                 result.ttft_s = time.perf_counter() - t0  # the whole answer arrives at once
                 if not completion_toks:

@@ -154,3 +154,45 @@ def test_a_day_long_timeout_still_works(server):
     )
     res = cli("--url", server.url, "--users", "1", "--requests", "1", "--no-stream", "--timeout", "86400")
     assert res.exit_code == 0, res.output
+
+
+def endless(h, _body, line: bytes) -> None:
+    """A 200 whose chunked body never ends (until the client hangs up)."""
+    h.send_response(200)
+    h.send_header("Transfer-Encoding", "chunked")
+    h.end_headers()
+    piece = b"%x\r\n%s\r\n" % (len(line), line)
+    try:
+        while True:
+            h.wfile.write(piece)
+    except OSError:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("stream", "line", "message"),
+    [
+        (False, b'{"text": "' + b"a" * 4096, "unexpected reply: the reply ran past 1 MiB"),
+        (True, b"data: " + b"a" * 4096, "unexpected reply: a streamed line ran past 1 MiB without a newline"),
+    ],
+)
+def test_an_endless_reply_fails_the_request_once_it_is_too_big(server, monkeypatch, stream, line, message):
+    # the whole reply (or one SSE line) was gathered without bound: an endless 200 filled memory until the
+    # --timeout, and a day-long timeout meant gigabytes
+    monkeypatch.setattr("ktinfra.bench.client.MAX_REPLY_BYTES", 1 << 20)
+    server.reply = lambda h, body: endless(h, body, line)
+    t0 = time.perf_counter()
+    result = send(requests.Session(), scenario(server, stream=stream, timeout_s=60.0), "hi")
+    assert time.perf_counter() - t0 < 10
+    assert not result.ok and result.error == message, result.error
+
+
+def test_a_long_stream_of_short_lines_is_not_cut(server, monkeypatch):
+    # the cap is per line for streams: many events adding up past it still count
+    monkeypatch.setattr("ktinfra.bench.client.MAX_REPLY_BYTES", 1024)
+    event = b'data: {"choices": [{"delta": {"content": "tok "}}]}\n\n'
+    body = event * 200 + b"data: [DONE]\n\n"
+    assert len(body) > 8 * 1024
+    server.reply = lambda h, _body: whole(h, body)
+    result = send(requests.Session(), scenario(server, stream=True), "hi")
+    assert result.ok and result.output_tokens == 200, result.error

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import struct
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from test_bench_http import Server, whole
+from test_bench_odd_servers import endless
 from test_lora import kt_dir, peft_dir, serve_args
 from test_lora_cli_errors import _Server, assert_clean_error, invoke
 
@@ -269,3 +272,56 @@ def test_check_refuses_bad_url_or_timeout_as_bad_input(args, message):
     assert result.stdout == "" and len(result.output.splitlines()) == 1
     with pytest.raises(lora.LoraError, match=message.replace("?", r"\?")):
         lora.chat_check(base["--url"], "m", timeout_s=float(base["--timeout"]))
+
+
+@pytest.fixture
+def misbehaving():
+    server = Server()
+    yield server
+    server.httpd.shutdown()
+    server.httpd.server_close()
+
+
+def _drip(h, code: int, seconds: float) -> None:
+    h.send_response(code)
+    h.send_header("Transfer-Encoding", "chunked")
+    h.end_headers()
+    for _ in range(int(seconds / 0.2)):
+        h.wfile.write(b"1\r\nx\r\n")
+        h.wfile.flush()
+        time.sleep(0.2)
+    h.wfile.write(b"0\r\n\r\n")
+
+
+@pytest.mark.parametrize("code", [500, 200])
+def test_check_of_a_dripping_reply_ends_at_the_timeout(misbehaving, code):
+    # requests read the whole body with its timeout applied per read, so a byte every 0.2 s for 8 s held
+    # the check for 8 s whatever --timeout said
+    misbehaving.reply = lambda h, _body: _drip(h, code, 8.0)
+    t0 = time.perf_counter()
+    result = lora.chat_check(misbehaving.url, "m", timeout_s=1.0)
+    assert time.perf_counter() - t0 < 2.5
+    assert result["ok"] is False and result["status"] == code
+    if code == 500:
+        assert result["error"].startswith("x"), result  # what arrived before the deadline
+    else:
+        assert result["error"] == "timed out after 1 s"
+
+
+def test_check_stops_reading_an_endless_reply(misbehaving, monkeypatch):
+    monkeypatch.setattr("ktinfra.bench.client.MAX_REPLY_BYTES", 1 << 20)
+    misbehaving.reply = lambda h, body: endless(h, body, b'{"choices": "' + b"a" * 4096)
+    result = lora.chat_check(misbehaving.url, "m", timeout_s=60.0)
+    assert result == {
+        "ok": False,
+        "request": result["request"],
+        "status": 200,
+        "error": "unexpected response: the reply ran past 1 MiB",
+    }
+
+
+def test_check_error_body_is_one_bounded_line(misbehaving):
+    misbehaving.reply = lambda h, _body: whole(h, b"bad adapter\n" + b"y" * 100_000, code=400)
+    result = lora.chat_check(misbehaving.url, "m", timeout_s=5.0)
+    assert result["status"] == 400 and result["error"].startswith("bad adapter\\nyyy")
+    assert len(result["error"]) <= 200 and "\n" not in result["error"]
