@@ -26,6 +26,7 @@ from pathlib import Path
 import requests
 
 from ktinfra.bench.client import MAX_TIMEOUT_S, TimedOut, UnexpectedReply, check_url, error_body, whole_body
+from ktinfra.bench.deadline import new_session, request_deadline
 from ktinfra.render.convert import KT_LORA_SCRIPT, LEGACY_LORA_SCRIPT
 
 CONFIG_FILE = "adapter_config.json"
@@ -579,14 +580,18 @@ def chat_check(
     deadline = t0 + timeout_s
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        # stream=True: the body is read under the deadline and up to a size, not whatever the server sends
-        with requests.post(
-            url.rstrip("/") + "/v1/chat/completions",
-            json=body,
-            headers=headers,
-            timeout=timeout_s,
-            stream=True,
-        ) as resp:
+        # stream=True: headers and body are read under the deadline, the body up to a size (bench's rules)
+        with (
+            new_session() as session,
+            request_deadline(deadline),
+            session.post(
+                url.rstrip("/") + "/v1/chat/completions",
+                json=body,
+                headers=headers,
+                timeout=timeout_s,
+                stream=True,
+            ) as resp,
+        ):
             status = resp.status_code
             if status != 200:
                 return {
@@ -601,6 +606,8 @@ def chat_check(
     except UnexpectedReply as exc:
         return {"ok": False, "request": body, "status": 200, "error": f"unexpected response: {exc}"}
     except (requests.RequestException, OSError) as exc:
+        if time.perf_counter() >= deadline:  # the deadline shut the socket while the headers were read
+            return {"ok": False, "request": body, "error": f"timed out after {timeout_s:g} s"}
         return {"ok": False, "request": body, "error": f"{type(exc).__name__}: {exc}"}
     elapsed = round(time.perf_counter() - t0, 3)
     try:

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 
+from ktinfra.bench.deadline import request_deadline
+
 APIS = ("openai", "sglang")
 MAX_TIMEOUT_S = 86400.0  # one day: larger values overflow socket and clock arithmetic (OverflowError)
 MAX_TOKEN_COUNT = 10**9  # a larger count in a reply is garbage, and would make the metrics non-finite
@@ -309,8 +311,12 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
     t0 = time.perf_counter()
     deadline = t0 + sc.timeout_s
     try:
-        # stream=True also without --stream: the body is read by _reads, under the request's deadline.
-        with session.post(sc.url.rstrip("/") + path, json=body, stream=True, timeout=sc.timeout_s) as resp:
+        # stream=True also without --stream: the body is read by _reads, under the request's deadline;
+        # the headers are too, in a session from deadline.new_session().
+        with (
+            request_deadline(deadline),
+            session.post(sc.url.rstrip("/") + path, json=body, stream=True, timeout=sc.timeout_s) as resp,
+        ):
             if resp.status_code != 200:
                 result.error = f"HTTP {resp.status_code}: {error_body(resp, sc.timeout_s, deadline)}"
                 return result
@@ -358,7 +364,10 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
     except UnexpectedReply as exc:
         result.error = f"unexpected reply: {exc}"
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-        result.error = f"{type(exc).__name__}: {exc}"
+        if time.perf_counter() >= deadline:  # the deadline shut the socket while the headers were read
+            result.error = f"timed out after {sc.timeout_s:g} s"
+        else:
+            result.error = f"{type(exc).__name__}: {exc}"
     if not result.ok:
         result.ok, result.ttft_s, result.itl_s = False, None, []
         result.latency_s = time.perf_counter() - t0

@@ -7,9 +7,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-import requests
-
 from ktinfra.bench.client import RequestResult, Scenario, make_prompt, send
+from ktinfra.bench.deadline import new_session
 from ktinfra.bench.metrics import summarize
 
 OnResult = Callable[[RequestResult], None]
@@ -36,7 +35,7 @@ def run_level(
     deadline = start + duration_s if duration_s is not None else None
 
     def user(index: int) -> None:
-        with requests.Session() as session:
+        with new_session() as session:
             n = 0
             while True:
                 if requests_per_user is not None and n >= requests_per_user:

@@ -59,6 +59,7 @@ class Server:
     def __init__(self) -> None:
         self.reply: Reply = lambda h, body: whole(h, b"{}")
         self.requests = 0
+        self.connections = 0
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -66,6 +67,10 @@ class Server:
 
             def log_message(self, *args):
                 pass
+
+            def setup(self):  # once per connection (HTTP/1.1 keeps it alive between requests)
+                super().setup()
+                server.connections += 1
 
             def do_POST(self):  # noqa: N802 (http.server's naming)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from ktinfra import bench
 from ktinfra.bench.client import _short, send
+from ktinfra.bench.deadline import new_session
 from ktinfra.cli import app
 from ktinfra.commands.bench import _finite
 
@@ -196,3 +197,45 @@ def test_a_long_stream_of_short_lines_is_not_cut(server, monkeypatch):
     server.reply = lambda h, _body: whole(h, body)
     result = send(requests.Session(), scenario(server, stream=True), "hi")
     assert result.ok and result.output_tokens == 200, result.error
+
+
+def drip_headers(h, _body, seconds: float = 5.0) -> None:
+    """A 200 whose header lines come one every 0.3 s: each read is inside any per-read timeout."""
+    try:
+        h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        for i in range(int(seconds / 0.3)):
+            h.wfile.write(b"X-Slow-%d: y\r\n" % i)
+            h.wfile.flush()
+            time.sleep(0.3)
+        h.wfile.write(b"Content-Length: 2\r\n\r\n{}")
+    except OSError:
+        pass
+
+
+def test_dripping_headers_end_at_the_deadline(server):
+    # requests' timeout is per read: 16 header lines 0.3 s apart held a 1 s request for 5 s
+    server.reply = drip_headers
+    t0 = time.perf_counter()
+    with new_session() as session:
+        result = send(session, scenario(server, timeout_s=1.0), "hi")
+    assert time.perf_counter() - t0 < 2.0
+    assert not result.ok and result.error == "timed out after 1 s (no answer)", result.error
+
+
+def test_a_run_level_reads_headers_under_the_deadline(server):
+    server.reply = drip_headers
+    t0 = time.perf_counter()
+    level = bench.run_level(scenario(server, timeout_s=1.0), users=2, requests_per_user=1)
+    assert time.perf_counter() - t0 < 2.5
+    assert level["failed"] == 2 and set(level["errors"]) == {"timed out after 1 s (no answer)"}, level["errors"]
+
+
+def test_the_deadline_does_not_touch_later_requests_on_the_connection(server):
+    # the timer of a request that got its headers in time is cancelled: the kept-alive connection serves on
+    with new_session() as session:
+        server.reply = lambda h, _body: whole(h, b'{"choices": [{"message": {"content": "hi there"}}]}')
+        for _ in range(3):
+            result = send(session, scenario(server, timeout_s=0.5, stream=False), "hi")
+            assert result.ok, result.error
+            time.sleep(0.7)  # past the first requests' deadlines
+    assert server.connections == 1  # one kept-alive connection served all three

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from test_bench_http import Server, whole
-from test_bench_odd_servers import endless
+from test_bench_odd_servers import drip_headers, endless
 from test_lora import kt_dir, peft_dir, serve_args
 from test_lora_cli_errors import _Server, assert_clean_error, invoke
 
@@ -325,3 +325,11 @@ def test_check_error_body_is_one_bounded_line(misbehaving):
     result = lora.chat_check(misbehaving.url, "m", timeout_s=5.0)
     assert result["status"] == 400 and result["error"].startswith("bad adapter\\nyyy")
     assert len(result["error"]) <= 200 and "\n" not in result["error"]
+
+
+def test_check_of_dripping_headers_ends_at_the_timeout(misbehaving):
+    misbehaving.reply = drip_headers
+    t0 = time.perf_counter()
+    result = lora.chat_check(misbehaving.url, "m", timeout_s=1.0)
+    assert time.perf_counter() - t0 < 2.0
+    assert result == {"ok": False, "request": result["request"], "error": "timed out after 1 s"}

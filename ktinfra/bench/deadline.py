@@ -1,0 +1,103 @@
+"""HTTP sessions whose response headers are read under a whole-request deadline.
+
+requests applies its timeout to each socket read, so a server that sends a header line just inside the
+timeout, again and again, holds a request for up to 100 (http.client's header limit) times that timeout.
+A session from `new_session()` arms a timer while the headers are read: at the deadline of the request the
+thread has set with `request_deadline()`, it shuts the socket down and the read ends at once as a timeout
+(requests.ReadTimeout, or a ConnectionError where the server was cut mid-status-line). The caller reads
+the body under the same deadline (client._reads).
+Requests through a proxy are not watched (requests builds the proxy's pools itself).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+
+_local = threading.local()
+
+
+@contextmanager
+def request_deadline(deadline: float) -> Iterator[None]:
+    """Requests of this thread read their headers until `deadline` (a time.perf_counter() value)."""
+    previous = getattr(_local, "deadline", None)
+    _local.deadline = deadline
+    try:
+        yield
+    finally:
+        _local.deadline = previous
+
+
+def _shut(sock: socket.socket, fired: threading.Event) -> None:
+    fired.set()
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed
+        pass
+
+
+@contextmanager
+def _watched(sock: socket.socket | None) -> Iterator[threading.Event]:
+    """Set (and the socket shut) when the thread's deadline passed inside the block."""
+    fired = threading.Event()
+    deadline = getattr(_local, "deadline", None)
+    if sock is None or deadline is None:
+        yield fired
+        return
+    timer = threading.Timer(max(0.0, deadline - time.perf_counter()), _shut, (sock, fired))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield fired
+    finally:
+        timer.cancel()
+
+
+def _response_in_time(connection, getresponse):
+    with _watched(connection.sock) as fired:
+        response = getresponse()
+    if fired.is_set():
+        # the shut socket ends the header block early: what http.client parsed is not the server's answer
+        response.close()
+        raise TimeoutError("the request's deadline passed while its headers were read")
+    return response
+
+
+class _HTTPConnection(HTTPConnection):
+    def getresponse(self):
+        return _response_in_time(self, super().getresponse)
+
+
+class _HTTPSConnection(HTTPSConnection):
+    def getresponse(self):
+        return _response_in_time(self, super().getresponse)
+
+
+class _HTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
+class _DeadlineAdapter(HTTPAdapter):
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+
+def new_session() -> requests.Session:
+    session = requests.Session()
+    adapter = _DeadlineAdapter()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
