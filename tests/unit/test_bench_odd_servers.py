@@ -227,7 +227,9 @@ def test_a_run_level_reads_headers_under_the_deadline(server):
     t0 = time.perf_counter()
     level = bench.run_level(scenario(server, timeout_s=1.0), users=2, requests_per_user=1)
     assert time.perf_counter() - t0 < 2.5
-    assert level["failed"] == 2 and set(level["errors"]) == {"timed out after 1 s (no answer)"}, level["errors"]
+    assert level["failed"] == 2 and set(level["errors"]) == {"timed out after 1 s (no answer)"}, level[
+        "errors"
+    ]
 
 
 def test_the_deadline_does_not_touch_later_requests_on_the_connection(server):
