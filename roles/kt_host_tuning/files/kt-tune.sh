@@ -2,6 +2,7 @@
 # kt-tune KIND TARGET WANTED: apply one runtime setting, print one JSON line
 #   {"setting", "wanted", "before", "status": applied|set|not_set|absent, "reason"}
 # "set" = changed now; "applied" = already as wanted; never exits non-zero for a setting that cannot be set.
+# KT_TUNE_DRY=1 (ansible --check): reads only; "would_set" where it could write, "not_set" where it could not.
 kind=$1 target=$2 wanted=$3 before=""
 clean() { printf '%s' "$1" | tr -d '"\\' | tr '\n' ' '; }
 emit() {
@@ -10,7 +11,13 @@ emit() {
   exit 0
 }
 # the shell's error names this script's temporary path: keep only the reason, so reports are stable
-write() { err=$( (printf '%s\n' "$2" > "$1") 2>&1) || emit not_set "cannot write $1: ${err##*: }"; }
+write() {
+  if [ "${KT_TUNE_DRY:-}" = 1 ]; then
+    [ -w "$1" ] && emit would_set ""
+    emit not_set "cannot write $1 (read-only or not permitted)"
+  fi
+  err=$( (printf '%s\n' "$2" > "$1") 2>&1) || emit not_set "cannot write $1: ${err##*: }"
+}
 case $kind in
   sysctl)
     path=/proc/sys/$(printf '%s' "$target" | tr . /)
@@ -44,6 +51,11 @@ case $kind in
     # tmpfs rounds to pages: within 1% counts as applied
     awk -v a="$before" -v b="$want_bytes" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(d <= b / 100)}' \
       && emit applied ""
+    if [ "${KT_TUNE_DRY:-}" = 1 ]; then  # remount needs CAP_SYS_ADMIN (bit 21 of the effective set)
+      cap=$(awk '/^CapEff:/ {print $2}' /proc/self/status)
+      [ $(( 0x$cap >> 21 & 1 )) = 1 ] && emit would_set ""
+      emit not_set "remount /dev/shm: no CAP_SYS_ADMIN"
+    fi
     err=$(mount -o remount,size="$wanted" /dev/shm 2>&1) || emit not_set "remount /dev/shm: ${err##*: }"
     emit set "" ;;
   *) echo "kt-tune: unknown kind $kind" >&2; exit 64 ;;
