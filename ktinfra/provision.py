@@ -1,8 +1,8 @@
 """Run a playbook through ansible-runner and account for what happened, host by host.
 
-The driver adds no logic the playbooks lack: it passes the playbook, inventory, --limit, --tags and -e
-values through unchanged, keeps ansible-runner's artifacts for post-mortems and turns its event stream
-into counts (the same ok/changed/failed/unreachable/skipped numbers as ansible-playbook's recap).
+The driver adds no logic the playbooks lack: it passes the playbook, inventory, --limit, --tags, -e,
+--check and --diff through unchanged, keeps ansible-runner's artifacts for post-mortems and turns its event
+stream into counts (the same ok/changed/failed/unreachable/skipped numbers as ansible-playbook's recap).
 """
 
 from __future__ import annotations
@@ -65,6 +65,9 @@ class RunState:
     recap_seen: bool = False
     plays: int = 0
     plays_without_hosts: int = 0  # plays that matched no host ("skipping: no hosts matched")
+    changes: list[dict] = field(
+        default_factory=list
+    )  # {host, task} of each changed result (--check: predicted)
 
     def counts(self, host: str) -> HostCounts:
         return self.hosts.setdefault(host, HostCounts())
@@ -84,7 +87,9 @@ class RunState:
         elif kind == "runner_on_ok" and host:
             counts = self.counts(host)
             counts.ok += 1
-            counts.changed += bool((data.get("res") or {}).get("changed"))
+            if (data.get("res") or {}).get("changed"):
+                counts.changed += 1
+                self.changes.append({"host": host, "task": data.get("task", self.task)})
         elif kind == "runner_on_failed" and host:
             counts = self.counts(host)
             if data.get("ignore_errors"):
@@ -134,6 +139,8 @@ class ProvisionRequest:
     tags: str | None = None
     extra_vars: list[str] = field(default_factory=list)
     artifacts: Path = DEFAULT_ARTIFACTS
+    check: bool = False  # ansible-playbook --check: predict changes, make none
+    diff: bool = False
 
     def validate(self) -> None:
         if not self.playbook.is_file():
@@ -151,7 +158,8 @@ class ProvisionRequest:
     def cmdline(self) -> str:
         """-e values as ansible-playbook takes them (key=value, JSON/YAML, @file made absolute)."""
         values = [f"@{Path(v[1:]).resolve()}" if v.startswith("@") else v for v in self.extra_vars]
-        return shlex.join([arg for value in values for arg in ("-e", value)])
+        flags = ["--check"] * self.check + ["--diff"] * self.diff
+        return shlex.join([arg for value in values for arg in ("-e", value)] + flags)
 
 
 def roles_path_for(playbook: Path) -> str | None:
@@ -307,12 +315,15 @@ def report(
         "inventory": str(request.inventory),
         "limit": request.limit,
         "tags": request.tags,
+        "check": request.check,
+        "diff": request.diff,
         "rc": rc,
         "status": status,
         "seconds": round(time.time() - started, 1),
         "hosts": {h: asdict(c) for h, c in sorted(state.hosts.items())},
         "failed_hosts": state.bad_hosts,
         "failures": [asdict(f) for f in state.failures],
+        "changes": state.changes,
         "errors": errors,
         "artifacts": artifacts,
     }

@@ -55,12 +55,18 @@ def register(app: typer.Typer) -> None:
         artifacts: Annotated[
             Path, typer.Option(help="where ansible-runner keeps each run")
         ] = DEFAULT_ARTIFACTS,
+        check: Annotated[
+            bool, typer.Option("--check", help="ansible --check: list what would change, change nothing")
+        ] = False,
+        diff: Annotated[bool, typer.Option("--diff", help="ansible --diff: show file differences")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
     ) -> None:
         """Run PLAYBOOK against INVENTORY through ansible-runner; exit 1 if a host or Ansible failed, the
         inventory could not be parsed or no play matched a host."""
         err = Console(stderr=True)
-        request = ProvisionRequest(playbook, inventory, limit, tags, list(extra_vars or []), artifacts)
+        request = ProvisionRequest(
+            playbook, inventory, limit, tags, list(extra_vars or []), artifacts, check=check, diff=diff
+        )
         try:
             request.validate()  # before the live view starts
             with Live(console=err, transient=True, refresh_per_second=4) as live:
@@ -76,6 +82,10 @@ def register(app: typer.Typer) -> None:
             out = Console()
             if result["hosts"] or not result["errors"]:
                 out.print(_host_table(result["hosts"], f"{result['playbook']}: {result['status']}"))
+            for change in result["changes"] if check else []:
+                out.print(
+                    f"[yellow]would change[/yellow] {escape(change['host'])} · {escape(change['task'])}"
+                )
             for failure in result["failures"]:
                 where = f"{failure['host']} · {failure['task']}"
                 out.print(

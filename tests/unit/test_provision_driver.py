@@ -223,3 +223,50 @@ def test_ansible_errors_reads_both_error_styles() -> None:
     newer = "[ERROR]: YAML parsing failed: bad.\r\nOrigin: p.yml:4:6\r\n\r\n2   tasks:\n[WARNING]: other\n"
     assert ansible_errors(older) == ["the playbook: x.yml could not be found"]
     assert ansible_errors(newer) == ["YAML parsing failed: bad. Origin: p.yml:4:6"]
+
+
+CHECK_PLAYBOOK = """
+- name: A file the run writes
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Write the marker
+      ansible.builtin.copy:
+        content: "v2\\n"
+        dest: "{{ marker }}"
+        mode: "0644"
+"""
+
+
+def test_check_predicts_the_change_and_makes_none(site: Path) -> None:
+    marker = site / "marker"
+    marker.write_text("v1\n")
+    (site / "check.yml").write_text(CHECK_PLAYBOOK)
+    req = ProvisionRequest(
+        site / "check.yml", site / "hosts", limit="localhost", extra_vars=[f"marker={marker}"],
+        artifacts=site / "runs", check=True, diff=True,
+    )  # fmt: skip
+    result = run(req)
+    assert result["ok"] and result["check"] is True and result["diff"] is True
+    assert result["hosts"]["localhost"]["changed"] == 1
+    assert result["changes"] == [{"host": "localhost", "task": "Write the marker"}]
+    assert marker.read_text() == "v1\n"  # predicted, not made
+    stdout = (Path(result["artifacts"]) / "stdout").read_text()
+    assert "-v1" in stdout and "+v2" in stdout  # --diff reached ansible-playbook
+    result = run(
+        ProvisionRequest(req.playbook, req.inventory, "localhost", None, req.extra_vars, req.artifacts)
+    )
+    assert result["changes"] == [{"host": "localhost", "task": "Write the marker"}] and not result["check"]
+    assert marker.read_text() == "v2\n"
+
+
+def test_cli_check_lists_what_would_change(site: Path) -> None:
+    marker = site / "marker"
+    marker.write_text("v1\n")
+    (site / "check.yml").write_text(CHECK_PLAYBOOK)
+    args = ["provision", str(site / "check.yml"), "-i", str(site / "hosts"), "-l", "localhost"]
+    args += ["-e", f"marker={marker}", "--artifacts", str(site / "runs"), "--check"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "would change localhost · Write the marker" in result.output
+    assert marker.read_text() == "v1\n"
