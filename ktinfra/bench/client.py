@@ -365,7 +365,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         result.error = f"unexpected reply: {exc}"
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
         if time.perf_counter() >= deadline:  # the deadline shut the socket while the headers were read
-            result.error = f"timed out after {sc.timeout_s:g} s"
+            result.error = f"timed out after {sc.timeout_s:g} s (no answer)"
         else:
             result.error = f"{type(exc).__name__}: {exc}"
     if not result.ok:

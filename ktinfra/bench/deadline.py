@@ -6,7 +6,8 @@ A session from `new_session()` arms a timer while the headers are read: at the d
 thread has set with `request_deadline()`, it shuts the socket down and the read ends at once as a timeout
 (requests.ReadTimeout, or a ConnectionError where the server was cut mid-status-line). The caller reads
 the body under the same deadline (client._reads).
-Requests through a proxy are not watched (requests builds the proxy's pools itself).
+Requests through an HTTP proxy are watched too, plain or in a CONNECT tunnel (not the proxy's answer to
+CONNECT itself); through a SOCKS proxy they are not (urllib3's SOCKS manager brings its own classes).
 """
 
 from __future__ import annotations
@@ -89,10 +90,19 @@ class _HTTPSPool(urllib3.HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
 
 
+_POOLS = {"http": _HTTPPool, "https": _HTTPSPool}
+
+
 class _DeadlineAdapter(HTTPAdapter):
     def init_poolmanager(self, *args, **kwargs) -> None:
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+        self.poolmanager.pool_classes_by_scheme = _POOLS
+
+    def proxy_manager_for(self, proxy, **proxy_kwargs):
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if not proxy.lower().startswith("socks"):
+            manager.pool_classes_by_scheme = _POOLS
+        return manager
 
 
 def new_session() -> requests.Session:

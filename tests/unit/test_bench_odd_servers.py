@@ -241,3 +241,16 @@ def test_the_deadline_does_not_touch_later_requests_on_the_connection(server):
             assert result.ok, result.error
             time.sleep(0.7)  # past the first requests' deadlines
     assert server.connections == 1  # one kept-alive connection served all three
+
+
+def test_headers_through_an_http_proxy_end_at_the_deadline(server):
+    # the dripping server is the proxy: requests sends it the absolute URL of a host that does not exist
+    server.reply = drip_headers
+    target = bench.Scenario(url="http://ktinfra-proxy-test.invalid:9/v1", model="m", timeout_s=1.0)
+    t0 = time.perf_counter()
+    with new_session() as session:
+        session.proxies = {"http": server.url}
+        result = send(session, target, "hi")
+    assert time.perf_counter() - t0 < 2.0
+    assert not result.ok and result.error == "timed out after 1 s (no answer)", result.error
+    assert server.connections == 1  # it went through the proxy, not to the .invalid host
