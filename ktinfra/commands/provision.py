@@ -61,8 +61,10 @@ def register(app: typer.Typer) -> None:
         diff: Annotated[bool, typer.Option("--diff", help="ansible --diff: show file differences")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
     ) -> None:
-        """Run PLAYBOOK against INVENTORY through ansible-runner; exit 1 if a host or Ansible failed, the
-        inventory could not be parsed or no play matched a host."""
+        """Run PLAYBOOK against INVENTORY through ansible-runner.
+
+        Exit 1 if a host or Ansible failed, the inventory could not be parsed or no play matched a host.
+        """
         err = Console(stderr=True)
         request = ProvisionRequest(
             playbook, inventory, limit, tags, list(extra_vars or []), artifacts, check=check, diff=diff

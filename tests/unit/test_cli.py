@@ -1,12 +1,17 @@
+import inspect
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
+import typer
 
 from ktinfra import __version__
+from ktinfra.cli import app
 
 
 def test_console_entry_point_prints_version():
@@ -63,3 +68,20 @@ def test_human_output_keeps_brackets_in_data(tmp_path):
         env={**os.environ, "COLUMNS": "200"},
     )
     assert "plan for Qwen3-30B-A3B[my-finetune]" in proc.stdout, proc.stdout + proc.stderr
+
+
+def _commands(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click.Command]]:
+    for name, command in group.commands.items():
+        yield prefix + name, command
+        if isinstance(command, click.Group):
+            yield from _commands(command, f"{prefix}{name} ")
+
+
+def test_every_command_summary_is_one_paragraph_of_one_line():
+    # the command tables show a summary's line breaks as they are: "..., the" then a row of its own
+    broken = [
+        name
+        for name, command in _commands(typer.main.get_command(app))
+        if "\n" in inspect.cleandoc(command.help or "").split("\n\n")[0]
+    ]
+    assert broken == []
