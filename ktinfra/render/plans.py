@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 
 from ktinfra.render.common import RenderError
@@ -174,6 +175,17 @@ def require_fraction(section: dict, key: str, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise RenderError(f"plan {where}.{key} must be a number in (0, 1], got {value!r}")
     return float(value)
+
+
+def comment_text(section: dict, key: str, where: str) -> str:
+    """A plan value shown in a file's comment line: a newline in it would start a line of its own (an
+    EnvironmentFile assignment, a YAML key)."""
+    value = section.get(key)
+    if value is None:
+        return "?"
+    if not isinstance(value, str) or any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in value):
+        raise RenderError(f"plan {where} must be one line of text, got {repr(value)[:80]}")
+    return value
 
 
 def require_str(section: dict, key: str, where: str) -> str:

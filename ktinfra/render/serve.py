@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import math
 
 from ktinfra.render.common import (
     Rendered,
@@ -22,6 +23,7 @@ from ktinfra.render.common import (
     unit_literal,
 )
 from ktinfra.render.plans import (
+    comment_text,
     host_section,
     model_section,
     optional_int,
@@ -94,12 +96,20 @@ def _port(serve: dict) -> int:
     return port
 
 
+def _flag(serve: dict, key: str) -> bool:
+    """A plan switch that defaults to on: "false" (a string) must not read as on."""
+    value = serve.get(key, True)
+    if not isinstance(value, bool):
+        raise RenderError(f"plan serve.{key} must be true or false, got {value!r}")
+    return value
+
+
 def _optional_positive(serve: dict, key: str) -> float | None:
     value = serve.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise RenderError(f"plan serve.{key} must be a number > 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise RenderError(f"plan serve.{key} must be a finite number > 0, got {value!r}")
     return float(value)
 
 
@@ -172,7 +182,7 @@ def sglang_argv(
     argv += ["--host", check_word("serve.host", require_str(serve, "host", "serve"))]
     argv += ["--port", str(_port(serve))]
     argv += ["--model", model_path]
-    if serve.get("trust_remote_code", True):
+    if _flag(serve, "trust_remote_code"):
         argv.append("--trust-remote-code")
     argv += ["--mem-fraction-static", _number(require_fraction(serve, "mem_fraction_static", "serve"))]
     argv += ["--chunked-prefill-size", str(require_int(serve, "chunked_prefill_size", "serve", 1))]
@@ -200,7 +210,7 @@ def sglang_argv(
     argv += ["--tensor-parallel-size", str(tp_size)]
     if served_name:
         argv += ["--served-model-name", check_word("served model name", served_name)]
-    if serve.get("enable_mixed_chunk", True):
+    if _flag(serve, "enable_mixed_chunk"):
         argv.append("--enable-mixed-chunk")
     argv += ["--kt-method", method]
     argv += ["--kt-weight-path", _kt_weight_path(serve, method, model_path, weight_path)]
@@ -319,9 +329,10 @@ def numactl_args(plan: dict, policy: str = "auto") -> tuple[list[str], str]:
     if policy == "none":
         return [], "--numa none: no placement"
     if cpus:
-        return [
-            f"--physcpubind={check_word('serve.numa_cpus', cpus)}"
-        ], f"plan pins the server to CPUs {cpus}"
+        pin = [f"--physcpubind={check_word('serve.numa_cpus', cpus)}"]
+        if policy == "interleave":
+            return pin + ["--interleave=all"], f"plan pins the server to CPUs {cpus}; --numa interleave"
+        return pin, f"plan pins the server to CPUs {cpus}"
     if policy == "interleave" or (nodes > 1 and host.get("container") is False):
         return ["--interleave=all"], f"{nodes} NUMA nodes: interleave the non-expert memory"
     if nodes > 1:
@@ -405,8 +416,8 @@ def render_serve(
         ),
     )
     env = [
-        f"# ktinfra serve instance {name}: model {model_section(plan).get('name')}, "
-        f"stack {plan.get('stack')}; install as {ENV_DIR}/{name}.env (mode 0600)",
+        f"# ktinfra serve instance {name}: model {comment_text(model_section(plan), 'name', 'model.name')}, "
+        f"stack {comment_text(plan, 'stack', 'stack')}; install as {ENV_DIR}/{name}.env (mode 0600)",
         env_line("KT_SERVE_ARGS", " ".join(argv[3:] + extra)),
         env_line("KT_NUMACTL_ARGS", " ".join(placement)),
         env_line("KT_HEALTH_URL", url),

@@ -8,6 +8,8 @@ Launchers: legacy `USE_KT=1 llamafactory-cli train FILE`; current (ktransformers
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import PurePosixPath
 
 import yaml
@@ -25,7 +27,7 @@ from ktinfra.render.common import (
     render_template,
     unit_literal,
 )
-from ktinfra.render.plans import host_section, model_section, optional_int, plan_section
+from ktinfra.render.plans import comment_text, host_section, model_section, optional_int, plan_section
 
 DEFAULT_SFT_PYTHON = "/opt/kt/envs/kt-sft/bin/python"
 LLAMAFACTORY_DIR = "/opt/ktinfra/src/LLaMA-Factory"
@@ -44,6 +46,51 @@ RECIPE_KEYS = (
     "max_steps", "max_samples", "save_steps", "logging_steps", "lr_scheduler_type", "warmup_ratio",
     "warmup_steps", "disable_gradient_checkpointing", "preprocessing_num_workers", "dataloader_num_workers",
 )  # fmt: skip
+_COUNTS = {  # key: smallest value LLaMA-Factory / transformers accept
+    "lora_rank": 1, "per_device_train_batch_size": 1, "gradient_accumulation_steps": 1, "cutoff_len": 1,
+    "max_steps": 1, "max_samples": 1, "save_steps": 1, "logging_steps": 1, "preprocessing_num_workers": 1,
+    "dataloader_num_workers": 0,
+}  # fmt: skip
+_POSITIVE = ("lora_alpha", "learning_rate", "num_train_epochs")
+_RATIOS = ("lora_dropout", "warmup_ratio")
+_FLAGS = ("bf16", "fp16", "disable_gradient_checkpointing")
+_NAMES = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")  # lora_target "all" or "q_proj,v_proj"
+
+
+def _recipe_problem(key: str, value: object) -> str | None:
+    """Why a plan's recipe value cannot go into the LLaMA-Factory YAML (None: it can)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if key in _COUNTS:
+        smallest = _COUNTS[key]
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= smallest
+        return None if ok else f"an integer >= {smallest}"
+    if key in _POSITIVE:
+        return None if number and value > 0 else "a number > 0"
+    if key in _RATIOS:
+        return None if number and 0 <= value < 1 else "a number in [0, 1)"
+    if key == "warmup_steps":  # transformers 5 reads a float below 1 as a ratio
+        return None if number and value >= 0 else "a number >= 0"
+    if key in _FLAGS:
+        return None if isinstance(value, bool) else "true or false"
+    ok = isinstance(value, str) and _NAMES.fullmatch(value)  # lora_target, lr_scheduler_type
+    return (
+        None
+        if ok
+        else "a name (letters, digits, '_', '.', '-'; lora_target may list several, comma-separated)"
+    )
+
+
+def _recipe(sft: dict) -> dict:
+    recipe = {key: sft[key] for key in RECIPE_KEYS if sft.get(key) is not None}
+    for key, value in recipe.items():
+        problem = _recipe_problem(key, value)
+        if problem:
+            raise RenderError(f"plan sft.{key} must be {problem}, got {repr(value)[:80]}")
+    if recipe.get("bf16") and recipe.get("fp16"):
+        raise RenderError("plan sft.bf16 and sft.fp16 are both true: pick one")
+    return recipe
+
+
 # 10 % warmup as in LLaMA-Factory's examples. transformers 5 (the current stack's transformers-kt 5.6) logs
 # warmup_ratio as deprecated and reads a warmup_steps float below 1 as that ratio; the legacy stack's
 # transformers 4.57 has only an integer warmup_steps.
@@ -53,7 +100,9 @@ WARMUP = {"current": {"warmup_steps": 0.1}, "legacy": {"warmup_ratio": 0.1}}
 def _template(plan: dict, sft: dict, generation: str, template: str | None) -> str:
     if template:
         return check_word("--template", template)
-    if sft.get("template"):
+    if sft.get("template") is not None:
+        if not isinstance(sft["template"], str):
+            raise RenderError(f"plan sft.template must be a template name, got {sft['template']!r}")
         return check_word("plan sft.template", sft["template"])
     arch = model_section(plan).get("architecture")
     found = TEMPLATES[generation].get(arch) if isinstance(arch, str) else None
@@ -67,6 +116,10 @@ def _kt_block(sft: dict, generation: str, llamafactory_dir: str, weight_path: st
     if not isinstance(kt, dict) or not kt:
         raise RenderError(
             "plan sft.kt must hold the stack's KT keys (use_kt/kt_optimize_rule/... or kt_config)"
+        )
+    if kt.get("use_kt", True) is not True:
+        raise RenderError(
+            f"plan sft.kt.use_kt must be true (the unit runs with USE_KT=1), got {kt['use_kt']!r}"
         )
     kt = {"use_kt": True, **kt}
     if generation == "legacy" and (weight_path or "kt_weight_path" in kt):
@@ -123,7 +176,7 @@ def _sections(
     output_dir: str,
 ):
     cores = optional_int(host_section(plan), "physical_cores", "host", 1) or 16
-    recipe = {key: sft[key] for key in RECIPE_KEYS if sft.get(key) is not None}
+    recipe = _recipe(sft)
     warmup = {} if {"warmup_ratio", "warmup_steps"} & set(recipe) else WARMUP[generation]
     return {
         "model": {"model_name_or_path": model_path, "trust_remote_code": True},
@@ -216,6 +269,8 @@ def render_train(
 ) -> Rendered:
     sft = plan_section(plan, "sft")
     name = check_instance_name("--name", name)
+    if name.endswith(".accelerate"):  # its recipe NAME.yaml would be run X's X.accelerate.yaml
+        raise RenderError(f"--name {name!r} ends in '.accelerate', the suffix of a run's Accelerate config")
     generation = plan.get("stack_generation")
     if not isinstance(generation, str) or generation not in TEMPLATES:
         raise RenderError(f"plan stack_generation {generation!r} is not one of current, legacy")
@@ -229,22 +284,29 @@ def render_train(
     chat_template = _template(plan, sft, generation, template)
     sections = _sections(plan, sft, generation, model_path, dataset, dataset_dir, chat_template, output_dir)
     sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path)
-    model_name = model_section(plan).get("name")
-    header = f"# LLaMA-Factory + KT LoRA recipe for {model_name} ({plan.get('stack')}), rendered by ktinfra\n"
+    model_name = comment_text(model_section(plan), "name", "model.name")
+    stack = comment_text(plan, "stack", "stack")
+    header = f"# LLaMA-Factory + KT LoRA recipe for {model_name} ({stack}), rendered by ktinfra\n"
     gpus = sft.get("gpu_indices")
     if gpus is None:  # plans made before sft.gpu_indices: every GPU of the host
-        gpus = _host_gpu_indices(plan)
+        gpus = _host_gpu_indices(plan) or None
+    visibility = gpu_visibility(gpus, "sft.gpu_indices")  # [] in the plan is refused, not "every GPU"
     launcher = _launcher(sft, generation)
     bindir = str(PurePosixPath(python).parent)
     out = Rendered()
     out.add(f"{name}.yaml", _yaml(sections, header))
     variables = {"USE_KT": "1", "KT_TRAIN_CONFIG": f"{ENV_DIR}/{name}.yaml"}
     if generation == "current":
-        processes = optional_int(launcher, "num_processes", "sft.launcher", 1) or max(1, len(gpus))
+        processes = optional_int(launcher, "num_processes", "sft.launcher", 1) or max(1, len(gpus or []))
+        if gpus and processes != len(gpus):  # FSDP runs one process per GPU
+            raise RenderError(
+                f"plan sft.launcher.num_processes {processes} does not match sft.gpu_indices {gpus} "
+                "(one process per GPU)"
+            )
         out.add(f"{name}.accelerate.yaml", _accelerate_config(processes))
         variables["ACCELERATE_USE_KT"] = "true"
         variables["KT_ACCELERATE_CONFIG"] = f"{ENV_DIR}/{name}.accelerate.yaml"
-    variables.update(gpu_visibility(gpus or None, "sft.gpu_indices"))
+    variables.update(visibility)
     launcher_env = launcher.get("env") or {}
     if not isinstance(launcher_env, dict):
         raise RenderError(f"plan sft.launcher.env must map variable names to values, not {launcher_env!r}")

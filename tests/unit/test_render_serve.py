@@ -199,8 +199,12 @@ def test_wrong_plans_are_refused(seed002, change, message):
         ("mem_fraction_static", 1.5, r"mem_fraction_static must be a number in \(0, 1\]"),
         ("kt_method", "AMXINT9", "not a kt-kernel method"),
         ("host", "", "serve.host must be a non-empty string"),
-        ("schedule_conservativeness", 0, "schedule_conservativeness must be a number > 0"),
-        ("schedule_conservativeness", "1.3", "schedule_conservativeness must be a number > 0"),
+        ("schedule_conservativeness", 0, "schedule_conservativeness must be a finite number > 0"),
+        ("schedule_conservativeness", "1.3", "schedule_conservativeness must be a finite number > 0"),
+        ("schedule_conservativeness", float("inf"), "schedule_conservativeness must be a finite number > 0"),
+        ("enable_mixed_chunk", "false", "serve.enable_mixed_chunk must be true or false, got 'false'"),
+        ("trust_remote_code", "false", "serve.trust_remote_code must be true or false, got 'false'"),
+        ("trust_remote_code", None, "serve.trust_remote_code must be true or false, got None"),
     ],
 )
 def test_bad_plan_values_are_refused(seed002, key, value, message):
@@ -303,6 +307,8 @@ def test_numa_placement_follows_the_plan(seed002):
     seed002["serve"]["numa_cpus"] = "0-7"
     assert _placement(seed002) == 'KT_NUMACTL_ARGS="--physcpubind=0-7"'
     assert _placement(seed002, numa="none") == 'KT_NUMACTL_ARGS=""'
+    # --numa interleave is not lost under the plan's pinning
+    assert _placement(seed002, numa="interleave") == 'KT_NUMACTL_ARGS="--physcpubind=0-7 --interleave=all"'
     seed002["serve"]["numa_cpus"] = None
     seed002["host"]["container"] = False
     assert _placement(seed002) == 'KT_NUMACTL_ARGS="--interleave=all"'

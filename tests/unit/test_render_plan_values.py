@@ -1,0 +1,157 @@
+"""Hand-edited plan values that used to render into broken or misleading files: a newline in a name shown
+in a comment line (an extra EnvironmentFile assignment, an extra YAML key), recipe values LLaMA-Factory
+cannot take, an empty GPU list read as "every GPU", a process count that does not match the GPUs, a KT
+recipe with use_kt false, and a run name that collides with another run's Accelerate config."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from test_render_support import PLANS
+from typer.testing import CliRunner
+
+from ktinfra.cli import app
+from ktinfra.render import RenderError, render_serve
+from ktinfra.render.train import render_train
+
+SEED002 = PLANS / "seed002-qwen3-30b-a3b-serve.json"
+SFT_CURRENT = PLANS / "h100-qwen3-30b-a3b-sft-current.json"
+SFT_LEGACY = PLANS / "seed002-qwen3-30b-a3b-sft-legacy.json"
+TRAIN = {"model_path": "/m/q", "dataset": "d", "dataset_dir": "/data", "output_dir": "/runs/r1"}
+
+
+def serve_plan() -> dict:
+    return json.loads(SEED002.read_text())
+
+
+def sft_plan(path=SFT_CURRENT) -> dict:
+    return json.loads(path.read_text())
+
+
+INJECTED = ["Qwen3\nLD_PRELOAD=/tmp/evil.so", "Qwen3\rKT_API_KEY=x", "Qwen3\u2028max_steps: 1", 7]
+
+
+@pytest.mark.parametrize("value", INJECTED)
+@pytest.mark.parametrize("key", ["model.name", "stack"])
+def test_serve_refuses_plan_names_that_would_break_the_comment_line(key, value):
+    plan = serve_plan()
+    (plan["model"] if key == "model.name" else plan)[key.split(".")[-1]] = value
+    with pytest.raises(RenderError, match=f"plan {key} must be one line of text"):
+        render_serve(plan, name="q", model_path="/m", weight_path="/w")
+
+
+@pytest.mark.parametrize("value", INJECTED)
+@pytest.mark.parametrize("key", ["model.name", "stack"])
+def test_train_refuses_plan_names_that_would_break_the_yaml_header(key, value):
+    plan = sft_plan()
+    (plan["model"] if key == "model.name" else plan)[key.split(".")[-1]] = value
+    with pytest.raises(RenderError, match=f"plan {key} must be one line of text"):
+        render_train(plan, name="r1", **TRAIN)
+
+
+def test_an_injected_name_on_the_command_line_writes_nothing(tmp_path):
+    plan = serve_plan()
+    plan["model"]["name"] = "Qwen3\nLD_PRELOAD=/tmp/evil.so"
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    out = tmp_path / "out"
+    args = ["render", "serve", "--plan", tmp_path / "plan.json", "--name", "q", "--model-path", "/m"]
+    result = CliRunner().invoke(app, [str(a) for a in [*args, "--weight-path", "/w", "--out", out]])
+    assert result.exit_code == 1 and result.output.startswith("error: plan model.name must be one line")
+    assert result.output.count("\n") == 1 and not out.exists()
+
+
+def test_ordinary_names_still_render_and_the_header_stays_a_comment():
+    plan = sft_plan()
+    plan["model"]["name"] = "Qwen/Qwen3-30B-A3B (ünï)"
+    recipe = render_train(plan, name="r1", **TRAIN).files["r1.yaml"][0]
+    assert recipe.splitlines()[0].startswith("# LLaMA-Factory + KT LoRA recipe for Qwen/Qwen3-30B-A3B (ünï)")
+    assert "max_steps" not in yaml.safe_load(recipe)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("lora_rank", -1, "sft.lora_rank must be an integer >= 1, got -1"),
+        ("lora_rank", 8.0, "sft.lora_rank must be an integer >= 1, got 8.0"),
+        ("cutoff_len", "x", "sft.cutoff_len must be an integer >= 1, got 'x'"),
+        ("per_device_train_batch_size", 0, "must be an integer >= 1, got 0"),
+        ("gradient_accumulation_steps", True, "must be an integer >= 1, got True"),
+        ("dataloader_num_workers", -1, "sft.dataloader_num_workers must be an integer >= 0"),
+        ("learning_rate", "fast", "sft.learning_rate must be a number > 0, got 'fast'"),
+        ("learning_rate", float("nan"), "sft.learning_rate must be a number > 0, got nan"),
+        ("num_train_epochs", 0, "sft.num_train_epochs must be a number > 0"),
+        ("lora_alpha", -16, "sft.lora_alpha must be a number > 0"),
+        ("lora_dropout", 1.0, r"sft.lora_dropout must be a number in \[0, 1\)"),
+        ("warmup_ratio", -0.1, r"sft.warmup_ratio must be a number in \[0, 1\)"),
+        ("warmup_steps", -5, "sft.warmup_steps must be a number >= 0"),
+        ("bf16", "true", "sft.bf16 must be true or false, got 'true'"),
+        ("lora_target", "q_proj v_proj", "sft.lora_target must be a name"),
+        ("lora_target", ["q_proj"], "sft.lora_target must be a name"),
+        ("lr_scheduler_type", "cosine\nmax_steps: 1", "sft.lr_scheduler_type must be a name"),
+    ],
+)
+def test_recipe_values_llamafactory_cannot_take_are_refused(key, value, message):
+    plan = sft_plan()
+    plan["sft"][key] = value
+    with pytest.raises(RenderError, match=message):
+        render_train(plan, name="r1", **TRAIN)
+
+
+def test_bf16_and_fp16_together_are_refused():
+    plan = sft_plan()
+    plan["sft"].update(bf16=True, fp16=True)
+    with pytest.raises(RenderError, match="bf16 and sft.fp16 are both true"):
+        render_train(plan, name="r1", **TRAIN)
+
+
+def test_good_recipe_values_reach_the_yaml():
+    plan = sft_plan(SFT_LEGACY)
+    plan["sft"].update(lora_target="q_proj,v_proj", lora_dropout=0.05, warmup_steps=0.1, max_steps=20)
+    plan["sft"].update(dataloader_num_workers=0, fp16=False, lr_scheduler_type="cosine_with_restarts")
+    recipe = yaml.safe_load(render_train(plan, name="r1", **TRAIN).files["r1.yaml"][0])
+    assert recipe["lora_target"] == "q_proj,v_proj" and recipe["lora_dropout"] == 0.05
+    assert recipe["max_steps"] == 20 and recipe["dataloader_num_workers"] == 0
+    assert recipe["lr_scheduler_type"] == "cosine_with_restarts" and recipe["warmup_steps"] == 0.1
+
+
+@pytest.mark.parametrize(("value", "message"), [(5, "sft.template must be a template name, got 5"),
+                                                ("", "plan sft.template must not be empty")])  # fmt: skip
+def test_plan_templates_that_are_no_name_are_refused(value, message):
+    plan = sft_plan()
+    plan["sft"]["template"] = value
+    with pytest.raises(RenderError, match=message):
+        render_train(plan, name="r1", **TRAIN)
+
+
+def test_an_empty_gpu_list_is_refused_not_read_as_every_gpu():
+    plan = sft_plan()
+    plan["sft"]["gpu_indices"] = []
+    with pytest.raises(RenderError, match=r"plan sft.gpu_indices must be a list of GPU indices, not \[\]"):
+        render_train(plan, name="r1", **TRAIN)
+
+
+def test_process_count_must_match_the_gpus():
+    plan = sft_plan()
+    plan["sft"]["gpu_indices"] = [0]
+    plan["sft"]["launcher"] = {**(plan["sft"].get("launcher") or {}), "num_processes": 4}
+    with pytest.raises(RenderError, match=r"num_processes 4 does not match sft.gpu_indices \[0\]"):
+        render_train(plan, name="r1", **TRAIN)
+    plan["sft"]["gpu_indices"] = [0, 1, 2, 3]
+    config = yaml.safe_load(render_train(plan, name="r1", **TRAIN).files["r1.accelerate.yaml"][0])
+    assert config["num_processes"] == 4
+
+
+@pytest.mark.parametrize("value", [False, "false", 0])
+def test_a_kt_recipe_with_use_kt_off_is_refused(value):
+    plan = sft_plan()
+    plan["sft"]["kt"]["use_kt"] = value
+    with pytest.raises(RenderError, match="plan sft.kt.use_kt must be true"):
+        render_train(plan, name="r1", **TRAIN)
+
+
+def test_a_run_name_that_would_overwrite_another_runs_accelerate_config_is_refused():
+    with pytest.raises(RenderError, match="ends in '.accelerate'"):
+        render_train(sft_plan(), name="x.accelerate", **TRAIN)
+    assert "x.accelerate.yaml" in render_train(sft_plan(), name="x", **TRAIN).files
