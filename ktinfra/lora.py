@@ -439,13 +439,21 @@ def _remove_empty_dirs(dirs: list[Path]) -> None:
             pass
 
 
+def check_target(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -> None:
+    """What convert() needs of its output path and converter, checked before anything is created."""
+    check_output_path(adapter, out_dir)
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        what = "a symlink" if out_dir.is_symlink() else "not a directory"
+        raise LoraError(f"{out_dir} is {what}: a converted adapter is a directory; move it away first")
+    if out_dir.exists() and not overwrite:
+        raise LoraError(f"{out_dir} already exists; pass --overwrite to replace it")
+    check_python(cmd_for(out_dir)[0])
+
+
 def convert(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -> Path:
     """Run the converter into a scratch directory, then move it into place: never a half-written adapter.
     On failure the directories this call created are removed again."""
-    check_output_path(adapter, out_dir)
-    if out_dir.exists() and not overwrite:
-        raise LoraError(f"{out_dir} already exists; pass --overwrite to replace it")
-    check_python(cmd_for(out_dir)[0])  # before anything is created
+    check_target(adapter, out_dir, cmd_for, overwrite)
     created = _missing_dirs(out_dir)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -481,6 +489,8 @@ def convert_all(steps: list, overwrite: bool = False) -> list[float]:
     """convert() each (adapter, out_dir, cmd_for) in turn; seconds each took. When one fails, the outputs
     (and the directories around them) that this call created for the earlier ones are removed again, so a
     re-run needs no --overwrite. Outputs that existed before (--overwrite) are left as converted."""
+    for adapter, out_dir, cmd_for in steps:  # every target, before the first converter runs
+        check_target(adapter, out_dir, cmd_for, overwrite)
     outputs: list[Path] = []  # converted here and new
     parents: list[Path] = []  # created around them
     seconds: list[float] = []

@@ -17,9 +17,11 @@ from rich.markup import escape
 from ktinfra import lora
 from ktinfra.render import RenderError, render_serve, write_bundle
 from ktinfra.render.common import read_api_key_file
-from ktinfra.render.files import check_out_dir
+from ktinfra.render.files import check_bundle, check_out_dir
 from ktinfra.render.plans import plan_section, resolve_plan
 from ktinfra.render.serve import DEFAULT_SERVE_PYTHON, ENV_DIR
+
+SYSTEMD_BOOTED = Path("/run/systemd/system")
 
 lora_app = typer.Typer(help="LoRA serving pipeline: convert adapters, render the serve command, chat check.")
 
@@ -79,10 +81,22 @@ def _install_file(target: Path, content: str, mode: int) -> None:
     tmp.replace(target)
 
 
-def _install_and_start(rendered, name: str) -> None:
-    """Install the rendered unit template + env file and start the instance (needs root and systemd)."""
+def _check_can_start() -> None:
+    """--start installs into /etc and runs systemctl: refuse before converting or installing anything where
+    that cannot work, so no unit is left installed but not started."""
     if shutil.which("systemctl") is None:
         raise lora.LoraError("--start needs systemd (systemctl not found); use --out and start it yourself")
+    if not SYSTEMD_BOOTED.is_dir():  # sd_booted(3): systemd is not the init of this system (a container?)
+        raise lora.LoraError(
+            f"--start needs systemd as init ({SYSTEMD_BOOTED} is missing); use --out and start it yourself"
+        )
+    if os.geteuid() != 0:
+        raise lora.LoraError("--start needs root (it installs into /etc/systemd/system and /etc/ktinfra)")
+
+
+def _install_and_start(rendered, name: str) -> None:
+    """Install the rendered unit template + env file and start the instance (needs root and systemd)."""
+    _check_can_start()
     unit_dir, env_dir = Path("/etc/systemd/system"), Path(ENV_DIR)
     try:
         env_dir.mkdir(parents=True, exist_ok=True)
@@ -172,6 +186,10 @@ def serve(
         )
         rendered.add("plan-lora.json", json.dumps(plan_doc, indent=2) + "\n")
         conversions = [{"adapter": a.name, "output": str(t), "command": c(t)} for a, t, c in steps]
+        if start and not dry_run:
+            _check_can_start()
+        if out is not None:
+            check_bundle(out, rendered)  # a bundle that cannot be written stops the run before converting
         if not dry_run:
             # all or nothing: when one conversion fails, the outputs this run made for the others go too
             seconds = lora.convert_all(steps, overwrite=overwrite)

@@ -116,6 +116,16 @@ def _remove_quietly(paths) -> None:
             pass
 
 
+def check_bundle(out_dir: str | os.PathLike, rendered: Rendered) -> dict[str, tuple[bytes, int]]:
+    """write_bundle's checks alone (the directory, the content, every target): for callers that do other
+    work first and must not do it for a bundle that cannot be written."""
+    out = Path(out_dir)
+    check_out_dir(out)
+    payloads = _payloads(rendered)
+    _check_targets(out, payloads)
+    return payloads
+
+
 def write_bundle(out_dir: str | os.PathLike, rendered: Rendered) -> list[str]:
     """Write every file to a temp name in out_dir, then rename them into place.
 
@@ -125,9 +135,7 @@ def write_bundle(out_dir: str | os.PathLike, rendered: Rendered) -> list[str]:
     its old content.
     """
     out = Path(out_dir)
-    check_out_dir(out)
-    payloads = _payloads(rendered)
-    _check_targets(out, payloads)
+    payloads = check_bundle(out, rendered)
     created = _missing_dirs(out)
     staged: list[tuple[Path, Path]] = []
     backups: dict[Path, Path] = {}

@@ -284,3 +284,15 @@ def test_output_inside_the_training_output_is_refused_before_anything_runs(tmp_p
         "adapter_config.json", "adapter_model.safetensors", "fused_expert_lora.safetensors",
         "kt_adapter_manifest.json",
     ]  # fmt: skip
+
+
+def test_a_symlinked_output_is_refused_before_the_converter_runs(tmp_path):
+    # rmtree() refuses symlinks: with --overwrite it failed after the conversion, as an OSError
+    adapter = lora.inspect_adapter("a", kt_dir(tmp_path / "kt"))
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    ran = tmp_path / "ran"
+    cmd = [sys.executable, "-c", f"open({str(ran)!r}, 'w').close()"]
+    with pytest.raises(lora.LoraError, match="link is a symlink: a converted adapter is a directory"):
+        lora.convert_all([(adapter, tmp_path / "link", lambda target: cmd)], overwrite=True)
+    assert not ran.exists() and (tmp_path / "link").is_symlink()

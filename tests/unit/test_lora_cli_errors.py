@@ -146,6 +146,49 @@ def test_bad_out_is_refused_before_any_conversion(tmp_path):
     assert (tmp_path / "out-file").read_text() == "keep me"
 
 
+def _recording_converter(tmp_path: Path) -> tuple[Path, Path]:
+    ran = tmp_path / "converter-ran"
+    converter = tmp_path / "converter.py"
+    converter.write_text(f"open({str(ran)!r}, 'w').close()\n")
+    return converter, ran
+
+
+def test_an_out_target_in_the_way_is_refused_before_any_conversion(tmp_path):
+    # --out is a directory, but one of the files to write is a directory: write_bundle would refuse it
+    # only after the adapters were converted, leaving kt_sglang behind and a re-run asking for --overwrite
+    adapter = kt_dir(tmp_path / "kt")
+    converter, ran = _recording_converter(tmp_path)
+    (tmp_path / "out" / "ktinfra-serve@.service").mkdir(parents=True)
+    args = serve_args(adapter, "--converter", str(converter), "--converter-python", sys.executable)
+    result = invoke([*args, "--out", str(tmp_path / "out")])
+    assert_clean_error(result, "ktinfra-serve@.service: a directory is in the way")
+    assert not ran.exists() and not (tmp_path / "kt_sglang").exists()
+
+
+def test_a_conversion_target_that_is_a_file_is_refused_even_with_overwrite(tmp_path):
+    # rmtree() of a file raised NotADirectoryError as a traceback, after the converter had run
+    adapter = kt_dir(tmp_path / "kt")
+    converter, ran = _recording_converter(tmp_path)
+    (tmp_path / "kt_sglang").write_text("keep me")
+    args = serve_args(adapter, "--converter", str(converter), "--converter-python", sys.executable)
+    result = invoke([*args, "--overwrite"])
+    assert_clean_error(result, f"{tmp_path / 'kt_sglang'} is not a directory")
+    assert not ran.exists() and (tmp_path / "kt_sglang").read_text() == "keep me"
+
+
+def test_start_without_systemd_as_init_is_refused_before_anything(tmp_path, monkeypatch):
+    from ktinfra.commands import lora as lora_command
+
+    monkeypatch.setattr(lora_command, "SYSTEMD_BOOTED", tmp_path / "no-systemd-here")
+    monkeypatch.setattr(lora_command.shutil, "which", lambda name: f"/usr/bin/{name}")
+    adapter = kt_dir(tmp_path / "kt")
+    converter, ran = _recording_converter(tmp_path)
+    args = serve_args(adapter, "--converter", str(converter), "--converter-python", sys.executable)
+    result = invoke([*args, "--out", str(tmp_path / "out"), "--start"])
+    assert_clean_error(result, "--start needs systemd as init")
+    assert not ran.exists() and not (tmp_path / "out").exists() and not (tmp_path / "kt_sglang").exists()
+
+
 class _Server:
     """A real local HTTP server answering POST /v1/chat/completions with a fixed body."""
 
