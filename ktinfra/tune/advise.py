@@ -78,7 +78,17 @@ def check_gpu_memory(gpu_memory_gb) -> float | None:
     return float(gpu_memory_gb)
 
 
-def _rec(parameter: str, current, suggested, reason: str, evidence: list[str]) -> dict:
+def _rec(parameter: str, current, suggested, reason: str, evidence: list[str], direction: int = 0) -> dict:
+    """direction: +1 when the rule raises the value, -1 when it lowers it. A bound of the rule (a floor, a
+    clamp) that would leave the value as it is or move it the other way gives advice, not a change."""
+    moves = _is_number(current) and _is_number(suggested) and current > 0
+    if direction and moves and (suggested - current) * direction <= 0:
+        reason += (
+            f"; {current:g} is already {'above' if direction > 0 else 'below'} the {suggested:g} this rule "
+            f"would {'raise' if direction > 0 else 'lower'} it to, so it suggests no value: see the other "
+            "recommendations"
+        )
+        suggested = None
     return {
         "parameter": parameter,
         "current": current,
@@ -126,6 +136,7 @@ def _conservativeness(log: ServerLog) -> list[dict]:
                 f"KV cache pool filled up and requests were retracted {how} (about once a minute is fine): "
                 "the scheduler admits too much; make it more conservative" + note,
                 [line for line, _, _ in log.retracts],
+                direction=+1,
             )
         ]
     decodes = log.decodes
@@ -143,6 +154,7 @@ def _conservativeness(log: ServerLog) -> list[dict]:
                 f"{len(idle_kv)} of {len(decodes)} decode batches had token usage < {USAGE_GOOD} "
                 "while requests were queued: the scheduler is too conservative" + note,
                 [b.line for b in idle_kv],
+                direction=-1,
             )
         ]
     return []
@@ -182,7 +194,7 @@ def _token_cap(log: ServerLog, cap: int, free: float) -> list[dict]:
         )
     else:
         reason += f"{'raise' if free > high else 'lower'} it; the log has no `KV Cache is allocated` line"
-    return [_rec("--max-total-tokens", cap, suggested, reason, evidence)]
+    return [_rec("--max-total-tokens", cap, suggested, reason, evidence, direction=1 if free > high else -1)]
 
 
 def _mem_fraction(log: ServerLog, gpu_memory_gb: float | None) -> list[dict]:
@@ -218,7 +230,8 @@ def _mem_fraction(log: ServerLog, gpu_memory_gb: float | None) -> list[dict]:
             f"; {_unknown_note(log, 'mem_fraction_static')}: "
             f"{'raise' if free > high else 'lower'} it a little (0.02-0.03) from what the server runs with"
         )
-    return [_rec("--mem-fraction-static", current, suggested, reason, [log.config_line])]
+    direction = 1 if free > high else -1
+    return [_rec("--mem-fraction-static", current, suggested, reason, [log.config_line], direction)]
 
 
 def _next_chunk(current: int | None) -> int:
@@ -244,6 +257,7 @@ def _oom(log: ServerLog) -> list[dict]:
                 f"{len(prefill)} out-of-memory error(s) during prefill: smaller prefill chunks need less "
                 "memory (long prompts prefill slower)",
                 [o.line for o in prefill],
+                direction=-1,
             )
         )
     if decode:
@@ -258,6 +272,7 @@ def _oom(log: ServerLog) -> list[dict]:
                 f"{len(decode)} out-of-memory error(s) during decode (peak #running-req {peak}): "
                 "halve the number of requests decoded at once",
                 [o.line for o in decode],
+                direction=-1,
             )
         )
     experts = _current(log, "kt_num_gpu_experts")
@@ -270,6 +285,7 @@ def _oom(log: ServerLog) -> list[dict]:
                 "GPU ran out of memory and some MoE experts sit on the GPU: moving half of them back to the "
                 "CPU (kt-kernel) frees VRAM for the KV cache and activations",
                 [o.line for o in (prefill + decode + unknown)],
+                direction=-1,
             )
         )
     if unknown and not prefill and not decode:
@@ -284,6 +300,7 @@ def _oom(log: ServerLog) -> list[dict]:
                 round(max(0.5, current - 0.05), 2) if current is not None else None,
                 reason,
                 [o.line for o in unknown],
+                direction=-1,
             )
         )
     return recs
@@ -306,6 +323,7 @@ def _spare_vram_experts(log: ServerLog) -> list[dict]:
             f"filled (max token usage {max(usage, default=0):.2f}): put more experts on the GPU; raise in "
             "steps and keep available_gpu_mem >= 5 GB",
             [log.config_line],
+            direction=+1,
         )
     ]
 
@@ -331,6 +349,7 @@ def _cuda_graph(log: ServerLog) -> list[dict]:
             "--mem-fraction-static "
             "slightly if needed)",
             evidence,
+            direction=+1,
         )
     ]
 

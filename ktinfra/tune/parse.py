@@ -170,7 +170,8 @@ def _oom_phase(lines: list[str], index: int, run_start: int = 0) -> str:
     context = "\n".join(lines[max(run_start, index - 30) : index + 1])
     if re.search(r"forward_decode|Decode out of memory", context):
         return "decode"
-    if re.search(r"forward_extend|Prefill out of memory|chunked_prefill", context):
+    # chunked_prefill, but not the chunked_prefill_size= of the startup lines (server_args, the config line)
+    if re.search(r"forward_extend|Prefill out of memory|chunked_prefill(?!_size=)", context):
         return "prefill"
     return "unknown"
 
