@@ -71,7 +71,7 @@ def check_secret(what: str, value: str) -> str:
         raise RenderError(f"{what} is not valid UTF-8 text (the key is not shown)") from None
     bad = _UNSAFE_WORD.search(value)
     if bad:
-        control = bad.group() <= " "
+        control = bad.group().isspace() or bad.group() < " "  # U+00A0 and other Unicode spaces too
         kind = "whitespace or a control character" if control else "a quote, backslash, '$' or backtick"
         raise RenderError(
             f"{what} contains {kind}: systemd passes it as one unquoted word, so whitespace, quotes, "
@@ -86,7 +86,9 @@ def read_api_key_file(path: Path | None) -> str | None:
         return None
     try:
         secret = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:  # its message quotes the byte: part of the key
+        raise RenderError(f"--api-key-file {path} is not UTF-8 text (the key is not shown)") from None
+    except OSError as exc:
         reason = getattr(exc, "strerror", None) or exc
         raise RenderError(f"cannot read --api-key-file {path}: {reason}") from exc
     if not secret:

@@ -19,6 +19,8 @@ def check_out_dir(out_dir: Path) -> None:
     probe = out_dir
     while not probe.exists():
         probe = probe.parent
+    if not probe.is_dir():
+        raise RenderError(f"--out {out_dir}: {probe} is not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise RenderError(f"--out {out_dir}: {probe} is not writable")
 

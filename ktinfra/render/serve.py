@@ -90,9 +90,9 @@ def _number(value: float) -> str:
 
 
 def _port(serve: dict) -> int:
-    port = require_int(serve, "port", "serve", 1)
-    if port > 65535:
-        raise RenderError(f"port must be 1-65535 (--port or plan serve.port), got {port}")
+    port = serve.get("port")
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise RenderError(f"port must be an integer 1-65535 (--port or plan serve.port), got {port!r}")
     return port
 
 
@@ -271,6 +271,10 @@ def _flag_owner(flag: str) -> str | None:
         if len(flag) > len("--kt-") and "--kt-weight-path".startswith(flag):
             return OWNED_FLAGS["--kt-weight-path"]
         return "the plan's serve.kt_* keys"
+    if (
+        flag.startswith("--lora-") and flag not in OWNED_FLAGS
+    ):  # e.g. --lora-target-modules, --lora-eviction-policy
+        return f"{OWNED_FLAGS['--lora-paths']}: it renders every --lora-* flag from serve.lora"
     if flag in OWNED_FLAGS:
         return OWNED_FLAGS[flag]
     matches = sorted(owned for owned in OWNED_FLAGS if owned.startswith(flag))

@@ -85,6 +85,7 @@ def _write(tmp_path, name, text):
         ("empty-key", "is empty"),
         ("key-with-dollar", "contains a quote, backslash, '$' or backtick"),
         ("key-with-space", "contains whitespace or a control character"),
+        ("key-with-nbsp", "contains whitespace or a control character"),
         ("not-a-capture", "is not a capture folder"),
         ("missing-capture", "capture folder not found"),
     ],
@@ -109,7 +110,12 @@ def test_bad_input_fails_clearly_and_leaves_out_untouched(out_dir, tmp_path, cas
     elif case == "empty-key":
         args += ["--plan", SEED002, "--api-key-file", _write(tmp_path, "key", "\n")]
     elif case.startswith("key-with"):
-        secret = "se;cr&et|$(x)" if case == "key-with-dollar" else "se cr-et"
+        secrets = {
+            "key-with-dollar": "se;cr&et|$(x)",
+            "key-with-space": "se cr-et",
+            "key-with-nbsp": "se\u00a0cr",
+        }
+        secret = secrets[case]
         args += ["--plan", SEED002, "--host", "0.0.0.0", "--api-key-file", _write(tmp_path, "key", secret)]
     elif case == "not-a-capture":
         args += ["--model", "Qwen3-30B-A3B", "--from", str(tmp_path)]
@@ -146,3 +152,29 @@ def test_human_output_names_the_unit_and_the_install_steps(tmp_path):
     assert "ktinfra-serve@Qwen3-30B-A3B.service" in result.output
     assert "systemctl daemon-reload" in result.output
     assert "ktinfra-serve-Qwen3-30B-A3B.env -> /etc/ktinfra/serve/Qwen3-30B-A3B.env" in result.output
+
+
+def test_a_key_file_that_is_not_utf8_is_refused_without_quoting_the_key(tmp_path):
+    # UnicodeDecodeError's message quotes the offending byte, which is part of the secret
+    key = tmp_path / "key"
+    key.write_bytes(b"\xfesecret\xff")
+    args = [*SERVE, "--plan", SEED002, "--api-key-file", str(key), "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and "is not UTF-8 text (the key is not shown)" in result.output
+    assert "0xfe" not in result.output and "0xff" not in result.output and "secret" not in result.output
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "-1"])
+def test_a_port_out_of_range_names_both_places_it_can_come_from(tmp_path, port):
+    args = [*SERVE, "--plan", SEED002, "--port", port, "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and result.output.startswith("error: port must be an integer 1-65535")
+    assert "(--port or plan serve.port)" in result.output and not (tmp_path / "out").exists()
+
+
+def test_an_out_below_a_file_says_the_file_is_no_directory(tmp_path):
+    (tmp_path / "plan.json").write_text("{}")
+    args = [*SERVE, "--plan", SEED002, "--out", str(tmp_path / "plan.json" / "sub")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and result.output.count("\n") == 1
+    assert f"{tmp_path / 'plan.json'} is not a directory" in result.output  # was "is not writable"

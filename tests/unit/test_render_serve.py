@@ -259,6 +259,8 @@ def test_api_key_cannot_be_smuggled_through_extra_args(seed002):
         (["--kt-weight-path=/x"], "--weight-path"),
         (["--served-model-name=x"], "--name"),
         (["--lora-paths", "a=/b"], "serve.lora"),
+        (["--lora-target-modules=all"], "renders every --lora-\\* flag from serve.lora"),
+        (["--lora-eviction-policy", "lru"], "renders every --lora-\\* flag from serve.lora"),
         (["--schedule-conservativeness=2"], "serve.schedule_conservativeness"),
         (["--config=/etc/sglang.yaml"], "the plan"),
     ],
