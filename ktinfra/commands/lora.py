@@ -95,8 +95,7 @@ def _check_can_start() -> None:
 
 
 def _install_and_start(rendered, name: str) -> None:
-    """Install the rendered unit template + env file and start the instance (needs root and systemd)."""
-    _check_can_start()
+    """Install the rendered unit template + env file and start the instance (serve ran _check_can_start)."""
     unit_dir, env_dir = Path("/etc/systemd/system"), Path(ENV_DIR)
     try:
         env_dir.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,14 @@ from ktinfra.render.common import (
     render_template,
     unit_literal,
 )
-from ktinfra.render.plans import comment_text, host_section, model_section, optional_int, plan_section
+from ktinfra.render.plans import (
+    comment_text,
+    host_section,
+    model_section,
+    optional_int,
+    plan_section,
+    require_int,
+)
 
 DEFAULT_SFT_PYTHON = "/opt/kt/envs/kt-sft/bin/python"
 LLAMAFACTORY_DIR = "/opt/ktinfra/src/LLaMA-Factory"
@@ -58,12 +65,8 @@ _NAMES = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")  # lora_target "all" 
 
 
 def _recipe_problem(key: str, value: object) -> str | None:
-    """Why a plan's recipe value cannot go into the LLaMA-Factory YAML (None: it can)."""
+    """Why a plan's non-count recipe value cannot go into the LLaMA-Factory YAML (None: it can)."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if key in _COUNTS:
-        smallest = _COUNTS[key]
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= smallest
-        return None if ok else f"an integer >= {smallest}"
     if key in _POSITIVE:
         return None if number and value > 0 else "a number > 0"
     if key in _RATIOS:
@@ -83,6 +86,9 @@ def _recipe_problem(key: str, value: object) -> str | None:
 def _recipe(sft: dict) -> dict:
     recipe = {key: sft[key] for key in RECIPE_KEYS if sft.get(key) is not None}
     for key, value in recipe.items():
+        if key in _COUNTS:
+            require_int(recipe, key, "sft", _COUNTS[key])
+            continue
         problem = _recipe_problem(key, value)
         if problem:
             raise RenderError(f"plan sft.{key} must be {problem}, got {repr(value)[:80]}")

@@ -33,22 +33,21 @@ def sft_plan(path=SFT_CURRENT) -> dict:
 INJECTED = ["Qwen3\nLD_PRELOAD=/tmp/evil.so", "Qwen3\rKT_API_KEY=x", "Qwen3\u2028max_steps: 1", 7]
 
 
-@pytest.mark.parametrize("value", INJECTED)
-@pytest.mark.parametrize("key", ["model.name", "stack"])
-def test_serve_refuses_plan_names_that_would_break_the_comment_line(key, value):
-    plan = serve_plan()
-    (plan["model"] if key == "model.name" else plan)[key.split(".")[-1]] = value
-    with pytest.raises(RenderError, match=f"plan {key} must be one line of text"):
-        render_serve(plan, name="q", model_path="/m", weight_path="/w")
+RENDERERS = {  # the env file's comment line (serve), the YAML header (train)
+    "serve": (serve_plan, lambda plan: render_serve(plan, name="q", model_path="/m", weight_path="/w")),
+    "train": (sft_plan, lambda plan: render_train(plan, name="r1", **TRAIN)),
+}
 
 
 @pytest.mark.parametrize("value", INJECTED)
 @pytest.mark.parametrize("key", ["model.name", "stack"])
-def test_train_refuses_plan_names_that_would_break_the_yaml_header(key, value):
-    plan = sft_plan()
+@pytest.mark.parametrize("renderer", sorted(RENDERERS))
+def test_plan_names_that_would_break_the_comment_line_are_refused(renderer, key, value):
+    make_plan, render = RENDERERS[renderer]
+    plan = make_plan()
     (plan["model"] if key == "model.name" else plan)[key.split(".")[-1]] = value
     with pytest.raises(RenderError, match=f"plan {key} must be one line of text"):
-        render_train(plan, name="r1", **TRAIN)
+        render(plan)
 
 
 def test_an_injected_name_on_the_command_line_writes_nothing(tmp_path):
