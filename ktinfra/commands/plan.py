@@ -70,7 +70,10 @@ def _load_facts(facts_file: Path | None, capture_dir: Path | None) -> dict:
             return facts_module.from_capture(capture_dir)
         except (OSError, ValueError) as exc:  # e.g. a folder holding none of the capture's files
             _fail(f"--from {capture_dir}: {exc}")
-    return facts_module.gather_live()
+    try:
+        return facts_module.gather_live()
+    except (OSError, ValueError) as exc:
+        _fail(f"cannot read this host's facts: {exc}")
 
 
 def _flattened(key: str, value) -> list[tuple[str, str]]:

@@ -32,7 +32,10 @@ def _run(argv: list[str], timeout: float = 30, any_status: bool = False) -> str 
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT")}
     env["LC_ALL"] = "C"
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+        # errors="replace": a stray byte (a locale-encoded model name, a broken driver) must not lose the file
+        done = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False, env=env
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if (done.returncode == 0 or any_status) and done.stdout.strip() else None

@@ -249,3 +249,34 @@ def test_api_imports_without_typer_or_rich():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "16"
+
+
+def test_a_command_printing_bytes_that_are_not_utf8_keeps_its_file(tmp_path):
+    """A stray byte in one command's output (here uname's) must neither crash facts/plan nor lose the file."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "uname").write_bytes(b"#!/bin/sh\nprintf 'Linux host 6.8.0-\\377\\376 x86_64\\n'\n")
+    (bindir / "uname").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "COLUMNS": "200"}
+    run = [sys.executable, "-m", "ktinfra"]
+    facts = subprocess.run([*run, "facts", "--json"], capture_output=True, text=True, env=env)
+    assert facts.returncode == 0, facts.stderr
+    assert json.loads(facts.stdout)["os"]["kernel"] == "6.8.0-\ufffd\ufffd"
+    plan = subprocess.run(
+        [*run, "plan", "-m", "Qwen3-30B-A3B", "--json"], capture_output=True, text=True, env=env
+    )
+    assert plan.returncode in (0, 2), plan.stderr
+    assert json.loads(plan.stdout)["model"]["name"] == "Qwen3-30B-A3B" and "Traceback" not in plan.stderr
+    done = subprocess.run([*run, "facts", "--capture", str(tmp_path / "cap")], capture_output=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "cap" / "uname.txt").read_text() == "Linux host 6.8.0-\ufffd\ufffd x86_64\n"
+
+
+def test_plan_on_the_live_host_turns_a_read_error_into_a_sentence(monkeypatch):
+    def unreadable():
+        raise PermissionError(13, "Permission denied", "/proc/self/status")
+
+    monkeypatch.setattr(host_facts, "gather_live", unreadable)
+    result = CliRunner().invoke(app, ["plan", "-m", "Qwen3-30B-A3B", "--json"])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: cannot read this host's facts: [Errno 13] Permission denied")
