@@ -15,11 +15,15 @@ from ktinfra.plan.host import FactsError, validate
 __all__ = ["MODES", "PlanInputError", "load_facts", "plan"]
 
 
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def load_facts(path: str | Path) -> dict:
     """A facts JSON document (`ktinfra facts --json` output); PlanInputError when unreadable or when a key
     the planner reads is missing or of the wrong type (the same check `plan` makes)."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(), parse_constant=_refuse_constant)
     except OSError as exc:
         raise PlanInputError(f"cannot read facts file {path}: {exc.strerror or exc}") from exc
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, nesting too deep

@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
+from ktinfra.facts.bounds import MAX_DISK_BYTES
 from ktinfra.facts.cpulist import parse_cpulist
 
 # memory.limit_in_bytes of an unlimited v1 cgroup is PAGE_COUNTER_MAX pages (9223372036854771712 with 4 KiB
@@ -67,8 +68,8 @@ def _quota(files: dict[str, str]) -> float | None:
         quota_us, period_us = int(quota), int(period or 100000)
     except ValueError:
         return None  # "max" (v2) or missing
-    if quota_us <= 0 or period_us <= 0:
-        return None  # -1 (v1 unlimited)
+    if not 0 < quota_us < 1 << 63 or not 0 < period_us < 1 << 63:
+        return None  # -1 (v1 unlimited), or beyond the kernel's 64-bit counters
     return quota_us / period_us
 
 
@@ -82,4 +83,4 @@ def _bytes(value: str | None) -> int | None:
         number = int(value or "")
     except ValueError:
         return None
-    return number if number >= 0 else None
+    return number if 0 <= number <= MAX_DISK_BYTES else None

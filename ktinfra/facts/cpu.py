@@ -7,6 +7,7 @@ import re
 from collections import defaultdict
 from fractions import Fraction
 
+from ktinfra.facts.bounds import MAX_THREADS_PER_CORE, within
 from ktinfra.facts.cgroup import CgroupLimits
 from ktinfra.facts.cpulist import MAX_CPUS, format_cpulist, parse_cpulist
 from ktinfra.facts.lscpu import CpuRow, lscpu_fields, lscpu_int, lscpu_node_cpus, parse_cpuinfo, parse_lscpu_p
@@ -52,7 +53,9 @@ def cpu_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
     for restriction in (limits.cpuset, parse_cpulist(_status_field(files, "Cpus_allowed_list"))):
         if restriction:
             usable &= restriction
-    threads_per_core = lscpu_int(fields, "Thread(s) per core") or _threads_per_core(rows, first)
+    threads_per_core = within(
+        lscpu_int(fields, "Thread(s) per core") or _threads_per_core(rows, first), 1, MAX_THREADS_PER_CORE
+    )
     counts = _usable_counts(rows, usable, limits.quota_cpus, threads_per_core, note)
     flags = set((fields.get("Flags") or first.get("flags") or "").split())
 
@@ -61,7 +64,7 @@ def cpu_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
         "model": fields.get("Model name") or first.get("model name"),
         "family": lscpu_int(fields, "CPU family") or _int(first.get("cpu family")),
         "model_id": lscpu_int(fields, "Model") if "Model" in fields else _int(first.get("model")),
-        "sockets": counts.pop("sockets") or lscpu_int(fields, "Socket(s)"),
+        "sockets": counts.pop("sockets") or within(lscpu_int(fields, "Socket(s)"), 1, MAX_CPUS),
         "threads_per_core": threads_per_core,
         "online_cpus": len(online) or None,
         **counts,

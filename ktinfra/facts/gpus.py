@@ -7,6 +7,8 @@ import io
 import re
 import xml.etree.ElementTree as ET
 
+from ktinfra.facts.bounds import MAX_GPU_INDEX, MAX_GPU_MEMORY_MIB, within
+
 QUERY_FIELDS = [
     "index",
     "name",
@@ -146,19 +148,18 @@ def _from_xml(text: str | None) -> list[dict]:
 
 
 def _gpu(**raw: str | None) -> dict:
-    def mib(value: str | None) -> int | None:
-        match = re.match(r"\s*(\d+)", value or "")
-        return int(match.group(1)) if match else None
+    def number(value: str | None, low: int, high: int) -> int | None:
+        match = re.match(r"\s*(\d{1,20})(?!\d)", value or "")
+        return within(int(match.group(1)), low, high) if match else None
 
     text = _text
-    index = mib(raw["index"])
     return {
-        "index": index,
+        "index": number(raw["index"], 0, MAX_GPU_INDEX),
         "name": text(raw["name"]),
-        "memory_mib": mib(raw["memory_mib"]),
+        "memory_mib": number(raw["memory_mib"], 1, MAX_GPU_MEMORY_MIB),
         "compute_capability": text(raw["compute_capability"]),
         "driver_version": text(raw["driver_version"]),
-        "memory_used_mib": mib(raw["memory_used_mib"]),
+        "memory_used_mib": number(raw["memory_used_mib"], 0, MAX_GPU_MEMORY_MIB),
         "uuid": text(raw["uuid"]),
         "pci_bus_id": text(raw["pci_bus_id"]),
         "numa_affinity": None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from ktinfra.facts.bounds import MAX_DISK_BYTES, MAX_MEMORY_BYTES, within
 from ktinfra.facts.cgroup import CgroupLimits
 
 # glibc shipped by distribution releases, used only when no `ldd --version` was captured (os.glibc_source
@@ -63,7 +64,7 @@ GOVERNORS = {"performance", "powersave", "ondemand", "schedutil", "conservative"
 
 def memory_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
     meminfo = _meminfo(files.get("meminfo.txt"))
-    total = meminfo.get("MemTotal")
+    total = within(meminfo.get("MemTotal"), 1, MAX_MEMORY_BYTES)
     candidates = [v for v in (total, limits.memory_limit_bytes) if v is not None]
     # /proc/meminfo is the host's in a container: what the cgroup limit leaves caps it
     available = [v for v in (meminfo.get("MemAvailable"), limits.memory_free_bytes) if v is not None]
@@ -78,8 +79,10 @@ def memory_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
 
 def _meminfo(text: str | None) -> dict[str, int]:
     values = {}
-    for match in re.finditer(r"^(\w+):\s+(\d+)(\s*kB)?\s*$", text or "", re.MULTILINE):
-        values[match.group(1)] = int(match.group(2)) * (1024 if match.group(3) else 1)
+    for match in re.finditer(r"^(\w+):\s+(\d{1,20})(\s*kB)?\s*$", text or "", re.MULTILINE):
+        value = within(int(match.group(2)) * (1024 if match.group(3) else 1), 0, MAX_MEMORY_BYTES)
+        if value is not None:
+            values[match.group(1)] = value
     return values
 
 
@@ -128,9 +131,11 @@ def df_rows(text: str | None) -> list[dict]:
         if len(parts) < 6:
             continue
         try:
-            size, used, avail = (int(p) for p in parts[2:5])
+            size, used, avail = (within(int(p), 0, MAX_DISK_BYTES) for p in parts[2:5])
         except ValueError:
             continue
+        if parts[4].startswith("-"):
+            avail = 0  # GNU df prints a negative Avail when the reserved blocks exceed what is free
         rows.append(
             {
                 "source": parts[0],

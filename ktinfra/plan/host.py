@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
+from ktinfra.facts import bounds
 from ktinfra.facts.cpulist import parse_cpulist as _cpu_ids
 
 GB = 1e9
@@ -22,8 +24,14 @@ class FactsError(ValueError):
     pass
 
 
-def _int_at_least(low: int):
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low
+class MissingFact(FactsError):
+    pass
+
+
+def _int_between(low: int, high: int) -> tuple[str, object]:
+    top = str(high) if high < 10**6 else f"2^{high.bit_length() - 1}"
+    want = {0: "a non-negative integer", 1: "a positive integer"}[low] + f" up to {top}"
+    return want, lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
 
 
 def _is_str(value) -> bool:
@@ -41,8 +49,15 @@ def _is_compute_capability(value) -> bool:
     return isinstance(value, str) and COMPUTE_CAPABILITY_RE.fullmatch(value.strip()) is not None
 
 
-POSITIVE = ("a positive integer", _int_at_least(1))
-NON_NEGATIVE = ("a non-negative integer", _int_at_least(0))
+CPU_COUNT = _int_between(1, bounds.MAX_CPUS)
+CORES_ON_NODE = _int_between(0, bounds.MAX_CPUS)
+NUMA_NODES = _int_between(1, bounds.MAX_NUMA_NODES)
+THREADS_PER_CORE = _int_between(1, bounds.MAX_THREADS_PER_CORE)
+GPU_MEMORY_MIB = _int_between(1, bounds.MAX_GPU_MEMORY_MIB)
+GPU_INDEX = _int_between(0, bounds.MAX_GPU_INDEX)
+MEMORY_BYTES = _int_between(1, bounds.MAX_MEMORY_BYTES)
+DISK_BYTES = _int_between(0, bounds.MAX_DISK_BYTES)
+BOOLEAN = ("true, false or null", lambda v: isinstance(v, bool))
 STRING = ("a string", _is_str)
 CPULIST = ('a CPU list such as "0-15,32" (ids below 8192)', _is_cpulist)
 OBJECT = ("an object", lambda v: isinstance(v, dict))
@@ -61,7 +76,7 @@ def _field(node: dict, key: str, path: str, kind: tuple, *, required: bool = Fal
     value = node.get(key)
     if value is None:
         if required:
-            raise FactsError(f"facts lack {path} ({want}); produce them with `ktinfra facts --json`")
+            raise MissingFact(f"facts lack {path} ({want})")
         return None
     if not ok(value):
         raise _bad(path, want, value)
@@ -70,12 +85,12 @@ def _field(node: dict, key: str, path: str, kind: tuple, *, required: bool = Fal
 
 def _check_cpu(facts: dict) -> None:
     cpu = _field(facts, "cpu", "cpu", OBJECT, required=True)
-    cores = _field(cpu, "physical_cores", "cpu.physical_cores", POSITIVE, required=True)
-    logical = _field(cpu, "logical_cpus", "cpu.logical_cpus", POSITIVE, required=True)
+    cores = _field(cpu, "physical_cores", "cpu.physical_cores", CPU_COUNT, required=True)
+    logical = _field(cpu, "logical_cpus", "cpu.logical_cpus", CPU_COUNT, required=True)
     if logical < cores:
         raise _bad("cpu.logical_cpus", f"at least cpu.physical_cores ({cores})", logical)
-    for key in ("numa_nodes", "threads_per_core"):
-        _field(cpu, key, f"cpu.{key}", POSITIVE)
+    _field(cpu, "numa_nodes", "cpu.numa_nodes", NUMA_NODES)
+    _field(cpu, "threads_per_core", "cpu.threads_per_core", THREADS_PER_CORE)
     _field(cpu, "model", "cpu.model", STRING)
     _field(cpu, "usable_cpus", "cpu.usable_cpus", CPULIST)
     node_cpus = _field(cpu, "numa_node_cpus", "cpu.numa_node_cpus", OBJECT) or {}
@@ -83,11 +98,10 @@ def _check_cpu(facts: dict) -> None:
         _field(node_cpus, node, f"cpu.numa_node_cpus.{node}", CPULIST, required=True)
     node_cores = _field(cpu, "numa_node_physical_cores", "cpu.numa_node_physical_cores", OBJECT) or {}
     for node in node_cores:
-        _field(node_cores, node, f"cpu.numa_node_physical_cores.{node}", NON_NEGATIVE, required=True)
+        _field(node_cores, node, f"cpu.numa_node_physical_cores.{node}", CORES_ON_NODE, required=True)
     isa = _field(cpu, "isa", "cpu.isa", OBJECT, required=True)
-    for flag, value in isa.items():
-        if value is not None and not isinstance(value, bool):
-            raise _bad(f"cpu.isa.{flag}", "true, false or null", value)
+    for flag in isa:
+        _field(isa, flag, f"cpu.isa.{flag}", BOOLEAN)
 
 
 def _check_gpus(facts: dict) -> None:
@@ -95,9 +109,9 @@ def _check_gpus(facts: dict) -> None:
     for i, gpu in enumerate(_field(facts, "gpus", "gpus", LIST, required=True)):
         if not isinstance(gpu, dict):
             raise _bad(f"gpus[{i}]", "an object", gpu)
-        _field(gpu, "memory_mib", f"gpus[{i}].memory_mib", POSITIVE, required=True)
+        _field(gpu, "memory_mib", f"gpus[{i}].memory_mib", GPU_MEMORY_MIB, required=True)
         # `ktinfra facts` drops GPUs without a name or index; problem texts name the GPU by both
-        index = _field(gpu, "index", f"gpus[{i}].index", NON_NEGATIVE, required=True)
+        index = _field(gpu, "index", f"gpus[{i}].index", GPU_INDEX, required=True)
         if index in seen:  # CUDA_VISIBLE_DEVICES would name one GPU twice
             raise FactsError(f"gpus[{i}].index {index} is the index of an earlier GPU too")
         seen.add(index)
@@ -108,7 +122,8 @@ def _check_gpus(facts: dict) -> None:
 
 def _check_system(facts: dict) -> None:
     memory = _field(facts, "memory", "memory", OBJECT, required=True)
-    _field(memory, "total_bytes", "memory.total_bytes", POSITIVE, required=True)
+    _field(memory, "total_bytes", "memory.total_bytes", MEMORY_BYTES, required=True)
+    _field(facts, "container", "container", BOOLEAN)
     os_facts = _field(facts, "os", "os", OBJECT) or {}
     for key in ("kernel", "glibc"):
         _field(os_facts, key, f"os.{key}", STRING)
@@ -116,7 +131,7 @@ def _check_system(facts: dict) -> None:
         if not isinstance(disk, dict):
             raise _bad(f"disks[{i}]", "an object", disk)
         _field(disk, "mount", f"disks[{i}].mount", STRING, required=True)
-        _field(disk, "avail_bytes", f"disks[{i}].avail_bytes", NON_NEGATIVE)
+        _field(disk, "avail_bytes", f"disks[{i}].avail_bytes", DISK_BYTES)
         _field(disk, "fstype", f"disks[{i}].fstype", STRING)
 
 
@@ -129,10 +144,21 @@ def validate(facts: object) -> dict:
             f"not facts schema {FACTS_SCHEMA} (`ktinfra facts --json` output): "
             f"schema is {json.dumps(facts.get('schema'))}"
         )
-    _check_cpu(facts)
-    _check_gpus(facts)
-    _check_system(facts)
+    try:
+        _check_cpu(facts)
+        _check_gpus(facts)
+        _check_system(facts)
+    except MissingFact as missing:
+        raise MissingFact(f"{missing}; {_where_facts_come_from(facts.get('source'))}") from None
     return facts
+
+
+def _where_facts_come_from(source: object) -> str:
+    if source == "live":
+        return "this host did not report it (see `ktinfra facts`)"
+    if isinstance(source, str) and source and os.path.isdir(source):
+        return f"the capture {source} does not give it (a file missing or damaged)"
+    return "produce them with `ktinfra facts --json`"
 
 
 def gb(value: float) -> str:
@@ -384,7 +410,9 @@ def data_disk(facts: dict) -> dict | None:
     disks = [
         d
         for d in facts.get("disks") or []
-        if isinstance(d, dict) and d.get("fstype") not in ("tmpfs", "devtmpfs") and d.get("avail_bytes")
+        if isinstance(d, dict)
+        and d.get("fstype") not in ("tmpfs", "devtmpfs")
+        and d.get("avail_bytes") is not None
     ]
     return max(disks, key=lambda d: d["avail_bytes"], default=None)
 

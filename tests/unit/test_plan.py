@@ -329,6 +329,8 @@ def _set(host: dict, dotted: str, value) -> None:
 
 
 CC_WANTED = 'a compute capability such as "9.0"'
+HUGE = int("9" * 400)
+BIG = "9" * 37 + "..."  # how HUGE is shown: cut short
 CPULIST_WANTED = 'a CPU list such as "0-15,32" (ids below 8192)'
 
 
@@ -341,19 +343,40 @@ CPULIST_WANTED = 'a CPU list such as "0-15,32" (ids below 8192)'
         (
             "cpu.numa_node_physical_cores",
             {"0": "x"},
-            'cpu.numa_node_physical_cores.0 must be a non-negative integer, got "x"',
+            'cpu.numa_node_physical_cores.0 must be a non-negative integer up to 8192, got "x"',
         ),
         ("cpu.logical_cpus", 4, "cpu.logical_cpus must be at least cpu.physical_cores (16), got 4"),
         ("cpu.isa.amx_tile", "false", 'cpu.isa.amx_tile must be true, false or null, got "false"'),
         ("gpus.0.compute_capability", "7.5x", f'gpus[0].compute_capability must be {CC_WANTED}, got "7.5x"'),
-        ("gpus.0.memory_mib", 0, "gpus[0].memory_mib must be a positive integer, got 0"),
-        ("gpus.0.memory_mib", -5, "gpus[0].memory_mib must be a positive integer, got -5"),
+        ("gpus.0.memory_mib", 0, "gpus[0].memory_mib must be a positive integer up to 2^24, got 0"),
+        ("gpus.0.memory_mib", -5, "gpus[0].memory_mib must be a positive integer up to 2^24, got -5"),
+        ("gpus.0.memory_mib", HUGE, f"gpus[0].memory_mib must be a positive integer up to 2^24, got {BIG}"),
+        ("gpus.0.index", HUGE, f"gpus[0].index must be a non-negative integer up to 65536, got {BIG}"),
+        ("cpu.logical_cpus", HUGE, f"cpu.logical_cpus must be a positive integer up to 8192, got {BIG}"),
+        ("cpu.physical_cores", 8193, "cpu.physical_cores must be a positive integer up to 8192, got 8193"),
+        ("cpu.numa_nodes", 1025, "cpu.numa_nodes must be a positive integer up to 1024, got 1025"),
+        ("cpu.threads_per_core", 9, "cpu.threads_per_core must be a positive integer up to 8, got 9"),
+        ("container", 1, "container must be true, false or null, got 1"),
         ("gpus.0", "x", 'gpus[0] must be an object, got "x"'),
         ("gpus.0.name", None, "facts lack gpus[0].name (a string); produce them with `ktinfra facts --json`"),
-        ("memory.total_bytes", -5, "memory.total_bytes must be a positive integer, got -5"),
+        ("memory.total_bytes", -5, "memory.total_bytes must be a positive integer up to 2^60, got -5"),
+        (
+            "memory.total_bytes",
+            2**60 + 1,
+            f"memory.total_bytes must be a positive integer up to 2^60, got {2**60 + 1}",
+        ),
         ("os", "linux", 'os must be an object, got "linux"'),
         ("os.kernel", 6, "os.kernel must be a string, got 6"),
-        ("disks.0.avail_bytes", "5", 'disks[0].avail_bytes must be a non-negative integer, got "5"'),
+        (
+            "disks.0.avail_bytes",
+            "5",
+            'disks[0].avail_bytes must be a non-negative integer up to 2^64, got "5"',
+        ),
+        (
+            "disks.0.avail_bytes",
+            2**64 + 1,
+            f"disks[0].avail_bytes must be a non-negative integer up to 2^64, got {2**64 + 1}",
+        ),
         ("schema", 99, "not facts schema 1 (`ktinfra facts --json` output): schema is 99"),
         ("schema", None, "not facts schema 1 (`ktinfra facts --json` output): schema is null"),
     ],
