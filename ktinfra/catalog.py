@@ -32,17 +32,32 @@ def _int_in(value, low: int, high: int | None) -> bool:
     return low <= value and (high is None or value <= high)
 
 
+# No released model comes near it (vocabularies ~2^18, contexts ~2^24); above it a number is damage, and
+# products of such numbers would overflow the float arithmetic of the sizing.
+MAX_CONFIG_INT = 2**31 - 1
+
+
+def _shown(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _int_key(config: dict, key: str, source: str, *, low: int = 1, high: int | None = None) -> int | None:
     """config[key] as an int in low..high (None when absent or null); ModelConfigError naming key and file."""
     value = config.get(key)
     if value is None:
         return None
+    if _int_in(value, low, None) and high is None and value > MAX_CONFIG_INT:
+        raise ModelConfigError(
+            f"{source}: config.json {key} must be at most {MAX_CONFIG_INT} (no model comes near), "
+            f"got {_shown(value)}"
+        )
     if not _int_in(value, low, high):
         if high is not None:
             want = f"an integer from {low} to {high}"
         else:
             want = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
-        raise ModelConfigError(f"{source}: config.json {key} must be {want}, got {json.dumps(value)}")
+        raise ModelConfigError(f"{source}: config.json {key} must be {want}, got {_shown(value)}")
     return value
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import model_configs
 import pytest
 from model_configs import GLM_4_5_AIR, QWEN3_NEXT_80B_A3B
 from test_plan import SEED002, facts
@@ -132,3 +133,39 @@ def test_a_shortfall_never_reads_as_equal_amounts():
     problems = plan(facts(SEED002), "Kimi-K2-Thinking", "serve")["problems"]
     gpu = next(p for p in problems if "GPU memory" in p)
     assert gpu.startswith("needs 25.79 GB GPU memory") and gpu.endswith("has 25.76 GB")
+
+
+def _int_paths(config: dict, prefix: tuple = ()):
+    for key, value in config.items():
+        if isinstance(value, dict):
+            yield from _int_paths(value, (*prefix, key))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            yield (*prefix, key)
+
+
+HUGE_CONFIGS = {
+    "DeepSeek-V3.2": model_configs.DEEPSEEK_V32,
+    "Qwen3-VL-30B-A3B": model_configs.QWEN3_VL_30B_A3B,
+    "Qwen3-Next-80B-A3B": model_configs.QWEN3_NEXT_80B_A3B,
+}
+HUGE_CONFIG_CASES = [(name, path) for name, config in HUGE_CONFIGS.items() for path in _int_paths(config)]
+
+
+@pytest.mark.parametrize(
+    "name, path", HUGE_CONFIG_CASES, ids=[f"{n}:{'.'.join(p)}" for n, p in HUGE_CONFIG_CASES]
+)
+def test_a_config_number_of_400_digits_is_refused_or_unused(tmp_path, name, path):
+    """Before: 168 such cases ended in OverflowError tracebacks inside the sizing's float arithmetic."""
+    config = json.loads(json.dumps(HUGE_CONFIGS[name]))
+    node = config
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = int("9" * 400)
+    model = _model(tmp_path, config)
+    for mode in ("serve", "sft"):
+        try:
+            result = plan(facts("h100-amx"), model, mode)
+        except PlanInputError as error:
+            assert path[-1] in str(error) and "9" * 38 not in str(error)
+        else:
+            json.dumps(result, allow_nan=False)  # a number read from it would have overflowed
