@@ -24,12 +24,12 @@ def _fail(message: str) -> None:
 def _parse_lora(values: list[str]) -> dict[str, str]:
     adapters: dict[str, str] = {}
     for value in values:
-        name, sep, directory = value.partition("=")
-        if not sep or not name.strip() or not directory.strip():
+        name, sep, directory = (part.strip() for part in value.partition("="))
+        if not sep or not name or not directory:
             _fail(f"--lora wants NAME=DIR, got {value!r}")
         if name in adapters:
-            _fail(f"--lora name {name!r} given twice")
-        adapters[name.strip()] = directory.strip()
+            _fail(f"--lora name {name!r} given twice ({adapters[name]} and {directory})")
+        adapters[name] = directory
     return adapters
 
 

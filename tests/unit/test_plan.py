@@ -445,6 +445,10 @@ def test_cli_infeasible_plan_exits_2_and_lists_problems():
     [
         (["--model", "nope"], "unknown model 'nope'"),
         (["--model", "Qwen3-30B-A3B", "--lora", "adapter-without-dir"], "--lora wants NAME=DIR"),
+        (
+            ["--model", "Qwen3-30B-A3B", "--lora", "style=/a", "--lora", "style =/b"],
+            "--lora name 'style' given twice (/a and /b)",
+        ),
         (["--model", "Qwen3-30B-A3B", "--from", "/nonexistent"], "not both"),
     ],
 )
