@@ -316,7 +316,10 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         vision = _vision(config, source)
         sized = ("vision_config",) if vision else ()
         encoders = tuple(k for k in config if k in MULTIMODAL_ENCODERS and k not in sized)
-        config = {**config["text_config"], "quantization_config": config.get("quantization_config")}
+        text = config["text_config"]
+        # Kimi-K2.5 keeps its int4 quantization_config inside text_config; Qwen3.5 at the top
+        quant = config.get("quantization_config") or text.get("quantization_config")
+        config = {**text, "quantization_config": quant}
     num_experts, per_token = _experts(config, source)
     hidden = _need(config, "hidden_size", source=source)
     layers = _need(config, "num_hidden_layers", source=source, high=MAX_LAYERS)

@@ -100,3 +100,22 @@ def test_fine_tuning_an_int4_checkpoint_is_refused_with_the_reason():
     assert any(
         "ships int4 (compressed-tensors) and ktinfra plans no int4 -> BF16" in p for p in result["problems"]
     )
+
+
+def test_kimi_k2_5_keeps_its_int4_quantization_inside_text_config(tmp_path):
+    """Kimi-K2.5's config.json wraps the Kimi-K2 text model (model_type kimi_k25, text_config) and puts the
+    int4 quantization_config inside text_config; read as bf16 it was sized AMXINT8 at 1018 GB RAM."""
+    text = copy.deepcopy(catalog.entry_config("Kimi-K2-Thinking"))
+    wrapper = {
+        "model_type": "kimi_k25",
+        "architectures": ["KimiK25ForConditionalGeneration"],
+        "text_config": text,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(wrapper))
+    arch = catalog.resolve(str(tmp_path))
+    assert (arch.native_dtype, arch.quant_group_size) == ("int4", 32)
+    assert sizing.download_bytes(arch) == pytest.approx(
+        sizing.download_bytes(catalog.resolve("Kimi-K2-Thinking"))
+    )
+    result = plan(host("dual-spr-2xnuma-4xl40s"), str(tmp_path), "serve")
+    assert result["serve"]["kt_method"] == "RAWINT4"
