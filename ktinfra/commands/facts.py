@@ -20,20 +20,27 @@ def register(app: typer.Typer) -> None:
 
 def facts(
     from_dir: Annotated[
-        Path | None, typer.Option("--from", help="Parse a capture folder instead of this host.")
+        str | None,
+        typer.Option("--from", metavar="DIR", help="Parse a capture folder instead of this host."),
     ] = None,
     capture: Annotated[
-        Path | None, typer.Option("--capture", help="Write this host's capture into a new folder DIR.")
+        str | None,
+        typer.Option("--capture", metavar="DIR", help="Write this host's capture into a new folder DIR."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine JSON (schema 1) on stdout.")] = False,
 ) -> None:
     """Detect CPU (usable cores, NUMA, AMX), memory, GPUs, OS, disks and container limits."""
     if from_dir is not None and capture is not None:
         raise typer.BadParameter("use either --from or --capture, not both")
+    # an empty DIR would become "." (this directory): say what was given instead
+    for flag, value in (("--from", from_dir), ("--capture", capture)):
+        if value is not None and not value.strip():
+            typer.echo(f"error: {flag} needs a directory name, got {value!r}", err=True)
+            raise typer.Exit(1)
     try:
         if capture is not None:
             written = host_facts.write_capture(capture)
-            _print_capture(capture, written, as_json)
+            _print_capture(Path(capture), written, as_json)
             return
         result = host_facts.from_capture(from_dir) if from_dir is not None else host_facts.gather_live()
     except (OSError, ValueError) as error:

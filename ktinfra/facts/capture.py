@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import subprocess
@@ -207,13 +208,24 @@ def write_capture(path: str | os.PathLike) -> list[Path]:
     return [target / name for name in [*files, "README.md"]]
 
 
+def _link_target(link: Path) -> Path:
+    """The existing path `link` leads to; a sentence naming `link` when it loops or dangles."""
+    try:
+        return Path(os.path.realpath(link, strict=True))
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise OSError(f"{link} is a link that leads back to itself (a loop of links)") from None
+        if error.errno == errno.ENOENT:
+            where = os.path.realpath(link)
+            raise FileNotFoundError(f"{link} is a link to {where}, which does not exist") from None
+        raise _reworded(error, f"cannot follow the link {link}") from None
+
+
 def _capture_folder(target: Path) -> Path:
     """Where the capture goes: `target` or the folder it links to; raises if that cannot take a capture."""
     folder = target
     if target.is_symlink():
-        folder = Path(os.path.realpath(target))
-        if not folder.exists():
-            raise FileNotFoundError(f"{target} is a link to {folder}, which does not exist")
+        folder = _link_target(target)
         if not folder.is_dir():
             raise NotADirectoryError(f"{target} is a link to {folder}, which is a file, not a directory")
     elif target.exists() and not target.is_dir():
@@ -235,9 +247,7 @@ def _make_parents(parent: Path, target: Path) -> list[Path]:
         if directory.is_dir():
             break
         if directory.is_symlink() and not directory.exists():
-            raise FileNotFoundError(
-                f"{directory} is a link to {os.path.realpath(directory)}, which does not exist"
-            )
+            _link_target(directory)  # raises: the link dangles or loops
         if directory.exists():
             raise NotADirectoryError(f"{directory} is a file, not a directory")
         missing.append(directory)

@@ -280,3 +280,27 @@ def test_plan_on_the_live_host_turns_a_read_error_into_a_sentence(monkeypatch):
     result = CliRunner().invoke(app, ["plan", "-m", "Qwen3-30B-A3B", "--json"])
     assert result.exit_code == 1
     assert result.output.startswith("error: cannot read this host's facts: [Errno 13] Permission denied")
+
+
+def test_capture_into_a_loop_of_links_says_so(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    runner = CliRunner()
+    for target in (tmp_path / "a", tmp_path / "a" / "sub"):
+        result = runner.invoke(app, ["facts", "--capture", str(target)])
+        assert result.exit_code == 1
+        assert (
+            result.output
+            == f"error: {tmp_path / 'a'} is a link that leads back to itself (a loop of links)\n"
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+@pytest.mark.parametrize("flag", ["--from", "--capture"])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_directory_name_is_refused_not_read_as_this_directory(tmp_path, monkeypatch, flag, value):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["facts", flag, value])
+    assert result.exit_code == 1
+    assert result.output == f"error: {flag} needs a directory name, got {value!r}\n"
+    assert list(tmp_path.iterdir()) == []
