@@ -61,9 +61,11 @@ def check_url(url: str) -> None:
     """An http(s) URL with a host (and a valid port, if any): caught here rather than once per request."""
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 (raises ValueError on a port that is not a number in 0-65535)
+        port = parts.port  # raises ValueError on a port that is not a number in 0-65535
     except ValueError as exc:
         raise ValueError(f"url {url!r} is not a valid URL: {exc}") from None
+    if port == 0:  # urllib3 reads ":0" as no port at all and would load port 80 (443)
+        raise ValueError(f"url {url!r}: port must be 1-65535")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"url must be http:// or https:// followed by a host, got {url!r}")
     if parts.query or parts.fragment:

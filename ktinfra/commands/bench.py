@@ -17,6 +17,12 @@ from rich.table import Table
 from ktinfra import bench
 from ktinfra.bench.plot import check_plot_path, plot_levels
 
+# One thread per user; SGLang's own --max-running-requests is in the hundreds at most
+MAX_USERS = 4096
+# 2^20 tokens: beyond any served context length (the prompt is built in memory before the first request)
+MAX_TOKENS = 1 << 20
+MAX_REQUESTS = 1_000_000
+
 
 def _fail(message: str) -> None:
     typer.echo(f"error: {message}", err=True)
@@ -78,24 +84,30 @@ def bench_command(
     ),
     model: str = typer.Option(..., "--model", help="Model name sent in OpenAI requests (served-model-name)."),
     api: str = typer.Option("openai", "--api", help="openai (/v1/chat/completions) or sglang (/generate)."),
-    users: int | None = typer.Option(None, "--users", min=1, help="Run one level with N concurrent users."),
+    users: int | None = typer.Option(
+        None, "--users", min=1, max=MAX_USERS, help="Run one level with N concurrent users."
+    ),
     capacity: bool = typer.Option(
         False, "--capacity", help="Search the largest concurrency meeting --min-tps."
     ),
     min_tps: float | None = typer.Option(
         None, "--min-tps", help="Output tok/s every user must get (--capacity only)."
     ),
-    max_users: int = typer.Option(64, "--max-users", min=1, help="Upper bound for the capacity search."),
-    prompt_tokens: int = typer.Option(
-        500, "--prompt-tokens", min=1, help="Prompt length in tokens (approx.)."
+    max_users: int = typer.Option(
+        64, "--max-users", min=1, max=MAX_USERS, help="Upper bound for the capacity search."
     ),
-    gen_tokens: int = typer.Option(500, "--gen-tokens", min=1, help="Tokens to generate per request."),
+    prompt_tokens: int = typer.Option(
+        500, "--prompt-tokens", min=1, max=MAX_TOKENS, help="Prompt length in tokens (approx.)."
+    ),
+    gen_tokens: int = typer.Option(
+        500, "--gen-tokens", min=1, max=MAX_TOKENS, help="Tokens to generate per request."
+    ),
     stream: bool = typer.Option(True, "--stream/--no-stream", help="Stream tokens (needed for TTFT/ITL)."),
     ignore_eos: bool = typer.Option(
         False, "--ignore-eos/--no-ignore-eos", help="Ask SGLang to ignore EOS (fixed output length)."
     ),
     requests_per_user: int | None = typer.Option(
-        None, "--requests", min=1, help="Requests per user (default 2)."
+        None, "--requests", min=1, max=MAX_REQUESTS, help="Requests per user (default 2)."
     ),
     duration: float | None = typer.Option(None, "--duration", min=0.1, help="Seconds per level instead."),
     timeout: float = typer.Option(

@@ -241,11 +241,30 @@ def test_numbers_are_checked_before_any_request(server, args, message):
         ("ftp://host", "url must be http:// or https:// followed by a host"),
         ("127.0.0.1:30000", "url must be http:// or https:// followed by a host"),
         ("http://host:99999", "is not a valid URL"),
+        ("http://127.0.0.1:0", "url 'http://127.0.0.1:0': port must be 1-65535"),  # urllib3 would use 80
+        ("https://[::1]:0/v1", "port must be 1-65535"),
         ("http://host:30000/?a=1", "without ?query"),
     ],
 )
 def test_url_needs_scheme_and_host(url, message):
     one_line_error(cli("--url", url, "--users", "1"), message)
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--users", "9" * 400], "--users"),
+        (["--capacity", "--min-tps", "1", "--max-users", "4097"], "--max-users"),
+        (["--users", "1", "--prompt-tokens", "9" * 400], "--prompt-tokens"),
+        (["--users", "1", "--gen-tokens", str((1 << 20) + 1)], "--gen-tokens"),
+        (["--users", "1", "--requests", "1000001"], "--requests"),
+    ],
+)
+def test_sizes_no_server_takes_are_refused_before_any_request(server, args, option):
+    """Before: --users 10^400 started threads until the process died; --prompt-tokens 10^400 hung."""
+    res = cli("--url", server.url, *args)
+    assert res.exit_code == 1 and f"Invalid value for '{option}'" in res.output
+    assert server.requests == 0
 
 
 def test_url_with_a_path_prefix_is_kept(server):
