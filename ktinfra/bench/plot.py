@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -13,17 +14,33 @@ class PlotUnavailable(RuntimeError):
     pass
 
 
+def _written_file(path: Path) -> Path:
+    """The file a write to `path` lands in: the link's target for a link (even a dangling one)."""
+    if not path.is_symlink():
+        return path
+    try:
+        os.path.realpath(path, strict=True)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ValueError(f"--plot {path} is a link that leads back to itself (a loop of links)") from None
+    return Path(os.path.realpath(path))
+
+
 def check_plot_path(path: Path) -> None:
     """Refuse a plot file that could not be written, before minutes of load are spent (ValueError)."""
     if path.suffix.lower() not in SUFFIXES:
         raise ValueError(f"--plot {path}: the file name must end in {', '.join(SUFFIXES)}")
-    if path.is_dir():
-        raise ValueError(f"--plot {path} is a directory")
-    parent = path.parent
+    target = _written_file(path)
+    shown = f"{path}" if target == path else f"{path} (a link to {target})"
+    if target.is_dir():
+        raise ValueError(f"--plot {shown} is a directory")
+    if target.exists() and not target.is_file():
+        raise ValueError(f"--plot {shown} is not a regular file")
+    parent = target.parent
     if not parent.is_dir():
-        raise ValueError(f"--plot {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise ValueError(f"--plot {path}: not writable")
+        raise ValueError(f"--plot {shown}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ValueError(f"--plot {shown}: not writable")
 
 
 def plot_levels(levels: list[dict], path: Path, min_tps: float | None = None, title: str = "") -> Path:

@@ -4,6 +4,7 @@ the way SGLang / OpenAI servers do, or the way broken ones do."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -282,12 +283,30 @@ def test_url_with_a_path_prefix_is_kept(server):
         ("x", "must end in .png, .svg, .pdf"),
         ("x.jpg", "must end in .png, .svg, .pdf"),
         ("adir.png", "is a directory"),
+        ("loop.png", "loop.png is a link that leads back to itself (a loop of links)"),
+        ("dangling.png", "dangling.png (a link to {tmp}/gone/x.png): directory {tmp}/gone does not exist"),
+        ("to-dir.png", "to-dir.png (a link to {tmp}/adir.png) is a directory"),
+        ("fifo.png", "fifo.png is not a regular file"),
     ],
 )
 def test_plot_path_is_checked_before_the_load(server, tmp_path, name, message):
     (tmp_path / "adir.png").mkdir()
+    (tmp_path / "loop.png").symlink_to("loop2.png")
+    (tmp_path / "loop2.png").symlink_to("loop.png")
+    (tmp_path / "dangling.png").symlink_to(tmp_path / "gone" / "x.png")
+    (tmp_path / "to-dir.png").symlink_to(tmp_path / "adir.png")
+    os.mkfifo(tmp_path / "fifo.png")
+    message = message.format(tmp=tmp_path)
     one_line_error(cli("--url", server.url, "--users", "1", "--plot", str(tmp_path / name)), message)
     assert server.requests == 0  # the load used to run to its end, then FileNotFoundError
+
+
+def test_plot_through_a_dangling_link_is_written_to_its_target(server, tmp_path):
+    server.reply = lambda h, body: sse(h, [delta("a"), delta("b"), USAGE, DONE])
+    (tmp_path / "p.svg").symlink_to(tmp_path / "real.svg")
+    res = cli("--url", server.url, "--users", "1", "--requests", "1", "--plot", str(tmp_path / "p.svg"))
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "real.svg").read_text().lstrip().startswith("<?xml")
 
 
 def test_plot_is_written_where_it_says(server, tmp_path):
