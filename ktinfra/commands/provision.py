@@ -45,16 +45,18 @@ def _live_view(state: RunState) -> Group:
 def register(app: typer.Typer) -> None:
     @app.command()
     def provision(
-        playbook: Annotated[Path, typer.Argument(help="playbook, e.g. playbooks/serve.yml")],
-        inventory: Annotated[Path, typer.Option("-i", "--inventory", help="inventory file or directory")],
+        playbook: Annotated[str, typer.Argument(help="playbook, e.g. playbooks/serve.yml")],
+        inventory: Annotated[
+            str, typer.Option("-i", "--inventory", metavar="PATH", help="inventory file or directory")
+        ],
         limit: Annotated[str | None, typer.Option("--limit", "-l", help="ansible --limit pattern")] = None,
         tags: Annotated[str | None, typer.Option("--tags", "-t", help="ansible --tags")] = None,
         extra_vars: Annotated[
             list[str] | None, typer.Option("-e", "--extra-vars", help="as ansible-playbook -e (repeatable)")
         ] = None,
         artifacts: Annotated[
-            Path, typer.Option(help="where ansible-runner keeps each run")
-        ] = DEFAULT_ARTIFACTS,
+            str, typer.Option(metavar="DIR", help="where ansible-runner keeps each run")
+        ] = str(DEFAULT_ARTIFACTS),
         check: Annotated[
             bool, typer.Option("--check", help="ansible --check: list what would change, change nothing")
         ] = False,
@@ -66,8 +68,22 @@ def register(app: typer.Typer) -> None:
         Exit 1 if a host or Ansible failed, the inventory could not be parsed or no play matched a host.
         """
         err = Console(stderr=True)
+        # an empty path would become "." (this directory); ansible-runner drops an empty --tags, which
+        # ansible-playbook reads as "no task": refuse them all instead of guessing
+        given = {"PLAYBOOK": playbook, "--inventory": inventory, "--artifacts": artifacts}
+        for flag, value in {**given, "--limit": limit, "--tags": tags}.items():
+            if value is not None and not value.strip():
+                typer.echo(f"error: {flag} is empty", err=True)
+                raise typer.Exit(1)
         request = ProvisionRequest(
-            playbook, inventory, limit, tags, list(extra_vars or []), artifacts, check=check, diff=diff
+            Path(playbook),
+            Path(inventory),
+            limit,
+            tags,
+            list(extra_vars or []),
+            Path(artifacts),
+            check=check,
+            diff=diff,
         )
         try:
             request.validate()  # before the live view starts

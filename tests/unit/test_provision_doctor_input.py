@@ -51,6 +51,30 @@ def test_unparsable_or_empty_inventory_fails_the_run(tmp_path: Path, inventory: 
         assert any(e.startswith("Failed to parse inventory with") for e in report["errors"])
 
 
+@pytest.mark.parametrize(
+    "flag, args",
+    [
+        ("PLAYBOOK", ["", "-i", "hosts"]),
+        ("--inventory", ["pb.yml", "-i", ""]),
+        ("--artifacts", ["pb.yml", "-i", "hosts", "--artifacts", ""]),
+        ("--tags", ["pb.yml", "-i", "hosts", "--tags", ""]),
+        ("--limit", ["pb.yml", "-i", "hosts", "--limit", " "]),
+    ],
+)
+def test_an_empty_path_tags_or_limit_is_refused_before_ansible_runs(
+    tmp_path, monkeypatch, flag, args
+) -> None:
+    """Before: -i '' ran against the current directory as the inventory, --artifacts '' wrote into it, and
+    --tags '' ran every task (ansible-runner drops it; ansible-playbook --tags '' runs none)."""
+    (tmp_path / "pb.yml").write_text(PLAY.format(hosts="all"))
+    (tmp_path / "hosts").write_text(LOCAL)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["provision", *args, "--json"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == f"error: {flag} is empty\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hosts", "pb.yml"]
+
+
 def test_inventory_without_the_plays_group_fails_the_run(tmp_path: Path) -> None:
     (tmp_path / "grp.yml").write_text(PLAY.format(hosts="kt_serve"))
     (tmp_path / "typo.ini").write_text(f"[kt_sreve]\n{LOCAL}")
