@@ -145,6 +145,8 @@ def list_(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Builds with a manifest, and local docker images labelled by ktinfra."""
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {out} is not a directory")
     try:
         rows = listing.builds(out)
     except ImageError as exc:

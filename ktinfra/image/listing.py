@@ -48,6 +48,18 @@ def builds(out_root: Path) -> list[dict]:
     return rows
 
 
+MAX_IMAGE_BYTES = 1 << 50  # 1 PiB
+MAX_DURATION_S = 10**7  # 116 days
+
+
+def _amount(data: dict, dotted: str, path: Path, high: float) -> float | None:
+    """A size or duration: null when unknown, ImageError when negative or beyond any real build."""
+    value = manifest.field(data, dotted, (int, float), path, default=None)
+    if value is not None and not 0 <= value <= high:
+        raise ImageError(f"manifest {path}: {dotted} is {'negative' if value < 0 else 'too large'}")
+    return value
+
+
 def build_row(path: Path) -> dict:
     """The row of one manifest; ImageError when the file is unreadable or a field the row shows is bad.
     An unknown size or duration (missing, null, NaN or an infinity) is null in the row."""
@@ -58,9 +70,9 @@ def build_row(path: Path) -> dict:
         "id": image_id,
         "source": manifest.field(m, "image.source", (str,), path),
         "profile": manifest.field(m, "profile.name", (str,), path),
-        "size_bytes": manifest.field(m, "sizes.image_bytes", (int, float), path, default=None),
+        "size_bytes": _amount(m, "sizes.image_bytes", path, MAX_IMAGE_BYTES),
         "built": manifest.field(m, "build.started", (str,), path),
-        "duration_s": manifest.field(m, "build.duration_s", (int, float), path, default=None),
+        "duration_s": _amount(m, "build.duration_s", path, MAX_DURATION_S),
         "manifest": str(path),
         "error": None,
     }

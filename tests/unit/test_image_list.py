@@ -25,6 +25,16 @@ BROKEN = {
         json.dumps({**GOOD, "build": {"started": "x", "duration_s": "long"}}),
         "build.duration_s is not a number",
     ),
+    # a 400-digit size ended the table in an OverflowError traceback; a negative one showed "-1.00 GiB"
+    "huge-size": (json.dumps(GOOD).replace(str(3 * 2**30), "9" * 400), "sizes.image_bytes is too large"),
+    "negative-size": (
+        json.dumps({**GOOD, "sizes": {"image_bytes": -(2**30)}}),
+        "sizes.image_bytes is negative",
+    ),
+    "negative-duration": (
+        json.dumps({**GOOD, "build": {"started": "x", "duration_s": -1}}),
+        "build.duration_s is negative",
+    ),
 }
 
 
@@ -67,6 +77,13 @@ def test_table_shows_good_build_and_warns_about_the_rest(out, monkeypatch):
     assert "no-source" not in result.stdout
     assert str(out / "no-source" / "manifest.json") in result.stderr
     assert "image.source is missing" in result.stderr
+
+
+def test_out_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    result = CliRunner().invoke(app, ["image", "list", "--out", str(tmp_path / "afile")])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == f"error: --out {tmp_path / 'afile'} is not a directory\n"
 
 
 def test_amazon_manifest_without_image_bytes_listed(tmp_path, monkeypatch):
