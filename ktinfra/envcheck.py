@@ -24,11 +24,15 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _executable_file(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)  # a directory is "executable" too
+
+
 def find_conda(conda_exe: str | None) -> str | None:
-    if conda_exe:
-        return conda_exe if os.access(conda_exe, os.X_OK) else None
+    if conda_exe is not None:
+        return conda_exe if _executable_file(conda_exe) else None
     found = shutil.which("conda")
-    return found or next((c for c in CONDA_CANDIDATES if os.access(c, os.X_OK)), None)
+    return found or next((c for c in CONDA_CANDIDATES if _executable_file(c)), None)
 
 
 def parse_wheel_override(text: str) -> tuple[str, dict]:
@@ -167,7 +171,9 @@ def check_install(
         raise ValueError(f"env manager must be one of {', '.join(MANAGERS)}, not {manager!r}")
     problems: list[str] = []
     conda = find_conda(conda_exe)
-    if manager == "conda" and conda is None:
+    if conda_exe is not None and conda is None:  # asked for: never fall back to a venv without a word
+        problems.append(f"conda {conda_exe} (--conda-exe, kt_python_env_conda_exe) is not an executable file")
+    elif manager == "conda" and conda is None:
         searched = conda_exe or "PATH, " + ", ".join(CONDA_CANDIDATES)
         problems.append(f"env manager conda requested but no conda found ({searched})")
     resolved = "conda" if manager == "conda" or (manager == "auto" and conda) else "venv"

@@ -108,8 +108,17 @@ def check_cmd(
     """Resolve where each env goes and list every problem before anything is installed (exit 2)."""
     data = _load(name)
     try:
-        overrides = dict(envcheck.parse_wheel_override(w) for w in wheel or [])
-        overrides.update(envcheck.parse_wheels_json(wheels_json or "{}"))
+        if conda_exe is not None and not conda_exe.strip():
+            raise ValueError("--conda-exe is empty")
+        _refuse_twice("--env", env)
+        pairs = [envcheck.parse_wheel_override(w) for w in wheel or []]
+        _refuse_twice("--wheel", [wheel_name for wheel_name, _ in pairs])
+        overrides = dict(pairs)
+        from_json = envcheck.parse_wheels_json(wheels_json or "{}")
+        both = sorted(set(overrides) & set(from_json))
+        if both:
+            raise ValueError(f"wheel {both[0]} is overridden by both --wheel and --wheels-json")
+        overrides.update(from_json)
         _check_sha256(overrides)
         result = envcheck.check_install(
             data,
@@ -125,6 +134,15 @@ def check_cmd(
         raise typer.Exit(1) from error
     result["problems"] = _directory_problems(root=root, wheelhouse=wheelhouse) + result["problems"]
     _finish(result, as_json)
+
+
+def _refuse_twice(flag: str, values: list[str]) -> None:
+    """A repeated --env would count its disk twice; a repeated --wheel would keep only the last."""
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"{flag} {value} given twice")
+        seen.add(value)
 
 
 def _check_sha256(overrides: dict[str, dict]) -> None:

@@ -166,16 +166,36 @@ def test_check_sums_disk_needs_per_filesystem(tmp_path):
     assert any("disk too small" in p for p in result["problems"]) == too_small
 
 
-def test_conda_requested_without_conda_is_a_problem_not_a_crash(tmp_path):
+def test_conda_requested_without_conda_is_a_problem_not_a_crash(tmp_path, monkeypatch):
+    monkeypatch.setattr(envcheck, "CONDA_CANDIDATES", (str(tmp_path / "miniconda3" / "bin" / "conda"),))
+    monkeypatch.setenv("PATH", str(tmp_path))
     result = envcheck.check_install(
         profiles.load_profile("kt-0.7"),
         ["inference"],
         root=tmp_path,
         wheelhouse=tmp_path,
         manager="conda",
-        conda_exe=str(tmp_path / "no-conda"),
     )
     assert any("env manager conda requested but no conda found" in p for p in result["problems"])
+
+
+@pytest.mark.parametrize("manager", ["auto", "conda", "venv"])
+def test_a_conda_exe_that_is_no_executable_file_is_a_problem(tmp_path, manager):
+    """Before: a directory passed os.access(X_OK) and was taken as conda; a missing one fell back to a venv
+    without a word under manager auto."""
+    for conda_exe in (tmp_path, tmp_path / "no-conda"):
+        result = envcheck.check_install(
+            profiles.load_profile("kt-0.7"),
+            ["inference"],
+            root=tmp_path,
+            wheelhouse=tmp_path,
+            manager=manager,
+            conda_exe=str(conda_exe),
+        )
+        assert result["problems"][0] == (
+            f"conda {conda_exe} (--conda-exe, kt_python_env_conda_exe) is not an executable file"
+        )
+        assert "conda_exe" not in result or result["conda_exe"] is None
 
 
 def test_legacy_conda_patches_need_conda(tmp_path):

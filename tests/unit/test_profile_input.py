@@ -329,3 +329,30 @@ def test_a_well_typed_override_still_moves_the_wheel(tmp_path):
     )
     moved = next(w for w in result["envs"][0]["wheels"] if w["name"] == "flash-attn")
     assert (moved["file"], moved["version"], moved["path"]) == (wheel, "2.8.4", None)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--env", "inference"],
+            "--env inference given twice",
+        ),  # its disk was counted twice: a false problem
+        (
+            [
+                "--wheel",
+                f"kt-kernel=/a.whl#sha256={'a' * 64}",
+                "--wheel",
+                f"kt-kernel=/b.whl#sha256={'b' * 64}",
+            ],
+            "--wheel kt-kernel given twice",  # the first was dropped without a word
+        ),
+        (
+            ["--wheel", "kt-kernel=/a.whl", "--wheels-json", '{"kt-kernel": {"path": "/b.whl"}}'],
+            "wheel kt-kernel is overridden by both --wheel and --wheels-json",
+        ),
+        (["--conda-exe", ""], "--conda-exe is empty"),
+    ],
+)
+def test_repeated_or_empty_check_options_are_refused(tmp_path, extra, message):
+    _refused(runner.invoke(app, [*_check_argv(tmp_path, "kt-0.7"), *extra]), message)
