@@ -160,6 +160,22 @@ def validate(
     load_profile(profile)  # UnknownProfileError names the known ones
 
 
+def validate_options(options: dict) -> None:
+    """--python/--sft-python/--health-url: an empty one was dropped without a word, a health URL that is not
+    http(s) became a failed check instead of bad input."""
+    for key in ("python", "sft_python", "health_url"):
+        value = options.get(key)
+        if value is not None and not value.strip():
+            raise DoctorError(f"--{key.replace('_', '-')} is empty")
+    if options.get("health_url") is not None:
+        from ktinfra.bench.client import check_url
+
+        try:
+            check_url(options["health_url"])
+        except ValueError as exc:
+            raise DoctorError(f"--health-url: {exc}") from None
+
+
 def pytest_args(suite: Path, junit: Path, hosts: list[str], role: str, profile: str, options: dict) -> list:
     args = [str(suite), f"--hosts={','.join(hosts)}", f"--kt-role={role}", f"--kt-profile={profile}"]
     args += [
@@ -241,6 +257,7 @@ def parse_junit(path: Path) -> list[Check]:
 def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **options) -> DoctorReport:
     """Run the suite against `hosts`; raises DoctorError when it cannot run, never on failed checks."""
     validate(hosts, role, profile, options.get("method"), options.get("select"))
+    validate_options(options)
     suite = suite_dir()
     with tempfile.TemporaryDirectory(prefix="ktinfra-doctor-") as tmp:
         junit = Path(tmp) / "junit.xml"

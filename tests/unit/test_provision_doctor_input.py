@@ -204,3 +204,27 @@ def test_malformed_host_urls_are_refused_before_the_suite_runs(host, reason, mon
 )
 def test_well_formed_host_urls_pass(host) -> None:
     doctor.validate_host(host)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--health-url", "file:///etc/passwd"],
+            "--health-url: url must be http:// or https:// followed by a host",
+        ),
+        (
+            ["--health-url", "http://127.0.0.1:0/health"],
+            "--health-url: url 'http://127.0.0.1:0/health': port must",
+        ),
+        (["--health-url", ""], "--health-url is empty"),
+        (["--python", " "], "--python is empty"),
+        (["--sft-python", ""], "--sft-python is empty"),
+    ],
+)
+def test_doctor_options_that_cannot_be_checked_are_refused_before_the_suite_runs(args, message, monkeypatch):
+    """Before: a file:// health URL became a failed check, an empty option was dropped without a word."""
+    monkeypatch.setattr(doctor.subprocess, "run", lambda *a, **k: pytest.fail("suite must not start"))
+    result = CliRunner().invoke(app, ["doctor", *args])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"error: {message}") and result.stderr.count("\n") == 1
