@@ -94,7 +94,7 @@ def _read_yaml(path: Path) -> object:
                     )
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except _TooDeep as error:
         raise UnknownProfileError(str(error)) from None
     except yaml.YAMLError as error:
@@ -106,6 +106,22 @@ def _read_yaml(path: Path) -> object:
         raise UnknownProfileError(f"profile file {path} nests too deeply to be read") from None
     except (ValueError, OverflowError) as error:  # a YAML value Python cannot hold: 2024-02-30, 10**5000
         raise UnknownProfileError(f"profile file {path} has a value that cannot be read: {error}") from error
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (YAML would keep the last without a word)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) or key is None:
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given twice in one mapping", key_node.start_mark
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 class _TooDeep(Exception):
@@ -337,7 +353,7 @@ def python_versions(profile: dict) -> list[str]:
 
 
 ENV_KEYS = ("inference", "sft")
-_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*([^\s;#]+)")
+_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*===?\s*([^\s;#=][^\s;#]*)")
 _WHEEL_NAME = re.compile(r"^([A-Za-z0-9_.]+)-([^-]+)-")
 
 
@@ -385,7 +401,7 @@ def pins(env: dict) -> dict[str, str]:
 def parse_freeze(text: str) -> dict[str, str]:
     """`pip freeze` output -> {normalised name: version}; editable/VCS lines map to their reference."""
     installed = {}
-    for line in text.splitlines():
+    for line in text.removeprefix("\ufeff").splitlines():  # a freeze saved by a Windows editor has a BOM
         line = line.strip()
         if not line or line.startswith("#"):
             continue

@@ -294,3 +294,12 @@ def test_no_listed_python_is_one_problem_naming_all_of_them(tmp_path, monkeypatc
 def test_a_profile_python_that_is_not_a_version_list_is_refused(tmp_path, python):
     with pytest.raises(profiles.UnknownProfileError, match="python must be a version"):
         _profile_with_pythons(tmp_path, python)
+
+
+def test_a_freeze_with_a_bom_or_arbitrary_equality_reads_every_package():
+    """Before: a BOM hid the first package ('not installed'), and pkg===1.0 was read as version '=1.0'."""
+    env = profiles.env_spec(profiles.load_profile("kt-0.7"), "sft")
+    complete = "ktransformers==0.7.2\nkt_kernel==0.7.2\ntorch==2.9.1\ntorchaudio==2.9.1\n"
+    assert profiles.freeze_drift(env, "\ufeff" + complete) == []
+    assert profiles.freeze_drift(env, complete.replace("torch==", "torch===")) == []
+    assert profiles.parse_freeze("torch===2.9.1\n") == {"torch": "2.9.1"}

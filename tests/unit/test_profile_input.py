@@ -154,7 +154,8 @@ ENVS = {
 @pytest.mark.parametrize("case", sorted(ENVS))
 def test_an_env_setting_of_the_wrong_type_is_one_error_naming_it(tmp_path, case):
     setting, message = ENVS[case]
-    site = _site(tmp_path, HEAD + "envs:\n  inference:\n    name: kt\n    " + setting + "\n")
+    name = "" if setting.startswith("name:") else "    name: kt\n"
+    site = _site(tmp_path, HEAD + "envs:\n  inference:\n" + name + "    " + setting + "\n")
     for argv in (["profile", "show", str(site), "--json"], _check_argv(tmp_path, str(site))):
         _refused(runner.invoke(app, argv), f"profile file {site}", message)
 
@@ -356,3 +357,11 @@ def test_a_well_typed_override_still_moves_the_wheel(tmp_path):
 )
 def test_repeated_or_empty_check_options_are_refused(tmp_path, extra, message):
     _refused(runner.invoke(app, [*_check_argv(tmp_path, "kt-0.7"), *extra]), message)
+
+
+def test_a_key_given_twice_in_a_site_profile_is_refused(tmp_path):
+    """Before: YAML kept the last `inference:` without a word, so drift passed a wrong freeze."""
+    site = _site(tmp_path, HEAD + ENV + "  inference:\n    name: other\n    packages: [a==2]\n")
+    for argv in (["profile", "show", str(site), "--json"], _check_argv(tmp_path, str(site))):
+        _refused(runner.invoke(app, argv), f"profile file {site} is not valid YAML (line 8, column 3)",
+                 "key 'inference' is given twice in one mapping")  # fmt: skip
