@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import yaml
+
 COUNTERS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
 # playbook_on_stats key -> our counter name
 STATS_KEYS = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable",
@@ -150,6 +152,7 @@ class ProvisionRequest:
         for value in self.extra_vars:
             if value.startswith("@") and not Path(value[1:]).is_file():
                 raise ProvisionError(f"extra-vars file {value[1:]} does not exist")
+            _check_extra_vars(value)
         # the nearest existing ancestor must be a directory (the path itself one or absent)
         existing = next(p for p in (self.artifacts, *self.artifacts.parents) if p.exists())
         if not existing.is_dir():
@@ -160,6 +163,27 @@ class ProvisionRequest:
         values = [f"@{Path(v[1:]).resolve()}" if v.startswith("@") else v for v in self.extra_vars]
         flags = ["--check"] * self.check + ["--diff"] * self.diff
         return shlex.join([arg for value in values for arg in ("-e", value)] + flags)
+
+
+def _check_extra_vars(value: str) -> None:
+    """-e JSON/YAML (or @file) Ansible cannot parse: Ansible reports it as an inventory it could not parse."""
+    if value.startswith("@"):
+        where = f"extra-vars file {value[1:]}"
+        try:
+            text = Path(value[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ProvisionError(f"{where} cannot be read: {error}") from None
+    elif value.lstrip().startswith(("{", "[")):
+        where, text = f"-e {value!r}", value
+    else:
+        return  # key=value pairs: anything goes
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ProvisionError(f"{where} is not valid YAML/JSON: {problem}") from None
+    if data is not None and not isinstance(data, dict):
+        raise ProvisionError(f"{where} must hold a mapping of variables, not a {type(data).__name__}")
 
 
 def roles_path_for(playbook: Path) -> str | None:

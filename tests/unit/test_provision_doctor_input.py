@@ -228,3 +228,36 @@ def test_doctor_options_that_cannot_be_checked_are_refused_before_the_suite_runs
     result = CliRunner().invoke(app, ["doctor", *args])
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.startswith(f"error: {message}") and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("{bad", "-e '{bad' is not valid YAML/JSON: expected ',' or '}'"),
+        ("[1, 2]", "-e '[1, 2]' must hold a mapping of variables, not a list"),
+        ("@bad.yml", "extra-vars file bad.yml is not valid YAML/JSON: expected ',' or ']'"),
+        ("@latin1.yml", "extra-vars file latin1.yml cannot be read"),
+    ],
+)
+def test_extra_vars_ansible_cannot_parse_are_refused_naming_the_value(tmp_path, monkeypatch, value, message):
+    """Before: Ansible blamed the inventory ('inventory hosts: Ansible could not parse it') for a bad -e."""
+    (tmp_path / "pb.yml").write_text(PLAY.format(hosts="all"))
+    (tmp_path / "hosts").write_text(LOCAL)
+    (tmp_path / "bad.yml").write_text("a: [1\n")
+    (tmp_path / "latin1.yml").write_bytes(b"a: caf\xe9\n")
+    monkeypatch.chdir(tmp_path)
+    args = [
+        "provision",
+        "pb.yml",
+        "-i",
+        "hosts",
+        "-e",
+        value,
+        "--artifacts",
+        str(tmp_path / "runs"),
+        "--json",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"error: {message}") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "runs").exists()
