@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ktinfra import facts as host_facts
+from ktinfra.commands import non_empty_path
 
 
 def register(app: typer.Typer) -> None:
@@ -21,26 +22,31 @@ def register(app: typer.Typer) -> None:
 def facts(
     from_dir: Annotated[
         str | None,
-        typer.Option("--from", metavar="DIR", help="Parse a capture folder instead of this host."),
+        typer.Option(
+            "--from",
+            metavar="DIR",
+            callback=non_empty_path,
+            help="Parse a capture folder instead of this host.",
+        ),
     ] = None,
     capture: Annotated[
         str | None,
-        typer.Option("--capture", metavar="DIR", help="Write this host's capture into a new folder DIR."),
+        typer.Option(
+            "--capture",
+            metavar="DIR",
+            callback=non_empty_path,
+            help="Write this host's capture into a new folder DIR.",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine JSON (schema 1) on stdout.")] = False,
 ) -> None:
     """Detect CPU (usable cores, NUMA, AMX), memory, GPUs, OS, disks and container limits."""
     if from_dir is not None and capture is not None:
         raise typer.BadParameter("use either --from or --capture, not both")
-    # an empty DIR would become "." (this directory): say what was given instead
-    for flag, value in (("--from", from_dir), ("--capture", capture)):
-        if value is not None and not value.strip():
-            typer.echo(f"error: {flag} needs a directory name, got {value!r}", err=True)
-            raise typer.Exit(1)
     try:
         if capture is not None:
             written = host_facts.write_capture(capture)
-            _print_capture(Path(capture), written, as_json)
+            _print_capture(capture, written, as_json)
             return
         result = host_facts.from_capture(from_dir) if from_dir is not None else host_facts.gather_live()
     except (OSError, ValueError) as error:

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ktinfra import lora
+from ktinfra.commands import non_empty_path
 from ktinfra.render import RenderError, render_serve, write_bundle
 from ktinfra.render.common import read_api_key_file
 from ktinfra.render.files import check_bundle, check_out_dir
@@ -141,7 +142,12 @@ def serve(
     server_python: str = typer.Option(
         DEFAULT_SERVE_PYTHON, "--server-python", help="Python of the sglang env."
     ),
-    out: Annotated[Path | None, typer.Option("--out", help="Write unit + env + plan-lora.json here.")] = None,
+    out: Annotated[
+        str | None,
+        typer.Option(
+            "--out", metavar="DIR", callback=non_empty_path, help="Write unit + env + plan-lora.json here."
+        ),
+    ] = None,
     start: bool = typer.Option(
         False, "--start", help="Install and start ktinfra-serve@NAME (root, systemd)."
     ),

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from ktinfra.commands import non_empty_path
 from ktinfra.render import RenderError, load_plan, write_bundle
 from ktinfra.render.common import read_api_key_file
 from ktinfra.render.convert import CONVERT_SCRIPT, render_convert, render_lora_convert
@@ -23,7 +24,12 @@ render_app = typer.Typer(
 )
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
-OutDir = Annotated[Path, typer.Option("--out", help="Directory to write into (created if missing).")]
+OutDir = Annotated[
+    str,
+    typer.Option(
+        "--out", metavar="DIR", callback=non_empty_path, help="Directory to write into (created if missing)."
+    ),
+]
 PlanFile = Annotated[Path | None, typer.Option("--plan", help="Plan JSON from `ktinfra plan --json`.")]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Plan on the fly for this model (no --plan).")]
 FactsOpt = Annotated[Path | None, typer.Option("--facts", help="Facts JSON for on-the-fly planning.")]

@@ -302,5 +302,5 @@ def test_an_empty_directory_name_is_refused_not_read_as_this_directory(tmp_path,
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["facts", flag, value])
     assert result.exit_code == 1
-    assert result.output == f"error: {flag} needs a directory name, got {value!r}\n"
+    assert result.output == f"error: {flag} is empty\n"
     assert list(tmp_path.iterdir()) == []

@@ -178,3 +178,29 @@ def test_an_out_below_a_file_says_the_file_is_no_directory(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1 and result.output.count("\n") == 1
     assert f"{tmp_path / 'plan.json'} is not a directory" in result.output  # was "is not writable"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [*SERVE, "--plan", SEED002],
+        [
+            "render",
+            "convert",
+            "--model-path",
+            "/models/q",
+            "--output",
+            "/models/q-int8",
+            "--method",
+            "AMXINT8",
+        ],
+        ["lora", "serve", "--base", "/models/q", "--adapter", "a=/runs/a", "--plan", SEED002],
+    ],
+    ids=["serve", "convert", "lora-serve"],
+)
+def test_an_empty_out_is_refused_not_read_as_the_current_directory(tmp_path, monkeypatch, args):
+    """Before: --out "" (an unset variable) rendered into the directory the command ran in."""
+    monkeypatch.chdir(tmp_path)
+    result = run([*args, "--out", ""])
+    assert result.exit_code == 1 and result.output == "error: --out is empty\n"
+    assert list(tmp_path.iterdir()) == []
