@@ -122,14 +122,34 @@ def _number(text: str) -> float | None:
     return number if math.isfinite(number) else None
 
 
+MAX_COUNT = 2**53  # beyond it a count is damage: it would overflow float arithmetic (or int() itself)
+
+
+def _count(text: str) -> int | None:
+    """An integer of the log (tokens, requests, batch sizes), or None: unknown when it is no real count."""
+    text = text.strip()
+    if len(text.lstrip("-")) > 16:
+        return None
+    try:
+        number = int(text)
+    except ValueError:
+        return None
+    return number if abs(number) <= MAX_COUNT else None
+
+
+def _requests(text: str) -> int:
+    number = _number(text)
+    return int(number) if number is not None and 0 <= number <= MAX_COUNT else 0
+
+
 def _parse_batch(line: str, kind: str, ts: datetime | None) -> BatchLine:
     batch = BatchLine(kind=kind.lower(), line=line.strip(), ts=ts)
     for key, raw in _FIELD.findall(line[line.find("batch") :]):
         value = raw.strip()
         if key == "#running-req":
-            batch.running_req = int(_number(value) or 0)
+            batch.running_req = _requests(value)
         elif key == "#queue-req":
-            batch.queue_req = int(_number(value) or 0)
+            batch.queue_req = _requests(value)
         elif key in ("token usage", "full token usage") and batch.token_usage is None:
             batch.token_usage = _number(value)
         elif key.endswith(" graph"):
@@ -147,10 +167,8 @@ def _scalar(raw: str):
         return None
     if raw in ("True", "False"):
         return raw == "True"
-    try:
-        return int(raw)
-    except ValueError:
-        pass
+    if re.fullmatch(r"-?\d+", raw):
+        return _count(raw)
     try:
         number = float(raw)
     except ValueError:
@@ -194,11 +212,12 @@ def parse_lines(lines: list[str]) -> ServerLog:
         if head:
             log.batches.append(_parse_batch(line, head.group(1), ts))
             continue
-        if match := _RETRACT.search(line):
-            log.retracts.append((line.strip(), ts, int(match.group(1))))
+        if (match := _RETRACT.search(line)) and (retracted := _count(match.group(1))) is not None:
+            log.retracts.append((line.strip(), ts, retracted))
             continue
         if mem := _CONFIG.search(line):
-            log.config = {k: int(v) for k, v in _CONFIG_FIELD.findall(line)}
+            fields = {k: _count(v) for k, v in _CONFIG_FIELD.findall(line)}
+            log.config = {k: v for k, v in fields.items() if v is not None}
             # `[\d.]+` also matches 1.2.3 or a digit run too long for a float: then the free memory is unknown
             if (free := _number(mem.group(3))) is not None:
                 log.config[f"available_{mem.group(2)}_mem_gb"] = free
@@ -215,13 +234,16 @@ def parse_lines(lines: list[str]) -> ServerLog:
             else:
                 k_gib, v_gib = _number(match.group(3)), _number(match.group(4))
                 gib = None if k_gib is None or v_gib is None else k_gib + v_gib
-            if gib is not None:  # an unreadable size (1..2 GB) leaves the pool unknown
-                log.kv_pool = {"tokens": int(match.group(1)), "gib": gib}
+            tokens = _count(match.group(1))
+            if gib is not None and tokens is not None:  # an unreadable size (1..2 GB) leaves the pool unknown
+                log.kv_pool = {"tokens": tokens, "gib": gib}
                 log.kv_pool_line = line.strip()
             continue
         if match := _CAPTURE_BS.search(line):
-            log.capture_bs = [int(x) for x in match.group(1).replace(" ", "").split(",") if x]
-            log.capture_line = line.strip()
+            sizes = [_count(x) for x in match.group(1).replace(" ", "").split(",") if x]
+            if None not in sizes:  # a damaged list is no list
+                log.capture_bs = sizes
+                log.capture_line = line.strip()
             continue
         if _OOM_TEXT.search(line):
             phase = _oom_phase(lines, index, run_start)

@@ -17,7 +17,18 @@ from ktinfra.tune.parse import TRACKED_ARGS
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 FIXTURES = sorted(p.name for p in LOGS.glob("*.log"))
-ODD_VALUES = ("None", "abc", "'auto'", "nan", "inf", "-inf", "1e400", "True", "-1", "0", "0.5", "[1, 2]")
+ODD_VALUES = ("None", "abc", "'auto'", "nan", "inf", "-inf", "1e400", "True", "-1", "0", "0.5", "[1, 2]",
+              "9" * 400, "9" * 5000)  # fmt: skip
+# the counts the parser reads from other lines than server_args
+COUNT_FIELDS = (
+    r"(#tokens: )\d+",
+    r"(#retracted_reqs: )\d+",
+    r"(max_total_num_tokens=)\d+",
+    r"(context_len=)\d+",
+    r"(#running-req: )\d+",
+    r"(#queue-req: )\d+",
+    r"(graph bs \[)\d+",
+)
 
 
 def _with_arg(name: str, key: str, value: str) -> str:
@@ -148,10 +159,14 @@ def test_non_finite_server_arg_is_unknown_not_nan():
     assert log.server_args["mem_fraction_static"] is None
     log = tune.parse_text(_with_arg("conservative.log", "max_total_tokens", "1e400"))
     assert log.server_args["max_total_tokens"] is None
-    big = "123456789012345678901234567890"
-    assert tune.parse_text(_with_arg("conservative.log", "max_total_tokens", big)).server_args[
-        "max_total_tokens"
-    ] == int(big)
+    # an integer beyond 2^53 is no real count (it would overflow the advisor's float arithmetic): unknown
+    for value, read in (
+        ("123456789012345678901234567890", None),
+        (str(2**53), 2**53),
+        (str(2**53 + 1), None),
+    ):
+        args = tune.parse_text(_with_arg("conservative.log", "max_total_tokens", value)).server_args
+        assert args["max_total_tokens"] == read
 
 
 @pytest.mark.parametrize(
@@ -190,3 +205,23 @@ def test_cli_refuses_a_bad_gpu_size(tmp_path, value):
     assert isinstance(res.exception, SystemExit) and "Traceback" not in res.output
     assert "--gpu-memory-gb" in res.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("digits", [400, 5000])
+@pytest.mark.parametrize("name", FIXTURES)
+def test_a_count_of_hundreds_of_digits_is_unknown_not_a_traceback(name, digits):
+    """Before: a 400-digit #tokens ended in OverflowError, a 5000-digit #retracted_reqs in a ValueError."""
+    text = (LOGS / name).read_text()
+    for field in COUNT_FIELDS:
+        if re.search(field, text):
+            odd = re.sub(field, lambda m: m.group(1) + "9" * digits, text)
+            result = _strict(tune.advise(tune.parse_text(odd), gpu_memory_gb=80.0))
+            assert all(abs(n) < 2**53 for n in _numbers(result)), field  # quoted log lines may hold it
+
+
+def _numbers(value):
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [n for item in value for n in _numbers(item)]
+    return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
