@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import unicodedata
 from pathlib import Path
 
@@ -157,10 +158,29 @@ def model_section(plan: dict) -> dict:
     return _object_section(plan, "model")
 
 
+# No count a unit or recipe carries comes near it; a larger one is damage (and overflows float arithmetic)
+MAX_PLAN_INT = 2**31 - 1
+
+
+def shown(value: object) -> str:
+    """A plan value in an error message, cut short (a 400-digit number, a long string)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def real_number(value: object) -> bool:
+    """An int or finite float of a size a plan can mean (not a bool, NaN, an infinity or 400 digits)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return abs(value) <= MAX_PLAN_INT if isinstance(value, int) else math.isfinite(value)
+
+
 def require_int(section: dict, key: str, where: str, minimum: int = 0) -> int:
     value = section.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise RenderError(f"plan {where}.{key} must be an integer >= {minimum}, got {value!r}")
+        raise RenderError(f"plan {where}.{key} must be an integer >= {minimum}, got {shown(value)}")
+    if value > MAX_PLAN_INT:
+        raise RenderError(f"plan {where}.{key} must be at most {MAX_PLAN_INT}, got {shown(value)}")
     return value
 
 

@@ -9,6 +9,7 @@ import copy
 import ipaddress
 import math
 
+from ktinfra.facts.cpulist import parse_cpulist
 from ktinfra.render.common import (
     Rendered,
     RenderError,
@@ -31,6 +32,7 @@ from ktinfra.render.plans import (
     require_fraction,
     require_int,
     require_str,
+    shown,
 )
 from ktinfra.sizing import STATE_SLOTS_PER_REQUEST
 
@@ -326,6 +328,12 @@ def numactl_args(plan: dict, policy: str = "auto") -> tuple[list[str], str]:
     serve = plan["serve"]
     host = host_section(plan)
     cpus = serve.get("numa_cpus")
+    # a CPU list such as "0-13" (the facts' cpulist format); True, "banana" or 0 (CPU 0, dropped as false)
+    # reached numactl, which fails the start
+    if cpus is not None and (not isinstance(cpus, str) or parse_cpulist(cpus) is None):
+        raise RenderError(
+            f'plan serve.numa_cpus must be a CPU list such as "0-13" or null, got {shown(cpus)}'
+        )
     nodes = max(
         optional_int(host, "numa_nodes", "host", 0) or 1,  # 0 or null: unknown, as one node
         optional_int(serve, "kt_threadpool_count", "serve", 1) or 1,

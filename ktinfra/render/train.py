@@ -8,7 +8,6 @@ Launchers: legacy `USE_KT=1 llamafactory-cli train FILE`; current (ktransformers
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import PurePosixPath
 
@@ -33,7 +32,9 @@ from ktinfra.render.plans import (
     model_section,
     optional_int,
     plan_section,
+    real_number,
     require_int,
+    shown,
 )
 
 DEFAULT_SFT_PYTHON = "/opt/kt/envs/kt-sft/bin/python"
@@ -66,7 +67,7 @@ _NAMES = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")  # lora_target "all" 
 
 def _recipe_problem(key: str, value: object) -> str | None:
     """Why a plan's non-count recipe value cannot go into the LLaMA-Factory YAML (None: it can)."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    number = real_number(value)
     if key in _POSITIVE:
         return None if number and value > 0 else "a number > 0"
     if key in _RATIOS:
@@ -91,7 +92,7 @@ def _recipe(sft: dict) -> dict:
             continue
         problem = _recipe_problem(key, value)
         if problem:
-            raise RenderError(f"plan sft.{key} must be {problem}, got {repr(value)[:80]}")
+            raise RenderError(f"plan sft.{key} must be {problem}, got {shown(value)}")
     if recipe.get("bf16") and recipe.get("fp16"):
         raise RenderError("plan sft.bf16 and sft.fp16 are both true: pick one")
     return recipe
@@ -135,11 +136,16 @@ def _kt_block(sft: dict, generation: str, llamafactory_dir: str, weight_path: st
             "kt_weight_path (--weight-path) is a current-stack key: the legacy stack's LLaMA-Factory "
             "(kt_optimize_rule/cpu_infer/chunk_size) has no such argument; drop --weight-path"
         )
+    _check_kt_values(kt, "sft.kt")
     if generation == "legacy":
         missing = [key for key in ("kt_optimize_rule", "cpu_infer", "chunk_size") if key not in kt]
         if missing:
             raise RenderError(f"legacy plan sft.kt lacks {', '.join(missing)}")
-        rule = str(kt["kt_optimize_rule"])
+        require_int(kt, "cpu_infer", "sft.kt", 1)
+        require_int(kt, "chunk_size", "sft.kt", 1)
+        rule = kt["kt_optimize_rule"]
+        if not isinstance(rule, str) or not rule.strip():  # "" or null named the LLaMA-Factory checkout
+            raise RenderError(f"plan sft.kt.kt_optimize_rule must be a rule file path, got {shown(rule)}")
         if not rule.startswith("/"):
             # LLaMA-Factory resolves it against its working directory; pin it to the checkout instead.
             kt["kt_optimize_rule"] = f"{llamafactory_dir}/{rule}"
@@ -148,6 +154,41 @@ def _kt_block(sft: dict, generation: str, llamafactory_dir: str, weight_path: st
     if weight_path:
         kt["kt_weight_path"] = check_abs_path("--weight-path", weight_path)
     return kt
+
+
+def _check_kt_values(block: dict, where: str) -> None:
+    """Every KT key's value as LLaMA-Factory reads it: a word, a number or a flag (nested for kt_config);
+    null or NaN would reach the recipe as None / .nan."""
+    for key, value in block.items():
+        if isinstance(value, dict):
+            _check_kt_values(value, f"{where}.{key}")
+        elif not (
+            isinstance(value, bool) or real_number(value) or (isinstance(value, str) and value.strip())
+        ):
+            raise RenderError(
+                f"plan {where}.{key} must be a name, a number or true/false, got {shown(value)}"
+            )
+
+
+# Set by the unit from the plan; a launcher env entry must not quietly replace them
+_OWN_ENV = ("USE_KT", "KT_TRAIN_CONFIG", "ACCELERATE_USE_KT", "KT_ACCELERATE_CONFIG", "CUDA_VISIBLE_DEVICES",
+            "CUDA_DEVICE_ORDER")  # fmt: skip
+
+
+def _launcher_env(launcher: dict, own: dict) -> dict:
+    """The plan's launcher env; it may repeat what ktinfra sets itself (`own`), never change it."""
+    env = launcher.get("env") or {}
+    if not isinstance(env, dict):
+        raise RenderError(f"plan sft.launcher.env must map variable names to values, not {shown(env)}")
+    for key, value in env.items():
+        if not (isinstance(value, str) or real_number(value)):  # null/true would read "None"/"True"
+            raise RenderError(f"plan sft.launcher.env.{key} must be a string or a number, got {shown(value)}")
+        if key in _OWN_ENV and str(value) != own.get(key):
+            raise RenderError(
+                f"plan sft.launcher.env sets {key}={value}, but ktinfra sets it "
+                f"{'to ' + own[key] if key in own else 'only'} from sft.gpu_indices and the stack"
+            )
+    return {key: str(value) for key, value in env.items()}
 
 
 def _launcher(sft: dict, generation: str) -> dict:
@@ -313,10 +354,7 @@ def render_train(
         variables["ACCELERATE_USE_KT"] = "true"
         variables["KT_ACCELERATE_CONFIG"] = f"{ENV_DIR}/{name}.accelerate.yaml"
     variables.update(visibility)
-    launcher_env = launcher.get("env") or {}
-    if not isinstance(launcher_env, dict):
-        raise RenderError(f"plan sft.launcher.env must map variable names to values, not {launcher_env!r}")
-    variables.update(launcher_env)
+    variables.update(_launcher_env(launcher, variables))
     env = [f"# ktinfra train run {name}; install as {ENV_DIR}/{name}.env"]
     env += [
         env_line(check_env_name(key), check_word(f"launcher env {key}", value))

@@ -154,3 +154,90 @@ def test_a_run_name_that_would_overwrite_another_runs_accelerate_config_is_refus
     with pytest.raises(RenderError, match="ends in '.accelerate'"):
         render_train(sft_plan(), name="x.accelerate", **TRAIN)
     assert "x.accelerate.yaml" in render_train(sft_plan(), name="x", **TRAIN).files
+
+
+HUGE = int("9" * 400)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("lora_alpha", HUGE, "sft.lora_alpha must be a number > 0, got 9999"),  # was OverflowError
+        ("learning_rate", HUGE, "sft.learning_rate must be a number > 0"),
+        ("cutoff_len", HUGE, "sft.cutoff_len must be at most 2147483647, got 9999"),
+        ("lora_rank", 2**31, "sft.lora_rank must be at most 2147483647, got 2147483648"),
+    ],
+)
+def test_numbers_of_hundreds_of_digits_are_refused_not_a_traceback(key, value, message):
+    plan = sft_plan()
+    plan["sft"][key] = value
+    with pytest.raises(RenderError, match=message) as caught:
+        render_train(plan, name="r1", **TRAIN)
+    assert len(str(caught.value)) < 200  # the number is shown cut short
+
+
+@pytest.mark.parametrize(
+    ("path", "key", "value", "message"),
+    [
+        (
+            SFT_LEGACY,
+            "kt_optimize_rule",
+            None,
+            "sft.kt.kt_optimize_rule must be a name, a number or true/false",
+        ),
+        (
+            SFT_LEGACY,
+            "kt_optimize_rule",
+            "",
+            "sft.kt.kt_optimize_rule must be a name, a number or true/false",
+        ),
+        (SFT_LEGACY, "kt_optimize_rule", 5, "sft.kt.kt_optimize_rule must be a rule file path, got 5"),
+        (SFT_LEGACY, "cpu_infer", float("nan"), "sft.kt.cpu_infer must be a name, a number or true/false"),
+        (SFT_LEGACY, "chunk_size", "big", "sft.kt.chunk_size must be an integer >= 1, got 'big'"),
+        (
+            SFT_CURRENT,
+            "kt_config",
+            {"kt_num_threads": float("nan")},
+            "sft.kt.kt_config.kt_num_threads must be",
+        ),
+        (SFT_CURRENT, "kt_config", {"kt_backend": None}, "sft.kt.kt_config.kt_backend must be"),
+    ],
+)
+def test_kt_values_the_recipe_would_misread_are_refused(path, key, value, message):
+    """Before: null became kt_optimize_rule '<LLaMA-Factory>/None', NaN became cpu_infer: .nan."""
+    plan = sft_plan(path)
+    plan["sft"]["kt"][key] = value
+    with pytest.raises(RenderError, match=message.replace("[", r"\[")):
+        render_train(plan, name="r1", **TRAIN)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"FOO": None}, "sft.launcher.env.FOO must be a string or a number, got None"),
+        ({"BAR": True}, "sft.launcher.env.BAR must be a string or a number, got True"),
+        ({"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, "sets CUDA_VISIBLE_DEVICES=0,1,2,3, but ktinfra sets it to 0"),
+        ({"USE_KT": "0"}, "sets USE_KT=0, but ktinfra sets it to 1"),
+    ],
+)
+def test_launcher_env_may_not_change_what_ktinfra_sets_or_hold_null(env, message):
+    plan = sft_plan()
+    plan["sft"]["launcher"] = {"kind": "accelerate", "env": env}
+    with pytest.raises(RenderError, match=message):
+        render_train(plan, name="r1", **TRAIN)
+
+
+def test_launcher_env_repeating_what_ktinfra_sets_still_renders():
+    plan = sft_plan()
+    plan["sft"]["launcher"] = {"kind": "accelerate", "env": {"USE_KT": "1", "HF_HUB_OFFLINE": 1}}
+    env = render_train(plan, name="r1", **TRAIN).files["ktinfra-train-r1.env"][0]
+    assert 'USE_KT="1"' in env and 'HF_HUB_OFFLINE="1"' in env
+
+
+@pytest.mark.parametrize("cpus", [True, "banana", 1e400, 0, [0, 1], "0-99999"])
+def test_numa_cpus_that_are_no_cpu_list_are_refused(cpus):
+    """Before: True became --physcpubind=True, 0 (CPU 0) was dropped as false; numactl failed the start."""
+    plan = serve_plan()
+    plan["serve"]["numa_cpus"] = cpus
+    with pytest.raises(RenderError, match=r'plan serve.numa_cpus must be a CPU list such as "0-13" or null'):
+        render_serve(plan, name="q", model_path="/m", weight_path="/w")
