@@ -70,6 +70,13 @@ def check_url(url: str) -> None:
         raise ValueError(f"url must be http:// or https:// followed by a host, got {url!r}")
     if parts.query or parts.fragment:
         raise ValueError(f"url must be a base URL without ?query or #fragment, got {url!r}")
+    if ":" not in parts.hostname:  # not an IPv6 literal: urllib3 encodes the name with IDNA when connecting
+        try:
+            parts.hostname.encode("idna")
+        except UnicodeError:
+            raise ValueError(
+                f"url {url!r}: host {parts.hostname!r} has an empty or over-long (> 63 characters) label"
+            ) from None
 
 
 class UnexpectedReply(Exception):

@@ -77,6 +77,11 @@ def check_secret(what: str, value: str) -> str:
             f"{what} contains {kind}: systemd passes it as one unquoted word, so whitespace, quotes, "
             "backslashes, '$' and backticks are not allowed (the key is not shown)"
         )
+    if not value.isascii():
+        raise RenderError(
+            f"{what} contains a character outside ASCII: HTTP clients send the key in the Authorization "
+            "header, which they encode as Latin-1 or ASCII (the key is not shown)"
+        )
     return value
 
 

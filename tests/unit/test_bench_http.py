@@ -244,6 +244,7 @@ def test_numbers_are_checked_before_any_request(server, args, message):
         ("http://host:99999", "is not a valid URL"),
         ("http://127.0.0.1:0", "url 'http://127.0.0.1:0': port must be 1-65535"),  # urllib3 would use 80
         ("https://[::1]:0/v1", "port must be 1-65535"),
+        ("http://a..b:8000", "host 'a..b' has an empty or over-long"),  # urllib3 raised LocationParseError
         ("http://host:30000/?a=1", "without ?query"),
     ],
 )

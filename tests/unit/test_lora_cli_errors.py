@@ -250,3 +250,25 @@ def test_check_sends_the_api_key_as_bearer(serve_body, tmp_path):
     assert_clean_error(
         invoke([*args, "--api-key-file", str(tmp_path / "none")]), "cannot read --api-key-file"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--url", "http://127.0.0.1:9", "--api-key-file", "KEY"], "contains a character outside ASCII"),
+        (["--url", "http://a..b:8000"], "host 'a..b' has an empty or over-long (> 63 characters) label"),
+    ],
+)
+def test_check_refuses_what_no_http_client_can_send(tmp_path, args, message):
+    """Before: UnicodeEncodeError ('latin-1' codec) and urllib3's LocationParseError tracebacks."""
+    (tmp_path / "key").write_text("ключ123")
+    args = [str(tmp_path / "key") if a == "KEY" else a for a in args]
+    result = invoke(["lora", "check", "--model", "m", "--timeout", "2", *args])
+    assert_clean_error(result, message)
+    assert "ключ" not in result.output and result.output.count("\n") == 1
+
+
+def test_lora_serve_refuses_a_key_no_http_client_can_send(tmp_path):
+    (tmp_path / "key").write_text("ключ123")
+    args = serve_args(peft_dir(tmp_path / "a"), "--host", "0.0.0.0", "--api-key-file", str(tmp_path / "key"))
+    assert_clean_error(invoke([*args, "--dry-run"]), "contains a character outside ASCII")
