@@ -169,8 +169,8 @@ def _current_lora_script(python: str, script: str | None) -> tuple[str, str]:
     if script is not None:
         return check_abs_path("--script", script), "explicit"
     installed = installed_converter(python)
-    if installed is not None:
-        return str(installed), "installed"
+    if installed is not None:  # a path from the env (an editable install's checkout): checked like --script
+        return check_abs_path(f"the converter installed in {python}", str(installed)), "installed"
     if not Path(python).exists() or Path(KT_LORA_SCRIPT).is_file():
         return KT_LORA_SCRIPT, "checkout"
     raise RenderError(

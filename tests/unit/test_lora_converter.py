@@ -89,3 +89,16 @@ def test_render_fails_when_the_local_env_has_no_converter(tmp_path, monkeypatch)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     with pytest.raises(RenderError, match=f"{sys.executable} has no kt_kernel/sft/convert_kt_to_sglang"):
         render_lora_convert(adapter="/runs/a", output="/srv/lora/a", model_path="/m", python=sys.executable)
+
+
+@pytest.mark.parametrize("folder", ["pkg dir", "pkg$HOME"])
+def test_an_installed_converter_systemd_would_split_or_expand_is_refused(tmp_path, monkeypatch, folder):
+    """Before: an editable kt-kernel under "pkg dir" reached ExecStart= unchecked (split at the space, $HOME
+    expanded by systemd)."""
+    site = tmp_path / folder
+    (site / "kt_kernel" / "sft").mkdir(parents=True)
+    (site / "kt_kernel" / "__init__.py").write_text("")
+    (site / "kt_kernel" / "sft" / "convert_kt_to_sglang_adapter.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    with pytest.raises(RenderError, match=f"the converter installed in {sys.executable} .* contains"):
+        render_lora_convert(adapter="/runs/a", output="/srv/lora/a", model_path="/m", python=sys.executable)
