@@ -505,9 +505,11 @@ def test_cli_models_json_lists_the_catalog_with_sizing():
     assert rows["Qwen3-30B-A3B"]["sizing"]["serve:AMXINT8"]["ram_bytes"] == pytest.approx(32e9, rel=0.05)
 
 
-def narrow_terminal(*args: str) -> subprocess.CompletedProcess:
+def narrow_terminal(*args: str, columns: int = 80) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "ktinfra", *args]
-    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+    return subprocess.run(
+        command, capture_output=True, text=True, env={**os.environ, "COLUMNS": str(columns)}
+    )
 
 
 def test_cli_sft_plan_shows_each_nested_kt_setting_whole_on_an_80_column_terminal():
@@ -529,6 +531,23 @@ def test_cli_models_table_keeps_every_number_whole_on_an_80_column_terminal():
     kimi_sft = next(line for line in lines if "sft:BF16" in line and "2114" in line)
     assert kimi_sft.rstrip("│ ").split()[-1] == "3331"  # Kimi-K2's SFT disk GB, not cut
     assert "in GB (1e9 bytes)" in proc.stdout
+
+
+@pytest.mark.parametrize("columns", [77, 70, 50, 30])
+def test_cli_models_on_a_terminal_too_narrow_for_the_table_lists_every_estimate_whole(columns):
+    """Before: at 70 columns rich cropped the disk column, at 50 the names and numbers became '…'."""
+    proc = narrow_terminal("models", columns=columns)
+    assert proc.returncode == 0, proc.stderr
+    assert "…" not in proc.stdout and "┃" not in proc.stdout
+    rows = json.loads(ktinfra("models", "--json").stdout)
+    for row in rows:
+        assert f"{row['name']} (" in proc.stdout
+        for use, est in row["sizing"].items():
+            line = (
+                f"  {use}: GPU {est['vram_bytes'] / 1e9:.1f}, RAM {est['ram_bytes'] / 1e9:.0f}, "
+                f"disk {est['disk_bytes'] / 1e9:.0f}"
+            )
+            assert line in proc.stdout.splitlines()
 
 
 def test_fp8_checkpoint_on_an_ampere_gpu_is_warned_about():
