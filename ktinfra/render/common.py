@@ -85,12 +85,19 @@ def check_secret(what: str, value: str) -> str:
     return value
 
 
+MAX_KEY_BYTES = 4096
+
+
 def read_api_key_file(path: Path | None) -> str | None:
     """The API key in `path` (surrounding whitespace dropped), or None without a path."""
     if path is None:
         return None
     try:
-        secret = path.read_text(encoding="utf-8").strip()
+        with path.open("rb") as handle:  # a bounded read: --api-key-file /dev/zero would never end
+            raw = handle.read(MAX_KEY_BYTES + 1)
+        if len(raw) > MAX_KEY_BYTES:
+            raise RenderError(f"--api-key-file {path} is longer than {MAX_KEY_BYTES} bytes: not a key file")
+        secret = raw.decode("utf-8").strip()
     except UnicodeDecodeError:  # its message quotes the byte: part of the key
         raise RenderError(f"--api-key-file {path} is not UTF-8 text (the key is not shown)") from None
     except OSError as exc:

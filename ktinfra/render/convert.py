@@ -37,7 +37,12 @@ INPUT_TYPES = ("bf16", "fp16", "fp8", "awq")
 DONE_MARKER = ".ktinfra-convert-done"
 
 
+MAX_CONVERT_THREADS = 8192  # the kernel's CPU limit (facts/cpulist.py)
+
+
 def _name_from(path: str, name: str | None) -> str:
+    if name is not None and not name.strip():  # "" fell back to the output's name without a word
+        raise RenderError("--name is empty (leave it out to name the instance after the output)")
     return check_instance_name("--name", name or PurePosixPath(path).name)
 
 
@@ -46,8 +51,8 @@ def _threads(
 ) -> tuple[int, int]:
     """Converter threads: explicit values win, else the serve plan's kt_cpuinfer / kt_threadpool_count."""
     for flag, value in (("--cpuinfer-threads", cpuinfer_threads), ("--threadpool-count", threadpool_count)):
-        if value is not None and value < 1:
-            raise RenderError(f"{flag} must be at least 1, got {value}")
+        if value is not None and not 1 <= value <= MAX_CONVERT_THREADS:
+            raise RenderError(f"{flag} must be from 1 to {MAX_CONVERT_THREADS}, got {str(value)[:20]}")
     if plan is not None:
         serve = plan_section(plan, "serve")
         cpuinfer_threads = cpuinfer_threads or require_int(serve, "kt_cpuinfer", "serve", 1)

@@ -156,6 +156,17 @@ def _kt_block(sft: dict, generation: str, llamafactory_dir: str, weight_path: st
     return kt
 
 
+def _datasets(value: str) -> str:
+    """--dataset as LLaMA-Factory splits it (on commas): no empty or repeated name."""
+    names = value.split(",")
+    if not all(names):
+        raise RenderError(f"--dataset {value!r} has an empty name between commas")
+    repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if repeated:
+        raise RenderError(f"--dataset {value!r} names {repeated} twice")
+    return value
+
+
 def _check_kt_values(block: dict, where: str) -> None:
     """Every KT key's value as LLaMA-Factory reads it: a word, a number or a flag (nested for kt_config);
     null or NaN would reach the recipe as None / .nan."""
@@ -322,7 +333,7 @@ def render_train(
     if not isinstance(generation, str) or generation not in TEMPLATES:
         raise RenderError(f"plan stack_generation {generation!r} is not one of current, legacy")
     model_path = check_abs_path("--model-path", model_path)
-    dataset = check_word("--dataset", dataset)
+    dataset = _datasets(check_word("--dataset", dataset))
     dataset_dir = check_abs_path("--dataset-dir", dataset_dir)
     output_dir = check_abs_path("--output-dir", output_dir)
     llamafactory_dir = check_abs_path("--llamafactory-dir", llamafactory_dir)

@@ -204,3 +204,14 @@ def test_an_empty_out_is_refused_not_read_as_the_current_directory(tmp_path, mon
     result = run([*args, "--out", ""])
     assert result.exit_code == 1 and result.output == "error: --out is empty\n"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "big"])
+def test_a_key_file_longer_than_any_key_is_refused_after_a_bounded_read(tmp_path, source):
+    """Before: /dev/zero was read until memory ran out; a 64 MB file went into the env file."""
+    path = tmp_path / "big"
+    path.write_text("k" * 5000)
+    key = source if source.startswith("/") else str(path)
+    result = run([*SERVE, "--plan", SEED002, "--api-key-file", key, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "is longer than 4096 bytes: not a key file" in result.output
+    assert not (tmp_path / "o").exists()

@@ -482,8 +482,9 @@ def test_valid_fixture_plans_still_load_and_render(seed002):
 @pytest.mark.parametrize(
     "threads, pools, message",
     [
-        (0, 1, "--cpuinfer-threads must be at least 1, got 0"),
-        (4, 0, "--threadpool-count must be at least 1, got 0"),
+        (0, 1, "--cpuinfer-threads must be from 1 to 8192, got 0"),
+        (4, 0, "--threadpool-count must be from 1 to 8192, got 0"),
+        (int("9" * 400), 1, "--cpuinfer-threads must be from 1 to 8192, got 99999999999999999999$"),
         (4, 8, "--threadpool-count 8 is more thread pools than the 4 converter threads"),
     ],
 )
@@ -498,3 +499,12 @@ def test_converter_thread_counts_that_cannot_run(threads, pools, message):
 def test_a_lora_alpha_that_is_no_scale_is_refused(alpha):
     with pytest.raises(RenderError, match="--lora-alpha must be a finite number above 0"):
         render_lora_convert(adapter="/a", output="/o", model_path="/m", lora_alpha=alpha)
+
+
+@pytest.mark.parametrize("render", [render_convert, render_lora_convert])
+def test_an_empty_instance_name_is_refused_not_replaced_by_the_outputs(render):
+    kwargs = {"model_path": "/m", "output": "/o", "name": ""}
+    kwargs.update({"method": "int8", "cpuinfer_threads": 4, "threadpool_count": 1} if render is render_convert
+                  else {"adapter": "/a", "script": "/x/c.py"})  # fmt: skip
+    with pytest.raises(RenderError, match="--name is empty"):
+        render(**kwargs)

@@ -241,3 +241,16 @@ def test_numa_cpus_that_are_no_cpu_list_are_refused(cpus):
     plan["serve"]["numa_cpus"] = cpus
     with pytest.raises(RenderError, match=r'plan serve.numa_cpus must be a CPU list such as "0-13" or null'):
         render_serve(plan, name="q", model_path="/m", weight_path="/w")
+
+
+@pytest.mark.parametrize(
+    ("dataset", "message"),
+    [
+        ("identity,,alpaca", "has an empty name between commas"),
+        (",", "has an empty name between commas"),
+        ("identity,alpaca,identity", "names identity twice"),
+    ],
+)
+def test_dataset_lists_llamafactory_would_misread_are_refused(dataset, message):
+    with pytest.raises(RenderError, match=message):
+        render_train(sft_plan(), name="r1", **{**TRAIN, "dataset": dataset})
