@@ -256,6 +256,10 @@ def check(
 ) -> None:
     """Send one chat request through the endpoint and check that a reply comes back."""
     try:
+        # "" would send an empty model name, or check the base model instead of the adapter
+        for flag, value in (("--model", model), ("--adapter", adapter)):
+            if value is not None and not value.strip():
+                raise lora.LoraError(f"{flag} is empty")
         lora.check_endpoint(url, timeout)  # bad input: one error line, no result
         api_key = read_api_key_file(api_key_file)
         result = lora.chat_check(url, model, adapter, legacy, prompt, max_tokens, timeout, api_key)

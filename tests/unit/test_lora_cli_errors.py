@@ -257,6 +257,7 @@ def test_check_sends_the_api_key_as_bearer(serve_body, tmp_path):
     [
         (["--url", "http://127.0.0.1:9", "--api-key-file", "KEY"], "contains a character outside ASCII"),
         (["--url", "http://a..b:8000"], "host 'a..b' has an empty or over-long (> 63 characters) label"),
+        (["--url", "http://127.0.0.1:9", "--adapter", ""], "--adapter is empty"),  # checked the base model
     ],
 )
 def test_check_refuses_what_no_http_client_can_send(tmp_path, args, message):
@@ -272,3 +273,8 @@ def test_lora_serve_refuses_a_key_no_http_client_can_send(tmp_path):
     (tmp_path / "key").write_text("ключ123")
     args = serve_args(peft_dir(tmp_path / "a"), "--host", "0.0.0.0", "--api-key-file", str(tmp_path / "key"))
     assert_clean_error(invoke([*args, "--dry-run"]), "contains a character outside ASCII")
+
+
+def test_check_refuses_an_empty_model_name():
+    result = invoke(["lora", "check", "--url", "http://127.0.0.1:9", "--model", " ", "--timeout", "2"])
+    assert_clean_error(result, "--model is empty")
