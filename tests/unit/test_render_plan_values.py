@@ -254,3 +254,12 @@ def test_numa_cpus_that_are_no_cpu_list_are_refused(cpus):
 def test_dataset_lists_llamafactory_would_misread_are_refused(dataset, message):
     with pytest.raises(RenderError, match=message):
         render_train(sft_plan(), name="r1", **{**TRAIN, "dataset": dataset})
+
+
+@pytest.mark.parametrize(
+    ("where", "output_dir"),
+    [("--model-path", "/m/q/"), ("--dataset-dir", "/data/."), ("--model-path", "//m/q")],
+)
+def test_an_output_dir_that_is_the_model_or_the_dataset_dir_is_refused(where, output_dir):
+    with pytest.raises(RenderError, match=f"--output-dir must differ from {where}"):
+        render_train(sft_plan(), name="r1", **{**TRAIN, "output_dir": output_dir})
