@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -42,10 +43,25 @@ class LogSourceError(RuntimeError):
     pass
 
 
+# The advisor reads the last server run; its start-up lines come within the first MiB of a run, and a run
+# logs far less than this. Past it only the tail is read (an 8 GB log took 2.5x its size in memory).
+MAX_LOG_BYTES = 256 << 20
+
+
 def read_log_file(path: Path) -> str:
-    if not path.is_file():
-        raise LogSourceError(f"log file not found: {path}")
-    return path.read_text(encoding="utf-8", errors="replace")
+    try:
+        if not path.is_file():
+            if path.exists():
+                raise LogSourceError(f"log file {path} is not a regular file")
+            raise LogSourceError(f"log file not found: {path}")
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - MAX_LOG_BYTES))
+            data = handle.read(MAX_LOG_BYTES)
+    except OSError as error:  # ENAMETOOLONG, EACCES: is_file() only swallows "not found"
+        raise LogSourceError(f"cannot read log file {path}: {error.strerror or error}") from None
+    text = data.decode("utf-8", errors="replace")
+    return text if size <= MAX_LOG_BYTES else text.partition("\n")[2]  # drop the cut first line
 
 
 def _load_state(unit: str) -> str | None:
@@ -73,6 +89,8 @@ def missing_unit(unit: str, journal: str, load_state: str | None) -> str | None:
 
 
 def read_unit_log(unit: str, lines: int = 20000) -> str:
+    if not unit.strip() or unit.startswith("-"):  # systemctl/journalctl would read "--help" as an option
+        raise LogSourceError(f"--unit {unit!r} is not a unit name")
     if not shutil.which("journalctl"):
         raise LogSourceError("journalctl is not available on this host; pass --log FILE instead")
     proc = subprocess.run(
@@ -88,17 +106,38 @@ def read_unit_log(unit: str, lines: int = 20000) -> str:
     return proc.stdout
 
 
+def vars_target(path: Path) -> Path:
+    """The file --ansible-vars writes: the path, or the file a link there leads to (written through)."""
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise LogSourceError(f"--ansible-vars {path} is a link that leads back to itself") from None
+        return Path(os.path.realpath(path))  # a dangling link: its target is created
+
+
 def check_vars_path(path: Path) -> None:
     """Refuse a --ansible-vars path that cannot become a file, before the log is read or anything written."""
-    if path.is_dir():
-        raise LogSourceError(f"--ansible-vars {path} is a directory; give a file such as {path}/tune.yml")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise LogSourceError(f"--ansible-vars {path}: {parent} is not a directory")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise LogSourceError(f"--ansible-vars {path}: cannot write in {parent}")
-            break
+    try:
+        target = vars_target(path)
+        shown = f"{path}" if target == path else f"{path} (a link to {target})"
+        if target.is_dir():
+            raise LogSourceError(
+                f"--ansible-vars {shown} is a directory; give a file such as {path}/tune.yml"
+            )
+        if target.exists() and not target.is_file():
+            raise LogSourceError(f"--ansible-vars {shown} is not a regular file (a device or a pipe)")
+        for parent in target.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise LogSourceError(f"--ansible-vars {shown}: {parent} is not a directory")
+                if not os.access(parent, os.W_OK | os.X_OK):
+                    raise LogSourceError(f"--ansible-vars {shown}: cannot write in {parent}")
+                break
+    except OSError as error:  # ENAMETOOLONG and the like: is_dir() only swallows "not found"
+        raise LogSourceError(f"--ansible-vars {path}: {error.strerror or error}") from None
 
 
 def ansible_vars(result: dict) -> dict:
@@ -114,12 +153,16 @@ def ansible_vars(result: dict) -> dict:
 def write_vars(result: dict, path: Path) -> dict:
     """Write atomically: a failed write leaves any previous file untouched."""
     data = ansible_vars(result)
+    path = vars_target(path)
+    mode = path.stat().st_mode & 0o7777 if path.is_file() else None
     path.parent.mkdir(parents=True, exist_ok=True)
     header = "# Written by `ktinfra tune`: kt_serve flag overrides recommended from the server log.\n"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(header + yaml.safe_dump(data, sort_keys=True))
+        if mode is not None:  # a replaced file keeps its mode (mkstemp makes 0600)
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

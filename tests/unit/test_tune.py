@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -248,6 +250,30 @@ def test_cli_ansible_vars_path_that_cannot_be_a_file(tmp_path, case):
     assert afile.read_text() == "keep\n" and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
+def test_cli_ansible_vars_writes_through_a_link_keeps_the_mode_and_refuses_a_pipe(tmp_path):
+    """Before: a link and a FIFO were replaced by regular 0600 files (as root: /dev/full too), and a 0644
+    file became 0600."""
+    real, link, plain, pipe = (tmp_path / n for n in ("real.yml", "link.yml", "plain.yml", "pipe"))
+    real.write_text("keep: 1\n")
+    link.symlink_to("real.yml")
+    plain.write_text("old: 1\n")
+    plain.chmod(0o644)
+    os.mkfifo(pipe)
+    tune_vars = ["tune", "--log", str(LOGS / "decode-oom.log"), "--ansible-vars"]
+    for target in (link, plain):
+        res = CliRunner().invoke(app, [*tune_vars, str(target)])
+        assert res.exit_code == 0, res.output
+    assert link.is_symlink() and "kt_serve_overrides" in real.read_text()
+    assert (plain.stat().st_mode & 0o777) == 0o644 and "kt_serve_overrides" in plain.read_text()
+    res = CliRunner().invoke(app, [*tune_vars, str(pipe)])
+    assert res.exit_code == 1 and "is not a regular file" in res.output and stat.S_ISFIFO(pipe.stat().st_mode)
+    (tmp_path / "loop.yml").symlink_to("loop.yml")
+    res = CliRunner().invoke(app, [*tune_vars, str(tmp_path / "loop.yml")])
+    assert res.exit_code == 1 and "leads back to itself" in res.output
+    res = CliRunner().invoke(app, [*tune_vars, str(tmp_path / ("x" * 300 + ".yml"))])
+    assert res.exit_code == 1 and "File name too long" in res.output and "Traceback" not in res.output
+
+
 # --- an MLA pool capped by --max-total-tokens (ktinfra's DeepSeek/Kimi plans) ---------------------------
 def test_kv_pool_allocation_line_parses():
     log = tune.parse_text((LOGS / "mla-capped.log").read_text())
@@ -290,3 +316,32 @@ def test_a_pool_the_profile_sized_still_moves_mem_fraction():
     text = (LOGS / "mla-capped.log").read_text().replace("max_total_tokens=158829", "max_total_tokens=400000")
     recs = _by_param(tune.advise(tune.parse_text(text), gpu_memory_gb=80.0))
     assert "--max-total-tokens" not in recs and "--mem-fraction-static" in recs
+
+
+def test_a_log_past_the_read_limit_is_read_from_its_tail(tmp_path, monkeypatch):
+    """Before: the whole file was read (an 8 GB log took 2.5x its size in memory)."""
+    monkeypatch.setattr(tune, "MAX_LOG_BYTES", 64 << 10)
+    text = (LOGS / "decode-oom.log").read_text()
+    big = tmp_path / "big.log"
+    big.write_text("x" * (1 << 20) + "\n" + text)
+    assert len(text.encode()) < 64 << 10
+    assert tune.read_log_file(big) == text
+    assert tune.advise(tune.parse_text(tune.read_log_file(big)), gpu_memory_gb=80.0) == tune.advise(
+        tune.parse_text(text), gpu_memory_gb=80.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--unit=--help"], "error: --unit '--help' is not a unit name"),  # systemctl printed its help: "ok"
+        (["--log", "/dev/zero"], "error: log file /dev/zero is not a regular file"),
+        (
+            ["--log", "x" * 300 + ".log"],
+            "error: cannot read log file " + "x" * 300 + ".log: File name too long",
+        ),
+    ],
+)
+def test_log_sources_that_are_no_log_are_one_error_line(args, message):
+    res = CliRunner().invoke(app, ["tune", *args])
+    assert res.exit_code == 1 and res.output.replace("\n", "") == message
