@@ -63,12 +63,12 @@ def _gpus_used(facts: dict, mode: str, section: dict) -> dict:
 def _check_what_render_needs(options: dict) -> None:
     """Refuse here what `ktinfra render serve` would refuse later: a plan must be renderable as given."""
     from ktinfra.render.common import RenderError, check_abs_path, check_instance_name, check_word
-    from ktinfra.render.serve import is_loopback
+    from ktinfra.render.serve import check_host, is_loopback
 
     host = options.get("host")
     try:
         if host is not None:
-            check_word("--host", host)
+            check_host("--host", check_word("--host", host))
         for name, directory in (options.get("lora") or {}).items():
             check_instance_name("--lora adapter name", name)
             check_abs_path(f"--lora {name} directory", directory)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import ipaddress
 import math
+import re
 
 from ktinfra.facts.cpulist import parse_cpulist
 from ktinfra.render.common import (
@@ -181,7 +182,7 @@ def sglang_argv(
         )
     served_name = serve.get("served_model_name") or model_section(plan).get("name")
     argv = [check_word("python", python), "-m", "sglang.launch_server"]
-    argv += ["--host", check_word("serve.host", require_str(serve, "host", "serve"))]
+    argv += ["--host", check_host("serve.host", require_str(serve, "host", "serve"))]
     argv += ["--port", str(_port(serve))]
     argv += ["--model", model_path]
     if _flag(serve, "trust_remote_code"):
@@ -292,6 +293,24 @@ def _check_extra_arg(arg: str) -> str:
     if owner:
         raise RenderError(f"--extra-arg {flag}: ktinfra sets or checks this flag itself; use {owner}")
     return arg
+
+
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*\.?")
+
+
+def check_host(what: str, host: str) -> str:
+    """A bind address SGLang's --host takes: an IP address (IPv6 without brackets) or a host name. "--help"
+    would be read as a flag by the server's argparse."""
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    if _HOST_NAME.fullmatch(host):
+        return host
+    hint = " (write an IPv6 address without brackets)" if host.startswith("[") else ""
+    raise RenderError(f"{what} {host!r} is not an IP address or a host name{hint}")
 
 
 def is_loopback(host: str) -> bool:

@@ -4,6 +4,7 @@ anything is planned, never a traceback, a memory blow-up or a plan that render r
 from __future__ import annotations
 
 import json
+import re
 
 import model_configs
 import pytest
@@ -169,3 +170,39 @@ def test_a_config_number_of_400_digits_is_refused_or_unused(tmp_path, name, path
             assert path[-1] in str(error) and "9" * 38 not in str(error)
         else:
             json.dumps(result, allow_nan=False)  # a number read from it would have overflowed
+
+
+@pytest.mark.parametrize(
+    ("host", "hint"),
+    [
+        ("--help", ""),
+        ("-x", ""),
+        ("a;b|c", ""),
+        ("x_y", ""),
+        ("[::1]", " (write an IPv6 address without brackets)"),
+    ],
+)
+def test_a_bind_host_that_is_no_address_or_name_is_refused(host, hint):
+    """Before: --host=--help went into the server argv, where SGLang's argparse reads it as a flag."""
+    with pytest.raises(
+        PlanInputError, match=re.escape(f"--host {host!r} is not an IP address or a host name{hint}")
+    ):
+        plan(facts("h100-amx"), "Qwen3-30B-A3B", "serve", host=host, api_key_set=True)
+
+
+@pytest.mark.parametrize("host", ["::1", "0.0.0.0", "gpu1.lab", "localhost", "10.0.0.5"])
+def test_addresses_and_host_names_still_plan(host):
+    assert (
+        plan(facts("h100-amx"), "Qwen3-30B-A3B", "serve", host=host, api_key_set=True)["serve"]["host"]
+        == host
+    )
+
+
+def test_render_refuses_a_plan_host_that_is_no_address():
+    from ktinfra.render import RenderError, render_serve
+
+    data = facts("h100-amx")
+    result = plan(data, "Qwen3-30B-A3B", "serve")
+    result["serve"]["host"] = "--help"
+    with pytest.raises(RenderError, match="serve.host '--help' is not an IP address or a host name"):
+        render_serve(result, name="q", model_path="/m", weight_path="/w", api_key="k")
