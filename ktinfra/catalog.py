@@ -426,7 +426,11 @@ def resolve(model: str) -> Architecture:
     if not model or not model.strip():
         raise UnknownModelError("empty model name")
     local = Path(model).expanduser()
-    if local.is_dir():
+    try:
+        is_dir = local.is_dir()
+    except OSError as exc:  # ENAMETOOLONG and the like: is_dir() only swallows "not found"
+        raise UnknownModelError(f"--model {model[:80]!r}: {exc.strerror or exc}") from None
+    if is_dir:
         return _from_directory(local)
     wanted = model.strip().lower()
     for entry in _load_entries():

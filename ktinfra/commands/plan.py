@@ -64,7 +64,11 @@ def _load_facts(facts_file: Path | None, capture_dir: Path | None) -> dict:
     except ImportError:
         _fail("host detection (ktinfra.facts) is not installed in this build; pass --facts FILE.json")
     if capture_dir:
-        if not capture_dir.is_dir():
+        try:
+            is_dir = capture_dir.is_dir()
+        except OSError as exc:  # ENAMETOOLONG: is_dir() only swallows "not found"
+            _fail(f"--from {capture_dir}: {exc.strerror or exc}")
+        if not is_dir:
             _fail(f"--from {capture_dir}: not a directory")
         try:
             return facts_module.from_capture(capture_dir)
@@ -173,7 +177,7 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--api-key-set", help="An API key guards the server.")
         ] = False,
         cutoff_len: Annotated[
-            int | None, typer.Option("--cutoff-len", min=64, help="SFT: fix cutoff_len.")
+            int | None, typer.Option("--cutoff-len", min=64, max=2**31 - 1, help="SFT: fix cutoff_len.")
         ] = None,
         max_running_requests: Annotated[
             int | None,
@@ -194,6 +198,10 @@ def register(app: typer.Typer) -> None:
         from ktinfra.planner import PlanInputError, plan
 
         mode = _parse_mode(mode)
+        # "" fell back to the default stack / format without a word
+        for flag, value in (("--model", model), ("--stack", stack), ("--cpu-format", cpu_format)):
+            if value is not None and not value.strip():
+                _fail(f"{flag} is empty")
         given = {
             "--lora": lora,
             "--port": port,

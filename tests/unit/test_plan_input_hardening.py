@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import model_configs
 import pytest
 from model_configs import GLM_4_5_AIR, QWEN3_NEXT_80B_A3B
 from test_plan import SEED002, facts
+from typer.testing import CliRunner
 
 from ktinfra import catalog
+from ktinfra.cli import app
 from ktinfra.planner import PlanInputError, load_facts, plan
+
+FACTS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 
 
 def _facts_file(tmp_path, data) -> str:
@@ -206,3 +211,49 @@ def test_render_refuses_a_plan_host_that_is_no_address():
     result["serve"]["host"] = "--help"
     with pytest.raises(RenderError, match="serve.host '--help' is not an IP address or a host name"):
         render_serve(result, name="q", model_path="/m", weight_path="/w", api_key="k")
+
+
+LONG = "/tmp/" + "x" * 300
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-m", "Qwen3-30B-A3B", "--stack", ""], "error: --stack is empty"),  # fell back to kt-0.7
+        (
+            ["-m", "Qwen3-30B-A3B", "--cpu-format", " "],
+            "error: --cpu-format is empty",
+        ),  # fell back to the default
+        (["-m", LONG], f"error: --model {LONG[:80]!r}: File name too long"),
+        (["-m", "Qwen3-30B-A3B", "--facts", "/dev/zero"], "error: facts file /dev/zero is over 16 MiB"),
+    ],
+)
+def test_plan_options_that_were_dropped_or_crashed_are_one_error_line(args, message):
+    """Before: '' fell back to the default, ENAMETOOLONG was a traceback, /dev/zero took all memory."""
+    extra = [] if "--facts" in args else ["--facts", str(FACTS_DIR / "h100-amx.json")]
+    result = CliRunner().invoke(app, ["plan", *args, *extra])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_plan_from_a_path_too_long_is_one_error_line():
+    result = CliRunner().invoke(app, ["plan", "-m", "Qwen3-30B-A3B", "--from", LONG])
+    assert result.exit_code == 1 and result.stderr == f"error: --from {LONG}: File name too long\n"
+
+
+def test_cutoff_len_beyond_any_recipe_is_a_usage_error_not_infeasible():
+    result = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "-m",
+            "Qwen3-30B-A3B",
+            "--mode",
+            "sft",
+            "--cutoff-len",
+            str(10**20),
+            "--facts",
+            str(FACTS_DIR / "h100-amx.json"),
+        ],  # fmt: skip
+    )
+    assert result.exit_code == 1 and "Invalid value for '--cutoff-len'" in result.output
