@@ -123,10 +123,16 @@ def serve(
     from_dir: Annotated[Path | None, typer.Option("--from", help="Capture folder for planning.")] = None,
     stack: str | None = typer.Option(None, "--stack", help="Stack profile for planning (kt-0.7 | ...)."),
     legacy: bool = typer.Option(False, "--legacy", help="Legacy 0.4.x stack: sglang fork's convert_lora.py."),
-    converter: Annotated[Path | None, typer.Option("--converter", help="Converter script path.")] = None,
+    converter: Annotated[
+        str | None,
+        typer.Option("--converter", metavar="PATH", callback=non_empty_path, help="Converter script path."),
+    ] = None,
     converter_python: str = typer.Option("python3", "--converter-python", help="Python with torch."),
     output_dir: Annotated[
-        Path | None, typer.Option("--output-dir", help="Converted adapters go here.")
+        str | None,
+        typer.Option(
+            "--output-dir", metavar="DIR", callback=non_empty_path, help="Converted adapters go here."
+        ),
     ] = None,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing converted adapters."),
     lora_alpha: float | None = typer.Option(None, "--lora-alpha", help="Alpha if the output has none."),
@@ -156,6 +162,8 @@ def serve(
 ) -> None:
     """Validate training outputs, convert them for SGLang, render the LoRA serve unit (no GPU experts)."""
     try:
+        if not base.strip():  # Path("").resolve() is the directory the command runs in
+            raise lora.LoraError("--base is empty")
         if out is None and start:
             raise lora.LoraError("--start needs --out (the rendered files are kept there)")
         lora.check_lora_alpha(lora_alpha)
@@ -206,6 +214,8 @@ def serve(
                 _install_and_start(rendered, instance)
     except (lora.LoraError, RenderError) as exc:
         _fail(str(exc))
+    except OSError as exc:  # a path the checks could not even look at (ENAMETOOLONG, EACCES on a parent)
+        _fail(f"{exc.filename or 'a path'}: {exc.strerror or exc}")
 
     result = {
         "adapters": [a.as_dict() for a in adapters],

@@ -278,3 +278,31 @@ def test_lora_serve_refuses_a_key_no_http_client_can_send(tmp_path):
 def test_check_refuses_an_empty_model_name():
     result = invoke(["lora", "check", "--url", "http://127.0.0.1:9", "--model", " ", "--timeout", "2"])
     assert_clean_error(result, "--model is empty")
+
+
+@pytest.mark.parametrize(
+    ("swap", "message"),
+    [
+        ({"--base": ""}, "error: --base is empty"),  # served the directory the command ran in
+        ({"--output-dir": ""}, "error: --output-dir is empty"),
+        ({"--converter": ""}, "error: --converter is empty"),
+    ],
+)
+def test_serve_refuses_empty_paths(tmp_path, monkeypatch, swap, message):
+    monkeypatch.chdir(tmp_path)
+    args = serve_args(
+        peft_dir(tmp_path / "a"), "--output-dir", str(tmp_path / "conv"), "--converter", "/x/c.py"
+    )
+    for flag, value in swap.items():
+        args[args.index(flag) + 1] = value
+    result = invoke([*args, "--dry-run"])
+    assert result.exit_code == 1 and result.output.startswith(message), result.output
+
+
+def test_serve_turns_a_path_too_long_into_one_error_line(tmp_path):
+    long = str(tmp_path / ("x" * 300))
+    args = serve_args(peft_dir(tmp_path / "a"))
+    args[args.index("--adapter") + 1] = f"x={long}"
+    result = invoke([*args, "--dry-run"])
+    assert_clean_error(result, "File name too long")
+    assert "Traceback" not in result.output
