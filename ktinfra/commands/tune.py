@@ -68,10 +68,17 @@ def tune_command(
         if ansible_vars is not None:
             tune.check_vars_path(ansible_vars)
         text = tune.read_log_file(log) if log is not None else tune.read_unit_log(unit)
+        server_log = tune.parse_text(text)
+        free = server_log.config.get("available_gpu_mem_gb")
+        if gpu_memory_gb is not None and free is not None and gpu_memory_gb < free:
+            raise TuneInputError(
+                f"--gpu-memory-gb {gpu_memory_gb:g} is less than the {free:g} GB the log says were still "
+                "free after loading: not this server's GPU"
+            )
     except (tune.LogSourceError, TuneInputError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
-    result = tune.advise(tune.parse_text(text), gpu_memory_gb=gpu_memory_gb)
+    result = tune.advise(server_log, gpu_memory_gb=gpu_memory_gb)
     if ansible_vars is not None:
         try:
             tune.write_vars(result, ansible_vars)

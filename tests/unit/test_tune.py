@@ -345,3 +345,14 @@ def test_a_log_past_the_read_limit_is_read_from_its_tail(tmp_path, monkeypatch):
 def test_log_sources_that_are_no_log_are_one_error_line(args, message):
     res = CliRunner().invoke(app, ["tune", *args])
     assert res.exit_code == 1 and res.output.replace("\n", "") == message
+
+
+def test_a_gpu_smaller_than_what_the_log_says_was_free_is_refused():
+    """Before: --gpu-memory-gb 1 with 14.10 GB free after loading still suggested mem fraction 0.95."""
+    res = CliRunner().invoke(app, ["tune", "--log", str(LOGS / "conservative.log"), "--gpu-memory-gb", "1"])
+    assert res.exit_code == 1
+    assert res.output.startswith(
+        "error: --gpu-memory-gb 1 is less than the 14.1 GB the log says were still free"
+    )
+    ok = CliRunner().invoke(app, ["tune", "--log", str(LOGS / "conservative.log"), "--gpu-memory-gb", "24"])
+    assert ok.exit_code == 0, ok.output
