@@ -309,6 +309,10 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
 
     ModelConfigError, naming the key and the file, for a value a real model cannot have."""
     source = path or name
+    for where in (config, config.get("text_config")):
+        kind = where.get("model_type") if isinstance(where, dict) else None
+        if kind is not None and (not isinstance(kind, str) or not kind.strip()):
+            raise ModelConfigError(f"{source}: config.json model_type must be a name, got {_shown(kind)}")
     wrapper_type = config.get("model_type")  # a multimodal wrapper's own (qwen3_5_moe): templates key on it
     encoders: tuple[str, ...] = ()
     vision = None

@@ -269,7 +269,7 @@ def _read_config(config_path: Path) -> dict:
     targets = config.get("target_modules") or []
     if not isinstance(targets, (str, list)) or not all(isinstance(t, str) for t in targets):
         raise LoraError(f"{config_path}: target_modules must be a string or a list of strings")
-    if not isinstance(config.get("base_model_name_or_path") or "", str):
+    if not isinstance(config.get("base_model_name_or_path", ""), (str, type(None))):  # 0/false/[] too
         raise LoraError(f"{config_path}: base_model_name_or_path must be a string")
     return config
 

@@ -333,3 +333,12 @@ def test_check_of_dripping_headers_ends_at_the_timeout(misbehaving):
     result = lora.chat_check(misbehaving.url, "m", timeout_s=1.0)
     assert time.perf_counter() - t0 < 2.0
     assert result == {"ok": False, "request": result["request"], "error": "timed out after 1 s"}
+
+
+@pytest.mark.parametrize("value", ["0", "false", "[]", "5"])
+def test_a_base_model_name_that_is_no_string_is_refused(tmp_path, value):
+    """Before: a falsy one (0, false, []) passed the check and came out as "base_model": 0."""
+    adapter = peft_dir(tmp_path / "a")
+    _config(adapter, f'{{"peft_type": "LORA", "r": 4, "lora_alpha": 8, "base_model_name_or_path": {value}}}')
+    result = invoke([*serve_args(adapter), "--dry-run", "--json"])
+    assert_clean_error(result, "base_model_name_or_path must be a string")

@@ -257,3 +257,10 @@ def test_cutoff_len_beyond_any_recipe_is_a_usage_error_not_infeasible():
         ],  # fmt: skip
     )
     assert result.exit_code == 1 and "Invalid value for '--cutoff-len'" in result.output
+
+
+@pytest.mark.parametrize("kind", [["x"], 5, ""])
+def test_a_model_type_that_is_no_name_is_refused(tmp_path, kind):
+    """Before: ["x"] became the plan's architecture "['x']"."""
+    with pytest.raises(catalog.ModelConfigError, match="config.json model_type must be a name"):
+        catalog.resolve(_model(tmp_path, {**GLM_4_5_AIR, "model_type": kind}))
