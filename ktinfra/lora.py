@@ -35,7 +35,8 @@ KT_FUSED_FILE = "fused_expert_lora.safetensors"
 KT_MANIFEST_FILE = "kt_adapter_manifest.json"
 KT_FULL_EXPERTS_INDEX = "kt_full_experts.index.json"
 KT_FUSED_KEY = re.compile(r"^layers\.(\d+)\.experts\.(gate|up|down)_lora_(a|b)$")
-NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+# As a systemd instance name (render's check): "." and ".." would name directories, "$" let a final "\n" in
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 LORA_BACKENDS = ("triton", "csgmv", "torch_native", "ascend")
 
 CURRENT_CONVERTER = "kt-kernel/scripts/convert_kt_to_sglang_adapter.py"
@@ -144,8 +145,11 @@ def parse_adapter_spec(spec: str) -> tuple[str, Path]:
     name, sep, path = spec.partition("=")
     if not sep or not name or not path:
         raise LoraError(f"--adapter must be NAME=TRAIN_OUTPUT_DIR, got {spec!r}")
-    if not NAME_RE.match(name):
-        raise LoraError(f"adapter name {name!r} may only use letters, digits, '_', '.', '-'")
+    if not NAME_RE.fullmatch(name):
+        raise LoraError(
+            f"adapter name {name!r} must start with a letter or digit and use only letters, digits, "
+            "'_', '.', '-' (at most 64)"
+        )
     return name, Path(path).expanduser()
 
 

@@ -306,3 +306,12 @@ def test_serve_turns_a_path_too_long_into_one_error_line(tmp_path):
     result = invoke([*args, "--dry-run"])
     assert_clean_error(result, "File name too long")
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("name", ["..", ".", "-x", "a\n", "a" * 65])
+def test_adapter_names_that_are_no_instance_names_are_refused_first(tmp_path, name):
+    """Before: '..' with --output-dir first said the parent 'already exists; pass --overwrite'."""
+    args = serve_args(peft_dir(tmp_path / "a"), "--output-dir", str(tmp_path / "conv"))
+    args[args.index("--adapter") + 1] = f"{name}={tmp_path / 'a'}"
+    result = invoke([*args, "--dry-run"])
+    assert_clean_error(result, "must start with a letter or digit")
