@@ -17,18 +17,28 @@ def _rows() -> list[dict]:
 
 MODEL_MIN_WIDTH = 12
 CAPTION = "GPU memory, RAM and disk in GB (1e9 bytes)"
+NUMBERS = (("vram_bytes", 1), ("ram_bytes", 0), ("disk_bytes", 0))  # shown as GPU, RAM, disk
 
 
-def _print_lines(console, rows: list[dict]) -> None:
-    for row in rows:
-        params = f"{row['total_params'] / 1e9:.0f}B, {row['num_experts']} x {row['num_layers']}L"
-        console.print(f"[bold]{escape(row['name'])}[/bold] ({params})", soft_wrap=True)
-        for use, est in row["sizing"].items():
-            numbers = (
-                f"GPU {est['vram_bytes'] / 1e9:.1f}, RAM {est['ram_bytes'] / 1e9:.0f}, "
-                f"disk {est['disk_bytes'] / 1e9:.0f}"
-            )
-            console.print(f"  {use}: {numbers}", soft_wrap=True)
+def _cells(row: dict) -> tuple[str, str, list[tuple[str, str, str, str]]]:
+    """(params, experts, [(use, GPU, RAM, disk), ...]) of one catalog row, as both layouts show them."""
+    estimates = [
+        (
+            use,
+            f"{est['vram_bytes'] / 1e9:.1f}",
+            f"{est['ram_bytes'] / 1e9:.0f}",
+            f"{est['disk_bytes'] / 1e9:.0f}",
+        )
+        for use, est in row["sizing"].items()
+    ]
+    return f"{row['total_params'] / 1e9:.0f}B", f"{row['num_experts']} x {row['num_layers']}L", estimates
+
+
+def _print_lines(console, rows: list[dict], cells: list[tuple]) -> None:
+    for row, (params, experts, estimates) in zip(rows, cells, strict=True):
+        console.print(f"[bold]{escape(row['name'])}[/bold] ({params}, {experts})", soft_wrap=True)
+        for use, gpu, ram, disk in estimates:
+            console.print(f"  {use}: GPU {gpu}, RAM {ram}, disk {disk}", soft_wrap=True)
     console.print(CAPTION, soft_wrap=True)
 
 
@@ -50,22 +60,14 @@ def register(app: typer.Typer) -> None:
         # Numbers never wrap; on a narrow terminal the model name folds instead, and where even that does not
         # fit (rich would crop whole columns), each estimate gets a line of its own.
         names = ("params", "experts", "use", "GPU", "RAM", "disk")
-        cells = [
-            [
-                f"{row['total_params'] / 1e9:.0f}B",
-                f"{row['num_experts']} x {row['num_layers']}L",
-                use,
-                f"{est['vram_bytes'] / 1e9:.1f}",
-                f"{est['ram_bytes'] / 1e9:.0f}",
-                f"{est['disk_bytes'] / 1e9:.0f}",
-            ]
-            for row in rows
-            for use, est in row["sizing"].items()
+        cells = [_cells(row) for row in rows]
+        flat = [
+            (params, experts, *estimate) for params, experts, estimates in cells for estimate in estimates
         ]
-        widths = [max(len(name), *(len(c[i]) for c in cells)) for i, name in enumerate(names)]
+        widths = [max(len(name), *(len(line[i]) for line in flat)) for i, name in enumerate(names)]
         console = Console()
         if MODEL_MIN_WIDTH + sum(widths) + 3 * (len(names) + 1) + 1 > console.width:
-            _print_lines(console, rows)
+            _print_lines(console, rows, cells)
             return
         table = Table(
             Column("model", overflow="fold", min_width=MODEL_MIN_WIDTH),
@@ -73,17 +75,8 @@ def register(app: typer.Typer) -> None:
             *(Column(name, no_wrap=True, justify="right") for name in names[3:]),
             caption=CAPTION,
         )
-        index = 0
-        for row in rows:
-            for n, _ in enumerate(row["sizing"]):
-                first = n == 0
-                params, experts, use, *numbers = cells[index]
-                index += 1
-                table.add_row(
-                    escape(row["name"]) if first else "",
-                    params if first else "",
-                    experts if first else "",
-                    use,
-                    *numbers,
-                )
+        for row, (params, experts, estimates) in zip(rows, cells, strict=True):
+            for n, estimate in enumerate(estimates):
+                head = (escape(row["name"]), params, experts) if n == 0 else ("", "", "")
+                table.add_row(*head, *estimate)
         console.print(table)
