@@ -5,9 +5,16 @@ from pathlib import Path
 import typer
 
 
+def non_empty_text(param: typer.CallbackParam, value: str | None) -> str | None:
+    """typer callback of a text option: "" (an unset variable) is refused instead of meaning the default,
+    the current directory, every task or every host."""
+    if value is not None and not value.strip():
+        shown = max(param.opts, key=len) if param.param_type_name == "option" else param.name.upper()
+        typer.echo(f"error: {shown} is empty", err=True)
+        raise typer.Exit(1)
+    return value
+
+
 def non_empty_path(param: typer.CallbackParam, value: str | None) -> Path | None:
     """typer callback of a path option: "" would become "." (the current directory) without a word."""
-    if value is not None and not value.strip():
-        typer.echo(f"error: {param.opts[0]} is empty", err=True)
-        raise typer.Exit(1)
-    return None if value is None else Path(value)
+    return None if non_empty_text(param, value) is None else Path(value)

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ktinfra import lora
-from ktinfra.commands import non_empty_path
+from ktinfra.commands import non_empty_path, non_empty_text
 from ktinfra.render import RenderError, render_serve, write_bundle
 from ktinfra.render.common import read_api_key_file
 from ktinfra.render.files import check_bundle, check_out_dir
@@ -115,7 +115,12 @@ def _install_and_start(rendered, name: str) -> None:
 
 @lora_app.command("serve")
 def serve(
-    base: Annotated[str, typer.Option("--base", help="Base model directory the adapters were trained on.")],
+    base: Annotated[
+        str,
+        typer.Option(
+            "--base", callback=non_empty_text, help="Base model directory the adapters were trained on."
+        ),
+    ],
     adapter: Annotated[list[str], typer.Option("--adapter", help="NAME=TRAIN_OUTPUT_DIR (repeatable).")],
     plan: Annotated[Path | None, typer.Option("--plan", help="`ktinfra plan --json` output.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Plan on the fly for this model.")] = None,
@@ -162,8 +167,6 @@ def serve(
 ) -> None:
     """Validate training outputs, convert them for SGLang, render the LoRA serve unit (no GPU experts)."""
     try:
-        if not base.strip():  # Path("").resolve() is the directory the command runs in
-            raise lora.LoraError("--base is empty")
         if out is None and start:
             raise lora.LoraError("--start needs --out (the rendered files are kept there)")
         lora.check_lora_alpha(lora_alpha)
@@ -252,8 +255,10 @@ def serve(
 @lora_app.command("check")
 def check(
     url: str = typer.Option(..., "--url", help="Server or router base URL."),
-    model: str = typer.Option(..., "--model", help="Served model name."),
-    adapter: str | None = typer.Option(None, "--adapter", help="Adapter name (left side of --lora-paths)."),
+    model: str = typer.Option(..., "--model", callback=non_empty_text, help="Served model name."),
+    adapter: str | None = typer.Option(
+        None, "--adapter", callback=non_empty_text, help="Adapter name (left side of --lora-paths)."
+    ),
     legacy: bool = typer.Option(False, "--legacy", help="Select the adapter with the lora_path field."),
     prompt: str = typer.Option("Say hello in one short sentence.", "--prompt"),
     max_tokens: int = typer.Option(32, "--max-tokens", min=1),
@@ -266,10 +271,6 @@ def check(
 ) -> None:
     """Send one chat request through the endpoint and check that a reply comes back."""
     try:
-        # "" would send an empty model name, or check the base model instead of the adapter
-        for flag, value in (("--model", model), ("--adapter", adapter)):
-            if value is not None and not value.strip():
-                raise lora.LoraError(f"{flag} is empty")
         lora.check_endpoint(url, timeout)  # bad input: one error line, no result
         api_key = read_api_key_file(api_key_file)
         result = lora.chat_check(url, model, adapter, legacy, prompt, max_tokens, timeout, api_key)

@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from ktinfra.commands import non_empty_text
+
 EXIT_BAD_INPUT = 1
 EXIT_INFEASIBLE = 2
 # the mode each mode-specific flag applies to (--cpu-format: the planner refuses it in sft itself)
@@ -146,7 +148,12 @@ def _print_human(result: dict) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_command(
-        model: Annotated[str, typer.Option("--model", "-m", help="Short name, HF repo id or model dir.")],
+        model: Annotated[
+            str,
+            typer.Option(
+                "--model", "-m", callback=non_empty_text, help="Short name, HF repo id or model dir."
+            ),
+        ],
         mode: Annotated[str, typer.Option("--mode", help="serve | sft (any case)")] = "serve",
         facts_file: Annotated[
             Path | None, typer.Option("--facts", help="Facts JSON (`ktinfra facts --json`).")
@@ -155,12 +162,14 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option("--from", help="A capture folder (`ktinfra facts --capture`).")
         ] = None,
         stack: Annotated[
-            str, typer.Option("--stack", help="Stack profile: kt-0.7 | kt-0.4-autodl.")
+            str,
+            typer.Option("--stack", callback=non_empty_text, help="Stack profile: kt-0.7 | kt-0.4-autodl."),
         ] = "kt-0.7",
         cpu_format: Annotated[
             str | None,
             typer.Option(
                 "--cpu-format",
+                callback=non_empty_text,
                 help="Serve: AMXINT8 | AMXINT4 | BF16 | FP8 | RAWINT4 | GGUF:Q4_K_M (LLAMAFILE).",
             ),
         ] = None,
@@ -198,10 +207,6 @@ def register(app: typer.Typer) -> None:
         from ktinfra.planner import PlanInputError, plan
 
         mode = _parse_mode(mode)
-        # "" fell back to the default stack / format without a word
-        for flag, value in (("--model", model), ("--stack", stack), ("--cpu-format", cpu_format)):
-            if value is not None and not value.strip():
-                _fail(f"{flag} is empty")
         given = {
             "--lora": lora,
             "--port": port,

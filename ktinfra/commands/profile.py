@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from ktinfra import envcheck, profiles
+from ktinfra.commands import non_empty_text
 
 profile_app = typer.Typer(help="Stack profiles: list, show, check an install before it starts, check drift.")
 
@@ -94,7 +95,8 @@ def check_cmd(
     wheelhouse: Annotated[Path, typer.Option(help="Wheel cache on the data disk.")],
     manager: Annotated[str, typer.Option(help="auto | conda | venv")] = "auto",
     conda_exe: Annotated[
-        str | None, typer.Option(help="conda binary (default: PATH, miniconda paths)")
+        str | None,
+        typer.Option(callback=non_empty_text, help="conda binary (default: PATH, miniconda paths)"),
     ] = None,
     wheel: Annotated[
         list[str] | None,
@@ -108,8 +110,6 @@ def check_cmd(
     """Resolve where each env goes and list every problem before anything is installed (exit 2)."""
     data = _load(name)
     try:
-        if conda_exe is not None and not conda_exe.strip():
-            raise ValueError("--conda-exe is empty")
         _refuse_twice("--env", env)
         pairs = [envcheck.parse_wheel_override(w) for w in wheel or []]
         _refuse_twice("--wheel", [wheel_name for wheel_name, _ in pairs])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ktinfra.commands import non_empty_path, non_empty_text
 from ktinfra.provision import (
     COUNTERS,
     DEFAULT_ARTIFACTS,
@@ -45,17 +45,32 @@ def _live_view(state: RunState) -> Group:
 def register(app: typer.Typer) -> None:
     @app.command()
     def provision(
-        playbook: Annotated[str, typer.Argument(help="playbook, e.g. playbooks/serve.yml")],
-        inventory: Annotated[
-            str, typer.Option("-i", "--inventory", metavar="PATH", help="inventory file or directory")
+        playbook: Annotated[
+            str, typer.Argument(callback=non_empty_path, help="playbook, e.g. playbooks/serve.yml")
         ],
-        limit: Annotated[str | None, typer.Option("--limit", "-l", help="ansible --limit pattern")] = None,
-        tags: Annotated[str | None, typer.Option("--tags", "-t", help="ansible --tags")] = None,
+        inventory: Annotated[
+            str,
+            typer.Option(
+                "-i",
+                "--inventory",
+                metavar="PATH",
+                callback=non_empty_path,
+                help="inventory file or directory",
+            ),
+        ],
+        limit: Annotated[
+            str | None, typer.Option("--limit", "-l", callback=non_empty_text, help="ansible --limit pattern")
+        ] = None,
+        # ansible-runner drops an empty --tags, which ansible-playbook reads as "no task"
+        tags: Annotated[
+            str | None, typer.Option("--tags", "-t", callback=non_empty_text, help="ansible --tags")
+        ] = None,
         extra_vars: Annotated[
             list[str] | None, typer.Option("-e", "--extra-vars", help="as ansible-playbook -e (repeatable)")
         ] = None,
         artifacts: Annotated[
-            str, typer.Option(metavar="DIR", help="where ansible-runner keeps each run")
+            str,
+            typer.Option(metavar="DIR", callback=non_empty_path, help="where ansible-runner keeps each run"),
         ] = str(DEFAULT_ARTIFACTS),
         check: Annotated[
             bool, typer.Option("--check", help="ansible --check: list what would change, change nothing")
@@ -68,22 +83,8 @@ def register(app: typer.Typer) -> None:
         Exit 1 if a host or Ansible failed, the inventory could not be parsed or no play matched a host.
         """
         err = Console(stderr=True)
-        # an empty path would become "." (this directory); ansible-runner drops an empty --tags, which
-        # ansible-playbook reads as "no task": refuse them all instead of guessing
-        given = {"PLAYBOOK": playbook, "--inventory": inventory, "--artifacts": artifacts}
-        for flag, value in {**given, "--limit": limit, "--tags": tags}.items():
-            if value is not None and not value.strip():
-                typer.echo(f"error: {flag} is empty", err=True)
-                raise typer.Exit(1)
         request = ProvisionRequest(
-            Path(playbook),
-            Path(inventory),
-            limit,
-            tags,
-            list(extra_vars or []),
-            Path(artifacts),
-            check=check,
-            diff=diff,
+            playbook, inventory, limit, tags, list(extra_vars or []), artifacts, check=check, diff=diff
         )
         try:
             request.validate()  # before the live view starts
