@@ -27,6 +27,7 @@ import requests
 
 from ktinfra.bench.client import MAX_TIMEOUT_S, TimedOut, UnexpectedReply, check_url, error_body, whole_body
 from ktinfra.bench.deadline import new_session, request_deadline
+from ktinfra.render.common import INSTANCE_NAME
 from ktinfra.render.convert import KT_LORA_SCRIPT, LEGACY_LORA_SCRIPT
 
 CONFIG_FILE = "adapter_config.json"
@@ -35,8 +36,6 @@ KT_FUSED_FILE = "fused_expert_lora.safetensors"
 KT_MANIFEST_FILE = "kt_adapter_manifest.json"
 KT_FULL_EXPERTS_INDEX = "kt_full_experts.index.json"
 KT_FUSED_KEY = re.compile(r"^layers\.(\d+)\.experts\.(gate|up|down)_lora_(a|b)$")
-# As a systemd instance name (render's check): "." and ".." would name directories, "$" let a final "\n" in
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 LORA_BACKENDS = ("triton", "csgmv", "torch_native", "ascend")
 
 CURRENT_CONVERTER = "kt-kernel/scripts/convert_kt_to_sglang_adapter.py"
@@ -145,7 +144,7 @@ def parse_adapter_spec(spec: str) -> tuple[str, Path]:
     name, sep, path = spec.partition("=")
     if not sep or not name or not path:
         raise LoraError(f"--adapter must be NAME=TRAIN_OUTPUT_DIR, got {spec!r}")
-    if not NAME_RE.fullmatch(name):
+    if not INSTANCE_NAME.fullmatch(name):  # it becomes a systemd instance name; "." and ".." name directories
         raise LoraError(
             f"adapter name {name!r} must start with a letter or digit and use only letters, digits, "
             "'_', '.', '-' (at most 64)"

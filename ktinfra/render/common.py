@@ -17,7 +17,7 @@ TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 # '%' is allowed: values written into a unit file go through unit_literal, EnvironmentFiles take it as is.
 _UNSAFE_WORD = re.compile(r"[\s\x00-\x1f\"'\\$`]")
 # instance names become file names and the %i of a template unit: keep them plain.
-_INSTANCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # fullmatch: '$' would allow a final \n
+INSTANCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # fullmatch: '$' would allow a final \n
 # User=: a POSIX-ish user name (systemd's relaxed check also takes '.'), or a numeric uid.
 _USER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
 MAX_UID = 4294967294  # (uid_t) -1 means "no uid"
@@ -147,7 +147,7 @@ def check_user(value: str | None) -> str | None:
 
 
 def check_instance_name(what: str, value: str | None) -> str:
-    if not isinstance(value, str) or not _INSTANCE_NAME.fullmatch(value):
+    if not isinstance(value, str) or not INSTANCE_NAME.fullmatch(value):
         raise RenderError(
             f"{what} {value!r} must be 1-64 characters of letters, digits, '.', '_' or '-' "
             "(it names the systemd instance and its files)"
