@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
+
+from ktinfra.links import LinkLoop, written_file
 
 # The format follows the suffix; these three need nothing beyond matplotlib itself.
 SUFFIXES = (".png", ".svg", ".pdf")
@@ -14,23 +15,14 @@ class PlotUnavailable(RuntimeError):
     pass
 
 
-def _written_file(path: Path) -> Path:
-    """The file a write to `path` lands in: the link's target for a link (even a dangling one)."""
-    if not path.is_symlink():
-        return path
-    try:
-        os.path.realpath(path, strict=True)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise ValueError(f"--plot {path} is a link that leads back to itself (a loop of links)") from None
-    return Path(os.path.realpath(path))
-
-
 def check_plot_path(path: Path) -> None:
     """Refuse a plot file that could not be written, before minutes of load are spent (ValueError)."""
     if path.suffix.lower() not in SUFFIXES:
         raise ValueError(f"--plot {path}: the file name must end in {', '.join(SUFFIXES)}")
-    target = _written_file(path)
+    try:
+        target = written_file(path)
+    except LinkLoop as loop:
+        raise ValueError(f"--plot {loop}") from None
     shown = f"{path}" if target == path else f"{path} (a link to {target})"
     if target.is_dir():
         raise ValueError(f"--plot {shown} is a directory")

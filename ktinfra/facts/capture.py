@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ktinfra import __version__
 from ktinfra.facts.gpus import QUERY_FIELDS
+from ktinfra.links import LinkLoop
 
 CommandOrReader = list[str] | Callable[[], str | None]
 
@@ -214,7 +215,7 @@ def _link_target(link: Path) -> Path:
         return Path(os.path.realpath(link, strict=True))
     except OSError as error:
         if error.errno == errno.ELOOP:
-            raise OSError(f"{link} is a link that leads back to itself (a loop of links)") from None
+            raise LinkLoop(link) from None
         if error.errno == errno.ENOENT:
             where = os.path.realpath(link)
             raise FileNotFoundError(f"{link} is a link to {where}, which does not exist") from None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import subprocess
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from ktinfra.links import LinkLoop, written_file
 from ktinfra.tune.advise import advise
 from ktinfra.tune.parse import parse_lines, parse_text
 
@@ -108,14 +108,10 @@ def read_unit_log(unit: str, lines: int = 20000) -> str:
 
 def vars_target(path: Path) -> Path:
     """The file --ansible-vars writes: the path, or the file a link there leads to (written through)."""
-    if not path.is_symlink():
-        return path
     try:
-        return Path(os.path.realpath(path, strict=True))
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise LogSourceError(f"--ansible-vars {path} is a link that leads back to itself") from None
-        return Path(os.path.realpath(path))  # a dangling link: its target is created
+        return written_file(path)
+    except LinkLoop as loop:
+        raise LogSourceError(f"--ansible-vars {loop}") from None
 
 
 def check_vars_path(path: Path) -> None:
