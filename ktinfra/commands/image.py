@@ -141,10 +141,15 @@ def verify(
 
 @image_app.command("list")
 def list_(
-    out: Annotated[Path, typer.Option(help="Where build directories are.")] = REPO_ROOT / "out" / "image",
+    out: Annotated[
+        Path | None, typer.Option(help="Where build directories are [default: out/image of the checkout].")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Builds with a manifest, and local docker images labelled by ktinfra."""
+    if out is not None and not out.exists():  # a typo; the default is simply absent before the first build
+        _fail(f"--out {out} does not exist")
+    out = REPO_ROOT / "out" / "image" if out is None else out
     if out.exists() and not out.is_dir():
         _fail(f"--out {out} is not a directory")
     try:

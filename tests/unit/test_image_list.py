@@ -95,3 +95,17 @@ def test_amazon_manifest_without_image_bytes_listed(tmp_path, monkeypatch):
     [row] = listing.builds(tmp_path)
     assert (row["image"], row["source"], row["error"]) == ("ami-1", "amazon-ebs", None)
     assert row["size_bytes"] is None
+
+
+def test_out_that_does_not_exist_is_refused(tmp_path):
+    result = CliRunner().invoke(app, ["image", "list", "--out", str(tmp_path / "typo"), "--json"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == f"error: --out {tmp_path / 'typo'} does not exist\n"
+
+
+def test_default_out_before_the_first_build_lists_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(listing.shutil, "which", lambda _: None)
+    monkeypatch.setattr("ktinfra.commands.image.REPO_ROOT", tmp_path)
+    result = CliRunner().invoke(app, ["image", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == []
