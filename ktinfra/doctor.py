@@ -171,7 +171,7 @@ def validate_options(options: dict) -> None:
         from ktinfra.bench.client import check_url
 
         try:
-            check_url(options["health_url"])
+            check_url(options["health_url"], base=False)  # fetched as given, ?query and all
         except ValueError as exc:
             raise DoctorError(f"--health-url: {exc}") from None
 

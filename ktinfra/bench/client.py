@@ -57,8 +57,9 @@ class Scenario:
             raise ValueError(f"timeout must be at most {MAX_TIMEOUT_S:g} s (one day), not {self.timeout_s:g}")
 
 
-def check_url(url: str) -> None:
-    """An http(s) URL with a host (and a valid port, if any): caught here rather than once per request."""
+def check_url(url: str, base: bool = True) -> None:
+    """An http(s) URL with a host (and a valid port, if any): caught here rather than once per request.
+    A base URL (paths are appended to it) may not carry a ?query or #fragment; a whole URL may."""
     try:
         parts = urlsplit(url)
         port = parts.port  # raises ValueError on a port that is not a number in 0-65535
@@ -68,7 +69,7 @@ def check_url(url: str) -> None:
         raise ValueError(f"url {url!r}: port must be 1-65535")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"url must be http:// or https:// followed by a host, got {url!r}")
-    if parts.query or parts.fragment:
+    if base and (parts.query or parts.fragment):
         raise ValueError(f"url must be a base URL without ?query or #fragment, got {url!r}")
     if ":" not in parts.hostname:  # not an IPv6 literal: urllib3 encodes the name with IDNA when connecting
         try:

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ktinfra import doctor
+from ktinfra.bench.client import check_url
 from ktinfra.cli import app
 from ktinfra.provision import ProvisionRequest, RunState, inventory_errors, run
 
@@ -228,6 +229,13 @@ def test_doctor_options_that_cannot_be_checked_are_refused_before_the_suite_runs
     result = CliRunner().invoke(app, ["doctor", *args])
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.startswith(f"error: {message}") and result.stderr.count("\n") == 1
+
+
+def test_health_url_with_a_query_is_checked_as_given():
+    """The health URL is fetched whole (?token=... for a gateway); bench's base URLs refuse a query."""
+    doctor.validate_options({"health_url": "http://127.0.0.1:30000/health?token=abc"})
+    with pytest.raises(ValueError, match="without [?]query"):
+        check_url("http://127.0.0.1:30000/v1?token=abc")
 
 
 @pytest.mark.parametrize(
