@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from ktinfra.architecture import MLA, Architecture, LinearAttention, SparseIndexer, VisionEncoder
+from ktinfra.shown import json_shown, name_shown
 
 CATALOG_PATH = Path(__file__).parent / "data" / "models.yaml"
 
@@ -37,11 +38,6 @@ def _int_in(value, low: int, high: int | None) -> bool:
 MAX_CONFIG_INT = 2**31 - 1
 
 
-def _shown(value) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _int_key(config: dict, key: str, source: str, *, low: int = 1, high: int | None = None) -> int | None:
     """config[key] as an int in low..high (None when absent or null); ModelConfigError naming key and file."""
     value = config.get(key)
@@ -50,14 +46,14 @@ def _int_key(config: dict, key: str, source: str, *, low: int = 1, high: int | N
     if _int_in(value, low, None) and high is None and value > MAX_CONFIG_INT:
         raise ModelConfigError(
             f"{source}: config.json {key} must be at most {MAX_CONFIG_INT} (no model comes near), "
-            f"got {_shown(value)}"
+            f"got {json_shown(value)}"
         )
     if not _int_in(value, low, high):
         if high is not None:
             want = f"an integer from {low} to {high}"
         else:
             want = {0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
-        raise ModelConfigError(f"{source}: config.json {key} must be {want}, got {_shown(value)}")
+        raise ModelConfigError(f"{source}: config.json {key} must be {want}, got {json_shown(value)}")
     return value
 
 
@@ -67,7 +63,7 @@ def _bool_key(config: dict, key: str, default: bool, source: str) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise ModelConfigError(f"{source}: config.json {key} must be true or false, got {json.dumps(value)}")
+        raise ModelConfigError(f"{source}: config.json {key} must be true or false, got {json_shown(value)}")
     return value
 
 
@@ -110,7 +106,8 @@ def _native_dtype(config: dict, source: str) -> str:
     """The checkpoint's weight dtype; ModelConfigError for one the sizing cannot count bytes for (e.g. mxfp4,
     whose experts no kt-kernel backend reads and whose conversion path the sizing does not model)."""
     quant = config.get("quantization_config") or {}
-    method = str(quant.get("quant_method") or "") if isinstance(quant, dict) else json.dumps(quant)
+    method = (quant.get("quant_method") or "") if isinstance(quant, dict) else quant
+    method = method if isinstance(method, str) else json.dumps(method, default=str)
     if method.lower() == "fp8":
         return "fp8"
     if method.lower() == "compressed-tensors" and quant_group_size(config):
@@ -123,14 +120,17 @@ def _native_dtype(config: dict, source: str) -> str:
         )
     if method:
         raise ModelConfigError(
-            f"{source}: quantization {method} (config.json quantization_config.quant_method) is not sized "
-            "by ktinfra, which sizes bf16, fp16, fp32, fp8 and compressed-tensors int4 checkpoints"
+            f"{source}: quantization {name_shown(method)} (config.json quantization_config.quant_method) "
+            "is not sized by ktinfra, which sizes bf16, fp16, fp32, fp8 and compressed-tensors int4 "
+            "checkpoints"
         )
     key = "torch_dtype" if config.get("torch_dtype") is not None else "dtype"
-    dtype = str(config.get(key) or "bfloat16").lower()
+    value = config.get(key) or "bfloat16"
+    dtype = value.lower() if isinstance(value, str) else None
     if dtype not in SIZED_DTYPES:
         raise ModelConfigError(
-            f"{source}: config.json {key} {dtype} is not sized by ktinfra ({', '.join(SIZED_DTYPES)} are)"
+            f"{source}: config.json {key} {name_shown(value)} is not sized by ktinfra "
+            f"({', '.join(SIZED_DTYPES)} are)"
         )
     return SIZED_DTYPES[dtype]
 
@@ -156,7 +156,7 @@ def _index_list(config: dict, key: str, layers: int, source: str) -> list[int]:
     if not isinstance(value, list) or not all(_int_in(i, 0, layers - 1) for i in value):
         raise ModelConfigError(
             f"{source}: config.json {key} must list some of the layer indices 0..{layers - 1}, "
-            f"got {json.dumps(value)}"
+            f"got {json_shown(value)}"
         )
     return value
 
@@ -191,8 +191,7 @@ def _linear_attention(config: dict, layers: int, source: str) -> LinearAttention
     """Qwen3-Next's layer_types (or full_attention_interval): which layers are linear attention."""
     kinds = config.get("layer_types")
     if kinds is not None and not isinstance(kinds, list):
-        shown = json.dumps(kinds)[:80]
-        raise ModelConfigError(f"{source}: config.json layer_types must be a list, got {shown}")
+        raise ModelConfigError(f"{source}: config.json layer_types must be a list, got {json_shown(kinds)}")
     if isinstance(kinds, list):
         if len(kinds) != layers:
             raise ModelConfigError(
@@ -299,7 +298,7 @@ def _vision(wrapper: dict, source: str) -> VisionEncoder | None:
     if not isinstance(indexes, list):
         raise ModelConfigError(
             f"{source}: config.json vision_config deepstack_visual_indexes must be a list, "
-            f"got {json.dumps(indexes)}"
+            f"got {json_shown(indexes)}"
         )
     return VisionEncoder(**values, deepstack_mergers=len(indexes) if deepstack else 0)
 
@@ -312,7 +311,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
     for where in (config, config.get("text_config")):
         kind = where.get("model_type") if isinstance(where, dict) else None
         if kind is not None and (not isinstance(kind, str) or not kind.strip()):
-            raise ModelConfigError(f"{source}: config.json model_type must be a name, got {_shown(kind)}")
+            raise ModelConfigError(f"{source}: config.json model_type must be a name, got {json_shown(kind)}")
     wrapper_type = config.get("model_type")  # a multimodal wrapper's own (qwen3_5_moe): templates key on it
     encoders: tuple[str, ...] = ()
     vision = None

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
 from ktinfra.facts import bounds
 from ktinfra.facts.cpulist import parse_cpulist as _cpu_ids
+from ktinfra.shown import json_shown
 
 GB = 1e9
 MIB = 1 << 20
@@ -65,9 +65,7 @@ LIST = ("a list", lambda v: isinstance(v, list))
 
 
 def _bad(path: str, want: str, value) -> FactsError:
-    shown = json.dumps(value, default=str)
-    shown = shown if len(shown) <= 40 else shown[:37] + "..."
-    return FactsError(f"facts: {path} must be {want}, got {shown}")
+    return FactsError(f"facts: {path} must be {want}, got {json_shown(value)}")
 
 
 def _field(node: dict, key: str, path: str, kind: tuple, *, required: bool = False):
@@ -142,7 +140,7 @@ def validate(facts: object) -> dict:
     if facts.get("schema") != FACTS_SCHEMA:
         raise FactsError(
             f"not facts schema {FACTS_SCHEMA} (`ktinfra facts --json` output): "
-            f"schema is {json.dumps(facts.get('schema'))}"
+            f"schema is {json_shown(facts.get('schema'))}"
         )
     try:
         _check_cpu(facts)

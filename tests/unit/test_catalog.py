@@ -1,6 +1,8 @@
+import copy
 import json
 import re
 
+import model_configs
 import pytest
 from model_configs import MIXTRAL_8X7B
 
@@ -178,3 +180,37 @@ def test_directory_without_config_and_bad_json_are_refused(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(catalog.ModelConfigError, match="not valid JSON"):
         catalog.resolve(str(tmp_path))
+
+
+def _key_paths(node, prefix=()):
+    for key, value in node.items():
+        yield (*prefix, key)
+        if isinstance(value, dict):
+            yield from _key_paths(value, (*prefix, key))
+
+
+@pytest.mark.parametrize(
+    "base",
+    ["Qwen3-30B-A3B", "DeepSeek-V3", "QWEN3_NEXT_80B_A3B", "QWEN3_VL_30B_A3B", "LLAMA4_SCOUT"]
+    + ["DEEPSEEK_V32"],
+)
+def test_a_flooded_config_value_gives_a_short_one_line_error(tmp_path, base):
+    """Any config.json value (nested ones too) replaced by 5000 characters, 2000 numbers or 1000 keys: the
+    error names it in one short line. Before, a list torch_dtype or quant_method printed all of it (18 kB)."""
+    config = getattr(model_configs, base, None) or catalog.entry_config(base)
+    floods = ("x" * 5000, [10**6] * 2000, {f"k{i}": i for i in range(1000)})
+    longest = (0, None)
+    for path in list(_key_paths(config)):
+        for flood in floods:
+            changed = copy.deepcopy(config)
+            node = changed
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = flood
+            try:
+                catalog.resolve(str(_write_config(tmp_path, changed)))
+            except (catalog.ModelConfigError, catalog.UnknownModelError) as error:
+                message = str(error)
+                assert "\n" not in message, path
+                longest = max(longest, (len(message), ".".join(path)))
+    assert longest[0] <= 400, longest
