@@ -225,6 +225,11 @@ def download_bytes(arch: Architecture, dtype: str | None = None) -> float:
     return checkpoint_bytes(arch, arch.total_params + arch.mtp_params, dtype, embeddings=embeddings) + encoder
 
 
+def new_download_bytes(arch: Architecture) -> float:
+    """What still has to be downloaded: nothing for a local model directory, whose checkpoint is there."""
+    return 0.0 if arch.path else download_bytes(arch)
+
+
 def serve_checkpoint_dtype(arch: Architecture, fmt: CpuFormat) -> str:
     """The checkpoint the planner serves from: BF16-native serving of an FP8 model reads a BF16 conversion
     (ktinfra.plan.formats.checkpoint_dtype); every other format the published dtype."""
@@ -251,7 +256,8 @@ def serve(
         cpu_experts = checkpoint_bytes(arch, arch.routed_expert_params, "int4")  # the checkpoint's group size
     else:
         cpu_experts = arch.routed_expert_params * fmt.bytes_per_param
-    download = download_bytes(arch, dtype)
+    download = new_download_bytes(arch)
+    conversion = download_bytes(arch, dtype) if dtype != arch.native_dtype else 0.0  # e.g. fp8_cast_bf16
     if fmt.gguf:
         converted = arch.total_params * fmt.bytes_per_param  # the whole model as one GGUF download
     elif fmt.converted or fmt.native_dtype != dtype:
@@ -265,13 +271,14 @@ def serve(
         "cpu_experts": cpu_experts,
         "host_runtime": HOST_RUNTIME_RAM,
         "download": download,
+        **({"bf16_conversion": conversion} if conversion else {}),
         "cpu_weights_on_disk": converted,
         "outputs": SERVE_OUTPUT_DISK,
     }
     return Estimate(
         vram_bytes=int(gpu_weights + kv + state),
         ram_bytes=int(cpu_experts + HOST_RUNTIME_RAM),
-        disk_bytes=int(download + converted + SERVE_OUTPUT_DISK),
+        disk_bytes=int(download + conversion + converted + SERVE_OUTPUT_DISK),
         breakdown={k: int(v) for k, v in breakdown.items()},
     )
 
@@ -363,7 +370,7 @@ def sft(
     logits = tokens * arch.vocab_size * LOGITS_BYTES_PER_ELEMENT
     cpu_experts = arch.routed_expert_params * 2
     lora_cpu = lora_params_experts(arch, lora_rank) * LORA_STATE_BYTES
-    download = download_bytes(arch)
+    download = new_download_bytes(arch)
     bf16_copy = download_bytes(arch, "bf16") if arch.native_dtype != "bf16" else 0.0
     adapter = (lora_params_gpu(arch, lora_rank) + lora_params_experts(arch, lora_rank)) * LORA_STATE_BYTES
     outputs = adapter * SFT_SAVED_CHECKPOINTS + SFT_OUTPUT_DISK

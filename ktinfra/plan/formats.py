@@ -123,9 +123,10 @@ def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizi
         int8_est = estimate(arch, int8)
         if fits(facts, int8_est) or not native_ok:
             return int8, "host has AMX (amx_tile, amx_int8): AMXINT8 keeps accuracy at half BF16's RAM", []
+        parts = "download + converted experts" if int8_est.breakdown["download"] else "converted experts"
         reason = (
             f"host has AMX, but AMXINT8 needs {gb(int8_est.disk_bytes)} disk and "
-            f"{gb(int8_est.ram_bytes)} RAM (download + converted experts); {native.kt_method} reads the "
+            f"{gb(int8_est.ram_bytes)} RAM ({parts}); {native.kt_method} reads the "
             f"{native.native_dtype} checkpoint in place, without a conversion"
         )
         return native, reason, []

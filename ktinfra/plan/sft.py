@@ -212,8 +212,8 @@ def plan_sft(
     if arch.native_dtype == "fp8":
         reasons["checkpoint_dtype"] = (
             f"{arch.name} ships {arch.native_dtype}; KT fine-tuning reads BF16 (seed 000: DeepSeek's "
-            "fp8_cast_bf16.py), "
-            "so the disk estimate holds both checkpoints"
+            "fp8_cast_bf16.py), so the disk estimate holds "
+            + ("the BF16 copy beside the local checkpoint" if arch.path else "both checkpoints")
         )
     if arch.template is None:
         reasons["template"] = (

@@ -111,6 +111,45 @@ def test_h100_deepseek_v3_is_infeasible_with_numbers():
     assert disk in result["problems"]
 
 
+def _local_copy(tmp_path: Path, name: str, **changes) -> str:
+    from ktinfra import catalog
+
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "config.json").write_text(json.dumps({**catalog.entry_config(name), **changes}))
+    return str(tmp_path / name)
+
+
+def test_a_local_model_directory_is_not_charged_its_download_again(tmp_path):
+    """Before: the 61.1 GB already on disk was counted again, so the H100 (68.7 GB free) fell back to BF16
+    (60.98 GB RAM) and kt_serve, which plans after the model store has downloaded, saw a false shortage."""
+    result = plan(facts("h100-amx"), _local_copy(tmp_path, "Qwen3-30B-A3B"), "serve")
+    breakdown = result["requirements_breakdown"]
+    assert result["feasible"] and result["serve"]["kt_method"] == "AMXINT8"
+    assert breakdown["download"] == 0
+    assert result["requirements"]["disk_bytes"] == breakdown["cpu_weights_on_disk"] + breakdown["outputs"]
+    assert round(result["requirements"]["disk_bytes"] / GB, 1) == 30.0
+    catalog_plan = plan(facts("h100-amx"), "Qwen3-30B-A3B", "serve")
+    assert catalog_plan["requirements_breakdown"]["download"] > 61 * GB  # by name it still has to come
+
+
+def test_a_local_fp8_model_for_sft_is_charged_only_its_bf16_copy(tmp_path):
+    local = plan(facts("h100-amx"), _local_copy(tmp_path, "DeepSeek-V3"), "sft")["requirements_breakdown"]
+    named = plan(facts("h100-amx"), "DeepSeek-V3", "sft")["requirements_breakdown"]
+    assert local["download"] == 0 and named["download"] > 680 * GB
+    assert local["bf16_conversion"] == named["bf16_conversion"] > 1300 * GB
+
+
+def test_serving_an_fp8_model_in_bf16_counts_the_fp8_download_and_the_bf16_copy():
+    """Before: the BF16 copy was called the download and the FP8 checkpoint it is made from was left out."""
+    result = plan(facts("h100-amx"), "DeepSeek-V3", "serve", cpu_format="BF16")
+    breakdown = result["requirements_breakdown"]
+    assert round(breakdown["download"] / GB) == 687 and round(breakdown["bf16_conversion"] / GB) == 1369
+    assert result["requirements"]["disk_bytes"] == sum(
+        breakdown[key] for key in ("download", "bf16_conversion", "cpu_weights_on_disk", "outputs")
+    )
+    assert any("687 GB download + 1369 GB BF16 copy" in p for p in result["problems"])
+
+
 def test_h100_sft_qwen3_235b_short_of_ram():
     result = plan(facts("h100-amx"), "Qwen3-235B-A22B", "sft")
     assert not result["feasible"]
