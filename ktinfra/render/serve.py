@@ -58,8 +58,9 @@ STOP_TIMEOUT_S = 120
 MAX_START_TIMEOUT_S = 7 * 24 * 3600
 # What the unit runs instead of `-m sglang.launch_server`: the same module, with --api-key taken from
 # $KT_API_KEY inside the process, so the key never appears in /proc/PID/cmdline (ps) or a child's env.
+# One word, --api-key=KEY: argparse would not take a key that starts with '-' as the next word's value.
 LAUNCH_CODE = (
-    'import os,runpy,sys;k=os.environ.pop("KT_API_KEY","");sys.argv[1:1]=["--api-key",k] if k else [];'
+    'import os,runpy,sys;k=os.environ.pop("KT_API_KEY","");sys.argv[1:1]=["--api-key="+k] if k else [];'
     'runpy.run_module("sglang.launch_server",run_name="__main__",alter_sys=True)'
 )
 

@@ -160,7 +160,7 @@ def test_serve_start_waits_for_health_and_hides_the_key(box, tmp_path):
     assert took >= 4, f"start returned after {took:.1f}s, before /health turned 200"
     assert sh(box, "systemctl is-active ktinfra-serve@q30.service").stdout.strip() == "active"
     record = json.loads(sh(box, "cat /run/standin-q30.json").stdout)
-    assert record["argv"] == ["--api-key", "sk-render-test", *rendered["argv"][3:]]
+    assert record["argv"] == ["--api-key=sk-render-test", *rendered["argv"][3:]]
     assert not any("sk-render-test" in part for part in record["cmdline"]), record["cmdline"]
     assert record["env_api_key"] is None
     assert record["cwd"] == "/var/lib/ktinfra/serve/q30"

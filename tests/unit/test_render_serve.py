@@ -343,9 +343,29 @@ def test_exec_argv_hands_the_key_to_sglang_inside_the_process(seed002, tmp_path)
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "KT_API_KEY": "sk-1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
     seen = json.loads(result.stdout)
-    assert seen["argv"] == ["--api-key", "sk-1", *rendered.info["argv"][3:]]
+    assert seen["argv"] == ["--api-key=sk-1", *rendered.info["argv"][3:]]
     assert "sk-1" not in seen["cmdline"]
     assert seen["env"] is None
+
+
+def test_a_key_that_starts_with_a_dash_reaches_an_argparse_server_whole(seed002, tmp_path):
+    """token_urlsafe gives a key starting with '-' 1 time in 64; `--api-key KEY` made argparse stop with
+    "expected one argument" on every start. The stand-in parses as sglang's server_args does (type=str)."""
+    package = tmp_path / "sglang"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "launch_server.py").write_text(
+        "import argparse\n"
+        "if __name__ == '__main__':\n"
+        "    parser = argparse.ArgumentParser()\n"
+        "    parser.add_argument('--api-key', type=str)\n"
+        "    print(parser.parse_known_args()[0].api_key)\n"
+    )
+    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, api_key="-dash-key")
+    command = [sys.executable, *rendered.info["exec_argv"][2:]]
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "KT_API_KEY": "-dash-key"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    assert (result.returncode, result.stdout) == (0, "-dash-key\n"), result.stderr
 
 
 def test_seed002_llamafile_variant_matches_section_4_3_2(seed002):

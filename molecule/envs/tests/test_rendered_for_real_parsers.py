@@ -120,8 +120,9 @@ def serve_results(host, tmp_path_factory):
         argv = shlex.split(line.partition("=")[2])[0].split()
         assert argv == rendered["argv"][3:], name
         cases[name] = (plan, argv)
-    # the unit's launch shim puts `--api-key KEY` first when the env file holds one
-    argvs = [argv for _, argv in cases.values()] + [["--api-key", "k3y", *cases["h100-bf16"][1]]]
+    # the unit's launch shim puts `--api-key=KEY` first when the env file holds one; a generated key may
+    # start with '-' (token_urlsafe: 1 in 64), which argparse takes only in the one-word form
+    argvs = [argv for _, argv in cases.values()] + [["--api-key=-k3y", *cases["h100-bf16"][1]]]
     parsed = probe(host, INFER, "sglang_args.py", argvs)
     return cases, dict(zip([*cases, "h100-api-key"], parsed, strict=True))
 
@@ -232,7 +233,7 @@ def test_sglang_kt_takes_the_lora_adapters_and_the_api_key(serve_results):
     assert lora["enable_lora"] is True
     assert "style=/data/lora/style" in str(lora["lora_paths"])
     assert lora["kt_num_gpu_experts"] == 0  # kt-kernel serves LoRA only with every expert on the CPU
-    assert parsed["h100-api-key"]["api_key"] == "k3y"
+    assert parsed["h100-api-key"]["api_key"] == "-k3y"
 
 
 def test_sglang_kt_parser_refuses_what_it_does_not_know(host):
