@@ -33,6 +33,9 @@ from ktinfra.render.convert import KT_LORA_SCRIPT, LEGACY_LORA_SCRIPT
 CONFIG_FILE = "adapter_config.json"
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 KT_FUSED_FILE = "fused_expert_lora.safetensors"
+# sglang-kt 0.7.2: server_args.py KT_EXPERT_LORA_MODULES; kt_ep_wrapper.py _KT_SFT_METHOD_BY_INFERENCE_METHOD
+KT_EXPERT_LORA_MODULES = ("gate_proj", "up_proj", "down_proj")
+KT_LORA_METHODS = frozenset({"AMXBF16", "BF16", "AMXFP8", "FP8", "AMXINT8", "AMXINT4", "RAWINT4", "MXFP4"})
 KT_MANIFEST_FILE = "kt_adapter_manifest.json"
 KT_FULL_EXPERTS_INDEX = "kt_full_experts.index.json"
 KT_FUSED_KEY = re.compile(r"^layers\.(\d+)\.experts\.(gate|up|down)_lora_(a|b)$")
@@ -74,6 +77,7 @@ class Adapter:
     target_modules: list[str] = field(default_factory=list)
     base_model: str | None = None
     tensors: int = 0
+    expert_lora: bool = False  # LoRA on the routed experts: served by kt-kernel's SFT backend, alone
     warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -86,6 +90,7 @@ class Adapter:
             "target_modules": self.target_modules,
             "base_model": self.base_model,
             "tensors": self.tensors,
+            "expert_lora": self.expert_lora,
             "warnings": self.warnings,
         }
 
@@ -177,6 +182,12 @@ def _check_peft_tensors(adapter: Adapter, weights: Path) -> None:
             f"{weights}: lora_A ranks {sorted(ranks)} do not match r={adapter.rank} in {CONFIG_FILE}"
         )
     adapter.tensors += len(header)
+    adapter.expert_lora = adapter.expert_lora or any(_is_expert_lora_key(k) for k in header)
+
+
+def _is_expert_lora_key(key: str) -> bool:
+    """A LoRA tensor of a routed expert, as sglang-kt tells a merged KT adapter from a plain one."""
+    return ".mlp.experts." in key and any(f".{module}." in key for module in KT_EXPERT_LORA_MODULES)
 
 
 # Rank sits in dim 1 of lora_a [E, r, in] and dim 2 of lora_b [E, out, r] (kt_kernel/sft/lora.py buffers).
@@ -294,6 +305,7 @@ def inspect_adapter(name: str, path: Path, base: str | None = None) -> Adapter:
         name=name,
         path=path.resolve(),
         kind="kt-fused" if fused.is_file() else "peft",
+        expert_lora=fused.is_file(),  # kt-kernel's converter merges the fused experts into the adapter
         rank=config.get("r"),
         alpha=config.get("lora_alpha"),
         target_modules=[targets] if isinstance(targets, str) else list(targets),
@@ -513,6 +525,40 @@ def convert_all(steps: list, overwrite: bool = False) -> list[float]:
         _remove_empty_dirs(parents)
         raise
     return seconds
+
+
+def carries_expert_lora(path: Path) -> bool | None:
+    """Whether the adapter directory holds LoRA on the routed experts (KT training output or its merged
+    conversion); None when it cannot be read here (the plan may be made away from the adapters)."""
+    try:
+        if (path / KT_FUSED_FILE).is_file():
+            return True
+        weights = path / "adapter_model.safetensors"
+        if not weights.is_file():
+            return None
+        return any(_is_expert_lora_key(key) for key in safetensors_header(weights))
+    except (OSError, LoraError):
+        return None
+
+
+def check_kt_lora_serving(adapters: list[Adapter], kt_method: object, legacy: bool) -> None:
+    """sglang-kt 0.7.2 serves an adapter with expert LoRA (a merged KT adapter) only alone, and only on a
+    kt_method with an SFT backend (server_args.py: "Merged KT composite LoRA cannot be mixed with other
+    LoRA adapters"; kt_ep_wrapper.py _map_kt_method_to_sft_method). The legacy stack's sglang fork serves
+    the converted adapters without either rule."""
+    if legacy:
+        return
+    kt = [a.name for a in adapters if a.expert_lora]
+    if kt and len(adapters) > 1:
+        raise LoraError(
+            f"adapter {kt[0]} carries LoRA on the routed experts (a KT adapter), which sglang-kt serves "
+            f"only alone: serve each of {', '.join(a.name for a in adapters)} from its own instance (--name)"
+        )
+    if kt and isinstance(kt_method, str) and kt_method.upper() not in KT_LORA_METHODS:
+        raise LoraError(
+            f"adapter {kt[0]} carries LoRA on the routed experts, which sglang-kt runs on an SFT backend: "
+            f"kt_method {kt_method} has none ({', '.join(sorted(KT_LORA_METHODS))} have)"
+        )
 
 
 def lora_plan(plan_serve: dict | None, adapters: dict[str, Path], max_loras: int, backend: str) -> dict:

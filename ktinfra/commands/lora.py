@@ -185,6 +185,7 @@ def serve(
             lora_alpha=lora_alpha,
         )
         plan_doc = resolve_plan(plan, model, facts, from_dir, "serve", stack)
+        lora.check_kt_lora_serving(adapters, plan_section(plan_doc, "serve").get("kt_method"), legacy)
         lora_serve = lora.lora_plan(
             plan_section(plan_doc, "serve"), served, max_loras_per_batch, lora_backend
         )

@@ -15,7 +15,7 @@ from ktinfra.plan.host import (
     unknown_capability_warnings,
     validate,
 )
-from ktinfra.plan.serve import plan_serve
+from ktinfra.plan.serve import lora_problems, plan_serve
 from ktinfra.plan.sft import plan_sft
 
 MODES = ("serve", "sft")
@@ -113,6 +113,7 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
             _check_what_render_needs(options)
         if mode == "serve":
             section, est, reasons, problems = plan_serve(arch, facts, options, early_warnings)
+            problems += lora_problems(section, profile["generation"], early_warnings)
             purpose = "KT serving"
             amx_kernel = has_amx(facts) and section["kt_method"].startswith("AMX")
         else:

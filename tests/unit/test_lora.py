@@ -296,3 +296,82 @@ def test_a_symlinked_output_is_refused_before_the_converter_runs(tmp_path):
     with pytest.raises(lora.LoraError, match="link is a symlink: a converted adapter is a directory"):
         lora.convert_all([(adapter, tmp_path / "link", lambda target: cmd)], overwrite=True)
     assert not ran.exists() and (tmp_path / "link").is_symlink()
+
+
+def merged_kt_dir(root: Path) -> Path:
+    """kt-kernel's converter output: one PEFT adapter whose tensors include per-expert LoRA."""
+    peft_dir(root)
+    write_safetensors(
+        root / "adapter_model.safetensors",
+        {
+            "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": [4, 64],
+            "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": [64, 4],
+            "base_model.model.model.layers.0.mlp.experts.0.gate_proj.lora_A.weight": [4, 64],
+            "base_model.model.model.layers.0.mlp.experts.0.gate_proj.lora_B.weight": [32, 4],
+        },
+    )
+    return root
+
+
+def test_expert_lora_is_told_apart_as_sglang_kt_does(tmp_path):
+    assert lora.inspect_adapter("a", kt_dir(tmp_path / "kt")).expert_lora
+    assert lora.inspect_adapter("b", merged_kt_dir(tmp_path / "merged")).expert_lora
+    assert not lora.inspect_adapter("c", peft_dir(tmp_path / "peft")).expert_lora
+    assert [lora.carries_expert_lora(tmp_path / d) for d in ("kt", "merged", "peft", "none")] == [
+        True,
+        True,
+        False,
+        None,
+    ]
+
+
+def test_two_kt_adapters_in_one_server_are_refused_before_converting(tmp_path):
+    """sglang-kt 0.7.2 server_args.py: "Merged KT composite LoRA cannot be mixed with other LoRA adapters";
+    before, both were converted and the unit failed at every start."""
+    one, two = kt_dir(tmp_path / "one"), peft_dir(tmp_path / "two")
+    out = tmp_path / "conv"
+    args = serve_args(one, "--adapter", f"b={two}", "--output-dir", str(out), "--converter", "/bin/false")
+    res = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "bundle")])
+    assert res.exit_code == 1
+    assert res.stderr == (
+        "error: adapter mine carries LoRA on the routed experts (a KT adapter), which sglang-kt serves only "
+        "alone: serve each of mine, b from its own instance (--name)\n"
+    )
+    assert not out.exists() and not (tmp_path / "bundle").exists()
+
+
+def test_two_plain_adapters_share_a_server(tmp_path):
+    one, two = peft_dir(tmp_path / "one"), peft_dir(tmp_path / "two")
+    res = CliRunner().invoke(app, [*serve_args(one, "--adapter", f"b={two}"), "--dry-run", "--json"])
+    assert res.exit_code == 0, res.output
+
+
+def test_a_kt_adapter_on_a_backend_without_sft_kernels_is_refused(tmp_path):
+    """kt_ep_wrapper.py _map_kt_method_to_sft_method: LLAMAFILE has no SFT backend to run expert LoRA."""
+    plan = tmp_path / "plan.json"
+    h200x2 = H100.parent / "2xh200-xeon-amx-32c"  # room on disk for the GGUF
+    planned = ["plan", "--model", "Qwen3-30B-A3B", "--from", str(h200x2), "--cpu-format", "GGUF:Q4_K_M"]
+    plan.write_text(CliRunner().invoke(app, [*planned, "--json"]).stdout)
+    adapter = f"m={merged_kt_dir(tmp_path / 'm')}"
+    args = ["lora", "serve", "--base", "/models/Qwen3-30B-A3B", "--adapter", adapter]
+    res = CliRunner().invoke(app, [*args, "--plan", str(plan), "--weight-path", "/w", "--dry-run"])
+    assert res.exit_code == 1
+    assert res.stderr.startswith(
+        "error: adapter m carries LoRA on the routed experts, which sglang-kt runs on an SFT backend: "
+        "kt_method LLAMAFILE has none (AMXBF16, AMXFP8, AMXINT4, AMXINT8, BF16, FP8, MXFP4, RAWINT4 have)"
+    )
+
+
+def test_plan_lora_states_the_kt_adapter_rules_it_can_check(tmp_path):
+    kt, plain = merged_kt_dir(tmp_path / "kt"), peft_dir(tmp_path / "plain")
+    base = ["plan", "--model", "Qwen3-30B-A3B", "--from", str(H100), "--json"]
+    alone = json.loads(CliRunner().invoke(app, [*base, "--lora", f"kt={kt}"]).stdout)
+    assert alone["feasible"] and alone["serve"]["lora"]["paths"] == {"kt": str(kt)}
+    mixed = CliRunner().invoke(app, [*base, "--lora", f"kt={kt}", "--lora", f"plain={plain}"])
+    assert mixed.exit_code == 2
+    assert any("serves only alone" in p for p in json.loads(mixed.stdout)["problems"])
+    gguf = CliRunner().invoke(app, [*base, "--lora", f"kt={kt}", "--cpu-format", "GGUF:Q4_K_M"])
+    assert gguf.exit_code == 2
+    assert any("kt_method LLAMAFILE has none" in p for p in json.loads(gguf.stdout)["problems"])
+    elsewhere = json.loads(CliRunner().invoke(app, [*base, "--lora", "far=/srv/adapters/far"]).stdout)
+    assert elsewhere["feasible"] and any("far not readable here" in w for w in elsewhere["warnings"])

@@ -167,8 +167,9 @@ for name in ("adapter_config.json", "adapter_model.safetensors"):
 
 
 def _two_adapter_args(tmp_path: Path, converter: Path, out: Path) -> list[str]:
+    """Two KT adapters in one server: the legacy stack's sglang fork serves them (sglang-kt only one)."""
     one, two = kt_dir(tmp_path / "one"), kt_dir(tmp_path / "two")
-    args = serve_args(one, "--adapter", f"b={two}", "--converter", str(converter))
+    args = serve_args(one, "--adapter", f"b={two}", "--converter", str(converter), "--legacy")
     return [*args, "--converter-python", sys.executable, "--output-dir", str(out), "--json"]
 
 
