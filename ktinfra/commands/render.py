@@ -145,7 +145,7 @@ def convert_cmd(
     name: NameOpt = None,
     input_type: Annotated[
         str | None,
-        typer.Option("--input-type", help="bf16|fp16|fp8|awq (default: plan's native dtype or bf16)."),
+        typer.Option("--input-type", help="bf16|fp16|fp8 (default: plan's native dtype or bf16)."),
     ] = None,
     cpuinfer_threads: Annotated[
         int | None, typer.Option("--cpuinfer-threads", help="Converter threads.")

@@ -33,7 +33,8 @@ LORA_ENV_DIR = "/etc/ktinfra/lora-convert"
 QUANT_METHODS = ("int8", "int4")
 # The serve plan's kt_method that reads each --quant-method's output.
 PLAN_METHODS = {"AMXINT8": "int8", "AMXINT4": "int4"}
-INPUT_TYPES = ("bf16", "fp16", "fp8", "awq")
+# What convert_cpu_weights.py's int8/int4 quantization reads; its awq input goes only with --quant-method awq.
+INPUT_TYPES = ("bf16", "fp16", "fp8")
 DONE_MARKER = ".ktinfra-convert-done"
 
 
@@ -109,6 +110,11 @@ def _input_type(plan: dict | None, input_type: str | None) -> str:
     if input_type is None and plan is not None:
         input_type = model_section(plan).get("native_dtype")
     input_type = input_type or "bf16"
+    if input_type == "awq":
+        raise RenderError(
+            "--input-type awq: convert_cpu_weights.py converts AWQ input only with --quant-method awq; its "
+            f"int8/int4 quantization reads {', '.join(INPUT_TYPES)}"
+        )
     if input_type not in INPUT_TYPES:
         raise RenderError(f"--input-type {input_type!r} is not one of {', '.join(INPUT_TYPES)}")
     return input_type

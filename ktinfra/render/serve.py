@@ -44,7 +44,7 @@ UNIT_TEMPLATE = "ktinfra-serve@.service"
 # directory; the others (kt-kernel NativeMoEWrapper) read the model's own safetensors.
 CONVERTED_WEIGHT_METHODS = frozenset({"AMXINT4", "AMXINT8", "LLAMAFILE", "MOE_INT4", "MOE_INT8"})
 NATIVE_WEIGHT_METHODS = frozenset(
-    {"BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "GPTQ_INT4", "SYCL_GPTQ_INT4", "MXFP4", "MXFP8"}
+    {"BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "GPTQ_INT4", "SYCL_GPTQ_INT4", "MXFP4", "NVFP4", "MXFP8"}
 )
 KT_METHODS = CONVERTED_WEIGHT_METHODS | NATIVE_WEIGHT_METHODS
 LOOPBACK_NAMES = frozenset({"localhost"})

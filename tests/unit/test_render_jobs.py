@@ -74,6 +74,8 @@ def test_convert_fp8_model_uses_the_plans_native_dtype():
         ({"method": None}, "--method is required without --plan"),
         ({"cpuinfer_threads": None}, "converter threads unknown"),
         ({"input_type": "int8"}, "--input-type 'int8' is not one of"),
+        # upstream main(): int8/int4 need fp8/fp16/bf16 input; before, awq rendered a unit that always failed
+        ({"input_type": "awq"}, "--input-type awq: convert_cpu_weights.py converts AWQ input only with"),
     ],
 )
 def test_convert_bad_inputs(kwargs, message):

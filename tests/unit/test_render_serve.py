@@ -413,3 +413,19 @@ def test_port_out_of_range_is_refused(seed002, port):
     seed002["serve"]["port"] = port
     with pytest.raises(RenderError, match="port must be"):
         sglang_argv(seed002, model_path=MODEL, weight_path=WEIGHTS)
+
+
+# kt-kernel 0.7.2 kt_kernel/experts.py INFERENCE_METHODS, as sglang-kt's --kt-method passes them on
+KT_KERNEL_INFERENCE_METHODS = (
+    "AMXINT4", "AMXINT8", "RAWINT4", "FP8", "BF16", "FP8_PERCHANNEL", "GPTQ_INT4", "SYCL_GPTQ_INT4", "MXFP4",
+    "NVFP4", "MXFP8", "LLAMAFILE", "MOE_INT4", "MOE_INT8",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("method", KT_KERNEL_INFERENCE_METHODS)
+def test_every_kt_kernel_inference_method_renders(seed002, method):
+    """Before: NVFP4 was refused as 'not a kt-kernel method'."""
+    seed002["serve"]["kt_method"] = method
+    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS)
+    argv = rendered.info["argv"]
+    assert argv[argv.index("--kt-method") + 1] == method
