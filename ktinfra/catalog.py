@@ -95,6 +95,22 @@ def _int4_group_size(quant: dict) -> int | None:
     return size
 
 
+def _fp8_block_n(config: dict, source: str) -> int | None:
+    """weight_block_size [n, k] of a block-quantized fp8 checkpoint (None: per-tensor or per-channel)."""
+    quant = config.get("quantization_config") or {}
+    if not isinstance(quant, dict) or str(quant.get("quant_method") or "").lower() != "fp8":
+        return None
+    block = quant.get("weight_block_size")
+    if block is None:
+        return None
+    if not isinstance(block, list) or len(block) != 2 or not all(_int_in(b, 1, 1 << 16) for b in block):
+        raise ModelConfigError(
+            f"{source}: config.json quantization_config.weight_block_size must be two block sizes [n, k], "
+            f"got {json_shown(block)}"
+        )
+    return block[0]
+
+
 def quant_group_size(config: dict) -> int | None:
     quant = config.get("quantization_config") or {}
     if not isinstance(quant, dict) or str(quant.get("quant_method") or "").lower() != "compressed-tensors":
@@ -362,6 +378,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         max_position_embeddings=_int_key(config, "max_position_embeddings", source),
         native_dtype=_native_dtype(config, source),
         quant_group_size=quant_group_size(config),
+        fp8_block_n=_fp8_block_n(config, source),
         num_mtp_layers=_mtp_layers(config, source),
         mtp_own_embeddings=_bool_key(
             config, "mtp_use_dedicated_embeddings", "mtp_num_hidden_layers" not in config, source

@@ -41,12 +41,38 @@ SERVE_KEYS = (
 )  # fmt: skip
 
 
-def tensor_parallel(arch: Architecture, gpu_count: int) -> int:
-    """Largest power of two <= the GPU count that divides the attention heads."""
+def _ffn_widths(arch: Architecture) -> list[int]:
+    """The MLP widths SGLang splits over the tensor-parallel ranks: an expert's, the shared experts', the
+    dense layers'."""
+    widths = [arch.moe_intermediate_size, arch.shared_intermediate_size]
+    return [w for w in widths + [arch.dense_intermediate_size if arch.num_dense_layers else 0] if w]
+
+
+def _splits(arch: Architecture, tp: int, dtype: str | None) -> bool:
+    """tp divides the attention heads and, for a block-quantized fp8 checkpoint on the GPU, leaves each
+    rank whole scale blocks: SGLang's Fp8 layers refuse "output_size ... is not divisible by weight
+    quantization block_n" (Qwen3-235B-A22B-FP8: 1536 / 8 = 192 rows, not a multiple of 128)."""
+    if arch.num_attention_heads % tp:
+        return False
+    block = arch.fp8_block_n if dtype == "fp8" else None
+    return not block or all(w % tp == 0 and (w // tp) % block == 0 for w in _ffn_widths(arch))
+
+
+def tensor_parallel(arch: Architecture, gpu_count: int, dtype: str | None = None) -> int:
+    """Largest power of two <= the GPU count that divides the attention heads (and fp8 scale blocks)."""
     tp = 1
-    while tp * 2 <= gpu_count and arch.num_attention_heads % (tp * 2) == 0:
+    while tp * 2 <= gpu_count and _splits(arch, tp * 2, dtype):
         tp *= 2
     return tp
+
+
+def _tp_limit(arch: Architecture, dtype: str | None) -> str:
+    block = arch.fp8_block_n if dtype == "fp8" else None
+    heads = f"divides {arch.num_attention_heads} heads"
+    if not block:
+        return heads
+    widths = "/".join(str(w) for w in _ffn_widths(arch))
+    return f"{heads} and leaves each rank whole {block}-row fp8 scale blocks of the {widths}-wide MLPs"
 
 
 def mem_fraction_static(gpu_bytes: int) -> tuple[float, float]:
@@ -238,22 +264,28 @@ def _network(opts: dict, reasons: dict) -> dict:
     return {"host": host, "port": port}
 
 
-def choose_gpus(arch: Architecture, gpus: list[dict]) -> tuple[list[dict], str, str]:
+def choose_gpus(
+    arch: Architecture, gpus: list[dict], dtype: str | None = None
+) -> tuple[list[dict], str, str]:
     """(GPUs to serve on, why these, why this tensor-parallel size): tensor parallel over identical GPUs
     only, the group whose ranks hold the most memory (ties: the most GPUs), among the GPUs KT can use
     (compute capability >= 8.0 or unknown; all of them when none qualifies, which the plan reports)."""
 
     def usable(group: list[dict]) -> tuple[int, int]:
-        tp = tensor_parallel(arch, len(group))
+        tp = tensor_parallel(arch, len(group), dtype)
         return tp * group[0]["memory_mib"], tp
 
     group = max(kt_capable_groups(gpus), key=usable)
     used = group[: usable(group)[1]]
     tp_why = (
         f"{len(group)} x {group[0].get('name')}; {len(used)} is the largest power of two <= {len(group)} "
-        f"that divides {arch.num_attention_heads} heads"
+        f"that {_tp_limit(arch, dtype)}"
     )
-    heads = "the tensor-parallel size must divide the attention heads" if len(used) < len(group) else None
+    heads = None
+    if len(used) < len(group):
+        block = arch.fp8_block_n if dtype == "fp8" else None
+        blocks = f" and leave each rank whole {block}-row fp8 scale blocks" if block else ""
+        heads = f"the tensor-parallel size must divide the attention heads{blocks}"
     return used, left_out_reason(gpus, used, "tensor-parallel ranks", heads), tp_why
 
 
@@ -301,7 +333,7 @@ def _mla_token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, 
 
 
 def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems, warnings) -> None:
-    gpus, reasons["gpu_indices"], reasons["tensor_parallel_size"] = choose_gpus(arch, facts["gpus"])
+    gpus, reasons["gpu_indices"], reasons["tensor_parallel_size"] = choose_gpus(arch, facts["gpus"], dtype)
     tp = len(gpus)
     gpu_bytes = gpu_memory_bytes(gpus)
     frac, reserve = mem_fraction_static(gpu_bytes)

@@ -150,6 +150,28 @@ def test_serving_an_fp8_model_in_bf16_counts_the_fp8_download_and_the_bf16_copy(
     assert any("687 GB download + 1369 GB BF16 copy" in p for p in result["problems"])
 
 
+FP8_BLOCKS = {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+
+
+def test_fp8_blocks_limit_tensor_parallel_to_whole_blocks_per_rank(tmp_path):
+    """Qwen3-30B-A3B-FP8: experts 768 wide; over 4 ranks 192 rows, not whole 128-row blocks, which SGLang's
+    Fp8 MoE refuses at load ("not divisible by weight quantization block_n"); over 2 ranks 384 = 3 x 128."""
+    host = facts("dual-spr-2xnuma-4xl40s")
+    fp8 = plan(host, _local_copy(tmp_path, "Qwen3-30B-A3B", **FP8_BLOCKS), "serve", cpu_format="FP8")
+    assert fp8["serve"]["tensor_parallel_size"] == 2
+    assert "whole 128-row fp8 scale blocks of the 768-wide MLPs" in fp8["reasons"]["tensor_parallel_size"]
+    assert plan(host, "Qwen3-30B-A3B", "serve")["serve"]["tensor_parallel_size"] == 4  # bf16: no blocks
+    v3 = plan(host, "DeepSeek-V3", "serve")  # 2048 / 4 = 512, dense 18432 / 4 = 4608: whole blocks
+    assert v3["serve"]["tensor_parallel_size"] == 4
+
+
+@pytest.mark.parametrize("block", [[128], [0, 128], "128x128", [128.0, 128]])
+def test_a_bad_fp8_block_size_is_named(tmp_path, block):
+    config = {"quantization_config": {"quant_method": "fp8", "weight_block_size": block}}
+    with pytest.raises(PlanInputError, match="quantization_config.weight_block_size must be two block sizes"):
+        plan(facts("h100-amx"), _local_copy(tmp_path, "Qwen3-30B-A3B", **config), "serve")
+
+
 def test_h100_sft_qwen3_235b_short_of_ram():
     result = plan(facts("h100-amx"), "Qwen3-235B-A22B", "sft")
     assert not result["feasible"]
