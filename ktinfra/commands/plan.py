@@ -14,7 +14,7 @@ from ktinfra.commands import non_empty_text
 EXIT_BAD_INPUT = 1
 EXIT_INFEASIBLE = 2
 # the mode each mode-specific flag applies to (--cpu-format: the planner refuses it in sft itself)
-SERVE_FLAGS = ("--lora", "--port", "--host", "--api-key-set", "--max-running-requests")
+SERVE_FLAGS = ("--lora", "--port", "--host", "--api-key-set", "--max-running-requests", "--weight-path")
 FLAG_MODE = {**dict.fromkeys(SERVE_FLAGS, "serve"), "--cutoff-len": "sft"}
 
 
@@ -176,6 +176,14 @@ def register(app: typer.Typer) -> None:
         lora: Annotated[
             list[str] | None, typer.Option("--lora", help="Serve a LoRA adapter: NAME=DIR (repeatable).")
         ] = None,
+        weight_path: Annotated[
+            str | None,
+            typer.Option(
+                "--weight-path",
+                callback=non_empty_text,
+                help="Serve: converted CPU weights (of --cpu-format) in this directory; not charged again.",
+            ),
+        ] = None,
         port: Annotated[
             int | None, typer.Option("--port", min=1, max=65535, help="Server port (default 30000).")
         ] = None,
@@ -213,6 +221,7 @@ def register(app: typer.Typer) -> None:
             "--host": host,
             "--api-key-set": api_key_set,
             "--max-running-requests": max_running_requests,
+            "--weight-path": weight_path,
         }
         _refuse_flags_of_the_other_mode(mode, {**given, "--cutoff-len": cutoff_len})
         facts = _load_facts(facts_file, capture_dir)
@@ -225,6 +234,7 @@ def register(app: typer.Typer) -> None:
             "api_key_set": api_key_set,
             "cutoff_len": cutoff_len,
             "max_running_requests": max_running_requests,
+            "weight_path": weight_path,
         }
         try:
             result = plan(facts, model, mode, **options)

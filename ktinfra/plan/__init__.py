@@ -60,6 +60,18 @@ def _gpus_used(facts: dict, mode: str, section: dict) -> dict:
     return {**facts, "gpus": [g for g in facts["gpus"] if g["index"] in chosen]}  # validate() requires index
 
 
+def _check_weight_format(cpu_format: str | None) -> None:
+    """--weight-path names converted weights, so the plan must use the format they hold."""
+    from ktinfra import sizing
+
+    fmt = sizing.cpu_format(cpu_format) if cpu_format else None
+    if fmt is None or not (fmt.converted or fmt.gguf):
+        raise PlanInputError(
+            "--weight-path names converted CPU weights: give the --cpu-format they hold (AMXINT8, AMXINT4 "
+            "or GGUF:Q4_K_M)" + (f", not {fmt.name}, which reads the checkpoint itself" if fmt else "")
+        )
+
+
 def _check_what_render_needs(options: dict) -> None:
     """Refuse here what `ktinfra render serve` would refuse later: a plan must be renderable as given."""
     from ktinfra.render.common import RenderError, check_abs_path, check_instance_name, check_word
@@ -69,6 +81,8 @@ def _check_what_render_needs(options: dict) -> None:
     try:
         if host is not None:
             check_host("--host", check_word("--host", host))
+        if options.get("weight_path") is not None:
+            check_abs_path("--weight-path", options["weight_path"])
         for name, directory in (options.get("lora") or {}).items():
             check_instance_name("--lora adapter name", name)
             check_abs_path(f"--lora {name} directory", directory)
@@ -109,6 +123,8 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
         if options.get("cpu_format") and mode == "sft":
             raise PlanInputError("--cpu-format applies to serve; SFT reads BF16 experts")
         _check_max_running(options.get("max_running_requests"), mode)
+        if options.get("weight_path") is not None and mode == "serve":
+            _check_weight_format(options.get("cpu_format"))
         if mode == "serve":
             _check_what_render_needs(options)
         if mode == "serve":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from ktinfra import sizing
 from ktinfra.architecture import Architecture
@@ -418,6 +419,29 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     )
 
 
+def _weight_path(path: str | None, fmt: sizing.CpuFormat, est: sizing.Estimate, reasons: dict) -> str | None:
+    """--weight-path: converted CPU weights already in a directory here (a model store) are not charged
+    to the disk again; a directory not there yet is where the conversion will write them."""
+    if path is None:
+        return None
+    size = est.breakdown["cpu_weights_on_disk"]
+    try:
+        present = Path(path).is_dir() and any(Path(path).iterdir())
+    except OSError:
+        present = False
+    if present:
+        est.breakdown["cpu_weights_on_disk"] = 0
+        est.disk_bytes -= size
+        reasons["kt_weight_path"] = (
+            f"{path} holds the {fmt.weight_format} weights: {gb(size)} not counted again"
+        )
+    else:
+        reasons["kt_weight_path"] = (
+            f"{path}: the conversion writes {gb(size)} of {fmt.weight_format} weights there"
+        )
+    return path
+
+
 def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> tuple:
     """(serve section, estimate, reasons, problems); appends to `warnings`."""
     reasons: dict[str, str] = {}
@@ -425,11 +449,13 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
     dtype = formats.checkpoint_dtype(arch, fmt)
     est = sizing.serve(arch, fmt, checkpoint_dtype=dtype)
     reasons["kt_weight_format"] = f"{fmt.weight_format}: {gb(est.breakdown['cpu_experts'])} of experts in RAM"
+    weight_path = _weight_path(opts.get("weight_path"), fmt, est, reasons)
     serve: dict = dict.fromkeys(SERVE_KEYS)
     serve.update(
         {
             "kt_method": fmt.kt_method,
             "kt_weight_format": fmt.weight_format,
+            "kt_weight_path": weight_path,
             "served_model_name": arch.name,
             "checkpoint_dtype": dtype,
             "enable_mixed_chunk": True,
@@ -451,8 +477,6 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
 def lora_problems(serve: dict, generation: str, warnings: list) -> list[str]:
     """The current stack's rules for a KT adapter (ktinfra.lora.check_kt_lora_serving), for adapters this
     host can read; appends a warning naming those it cannot."""
-    from pathlib import Path
-
     from ktinfra.lora import KT_LORA_METHODS, carries_expert_lora
 
     paths = (serve.get("lora") or {}).get("paths") or {}

@@ -118,6 +118,37 @@ def test_adapters_still_put_every_expert_in_kt_kernel(rendered):
     assert "--kt-num-gpu-experts 0 " in args and "--enable-lora" in args
 
 
+def test_a_store_model_is_planned_in_the_format_of_its_converted_weights(tmp_path):
+    """kt_model_store converted the experts to INT8; before, the plan (on the downloaded directory) charged
+    the download and the conversion again, chose BF16 on the H100's 68.7 GB free disk, and the unit ran
+    --kt-method BF16 with --kt-weight-path pointing at the INT8 weights."""
+    from ktinfra import catalog
+
+    model, weights = tmp_path / "store" / "Qwen3-30B-A3B", tmp_path / "store" / "Qwen3-30B-A3B-INT8"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
+    (model / ".ktinfra-complete.json").write_text("{}")
+    weights.mkdir()
+    (weights / "_layer_0").mkdir()
+    store = {
+        "root": str(tmp_path / "store"),
+        "dirs": {},
+        "models": {
+            "Qwen3-30B-A3B": {"kind": "model", "path": str(model), "cpu_weights": str(weights),
+                              "cpu_weights_format": "int8"},
+        },
+    }  # fmt: skip
+    (tmp_path / "store.json").write_text(json.dumps(store))
+    h100 = REPO / "tests" / "fixtures" / "hosts" / "h100-xeon-amx-16c"
+    entry = {"name": "stored", "port": 30010, "model": "Qwen3-30B-A3B", "plan_args": ["--from", str(h100)]}
+    extra = {"kt_serve_instances": [entry], "kt_serve_store_state_file": str(tmp_path / "store.json")}
+    rc, output = run_role(tmp_path, extra)
+    assert rc == 0, output[-3000:]
+    assert f"--kt-method AMXINT8 --kt-weight-path {weights} " in serve_args(tmp_path, "stored")
+    plan = json.loads((tmp_path / "cfg" / "stored.plan.json").read_text())
+    assert plan["requirements"]["disk_bytes"] == plan["requirements_breakdown"]["outputs"]
+
+
 BAD = {
     "unknown global key": (
         {"kt_serve_overrides": {"gpu_layers": 3}},

@@ -150,6 +150,34 @@ def test_serving_an_fp8_model_in_bf16_counts_the_fp8_download_and_the_bf16_copy(
     assert any("687 GB download + 1369 GB BF16 copy" in p for p in result["problems"])
 
 
+def test_converted_weights_already_in_the_store_are_not_charged_again(tmp_path):
+    """kt_serve plans after kt_model_store has downloaded and converted: before, the 29 GB of INT8 experts
+    (and the 61 GB download) counted again, and the role passed INT8 weights beside a BF16 plan."""
+    model = _local_copy(tmp_path, "Qwen3-30B-A3B")
+    (tmp_path / "int8").mkdir()
+    (tmp_path / "int8" / "layer0.kt").write_text("x")
+    stored = plan(facts("h100-amx"), model, "serve", cpu_format="AMXINT8", weight_path=str(tmp_path / "int8"))
+    assert stored["feasible"] and stored["serve"]["kt_weight_path"] == str(tmp_path / "int8")
+    assert stored["requirements"]["disk_bytes"] == stored["requirements_breakdown"]["outputs"]
+    assert "not counted again" in stored["reasons"]["kt_weight_path"]
+    later = plan(facts("h100-amx"), model, "serve", cpu_format="AMXINT8", weight_path=str(tmp_path / "new"))
+    assert round(later["requirements"]["disk_bytes"] / GB, 1) == 30.0
+    assert "the conversion writes 29.0 GB" in later["reasons"]["kt_weight_path"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({}, "--weight-path names converted CPU weights: give the --cpu-format they hold"),
+        ({"cpu_format": "BF16"}, "not BF16, which reads the checkpoint itself"),
+        ({"cpu_format": "AMXINT8", "weight_path": "rel/int8"}, "--weight-path must be an absolute path"),
+    ],
+)
+def test_weight_path_needs_the_format_it_holds(options, message):
+    with pytest.raises(PlanInputError, match=re.escape(message)):
+        plan(facts("h100-amx"), "Qwen3-30B-A3B", "serve", **{"weight_path": "/srv/int8", **options})
+
+
 FP8_BLOCKS = {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
 
 
