@@ -130,6 +130,12 @@ def _print_tables(result: dict) -> None:
     for gpu in result["gpus"]:
         links = ", ".join(f"{k}:{v}" for k, v in gpu["links"].items())
         memory = "?" if gpu["memory_mib"] is None else f"{gpu['memory_mib']} MiB"
+        if gpu.get("mig"):  # memory_mib is then the largest instance's
+            devices = gpu.get("mig_devices")
+            count = {None: "instances unknown", 0: "no instance"}.get(
+                None if devices is None else len(devices), f"{len(devices or [])} instance(s), the largest"
+            )
+            memory += f" (MIG: {count})"
         gpus.add_row(
             _show(gpu["index"]),
             escape(_show(gpu["name"])),

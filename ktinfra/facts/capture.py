@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ktinfra import __version__
-from ktinfra.facts.gpus import QUERY_FIELDS
+from ktinfra.facts.gpus import QUERY_FIELDS, QUERY_FIELDS_BEFORE_MIG
 from ktinfra.links import LinkLoop
 
 CommandOrReader = list[str] | Callable[[], str | None]
@@ -133,7 +133,11 @@ SOURCES: dict[str, CommandOrReader] = {
     "meminfo.txt": lambda: _read("/proc/meminfo"),
     "nproc.txt": ["nproc"],
     "numactl-hardware.txt": ["numactl", "--hardware"],
-    "nvidia-smi-query.csv": ["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv"],
+    # a driver that predates MIG (R450) refuses the whole query for mig.mode.current: ask again without it
+    "nvidia-smi-query.csv": lambda: (
+        _run(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv"])
+        or _run(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS_BEFORE_MIG)}", "--format=csv"])
+    ),
     "nvidia-smi-q.xml": ["nvidia-smi", "-q", "-x"],
     "nvidia-smi-topo.txt": ["nvidia-smi", "topo", "-m"],
     "cgroup.txt": _cgroup_limits,

@@ -7,7 +7,7 @@ import io
 import re
 import xml.etree.ElementTree as ET
 
-from ktinfra.facts.bounds import MAX_GPU_INDEX, MAX_GPU_MEMORY_MIB, within
+from ktinfra.facts.bounds import MAX_GPU_INDEX, MAX_GPU_MEMORY_MIB, MAX_GPU_MULTIPROCESSORS, within
 
 QUERY_FIELDS = [
     "index",
@@ -18,7 +18,9 @@ QUERY_FIELDS = [
     "compute_cap",
     "driver_version",
     "pci.bus_id",
+    "mig.mode.current",  # last: a header-less CSV of a capture made before it was queried is the rest
 ]
+QUERY_FIELDS_BEFORE_MIG = QUERY_FIELDS[:-1]
 
 
 def gpu_facts(files: dict[str, str]) -> tuple[list[dict], dict]:
@@ -28,6 +30,10 @@ def gpu_facts(files: dict[str, str]) -> tuple[list[dict], dict]:
     a cut-off file), and empty fields of the GPUs both list (matched by UUID, then PCI bus id). The XML has no
     compute capability on current drivers: a GPU known from the XML alone takes it from a GPU of the same
     name in the CSV, else keeps null (unknown).
+
+    MIG: `mig` is true when MIG mode is on (CSV `mig.mode.current` or the XML's `mig_mode/current_mig`),
+    `mig_devices` lists the instances (XML only), and `memory_mib` is then what one process can use: the
+    largest instance's memory (0 with no instance, null when the instances are unknown), not the card's.
     """
     from_csv = [gpu for gpu in _from_csv(files.get("nvidia-smi-query.csv")) if _valid(gpu)]
     from_xml = [gpu for gpu in _from_xml(files.get("nvidia-smi-q.xml")) if _valid(gpu)]
@@ -44,7 +50,21 @@ def gpu_facts(files: dict[str, str]) -> tuple[list[dict], dict]:
             (gpu["driver_version"] for gpu in gpus if gpu["driver_version"]), None
         )
     _add_topology(gpus, files.get("nvidia-smi-topo.txt"))
+    for gpu in gpus:
+        _mig_memory(gpu)
     return gpus, driver if gpus else {"driver_version": None, "cuda_version": None}
+
+
+def _mig_memory(gpu: dict) -> None:
+    """A MIG-enabled GPU's memory_mib: a process gets one instance (CUDA shows it one), not the card."""
+    if gpu["mig"] is not True:
+        return
+    devices = gpu["mig_devices"]
+    if devices is None:  # MIG on, instances not captured (CSV without the XML)
+        gpu["memory_mib"] = None
+        return
+    sizes = [device["memory_mib"] for device in devices if device["memory_mib"] is not None]
+    gpu["memory_mib"] = max(sizes) if sizes else (0 if not devices else None)
 
 
 def _valid(gpu: dict) -> bool:
@@ -96,12 +116,15 @@ def _from_csv(text: str | None) -> list[dict]:
     except csv.Error:
         return []
     header: list[str] | None = None
-    if not any("index" in cells and "name" in cells for cells in (_names(v) for v in lines)):
-        header = list(QUERY_FIELDS)
+    headerless = not any("index" in cells and "name" in cells for cells in (_names(v) for v in lines))
     gpus = []
     for values in lines:
         cells = [value.strip() for value in values]
-        if header is None:
+        if headerless:  # this capture's query, or the one before mig.mode.current was added
+            header = next((f for f in (QUERY_FIELDS, QUERY_FIELDS_BEFORE_MIG) if len(f) == len(cells)), None)
+            if header is None:
+                continue
+        elif header is None:
             names = _names(values)
             if "index" in names and "name" in names:
                 header = names
@@ -121,6 +144,8 @@ def _from_csv(text: str | None) -> list[dict]:
                 driver_version=row.get("driver_version"),
                 uuid=row.get("uuid"),
                 pci_bus_id=row.get("pci.bus_id"),
+                mig=row.get("mig.mode.current"),
+                mig_devices=None,
             )
         )
     return gpus
@@ -142,17 +167,53 @@ def _from_xml(text: str | None) -> list[dict]:
                 driver_version=root.findtext("driver_version"),
                 uuid=gpu.findtext("uuid"),
                 pci_bus_id=gpu.get("id"),
+                mig=gpu.findtext("mig_mode/current_mig"),
+                mig_devices=_mig_devices(gpu),
             )
         )
     return gpus
 
 
-def _gpu(**raw: str | None) -> dict:
-    def number(value: str | None, low: int, high: int) -> int | None:
-        match = re.match(r"\s*(\d{1,20})(?!\d)", value or "")
-        return within(int(match.group(1)), low, high) if match else None
+def _mig_devices(gpu: ET.Element) -> list[dict] | None:
+    """`mig_devices/mig_device` of `nvidia-smi -q -x` (none: the element holds "None"); None without it."""
+    block = gpu.find("mig_devices")
+    if block is None:
+        return None
+    devices = []
+    for device in block.findall("mig_device"):
+        index = _number(device.findtext("index"), 0, MAX_GPU_INDEX)
+        if index is None:
+            continue
+        sms = device.findtext("device_attributes/shared/multiprocessor_count")
+        devices.append(
+            {
+                "index": index,
+                "gpu_instance_id": _number(device.findtext("gpu_instance_id"), 0, MAX_GPU_INDEX),
+                "compute_instance_id": _number(device.findtext("compute_instance_id"), 0, MAX_GPU_INDEX),
+                "multiprocessor_count": _number(sms, 1, MAX_GPU_MULTIPROCESSORS),
+                "memory_mib": _number(device.findtext("fb_memory_usage/total"), 1, MAX_GPU_MEMORY_MIB),
+            }
+        )
+    return devices
 
-    text = _text
+
+def _mig_mode(value: str | None) -> bool | None:
+    """MIG mode as nvidia-smi prints it: Enabled, Disabled, or N/A / [N/A] on GPUs without MIG (off)."""
+    text = (value or "").strip().strip("[]").lower()
+    if text == "enabled":
+        return True
+    if text in ("disabled", "n/a", "not supported"):
+        return False
+    return None
+
+
+def _number(value: str | None, low: int, high: int) -> int | None:
+    match = re.match(r"\s*(\d{1,20})(?!\d)", value or "")
+    return within(int(match.group(1)), low, high) if match else None
+
+
+def _gpu(mig_devices: list[dict] | None, **raw: str | None) -> dict:
+    number, text = _number, _text
     return {
         "index": number(raw["index"], 0, MAX_GPU_INDEX),
         "name": text(raw["name"]),
@@ -165,6 +226,8 @@ def _gpu(**raw: str | None) -> dict:
         "numa_affinity": None,
         "cpu_affinity": None,
         "links": {},
+        "mig": _mig_mode(raw["mig"]),
+        "mig_devices": mig_devices,
     }
 
 

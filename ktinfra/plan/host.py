@@ -54,6 +54,8 @@ CORES_ON_NODE = _int_between(0, bounds.MAX_CPUS)
 NUMA_NODES = _int_between(1, bounds.MAX_NUMA_NODES)
 THREADS_PER_CORE = _int_between(1, bounds.MAX_THREADS_PER_CORE)
 GPU_MEMORY_MIB = _int_between(1, bounds.MAX_GPU_MEMORY_MIB)
+MIG_GPU_MEMORY_MIB = _int_between(0, bounds.MAX_GPU_MEMORY_MIB)  # 0: MIG on, no instance
+GPU_MULTIPROCESSORS = _int_between(1, bounds.MAX_GPU_MULTIPROCESSORS)
 GPU_INDEX = _int_between(0, bounds.MAX_GPU_INDEX)
 MEMORY_BYTES = _int_between(1, bounds.MAX_MEMORY_BYTES)
 DISK_BYTES = _int_between(0, bounds.MAX_DISK_BYTES)
@@ -107,7 +109,12 @@ def _check_gpus(facts: dict) -> None:
     for i, gpu in enumerate(_field(facts, "gpus", "gpus", LIST, required=True)):
         if not isinstance(gpu, dict):
             raise _bad(f"gpus[{i}]", "an object", gpu)
-        _field(gpu, "memory_mib", f"gpus[{i}].memory_mib", GPU_MEMORY_MIB, required=True)
+        mig = _field(gpu, "mig", f"gpus[{i}].mig", BOOLEAN)
+        if mig:  # one instance's memory: 0 without instances, null when they are unknown
+            _field(gpu, "memory_mib", f"gpus[{i}].memory_mib", MIG_GPU_MEMORY_MIB)
+        else:
+            _field(gpu, "memory_mib", f"gpus[{i}].memory_mib", GPU_MEMORY_MIB, required=True)
+        _check_mig_devices(gpu, f"gpus[{i}].mig_devices")
         # `ktinfra facts` drops GPUs without a name or index; problem texts name the GPU by both
         index = _field(gpu, "index", f"gpus[{i}].index", GPU_INDEX, required=True)
         if index in seen:  # CUDA_VISIBLE_DEVICES would name one GPU twice
@@ -116,6 +123,17 @@ def _check_gpus(facts: dict) -> None:
         _field(gpu, "name", f"gpus[{i}].name", STRING, required=True)
         cc = ('a compute capability such as "9.0"', _is_compute_capability)
         _field(gpu, "compute_capability", f"gpus[{i}].compute_capability", cc)
+
+
+def _check_mig_devices(gpu: dict, path: str) -> None:
+    for j, device in enumerate(_field(gpu, "mig_devices", path, LIST) or []):
+        if not isinstance(device, dict):
+            raise _bad(f"{path}[{j}]", "an object", device)
+        _field(device, "index", f"{path}[{j}].index", GPU_INDEX, required=True)
+        _field(device, "memory_mib", f"{path}[{j}].memory_mib", GPU_MEMORY_MIB)
+        for key in ("gpu_instance_id", "compute_instance_id"):
+            _field(device, key, f"{path}[{j}].{key}", GPU_INDEX)
+        _field(device, "multiprocessor_count", f"{path}[{j}].multiprocessor_count", GPU_MULTIPROCESSORS)
 
 
 def _check_system(facts: dict) -> None:
@@ -332,7 +350,7 @@ def gpu_problems(facts: dict, purpose: str) -> list[str]:
             f"no NVIDIA GPU found: {purpose} keeps attention and dense weights on a GPU (compute "
             "capability >= 8.0)"
         ]
-    problems = []
+    problems = [mig_unusable(gpu) for gpu in gpus if not has_memory(gpu)]
     for gpu in gpus:
         cc = compute_capability(gpu)
         if cc is not None and cc < MIN_COMPUTE_CAPABILITY:
@@ -344,6 +362,65 @@ def gpu_problems(facts: dict, purpose: str) -> list[str]:
     return problems
 
 
+def has_memory(gpu: dict) -> bool:
+    """The GPU has memory a process can use: false for a MIG-enabled GPU without (known) instances."""
+    return bool(gpu.get("memory_mib"))
+
+
+def usable_gpus(gpus: list[dict]) -> list[dict]:
+    return [gpu for gpu in gpus if has_memory(gpu)]
+
+
+def mig_unusable(gpu: dict) -> str:
+    """The problem of a MIG-enabled GPU that leaves no memory to plan on."""
+    name = f"GPU {gpu.get('index')} ({gpu.get('name')})"
+    if gpu.get("memory_mib") is None:
+        return (
+            f"{name} has MIG enabled and the facts do not list its MIG instances (they come from "
+            "`nvidia-smi -q -x`, which the capture lacks): no usable GPU memory is known; a process gets "
+            "one instance, never the whole card"
+        )
+    if gpu.get("mig_devices"):
+        return f"{name} has MIG enabled and none of its MIG instances reports memory: no usable GPU memory"
+    return (
+        f"{name} has MIG enabled without MIG instances: no usable GPU memory; create one "
+        f"(`nvidia-smi mig -i {gpu.get('index')} -cgi <profile> -C`) or turn MIG off "
+        f"(`nvidia-smi -i {gpu.get('index')} -mig 0`)"
+    )
+
+
+def mig_instance(gpu: dict) -> dict | None:
+    """The MIG instance a plan on this MIG-enabled GPU is sized for: the largest."""
+    devices = [d for d in gpu.get("mig_devices") or [] if d.get("memory_mib") == gpu.get("memory_mib")]
+    return devices[0] if gpu.get("mig") and devices else None
+
+
+def mig_warnings(gpus: list[dict], ranks: str) -> list[str]:
+    """What a plan on MIG-enabled GPUs must tell: one instance, not the card, and how to pick it."""
+    warnings = []
+    for gpu in gpus:
+        if not gpu.get("mig"):
+            continue
+        device = mig_instance(gpu)
+        count = len(gpu.get("mig_devices") or [])
+        if device is None:
+            which = f"its largest instance, {gpu['memory_mib']} MiB"
+        else:
+            sms = device.get("multiprocessor_count")
+            which = (
+                f"its largest instance, MIG device {device['index']} (GPU instance "
+                f"{device.get('gpu_instance_id')}, {'?' if sms is None else sms} SMs), "
+                f"{gpu['memory_mib']} MiB"
+            )
+        warnings.append(
+            f"GPU {gpu.get('index')} ({gpu.get('name')}) is MIG-partitioned into {count} instance(s): "
+            f"planning on {which}, not the whole card; a process sees one MIG instance, so no {ranks} span "
+            "instances; set CUDA_VISIBLE_DEVICES to that instance's MIG UUID (`nvidia-smi -L`) instead of "
+            f"the GPU index {gpu.get('index')}"
+        )
+    return warnings
+
+
 def too_old_for_kt(gpu: dict) -> bool:
     cc = compute_capability(gpu)
     return cc is not None and cc < MIN_COMPUTE_CAPABILITY
@@ -351,7 +428,9 @@ def too_old_for_kt(gpu: dict) -> bool:
 
 def kt_capable_groups(gpus: list[dict]) -> list[list[dict]]:
     """Identical-GPU groups among the GPUs KT can run on (compute capability >= 8.0 or unknown); among all
-    of them when none qualifies, which the plan then reports as a problem."""
+    of them when none qualifies, which the plan then reports as a problem. GPUs without usable memory (MIG
+    on, no instance) are never in a group: callers plan only when usable_gpus() has some."""
+    gpus = usable_gpus(gpus)
     return identical_gpu_groups([g for g in gpus if not too_old_for_kt(g)] or gpus)
 
 
@@ -362,8 +441,14 @@ def left_out_reason(gpus: list[dict], used: list[dict], ranks: str, also: str | 
     left = [g for g in gpus if all(g is not u for u in used)]
     if not left:
         return why + ", every GPU on the host"
-    old = [g for g in left if too_old_for_kt(g)]
+    old = [g for g in left if too_old_for_kt(g) and has_memory(g)]
     causes = [f"compute capability below 8.0 ({', '.join(str(g.get('index')) for g in old)})"] if old else []
+    empty = [g for g in left if not has_memory(g)]
+    if empty:
+        shown = ", ".join(str(g.get("index")) for g in empty)
+        causes.append(f"MIG enabled without usable instances ({shown})")
+    if any(g.get("mig") for g in gpus if has_memory(g)):
+        causes.append(f"{ranks} cannot span MIG instances: a MIG-enabled GPU gives one instance to the run")
     if len(kt_capable_groups(gpus)) > 1:
         causes.append(
             f"{ranks} must be identical GPUs (same name and memory); the ones used hold the most memory"
@@ -380,18 +465,28 @@ def gpu_memory_bytes(gpus: list[dict]) -> int:
 
 
 def identical_gpu_groups(gpus: list[dict]) -> list[list[dict]]:
-    """GPUs grouped by (name, memory), in index order: only identical GPUs share tensor-parallel ranks."""
+    """GPUs grouped by (name, memory), in index order: only identical GPUs share tensor-parallel ranks. A
+    MIG-enabled GPU is a group of its own: CUDA shows a process one MIG instance, and NCCL does not
+    connect MIG instances, so no tensor- or data-parallel ranks span instances, of one GPU or of several."""
     groups: dict[tuple, list[dict]] = {}
     for gpu in gpus:
-        groups.setdefault((gpu.get("name"), gpu["memory_mib"]), []).append(gpu)
+        alone = ("mig", gpu.get("index")) if gpu.get("mig") else None
+        groups.setdefault((gpu.get("name"), gpu["memory_mib"], alone), []).append(gpu)
     return list(groups.values())
 
 
 def gpu_names(gpus: list[dict], *, listed: bool = False) -> str:
     """'2 x NVIDIA H100 80GB HBM3' for identical GPUs, else (or when `listed`) each with index and memory."""
     if not listed and len(identical_gpu_groups(gpus)) == 1:
-        return f"{len(gpus)} x {gpus[0].get('name')}"
-    return ", ".join(f"GPU {g.get('index')} ({g.get('name')}, {gb(g['memory_mib'] * MIB)})" for g in gpus)
+        mig = f" (a {gb(gpus[0]['memory_mib'] * MIB)} MIG instance)" if gpus[0].get("mig") else ""
+        return f"{len(gpus)} x {gpus[0].get('name')}{mig}"
+    return ", ".join(f"GPU {g.get('index')} ({g.get('name')}, {_memory_shown(g)})" for g in gpus)
+
+
+def _memory_shown(gpu: dict) -> str:
+    if not has_memory(gpu):
+        return "MIG, no usable instance"
+    return gb(gpu["memory_mib"] * MIB) + (" MIG instance" if gpu.get("mig") else "")
 
 
 def unknown_capability_warnings(gpus: list[dict], checks: str) -> list[str]:

@@ -18,9 +18,11 @@ from ktinfra.plan.host import (
     gpu_names,
     kt_capable_groups,
     left_out_reason,
+    mig_warnings,
     numa_nodes_in_use,
     thread_pools,
     unknown_capability_warnings,
+    usable_gpus,
 )
 
 DEFAULT_PORT = 30000  # SGLang's and `kt run`'s default
@@ -336,6 +338,7 @@ def _mla_token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, 
 def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems, warnings) -> None:
     gpus, reasons["gpu_indices"], reasons["tensor_parallel_size"] = choose_gpus(arch, facts["gpus"], dtype)
     tp = len(gpus)
+    warnings += mig_warnings(gpus, "tensor-parallel ranks")
     gpu_bytes = gpu_memory_bytes(gpus)
     frac, reserve = mem_fraction_static(gpu_bytes)
     reasons["mem_fraction_static"] = (
@@ -469,7 +472,7 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
     if lora:
         serve["lora"] = {"paths": dict(lora), "max_loras_per_batch": 1, "backend": "triton"}
         reasons["lora"] = "adapters converted by sglang's convert_lora.py; one per batch, triton (seed 000)"
-    if facts["gpus"]:
+    if usable_gpus(facts["gpus"]):  # none: gpu_problems says why (no GPU, or MIG without instances)
         _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems, warnings)
     return serve, est, reasons, problems
 

@@ -15,7 +15,9 @@ from ktinfra.plan.host import (
     has_amx,
     kt_capable_groups,
     left_out_reason,
+    mig_warnings,
     sequential_thread_pools,
+    usable_gpus,
 )
 
 EFFECTIVE_BATCH = 8  # LLaMA-Factory's KT examples: batch 1 x gradient accumulation 8
@@ -158,8 +160,9 @@ def plan_sft(
             "plans no int4 -> BF16 conversion: fine-tune a BF16 release of the model"
         )
     used: list[dict] = []
-    if facts["gpus"]:
+    if usable_gpus(facts["gpus"]):  # none: gpu_problems says why (no GPU, or MIG without instances)
         used, reasons["gpu_indices"] = choose_gpus(facts["gpus"])
+        warnings += mig_warnings(used, "data-parallel ranks")
     gpus = len(used)
     cutoff_opt = opts.get("cutoff_len")
     checkpointing, reasons["gradient_checkpointing"] = gradient_checkpointing(arch, profile)
