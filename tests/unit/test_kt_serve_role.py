@@ -21,13 +21,21 @@ PLAY = [
     {
         "hosts": "localhost",
         "gather_facts": False,
+        # tasks/main.yml up to the install (systemd or supervisord): validate, plan and render every instance
+        # in the run's scratch directory, then keep plans, keys and renders
         "tasks": [
             {"ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "validate"}},
+            {
+                "ansible.builtin.tempfile": {"state": "directory", "prefix": "ktinfra-serve."},
+                "register": "kt_serve__scratch",
+            },
             {
                 "ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "render"},
                 "loop": "{{ kt_serve__resolved }}",
                 "loop_control": {"loop_var": "kt_serve__instance"},
             },
+            {"ansible.builtin.set_fact": {"kt_serve__present": "{{ kt_serve__resolved }}"}},
+            {"ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "publish"}},
         ],
     }
 ]
@@ -118,10 +126,11 @@ def test_adapters_still_put_every_expert_in_kt_kernel(rendered):
     assert "--kt-num-gpu-experts 0 " in args and "--enable-lora" in args
 
 
-def test_a_store_model_is_planned_in_the_format_of_its_converted_weights(tmp_path):
-    """kt_model_store converted the experts to INT8; before, the plan (on the downloaded directory) charged
-    the download and the conversion again, chose BF16 on the H100's 68.7 GB free disk, and the unit ran
-    --kt-method BF16 with --kt-weight-path pointing at the INT8 weights."""
+H100 = REPO / "tests" / "fixtures" / "hosts" / "h100-xeon-amx-16c"
+
+
+def _store(tmp_path: Path) -> tuple[Path, Path]:
+    """A model store holding Qwen3-30B-A3B (its config.json, marked complete) and its INT8 CPU weights."""
     from ktinfra import catalog
 
     model, weights = tmp_path / "store" / "Qwen3-30B-A3B", tmp_path / "store" / "Qwen3-30B-A3B-INT8"
@@ -139,8 +148,15 @@ def test_a_store_model_is_planned_in_the_format_of_its_converted_weights(tmp_pat
         },
     }  # fmt: skip
     (tmp_path / "store.json").write_text(json.dumps(store))
-    h100 = REPO / "tests" / "fixtures" / "hosts" / "h100-xeon-amx-16c"
-    entry = {"name": "stored", "port": 30010, "model": "Qwen3-30B-A3B", "plan_args": ["--from", str(h100)]}
+    return model, weights
+
+
+def test_a_store_model_is_planned_in_the_format_of_its_converted_weights(tmp_path):
+    """kt_model_store converted the experts to INT8; before, the plan (on the downloaded directory) charged
+    the download and the conversion again, chose BF16 on the H100's 68.7 GB free disk, and the unit ran
+    --kt-method BF16 with --kt-weight-path pointing at the INT8 weights."""
+    model, weights = _store(tmp_path)
+    entry = {"name": "stored", "port": 30010, "model": "Qwen3-30B-A3B", "plan_args": ["--from", str(H100)]}
     extra = {"kt_serve_instances": [entry], "kt_serve_store_state_file": str(tmp_path / "store.json")}
     rc, output = run_role(tmp_path, extra)
     assert rc == 0, output[-3000:]
@@ -177,6 +193,47 @@ def test_bad_overrides_fail_before_anything_is_written(tmp_path, case):
     assert rc != 0
     assert message in output, output[-3000:]
     assert list((tmp_path / "cfg").iterdir()) == [] and list((tmp_path / "render").iterdir()) == []
+
+
+RENDER_REFUSES = {
+    "api key with a dollar": (
+        {"host": "0.0.0.0", "api_key": "s3cr$t"},
+        "contains a quote, backslash, '$' or backtick",
+    ),
+    "extra arg of two words": ({"extra_args": ["--enable-metrics --log-level debug"]}, "contains ' '"),
+    "name over 64 characters": ({"name": "n" * 70}, "must be 1-64 characters"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RENDER_REFUSES))
+def test_what_render_refuses_fails_before_anything_is_written(tmp_path, case):
+    """Before: the plan, the API key file and the render directory were written, then render failed. Now
+    every instance is planned and rendered in scratch space first; a good instance before a bad one is not
+    installed either."""
+    more, message = RENDER_REFUSES[case]
+    bad = instance(tmp_path, "bad", 30001) | more
+    rc, output = run_role(tmp_path, {"kt_serve_instances": [instance(tmp_path, "good", 30000), bad]})
+    assert rc != 0
+    assert message in output, output[-3000:]
+    assert list((tmp_path / "cfg").iterdir()) == [] and list((tmp_path / "render").iterdir()) == []
+
+
+def test_a_plan_file_in_another_format_than_the_stored_weights_is_refused(tmp_path):
+    """The store converted INT8 weights; a plan_file that chose BF16 would run --kt-method BF16 on them."""
+    model, weights = _store(tmp_path)
+    h100_plan = tmp_path / "bf16.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "ktinfra", "plan", "--model", "Qwen3-30B-A3B", "--json", "--from", str(H100)],
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    h100_plan.write_text(result.stdout)
+    assert json.loads(result.stdout)["serve"]["kt_method"] == "BF16"
+    entry = {"name": "stored", "port": 30010, "model": "Qwen3-30B-A3B", "plan_file": str(h100_plan)}
+    extra = {"kt_serve_instances": [entry], "kt_serve_store_state_file": str(tmp_path / "store.json")}
+    rc, output = run_role(tmp_path, extra)
+    assert rc != 0
+    assert f"stored: the store holds AMXINT8 weights at {weights}, but the plan's kt_method is BF16" in output
+    assert list((tmp_path / "cfg").iterdir()) == []
 
 
 def test_plan_usage_error_shows_ktinfras_message_not_a_json_error(tmp_path):

@@ -95,3 +95,21 @@ def test_interrupted_hub_download_is_never_marked_complete(host):
     assert report["complete"] is False and report["error"]
     assert not host.file(f"{dest}/.ktinfra-complete.json").exists
     host.check_output(f"rm -rf {dest}")
+
+
+def test_an_instance_set_to_stopped_stays_stopped_when_its_env_changes(host):
+    """Before: the restart queued for its changed env ran after the stop and revived it (active, disabled)."""
+    public = {
+        "name": "tiny-public", "model": STORE_MODEL, "port": 30001, "host": "0.0.0.0",
+        "api_key": "molecule-not-a-secret", "plan_file": "/etc/ktinfra/plans/tiny.json",
+    }  # fmt: skip
+    assert host.service("ktinfra-serve@tiny-public").is_running
+    stopped = {**public, "state": "stopped", "overrides": {"chunked_prefill_size": 2048}}
+    rc, output = converge([stopped])
+    assert rc == 0, output[-3000:]
+    assert "--chunked-prefill-size 2048" in host.file("/etc/ktinfra/serve/tiny-public.env").content_string
+    service = host.service("ktinfra-serve@tiny-public")
+    assert not service.is_running and not service.is_enabled
+    rc, output = run_playbook(SCENARIO / "bad_input.yml")  # the scenario's own serve list again
+    assert rc == 0, output[-3000:]
+    assert host.service("ktinfra-serve@tiny-public").is_running
