@@ -1,0 +1,60 @@
+"""A provision run that failed half-way (the package index down) is finished by the next run: before, the
+new env pins and the new ktinfra wheel were written first, so the next run took them as installed."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[3]
+PROFILE = PROJECT / "molecule" / "_shared" / "site-profile.yaml"
+PROBE = "/srv/wheels/ktprobe-0.4.2+cpu-py3-none-any.whl"
+DEAD_INDEX = {"kt_python_env_pip_index_url": "http://127.0.0.1:9/simple"}
+
+
+def provision(host, *args: str, **extra) -> tuple[int, str]:
+    sha = host.check_output(f"sha256sum {PROBE}").split()[0]
+    extra = {"kt_python_env_wheels": {"ktprobe": {"sha256": sha}}} | extra
+    playbook = str(Path(sys.executable).parent / "ansible-playbook")
+    inventory = os.environ["MOLECULE_INVENTORY_FILE"]
+    command = [playbook, "-i", inventory, str(PROJECT / "playbooks" / "provision.yml"), *args]
+    command += ["-e", json.dumps(extra)]
+    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(PROJECT / "roles"), "ANSIBLE_NOCOLOR": "1"}
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    return proc.returncode, re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+
+
+def six_in(host) -> str:
+    return host.check_output("/opt/kt/envs/kt-probe/bin/python -c 'import six; print(six.__version__)'")
+
+
+def test_an_env_upgrade_that_failed_is_installed_by_the_next_run(host, tmp_path):
+    profile = yaml.safe_load(PROFILE.read_text())
+    profile["envs"]["inference"]["packages"] = ["six==1.17.0"]
+    newer = tmp_path / "site-profile.yaml"
+    newer.write_text(yaml.safe_dump(profile))
+    try:
+        rc, output = provision(host, "--tags", "envs", kt_python_env_profile=str(newer), **DEAD_INDEX)
+        assert rc != 0 and six_in(host) == "1.16.0", output[-3000:]
+        rc, output = provision(host, "--tags", "envs", kt_python_env_profile=str(newer))
+        assert rc == 0, output[-3000:]
+        assert six_in(host) == "1.17.0"
+    finally:
+        rc, output = provision(host, "--tags", "envs")  # back to the scenario's own pins
+    assert rc == 0 and six_in(host) == "1.16.0", output[-3000:]
+
+
+def test_a_ktinfra_install_that_did_not_finish_is_redone(host):
+    """The wheel copy landed but its install did not finish: the record of the installed wheel is stale."""
+    record = "/opt/ktinfra/tool/dist/.installed-sha1"
+    installed = host.file(record).content_string
+    host.check_output(f"echo unfinished > {record}")
+    rc, output = provision(host, "--tags", "preflight")
+    assert rc == 0, output[-3000:]
+    task = r"TASK \[kt_preflight : Install ktinfra and its dependencies into the tool venv\][^\n]*\nchanged:"
+    assert re.search(task, output), output[-3000:]
+    assert host.file(record).content_string == installed
