@@ -16,6 +16,13 @@ help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: pyproject.toml
+	@# Debian/Ubuntu ship venv's ensurepip in a separate package (python3.X-venv, priority optional)
+	@if ! $(PYTHON) -c 'import ensurepip, venv' 2>/dev/null; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing python3-venv (ensurepip) for $(PYTHON)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; \
+	  else echo "error: $(PYTHON) cannot make venvs (no ensurepip): install python3-venv" >&2; exit 1; fi; \
+	fi
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -e '.[dev,ops]'
