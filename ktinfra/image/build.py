@@ -70,6 +70,13 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
         raise ImageError(f"playbook {req.playbook} not found")
     profile = spec.load(req.profile)
     envs = spec.env_specs(profile, only=req.envs or None)
+    unbakeable = spec.bake_problems(profile, envs)
+    if unbakeable:
+        raise ImageError(
+            f"profile {profile['name']} cannot be baked into an image: {'; '.join(unbakeable)}. The image "
+            "build makes venvs from pinned wheels; provision such a host with playbooks/provision.yml "
+            "(conda, kt_python_env_wheels), or bake only its other envs (--env)"
+        )
     name = f"{profile['name']}-{req.source}"
     _check_out(req.out_root, name)
     if req.source == "docker":

@@ -48,6 +48,25 @@ def env_specs(profile: dict, env_root: str = ENV_ROOT, only: list[str] | None = 
     return specs
 
 
+def bake_problems(profile: dict, envs: dict) -> list[str]:
+    """What playbooks/image.yml cannot install into the chosen envs: it makes venvs (no conda patches) and
+    has no way to hand over the sha256 pins of wheel files the profile leaves unpinned."""
+    problems = []
+    for spec in envs.values():
+        env = profile["envs"][spec["role"]]
+        patches = [package for patch in env.get("conda_patches") or [] for package in patch["packages"]]
+        if patches:
+            problems.append(
+                f"env {env.get('name', spec['role'])} is patched with conda ({', '.join(patches)})"
+            )
+        unpinned = [w["name"] for w in env.get("wheels") or [] if not w.get("sha256")]
+        if unpinned:
+            problems.append(
+                f"env {env.get('name', spec['role'])} has wheel files without sha256: {', '.join(unpinned)}"
+            )
+    return problems
+
+
 def env_pins(env: dict) -> list[str]:
     """What validate checks for an env: its package pins, its wheel files as name==version (the version
     field of the wheel file name), and its git sources by name (any version)."""

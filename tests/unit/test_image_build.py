@@ -96,6 +96,20 @@ def test_cli_reports_bad_profile_file_cleanly(tmp_path, text, message):
     assert not out.exists()
 
 
+def test_a_profile_the_image_build_cannot_install_is_refused_before_packer(tmp_path):
+    """kt-0.4-autodl patches its SFT env with conda and leaves its GitHub wheels' sha256 to the user; the
+    image play makes venvs with no way to pass pins, so the documented build failed inside Packer."""
+    out = tmp_path / "out"
+    args = ["image", "build", "--profile", "kt-0.4-autodl", "--out", str(out), "--packer", "/bin/false"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1 and not out.exists()
+    assert result.output.startswith(
+        "error: profile kt-0.4-autodl cannot be baked into an image: env kt-sft is patched with conda "
+        "(libstdcxx-ng, gcc_impl_linux-64, cuda-runtime); env kt-sft has wheel files without sha256: "
+        "ktransformers, flash-attn."
+    )
+
+
 def test_cli_reports_missing_aws_credentials_cleanly(tmp_path, monkeypatch):
     # no credentials anywhere boto3 looks (the metadata service is off, so nothing goes on the network)
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
