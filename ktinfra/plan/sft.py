@@ -174,11 +174,6 @@ def plan_sft(
     est = sizing.sft(arch, cutoff_len=cutoff, batch_size=batch, gradient_checkpointing=checkpointing)
     if gpus and not fits:
         problems.append(_vram_problem(est, used, cutoff, gpu_bytes))
-    accumulation = max(1, EFFECTIVE_BATCH // batch)
-    reasons["per_device_train_batch_size"] = (
-        f"{batch} x {accumulation} gradient accumulation = {batch * accumulation}; "
-        + ("batch 1 because VRAM is tight" if batch == 1 else "VRAM has room for a larger micro-batch")
-    )
     reasons["cutoff_len"] = (
         f"{cutoff} tokens"
         + (" (set explicitly)" if cutoff_opt else "")
@@ -196,6 +191,15 @@ def plan_sft(
     )
     keys, launcher, reasons["kt"], kt_problems = kt_keys(arch, facts, profile, gpus, warnings)
     problems += kt_problems
+    # each data-parallel rank (accelerate's processes) steps its own micro-batch; the legacy launcher is one
+    ranks = launcher.get("num_processes", 1)
+    accumulation = max(1, EFFECTIVE_BATCH // (batch * ranks))
+    reasons["per_device_train_batch_size"] = (
+        f"{batch} x {accumulation} gradient accumulation"
+        + (f" x {ranks} data-parallel GPUs" if ranks > 1 else "")
+        + f" = {batch * accumulation * ranks} samples per step; "
+        + ("batch 1 because VRAM is tight" if batch == 1 else "VRAM has room for a larger micro-batch")
+    )
     sft = {
         "lora_rank": sizing.SFT_LORA_RANK,
         "lora_alpha": 2 * sizing.SFT_LORA_RANK,

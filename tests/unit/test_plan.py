@@ -688,3 +688,16 @@ def test_sft_plan_counts_cuda_context_and_allocator_cache_against_the_gpu():
     assert any("GPU memory per GPU at cutoff_len 2048" in p for p in result["problems"])
     host["gpus"][0]["memory_mib"] = int((est.vram_bytes + sizing.sft_gpu_runtime_bytes(est)) / 2**20) + 64
     assert plan(host, "Qwen3-30B-A3B", "sft", cutoff_len=2048)["sft"]["cutoff_len"] == 2048
+
+
+def test_sft_accumulation_counts_the_data_parallel_ranks():
+    """Before: 4 GPUs each stepping 4 x 2 took 32 samples per step while the reason said 8."""
+    result = plan(facts("dual-spr-2xnuma-4xl40s"), "Qwen3-30B-A3B", "sft")
+    sft = result["sft"]
+    assert (sft["launcher"]["num_processes"], sft["per_device_train_batch_size"]) == (4, 4)
+    assert sft["gradient_accumulation_steps"] == 1
+    assert result["reasons"]["per_device_train_batch_size"].startswith(
+        "4 x 1 gradient accumulation x 4 data-parallel GPUs = 16 samples per step"
+    )
+    one = plan(facts("h100-amx"), "Qwen3-30B-A3B", "sft")
+    assert one["reasons"]["per_device_train_batch_size"].startswith("4 x 2 gradient accumulation = 8 samples")
