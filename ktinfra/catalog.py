@@ -177,11 +177,22 @@ def _index_list(config: dict, key: str, layers: int, source: str) -> list[int]:
     return value
 
 
+# Layer-placement keys of families the sizing does not model (Jamba: MoE every expert_layer_period-th layer
+# from expert_layer_offset, attention every attn_layer_period-th, Mamba in between)
+UNSIZED_LAYER_KEYS = ("expert_layer_period", "expert_layer_offset", "attn_layer_period", "attn_layer_offset")
+
+
 def _moe_layer_count(config: dict, layers: int, source: str) -> int:
     """Layers holding routed experts, by each family's keys: DeepSeek/GLM/Kimi first_k_dense_replace and
     moe_layer_freq, ERNIE moe_layer_start_index/end_index/interval, Llama-4 moe_layers or
     interleave_moe_layer_step, Qwen mlp_only_layers and decoder_sparse_step (the rules of the transformers
     modeling code)."""
+    placement = [key for key in UNSIZED_LAYER_KEYS if key in config]
+    if placement:  # read as all-MoE, all-attention layers they would be sized about twice too large
+        raise ModelConfigError(
+            f"{source}: config.json places its layers with {', '.join(placement)} (Jamba-style interleaved "
+            "attention/Mamba and MoE layers), which ktinfra does not size; kt-kernel serves no such family"
+        )
     if "first_k_dense_replace" in config:
         first = _int_key(config, "first_k_dense_replace", source, low=0, high=layers - 1) or 0
         freq = _int_key(config, "moe_layer_freq", source) or 1

@@ -214,3 +214,16 @@ def test_a_flooded_config_value_gives_a_short_one_line_error(tmp_path, base):
                 assert "\n" not in message, path
                 longest = max(longest, (len(message), ".".join(path)))
     assert longest[0] <= 400, longest
+
+
+def test_jamba_style_layer_placement_is_refused_not_sized_as_all_moe(tmp_path):
+    """ai21labs/Jamba-v0.1: MoE in every 2nd layer from 1, attention in every 8th, Mamba between. Before, it
+    was sized as 32 MoE attention layers: 92 B parameters for a 52 B model."""
+    jamba = {
+        "model_type": "jamba", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+        "num_experts": 16, "num_experts_per_tok": 2, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "vocab_size": 65536, "expert_layer_period": 2, "expert_layer_offset": 1, "attn_layer_period": 8,
+        "attn_layer_offset": 4, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    with pytest.raises(catalog.ModelConfigError, match="places its layers with expert_layer_period, "):
+        catalog.resolve(str(_write_config(tmp_path, jamba)))
