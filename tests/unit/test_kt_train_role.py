@@ -108,3 +108,30 @@ def test_a_run_without_model_or_model_path_is_named(tmp_path):
     assert "nomodel: give model (a kt_model_store model) or model_path" in output, output[-3000:]
     assert "has no attribute" not in output
     assert not (tmp_path / "render" / "nomodel").exists()
+
+
+def test_every_run_is_checked_and_planned_before_anything_is_installed(tmp_path):
+    """Before: the datasets were copied and registered, and the first run installed and started, before the
+    second run's infeasible plan stopped the play."""
+    infeasible = json.loads((FILES / "plan-tiny-sft.json").read_text()) | {
+        "feasible": False,
+        "problems": ["no GPU"],
+    }
+    (tmp_path / "infeasible.json").write_text(json.dumps(infeasible))
+    runs = [run("first"), run("second", plan_file=str(tmp_path / "infeasible.json"))]
+    rc, output = train(tmp_path, runs, ["kt_train_start=true"])
+    assert rc != 0
+    assert "second: sft plan infeasible: no GPU" in output, output[-3000:]
+    for sub in ("cfg", "render", "units", "datasets", "outputs"):
+        assert list((tmp_path / sub).iterdir()) == [], sub
+    assert systemctl_calls(tmp_path) == []
+
+
+def test_a_dataset_missing_on_the_host_stops_before_anything_is_written(tmp_path):
+    extra = {"kt_train_datasets": [{"name": "tiny_alpaca", "src": str(FILES / "tiny_alpaca.json"),
+                                    "file_name": "tiny_alpaca.json"},
+                                   {"name": "absent", "file_name": "absent.json"}]}  # fmt: skip
+    rc, output = train(tmp_path, [run()], **extra)
+    assert rc != 0 and "absent" in output, output[-3000:]
+    for sub in ("cfg", "render", "units", "datasets", "outputs"):
+        assert list((tmp_path / sub).iterdir()) == [], sub
