@@ -3,8 +3,14 @@
 #   {"setting", "wanted", "before", "status": applied|set|not_set|absent, "reason"}
 # "set" = changed now; "applied" = already as wanted; never exits non-zero for a setting that cannot be set.
 # KT_TUNE_DRY=1 (ansible --check): reads only; "would_set" where it could write, "not_set" where it could not.
+# KT_TUNE_SYSCTL_ROOT: where sysctls are read and written (default /proc/sys; the tests use a directory).
 kind=$1 target=$2 wanted=$3 before=""
-clean() { printf '%s' "$1" | tr -d '"\\' | tr '\n' ' '; }
+sysctl_root=${KT_TUNE_SYSCTL_ROOT:-/proc/sys}
+# JSON string content: no quotes or backslashes, every control character (the kernel's tabs) a space
+clean() { printf '%s' "$1" | tr -d '"\\' | tr '[:cntrl:]' ' '; }
+# multi-value sysctls (ip_local_port_range) read back tab-separated: compare with whitespace collapsed
+norm() { printf '%s' "$1" | tr -s '[:space:]' ' ' | sed 's/^ //; s/ $//'; }
+same() { [ "$(norm "$1")" = "$(norm "$2")" ]; }
 emit() {
   printf '{"setting": "%s", "wanted": "%s", "before": "%s", "status": "%s", "reason": "%s"}\n' \
     "$(clean "$target")" "$(clean "$wanted")" "$(clean "$before")" "$1" "$(clean "$2")"
@@ -20,12 +26,12 @@ write() {
 }
 case $kind in
   sysctl)
-    path=/proc/sys/$(printf '%s' "$target" | tr . /)
+    path=$sysctl_root/$(printf '%s' "$target" | tr . /)
     [ -e "$path" ] || emit absent "$path does not exist on this kernel"
     before=$(cat "$path")
-    [ "$before" = "$wanted" ] && emit applied ""
+    same "$before" "$wanted" && emit applied ""
     write "$path" "$wanted"
-    [ "$(cat "$path")" = "$wanted" ] || emit not_set "the kernel kept $(cat "$path")"
+    same "$(cat "$path")" "$wanted" || emit not_set "the kernel kept $(cat "$path")"
     emit set "" ;;
   thp)
     [ -e "$target" ] || emit absent "$target does not exist (kernel without THP)"
@@ -46,7 +52,7 @@ case $kind in
     case $wanted in
       *%) total=$(awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo)
           want_bytes=$(awk -v t="$total" -v p="${wanted%\%}" 'BEGIN {printf "%d", t * p / 100}') ;;
-      *) want_bytes=$(numfmt --from=iec "$wanted") ;;
+      *) want_bytes=$(numfmt --from=iec "$(printf '%s' "$wanted" | tr kmg KMG)") ;;
     esac
     # tmpfs rounds to pages: within 1% counts as applied
     awk -v a="$before" -v b="$want_bytes" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(d <= b / 100)}' \

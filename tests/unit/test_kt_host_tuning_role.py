@@ -1,0 +1,90 @@
+"""kt_host_tuning: kt-tune.sh run for real on a directory standing in for /proc/sys, and the limits templates
+and input checks run by real ansible on localhost (-c local), writing only into tmp_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from role_play import ROLES, run_play
+
+ROLE = ROLES / "kt_host_tuning"
+# a name that /proc/sys does not have: a kt-tune.sh that ignored KT_TUNE_SYSCTL_ROOT could not touch the host
+RANGE = "ktinfra_test.ip_local_port_range"
+
+
+def tune(root: Path, *args: str) -> dict:
+    env = dict(os.environ, KT_TUNE_SYSCTL_ROOT=str(root))
+    out = subprocess.run(["sh", str(ROLE / "files" / "kt-tune.sh"), *args], capture_output=True, text=True,
+                         env=env, check=True).stdout  # fmt: skip
+    return json.loads(out)
+
+
+def test_multi_value_sysctl_is_set_then_applied_with_valid_json(tmp_path):
+    """Before: the kernel's tab-separated value never equalled "1024 65000", and the raw tab in "before" made
+    the line invalid JSON (from_json failed: Invalid control character) after the value was written."""
+    path = tmp_path / "ktinfra_test" / "ip_local_port_range"
+    path.parent.mkdir()
+    path.write_text("32768\t60999\n")  # what the kernel prints
+    first = tune(tmp_path, "sysctl", RANGE, "1024 65000")
+    assert first["status"] == "set" and first["before"] == "32768 60999", first
+    path.write_text("1024\t65000\n")  # the kernel reads it back tab-separated
+    again = tune(tmp_path, "sysctl", RANGE, "1024 65000")
+    assert again == {"setting": RANGE, "wanted": "1024 65000", "before": "1024 65000", "status": "applied",
+                     "reason": ""}  # fmt: skip
+
+
+def test_single_value_sysctl_still_written_and_compared(tmp_path):
+    path = tmp_path / "ktinfra_test" / "swappiness"
+    path.parent.mkdir()
+    path.write_text("60\n")
+    assert tune(tmp_path, "sysctl", "ktinfra_test.swappiness", "10")["status"] == "set"
+    assert path.read_text() == "10\n"
+    assert tune(tmp_path, "sysctl", "ktinfra_test.swappiness", "10")["status"] == "applied"
+
+
+def render(tmp: Path, cli: list[str]) -> tuple[int, str]:
+    """The role's input check, then its two limits templates into tmp (the order of tasks/main.yml)."""
+    tasks = [{"ansible.builtin.include_role": {"name": "kt_host_tuning", "tasks_from": "validate"}}]
+    for name in ("systemd-limits.conf.j2", "limits.conf.j2"):
+        template = {"src": str(ROLE / "templates" / name), "dest": str(tmp / name[:-3]), "mode": "0644"}
+        tasks.append({"ansible.builtin.template": template})
+    defaults = {"kt_host_tuning_nofile": 1048576}
+    return run_play(tmp, tasks, defaults, cli)
+
+
+@pytest.mark.parametrize(
+    ("memlock", "systemd", "limits"),
+    [("infinity", "infinity", "unlimited"), ("unlimited", "infinity", "unlimited"), ("64", "65536", "64")],
+)
+def test_memlock_reaches_systemd_and_limits_d(tmp_path, memlock, systemd, limits):
+    """Before: -e kt_host_tuning_memlock=infinity wrote DefaultLimitMEMLOCK=0 ('infinity' | int * 1024)."""
+    rc, output = render(tmp_path, [f"kt_host_tuning_memlock={memlock}", "kt_host_tuning_shm_size=75%"])
+    assert rc == 0, output[-3000:]
+    manager = (tmp_path / "systemd-limits.conf").read_text()
+    assert f"\nDefaultLimitMEMLOCK={systemd}\nDefaultLimitNOFILE=1048576\n" in manager, manager
+    logins = (tmp_path / "limits.conf").read_text()
+    assert f"*    hard memlock {limits}\n" in logins and "root soft nofile  1048576\n" in logins, logins
+
+
+@pytest.mark.parametrize("shm", ["64G", "64g", "512m", "75%", "1073741824", ""])
+def test_tmpfs_sizes_are_accepted(tmp_path, shm):
+    rc, output = render(tmp_path, ["kt_host_tuning_memlock=unlimited", f"kt_host_tuning_shm_size={shm}"])
+    assert rc == 0, output[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("memlock", "shm", "named"),
+    [("64G", "75%", "got 64G"), ("-1", "75%", "got -1"), ("unlimited", "64GB", "got 64GB"),
+     ("unlimited", "%75", "got %75"), ("unlimited", "1.5G", "got 1.5G")],
+)  # fmt: skip
+def test_bad_memlock_or_shm_size_is_refused_before_anything_is_written(tmp_path, memlock, shm, named):
+    """Before: 64G gave DefaultLimitMEMLOCK=0, and size=64GB went into /etc/fstab (mount refuses it)."""
+    rc, output = render(tmp_path, [f"kt_host_tuning_memlock={memlock}", f"kt_host_tuning_shm_size={shm}"])
+    assert rc != 0
+    assert "kt_host_tuning_memlock must be unlimited, infinity or a number of KiB" in output, output[-3000:]
+    assert named in output
+    assert not (tmp_path / "systemd-limits.conf").exists() and not (tmp_path / "limits.conf").exists()

@@ -1,0 +1,51 @@
+"""kt_model_store's fetch step run by real ansible on localhost (-c local) into tmp_path; the fetcher's
+interpreter is a stand-in that records the environment the role gives it."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+from role_play import run_play
+
+FETCHER = """#!/bin/sh
+env | grep '^HF_' | sort > "$KT_TEST_FETCH_ENV"
+echo '{"changed": false, "complete": true}'
+"""
+
+
+def store(tmp: Path, token: str) -> tuple[int, str]:
+    venv_bin = tmp / "venv" / "bin"
+    venv_bin.mkdir(parents=True, exist_ok=True)
+    python = venv_bin / "python"
+    python.write_text(FETCHER)
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    (tmp / "src").mkdir(exist_ok=True)
+    extra = {
+        "kt_model_store_root": str(tmp / "store"),
+        "kt_model_store_prefix": str(tmp / "prefix"),
+        "kt_model_store_tool_venv": str(tmp / "venv"),
+        "kt_model_store_state_file": str(tmp / "store.json"),
+        "kt_model_store_models": [{"name": "m", "source": "local", "repo": str(tmp / "src")}],
+        "kt_model_store_hf_token": token,
+    }
+    tasks = [{"ansible.builtin.include_role": {"name": "kt_model_store"}}]
+    return run_play(tmp, tasks, extra, env={"KT_TEST_FETCH_ENV": str(tmp / "fetch.env")})
+
+
+def test_a_removed_token_is_removed_from_the_host(tmp_path):
+    """Before: with kt_model_store_hf_token emptied, the old token stayed in etc/hf-token and HF_TOKEN_PATH
+    still pointed the fetcher at it."""
+    token_file = tmp_path / "prefix" / "etc" / "hf-token"
+    rc, output = store(tmp_path, "hf_old_secret")
+    assert rc == 0, output[-3000:]
+    assert token_file.read_text() == "hf_old_secret" and stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert f"HF_TOKEN_PATH={token_file}" in (tmp_path / "fetch.env").read_text().splitlines()
+    assert "hf_old_secret" not in output
+
+    rc, output = store(tmp_path, "")
+    assert rc == 0, output[-3000:]
+    assert not token_file.exists()
+    assert "HF_TOKEN_PATH" not in (tmp_path / "fetch.env").read_text()
+    assert json.loads((tmp_path / "store.json").read_text())["models"]["m"]

@@ -1,0 +1,114 @@
+"""kt_router's worker list and /health wait run by real ansible on localhost (-c local), against a real HTTP
+server on the address the router would bind."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from role_play import ROLES, run_play
+
+ROLE = ROLES / "kt_router"
+
+INVENTORY = """\
+localhost ansible_connection=local
+[kt_serve]
+gpu-v6 ansible_host=fd00::5
+gpu-v4 ansible_host=10.0.0.7
+gpu-own
+"""
+HOSTVARS = {
+    "gpu-v6": [{"name": "a", "port": 30002, "host": "::"}],
+    "gpu-v4": [{"name": "b", "port": 30000, "host": "0.0.0.0"}],
+    "gpu-own": [
+        {"name": "c", "port": 30001, "host": "fd00::9"},
+        {"name": "d", "port": 30003, "host": "10.1.2.3"},
+    ],
+}
+
+
+def test_worker_urls_bracket_ipv6_literals(tmp_path):
+    """Before: an IPv6 serve host gave http://fd00::5:30002, which no client can parse."""
+    (tmp_path / "hosts").write_text(INVENTORY)
+    for host, instances in HOSTVARS.items():
+        (tmp_path / "host_vars").mkdir(exist_ok=True)
+        (tmp_path / "host_vars" / f"{host}.json").write_text(json.dumps({"kt_serve_instances": instances}))
+    out = tmp_path / "workers.json"
+    lookup = "{{ lookup('ansible.builtin.template', '%s') }}" % (ROLE / "templates" / "workers.json.j2")
+    tasks = [{"ansible.builtin.copy": {"content": lookup, "dest": str(out), "mode": "0644"}}]
+    rc, output = run_play(
+        tmp_path, tasks, {"kt_router_serve_group": "kt_serve"}, inventory=str(tmp_path / "hosts")
+    )
+    assert rc == 0, output[-3000:]
+    assert sorted(json.loads(out.read_text())) == [
+        "http://10.0.0.7:30000",
+        "http://10.1.2.3:30003",
+        "http://[fd00::5]:30002",
+        "http://[fd00::9]:30001",
+    ]
+
+
+class Health(BaseHTTPRequestHandler):
+    seen: list = []
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        Health.seen.append((self.path, self.headers.get("Authorization")))
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+class Server6(HTTPServer):
+    address_family = socket.AF_INET6
+
+
+@pytest.fixture
+def health_server(request):
+    address = request.param
+    server = (Server6 if ":" in address else HTTPServer)((address, 0), Health)
+    Health.seen = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def wait(tmp_path, cli):
+    return run_play(
+        tmp_path, [{"ansible.builtin.include_role": {"name": "kt_router", "tasks_from": "health"}}], {}, cli
+    )
+
+
+@pytest.mark.parametrize(
+    ("health_server", "bind"),
+    [("127.0.0.2", "127.0.0.2"), ("::1", "::"), ("::1", "::1")],
+    indirect=["health_server"],
+)
+def test_health_is_waited_for_on_the_bound_address_with_string_extra_vars(tmp_path, health_server, bind):
+    """Before: the wait asked 127.0.0.1 whatever kt_router_host bound, and -e kt_router_health_timeout=20 (a
+    string) failed on `/ 5` after the router was installed."""
+    cli = [f"kt_router_host={bind}", f"kt_router_port={health_server}", "kt_router_health_timeout=10",
+           "kt_router_wait_health=true", "kt_router_worker_api_key=k3y"]  # fmt: skip
+    rc, output = wait(tmp_path, cli)
+    assert rc == 0, output[-3000:]
+    assert Health.seen == [("/health", "Bearer k3y")]
+
+
+def test_wait_health_false_given_as_a_string_skips_the_wait(tmp_path):
+    """Before: `when: kt_router_wait_health` with -e kt_router_wait_health=false (a string) waited."""
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    free = port.getsockname()[1]  # nothing listens there
+    cli = ["kt_router_host=127.0.0.1", f"kt_router_port={free}", "kt_router_health_timeout=5",
+           "kt_router_wait_health=false", "kt_router_worker_api_key="]  # fmt: skip
+    rc, output = wait(tmp_path, cli)
+    port.close()
+    assert rc == 0, output[-3000:]
+    assert "skipping: [localhost]" in output
