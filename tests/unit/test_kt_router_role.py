@@ -51,6 +51,31 @@ def test_worker_urls_bracket_ipv6_literals(tmp_path):
     ]
 
 
+def test_loopback_workers_on_the_router_host_are_reached_on_their_own_address(tmp_path):
+    """ktinfra counts all of 127.0.0.0/8 as loopback. Before: the role refused 127.0.0.2 without a key and
+    would have sent its requests to 127.0.0.1, where no server listens."""
+    (tmp_path / "hosts").write_text("[kt_serve]\nlocalhost ansible_connection=local\n")
+    instances = [
+        {"name": "a", "port": 30010, "host": "127.0.0.2"},
+        {"name": "b", "port": 30011, "host": "::1"},
+        {"name": "c", "port": 30012},
+    ]
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "localhost.json").write_text(json.dumps({"kt_serve_instances": instances}))
+    out = tmp_path / "workers.json"
+    lookup = "{{ lookup('ansible.builtin.template', '%s') }}" % (ROLE / "templates" / "workers.json.j2")
+    tasks = [{"ansible.builtin.copy": {"content": lookup, "dest": str(out), "mode": "0644"}}]
+    rc, output = run_play(
+        tmp_path, tasks, {"kt_router_serve_group": "kt_serve"}, inventory=str(tmp_path / "hosts")
+    )
+    assert rc == 0, output[-3000:]
+    assert json.loads(out.read_text()) == [
+        "http://127.0.0.2:30010",
+        "http://[::1]:30011",
+        "http://127.0.0.1:30012",
+    ]
+
+
 class Health(BaseHTTPRequestHandler):
     seen: list = []
 

@@ -269,3 +269,16 @@ def test_plan_args_example_is_a_real_plan_option():
     from ktinfra.cli import app
 
     assert flag in CliRunner().invoke(app, ["plan", "--help"], terminal_width=200).output
+
+
+def test_any_loopback_address_binds_without_a_key(tmp_path):
+    """ktinfra's rule (127.0.0.0/8, ::1); before, the role refused 127.0.0.2 'without api_key'."""
+    rc, output = run_role(
+        tmp_path, {"kt_serve_instances": [instance(tmp_path, "lo2", 30005, host="127.0.0.2")]}
+    )
+    assert rc == 0, output[-3000:]
+    assert "--host 127.0.0.2 " in serve_args(tmp_path, "lo2")
+    rc, output = run_role(
+        tmp_path, {"kt_serve_instances": [instance(tmp_path, "pub", 30006, host="10.0.0.2")]}
+    )
+    assert rc != 0 and "pub: binds 10.0.0.2 without api_key" in output, output[-3000:]
