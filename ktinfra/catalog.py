@@ -293,9 +293,9 @@ def _shared_intermediate(config: dict, moe_inter: int, source: str) -> int:
         return shared
     if config.get("model_type") in IMPLICIT_SHARED_EXPERT:
         return moe_inter
-    shared_key = (
-        "moe_num_shared_experts" if "moe_num_shared_experts" in config else "n_shared_experts"
-    )  # ERNIE
+    # DeepSeek/GLM/Kimi n_shared_experts, ERNIE moe_num_shared_experts, Ling/Bailing num_shared_experts
+    keys = ("n_shared_experts", "moe_num_shared_experts", "num_shared_experts")
+    shared_key = next((key for key in keys if key in config), "n_shared_experts")
     return (_int_key(config, shared_key, source, low=0) or 0) * moe_inter
 
 

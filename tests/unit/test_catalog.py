@@ -227,3 +227,15 @@ def test_jamba_style_layer_placement_is_refused_not_sized_as_all_moe(tmp_path):
     }  # fmt: skip
     with pytest.raises(catalog.ModelConfigError, match="places its layers with expert_layer_period, "):
         catalog.resolve(str(_write_config(tmp_path, jamba)))
+
+
+def test_ling_counts_its_shared_expert(tmp_path):
+    """inclusionAI Ling (bailing_moe) names it num_shared_experts; before, its shared expert was left out."""
+    config = {
+        **MIXTRAL_8X7B,
+        "model_type": "bailing_moe",
+        "moe_intermediate_size": 512,
+        "num_shared_experts": 1,
+    }
+    arch = catalog.resolve(str(_write_config(tmp_path, config)))
+    assert arch.shared_intermediate_size == 512
