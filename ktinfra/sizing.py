@@ -257,7 +257,8 @@ def serve(
     else:
         cpu_experts = arch.routed_expert_params * fmt.bytes_per_param
     download = new_download_bytes(arch)
-    conversion = download_bytes(arch, dtype) if dtype != arch.native_dtype else 0.0  # e.g. fp8_cast_bf16
+    # DeepSeek's fp8_cast_bf16.py: BF16 serving reads a BF16 copy of an FP8 checkpoint (fp16/fp32 in place)
+    conversion = download_bytes(arch, "bf16") if arch.native_dtype == "fp8" and dtype == "bf16" else 0.0
     if fmt.gguf:
         converted = arch.total_params * fmt.bytes_per_param  # the whole model as one GGUF download
     elif fmt.converted or fmt.native_dtype != dtype:

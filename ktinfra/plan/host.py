@@ -374,14 +374,14 @@ def usable_gpus(gpus: list[dict]) -> list[dict]:
 def mig_unusable(gpu: dict) -> str:
     """The problem of a MIG-enabled GPU that leaves no memory to plan on."""
     name = f"GPU {gpu.get('index')} ({gpu.get('name')})"
+    if gpu.get("mig_devices"):  # listed, but without memory (nvidia-smi printed N/A)
+        return f"{name} has MIG enabled and none of its MIG instances reports memory: no usable GPU memory"
     if gpu.get("memory_mib") is None:
         return (
             f"{name} has MIG enabled and the facts do not list its MIG instances (they come from "
             "`nvidia-smi -q -x`, which the capture lacks): no usable GPU memory is known; a process gets "
             "one instance, never the whole card"
         )
-    if gpu.get("mig_devices"):
-        return f"{name} has MIG enabled and none of its MIG instances reports memory: no usable GPU memory"
     return (
         f"{name} has MIG enabled without MIG instances: no usable GPU memory; create one "
         f"(`nvidia-smi mig -i {gpu.get('index')} -cgi <profile> -C`) or turn MIG off "

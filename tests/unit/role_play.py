@@ -21,8 +21,10 @@ def run_play(
     cli: list[str] | None = None,
     inventory: str = "localhost,",
     env: dict | None = None,
+    flags: list[str] | None = None,
 ) -> tuple[int, str]:
-    """Run `tasks` on localhost; `extra` goes in as typed JSON, `cli` as raw -e key=value strings."""
+    """Run `tasks` on localhost; `extra` goes in as typed JSON, `cli` as raw -e key=value strings, `flags`
+    as ansible-playbook options (--check)."""
     play = tmp / "play.yml"
     play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
     (tmp / "vars.json").write_text(json.dumps({"ansible_python_interpreter": sys.executable} | (extra or {})))
@@ -32,5 +34,6 @@ def run_play(
     command = [playbook, "-i", inventory, "-c", "local", str(play), "-e", f"@{tmp / 'vars.json'}"]
     for item in cli or []:
         command += ["-e", item]
+    command += flags or []
     proc = subprocess.run(command, capture_output=True, text=True, env=run_env, timeout=300)
     return proc.returncode, proc.stdout + proc.stderr

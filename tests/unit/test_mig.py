@@ -167,6 +167,16 @@ def test_mig_with_unknown_instances_is_a_problem(tmp_path):
     assert "the facts do not list its MIG instances" in result["problems"][0]
 
 
+def test_mig_instances_listed_without_memory_are_named_as_such(tmp_path):
+    """Before: instances listed with N/A memory were reported as 'the facts do not list its MIG instances'."""
+    capture = _copy(tmp_path, MIG)
+    xml = capture / "nvidia-smi-q.xml"
+    xml.write_text(xml.read_text().replace("<total>40192 MiB</total>", "<total>N/A</total>"))
+    result = plan(from_capture(capture), MODEL, "serve")
+    assert not result["feasible"]
+    assert "has MIG enabled and none of its MIG instances reports memory" in result["problems"][0]
+
+
 def _two_mig_h200s() -> dict:
     facts = from_capture(HOSTS / "2xh200-xeon-amx-32c")
     for gpu in facts["gpus"]:  # each H200 split into two 4g.71gb instances

@@ -701,3 +701,10 @@ def test_sft_accumulation_counts_the_data_parallel_ranks():
     )
     one = plan(facts("h100-amx"), "Qwen3-30B-A3B", "sft")
     assert one["reasons"]["per_device_train_batch_size"].startswith("4 x 2 gradient accumulation = 8 samples")
+
+
+def test_an_fp16_checkpoint_served_in_bf16_gets_no_phantom_copy(tmp_path):
+    """The BF16 backend reads fp16/fp32 in place; only an FP8 checkpoint needs fp8_cast_bf16's copy."""
+    model = _local_copy(tmp_path, "Qwen3-30B-A3B", torch_dtype="float16")
+    breakdown = plan(facts("h100-amx"), model, "serve", cpu_format="BF16")["requirements_breakdown"]
+    assert "bf16_conversion" not in breakdown and breakdown["download"] == 0

@@ -1,0 +1,62 @@
+"""kt_python_env's env install (tasks/env.yml) run for real on localhost: a venv under tmp_path with one
+small pin, its freeze and drift check by this checkout's ktinfra; then a pin bump under --check, failed,
+and again."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from role_play import REPO, run_play
+
+ENV = [{"ansible.builtin.include_role": {"name": "kt_python_env", "tasks_from": "env"}}]
+
+
+def _setup(tmp: Path, pin: str) -> dict:
+    wrapper = tmp / "ktinfra"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m ktinfra "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    profile = {"name": "rerun", "generation": "current", "python": "3.11", "glibc_min": "2.35",
+               "kernel_min": "5.16", "envs": {"inference": {"name": "probe", "packages": [pin]}}}  # fmt: skip
+    (tmp / "profile.yaml").write_text(yaml.safe_dump(profile))
+    (tmp / "wh").mkdir(exist_ok=True)
+    return {
+        "kt_preflight_ktinfra_exe": str(wrapper),
+        "kt_python_env_profile": str(tmp / "profile.yaml"),
+        "kt_python_env_profile_copy": {"skipped": True, "changed": False},  # a site profile not copied over
+        "kt_python_env_installer": "pip",
+        "kt_python_env_install": {
+            "manager": "venv", "python_exe": getattr(sys, "_base_executable", sys.executable),
+            "wheelhouse": str(tmp / "wh"), "profile": "rerun",
+            "pip": {"index_url": "", "extra_index_urls": []},
+        },
+        "kt_python_env_spec": {
+            "name": "probe", "key": "inference", "prefix": str(tmp / "env"), "packages": [pin], "wheels": [],
+            "conda_patches": [], "git": [],
+        },
+    }  # fmt: skip
+
+
+def six_in(tmp: Path) -> str:
+    python = tmp / "env" / "bin" / "python"
+    return subprocess.check_output([python, "-c", "import six; print(six.__version__)"], text=True).strip()
+
+
+def test_a_pin_bump_is_previewed_by_check_and_a_failed_install_is_redone(tmp_path):
+    """Before: the new pins were written before the install, so after a failed install the next run took
+    them as installed and failed on drift for ever; and --check of a pin bump (a new record task) errored."""
+    rc, output = run_play(tmp_path, ENV, _setup(tmp_path, "six==1.16.0"))
+    assert rc == 0 and six_in(tmp_path) == "1.16.0", output[-3000:]
+    bumped = _setup(tmp_path, "six==1.17.0")
+    rc, output = run_play(tmp_path, ENV, bumped, flags=["--check"])
+    assert rc == 0 and "would be (re)installed" in output, output[-3000:]
+    dead = bumped | {"kt_python_env_pip_index_url": "http://127.0.0.1:9/simple"}
+    rc, output = run_play(tmp_path, ENV, dead, env={"PIP_CONFIG_FILE": "/dev/null"})
+    assert rc != 0 and six_in(tmp_path) == "1.16.0", output[-3000:]
+    rc, output = run_play(tmp_path, ENV, bumped)
+    assert rc == 0 and six_in(tmp_path) == "1.17.0", output[-3000:]
+    rc, output = run_play(tmp_path, ENV, bumped)
+    assert rc == 0 and "changed=0" in output, output[-3000:]
