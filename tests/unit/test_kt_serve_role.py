@@ -30,12 +30,19 @@ PLAY = [
                 "register": "kt_serve__scratch",
             },
             {
-                "ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "render"},
-                "loop": "{{ kt_serve__resolved }}",
-                "loop_control": {"loop_var": "kt_serve__instance"},
+                "block": [
+                    {
+                        "ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "render"},
+                        "loop": "{{ kt_serve__resolved }}",
+                        "loop_control": {"loop_var": "kt_serve__instance"},
+                    },
+                    {"ansible.builtin.set_fact": {"kt_serve__present": "{{ kt_serve__resolved }}"}},
+                    {"ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "publish"}},
+                ],
+                "always": [
+                    {"ansible.builtin.file": {"path": "{{ kt_serve__scratch.path }}", "state": "absent"}}
+                ],
             },
-            {"ansible.builtin.set_fact": {"kt_serve__present": "{{ kt_serve__resolved }}"}},
-            {"ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "publish"}},
         ],
     }
 ]
