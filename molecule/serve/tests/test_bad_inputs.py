@@ -99,12 +99,10 @@ def test_interrupted_hub_download_is_never_marked_complete(host):
 
 def test_an_instance_set_to_stopped_stays_stopped_when_its_env_changes(host):
     """Before: the restart queued for its changed env ran after the stop and revived it (active, disabled)."""
-    public = {
-        "name": "tiny-public", "model": STORE_MODEL, "port": 30001, "host": "0.0.0.0",
-        "api_key": "molecule-not-a-secret", "plan_file": "/etc/ktinfra/plans/tiny.json",
-    }  # fmt: skip
+    instances = host.ansible.get_variables()["kt_serve_instances"]  # the scenario's own entry
+    public = next(i for i in instances if i["name"] == "tiny-public")
     assert host.service("ktinfra-serve@tiny-public").is_running
-    stopped = {**public, "state": "stopped", "overrides": {"chunked_prefill_size": 2048}}
+    stopped = {**public, "state": "stopped", "overrides": {"chunked_prefill_size": 2048}}  # env changes
     rc, output = converge([stopped])
     assert rc == 0, output[-3000:]
     assert "--chunked-prefill-size 2048" in host.file("/etc/ktinfra/serve/tiny-public.env").content_string
