@@ -30,11 +30,11 @@ HOSTVARS = {
 }
 
 
-def test_worker_urls_bracket_ipv6_literals(tmp_path):
-    """Before: an IPv6 serve host gave http://fd00::5:30002, which no client can parse."""
-    (tmp_path / "hosts").write_text(INVENTORY)
-    for host, instances in HOSTVARS.items():
-        (tmp_path / "host_vars").mkdir(exist_ok=True)
+def _worker_urls(tmp_path, inventory: str, hostvars: dict) -> list[str]:
+    """workers.json.j2 rendered on localhost for `inventory` with each host's kt_serve_instances."""
+    (tmp_path / "hosts").write_text(inventory)
+    (tmp_path / "host_vars").mkdir()
+    for host, instances in hostvars.items():
         (tmp_path / "host_vars" / f"{host}.json").write_text(json.dumps({"kt_serve_instances": instances}))
     out = tmp_path / "workers.json"
     lookup = "{{ lookup('ansible.builtin.template', '%s') }}" % (ROLE / "templates" / "workers.json.j2")
@@ -43,7 +43,12 @@ def test_worker_urls_bracket_ipv6_literals(tmp_path):
         tmp_path, tasks, {"kt_router_serve_group": "kt_serve"}, inventory=str(tmp_path / "hosts")
     )
     assert rc == 0, output[-3000:]
-    assert sorted(json.loads(out.read_text())) == [
+    return json.loads(out.read_text())
+
+
+def test_worker_urls_bracket_ipv6_literals(tmp_path):
+    """Before: an IPv6 serve host gave http://fd00::5:30002, which no client can parse."""
+    assert sorted(_worker_urls(tmp_path, INVENTORY, HOSTVARS)) == [
         "http://10.0.0.7:30000",
         "http://10.1.2.3:30003",
         "http://[fd00::5]:30002",
@@ -54,22 +59,13 @@ def test_worker_urls_bracket_ipv6_literals(tmp_path):
 def test_loopback_workers_on_the_router_host_are_reached_on_their_own_address(tmp_path):
     """ktinfra counts all of 127.0.0.0/8 as loopback. Before: the role refused 127.0.0.2 without a key and
     would have sent its requests to 127.0.0.1, where no server listens."""
-    (tmp_path / "hosts").write_text("[kt_serve]\nlocalhost ansible_connection=local\n")
     instances = [
         {"name": "a", "port": 30010, "host": "127.0.0.2"},
         {"name": "b", "port": 30011, "host": "::1"},
         {"name": "c", "port": 30012},
     ]
-    (tmp_path / "host_vars").mkdir()
-    (tmp_path / "host_vars" / "localhost.json").write_text(json.dumps({"kt_serve_instances": instances}))
-    out = tmp_path / "workers.json"
-    lookup = "{{ lookup('ansible.builtin.template', '%s') }}" % (ROLE / "templates" / "workers.json.j2")
-    tasks = [{"ansible.builtin.copy": {"content": lookup, "dest": str(out), "mode": "0644"}}]
-    rc, output = run_play(
-        tmp_path, tasks, {"kt_router_serve_group": "kt_serve"}, inventory=str(tmp_path / "hosts")
-    )
-    assert rc == 0, output[-3000:]
-    assert json.loads(out.read_text()) == [
+    inventory = "[kt_serve]\nlocalhost ansible_connection=local\n"
+    assert _worker_urls(tmp_path, inventory, {"localhost": instances}) == [
         "http://127.0.0.2:30010",
         "http://[::1]:30011",
         "http://127.0.0.1:30012",

@@ -324,25 +324,35 @@ def test_numa_placement_follows_the_plan(seed002):
         _placement(seed002, numa="bind")
 
 
-def test_exec_argv_hands_the_key_to_sglang_inside_the_process(seed002, tmp_path):
-    """The unit's launch code, run by a real Python against a recording stand-in for sglang.launch_server."""
+def _stand_in_sglang(tmp_path, launch_server: str) -> None:
+    """A package `sglang` under tmp_path whose launch_server module is `launch_server`."""
     package = tmp_path / "sglang"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "launch_server.py").write_text(
+    (package / "launch_server.py").write_text(launch_server)
+
+
+def _launch(rendered, tmp_path, key: str, check: bool) -> subprocess.CompletedProcess:
+    """The unit's command with the key in its environment (numactl with no policy just execs; it is not on
+    this host), importing the stand-in sglang."""
+    command = [sys.executable, *rendered.info["exec_argv"][2:]]
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "KT_API_KEY": key}
+    return subprocess.run(command, capture_output=True, text=True, env=env, check=check)
+
+
+def test_exec_argv_hands_the_key_to_sglang_inside_the_process(seed002, tmp_path):
+    """The unit's launch code, run by a real Python against a recording stand-in for sglang.launch_server."""
+    _stand_in_sglang(
+        tmp_path,
         "import json, os, sys\n"
         "if __name__ == '__main__':\n"
         "    cmdline = open('/proc/self/cmdline', 'rb').read().decode()\n"
         "    key = os.environ.get('KT_API_KEY')\n"
-        "    print(json.dumps({'argv': sys.argv[1:], 'cmdline': cmdline, 'env': key}))\n"
+        "    print(json.dumps({'argv': sys.argv[1:], 'cmdline': cmdline, 'env': key}))\n",
     )
     rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, api_key="sk-1")
-    exec_argv = rendered.info["exec_argv"]
-    assert exec_argv[0] == "/usr/bin/numactl" and rendered.info["numactl_args"] == []
-    command = [sys.executable, *exec_argv[2:]]  # numactl with no policy just execs; it is not on this host
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "KT_API_KEY": "sk-1"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-    seen = json.loads(result.stdout)
+    assert rendered.info["exec_argv"][0] == "/usr/bin/numactl" and rendered.info["numactl_args"] == []
+    seen = json.loads(_launch(rendered, tmp_path, "sk-1", check=True).stdout)
     assert seen["argv"] == ["--api-key=sk-1", *rendered.info["argv"][3:]]
     assert "sk-1" not in seen["cmdline"]
     assert seen["env"] is None
@@ -351,20 +361,16 @@ def test_exec_argv_hands_the_key_to_sglang_inside_the_process(seed002, tmp_path)
 def test_a_key_that_starts_with_a_dash_reaches_an_argparse_server_whole(seed002, tmp_path):
     """token_urlsafe gives a key starting with '-' 1 time in 64; `--api-key KEY` made argparse stop with
     "expected one argument" on every start. The stand-in parses as sglang's server_args does (type=str)."""
-    package = tmp_path / "sglang"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "launch_server.py").write_text(
+    _stand_in_sglang(
+        tmp_path,
         "import argparse\n"
         "if __name__ == '__main__':\n"
         "    parser = argparse.ArgumentParser()\n"
         "    parser.add_argument('--api-key', type=str)\n"
-        "    print(parser.parse_known_args()[0].api_key)\n"
+        "    print(parser.parse_known_args()[0].api_key)\n",
     )
     rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS, api_key="-dash-key")
-    command = [sys.executable, *rendered.info["exec_argv"][2:]]
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), "KT_API_KEY": "-dash-key"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    result = _launch(rendered, tmp_path, "-dash-key", check=False)
     assert (result.returncode, result.stdout) == (0, "-dash-key\n"), result.stderr
 
 
