@@ -51,13 +51,18 @@ def _ffn_widths(arch: Architecture) -> list[int]:
     return [w for w in widths + [arch.dense_intermediate_size if arch.num_dense_layers else 0] if w]
 
 
+def _fp8_block(arch: Architecture, dtype: str | None) -> int | None:
+    """The scale-block rows each tensor-parallel rank must keep whole: only an fp8 checkpoint on the GPU."""
+    return arch.fp8_block_n if dtype == "fp8" else None
+
+
 def _splits(arch: Architecture, tp: int, dtype: str | None) -> bool:
     """tp divides the attention heads and, for a block-quantized fp8 checkpoint on the GPU, leaves each
     rank whole scale blocks: SGLang's Fp8 layers refuse "output_size ... is not divisible by weight
     quantization block_n" (Qwen3-235B-A22B-FP8: 1536 / 8 = 192 rows, not a multiple of 128)."""
     if arch.num_attention_heads % tp:
         return False
-    block = arch.fp8_block_n if dtype == "fp8" else None
+    block = _fp8_block(arch, dtype)
     return not block or all(w % tp == 0 and (w // tp) % block == 0 for w in _ffn_widths(arch))
 
 
@@ -70,7 +75,7 @@ def tensor_parallel(arch: Architecture, gpu_count: int, dtype: str | None = None
 
 
 def _tp_limit(arch: Architecture, dtype: str | None) -> str:
-    block = arch.fp8_block_n if dtype == "fp8" else None
+    block = _fp8_block(arch, dtype)
     heads = f"divides {arch.num_attention_heads} heads"
     if not block:
         return heads
@@ -286,7 +291,7 @@ def choose_gpus(
     )
     heads = None
     if len(used) < len(group):
-        block = arch.fp8_block_n if dtype == "fp8" else None
+        block = _fp8_block(arch, dtype)
         blocks = f" and leave each rank whole {block}-row fp8 scale blocks" if block else ""
         heads = f"the tensor-parallel size must divide the attention heads{blocks}"
     return used, left_out_reason(gpus, used, "tensor-parallel ranks", heads), tp_why
