@@ -541,24 +541,40 @@ def carries_expert_lora(path: Path) -> bool | None:
         return None
 
 
-def check_kt_lora_serving(adapters: list[Adapter], kt_method: object, legacy: bool) -> None:
+def kt_lora_problems(
+    kinds: dict[str, bool | None], kt_method: object, remedy: str, tag: str = ""
+) -> list[str]:
     """sglang-kt 0.7.2 serves an adapter with expert LoRA (a merged KT adapter) only alone, and only on a
     kt_method with an SFT backend (server_args.py: "Merged KT composite LoRA cannot be mixed with other
-    LoRA adapters"; kt_ep_wrapper.py _map_kt_method_to_sft_method). The legacy stack's sglang fork serves
-    the converted adapters without either rule."""
-    if legacy:
-        return
-    kt = [a.name for a in adapters if a.expert_lora]
-    if kt and len(adapters) > 1:
-        raise LoraError(
-            f"adapter {kt[0]} carries LoRA on the routed experts (a KT adapter), which sglang-kt serves "
-            f"only alone: serve each of {', '.join(a.name for a in adapters)} from its own instance (--name)"
+    LoRA adapters"; kt_ep_wrapper.py _map_kt_method_to_sft_method). `kinds`: adapter name -> whether it
+    carries expert LoRA (None: unknown); `remedy` says how to serve several."""
+    kt = [name for name, kind in kinds.items() if kind]
+    problems = []
+    if kt and len(kinds) > 1:
+        problems.append(
+            f"adapter {kt[0]} carries LoRA on the routed experts{tag}, which sglang-kt serves only alone: "
+            + remedy
         )
     if kt and isinstance(kt_method, str) and kt_method.upper() not in KT_LORA_METHODS:
-        raise LoraError(
+        problems.append(
             f"adapter {kt[0]} carries LoRA on the routed experts, which sglang-kt runs on an SFT backend: "
             f"kt_method {kt_method} has none ({', '.join(sorted(KT_LORA_METHODS))} have)"
         )
+    return problems
+
+
+def check_kt_lora_serving(adapters: list[Adapter], kt_method: object, legacy: bool) -> None:
+    """kt_lora_problems as a LoraError; the legacy stack's sglang fork serves converted adapters without
+    either rule."""
+    if legacy:
+        return
+    names = ", ".join(a.name for a in adapters)
+    remedy = f"serve each of {names} from its own instance (--name)"
+    problems = kt_lora_problems(
+        {a.name: a.expert_lora for a in adapters}, kt_method, remedy, " (a KT adapter)"
+    )
+    if problems:
+        raise LoraError(problems[0])
 
 
 def lora_plan(plan_serve: dict | None, adapters: dict[str, Path], max_loras: int, backend: str) -> dict:

@@ -485,7 +485,7 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
 def lora_problems(serve: dict, generation: str, warnings: list) -> list[str]:
     """The current stack's rules for a KT adapter (ktinfra.lora.check_kt_lora_serving), for adapters this
     host can read; appends a warning naming those it cannot."""
-    from ktinfra.lora import KT_LORA_METHODS, carries_expert_lora
+    from ktinfra.lora import carries_expert_lora, kt_lora_problems
 
     paths = (serve.get("lora") or {}).get("paths") or {}
     if not paths or generation == "legacy":
@@ -497,16 +497,5 @@ def lora_problems(serve: dict, generation: str, warnings: list) -> list[str]:
             f"adapter {', '.join(unread)} not readable here: whether it carries expert LoRA (served alone, "
             "on an SFT backend) is checked by `ktinfra lora serve`"
         )
-    kt = [name for name, kind in kinds.items() if kind]
-    problems = []
-    if kt and len(paths) > 1:
-        problems.append(
-            f"adapter {kt[0]} carries LoRA on the routed experts, which sglang-kt serves only alone: plan "
-            f"each of {', '.join(paths)} for its own instance"
-        )
-    if kt and serve["kt_method"] not in KT_LORA_METHODS:
-        problems.append(
-            f"adapter {kt[0]} carries LoRA on the routed experts, which sglang-kt runs on an SFT backend: "
-            f"kt_method {serve['kt_method']} has none ({', '.join(sorted(KT_LORA_METHODS))} have)"
-        )
-    return problems
+    remedy = f"plan each of {', '.join(paths)} for its own instance"
+    return kt_lora_problems(kinds, serve["kt_method"], remedy)
