@@ -7,6 +7,7 @@ import re
 
 from ktinfra.facts import bounds
 from ktinfra.facts.cpulist import parse_cpulist as _cpu_ids
+from ktinfra.facts.gpus import MIG_UUID
 from ktinfra.shown import json_shown
 
 GB = 1e9
@@ -62,6 +63,10 @@ DISK_BYTES = _int_between(0, bounds.MAX_DISK_BYTES)
 BOOLEAN = ("true, false or null", lambda v: isinstance(v, bool))
 STRING = ("a string", _is_str)
 CPULIST = ('a CPU list such as "0-15,32" (ids below 8192)', _is_cpulist)
+MIG_DEVICE_UUID = (
+    "a MIG device UUID as `nvidia-smi -L` prints it (MIG-<uuid>, or MIG-GPU-<uuid>/<gi>/<ci> before R470)",
+    lambda v: isinstance(v, str) and MIG_UUID.fullmatch(v) is not None,
+)
 OBJECT = ("an object", lambda v: isinstance(v, dict))
 LIST = ("a list", lambda v: isinstance(v, list))
 
@@ -134,6 +139,8 @@ def _check_mig_devices(gpu: dict, path: str) -> None:
         for key in ("gpu_instance_id", "compute_instance_id"):
             _field(device, key, f"{path}[{j}].{key}", GPU_INDEX)
         _field(device, "multiprocessor_count", f"{path}[{j}].multiprocessor_count", GPU_MULTIPROCESSORS)
+        _field(device, "profile", f"{path}[{j}].profile", STRING)
+        _field(device, "uuid", f"{path}[{j}].uuid", MIG_DEVICE_UUID)  # plans carry it to CUDA_VISIBLE_DEVICES
 
 
 def _check_system(facts: dict) -> None:

@@ -1,0 +1,176 @@
+"""MIG instances are selected by UUID: `nvidia-smi -L` (capture file nvidia-smi-L.txt) gives each MIG device's
+UUID, the plan carries the planned instance's UUID (serve.mig_uuids / sft.mig_uuids), and render exports it as
+CUDA_VISIBLE_DEVICES; the GPU index of a MIG-enabled GPU does not choose the instance a process gets.
+
+synthetic-h100-mig-2x3g's nvidia-smi-L.txt is synthetic (its README says so: R470+ layout, made-up MIG
+UUIDs); tests/fixtures/nvidia-smi/h100-580-mig-off is real output of an H100 with MIG off."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ktinfra.facts import capture as capture_module
+from ktinfra.facts import from_capture, parse_files
+from ktinfra.plan.host import FactsError, validate
+from ktinfra.planner import PlanInputError, plan
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+HOSTS = FIXTURES / "hosts"
+MIG, H100 = HOSTS / "synthetic-h100-mig-2x3g", HOSTS / "h100-xeon-amx-16c"
+REAL_L = FIXTURES / "nvidia-smi" / "h100-580-mig-off"
+MODEL = "Qwen3-30B-A3B"
+GPU_UUID = "GPU-15ad6b29-6927-2cac-9589-94c4a88d0418"  # the H100 capture's, in its CSV and XML
+DEVICE_0 = "MIG-978553c0-9f55-5ab9-b2cd-da525c211123"  # synthetic-h100-mig-2x3g/nvidia-smi-L.txt
+DEVICE_1 = "MIG-d9d7d000-7324-555b-9b15-aa9d35017479"
+R450_0, R450_1 = f"MIG-{GPU_UUID}/1/0", f"MIG-{GPU_UUID}/2/0"  # GPU instances 1 and 2, compute instance 0
+TRAIN = {"name": "r", "model_path": "/m", "dataset": "d", "dataset_dir": "/d", "output_dir": "/o"}
+
+
+def _copy(tmp_path: Path, source: Path = MIG) -> Path:
+    target = tmp_path / source.name
+    shutil.copytree(source, target)
+    return target
+
+
+def _without_listing(tmp_path: Path) -> Path:
+    """The MIG capture as a capture made before nvidia-smi-L.txt."""
+    capture = _copy(tmp_path)
+    (capture / "nvidia-smi-L.txt").unlink()
+    return capture
+
+
+def _devices(facts: dict) -> list[tuple]:
+    (gpu,) = facts["gpus"]
+    return [(d["index"], d["profile"], d["uuid"]) for d in gpu["mig_devices"]]
+
+
+def _with_listing(listing: str) -> dict:
+    """Facts of the MIG capture's nvidia-smi files with `listing` as its `nvidia-smi -L`."""
+    files = {name: (MIG / name).read_text() for name in ("nvidia-smi-query.csv", "nvidia-smi-q.xml")}
+    return parse_files({**files, "nvidia-smi-L.txt": listing}, "x")
+
+
+def _sft_facts(capture: Path = MIG) -> dict:
+    facts = from_capture(capture)
+    for disk in facts["disks"]:  # the capture's 69 GB free is less than fine-tuning needs
+        disk["avail_bytes"] = 10**12
+    return facts
+
+
+def _env(rendered, name: str) -> list[str]:
+    return rendered.files[name][0].splitlines()
+
+
+# --- capture and facts ------------------------------------------------------------------------------------
+
+
+def test_the_capture_keeps_nvidia_smi_L(monkeypatch):
+    asked = []
+    monkeypatch.setattr(capture_module, "_run", lambda argv, **_: asked.append(argv) or "listing\n")
+    files = capture_module.collect_live()
+    assert capture_module.SOURCES["nvidia-smi-L.txt"] == ["nvidia-smi", "-L"]
+    assert ["nvidia-smi", "-L"] in asked and files["nvidia-smi-L.txt"] == "listing\n"
+
+
+def test_facts_carry_each_mig_instances_uuid_and_profile():
+    facts = from_capture(MIG)
+    assert _devices(facts) == [(0, "3g.40gb", DEVICE_0), (1, "3g.40gb", DEVICE_1)]
+    assert facts["gpus"][0]["uuid"] == GPU_UUID
+    validate(facts)
+
+
+def test_a_capture_without_nvidia_smi_L_reads_as_before_with_the_uuids_unknown(tmp_path):
+    facts = from_capture(_without_listing(tmp_path))
+    assert _devices(facts) == [(0, None, None), (1, None, None)]
+    (gpu,) = facts["gpus"]
+    assert (gpu["mig"], gpu["memory_mib"], gpu["uuid"]) == (True, 40192, GPU_UUID)
+    validate(facts)
+
+
+def test_the_r450_form_is_read():
+    listing = (
+        f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {GPU_UUID})\n"
+        f"  MIG 3g.40gb Device 0: (UUID: {R450_0})\n"
+        f"  MIG 3g.40gb Device 1: (UUID: {R450_1})\n"
+    )
+    assert _devices(_with_listing(listing)) == [(0, "3g.40gb", R450_0), (1, "3g.40gb", R450_1)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"  MIG 3g.40gb Device 0: (UUID: {R450_1})",  # names GPU instance 2: device 1's, not device 0's
+        "  MIG 3g.40gb Device 0: (UUID: MIG-GPU-00000000-1111-2222-3333-444444444444/1/0)",  # another GPU's
+    ],
+)
+def test_an_r450_uuid_of_another_instance_is_not_taken(line):
+    listing = f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {GPU_UUID})\n{line}\n"
+    assert _devices(_with_listing(listing)) == [(0, None, None), (1, None, None)]
+
+
+def test_malformed_lines_are_ignored():
+    listing = "\n".join(
+        [
+            f"  MIG 3g.40gb     Device  1: (UUID: {DEVICE_1})",  # before any GPU line: no GPU to go with
+            "WARNING: infoROM is corrupted at gpu 0000:00:07.0",
+            f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {GPU_UUID})",
+            f"  MIG 3g.40gb     Device  0: (UUID: {DEVICE_0[:-1]}',0)",  # quote and comma: not a UUID
+            f"  MIG 3g.40gb     Device  0: (UUID: {DEVICE_0[:20]}",  # cut off
+            f"  MIG 3g.40gb     Device  1: (UUID: {DEVICE_1[:-4]})",  # too short
+            "  MIG 3g.40gb     Device  x: (UUID: MIG-x)",
+            "",
+        ]
+    )
+    facts = _with_listing(listing)
+    assert _devices(facts) == [(0, None, None), (1, None, None)]
+    assert facts["gpus"][0]["uuid"] == GPU_UUID
+
+
+def test_a_mig_device_listed_twice_is_left_unknown_the_others_are_taken():
+    listing = (
+        f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {GPU_UUID})\n"
+        f"  MIG 3g.40gb     Device  0: (UUID: {DEVICE_0})\n"
+        f"  MIG 3g.40gb     Device  0: (UUID: {DEVICE_1})\n"
+        f"  MIG 3g.40gb     Device  1: (UUID: {DEVICE_1})\r\n"  # CRLF
+    )
+    assert _devices(_with_listing(listing)) == [(0, None, None), (1, "3g.40gb", DEVICE_1)]
+
+
+def test_a_listing_of_another_gpu_is_not_taken():
+    """The -L line of GPU 0 names another GPU than the CSV and the XML: none of its MIG UUIDs is taken."""
+    listing = (
+        (MIG / "nvidia-smi-L.txt").read_text().replace(GPU_UUID, "GPU-dcbaa922-9dec-cfc5-d4c6-c6137b68bdcd")
+    )
+    facts = _with_listing(listing)
+    assert _devices(facts) == [(0, None, None), (1, None, None)]
+    assert facts["gpus"][0]["uuid"] == GPU_UUID
+
+
+def test_the_real_listing_of_an_h100_without_mig():
+    (gpu,) = from_capture(REAL_L)["gpus"]  # its CSV and its -L give the same UUID
+    assert (gpu["uuid"], gpu["mig"]) == ("GPU-dcbaa922-9dec-cfc5-d4c6-c6137b68bdcd", False)
+
+
+def test_the_gpu_uuid_comes_from_nvidia_smi_L_when_the_csv_lacks_it_and_no_gpu_from_it_alone():
+    listing = (
+        (REAL_L / "nvidia-smi-L.txt").read_text() + "GPU 1: NVIDIA H100 80GB HBM3 (UUID: " + GPU_UUID + ")\n"
+    )
+    csv = "index, name, memory.total [MiB]\n0, NVIDIA H100 80GB HBM3, 81559 MiB\n"
+    (gpu,) = parse_files({"nvidia-smi-query.csv": csv, "nvidia-smi-L.txt": listing}, "x")["gpus"]
+    assert gpu["uuid"] == "GPU-dcbaa922-9dec-cfc5-d4c6-c6137b68bdcd"
+
+
+@pytest.mark.parametrize(
+    "uuid", ["MIG-x", f"{DEVICE_0},0", f'"{DEVICE_0}"', GPU_UUID, f"{DEVICE_0}\n", 7, f"MIG-{GPU_UUID}/1"]
+)
+def test_facts_with_a_bad_mig_uuid_are_refused(uuid):
+    facts = copy.deepcopy(from_capture(MIG))
+    facts["gpus"][0]["mig_devices"][0]["uuid"] = uuid
+    with pytest.raises(FactsError, match=r"gpus\[0\]\.mig_devices\[0\]\.uuid must be a MIG device UUID"):
+        validate(facts)
+    with pytest.raises(PlanInputError):
+        plan(facts, MODEL, "serve")
