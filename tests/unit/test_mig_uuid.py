@@ -174,3 +174,59 @@ def test_facts_with_a_bad_mig_uuid_are_refused(uuid):
         validate(facts)
     with pytest.raises(PlanInputError):
         plan(facts, MODEL, "serve")
+
+
+# --- plan -----------------------------------------------------------------------------------------------
+
+
+def test_the_serve_plan_names_the_planned_instance():
+    result = plan(from_capture(MIG), MODEL, "serve")
+    serve = result["serve"]
+    assert (serve["gpu_indices"], serve["mig_uuids"], serve["tensor_parallel_size"]) == ([0], [DEVICE_0], 1)
+    assert result["reasons"]["mig_uuids"].startswith(
+        f"GPU 0: {DEVICE_0}, its largest instance, MIG device 0 (3g.40gb, GPU instance 1, 60 SMs), 40192 MiB"
+    )
+    (warning,) = [w for w in result["warnings"] if "MIG" in w]
+    assert warning.endswith(
+        f"serve.mig_uuids names that instance ({DEVICE_0}), which `ktinfra render` exports as "
+        "CUDA_VISIBLE_DEVICES instead of the GPU index 0"
+    )
+    assert "set CUDA_VISIBLE_DEVICES" not in warning
+
+
+def test_the_uuid_is_the_largest_instances_not_the_first(tmp_path):
+    capture = _copy(tmp_path)
+    xml = capture / "nvidia-smi-q.xml"
+    xml.write_text(xml.read_text().replace("<total>40192 MiB</total>", "<total>19968 MiB</total>", 1))
+    result = plan(from_capture(capture), MODEL, "serve")
+    assert result["serve"]["mig_uuids"] == [DEVICE_1]
+    assert "MIG device 1 (3g.40gb, GPU instance 2, 60 SMs), 40192 MiB" in result["reasons"]["mig_uuids"]
+
+
+def test_the_sft_plan_names_the_planned_instance():
+    result = plan(_sft_facts(), MODEL, "sft")
+    assert result["feasible"], result["problems"]
+    assert (result["sft"]["gpu_indices"], result["sft"]["mig_uuids"]) == ([0], [DEVICE_0])
+    assert any("sft.mig_uuids names that instance" in w for w in result["warnings"])
+
+
+@pytest.mark.parametrize("mode", ["serve", "sft"])
+def test_without_nvidia_smi_L_the_plan_keeps_the_index_and_says_what_to_capture_or_set(tmp_path, mode):
+    result = plan(_sft_facts(_without_listing(tmp_path)), MODEL, mode)
+    assert (result[mode]["gpu_indices"], result[mode]["mig_uuids"]) == ([0], None)
+    assert "mig_uuids" not in result["reasons"]
+    (warning,) = [w for w in result["warnings"] if "MIG" in w]
+    assert (
+        "the facts lack MIG device 0's UUID (`nvidia-smi -L`, kept in a capture as nvidia-smi-L.txt; "
+        f"captures made before it lack it), so {mode}.mig_uuids is null and `ktinfra render` exports the GPU "
+        "index 0 as CUDA_VISIBLE_DEVICES, which does not choose the instance"
+    ) in warning
+    assert warning.endswith(
+        f'set {mode}.mig_uuids to ["MIG-..."], the UUID `nvidia-smi -L` prints for MIG device 0 under GPU 0'
+    )
+
+
+@pytest.mark.parametrize("mode", ["serve", "sft"])
+def test_plans_without_mig_have_no_mig_uuids(mode):
+    result = plan(_sft_facts(H100), MODEL, mode)
+    assert result[mode]["mig_uuids"] is None and "mig_uuids" not in result["reasons"]
