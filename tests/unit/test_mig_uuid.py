@@ -8,15 +8,20 @@ UUIDs); tests/fixtures/nvidia-smi/h100-580-mig-off is real output of an H100 wit
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from ktinfra.cli import app
 from ktinfra.facts import capture as capture_module
 from ktinfra.facts import from_capture, parse_files
 from ktinfra.plan.host import FactsError, validate
 from ktinfra.planner import PlanInputError, plan
+from ktinfra.render import RenderError, render_serve
+from ktinfra.render.train import render_train
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 HOSTS = FIXTURES / "hosts"
@@ -230,3 +235,133 @@ def test_without_nvidia_smi_L_the_plan_keeps_the_index_and_says_what_to_capture_
 def test_plans_without_mig_have_no_mig_uuids(mode):
     result = plan(_sft_facts(H100), MODEL, mode)
     assert result[mode]["mig_uuids"] is None and "mig_uuids" not in result["reasons"]
+
+
+# --- render ---------------------------------------------------------------------------------------------
+
+
+def test_render_serve_exports_the_mig_uuid():
+    rendered = render_serve(plan(from_capture(MIG), MODEL, "serve"), name="q", model_path="/m")
+    env = _env(rendered, "ktinfra-serve-q.env")
+    assert f'CUDA_VISIBLE_DEVICES="{DEVICE_0}"' in env and 'CUDA_DEVICE_ORDER="PCI_BUS_ID"' in env
+    assert "--tensor-parallel-size 1" in next(line for line in env if line.startswith("KT_SERVE_ARGS="))
+
+
+def test_render_train_exports_the_mig_uuid():
+    rendered = render_train(plan(_sft_facts(), MODEL, "sft"), **TRAIN)
+    env = _env(rendered, "ktinfra-train-r.env")
+    assert f'CUDA_VISIBLE_DEVICES="{DEVICE_0}"' in env and 'CUDA_DEVICE_ORDER="PCI_BUS_ID"' in env
+
+
+def test_render_from_a_capture_end_to_end(tmp_path):
+    out = tmp_path / "out"
+    args = [
+        "render",
+        "serve",
+        "--name",
+        "q",
+        "--model",
+        MODEL,
+        "--from",
+        MIG,
+        "--model-path",
+        "/m",
+        "--out",
+        out,
+    ]
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    assert f'CUDA_VISIBLE_DEVICES="{DEVICE_0}"' in (out / "ktinfra-serve-q.env").read_text().splitlines()
+
+
+def test_without_nvidia_smi_L_render_exports_the_index_as_before(tmp_path):
+    rendered = render_serve(
+        plan(from_capture(_without_listing(tmp_path)), MODEL, "serve"), name="q", model_path="/m"
+    )
+    assert 'CUDA_VISIBLE_DEVICES="0"' in _env(rendered, "ktinfra-serve-q.env")
+
+
+@pytest.mark.parametrize("mode", ["serve", "sft"])
+def test_plans_without_the_key_render_as_with_it_null(mode):
+    """Plans made before mig_uuids (no key) and plans without MIG (null) render the same files."""
+    made = plan(_sft_facts(H100), MODEL, mode)
+    older = copy.deepcopy(made)
+    del older[mode]["mig_uuids"]
+
+    def files(p):
+        if mode == "serve":
+            return render_serve(p, name="q", model_path="/m", weight_path="/w").files
+        return render_train(p, **TRAIN).files
+
+    assert files(older) == files(made)
+    env = files(made)["ktinfra-serve-q.env" if mode == "serve" else "ktinfra-train-r.env"][0]
+    assert 'CUDA_VISIBLE_DEVICES="0"' in env.splitlines()
+
+
+def test_a_hand_written_r450_uuid_is_exported():
+    made = plan(from_capture(MIG), MODEL, "serve")
+    made["serve"]["mig_uuids"] = [R450_0]
+    assert f'CUDA_VISIBLE_DEVICES="{R450_0}"' in _env(
+        render_serve(made, name="q", model_path="/m"), "ktinfra-serve-q.env"
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (["MIG-x"], 'plan serve.mig_uuids[0] "MIG-x" is not a MIG device UUID'),
+        (
+            [f"{DEVICE_0},1"],
+            "serve.mig_uuids[0] " + json.dumps(f"{DEVICE_0},1") + " is not a MIG device UUID",
+        ),
+        ([f'{DEVICE_0}"'], "serve.mig_uuids[0] " + json.dumps(f'{DEVICE_0}"') + " is not a MIG device UUID"),
+        ([f"{DEVICE_0} "], "is not a MIG device UUID"),
+        (["mig-" + DEVICE_0[4:]], "is not a MIG device UUID"),
+        ([GPU_UUID], "is not a MIG device UUID"),
+        ([f"MIG-{GPU_UUID}/1"], "is not a MIG device UUID"),
+        ([0], "serve.mig_uuids[0] 0 is not a MIG device UUID"),
+        ([], "plan serve.mig_uuids must be a list of MIG device UUIDs"),
+        (DEVICE_0, "plan serve.mig_uuids must be a list of MIG device UUIDs"),
+        (
+            [DEVICE_0, DEVICE_1],
+            "serve.mig_uuids lists 2 MIG device(s) for the 1 GPU(s) of serve.gpu_indices [0]",
+        ),
+    ],
+)
+def test_bad_mig_uuids_in_a_hand_written_plan_are_refused_before_anything_is_written(
+    tmp_path, value, message
+):
+    made = plan(from_capture(MIG), MODEL, "serve")
+    made["serve"]["mig_uuids"] = value
+    with pytest.raises(RenderError) as caught:
+        render_serve(made, name="q", model_path="/m")
+    assert message in str(caught.value)
+    plan_file, out = tmp_path / "plan.json", tmp_path / "out"
+    plan_file.write_text(json.dumps(made))
+    args = ["render", "serve", "--name", "q", "--plan", plan_file, "--model-path", "/m", "--out", out]
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 1 and result.output.startswith("error: ") and message in result.output
+    assert not out.exists()
+
+
+def test_more_than_one_mig_instance_is_refused():
+    made = plan(from_capture(MIG), MODEL, "serve")
+    made["serve"].update(gpu_indices=[0, 1], tensor_parallel_size=2, mig_uuids=[DEVICE_0, DEVICE_1])
+    with pytest.raises(RenderError, match="lists 2 MIG devices: a process sees one MIG instance"):
+        render_serve(made, name="q", model_path="/m")
+
+
+def test_mig_uuids_without_gpu_indices_are_refused():
+    made = plan(_sft_facts(), MODEL, "sft")
+    del made["sft"]["gpu_indices"]  # a plan from before sft.gpu_indices would render every host GPU
+    with pytest.raises(RenderError, match=r"plan sft.mig_uuids needs sft.gpu_indices"):
+        render_train(made, **TRAIN)
+
+
+def test_a_launcher_env_may_repeat_the_mig_uuid_but_not_change_it():
+    made = plan(_sft_facts(), MODEL, "sft")
+    made["sft"]["launcher"]["env"]["CUDA_VISIBLE_DEVICES"] = DEVICE_0
+    render_train(made, **TRAIN)
+    made["sft"]["launcher"]["env"]["CUDA_VISIBLE_DEVICES"] = "0"
+    with pytest.raises(RenderError, match=f"sets CUDA_VISIBLE_DEVICES=0, but ktinfra sets it to {DEVICE_0}"):
+        render_train(made, **TRAIN)
