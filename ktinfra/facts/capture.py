@@ -140,6 +140,8 @@ SOURCES: dict[str, CommandOrReader] = {
     ),
     "nvidia-smi-q.xml": ["nvidia-smi", "-q", "-x"],
     "nvidia-smi-topo.txt": ["nvidia-smi", "topo", "-m"],
+    # the MIG devices' UUIDs, which CUDA_VISIBLE_DEVICES needs to select one (the XML lists no MIG UUID)
+    "nvidia-smi-L.txt": ["nvidia-smi", "-L"],
     "cgroup.txt": _cgroup_limits,
     "proc-self-status.txt": _proc_status,
     "proc-self-cgroup.txt": lambda: _read("/proc/self/cgroup"),

@@ -22,6 +22,16 @@ QUERY_FIELDS = [
 ]
 QUERY_FIELDS_BEFORE_MIG = QUERY_FIELDS[:-1]
 
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+GPU_UUID = re.compile(rf"GPU-{_UUID}")
+# A MIG device as CUDA_VISIBLE_DEVICES takes it: MIG-<uuid> (R470 and later), or MIG-GPU-<GPU uuid>/<GPU
+# instance id>/<compute instance id> (R450/R460). fullmatch: no quote, comma or space can pass.
+MIG_UUID = re.compile(rf"MIG-{_UUID}|MIG-(GPU-{_UUID})/(\d{{1,5}})/(\d{{1,5}})")
+# `nvidia-smi -L`: "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)", and under a MIG-enabled GPU one line per
+# MIG device, "  MIG 3g.40gb     Device  0: (UUID: MIG-...)" (R450 writes one space: "MIG 3g.20gb Device 0:")
+_LISTED_GPU = re.compile(r"GPU (\d{1,5}): .*\(UUID: ([^()\s]+)\)")
+_LISTED_MIG = re.compile(r"\s+MIG ([0-9A-Za-z][0-9A-Za-z.+-]*)\s+Device\s+(\d{1,5}): \(UUID: ([^()\s]+)\)")
+
 
 def gpu_facts(files: dict[str, str]) -> tuple[list[dict], dict]:
     """(gpus, {"driver_version", "cuda_version"}).
@@ -34,6 +44,8 @@ def gpu_facts(files: dict[str, str]) -> tuple[list[dict], dict]:
     MIG: `mig` is true when MIG mode is on (CSV `mig.mode.current` or the XML's `mig_mode/current_mig`),
     `mig_devices` lists the instances (XML only), and `memory_mib` is then what one process can use: the
     largest instance's memory (0 with no instance, null when the instances are unknown), not the card's.
+    `nvidia-smi -L` adds each instance's `uuid` and `profile` (and a GPU's `uuid` the others lack); it names
+    no GPU the CSV and the XML do not have.
     """
     from_csv = [gpu for gpu in _from_csv(files.get("nvidia-smi-query.csv")) if _valid(gpu)]
     from_xml = [gpu for gpu in _from_xml(files.get("nvidia-smi-q.xml")) if _valid(gpu)]
@@ -50,6 +62,7 @@ def gpu_facts(files: dict[str, str]) -> tuple[list[dict], dict]:
             (gpu["driver_version"] for gpu in gpus if gpu["driver_version"]), None
         )
     _add_topology(gpus, files.get("nvidia-smi-topo.txt"))
+    _add_listing(gpus, files.get("nvidia-smi-L.txt"))
     for gpu in gpus:
         _mig_memory(gpu)
     return gpus, driver if gpus else {"driver_version": None, "cuda_version": None}
@@ -192,6 +205,8 @@ def _mig_devices(gpu: ET.Element) -> list[dict] | None:
                 "compute_instance_id": _number(device.findtext("compute_instance_id"), 0, MAX_GPU_INDEX),
                 "multiprocessor_count": _number(sms, 1, MAX_GPU_MULTIPROCESSORS),
                 "memory_mib": _number(device.findtext("fb_memory_usage/total"), 1, MAX_GPU_MEMORY_MIB),
+                "profile": None,  # from `nvidia-smi -L`
+                "uuid": None,
             }
         )
     return devices
@@ -243,6 +258,72 @@ def _xml_root(text: str | None) -> ET.Element | None:
         return ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", text))
     except ET.ParseError:
         return None
+
+
+def _listing(text: str | None) -> dict[int, dict]:
+    """`nvidia-smi -L` by GPU index: {"uuid", "mig": {device index: (profile, MIG uuid)}}.
+
+    Lines of another shape (warnings, a cut-off line) and UUIDs of another form are skipped, and so are the
+    MIG lines under a GPU line that was; a GPU index or a MIG device listed twice is left out (which one
+    is meant cannot be told)."""
+    gpus: dict[int, dict] = {}
+    twice: set[int] = set()
+    current: dict | None = None
+    for line in (text or "").replace("\0", "").splitlines():
+        line = line.rstrip()
+        gpu, mig = _LISTED_GPU.fullmatch(line), _LISTED_MIG.fullmatch(line)
+        if gpu:
+            index, uuid = int(gpu.group(1)), gpu.group(2)
+            current = {"uuid": uuid, "mig": {}, "twice": set()} if GPU_UUID.fullmatch(uuid) else None
+            if index in gpus or index in twice:
+                twice.add(index)
+                current = None
+            elif current is not None:
+                gpus[index] = current
+            continue
+        if mig is None:
+            if not line.startswith((" ", "\t")):
+                current = None  # a top-level line that is no GPU: what follows is not under the last one
+            continue
+        if current is None or not MIG_UUID.fullmatch(mig.group(3)):
+            continue
+        number = int(mig.group(2))
+        if number in current["mig"] or number in current["twice"]:
+            current["twice"].add(number)
+            current["mig"].pop(number, None)
+        else:
+            current["mig"][number] = (mig.group(1), mig.group(3))
+    for index in twice:
+        gpus.pop(index, None)
+    for entry in gpus.values():
+        del entry["twice"]
+    return gpus
+
+
+def _add_listing(gpus: list[dict], text: str | None) -> None:
+    """MIG device UUIDs and profiles (and GPU UUIDs the other files lack) from `nvidia-smi -L`, matched by
+    GPU index and the MIG device index; nothing is taken where the UUIDs show another GPU or instance."""
+    listed = _listing(text)
+    for gpu in gpus:
+        entry = listed.get(gpu["index"])
+        if entry is None:
+            continue
+        if gpu["uuid"] and gpu["uuid"].upper() != entry["uuid"].upper():
+            continue  # not the GPU the CSV and XML call by this index
+        gpu["uuid"] = gpu["uuid"] or entry["uuid"]
+        for device in gpu["mig_devices"] or []:
+            profile, uuid = entry["mig"].get(device["index"], (None, None))
+            if uuid and _same_instance(uuid, entry["uuid"], device):
+                device.update(profile=profile, uuid=uuid)
+
+
+def _same_instance(uuid: str, gpu_uuid: str, device: dict) -> bool:
+    """An R450 MIG-GPU-<uuid>/<gi>/<ci> names its GPU and instance ids: they must be this device's."""
+    old = MIG_UUID.fullmatch(uuid)
+    if old is None or old.group(1) is None:
+        return old is not None
+    ids = (device["gpu_instance_id"], device["compute_instance_id"])
+    return old.group(1).upper() == gpu_uuid.upper() and ids == (int(old.group(2)), int(old.group(3)))
 
 
 def _add_topology(gpus: list[dict], text: str | None) -> None:

@@ -7,6 +7,7 @@ import re
 
 from ktinfra.facts import bounds
 from ktinfra.facts.cpulist import parse_cpulist as _cpu_ids
+from ktinfra.facts.gpus import MIG_UUID
 from ktinfra.shown import json_shown
 
 GB = 1e9
@@ -62,6 +63,10 @@ DISK_BYTES = _int_between(0, bounds.MAX_DISK_BYTES)
 BOOLEAN = ("true, false or null", lambda v: isinstance(v, bool))
 STRING = ("a string", _is_str)
 CPULIST = ('a CPU list such as "0-15,32" (ids below 8192)', _is_cpulist)
+MIG_DEVICE_UUID = (
+    "a MIG device UUID as `nvidia-smi -L` prints it (MIG-<uuid>, or MIG-GPU-<uuid>/<gi>/<ci> before R470)",
+    lambda v: isinstance(v, str) and MIG_UUID.fullmatch(v) is not None,
+)
 OBJECT = ("an object", lambda v: isinstance(v, dict))
 LIST = ("a list", lambda v: isinstance(v, list))
 
@@ -134,6 +139,8 @@ def _check_mig_devices(gpu: dict, path: str) -> None:
         for key in ("gpu_instance_id", "compute_instance_id"):
             _field(device, key, f"{path}[{j}].{key}", GPU_INDEX)
         _field(device, "multiprocessor_count", f"{path}[{j}].multiprocessor_count", GPU_MULTIPROCESSORS)
+        _field(device, "profile", f"{path}[{j}].profile", STRING)
+        _field(device, "uuid", f"{path}[{j}].uuid", MIG_DEVICE_UUID)  # plans carry it to CUDA_VISIBLE_DEVICES
 
 
 def _check_system(facts: dict) -> None:
@@ -395,29 +402,70 @@ def mig_instance(gpu: dict) -> dict | None:
     return devices[0] if gpu.get("mig") and devices else None
 
 
-def mig_warnings(gpus: list[dict], ranks: str) -> list[str]:
-    """What a plan on MIG-enabled GPUs must tell: one instance, not the card, and how to pick it."""
+def mig_uuids(gpus: list[dict]) -> list[str] | None:
+    """The MIG device UUIDs CUDA_VISIBLE_DEVICES names for `gpus` (one each, in their order): the planned
+    instance of each; None when no GPU is MIG-enabled or when an instance's UUID is not in the facts."""
+    if not any(gpu.get("mig") for gpu in gpus):
+        return None
+    uuids = [(mig_instance(gpu) or {}).get("uuid") for gpu in gpus]
+    return uuids if all(uuids) else None
+
+
+def _instance_shown(gpu: dict, device: dict | None) -> str:
+    if device is None:
+        return f"its largest instance, {gpu['memory_mib']} MiB"
+    sms = device.get("multiprocessor_count")
+    profile = f"{device['profile']}, " if device.get("profile") else ""
+    return (
+        f"its largest instance, MIG device {device['index']} ({profile}GPU instance "
+        f"{device.get('gpu_instance_id')}, {'?' if sms is None else sms} SMs), {gpu['memory_mib']} MiB"
+    )
+
+
+def mig_reason(gpus: list[dict]) -> str:
+    """Why a plan's mig_uuids names these instances (only for a plan that has them)."""
+    named = "; ".join(
+        f"GPU {gpu.get('index')}: {mig_instance(gpu)['uuid']}, {_instance_shown(gpu, mig_instance(gpu))}"
+        for gpu in gpus
+    )
+    return (
+        f"{named}: the instance the plan is sized for; on a MIG-enabled GPU CUDA_VISIBLE_DEVICES selects an "
+        "instance by its MIG UUID (`nvidia-smi -L`), and the GPU index does not choose which one the process "
+        "gets"
+    )
+
+
+def mig_warnings(gpus: list[dict], ranks: str, key: str) -> list[str]:
+    """What a plan on MIG-enabled GPUs must tell: one instance, not the card, and how it is selected; `key`
+    is the plan's mig_uuids key ("serve.mig_uuids")."""
     warnings = []
+    named = mig_uuids(gpus)
     for gpu in gpus:
         if not gpu.get("mig"):
             continue
         device = mig_instance(gpu)
         count = len(gpu.get("mig_devices") or [])
-        if device is None:
-            which = f"its largest instance, {gpu['memory_mib']} MiB"
-        else:
-            sms = device.get("multiprocessor_count")
-            which = (
-                f"its largest instance, MIG device {device['index']} (GPU instance "
-                f"{device.get('gpu_instance_id')}, {'?' if sms is None else sms} SMs), "
-                f"{gpu['memory_mib']} MiB"
-            )
-        warnings.append(
-            f"GPU {gpu.get('index')} ({gpu.get('name')}) is MIG-partitioned into {count} instance(s): "
-            f"planning on {which}, not the whole card; a process sees one MIG instance, so no {ranks} span "
-            "instances; set CUDA_VISIBLE_DEVICES to that instance's MIG UUID (`nvidia-smi -L`) instead of "
-            f"the GPU index {gpu.get('index')}"
+        index = gpu.get("index")
+        text = (
+            f"GPU {index} ({gpu.get('name')}) is MIG-partitioned into {count} instance(s): planning on "
+            f"{_instance_shown(gpu, device)}, not the whole card; a process sees one MIG instance, so no "
+            f"{ranks} span instances; "
         )
+        if named:
+            text += (
+                f"{key} names that instance ({device['uuid']}), which `ktinfra render` exports as "
+                f"CUDA_VISIBLE_DEVICES instead of the GPU index {index}"
+            )
+        else:
+            which = "that instance" if device is None else f"MIG device {device['index']}"
+            text += (
+                f"the facts lack {which}'s UUID (`nvidia-smi -L`, kept in a capture as nvidia-smi-L.txt; "
+                f"captures made before it lack it), so {key} is null and `ktinfra render` exports the GPU "
+                f"index {index} as CUDA_VISIBLE_DEVICES, which does not choose the instance: gather the "
+                "facts again on the host (`ktinfra facts --json` or `--capture`) and plan again, or set "
+                f'{key} to ["MIG-..."], the UUID `nvidia-smi -L` prints for {which} under GPU {index}'
+            )
+        warnings.append(text)
     return warnings
 
 

@@ -18,6 +18,8 @@ from ktinfra.plan.host import (
     gpu_names,
     kt_capable_groups,
     left_out_reason,
+    mig_reason,
+    mig_uuids,
     mig_warnings,
     numa_nodes_in_use,
     thread_pools,
@@ -40,7 +42,7 @@ SERVE_KEYS = (
     "mem_fraction_static", "chunked_prefill_size", "max_running_requests", "max_total_tokens",
     "context_length", "cuda_graph_max_bs", "tensor_parallel_size", "enable_mixed_chunk",
     "trust_remote_code", "host", "port", "served_model_name", "lora", "numa_cpus", "checkpoint_dtype",
-    "gpu_indices", "max_mamba_cache_size",
+    "gpu_indices", "mig_uuids", "max_mamba_cache_size",
 )  # fmt: skip
 
 
@@ -343,7 +345,10 @@ def _mla_token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, 
 def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems, warnings) -> None:
     gpus, reasons["gpu_indices"], reasons["tensor_parallel_size"] = choose_gpus(arch, facts["gpus"], dtype)
     tp = len(gpus)
-    warnings += mig_warnings(gpus, "tensor-parallel ranks")
+    warnings += mig_warnings(gpus, "tensor-parallel ranks", "serve.mig_uuids")
+    serve["mig_uuids"] = mig_uuids(gpus)  # CUDA_VISIBLE_DEVICES of a MIG-enabled GPU: its instance
+    if serve["mig_uuids"]:
+        reasons["mig_uuids"] = mig_reason(gpus)
     gpu_bytes = gpu_memory_bytes(gpus)
     frac, reserve = mem_fraction_static(gpu_bytes)
     reasons["mem_fraction_static"] = (

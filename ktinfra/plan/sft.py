@@ -15,6 +15,8 @@ from ktinfra.plan.host import (
     has_amx,
     kt_capable_groups,
     left_out_reason,
+    mig_reason,
+    mig_uuids,
     mig_warnings,
     sequential_thread_pools,
     usable_gpus,
@@ -162,7 +164,9 @@ def plan_sft(
     used: list[dict] = []
     if usable_gpus(facts["gpus"]):  # none: gpu_problems says why (no GPU, or MIG without instances)
         used, reasons["gpu_indices"] = choose_gpus(facts["gpus"])
-        warnings += mig_warnings(used, "data-parallel ranks")
+        warnings += mig_warnings(used, "data-parallel ranks", "sft.mig_uuids")
+        if mig_uuids(used):
+            reasons["mig_uuids"] = mig_reason(used)
     gpus = len(used)
     cutoff_opt = opts.get("cutoff_len")
     checkpointing, reasons["gradient_checkpointing"] = gradient_checkpointing(arch, profile)
@@ -215,6 +219,7 @@ def plan_sft(
         "launcher": launcher,
         "checkpoint_dtype": "bf16",
         "gpu_indices": [g["index"] for g in used],  # nvidia-smi's index; validate() requires it
+        "mig_uuids": mig_uuids(used),  # CUDA_VISIBLE_DEVICES of a MIG-enabled GPU: its instance
     }
     if arch.native_dtype == "fp8":
         reasons["checkpoint_dtype"] = (

@@ -9,6 +9,8 @@ from pathlib import Path
 import jinja2
 
 from ktinfra import __version__
+from ktinfra.facts.gpus import MIG_UUID
+from ktinfra.shown import json_shown
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 
@@ -168,10 +170,20 @@ def env_line(key: str, value: str) -> str:
     return f'{key}="{value}"'
 
 
-def gpu_visibility(indices: object, where: str) -> dict[str, str]:
+def gpu_visibility(
+    indices: object, where: str, mig_uuids: object = None, mig_where: str = ""
+) -> dict[str, str]:
     """CUDA_DEVICE_ORDER + CUDA_VISIBLE_DEVICES for a plan's gpu_indices (None: no such key, nothing to set),
-    numbered as nvidia-smi and the facts number them: CUDA's own order is fastest-first."""
+    numbered as nvidia-smi and the facts number them: CUDA's own order is fastest-first.
+
+    `mig_uuids` (the plan's key `mig_where`; None: none) names the MIG instance planned on each of those
+    GPUs: CUDA_VISIBLE_DEVICES then lists the instances, since on a MIG-enabled GPU the index does not choose
+    the instance a process gets."""
     if indices is None:
+        if mig_uuids is not None:
+            raise RenderError(
+                f"plan {mig_where} needs {where}: it names the MIG instance of each GPU listed there"
+            )
         return {}
     if (
         not isinstance(indices, list)
@@ -182,7 +194,36 @@ def gpu_visibility(indices: object, where: str) -> dict[str, str]:
     if len(set(indices)) != len(indices):
         twice = sorted({i for i in indices if indices.count(i) > 1})
         raise RenderError(f"plan {where} {indices!r} lists GPU {', '.join(map(str, twice))} more than once")
-    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(map(str, indices))}
+    visible = ",".join(map(str, indices))
+    if mig_uuids is not None:
+        visible = ",".join(_mig_devices(mig_uuids, mig_where, indices, where))
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": visible}
+
+
+def _mig_devices(uuids: object, where: str, indices: list[int], indices_where: str) -> list[str]:
+    """A plan's mig_uuids, checked: MIG device UUIDs as `nvidia-smi -L` prints them, one for one GPU."""
+    form = "MIG-<uuid>, or MIG-GPU-<uuid>/<gi>/<ci> before R470, as `nvidia-smi -L` prints them"
+    if not isinstance(uuids, list) or not uuids:
+        raise RenderError(
+            f"plan {where} must be a list of MIG device UUIDs ({form}), not {json_shown(uuids)}"
+        )
+    for n, uuid in enumerate(uuids):
+        if not isinstance(uuid, str) or MIG_UUID.fullmatch(uuid) is None:
+            raise RenderError(
+                f"plan {where}[{n}] {json_shown(uuid, 80)} is not a MIG device UUID ({form}: hex digits and "
+                "dashes, no quotes, commas or spaces); CUDA_VISIBLE_DEVICES would not select the instance"
+            )
+    if len(uuids) != len(indices):
+        raise RenderError(
+            f"plan {where} lists {len(uuids)} MIG device(s) for the {len(indices)} GPU(s) of {indices_where} "
+            f"{indices!r}: one instance per listed GPU"
+        )
+    if len(uuids) > 1:
+        raise RenderError(
+            f"plan {where} lists {len(uuids)} MIG devices: a process sees one MIG instance, so no ranks span "
+            "instances (`ktinfra plan` puts a run on one)"
+        )
+    return uuids
 
 
 def render_template(name: str, **context: object) -> str:

@@ -205,7 +205,9 @@ def sglang_argv(
     if conservativeness is not None:
         argv += ["--schedule-conservativeness", _number(conservativeness)]
     tp_size = require_int(serve, "tensor_parallel_size", "serve", 1)
-    gpus = gpu_visibility(serve.get("gpu_indices"), "serve.gpu_indices")
+    gpus = gpu_visibility(
+        serve.get("gpu_indices"), "serve.gpu_indices", serve.get("mig_uuids"), "serve.mig_uuids"
+    )
     if gpus and len(serve["gpu_indices"]) != tp_size:
         raise RenderError(
             f"plan serve.tensor_parallel_size {tp_size} does not match serve.gpu_indices "
@@ -454,7 +456,10 @@ def render_serve(
         env_line("KT_NUMACTL_ARGS", " ".join(placement)),
         env_line("KT_HEALTH_URL", url),
     ]
-    env += [env_line(k, v) for k, v in gpu_visibility(serve.get("gpu_indices"), "serve.gpu_indices").items()]
+    visibility = gpu_visibility(
+        serve.get("gpu_indices"), "serve.gpu_indices", serve.get("mig_uuids"), "serve.mig_uuids"
+    )
+    env += [env_line(k, v) for k, v in visibility.items()]
     if api_key:
         env.append(env_line("KT_API_KEY", api_key))
     out.add(f"ktinfra-serve-{name}.env", "\n".join(env) + "\n", mode=0o600)

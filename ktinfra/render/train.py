@@ -198,7 +198,8 @@ def _launcher_env(launcher: dict, own: dict) -> dict:
         if key in _OWN_ENV and str(value) != own.get(key):
             raise RenderError(
                 f"plan sft.launcher.env sets {key}={value}, but ktinfra sets it "
-                f"{'to ' + own[key] if key in own else 'only'} from sft.gpu_indices and the stack"
+                f"{'to ' + own[key] if key in own else 'only'} from sft.gpu_indices (sft.mig_uuids) "
+                "and the stack"
             )
     return {key: str(value) for key, value in env.items()}
 
@@ -355,10 +356,11 @@ def render_train(
     model_name = comment_text(model_section(plan), "name", "model.name")
     stack = comment_text(plan, "stack", "stack")
     header = f"# LLaMA-Factory + KT LoRA recipe for {model_name} ({stack}), rendered by ktinfra\n"
-    gpus = sft.get("gpu_indices")
-    if gpus is None:  # plans made before sft.gpu_indices: every GPU of the host
+    gpus, mig = sft.get("gpu_indices"), sft.get("mig_uuids")
+    if gpus is None and mig is None:  # plans made before sft.gpu_indices: every GPU of the host
         gpus = _host_gpu_indices(plan) or None
-    visibility = gpu_visibility(gpus, "sft.gpu_indices")  # [] in the plan is refused, not "every GPU"
+    # [] in the plan is refused, not "every GPU"; mig_uuids: the planned MIG instance of each GPU
+    visibility = gpu_visibility(gpus, "sft.gpu_indices", mig, "sft.mig_uuids")
     launcher = _launcher(sft, generation)
     bindir = str(PurePosixPath(python).parent)
     out = Rendered()

@@ -1,6 +1,7 @@
 """MIG-enabled GPUs: a process gets one MIG instance, never the whole card. The synthetic captures
 synthetic-h100-mig-2x3g (two 3g.40gb instances) and synthetic-h100-mig-none (MIG on, no instance) are the
-real H100 capture with MIG switched on in its nvidia-smi files (their READMEs say SYNTHETIC)."""
+real H100 capture with MIG switched on in its nvidia-smi files and an `nvidia-smi -L` listing added (their
+READMEs say SYNTHETIC). How the instance is selected by its UUID: tests/unit/test_mig_uuid.py."""
 
 from __future__ import annotations
 
@@ -35,8 +36,10 @@ def test_mig_instances_are_the_memory_a_process_can_use():
     assert (gpu["index"], gpu["mig"], gpu["memory_mib"]) == (0, True, 40192)  # the card says 81559
     assert gpu["mig_devices"] == [
         {"index": n, "gpu_instance_id": n + 1, "compute_instance_id": 0, "multiprocessor_count": 60,
-         "memory_mib": 40192}
-        for n in (0, 1)
+         "memory_mib": 40192, "profile": "3g.40gb", "uuid": uuid}  # profile, uuid: its nvidia-smi -L
+        for n, uuid in enumerate(
+            ("MIG-978553c0-9f55-5ab9-b2cd-da525c211123", "MIG-d9d7d000-7324-555b-9b15-aa9d35017479")
+        )
     ]  # fmt: skip
     assert gpu["compute_capability"] == "9.0" and gpu["uuid"] == "GPU-15ad6b29-6927-2cac-9589-94c4a88d0418"
 
@@ -137,9 +140,10 @@ def test_serving_on_a_mig_instance_is_sized_for_the_instance():
     (warning,) = [w for w in result["warnings"] if "MIG" in w]
     assert warning.startswith(
         "GPU 0 (NVIDIA H100 80GB HBM3) is MIG-partitioned into 2 instance(s): planning on its largest "
-        "instance, MIG device 0 (GPU instance 1, 60 SMs), 40192 MiB, not the whole card"
+        "instance, MIG device 0 (3g.40gb, GPU instance 1, 60 SMs), 40192 MiB, not the whole card"
     )
-    assert "no tensor-parallel ranks span instances" in warning and "MIG UUID" in warning
+    # the plan names the instance (serve.mig_uuids, tests/unit/test_mig_uuid.py): nothing left to do by hand
+    assert "no tensor-parallel ranks span instances" in warning and "serve.mig_uuids names" in warning
 
 
 def test_fine_tuning_on_a_mig_instance_warns_too():
