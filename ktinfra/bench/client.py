@@ -88,6 +88,10 @@ class TimedOut(Exception):
     pass
 
 
+class ServerFailed(Exception):
+    """The server answered 200 but said inside the reply that the request failed."""
+
+
 @dataclass
 class RequestResult:
     ok: bool
@@ -139,6 +143,11 @@ def _short(data: object) -> str:
             text = f"<{type(data).__name__} nested too deeply to show>"
     text = text.replace("\r", "\\r").replace("\n", "\\n")  # error messages stay one line
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _reads(resp: requests.Response, timeout_s: float, deadline: float, size: int = 65536) -> Iterator[bytes]:
@@ -309,6 +318,30 @@ def _usage(sc: Scenario, event: dict) -> tuple[int | None, int | None]:
     )
 
 
+def _failure(sc: Scenario, event: dict) -> str | None:
+    """What the server said went wrong, in an event or a whole reply that answers 200 all the same: SGLang
+    streams ``{"error": {"message": ...}}`` before [DONE] when generation fails (transformers serve
+    ``{"error": "..."}``), and ends an aborted request with finish_reason "abort" (``{"type": "abort",
+    "message": ...}`` in /generate's meta_info). Without this the tokens streamed before it made the
+    request a success."""
+    error = event.get("error")
+    if error:
+        message = error.get("message") if isinstance(error, dict) else error
+        return f"server error: {message if isinstance(message, str) and message else _short(error)}"
+    if sc.api == "sglang":
+        meta = event.get("meta_info")
+        reason = meta.get("finish_reason") if isinstance(meta, dict) else None
+    else:
+        choices = event.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        reason = first.get("finish_reason") if isinstance(first, dict) else None
+    kind = reason.get("type") if isinstance(reason, dict) else reason
+    if kind != "abort":
+        return None
+    message = reason.get("message") if isinstance(reason, dict) else None
+    return "server aborted the request" + (f": {message}" if isinstance(message, str) and message else "")
+
+
 def estimate_tokens(text: str) -> int:
     """Output tokens of a reply the server sent no usage for: about 4 characters per token."""
     return max(1, round(len(text) / 4)) if text.strip() else 0
@@ -337,6 +370,9 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                 seen, last, events = "", None, 0
                 for event in _events(_lines(pieces)):
                     events += 1
+                    failure = _failure(sc, event)
+                    if failure:
+                        raise ServerFailed(failure)
                     new, seen = _chunk_text(sc, event, seen)
                     p, c = _usage(sc, event)
                     prompt_toks, completion_toks = p or prompt_toks, c or completion_toks
@@ -353,6 +389,9 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                     raise UnexpectedReply("no 'data:' event in the streamed reply")
             else:
                 reply = _object(_json(_joined(pieces)), "reply")
+                failure = _failure(sc, reply)
+                if failure:
+                    raise ServerFailed(failure)
                 prompt_toks, completion_toks = _usage(sc, reply)
                 result.ttft_s = time.perf_counter() - t0  # the whole answer arrives at once
                 if not completion_toks:
@@ -373,6 +412,8 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         result.error = f"timed out after {sc.timeout_s:g} s ({kind})"
     except UnexpectedReply as exc:
         result.error = f"unexpected reply: {exc}"
+    except ServerFailed as exc:
+        result.error = _one_line(str(exc))
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
         if time.perf_counter() >= deadline:  # the deadline shut the socket while the headers were read
             result.error = f"timed out after {sc.timeout_s:g} s (no answer)"

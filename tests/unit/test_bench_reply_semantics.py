@@ -1,0 +1,74 @@
+"""What a 200 reply means for `ktinfra bench`, against a real local server that streams the way SGLang does:
+a failure the server reports inside the reply (an error event, an abort) fails the request."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import requests
+from test_bench_http import DONE, USAGE, Server, delta, scenario, sse, whole
+
+from ktinfra import bench
+from ktinfra.bench.client import send
+
+# SGLang's serving_chat: a ValueError during generation becomes this event, then [DONE], on a 200 stream
+OPENAI_ERROR = (
+    b'data: {"error": {"object": "error", "message": "Aborted: KV cache full", "type": "BadRequestError", '
+    b'"param": null, "code": 400}}\n\n'
+)
+OOM = b'data: {"error": "CUDA out of memory"}\n\n'  # transformers serve's form
+BOOM = b'data: {"error": {"message": "boom"}}\n\n'  # SGLang /generate's form
+ABORT = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "abort"}]}\n\n'
+
+
+def native(text: str, tokens: int, finish: dict | None = None) -> bytes:
+    meta = {"prompt_tokens": 5, "completion_tokens": tokens, "finish_reason": finish}
+    event = {"text": text, "meta_info": meta}
+    return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    srv = Server()
+    yield srv
+    srv.httpd.shutdown()
+    srv.httpd.server_close()
+
+
+@pytest.mark.parametrize(
+    ("events", "api", "error"),
+    [
+        ([delta("a"), delta("b"), OPENAI_ERROR, DONE], "openai", "server error: Aborted: KV cache full"),
+        ([delta("a"), USAGE, OPENAI_ERROR, DONE], "openai", "server error: Aborted: KV cache full"),
+        ([delta("a"), OOM], "openai", "server error: CUDA out of memory"),
+        ([delta("a"), ABORT, USAGE, DONE], "openai", "server aborted the request"),
+        ([native("ab", 2), BOOM, DONE], "sglang", "server error: boom"),
+        (
+            [native("ab", 2), native("ab", 2, {"type": "abort", "message": "scheduler"}), DONE],
+            "sglang",
+            "server aborted the request: scheduler",
+        ),
+    ],
+)
+def test_a_failure_reported_inside_the_stream_fails_the_request(server, events, api, error):
+    # these counted as completed requests with the tokens streamed before the failure
+    server.reply = lambda h, body: sse(h, events)
+    level = bench.run_level(scenario(server, api=api), users=1, requests_per_user=2)
+    assert (level["completed"], level["failed"], level["errors"]) == (0, 2, [error])
+
+
+def test_an_error_in_a_whole_reply_is_the_requests_error(server):
+    server.reply = lambda h, body: whole(h, b'{"error": {"message": "context too long"}}')
+    result = send(requests.Session(), scenario(server, stream=False), "hi")
+    assert (result.ok, result.error) == (False, "server error: context too long")
+
+
+def test_normal_finish_reasons_still_complete(server):
+    stop = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}\n\n'
+    server.reply = lambda h, body: sse(h, [delta("a"), stop, USAGE, DONE])
+    assert send(requests.Session(), scenario(server), "hi").ok
+    length = native("ab", 2, {"type": "length", "length": 2})
+    server.reply = lambda h, body: sse(h, [native("a", 1), length, DONE])
+    assert send(requests.Session(), scenario(server, api="sglang"), "hi").ok
