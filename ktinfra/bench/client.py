@@ -288,7 +288,11 @@ def _chunk_text(sc: Scenario, event: dict, seen: str) -> tuple[str, str]:
         return text[len(seen) :], text
     choice = _first_choice(event)
     delta = _object(choice.get("delta") or {}, "delta") if choice is not None else {}
-    new = _text(delta.get("content"), "delta.content")
+    # A server with a reasoning parser (SGLang --reasoning-parser) streams the thinking as reasoning_content:
+    # generated tokens like the answer's, so the first of them is the first token.
+    new = _text(delta.get("reasoning_content"), "delta.reasoning_content") + _text(
+        delta.get("content"), "delta.content"
+    )
     return new, seen + new
 
 
@@ -298,7 +302,8 @@ def _whole_text(sc: Scenario, body: dict) -> str:
         return _text(body.get("text"), "text")
     choice = _first_choice(body)
     message = _object(choice.get("message") or {}, "message") if choice is not None else {}
-    return _text(message.get("content"), "message.content")
+    reasoning = _text(message.get("reasoning_content"), "message.reasoning_content")
+    return reasoning + _text(message.get("content"), "message.content")
 
 
 def _count(value: object, what: str) -> int | None:

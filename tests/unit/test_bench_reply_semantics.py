@@ -72,3 +72,29 @@ def test_normal_finish_reasons_still_complete(server):
     length = native("ab", 2, {"type": "length", "length": 2})
     server.reply = lambda h, body: sse(h, [native("a", 1), length, DONE])
     assert send(requests.Session(), scenario(server, api="sglang"), "hi").ok
+
+
+def reasoning(text: str) -> bytes:
+    event = {"choices": [{"delta": {"reasoning_content": text, "content": None}}]}
+    return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+
+def test_reasoning_tokens_are_generated_tokens(server):
+    # SGLang with --reasoning-parser streams the thinking as delta.reasoning_content: the first token left
+    # at once, but TTFT came out as the time to the first answer token (here 0.9 s), and a reply that was
+    # all thinking had no TTFT/ITL at all, or failed "server returned no tokens" without usage
+    server.reply = lambda h, body: sse(
+        h, [reasoning("hmm"), reasoning(" so"), reasoning(" ok"), delta("a"), USAGE, DONE], gap_s=0.3
+    )
+    result = send(requests.Session(), scenario(server), "hi")
+    assert result.ok and result.ttft_s < 0.25 and len(result.itl_s) == 3
+    server.reply = lambda h, body: sse(h, [reasoning("hmm"), reasoning(" so"), DONE])
+    result = send(requests.Session(), scenario(server), "hi")
+    assert (result.ok, result.output_tokens, result.tokens_estimated, len(result.itl_s)) == (True, 2, True, 1)
+
+
+def test_reasoning_of_a_whole_reply_counts_without_usage(server):
+    message = {"role": "assistant", "reasoning_content": "a" * 40, "content": None}
+    server.reply = lambda h, body: whole(h, json.dumps({"choices": [{"message": message}]}).encode())
+    result = send(requests.Session(), scenario(server, stream=False), "hi")
+    assert (result.ok, result.output_tokens) == (True, 10)
