@@ -42,6 +42,7 @@ class Scenario:
     stream: bool = True
     ignore_eos: bool = False  # SGLang extension; other OpenAI servers reject the unknown field
     timeout_s: float = 600.0
+    api_key: str | None = field(default=None, repr=False)  # sent as "Authorization: Bearer KEY"
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
@@ -355,6 +356,7 @@ def estimate_tokens(text: str) -> int:
 def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
     """One request, timed; never raises for what the server does (refusal, timeout, odd reply)."""
     path, body = _payload(sc, prompt)
+    headers = {"Authorization": f"Bearer {sc.api_key}"} if sc.api_key else None
     result = RequestResult(ok=False, start=time.time())
     t0 = time.perf_counter()
     deadline = t0 + sc.timeout_s
@@ -363,7 +365,9 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         # the headers are too, in a session from deadline.new_session().
         with (
             request_deadline(deadline),
-            session.post(sc.url.rstrip("/") + path, json=body, stream=True, timeout=sc.timeout_s) as resp,
+            session.post(
+                sc.url.rstrip("/") + path, json=body, headers=headers, stream=True, timeout=sc.timeout_s
+            ) as resp,
         ):
             if resp.status_code != 200:
                 result.error = f"HTTP {resp.status_code}: {error_body(resp, sc.timeout_s, deadline)}"

@@ -9,9 +9,11 @@ from collections.abc import Iterator
 import pytest
 import requests
 from test_bench_http import DONE, USAGE, Server, delta, scenario, sse, whole
+from typer.testing import CliRunner
 
 from ktinfra import bench
 from ktinfra.bench.client import send
+from ktinfra.cli import app
 
 # SGLang's serving_chat: a ValueError during generation becomes this event, then [DONE], on a 200 stream
 OPENAI_ERROR = (
@@ -27,6 +29,10 @@ def native(text: str, tokens: int, finish: dict | None = None) -> bytes:
     meta = {"prompt_tokens": 5, "completion_tokens": tokens, "finish_reason": finish}
     event = {"text": text, "meta_info": meta}
     return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, ["bench", "--model", "m", *args])
 
 
 @pytest.fixture
@@ -98,3 +104,31 @@ def test_reasoning_of_a_whole_reply_counts_without_usage(server):
     server.reply = lambda h, body: whole(h, json.dumps({"choices": [{"message": message}]}).encode())
     result = send(requests.Session(), scenario(server, stream=False), "hi")
     assert (result.ok, result.output_tokens) == (True, 10)
+
+
+def test_a_server_with_an_api_key_can_be_benchmarked(server, tmp_path):
+    # render serve and lora serve put an API key on every server bound beyond 127.0.0.1, and SGLang then
+    # answers 401 to requests without it: bench had no way to send one, so every request failed
+    def keyed(h, body):
+        if h.headers.get("Authorization") != "Bearer s3cret":
+            whole(h, b'{"detail": "Invalid API Key"}', code=401)
+        else:
+            sse(h, [delta("a"), USAGE, DONE])
+
+    server.reply = keyed
+    key = tmp_path / "key"
+    key.write_text("s3cret\n")
+    res = cli("--url", server.url, "--users", "1", "--api-key-file", str(key), "--json")
+    assert res.exit_code == 0, res.output
+    level = json.loads(res.stdout)["levels"][0]
+    assert (level["completed"], level["failed"]) == (2, 0)
+    assert "s3cret" not in res.output
+    res = cli("--url", server.url, "--users", "1", "--json")
+    assert res.exit_code == 1 and json.loads(res.stdout)["levels"][0]["errors"][0].startswith("HTTP 401")
+
+
+def test_an_unreadable_api_key_file_is_refused_before_any_request(server, tmp_path):
+    res = cli("--url", server.url, "--users", "1", "--api-key-file", str(tmp_path / "missing"))
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "error: cannot read --api-key-file" in res.output
+    assert server.requests == 0
