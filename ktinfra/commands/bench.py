@@ -186,13 +186,17 @@ def bench_command(
         progress.update(task, total=result["completed"] + result["failed"])
         return result
 
-    with progress:
-        if capacity:
-            result = bench.search(level, min_tps=min_tps, max_users=max_users)
-            levels = result["levels"]
-        else:
-            levels = [level(users)]
-            result = {"levels": levels}
+    try:
+        with progress:
+            if capacity:
+                result = bench.search(level, min_tps=min_tps, max_users=max_users)
+                levels = result["levels"]
+            else:
+                levels = [level(users)]
+                result = {"levels": levels}
+    except KeyboardInterrupt:
+        typer.echo("error: interrupted: no result (requests in flight were abandoned)", err=True)
+        raise typer.Exit(130) from None
     result["scenario"] = {
         "url": url,
         "api": api,
