@@ -48,6 +48,12 @@ class Scenario:
         if self.api not in APIS:
             raise ValueError(f"api must be one of {', '.join(APIS)}, not {self.api!r}")
         check_url(self.url)
+        if self.api == "openai" and urlsplit(self.url).path.rstrip("/").endswith("/v1"):
+            # an OpenAI client's base_url: every request would go to .../v1/v1/chat/completions and get 404
+            raise ValueError(
+                f"url {self.url!r} ends in /v1: give the server's base URL without it "
+                "(bench appends /v1/chat/completions)"
+            )
         if self.prompt_tokens < 1 or self.gen_tokens < 1:
             raise ValueError("prompt and generated token counts must be at least 1")
         if not (isinstance(self.timeout_s, int | float) and math.isfinite(self.timeout_s)) or (

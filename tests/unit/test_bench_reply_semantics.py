@@ -132,3 +132,13 @@ def test_an_unreadable_api_key_file_is_refused_before_any_request(server, tmp_pa
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "error: cannot read --api-key-file" in res.output
     assert server.requests == 0
+
+
+@pytest.mark.parametrize("suffix", ["/v1", "/v1/", "/api/v1"])
+def test_an_openai_base_url_with_v1_is_refused_before_any_request(server, suffix):
+    # the base_url OpenAI clients take: every request went to /v1/v1/chat/completions, and each failed
+    # 'HTTP 404: {"detail":"Not Found"}' without naming the path
+    res = cli("--url", server.url + suffix, "--users", "1")
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "ends in /v1: give the server's base URL without it" in res.output
+    assert server.requests == 0
