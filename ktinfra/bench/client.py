@@ -42,11 +42,18 @@ class Scenario:
     stream: bool = True
     ignore_eos: bool = False  # SGLang extension; other OpenAI servers reject the unknown field
     timeout_s: float = 600.0
+    api_key: str | None = field(default=None, repr=False)  # sent as "Authorization: Bearer KEY"
 
     def __post_init__(self) -> None:
         if self.api not in APIS:
             raise ValueError(f"api must be one of {', '.join(APIS)}, not {self.api!r}")
         check_url(self.url)
+        if self.api == "openai" and urlsplit(self.url).path.rstrip("/").endswith("/v1"):
+            # an OpenAI client's base_url: every request would go to .../v1/v1/chat/completions and get 404
+            raise ValueError(
+                f"url {self.url!r} ends in /v1: give the server's base URL without it "
+                "(bench appends /v1/chat/completions)"
+            )
         if self.prompt_tokens < 1 or self.gen_tokens < 1:
             raise ValueError("prompt and generated token counts must be at least 1")
         if not (isinstance(self.timeout_s, int | float) and math.isfinite(self.timeout_s)) or (
@@ -86,6 +93,10 @@ class UnexpectedReply(Exception):
 
 class TimedOut(Exception):
     pass
+
+
+class ServerFailed(Exception):
+    """The server answered 200 but said inside the reply that the request failed."""
 
 
 @dataclass
@@ -139,6 +150,11 @@ def _short(data: object) -> str:
             text = f"<{type(data).__name__} nested too deeply to show>"
     text = text.replace("\r", "\\r").replace("\n", "\\n")  # error messages stay one line
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _reads(resp: requests.Response, timeout_s: float, deadline: float, size: int = 65536) -> Iterator[bytes]:
@@ -279,7 +295,11 @@ def _chunk_text(sc: Scenario, event: dict, seen: str) -> tuple[str, str]:
         return text[len(seen) :], text
     choice = _first_choice(event)
     delta = _object(choice.get("delta") or {}, "delta") if choice is not None else {}
-    new = _text(delta.get("content"), "delta.content")
+    # A server with a reasoning parser (SGLang --reasoning-parser) streams the thinking as reasoning_content:
+    # generated tokens like the answer's, so the first of them is the first token.
+    new = _text(delta.get("reasoning_content"), "delta.reasoning_content") + _text(
+        delta.get("content"), "delta.content"
+    )
     return new, seen + new
 
 
@@ -289,7 +309,8 @@ def _whole_text(sc: Scenario, body: dict) -> str:
         return _text(body.get("text"), "text")
     choice = _first_choice(body)
     message = _object(choice.get("message") or {}, "message") if choice is not None else {}
-    return _text(message.get("content"), "message.content")
+    reasoning = _text(message.get("reasoning_content"), "message.reasoning_content")
+    return reasoning + _text(message.get("content"), "message.content")
 
 
 def _count(value: object, what: str) -> int | None:
@@ -309,6 +330,30 @@ def _usage(sc: Scenario, event: dict) -> tuple[int | None, int | None]:
     )
 
 
+def _failure(sc: Scenario, event: dict) -> str | None:
+    """What the server said went wrong, in an event or a whole reply that answers 200 all the same: SGLang
+    streams ``{"error": {"message": ...}}`` before [DONE] when generation fails (transformers serve
+    ``{"error": "..."}``), and ends an aborted request with finish_reason "abort" (``{"type": "abort",
+    "message": ...}`` in /generate's meta_info). Without this the tokens streamed before it made the
+    request a success."""
+    error = event.get("error")
+    if error:
+        message = error.get("message") if isinstance(error, dict) else error
+        return f"server error: {message if isinstance(message, str) and message else _short(error)}"
+    if sc.api == "sglang":
+        meta = event.get("meta_info")
+        reason = meta.get("finish_reason") if isinstance(meta, dict) else None
+    else:
+        choices = event.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        reason = first.get("finish_reason") if isinstance(first, dict) else None
+    kind = reason.get("type") if isinstance(reason, dict) else reason
+    if kind != "abort":
+        return None
+    message = reason.get("message") if isinstance(reason, dict) else None
+    return "server aborted the request" + (f": {message}" if isinstance(message, str) and message else "")
+
+
 def estimate_tokens(text: str) -> int:
     """Output tokens of a reply the server sent no usage for: about 4 characters per token."""
     return max(1, round(len(text) / 4)) if text.strip() else 0
@@ -317,6 +362,7 @@ def estimate_tokens(text: str) -> int:
 def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
     """One request, timed; never raises for what the server does (refusal, timeout, odd reply)."""
     path, body = _payload(sc, prompt)
+    headers = {"Authorization": f"Bearer {sc.api_key}"} if sc.api_key else None
     result = RequestResult(ok=False, start=time.time())
     t0 = time.perf_counter()
     deadline = t0 + sc.timeout_s
@@ -325,7 +371,9 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         # the headers are too, in a session from deadline.new_session().
         with (
             request_deadline(deadline),
-            session.post(sc.url.rstrip("/") + path, json=body, stream=True, timeout=sc.timeout_s) as resp,
+            session.post(
+                sc.url.rstrip("/") + path, json=body, headers=headers, stream=True, timeout=sc.timeout_s
+            ) as resp,
         ):
             if resp.status_code != 200:
                 result.error = f"HTTP {resp.status_code}: {error_body(resp, sc.timeout_s, deadline)}"
@@ -337,6 +385,9 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                 seen, last, events = "", None, 0
                 for event in _events(_lines(pieces)):
                     events += 1
+                    failure = _failure(sc, event)
+                    if failure:
+                        raise ServerFailed(failure)
                     new, seen = _chunk_text(sc, event, seen)
                     p, c = _usage(sc, event)
                     prompt_toks, completion_toks = p or prompt_toks, c or completion_toks
@@ -353,6 +404,9 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                     raise UnexpectedReply("no 'data:' event in the streamed reply")
             else:
                 reply = _object(_json(_joined(pieces)), "reply")
+                failure = _failure(sc, reply)
+                if failure:
+                    raise ServerFailed(failure)
                 prompt_toks, completion_toks = _usage(sc, reply)
                 result.ttft_s = time.perf_counter() - t0  # the whole answer arrives at once
                 if not completion_toks:
@@ -373,6 +427,8 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         result.error = f"timed out after {sc.timeout_s:g} s ({kind})"
     except UnexpectedReply as exc:
         result.error = f"unexpected reply: {exc}"
+    except ServerFailed as exc:
+        result.error = _one_line(str(exc))
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
         if time.perf_counter() >= deadline:  # the deadline shut the socket while the headers were read
             result.error = f"timed out after {sc.timeout_s:g} s (no answer)"

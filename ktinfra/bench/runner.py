@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from ktinfra.bench.client import RequestResult, Scenario, make_prompt, send
 from ktinfra.bench.deadline import new_session
@@ -31,13 +30,15 @@ def run_level(
         raise ValueError("requests_per_user must be at least 1")
     results: list[RequestResult] = []
     lock = threading.Lock()
+    stop = threading.Event()  # set on Ctrl-C (or a user's crash): no user starts another request
+    crashed: list[BaseException] = []
     start = time.perf_counter()
     deadline = start + duration_s if duration_s is not None else None
 
     def user(index: int) -> None:
         with new_session() as session:
             n = 0
-            while True:
+            while not stop.is_set():
                 if requests_per_user is not None and n >= requests_per_user:
                     return
                 if deadline is not None and time.perf_counter() >= deadline:
@@ -50,7 +51,27 @@ def run_level(
                     on_result(result)
                 n += 1
 
-    with ThreadPoolExecutor(max_workers=users, thread_name_prefix="bench-user") as pool:
-        for future in [pool.submit(user, i) for i in range(users)]:
-            future.result()
+    def guarded(index: int) -> None:
+        try:
+            user(index)
+        except BaseException as exc:  # re-raised below, in the caller's thread
+            crashed.append(exc)
+            stop.set()
+
+    # Daemon threads, not a ThreadPoolExecutor: on Ctrl-C the caller gets KeyboardInterrupt at once, and the
+    # process can exit without waiting for the requests in flight (the executor joins its threads at exit,
+    # so an interrupted run went on sending every remaining request, minutes at --gen-tokens 500).
+    threads = [
+        threading.Thread(target=guarded, args=(i,), name=f"bench-user-{i}", daemon=True) for i in range(users)
+    ]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        stop.set()
+        raise
+    if crashed:
+        raise crashed[0]
     return summarize(results, users, time.perf_counter() - start)

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from ktinfra import bench
 from ktinfra.bench.plot import check_plot_path, plot_levels
+from ktinfra.render.common import RenderError, read_api_key_file
 
 # One thread per user; SGLang's own --max-running-requests is in the hundreds at most
 MAX_USERS = 4096
@@ -116,6 +117,10 @@ def bench_command(
         min=1.0,
         help="Seconds one request may take in all (and at most between two reads).",
     ),
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option("--api-key-file", help="File holding the server's API key (sent as Bearer)."),
+    ] = None,
     as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
     plot: Annotated[
         Path | None,
@@ -144,6 +149,10 @@ def bench_command(
     if requests_per_user is None and duration is None:
         requests_per_user = 2
     try:
+        api_key = read_api_key_file(api_key_file)
+    except RenderError as exc:
+        _fail(str(exc))
+    try:
         sc = bench.Scenario(
             url=url,
             model=model,
@@ -153,6 +162,7 @@ def bench_command(
             stream=stream,
             ignore_eos=ignore_eos,
             timeout_s=timeout,
+            api_key=api_key,
         )
     except ValueError as exc:
         _fail(str(exc))
@@ -176,13 +186,17 @@ def bench_command(
         progress.update(task, total=result["completed"] + result["failed"])
         return result
 
-    with progress:
-        if capacity:
-            result = bench.search(level, min_tps=min_tps, max_users=max_users)
-            levels = result["levels"]
-        else:
-            levels = [level(users)]
-            result = {"levels": levels}
+    try:
+        with progress:
+            if capacity:
+                result = bench.search(level, min_tps=min_tps, max_users=max_users)
+                levels = result["levels"]
+            else:
+                levels = [level(users)]
+                result = {"levels": levels}
+    except KeyboardInterrupt:
+        typer.echo("error: interrupted: no result (requests in flight were abandoned)", err=True)
+        raise typer.Exit(130) from None
     result["scenario"] = {
         "url": url,
         "api": api,

@@ -85,7 +85,28 @@ def kt_info(host, kt_python) -> dict:
     return run_probe(host, kt_python, "kt_kernel_moe", json.dumps({"mode": "info"}))
 
 
-@pytest.fixture(autouse=True)
-def _record_host(host, record_property):
-    """Tag each result with its host, so `ktinfra doctor` can group checks per host."""
-    record_property("kt_host", host.backend.get_pytest_id())
+def pytest_collection_modifyitems(items):
+    """Tag each result with its host, so `ktinfra doctor` can group checks per host. At collection rather than
+    in a fixture: a module fixture that fails (an unreachable host) stops the setup before any later fixture,
+    and doctor then read the host from the test id ('ssh://gpu1-inference' for a parametrized check)."""
+    for item in items:
+        host = item.callspec.params.get("_testinfra_host") if hasattr(item, "callspec") else None
+        if host is not None:
+            item.user_properties.append(("kt_host", host.backend.get_pytest_id()))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _reachable(host) -> None:
+    """A host where no command runs fails every check with the reason, once per module and host: each check
+    used to quote testinfra's CommandResult repr (for a probe, its base64 source cut off before ssh's own
+    message), so 'ssh: Could not resolve hostname' or 'No such container' was nowhere to be read."""
+    name = host.backend.get_pytest_id()
+    try:
+        result = host.run("true")
+    except Exception as exc:  # testinfra's ssh backend raises RuntimeError(CommandResult) when ssh exits 255
+        out = exc.args[0] if exc.args else exc
+        reason = str(getattr(out, "stderr", "") or out).strip()
+        pytest.fail(f"cannot run commands on {name}: {reason}", pytrace=False)
+    if result.rc != 0:
+        reason = (result.stderr or result.stdout).strip() or f"'true' exited {result.rc}"
+        pytest.fail(f"cannot run commands on {name}: {reason}", pytrace=False)

@@ -246,7 +246,7 @@ def test_the_deadline_does_not_touch_later_requests_on_the_connection(server):
 def test_headers_through_an_http_proxy_end_at_the_deadline(server):
     # the dripping server is the proxy: requests sends it the absolute URL of a host that does not exist
     server.reply = drip_headers
-    target = bench.Scenario(url="http://ktinfra-proxy-test.invalid:9/v1", model="m", timeout_s=1.0)
+    target = bench.Scenario(url="http://ktinfra-proxy-test.invalid:9/api", model="m", timeout_s=1.0)
     t0 = time.perf_counter()
     with new_session() as session:
         session.proxies = {"http": server.url}

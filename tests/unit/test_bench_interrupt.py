@@ -1,0 +1,55 @@
+"""Ctrl-C during `ktinfra bench`, for real: the command in a subprocess against a slow local server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_bench_http import DONE, USAGE, Server, delta, sse
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    srv = Server()
+    yield srv
+    srv.httpd.shutdown()
+    srv.httpd.server_close()
+
+
+def test_ctrl_c_stops_the_load_at_once(server):
+    # each request streams for 10 s; 2 users x 3 requests is 30 s of load. Ctrl-C used to be honoured only
+    # once every remaining request had been sent and answered (the executor joined its threads), and then
+    # the process exited 130 without a word.
+    server.reply = lambda h, body: sse(h, [delta("a ")] * 20 + [USAGE, DONE], gap_s=0.5)
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "ktinfra", "bench", "--url", server.url, "--model", "m"]
+        + ["--users", "2", "--requests", "3", "--json"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
+    )
+    try:
+        started = time.monotonic()
+        while server.requests < 2 and time.monotonic() - started < 60:
+            time.sleep(0.05)
+        assert server.requests == 2
+        bench.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        out, err = bench.communicate(timeout=30)
+    finally:
+        bench.kill()
+    assert time.monotonic() - interrupted < 5
+    assert bench.returncode == 130
+    assert "error: interrupted" in err and "Traceback" not in err
+    assert server.requests == 2  # no request was started after Ctrl-C

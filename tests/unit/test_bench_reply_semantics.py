@@ -1,0 +1,144 @@
+"""What a 200 reply means for `ktinfra bench`, against a real local server that streams the way SGLang does:
+a failure the server reports inside the reply (an error event, an abort) fails the request."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import requests
+from test_bench_http import DONE, USAGE, Server, delta, scenario, sse, whole
+from typer.testing import CliRunner
+
+from ktinfra import bench
+from ktinfra.bench.client import send
+from ktinfra.cli import app
+
+# SGLang's serving_chat: a ValueError during generation becomes this event, then [DONE], on a 200 stream
+OPENAI_ERROR = (
+    b'data: {"error": {"object": "error", "message": "Aborted: KV cache full", "type": "BadRequestError", '
+    b'"param": null, "code": 400}}\n\n'
+)
+OOM = b'data: {"error": "CUDA out of memory"}\n\n'  # transformers serve's form
+BOOM = b'data: {"error": {"message": "boom"}}\n\n'  # SGLang /generate's form
+ABORT = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "abort"}]}\n\n'
+
+
+def native(text: str, tokens: int, finish: dict | None = None) -> bytes:
+    meta = {"prompt_tokens": 5, "completion_tokens": tokens, "finish_reason": finish}
+    event = {"text": text, "meta_info": meta}
+    return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, ["bench", "--model", "m", *args])
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    srv = Server()
+    yield srv
+    srv.httpd.shutdown()
+    srv.httpd.server_close()
+
+
+@pytest.mark.parametrize(
+    ("events", "api", "error"),
+    [
+        ([delta("a"), delta("b"), OPENAI_ERROR, DONE], "openai", "server error: Aborted: KV cache full"),
+        ([delta("a"), USAGE, OPENAI_ERROR, DONE], "openai", "server error: Aborted: KV cache full"),
+        ([delta("a"), OOM], "openai", "server error: CUDA out of memory"),
+        ([delta("a"), ABORT, USAGE, DONE], "openai", "server aborted the request"),
+        ([native("ab", 2), BOOM, DONE], "sglang", "server error: boom"),
+        (
+            [native("ab", 2), native("ab", 2, {"type": "abort", "message": "scheduler"}), DONE],
+            "sglang",
+            "server aborted the request: scheduler",
+        ),
+    ],
+)
+def test_a_failure_reported_inside_the_stream_fails_the_request(server, events, api, error):
+    # these counted as completed requests with the tokens streamed before the failure
+    server.reply = lambda h, body: sse(h, events)
+    level = bench.run_level(scenario(server, api=api), users=1, requests_per_user=2)
+    assert (level["completed"], level["failed"], level["errors"]) == (0, 2, [error])
+
+
+def test_an_error_in_a_whole_reply_is_the_requests_error(server):
+    server.reply = lambda h, body: whole(h, b'{"error": {"message": "context too long"}}')
+    result = send(requests.Session(), scenario(server, stream=False), "hi")
+    assert (result.ok, result.error) == (False, "server error: context too long")
+
+
+def test_normal_finish_reasons_still_complete(server):
+    stop = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}\n\n'
+    server.reply = lambda h, body: sse(h, [delta("a"), stop, USAGE, DONE])
+    assert send(requests.Session(), scenario(server), "hi").ok
+    length = native("ab", 2, {"type": "length", "length": 2})
+    server.reply = lambda h, body: sse(h, [native("a", 1), length, DONE])
+    assert send(requests.Session(), scenario(server, api="sglang"), "hi").ok
+
+
+def reasoning(text: str) -> bytes:
+    event = {"choices": [{"delta": {"reasoning_content": text, "content": None}}]}
+    return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+
+def test_reasoning_tokens_are_generated_tokens(server):
+    # SGLang with --reasoning-parser streams the thinking as delta.reasoning_content: the first token left
+    # at once, but TTFT came out as the time to the first answer token (here 0.9 s), and a reply that was
+    # all thinking had no TTFT/ITL at all, or failed "server returned no tokens" without usage
+    server.reply = lambda h, body: sse(
+        h, [reasoning("hmm"), reasoning(" so"), reasoning(" ok"), delta("a"), USAGE, DONE], gap_s=0.3
+    )
+    result = send(requests.Session(), scenario(server), "hi")
+    assert result.ok and result.ttft_s < 0.25 and len(result.itl_s) == 3
+    server.reply = lambda h, body: sse(h, [reasoning("hmm"), reasoning(" so"), DONE])
+    result = send(requests.Session(), scenario(server), "hi")
+    assert (result.ok, result.output_tokens, result.tokens_estimated, len(result.itl_s)) == (True, 2, True, 1)
+
+
+def test_reasoning_of_a_whole_reply_counts_without_usage(server):
+    message = {"role": "assistant", "reasoning_content": "a" * 40, "content": None}
+    server.reply = lambda h, body: whole(h, json.dumps({"choices": [{"message": message}]}).encode())
+    result = send(requests.Session(), scenario(server, stream=False), "hi")
+    assert (result.ok, result.output_tokens) == (True, 10)
+
+
+def test_a_server_with_an_api_key_can_be_benchmarked(server, tmp_path):
+    # render serve and lora serve put an API key on every server bound beyond 127.0.0.1, and SGLang then
+    # answers 401 to requests without it: bench had no way to send one, so every request failed
+    def keyed(h, body):
+        if h.headers.get("Authorization") != "Bearer s3cret":
+            whole(h, b'{"detail": "Invalid API Key"}', code=401)
+        else:
+            sse(h, [delta("a"), USAGE, DONE])
+
+    server.reply = keyed
+    key = tmp_path / "key"
+    key.write_text("s3cret\n")
+    res = cli("--url", server.url, "--users", "1", "--api-key-file", str(key), "--json")
+    assert res.exit_code == 0, res.output
+    level = json.loads(res.stdout)["levels"][0]
+    assert (level["completed"], level["failed"]) == (2, 0)
+    assert "s3cret" not in res.output
+    res = cli("--url", server.url, "--users", "1", "--json")
+    assert res.exit_code == 1 and json.loads(res.stdout)["levels"][0]["errors"][0].startswith("HTTP 401")
+
+
+def test_an_unreadable_api_key_file_is_refused_before_any_request(server, tmp_path):
+    res = cli("--url", server.url, "--users", "1", "--api-key-file", str(tmp_path / "missing"))
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "error: cannot read --api-key-file" in res.output
+    assert server.requests == 0
+
+
+@pytest.mark.parametrize("suffix", ["/v1", "/v1/", "/api/v1"])
+def test_an_openai_base_url_with_v1_is_refused_before_any_request(server, suffix):
+    # the base_url OpenAI clients take: every request went to /v1/v1/chat/completions, and each failed
+    # 'HTTP 404: {"detail":"Not Found"}' without naming the path
+    res = cli("--url", server.url + suffix, "--users", "1")
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "ends in /v1: give the server's base URL without it" in res.output
+    assert server.requests == 0
