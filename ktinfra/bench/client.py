@@ -408,7 +408,6 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                 if failure:
                     raise ServerFailed(failure)
                 prompt_toks, completion_toks = _usage(sc, reply)
-                result.ttft_s = time.perf_counter() - t0  # the whole answer arrives at once
                 if not completion_toks:
                     chunks = estimate_tokens(_whole_text(sc, reply))
             result.latency_s = time.perf_counter() - t0

@@ -43,7 +43,7 @@ def plot_levels(levels: list[dict], path: Path, min_tps: float | None = None, ti
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise PlotUnavailable("--plot needs matplotlib: pip install 'ktinfra[plot]'") from exc
-    rows = [lv for lv in levels if lv.get("user_tps") and lv.get("ttft_ms")]
+    rows = [lv for lv in levels if lv.get("user_tps") and (lv.get("ttft_ms") or lv.get("e2e_latency_ms"))]
     if not rows:
         raise ValueError("no completed level to plot")
     users = [lv["concurrency"] for lv in rows]
@@ -56,10 +56,16 @@ def plot_levels(levels: list[dict], path: Path, min_tps: float | None = None, ti
     left.set_ylabel("output tok/s per user")
     left.legend()
     left.grid(alpha=0.3)
-    right.plot(users, [lv["ttft_ms"]["median"] for lv in rows], "o-", label="median")
-    right.plot(users, [lv["ttft_ms"]["p99"] for lv in rows], "s--", label="p99")
+    # --no-stream measures no first token: the right panel then shows whole-reply latency, and says so
+    key, label = (
+        ("ttft_ms", "TTFT (ms)")
+        if all(lv.get("ttft_ms") for lv in rows)
+        else ("e2e_latency_ms", "whole-reply latency (ms)")
+    )
+    right.plot(users, [lv[key]["median"] for lv in rows], "o-", label="median")
+    right.plot(users, [lv[key]["p99"] for lv in rows], "s--", label="p99")
     right.set_xlabel("concurrent users")
-    right.set_ylabel("TTFT (ms)")
+    right.set_ylabel(label)
     right.legend()
     right.grid(alpha=0.3)
     if title:

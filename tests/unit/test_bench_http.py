@@ -199,6 +199,38 @@ def test_streamed_reply_without_usage_counts_chunks_and_says_so(server):
     assert bench.run_level(scenario(server), users=1, requests_per_user=1)["output_tokens_estimated"] == 0
 
 
+def test_whole_reply_reports_no_ttft(server):
+    # it reported the whole-reply latency as TTFT (526 ms for both): a whole reply has no first token
+    server.reply = lambda h, body: whole(
+        h, b'{"choices":[{"message":{"content":"ab"}}],"usage":{"completion_tokens":2}}'
+    )
+    level = bench.run_level(scenario(server, stream=False), users=1, requests_per_user=2)
+    assert level["completed"] == 2
+    assert (level["ttft_ms"], level["tpot_ms"]) == (None, None)
+    assert level["e2e_latency_ms"]["median"] > 0
+
+
+def test_no_stream_plot_shows_whole_reply_latency(server, tmp_path):
+    server.reply = lambda h, body: whole(
+        h, b'{"choices":[{"message":{"content":"ab"}}],"usage":{"completion_tokens":2}}'
+    )
+    args = [
+        "--url",
+        server.url,
+        "--users",
+        "1",
+        "--requests",
+        "1",
+        "--no-stream",
+        "--plot",
+        str(tmp_path / "p.svg"),
+    ]
+    res = cli(*args)
+    assert res.exit_code == 0, res.output
+    svg = (tmp_path / "p.svg").read_text()
+    assert "whole-reply latency" in svg and "TTFT" not in svg
+
+
 def test_empty_whole_reply_without_usage_still_fails(server):
     server.reply = lambda h, body: whole(h, b'{"choices":[{"message":{"content":""}}]}')
     result = send(requests.Session(), scenario(server, stream=False), "hi")
