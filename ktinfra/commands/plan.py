@@ -170,7 +170,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--cpu-format",
                 callback=non_empty_text,
-                help="Serve: AMXINT8 | AMXINT4 | BF16 | FP8 | RAWINT4 | GGUF:Q4_K_M (LLAMAFILE).",
+                help="Serve: AMXINT8 | AMXINT4 | BF16 | FP8 | RAWINT4 | GGUF:<TYPE> (LLAMAFILE; Q8_0, Q6_K, "
+                "Q4_K_M, IQ2_XXS, ...; GGUF alone: Q4_K_M).",
             ),
         ] = None,
         lora: Annotated[
