@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ktinfra import gguf_files
 from ktinfra.architecture import Architecture
 
 GB = 1e9
@@ -70,8 +71,28 @@ class CpuFormat:
         return published != "int4"
 
 
-# INT8/INT4: one fp32 scale per output row (<= 0.2 % for hidden sizes >= 2048). Q4_K_M: 4.5-bit Q4_K blocks
-# with half of the down projections in Q6_K, about 4.85 bits per weight as llama.cpp reports for the file.
+# GGUF quants, all read by kt-kernel's LLAMAFILE backend: bits per routed-expert weight of each llama.cpp
+# file type, from ggml's block sizes and llama.cpp's per-tensor rules (ktinfra.gguf_files.EXPERT_MIX: Q8_0
+# 8.5 and Q6_K 6.5625 exactly; the mixed K/IQ types are averages over the layers, e.g. Q5_K_M 5.68, Q3_K_M
+# 3.81, Q2_K 2.90 with its down projections in Q3_K). Q4_K_M keeps the 4.85 it always had here (the rule
+# gives 4.84: 4.5-bit Q4_K blocks with half of the down projections in Q6_K). With --weight-path at the
+# .gguf files, the plan takes the bytes from their headers instead (ktinfra.plan.serve).
+GGUF_Q4_K_M_BITS = 4.85
+GGUF_FORMATS: dict[str, CpuFormat] = {
+    f"GGUF:{quant}": CpuFormat(
+        f"GGUF:{quant}",
+        "LLAMAFILE",
+        f"gguf:{quant}",
+        (GGUF_Q4_K_M_BITS if quant == "Q4_K_M" else gguf_files.expert_bits_per_weight(quant)) / 8,
+        converted=False,
+        gguf=True,
+    )
+    for quant in gguf_files.EXPERT_MIX
+}
+DEFAULT_GGUF = "GGUF:Q4_K_M"  # LLAMAFILE without a quant named (and the table's GGUF row)
+
+# INT8/INT4: one fp32 scale per output row (<= 0.2 % for hidden sizes >= 2048). Of the GGUF quants, the
+# table (`ktinfra models`) shows Q4_K_M; --cpu-format takes any of GGUF_FORMATS.
 CPU_FORMATS: dict[str, CpuFormat] = {
     "AMXINT8": CpuFormat("AMXINT8", "AMXINT8", "int8", 1.0, converted=True),
     "AMXINT4": CpuFormat("AMXINT4", "AMXINT4", "int4", 0.5, converted=True),
@@ -81,24 +102,43 @@ CPU_FORMATS: dict[str, CpuFormat] = {
     "RAWINT4": CpuFormat(
         "RAWINT4", "RAWINT4", "rawint4", 0.5 + 2 / INT4_DEFAULT_GROUP, converted=False, native_dtype="int4"
     ),
-    "GGUF:Q4_K_M": CpuFormat("GGUF:Q4_K_M", "LLAMAFILE", "gguf:Q4_K_M", 4.85 / 8, converted=False, gguf=True),
+    DEFAULT_GGUF: GGUF_FORMATS[DEFAULT_GGUF],
 }
-_FORMAT_ALIASES = {
-    "INT8": "AMXINT8",
-    "INT4": "AMXINT4",
-    "LLAMAFILE": "GGUF:Q4_K_M",
-    "GGUF": "GGUF:Q4_K_M",
-    "Q4_K_M": "GGUF:Q4_K_M",
-    "GGUF_Q4_K_M": "GGUF:Q4_K_M",
-}
+_FORMAT_ALIASES = {"INT8": "AMXINT8", "INT4": "AMXINT4", "LLAMAFILE": DEFAULT_GGUF, "GGUF": DEFAULT_GGUF}
+
+
+def _key(name: str) -> str:
+    return name.strip().upper().replace("-", "_")
+
+
+def gguf_quant_named(name: str) -> str | None:
+    """The GGUF quant a --cpu-format spelling names (GGUF:Q8_0, gguf_q8_0, or a bare Q8_0 / IQ2_XXS), None
+    for any other spelling, LLAMAFILE and GGUF included (they name the backend, not a quant)."""
+    key = _key(name)
+    for prefix in ("GGUF:", "GGUF_"):
+        if key.startswith(prefix):
+            return key.removeprefix(prefix)
+    return key if key in gguf_files.EXPERT_MIX and key.startswith(("Q", "IQ")) else None
 
 
 def cpu_format(name: str) -> CpuFormat:
-    key = name.strip().upper().replace("-", "_")
-    key = _FORMAT_ALIASES.get(key, key)
-    if key not in CPU_FORMATS:
-        raise ValueError(f"unknown CPU weight format {name!r}; choose one of {', '.join(CPU_FORMATS)}")
-    return CPU_FORMATS[key]
+    key = _FORMAT_ALIASES.get(_key(name), _key(name))
+    if key in CPU_FORMATS:
+        return CPU_FORMATS[key]
+    quant = gguf_quant_named(name)
+    if quant is not None and f"GGUF:{quant}" in GGUF_FORMATS:
+        return GGUF_FORMATS[f"GGUF:{quant}"]
+    quants = ", ".join(format.removeprefix("GGUF:") for format in GGUF_FORMATS)
+    if quant is not None:
+        what = (
+            "a llama.cpp quant not offered" if quant in gguf_files.FILE_TYPE_NAMES else "unknown GGUF quant"
+        )
+        raise ValueError(f"--cpu-format {name}: {what} for LLAMAFILE; GGUF:<TYPE> takes TYPE one of {quants}")
+    formats = ", ".join(f for f in CPU_FORMATS if f != DEFAULT_GGUF)
+    raise ValueError(
+        f"unknown CPU weight format {name!r}; choose one of {formats} or GGUF:<TYPE> (LLAMAFILE; TYPE one "
+        f"of {quants})"
+    )
 
 
 @dataclass
@@ -237,11 +277,16 @@ def serve_checkpoint_dtype(arch: Architecture, fmt: CpuFormat) -> str:
 
 
 def serve(
-    arch: Architecture, fmt: str | CpuFormat = "AMXINT8", *, checkpoint_dtype: str | None = None
+    arch: Architecture,
+    fmt: str | CpuFormat = "AMXINT8",
+    *,
+    checkpoint_dtype: str | None = None,
+    cpu_expert_bytes: int | None = None,
 ) -> Estimate:
     """Serving with SGLang + kt-kernel: non-expert weights and the KV cache on the GPU, every routed expert
     in CPU RAM in the chosen format. `checkpoint_dtype` is the dtype of the checkpoint passed as --model
-    (default: the one the planner picks, serve_checkpoint_dtype)."""
+    (default: the one the planner picks, serve_checkpoint_dtype); `cpu_expert_bytes` the experts as the
+    weight files on disk hold them (a GGUF directory's headers), in place of the format's bytes per weight."""
     fmt = cpu_format(fmt) if isinstance(fmt, str) else fmt
     dtype = checkpoint_dtype or serve_checkpoint_dtype(arch, fmt)
     if fmt.native_dtype in ("fp8", "int4") and dtype != fmt.native_dtype:
@@ -252,7 +297,9 @@ def serve(
     gpu_weights = gpu_non_expert_bytes(arch, dtype)
     kv = kv_bytes_per_token(arch) * SERVE_MIN_KV_TOKENS
     state = state_bytes_per_request(arch)  # the one request's linear-attention state slots
-    if fmt.native_dtype == "int4":
+    if cpu_expert_bytes is not None:
+        cpu_experts = cpu_expert_bytes
+    elif fmt.native_dtype == "int4":
         cpu_experts = checkpoint_bytes(arch, arch.routed_expert_params, "int4")  # the checkpoint's group size
     else:
         cpu_experts = arch.routed_expert_params * fmt.bytes_per_param

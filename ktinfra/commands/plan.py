@@ -170,7 +170,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--cpu-format",
                 callback=non_empty_text,
-                help="Serve: AMXINT8 | AMXINT4 | BF16 | FP8 | RAWINT4 | GGUF:Q4_K_M (LLAMAFILE).",
+                help="Serve: AMXINT8 | AMXINT4 | BF16 | FP8 | RAWINT4 | GGUF:<TYPE> (LLAMAFILE; Q8_0, Q6_K, "
+                "Q4_K_M, IQ2_XXS, ...; GGUF alone: Q4_K_M, or what --weight-path holds).",
             ),
         ] = None,
         lora: Annotated[
@@ -181,7 +182,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--weight-path",
                 callback=non_empty_text,
-                help="Serve: converted CPU weights (of --cpu-format) in this directory; not charged again.",
+                help="Serve: converted CPU weights (of --cpu-format) in this directory; not charged again. "
+                "A directory of .gguf files states its quant and RAM itself.",
             ),
         ] = None,
         port: Annotated[

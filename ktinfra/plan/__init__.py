@@ -60,16 +60,23 @@ def _gpus_used(facts: dict, mode: str, section: dict) -> dict:
     return {**facts, "gpus": [g for g in facts["gpus"] if g["index"] in chosen]}  # validate() requires index
 
 
-def _check_weight_format(cpu_format: str | None) -> None:
-    """--weight-path names converted weights, so the plan must use the format they hold."""
+def _weight_format(weight_path: str, cpu_format: str | None):
+    """--weight-path names converted weights, so the plan must use the format they hold: a directory of GGUF
+    files states its quant (ktinfra.plan.gguf_dir, returned); other weights need --cpu-format."""
     from ktinfra import sizing
+    from ktinfra.plan.gguf_dir import held_gguf
 
+    held = held_gguf(weight_path, cpu_format)
+    if held is not None:
+        return held
     fmt = sizing.cpu_format(cpu_format) if cpu_format else None
     if fmt is None or not (fmt.converted or fmt.gguf):
         raise PlanInputError(
             "--weight-path names converted CPU weights: give the --cpu-format they hold (AMXINT8, AMXINT4 "
-            "or GGUF:Q4_K_M)" + (f", not {fmt.name}, which reads the checkpoint itself" if fmt else "")
+            "or GGUF:<TYPE>; a directory of .gguf files states its own)"
+            + (f", not {fmt.name}, which reads the checkpoint itself" if fmt else "")
         )
+    return None
 
 
 def _check_what_render_needs(options: dict) -> None:
@@ -123,10 +130,10 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
         if options.get("cpu_format") and mode == "sft":
             raise PlanInputError("--cpu-format applies to serve; SFT reads BF16 experts")
         _check_max_running(options.get("max_running_requests"), mode)
-        if options.get("weight_path") is not None and mode == "serve":
-            _check_weight_format(options.get("cpu_format"))
         if mode == "serve":
             _check_what_render_needs(options)
+        if options.get("weight_path") is not None and mode == "serve":
+            options["gguf"] = _weight_format(options["weight_path"], options.get("cpu_format"))
         if mode == "serve":
             section, est, reasons, problems = plan_serve(arch, facts, options, early_warnings)
             problems += lora_problems(section, profile["generation"], early_warnings)

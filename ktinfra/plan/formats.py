@@ -21,18 +21,22 @@ ISA_NEEDS = {
     "BF16": ("avx512f", "avx512bw", "avx512_bf16"),
     "FP8": ("avx512f", "avx512bw", "avx512_bf16", "avx512_vbmi"),
     "RAWINT4": ("avx512f", "avx512bw"),
-    "GGUF:Q4_K_M": ("avx2",),
+    "LLAMAFILE": ("avx2",),  # every GGUF quant
 }
+
+
+def isa_needs(fmt: sizing.CpuFormat) -> tuple[str, ...]:
+    return ISA_NEEDS[fmt.kt_method if fmt.gguf else fmt.name]
 
 
 def isa_missing(facts: dict, fmt: sizing.CpuFormat) -> list[str]:
     """Flags the backend needs that the facts say the CPU lacks (unknown flags are not counted)."""
-    return [flag for flag in ISA_NEEDS[fmt.name] if isa_flag(facts, flag) is False]
+    return [flag for flag in isa_needs(fmt) if isa_flag(facts, flag) is False]
 
 
 def isa_unknown(facts: dict, fmt: sizing.CpuFormat) -> list[str]:
     """Flags the backend needs that the facts do not know about."""
-    return [flag for flag in ISA_NEEDS[fmt.name] if isa_flag(facts, flag) is None]
+    return [flag for flag in isa_needs(fmt) if isa_flag(facts, flag) is None]
 
 
 def checkpoint_dtype(arch: Architecture, fmt: sizing.CpuFormat) -> str:
@@ -135,9 +139,9 @@ def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizi
     else:
         no_amx = "AMX flags unknown" if amx_unknown(facts) else "no AMX"
     if native_ok:
-        flags = ", ".join(ISA_NEEDS[native.name])
+        flags = ", ".join(isa_needs(native))
         return native, f"{no_amx}; the CPU has {flags} for the native {native.kt_method} backend", []
-    gguf = sizing.CPU_FORMATS["GGUF:Q4_K_M"]
+    gguf = sizing.CPU_FORMATS[sizing.DEFAULT_GGUF]
     if isa_missing(facts, gguf):
         return gguf, "no AMX, no AVX-512 BF16", ["CPU lacks AVX2: no kt-kernel backend runs on it"]
     if isa_unknown(facts, gguf):

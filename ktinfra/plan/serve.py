@@ -432,9 +432,12 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     )
 
 
-def _weight_path(path: str | None, fmt: sizing.CpuFormat, est: sizing.Estimate, reasons: dict) -> str | None:
+def _weight_path(
+    path: str | None, fmt: sizing.CpuFormat, est: sizing.Estimate, reasons: dict, held
+) -> str | None:
     """--weight-path: converted CPU weights already in a directory here (a model store) are not charged
-    to the disk again; a directory not there yet is where the conversion will write them."""
+    to the disk again; a directory not there yet is where the conversion (or the GGUF download) will write
+    them."""
     if path is None:
         return None
     size = est.breakdown["cpu_weights_on_disk"]
@@ -446,23 +449,32 @@ def _weight_path(path: str | None, fmt: sizing.CpuFormat, est: sizing.Estimate, 
         est.breakdown["cpu_weights_on_disk"] = 0
         est.disk_bytes -= size
         reasons["kt_weight_path"] = (
-            f"{path} holds the {fmt.weight_format} weights: {gb(size)} not counted again"
+            f"{path} holds {gb(held.file_bytes)} of .gguf files: not counted again"
+            if held
+            else f"{path} holds the {fmt.weight_format} weights: {gb(size)} not counted again"
         )
     else:
-        reasons["kt_weight_path"] = (
-            f"{path}: the conversion writes {gb(size)} of {fmt.weight_format} weights there"
-        )
+        writer = "the GGUF download puts" if fmt.gguf else "the conversion writes"
+        reasons["kt_weight_path"] = f"{path}: {writer} {gb(size)} of {fmt.weight_format} weights there"
     return path
 
 
 def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> tuple:
-    """(serve section, estimate, reasons, problems); appends to `warnings`."""
+    """(serve section, estimate, reasons, problems); appends to `warnings`. opts["gguf"]: the GGUF model
+    --weight-path holds (ktinfra.plan.gguf_dir.HeldGguf), whose quant is the format and whose expert tensors
+    are the RAM."""
     reasons: dict[str, str] = {}
-    fmt, reasons["kt_method"], problems = formats.choose(arch, facts, opts.get("cpu_format"))
+    held = opts.get("gguf")
+    requested = held.fmt.name if held else opts.get("cpu_format")
+    fmt, reasons["kt_method"], problems = formats.choose(arch, facts, requested)
     dtype = formats.checkpoint_dtype(arch, fmt)
-    est = sizing.serve(arch, fmt, checkpoint_dtype=dtype)
+    measured = held.expert_bytes(arch) if held else None
+    est = sizing.serve(arch, fmt, checkpoint_dtype=dtype, cpu_expert_bytes=measured)
     reasons["kt_weight_format"] = f"{fmt.weight_format}: {gb(est.breakdown['cpu_experts'])} of experts in RAM"
-    weight_path = _weight_path(opts.get("weight_path"), fmt, est, reasons)
+    if held:
+        reasons["kt_method"], reasons["kt_weight_format"] = held.reason(), held.files_reason(arch)
+        warnings += held.warnings(arch)
+    weight_path = _weight_path(opts.get("weight_path"), fmt, est, reasons, held)
     serve: dict = dict.fromkeys(SERVE_KEYS)
     serve.update(
         {

@@ -172,6 +172,33 @@ def test_a_store_model_is_planned_in_the_format_of_its_converted_weights(tmp_pat
     assert plan["requirements"]["disk_bytes"] == plan["requirements_breakdown"]["outputs"]
 
 
+def test_a_stored_gguf_model_is_planned_in_the_quant_it_holds(tmp_path):
+    """kt_model_store fetched a GGUF repo (kind: gguf) whose allow pattern took Q8_0: before, the role planned
+    every gguf store model as GGUF:Q4_K_M, sizing its experts' RAM at 17.6 GB instead of 30.8 GB; now it
+    passes --cpu-format GGUF and `ktinfra plan` reads the quant and the bytes from the files' headers."""
+    from gguf_fixture import qwen3_30b
+
+    from ktinfra import catalog
+
+    model, gguf = tmp_path / "store" / "models" / "Qwen3-30B-A3B", tmp_path / "store" / "gguf" / "Qwen3-GGUF"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
+    experts = qwen3_30b(gguf, "Q8_0")
+    store = {"root": str(tmp_path / "store"), "dirs": {},
+             "models": {"Qwen3-GGUF": {"kind": "gguf", "path": str(gguf), "cpu_weights": None}}}  # fmt: skip
+    (tmp_path / "store.json").write_text(json.dumps(store))
+    no_amx = REPO / "tests" / "fixtures" / "facts" / "xeon8352v-4090-noamx.json"
+    entry = {"name": "gguf", "port": 30011, "model": "Qwen3-GGUF", "model_path": str(model),
+             "plan_args": ["--facts", str(no_amx)]}  # fmt: skip
+    extra = {"kt_serve_instances": [entry], "kt_serve_store_state_file": str(tmp_path / "store.json")}
+    rc, output = run_role(tmp_path, extra)
+    assert rc == 0, output[-3000:]
+    assert f"--kt-method LLAMAFILE --kt-weight-path {gguf} " in serve_args(tmp_path, "gguf")
+    plan = json.loads((tmp_path / "cfg" / "gguf.plan.json").read_text())
+    assert plan["serve"]["kt_weight_format"] == "gguf:Q8_0"
+    assert plan["requirements_breakdown"]["cpu_experts"] == experts
+
+
 BAD = {
     "unknown global key": (
         {"kt_serve_overrides": {"gpu_layers": 3}},

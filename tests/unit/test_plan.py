@@ -504,7 +504,7 @@ def test_bad_mode_model_profile_and_format_are_bad_input():
         ({"model": "Qwen3-30B-A3B", "mode": "train"}, "mode"),
         ({"model": "GPT-5", "mode": "serve"}, "unknown model"),
         ({"model": "Qwen3-30B-A3B", "mode": "serve", "stack": "kt-9"}, "unknown stack profile"),
-        ({"model": "Qwen3-30B-A3B", "mode": "serve", "cpu_format": "Q8_0"}, "unknown CPU weight format"),
+        ({"model": "Qwen3-30B-A3B", "mode": "serve", "cpu_format": "Q7_0"}, "unknown CPU weight format"),
         ({"model": "Qwen3-30B-A3B", "mode": "sft", "cpu_format": "AMXINT8"}, "applies to serve"),
     ]:
         with pytest.raises(PlanInputError, match=message):

@@ -1,0 +1,180 @@
+"""--weight-path at a directory of GGUF files: the quant it holds decides the format, its headers the RAM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ktinfra import gguf_files, sizing
+from ktinfra.architecture import Architecture
+from ktinfra.plan.host import gb
+
+EXPERT_TENSORS = "blk.N.ffn_{gate,up,down}_exps.weight"
+
+
+@dataclass(frozen=True)
+class HeldGguf:
+    """The GGUF model a weight directory holds, as kt-kernel's LLAMAFILE backend would load it."""
+
+    path: str
+    fmt: sizing.CpuFormat
+    source: str  # where the quant was read: "general.file_type of X.gguf", "the file name X.gguf", ...
+    models: tuple[gguf_files.GgufModel, ...]
+    others: tuple[str, ...]  # .gguf files without expert tensors (kt-kernel maps them, loads nothing)
+    file_bytes: int
+
+    @property
+    def files(self) -> list[str]:
+        return [name for model in self.models for name in model.files]
+
+    def expert_tensors(self, arch: Architecture) -> list[gguf_files.Tensor]:
+        """What kt-kernel loads for `arch`: the expert tensors of its layers (not those of an MTP layer)."""
+        return [t for model in self.models for t in model.expert_tensors(arch.num_layers)]
+
+    def expert_bytes(self, arch: Architecture) -> int:
+        return sum(t.nbytes for t in self.expert_tensors(arch))
+
+    def reason(self) -> str:
+        return f"LLAMAFILE: --weight-path {self.path} holds GGUF {self.quant} experts ({self.source})"
+
+    @property
+    def quant(self) -> str:
+        return self.fmt.name.removeprefix("GGUF:")
+
+    def warnings(self, arch: Architecture) -> list[str]:
+        """The GGUF's experts against the model's: another model's GGUF would fail at load."""
+        held = sum(t.elements for t in self.expert_tensors(arch))
+        if held == arch.routed_expert_params:
+            return []
+        return [
+            f"--weight-path {self.path}: its GGUF expert tensors hold {held / 1e9:.2f}B weights, "
+            f"{arch.name} has {arch.routed_expert_params / 1e9:.2f}B routed-expert weights: is it the GGUF "
+            "of another model? kt-kernel loads them by layer and would fail (or serve the wrong experts)"
+        ]
+
+    def files_reason(self, arch: Architecture) -> str:
+        files = self.files
+        shown = files[0] if len(files) == 1 else f"{len(files)} files, {files[0]} ..."
+        extra = f"; {', '.join(self.others)} hold no experts" if self.others else ""
+        return (
+            f"{self.fmt.weight_format}: {gb(self.expert_bytes(arch))} of experts in RAM, the "
+            f"{EXPERT_TENSORS} tensors kt-kernel copies out of {shown} ({gb(self.file_bytes)} of .gguf files "
+            f"in all; SGLang takes the other weights from the checkpoint){extra}"
+        )
+
+
+def _listing(models: list[gguf_files.GgufModel]) -> str:
+    by_quant: dict[str, list[str]] = {}
+    for model in models:
+        by_quant.setdefault(model.quant or "quant not stated", []).append(model.name)
+    return "; ".join(f"{quant}: {', '.join(names)}" for quant, names in by_quant.items())
+
+
+def _one_model(path: str, models: list[gguf_files.GgufModel]) -> None:
+    """kt-kernel merges the tensors of every .gguf file in the directory, a later file's over an earlier
+    one's: files of several quants, or two copies of the same experts, cannot be served as they are."""
+    quants = sorted({m.quant for m in models if m.quant})
+    if len(quants) > 1:
+        raise gguf_files.GgufError(
+            f"--weight-path {path} holds GGUF files of {len(quants)} quants ({_listing(models)}): kt-kernel "
+            "loads every .gguf file in the directory, each one's experts over the others'. Which quant is to "
+            "be served? Keep its files alone in a directory and point --weight-path there"
+        )
+    seen: dict[str, str] = {}
+    for model in models:
+        for tensor in model.expert_tensors():
+            if tensor.name in seen:
+                raise gguf_files.GgufError(
+                    f"--weight-path {path} holds {tensor.name} twice ({seen[tensor.name]} and {model.name}): "
+                    "two GGUF models, which kt-kernel would load one over the other; keep one"
+                )
+            seen[tensor.name] = model.name
+
+
+def _quant(path: str, models: list[gguf_files.GgufModel], requested: str | None) -> tuple[str, str]:
+    """(quant, where it was read), checked against a quant --cpu-format names."""
+    stated = next((m for m in models if m.quant), None)
+    named = sizing.gguf_quant_named(requested) if requested else None
+    if stated is None:
+        if named is None:
+            raise gguf_files.GgufError(
+                f"--weight-path {path}: {', '.join(m.name for m in models)} state no llama.cpp quant (no "
+                "general.file_type, none in the file name); name it: --cpu-format GGUF:<TYPE>"
+            )
+        return named, f"as --cpu-format {requested} says; the files state none"
+    where = (
+        f"general.file_type of {stated.name}"
+        if stated.quant_source == "general.file_type"
+        else f"the file name {stated.name}"
+    )
+    if named is not None and named != stated.quant:
+        raise gguf_files.GgufError(
+            f"--cpu-format {requested} names {named}, but --weight-path {path} holds {stated.quant} "
+            f"({where}): plan with --cpu-format GGUF:{stated.quant} (or leave it out), or point "
+            f"--weight-path at the {named} files"
+        )
+    return stated.quant, where
+
+
+def held_gguf(path: str, requested: str | None) -> HeldGguf | None:
+    """The GGUF model directly in --weight-path `path` (None where it holds no .gguf file), in the format its
+    quant names, reconciled with --cpu-format `requested`; GgufError where the two disagree or the
+    directory cannot be served as it is."""
+    fmt = sizing.cpu_format(requested) if requested else None
+    try:
+        directory = gguf_files.read_dir(Path(path))
+    except OSError as exc:
+        raise gguf_files.GgufError(f"--weight-path {path}: {exc.strerror or exc}") from exc
+    if directory is None:
+        if fmt is not None and fmt.gguf:
+            _no_gguf(path, fmt)
+        return None
+    quants = ", ".join(q or "quant not stated" for q in directory.quants) or "no experts"
+    if fmt is not None and not fmt.gguf:
+        raise gguf_files.GgufError(
+            f"--weight-path {path} holds GGUF files ({quants}), which only LLAMAFILE reads: --cpu-format "
+            f"{fmt.name} would read convert_cpu_weights.py output or the checkpoint; leave --cpu-format out "
+            "or give GGUF:<TYPE>"
+        )
+    models = directory.models
+    if not models:
+        raise gguf_files.GgufError(
+            f"--weight-path {path}: its .gguf files ({', '.join(directory.others)}) hold no {EXPERT_TENSORS} "
+            "tensors, the routed experts LLAMAFILE loads"
+        )
+    _one_model(path, models)
+    quant, source = _quant(path, models, requested)
+    held_format = sizing.GGUF_FORMATS.get(f"GGUF:{quant}")
+    if held_format is None:
+        raise gguf_files.GgufError(
+            f"--weight-path {path} holds {quant} ({source}), which LLAMAFILE does not serve"
+        )
+    unread = sorted(
+        {t.type_name for m in models for t in m.expert_tensors()} & gguf_files.KT_UNREADABLE_TYPES
+    )
+    if unread:
+        raise gguf_files.GgufError(
+            f"--weight-path {path}: expert tensors in {', '.join(unread)}, which kt-kernel's GGUF loader "
+            "cannot read"
+        )
+    return HeldGguf(path, held_format, source, tuple(models), tuple(directory.others), directory.file_bytes)
+
+
+def _no_gguf(path: str, fmt: sizing.CpuFormat) -> None:
+    """A GGUF --cpu-format with a --weight-path that exists but holds no .gguf file itself."""
+    inside = gguf_files.gguf_subdirs(Path(path))
+    if inside:
+        raise gguf_files.GgufError(
+            f"--weight-path {path} holds no .gguf file itself, {', '.join(inside)} do: kt-kernel reads only "
+            f"the .gguf files directly in --kt-weight-path; point --weight-path at "
+            f"{path.rstrip('/')}/{inside[0]}"
+        )
+    try:
+        present = any(Path(path).iterdir())
+    except OSError:
+        present = False
+    if present:
+        raise gguf_files.GgufError(
+            f"--weight-path {path} holds no .gguf file for --cpu-format {fmt.name} (LLAMAFILE reads the "
+            ".gguf files directly in it)"
+        )
