@@ -286,7 +286,7 @@ def test_cli_plans_the_held_quant_and_refuses_a_contradiction(tmp_path):
 # ---- the reader against gguf-py ------------------------------------------------------------------------
 def test_reader_agrees_with_gguf_py(tmp_path):
     """ktinfra reads headers itself (no numpy, no gguf dependency); it must agree with the reference."""
-    gguf = pytest.importorskip("gguf")
+    import gguf  # a dev dependency (pyproject), so this check always runs
     import numpy as np
 
     assert {t: (b, s) for t, (_, b, s) in gguf_files.GGML_TYPES.items()} == {
