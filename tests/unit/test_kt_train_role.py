@@ -79,7 +79,7 @@ def train(
     env = {
         "PATH": f"{tmp / 'bin'}:/usr/bin:/bin",
         "KT_TEST_SYSTEMCTL_LOG": str(tmp / "systemctl.log"),
-        "KT_TEST_LORA_CONFIG_DIR": str(tmp / "cfg" / "lora"),
+        "KT_TEST_LORA_CONFIG_DIR": extra.get("kt_train_lora_config_dir", str(tmp / "cfg" / "lora")),
         "TMPDIR": str(tmp / "scratch"),  # the role's scratch directory, seen to be removed
     }
     (tmp / "scratch").mkdir(exist_ok=True)
@@ -231,3 +231,24 @@ def test_a_run_this_play_starts_is_not_handed_over(tmp_path):
     assert rc == 0, output[-3000:]
     assert "start ktinfra-train@again.service" in systemctl_calls(tmp_path)
     assert not (tmp_path / "cfg" / "serve").exists() and list((tmp_path / "loras").iterdir()) == []
+
+
+def test_check_mode_on_a_fresh_host_renders_every_run_and_writes_nothing(tmp_path):
+    """Before: --check copied the renders into configuration directories that --check had not made, and failed
+    ("Destination directory ... does not exist"); a finished run's conversion was then looked for as done."""
+    finished(tmp_path, "done")
+    runs = [run("done", serve_instance="tiny"), run("fresh")]
+    fresh = {f"kt_train_{key}": str(tmp_path / "fresh" / key) for key in
+             ("config_dir", "lora_config_dir", "serve_config_dir", "render_dir")}  # fmt: skip
+    rc, output = train(tmp_path, runs, flags=["--check"], **fresh)
+    assert rc == 0, output[-3000:]
+    assert not (tmp_path / "fresh").exists()
+    for sub in ("units", "datasets", "loras"):
+        assert list((tmp_path / sub).iterdir()) == [], sub
+    assert [c for c in systemctl_calls(tmp_path) if not c.startswith("show")] == []
+    assert scratch_left(tmp_path) == []
+    rc, output = train(tmp_path, runs, **fresh)
+    assert rc == 0, output[-3000:]
+    assert (tmp_path / "fresh" / "serve_config_dir" / "tiny--done.lora.json").exists()
+    rc, output = train(tmp_path, runs, flags=["--check"], **fresh)
+    assert rc == 0 and "changed=0" in output, output[-3000:]
