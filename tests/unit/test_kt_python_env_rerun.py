@@ -26,7 +26,9 @@ def _setup(tmp: Path, pin: str) -> dict:
     return {
         "kt_preflight_ktinfra_exe": str(wrapper),
         "kt_python_env_profile": str(tmp / "profile.yaml"),
-        "kt_python_env_profile_copy": {"skipped": True, "changed": False},  # a site profile not copied over
+        # what validate.yml sets: the profile the envs are checked against, not waiting on a --check install
+        "kt_python_env__profile_ref": str(tmp / "profile.yaml"),
+        "kt_python_env__profile_pending": False,
         "kt_python_env_installer": "pip",
         "kt_python_env_install": {
             "manager": "venv", "python_exe": getattr(sys, "_base_executable", sys.executable),
@@ -50,6 +52,13 @@ def test_a_pin_bump_is_previewed_by_check_and_a_failed_install_is_redone(tmp_pat
     them as installed and failed on drift for ever; and --check of a pin bump (a new record task) errored."""
     rc, output = run_play(tmp_path, ENV, _setup(tmp_path, "six==1.16.0"))
     assert rc == 0 and six_in(tmp_path) == "1.16.0", output[-3000:]
+    # --check of a site profile that validate.yml would install first: no pin check against a file not there
+    pending = _setup(tmp_path, "six==1.16.0") | {
+        "kt_python_env__profile_ref": str(tmp_path / "profiles" / "new.yaml"),
+        "kt_python_env__profile_pending": True,
+    }
+    rc, output = run_play(tmp_path, ENV, pending, flags=["--check"])
+    assert rc == 0 and "the pin check of probe against it follows that install" in output, output[-3000:]
     bumped = _setup(tmp_path, "six==1.17.0")
     rc, output = run_play(tmp_path, ENV, bumped, flags=["--check"])
     assert rc == 0 and "would be (re)installed" in output, output[-3000:]

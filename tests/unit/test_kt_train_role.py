@@ -11,11 +11,24 @@ from pathlib import Path
 from role_play import REPO, run_play
 
 FILES = REPO / "molecule" / "serve" / "files"
+# A unit this stand-in started shows as active (as a started training run does); a (re)start of
+# ktinfra-lora-convert@NAME converts as the real oneshot would: it leaves the done marker that the installed
+# NAME.env names.
 SYSTEMCTL = """#!/bin/sh
 echo "$*" >> "$KT_TEST_SYSTEMCTL_LOG"
+unit=$(eval echo \\${$#})
+state=inactive
+[ -e "$KT_TEST_SYSTEMCTL_LOG.$unit.active" ] && state=active
 case "$1" in
-  show) printf 'Id=%s\\nLoadState=loaded\\nActiveState=inactive\\nSubState=dead\\nResult=success\\n' "$2"
-        printf 'UnitFileState=static\\n' ;;
+  show) printf 'Id=%s\\nLoadState=loaded\\nActiveState=%s\\n' "$unit" "$state"
+        printf 'SubState=dead\\nResult=success\\nUnitFileState=static\\n' ;;
+  start|restart) case "$unit" in
+    ktinfra-train@*.service) touch "$KT_TEST_SYSTEMCTL_LOG.$unit.active" ;;
+    ktinfra-lora-convert@*.service)
+      name=${unit#ktinfra-lora-convert@}; name=${name%.service}
+      marker=$(sed -n 's/^KT_LORA_MARKER="\\(.*\\)"$/\\1/p' "$KT_TEST_LORA_CONFIG_DIR/$name.env")
+      mkdir -p "${marker%/*}" && touch "$marker" ;;
+  esac ;;
 esac
 exit 0
 """
@@ -23,7 +36,7 @@ exit 0
 
 def setup(tmp: Path) -> dict:
     for sub in ("model", "datasets", "outputs", "loras", "cfg", "render", "units", "bin"):
-        (tmp / sub).mkdir()
+        (tmp / sub).mkdir(exist_ok=True)
     (tmp / "model" / "config.json").write_text("{}")
     store = {"root": str(tmp), "models": {"tiny": {"kind": "model", "path": str(tmp / "model")}},
              "dirs": {d: str(tmp / d) for d in ("datasets", "outputs", "loras")}}  # fmt: skip
@@ -60,10 +73,30 @@ def run(name: str = "tiny-sft", **more) -> dict:
     } | more
 
 
-def train(tmp: Path, runs: list, cli: list[str] | None = None, **extra) -> tuple[int, str]:
-    env = {"PATH": f"{tmp / 'bin'}:/usr/bin:/bin", "KT_TEST_SYSTEMCTL_LOG": str(tmp / "systemctl.log")}
+def train(
+    tmp: Path, runs: list, cli: list[str] | None = None, flags: list[str] | None = None, **extra
+) -> tuple[int, str]:
+    env = {
+        "PATH": f"{tmp / 'bin'}:/usr/bin:/bin",
+        "KT_TEST_SYSTEMCTL_LOG": str(tmp / "systemctl.log"),
+        "KT_TEST_LORA_CONFIG_DIR": extra.get("kt_train_lora_config_dir", str(tmp / "cfg" / "lora")),
+        "TMPDIR": str(tmp / "scratch"),  # the role's scratch directory, seen to be removed
+    }
+    (tmp / "scratch").mkdir(exist_ok=True)
     tasks = [{"ansible.builtin.include_role": {"name": "kt_train"}}]
-    return run_play(tmp, tasks, setup(tmp) | {"kt_train_runs": runs} | extra, cli, env=env)
+    return run_play(tmp, tasks, setup(tmp) | {"kt_train_runs": runs} | extra, cli, env=env, flags=flags)
+
+
+def finished(tmp: Path, name: str) -> None:
+    """The training output of a finished KT run (the stand-in systemctl says it is inactive with success)."""
+    out = tmp / "outputs" / name
+    out.mkdir(parents=True)
+    for file in ("fused_expert_lora.safetensors", "adapter_model.safetensors", "adapter_config.json"):
+        (out / file).write_text("{}")
+
+
+def scratch_left(tmp: Path) -> list[str]:
+    return [p.name for p in (tmp / "scratch").iterdir() if p.name.startswith("ktinfra-train.")]
 
 
 def systemctl_calls(tmp: Path) -> list[str]:
@@ -135,3 +168,87 @@ def test_a_dataset_missing_on_the_host_stops_before_anything_is_written(tmp_path
     assert rc != 0 and "absent" in output, output[-3000:]
     for sub in ("cfg", "render", "units", "datasets", "outputs"):
         assert list((tmp_path / sub).iterdir()) == [], sub
+
+
+def test_every_run_is_rendered_before_anything_is_installed(tmp_path):
+    """Before: each run was rendered and installed in turn (datasets registered first), so a render that
+    failed for the second run left the datasets, the first run's recipe, env and unit and the second run's
+    plan installed, and the first run started."""
+    runs = [run("first"), run("second", dataset="tiny_alpaca,tiny_alpaca")]
+    rc, output = train(tmp_path, runs, ["kt_train_start=true"])
+    assert rc != 0
+    assert "names tiny_alpaca twice" in output, output[-3000:]
+    for sub in ("cfg", "render", "units", "datasets", "outputs"):
+        assert list((tmp_path / sub).iterdir()) == [], sub
+    assert systemctl_calls(tmp_path) == []
+    assert scratch_left(tmp_path) == []
+
+
+def test_an_adapter_conversion_that_fails_to_render_installs_no_run(tmp_path):
+    """Before: the first run was installed (and the datasets registered) before the second run's adapter
+    conversion was rendered and refused."""
+    finished(tmp_path, "second")
+    runs = [run("first"), run("second", serve_instance="tiny")]
+    rc, output = train(tmp_path, runs, kt_train_lora_converter="convert.py")
+    assert rc != 0
+    assert "--script must be an absolute path, got 'convert.py'" in output, output[-3000:]
+    for sub in ("cfg", "render", "units", "datasets", "loras"):
+        assert list((tmp_path / sub).iterdir()) == [], sub
+    assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["second"]
+    assert [c for c in systemctl_calls(tmp_path) if not c.startswith("show")] == []
+    assert scratch_left(tmp_path) == []
+
+
+def test_a_finished_run_is_converted_and_handed_over_once(tmp_path):
+    finished(tmp_path, "done")
+    runs = [run("done", serve_instance="tiny"), run("fresh")]
+    rc, output = train(tmp_path, runs)
+    assert rc == 0, output[-3000:]
+    assert (tmp_path / "loras" / "done" / ".ktinfra-convert-done").exists()
+    assert not (tmp_path / "loras" / ".done.partial").exists()
+    handover = json.loads((tmp_path / "cfg" / "serve" / "tiny--done.lora.json").read_text())
+    assert handover == {"instance": "tiny", "name": "done", "path": str(tmp_path / "loras" / "done")}
+    assert (tmp_path / "cfg" / "lora" / "done.env").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "units" / "ktinfra-lora-convert@.service").exists()
+    for name in ("done", "fresh"):
+        assert (tmp_path / "cfg" / f"{name}.yaml").exists()
+        assert (tmp_path / "cfg" / f"{name}.plan.json").exists()
+        assert (tmp_path / "render" / name / f"{name}.yaml").exists()
+    assert (tmp_path / "render" / "done-lora" / "ktinfra-lora-convert@.service").exists()
+    # `state: restarted` of an inactive unit starts it
+    assert "start ktinfra-lora-convert@done.service" in systemctl_calls(tmp_path)
+    assert scratch_left(tmp_path) == []
+    rc, output = train(tmp_path, runs)
+    assert rc == 0 and "changed=0" in output, output[-3000:]
+
+
+def test_a_run_this_play_starts_is_not_handed_over(tmp_path):
+    """A run this play starts is training again, so its old output is not handed over. As before, when the
+    unit's state was read after the start; now it is read before (with the renders), and the start is what
+    counts."""
+    finished(tmp_path, "again")
+    rc, output = train(tmp_path, [run("again", serve_instance="tiny", start=True)])
+    assert rc == 0, output[-3000:]
+    assert "start ktinfra-train@again.service" in systemctl_calls(tmp_path)
+    assert not (tmp_path / "cfg" / "serve").exists() and list((tmp_path / "loras").iterdir()) == []
+
+
+def test_check_mode_on_a_fresh_host_renders_every_run_and_writes_nothing(tmp_path):
+    """Before: --check copied the renders into configuration directories that --check had not made, and failed
+    ("Destination directory ... does not exist"); a finished run's conversion was then looked for as done."""
+    finished(tmp_path, "done")
+    runs = [run("done", serve_instance="tiny"), run("fresh")]
+    fresh = {f"kt_train_{key}": str(tmp_path / "fresh" / key) for key in
+             ("config_dir", "lora_config_dir", "serve_config_dir", "render_dir")}  # fmt: skip
+    rc, output = train(tmp_path, runs, flags=["--check"], **fresh)
+    assert rc == 0, output[-3000:]
+    assert not (tmp_path / "fresh").exists()
+    for sub in ("units", "datasets", "loras"):
+        assert list((tmp_path / sub).iterdir()) == [], sub
+    assert [c for c in systemctl_calls(tmp_path) if not c.startswith("show")] == []
+    assert scratch_left(tmp_path) == []
+    rc, output = train(tmp_path, runs, **fresh)
+    assert rc == 0, output[-3000:]
+    assert (tmp_path / "fresh" / "serve_config_dir" / "tiny--done.lora.json").exists()
+    rc, output = train(tmp_path, runs, flags=["--check"], **fresh)
+    assert rc == 0 and "changed=0" in output, output[-3000:]

@@ -1,0 +1,105 @@
+"""kt_python_env's validate entry point run for real on localhost with a site profile file: this checkout's
+ktinfra checks a staged copy, and the file goes into <ktinfra prefix>/profiles/ only once it passed; --check
+checks the new file and writes nothing."""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from role_play import REPO, run_play
+
+VALIDATE = [{"ansible.builtin.include_role": {"name": "kt_python_env", "tasks_from": "validate"}}]
+PROFILE = {
+    "name": "site",
+    "generation": "current",
+    "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+    "glibc_min": "2.17",
+    "kernel_min": "3.10",
+    "envs": {"inference": {"name": "probe", "packages": ["six==1.16.0"]}},
+}
+
+
+def _setup(tmp: Path) -> dict:
+    """ktinfra in tmp/tool/bin, so site profiles go to tmp/tool/profiles; the staging file goes to tmp/scratch
+    (TMPDIR) where the test can see that none is left."""
+    (tmp / "tool" / "bin").mkdir(parents=True, exist_ok=True)
+    (tmp / "scratch").mkdir(exist_ok=True)
+    wrapper = tmp / "tool" / "bin" / "ktinfra"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m ktinfra "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return {
+        "kt_preflight_ktinfra_exe": str(wrapper),
+        "kt_python_env_profile": str(tmp / "site.yaml"),
+        "kt_python_env_envs": ["inference"],
+        "kt_python_env_manager": "venv",
+        "kt_python_env_root": str(tmp / "envs"),
+        "kt_python_env_wheelhouse": str(tmp / "wh"),
+    }
+
+
+def validate(tmp: Path, profile: str, flags: list[str] | None = None, **extra) -> tuple[int, str]:
+    (tmp / "site.yaml").write_text(profile)
+    env = {"TMPDIR": str(tmp / "scratch")}
+    return run_play(tmp, VALIDATE, _setup(tmp) | extra, env=env, flags=flags)
+
+
+def installed(tmp: Path) -> list[str]:
+    profiles = tmp / "tool" / "profiles"
+    return sorted(p.name for p in profiles.iterdir()) if profiles.exists() else []
+
+
+def staged(tmp: Path) -> list[Path]:
+    return [p for p in (tmp / "scratch").iterdir() if p.name.startswith("ktinfra-profile.")]
+
+
+GOOD = yaml.safe_dump(PROFILE)
+BAD_YAML = "name: site\nenvs: [unclosed\n"
+
+
+@pytest.mark.parametrize(
+    ("profile", "extra", "message"),
+    [
+        (BAD_YAML, {}, "is not valid YAML"),
+        (GOOD.replace("name: site", "name: site/x"), {}, "name must be letters, digits"),
+        (GOOD, {"kt_python_env_wheelhouse": "/dev/null/wh"}, "--wheelhouse /dev/null/wh is not a directory"),
+    ],
+    ids=["bad-yaml", "bad-name", "problem"],
+)
+def test_a_rejected_site_profile_is_not_left_installed(tmp_path, profile, extra, message):
+    """Before: the file was copied into profiles/ first, then `ktinfra profile check` rejected it, and the
+    rejected file stayed installed on the host."""
+    rc, output = validate(tmp_path, profile, **extra)
+    assert rc != 0 and message in output, output[-3000:]
+    assert installed(tmp_path) == []
+    assert staged(tmp_path) == []
+
+
+def test_a_checked_site_profile_is_installed_and_a_rerun_changes_nothing(tmp_path):
+    rc, output = validate(tmp_path, GOOD)
+    assert rc == 0, output[-3000:]
+    assert installed(tmp_path) == ["site.yaml"]
+    assert (tmp_path / "tool" / "profiles" / "site.yaml").read_text() == GOOD
+    assert staged(tmp_path) == []
+    rc, output = validate(tmp_path, GOOD)
+    assert rc == 0 and "changed=0" in output, output[-3000:]
+
+
+def test_check_mode_checks_the_new_file_and_writes_nothing(tmp_path):
+    """Before: the check read the copy in profiles/, which --check does not make: a new or changed site
+    profile failed --check with "object of type 'dict' has no attribute 'dest'" instead of being checked."""
+    rc, output = validate(tmp_path, GOOD, ["--check"])
+    assert rc == 0 and "changed=1" in output, output[-3000:]
+    assert installed(tmp_path) == [] and staged(tmp_path) == []
+    rc, output = validate(tmp_path, GOOD)
+    assert rc == 0 and installed(tmp_path) == ["site.yaml"], output[-3000:]
+    rc, output = validate(tmp_path, BAD_YAML, ["--check"])
+    assert rc != 0 and "is not valid YAML" in output, output[-3000:]
+    bumped = GOOD.replace("six==1.16.0", "six==1.17.0")
+    rc, output = validate(tmp_path, bumped, ["--check"])
+    assert rc == 0 and "changed=1" in output, output[-3000:]
+    assert (tmp_path / "tool" / "profiles" / "site.yaml").read_text() == GOOD
+    assert staged(tmp_path) == []
