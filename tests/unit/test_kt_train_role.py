@@ -184,6 +184,27 @@ def test_every_run_is_rendered_before_anything_is_installed(tmp_path):
     assert scratch_left(tmp_path) == []
 
 
+def test_runs_of_two_stack_generations_are_refused_before_anything_is_installed(tmp_path):
+    """Before: both rendered ktinfra-train@.service; the one installed last (legacy: llamafactory-cli)
+    served every run, so the current-stack run would start without its Accelerate launcher."""
+    legacy = REPO / "tests" / "fixtures" / "plans" / "seed002-qwen3-30b-a3b-sft-legacy.json"
+    runs = [run("current"), run("legacy", plan_file=str(legacy))]
+    rc, output = train(tmp_path, runs, ["kt_train_start=true"])
+    assert rc != 0
+    assert "one template unit serves every run: current: current, legacy: legacy" in output, output[-3000:]
+    for sub in ("cfg", "render", "units", "datasets", "outputs"):
+        assert list((tmp_path / sub).iterdir()) == [], sub
+    assert systemctl_calls(tmp_path) == []
+    assert scratch_left(tmp_path) == []
+
+
+def test_several_runs_of_one_generation_share_the_unit(tmp_path):
+    rc, output = train(tmp_path, [run("a"), run("b")])
+    assert rc == 0, output[-3000:]
+    assert sorted(p.name for p in (tmp_path / "units").iterdir()) == ["ktinfra-train@.service"]
+    assert sorted(p.name for p in (tmp_path / "cfg").iterdir() if p.suffix == ".env") == ["a.env", "b.env"]
+
+
 def test_an_adapter_conversion_that_fails_to_render_installs_no_run(tmp_path):
     """Before: the first run was installed (and the datasets registered) before the second run's adapter
     conversion was rendered and refused."""
