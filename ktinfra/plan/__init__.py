@@ -134,6 +134,8 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
             _check_what_render_needs(options)
         if options.get("weight_path") is not None and mode == "serve":
             options["gguf"] = _weight_format(options["weight_path"], options.get("cpu_format"))
+            if options["gguf"] is not None:  # its one folder of .gguf files, where that is what it holds
+                options["weight_path"] = options["gguf"].path
         if mode == "serve":
             section, est, reasons, problems = plan_serve(arch, facts, options, early_warnings)
             problems += lora_problems(section, profile["generation"], early_warnings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ class HeldGguf:
     models: tuple[gguf_files.GgufModel, ...]
     others: tuple[str, ...]  # .gguf files without expert tensors (kt-kernel maps them, loads nothing)
     file_bytes: int
+    given: str | None = None  # the --weight-path given, where `path` is its one folder of .gguf files
 
     @property
     def files(self) -> list[str]:
@@ -35,7 +37,8 @@ class HeldGguf:
         return sum(t.nbytes for t in self.expert_tensors(arch))
 
     def reason(self) -> str:
-        return f"LLAMAFILE: --weight-path {self.path} holds GGUF {self.quant} experts ({self.source})"
+        where = f"{self.given}'s one folder of .gguf files, {self.path}," if self.given else self.path
+        return f"LLAMAFILE: --weight-path {where} holds GGUF {self.quant} experts ({self.source})"
 
     @property
     def quant(self) -> str:
@@ -126,9 +129,15 @@ def held_gguf(path: str, requested: str | None) -> HeldGguf | None:
     except OSError as exc:
         raise gguf_files.GgufError(f"--weight-path {path}: {exc.strerror or exc}") from exc
     if directory is None:
-        if fmt is not None and fmt.gguf:
-            _no_gguf(path, fmt)
-        return None
+        if fmt is None or not fmt.gguf:
+            return None
+        inside = gguf_files.gguf_subdirs(Path(path))
+        # a repo keeping each quant in a folder, one of them downloaded: kt-kernel is to read that folder
+        if len(inside) == 1:
+            held = held_gguf(str(Path(path) / inside[0]), requested)
+            return dataclasses.replace(held, given=path) if held else None
+        _no_gguf(path, fmt, inside)
+        return None  # not there yet, or empty: the download will put the files there
     quants = ", ".join(q or "quant not stated" for q in directory.quants) or "no experts"
     if fmt is not None and not fmt.gguf:
         raise gguf_files.GgufError(
@@ -160,14 +169,14 @@ def held_gguf(path: str, requested: str | None) -> HeldGguf | None:
     return HeldGguf(path, held_format, source, tuple(models), tuple(directory.others), directory.file_bytes)
 
 
-def _no_gguf(path: str, fmt: sizing.CpuFormat) -> None:
-    """A GGUF --cpu-format with a --weight-path that exists but holds no .gguf file itself."""
-    inside = gguf_files.gguf_subdirs(Path(path))
+def _no_gguf(path: str, fmt: sizing.CpuFormat, inside: list[str]) -> None:
+    """A GGUF --cpu-format with a --weight-path that exists but holds no .gguf file itself (nor in one
+    folder only)."""
     if inside:
         raise gguf_files.GgufError(
-            f"--weight-path {path} holds no .gguf file itself, {', '.join(inside)} do: kt-kernel reads only "
-            f"the .gguf files directly in --kt-weight-path; point --weight-path at "
-            f"{path.rstrip('/')}/{inside[0]}"
+            f"--weight-path {path} holds no .gguf file itself, its folders {', '.join(inside)} do: kt-kernel "
+            f"reads only the .gguf files directly in --kt-weight-path; point --weight-path at the one to "
+            f"serve, e.g. {path.rstrip('/')}/{inside[0]}"
         )
     try:
         present = any(Path(path).iterdir())

@@ -449,7 +449,12 @@ def _weight_path(
         est.breakdown["cpu_weights_on_disk"] = 0
         est.disk_bytes -= size
         reasons["kt_weight_path"] = (
-            f"{path} holds {gb(held.file_bytes)} of .gguf files: not counted again"
+            (
+                f"the one folder of .gguf files in {held.given}, which kt-kernel reads only directly: "
+                if held and held.given
+                else ""
+            )
+            + f"{path} holds {gb(held.file_bytes)} of .gguf files: not counted again"
             if held
             else f"{path} holds the {fmt.weight_format} weights: {gb(size)} not counted again"
         )

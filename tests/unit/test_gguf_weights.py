@@ -3,9 +3,8 @@ directory of .gguf files plans the quant it holds, with its RAM from the files' 
 
 Before, the planner knew GGUF:Q4_K_M only: a directory of Q8_0 files was planned (and its RAM sized) as
 Q4_K_M, 1.75x too little, and --weight-path without --cpu-format was refused. The fake models are written
-by gguf_fixture.py with struct (header and tensor table, data left as a hole), since the `gguf` package is
-not installed in the test environment; test_reader_agrees_with_gguf_py checks the reader against gguf-py's
-GGUFWriter where it is (e.g. PYTHONPATH=/work/main/.devcarry/site, gguf 0.19.0).
+by gguf_fixture.py with struct (header and tensor table, data left as a hole: a 31 GB model costs a few kB);
+test_reader_agrees_with_gguf_py checks the reader against gguf-py's own GGUFWriter (a dev dependency).
 """
 
 from __future__ import annotations
@@ -198,11 +197,26 @@ def test_a_quant_stated_nowhere_is_asked_for(tmp_path):
     assert named["requirements_breakdown"]["cpu_experts"] == experts
 
 
-def test_quant_folders_are_pointed_at(tmp_path):
-    """unsloth's big GGUF repos keep each quant in a folder; kt-kernel reads only the folder it is given."""
-    fixture.qwen3_30b(tmp_path / "Q8_0", "Q8_0")
+def test_the_one_quant_folder_is_planned(tmp_path):
+    """unsloth's big GGUF repos keep each quant in a folder, and a store fetches one of them (allow_patterns);
+    kt-kernel reads only the .gguf files directly in the folder it is given, so the plan names that folder.
+    Before: the plan stopped and asked for the folder."""
+    experts = fixture.qwen3_30b(tmp_path / "Q8_0", "Q8_0")
     (tmp_path / "README.md").write_text("x")
-    message = f"point --weight-path at {tmp_path}/Q8_0"
+    planned = serve(tmp_path, "GGUF")
+    assert planned["serve"]["kt_weight_path"] == str(tmp_path / "Q8_0")
+    assert planned["serve"]["kt_weight_format"] == "gguf:Q8_0"
+    assert planned["requirements_breakdown"]["cpu_experts"] == experts
+    assert f"the one folder of .gguf files in {tmp_path}" in planned["reasons"]["kt_weight_path"]
+    assert f"{tmp_path}'s one folder of .gguf files, {tmp_path / 'Q8_0'}," in planned["reasons"]["kt_method"]
+
+
+def test_several_quant_folders_are_pointed_at(tmp_path):
+    fixture.qwen3_30b(tmp_path / "Q8_0", "Q8_0")
+    fixture.qwen3_30b(tmp_path / "Q4_K_M", "Q4_K_M")
+    message = (
+        f"its folders Q4_K_M, Q8_0 do: .* point --weight-path at the one to serve, e.g. {tmp_path}/Q4_K_M"
+    )
     with pytest.raises(PlanInputError, match=message):
         serve(tmp_path, "GGUF:Q8_0")
 

@@ -316,3 +316,32 @@ def test_any_loopback_address_binds_without_a_key(tmp_path):
         tmp_path, {"kt_serve_instances": [instance(tmp_path, "pub", 30006, host="10.0.0.2")]}
     )
     assert rc != 0 and "pub: binds 10.0.0.2 without api_key" in output, output[-3000:]
+
+
+def test_a_stored_gguf_repo_with_its_quant_in_a_folder_is_served_from_that_folder(tmp_path):
+    """unsloth's GGUF repos keep each quant in a folder; a store allow pattern fetched one. kt-kernel reads
+    only the .gguf files directly in --kt-weight-path: before, the plan stopped and asked for the folder."""
+    from gguf_fixture import qwen3_30b
+
+    from ktinfra import catalog
+
+    model, gguf = tmp_path / "store" / "models" / "Qwen3-30B-A3B", tmp_path / "store" / "gguf" / "Qwen3-GGUF"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
+    qwen3_30b(gguf / "Q4_K_M", "Q4_K_M")
+    (gguf / "README.md").write_text("x")
+    store = {"root": str(tmp_path / "store"), "dirs": {},
+             "models": {"Qwen3-GGUF": {"kind": "gguf", "path": str(gguf), "cpu_weights": None}}}  # fmt: skip
+    (tmp_path / "store.json").write_text(json.dumps(store))
+    no_amx = REPO / "tests" / "fixtures" / "facts" / "xeon8352v-4090-noamx.json"
+    entry = {"name": "gguf", "port": 30011, "model": "Qwen3-GGUF", "model_path": str(model),
+             "plan_args": ["--facts", str(no_amx)]}  # fmt: skip
+    extra = {"kt_serve_instances": [entry], "kt_serve_store_state_file": str(tmp_path / "store.json")}
+    rc, output = run_role(tmp_path, extra)
+    assert rc == 0, output[-3000:]
+    assert f"--kt-method LLAMAFILE --kt-weight-path {gguf / 'Q4_K_M'} " in serve_args(tmp_path, "gguf")
+    plan = json.loads((tmp_path / "cfg" / "gguf.plan.json").read_text())
+    assert (plan["serve"]["kt_weight_format"], plan["serve"]["kt_weight_path"]) == (
+        "gguf:Q4_K_M",
+        str(gguf / "Q4_K_M"),
+    )
