@@ -110,6 +110,7 @@ class RequestResult:
     itl_s: list[float] = field(default_factory=list)
     error: str | None = None
     tokens_estimated: bool = False  # the server sent no usage: output tokens counted from the reply
+    prompt_estimated: bool = False  # no usage.prompt_tokens: the requested prompt length (words, not tokens)
 
     @property
     def user_tps(self) -> float:
@@ -414,6 +415,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
             if result.latency_s > sc.timeout_s:  # e.g. a slow connect before the deadline could apply
                 raise TimedOut
             result.prompt_tokens = prompt_toks or sc.prompt_tokens
+            result.prompt_estimated = not prompt_toks
             result.output_tokens = completion_toks or chunks
             result.tokens_estimated = not completion_toks and chunks > 0
             result.ok = result.output_tokens > 0

@@ -50,6 +50,8 @@ def summarize(results: list[RequestResult], concurrency: int, wall_s: float) -> 
         "total_output_tokens": sum(r.output_tokens for r in done),
         # completed requests the server sent no usage for: their output tokens are counted from the reply
         "output_tokens_estimated": sum(1 for r in done if r.tokens_estimated),
+        # completed requests without usage.prompt_tokens: their input is the requested length in words
+        "input_tokens_estimated": sum(1 for r in done if r.prompt_estimated),
         "request_throughput": round(len(done) / wall_s, 4) if wall_s > 0 else 0.0,
         "input_throughput": round(sum(r.prompt_tokens for r in done) / wall_s, 2) if wall_s > 0 else 0.0,
         "output_throughput": round(sum(r.output_tokens for r in done) / wall_s, 2) if wall_s > 0 else 0.0,

@@ -243,6 +243,12 @@ def _report(
             f"{estimated} completed request(s) came without usage from the server: "
             "output tokens counted from the reply (streamed chunks, or ~4 characters per token)"
         )
+    estimated = sum(lv.get("input_tokens_estimated", 0) for lv in levels)
+    if estimated:
+        out.print(
+            f"{estimated} completed request(s) came without usage.prompt_tokens: input tokens are the "
+            "requested prompt length (--prompt-tokens, counted in words)"
+        )
     if plot is not None:
         out.print(f"plot written to {escape(str(plot))}")
     if any(lv["failed"] for lv in levels):

@@ -231,6 +231,21 @@ def test_no_stream_plot_shows_whole_reply_latency(server, tmp_path):
     assert "whole-reply latency" in svg and "TTFT" not in svg
 
 
+def test_input_tokens_without_usage_are_counted_as_estimated(server):
+    # before: the requested prompt length stood in for the server's count, and nothing said so
+    server.reply = lambda h, body: sse(h, [delta("a"), delta("b"), DONE])
+    args = ["--url", server.url, "--users", "1", "--requests", "2", "--prompt-tokens", "37"]
+    res = cli(*args, "--json")
+    assert res.exit_code == 0, res.output
+    level = json.loads(res.output)["levels"][0]
+    assert (level["total_input_tokens"], level["input_tokens_estimated"]) == (74, 2)
+    table = cli(*args)
+    assert "2 completed request(s) came without usage.prompt_tokens" in " ".join(table.output.split())
+    server.reply = lambda h, body: sse(h, [delta("a"), USAGE, DONE])
+    level = bench.run_level(scenario(server), users=1, requests_per_user=1)
+    assert (level["total_input_tokens"], level["input_tokens_estimated"]) == (5, 0)
+
+
 def test_empty_whole_reply_without_usage_still_fails(server):
     server.reply = lambda h, body: whole(h, b'{"choices":[{"message":{"content":""}}]}')
     result = send(requests.Session(), scenario(server, stream=False), "hi")
