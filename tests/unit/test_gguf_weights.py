@@ -234,6 +234,17 @@ def test_a_directory_not_there_yet_is_planned_from_the_bits_per_weight(tmp_path)
     assert "the GGUF download puts" in result["reasons"]["kt_weight_path"]
 
 
+@pytest.mark.parametrize("cpu_format", [None, "GGUF:Q8_0"])
+def test_a_gguf_file_as_weight_path_names_its_directory(tmp_path, cpu_format):
+    # Before: with a GGUF --cpu-format the file was planned as a folder the download had still to fill
+    # ("the GGUF download puts 32.4 GB ... there"), a feasible plan kt-kernel cannot load; without one the
+    # error asked for the --cpu-format a directory of .gguf files states itself.
+    fixture.qwen3_30b(tmp_path, "Q8_0")
+    file = tmp_path / "Qwen3-30B-A3B-Q8_0.gguf"
+    with pytest.raises(PlanInputError, match=f"is a .gguf file: .* point --weight-path at {tmp_path}$"):
+        serve(file, cpu_format)
+
+
 @pytest.mark.parametrize("damage", ["truncated", "not gguf", "big-endian"])
 def test_a_damaged_file_is_refused(tmp_path, damage):
     fixture.qwen3_30b(tmp_path, "Q8_0")
