@@ -318,7 +318,8 @@ def test_any_loopback_address_binds_without_a_key(tmp_path):
     assert rc != 0 and "pub: binds 10.0.0.2 without api_key" in output, output[-3000:]
 
 
-def test_a_stored_gguf_repo_with_its_quant_in_a_folder_is_served_from_that_folder(tmp_path):
+@pytest.mark.parametrize("given", ["planned", "plan_file"])
+def test_a_stored_gguf_repo_with_its_quant_in_a_folder_is_served_from_that_folder(tmp_path, given):
     """unsloth's GGUF repos keep each quant in a folder; a store allow pattern fetched one. kt-kernel reads
     only the .gguf files directly in --kt-weight-path: before, the plan stopped and asked for the folder."""
     from gguf_fixture import qwen3_30b
@@ -336,6 +337,14 @@ def test_a_stored_gguf_repo_with_its_quant_in_a_folder_is_served_from_that_folde
     no_amx = REPO / "tests" / "fixtures" / "facts" / "xeon8352v-4090-noamx.json"
     entry = {"name": "gguf", "port": 30011, "model": "Qwen3-GGUF", "model_path": str(model),
              "plan_args": ["--facts", str(no_amx)]}  # fmt: skip
+    if given == "plan_file":  # made on the store's directory: it names the folder, which the role must keep
+        from ktinfra.planner import load_facts, plan
+
+        made = plan(load_facts(no_amx), str(model), "serve", cpu_format="GGUF", weight_path=str(gguf))
+        (tmp_path / "made.json").write_text(json.dumps(made))
+        entry = {k: v for k, v in entry.items() if k != "plan_args"} | {
+            "plan_file": str(tmp_path / "made.json")
+        }
     extra = {"kt_serve_instances": [entry], "kt_serve_store_state_file": str(tmp_path / "store.json")}
     rc, output = run_role(tmp_path, extra)
     assert rc == 0, output[-3000:]
