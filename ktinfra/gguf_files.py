@@ -385,6 +385,8 @@ def _split_models(headers: list[Header]) -> list[GgufModel]:
             raise GgufError(
                 f"{header.path.parent}: split files of {stem} disagree on how many parts there are"
             )
+        if not 1 <= number <= count:  # kt-kernel would load it, the sizing would leave it out
+            raise GgufError(f"{header.path}: part {number} of a set of {count} split parts")
         declared = header.metadata.get("split.count")
         if isinstance(declared, int) and declared != count:
             raise GgufError(f"{header.path}: its header says {declared} split parts, its name {count}")

@@ -144,6 +144,16 @@ def test_a_split_set_missing_a_part_is_refused(tmp_path):
         serve(tmp_path)
 
 
+def test_a_split_part_numbered_outside_its_set_is_refused(tmp_path):
+    """Before: a part 00004-of-00003 (a renamed or stray file) was left out of the sizing, though kt-kernel
+    loads every .gguf file in the directory."""
+    fixture.qwen3_30b(tmp_path, "Q8_0", parts=3)
+    part = tmp_path / "Qwen3-30B-A3B-Q8_0-00003-of-00003.gguf"
+    os.link(part, tmp_path / "Qwen3-30B-A3B-Q8_0-00004-of-00003.gguf")  # the data is a hole: no copy
+    with pytest.raises(PlanInputError, match=r"Q8_0-00004-of-00003.gguf: part 4 of a set of 3 split parts"):
+        serve(tmp_path)
+
+
 def test_several_quants_in_one_directory_are_refused(tmp_path):
     """kt-kernel would load both files, the later one's experts over the earlier one's: ask which."""
     fixture.qwen3_30b(tmp_path, "Q8_0")
