@@ -24,8 +24,10 @@ DEFAULT_ALIGNMENT = 32  # general.alignment when absent (GGUF spec)
 MAX_DIMS = 4  # GGML_MAX_DIMS
 
 # ggml tensor types: id -> (name, weights per block, bytes per block), as ggml's block structs define them
-# (ggml-common.h; gguf-py's GGML_QUANT_SIZES lists the same). kt-kernel's GGUFLoader knows the block sizes of
-# all of these but the last three; a tensor of those cannot be loaded by the LLAMAFILE backend.
+# (ggml-common.h; gguf-py's GGML_QUANT_SIZES lists the same). kt-kernel 0.7.2's GGUFLoader knows the block
+# sizes of all of these but TQ1_0 and TQ2_0 (kt_kernel/utils/loader.py GGML_QUANT_SIZES, lines 55-86, looked
+# up at line 1063; MXFP4, id 39, at line 85), and its bundled ggml has mxfp4 kernels but no ternary types: a
+# tensor in TQ1_0/TQ2_0 cannot be loaded by the LLAMAFILE backend.
 QK_K = 256
 GGML_TYPES: dict[int, tuple[str, int, int]] = {
     0: ("F32", 1, 4),
@@ -61,7 +63,7 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
     35: ("TQ2_0", QK_K, 2 + 64),
     39: ("MXFP4", 32, 1 + 16),
 }
-KT_UNREADABLE_TYPES = frozenset({"TQ1_0", "TQ2_0", "MXFP4"})
+KT_UNREADABLE_TYPES = frozenset({"TQ1_0", "TQ2_0"})
 TYPE_BITS = {name: size * 8 / block for name, block, size in GGML_TYPES.values()}
 
 # llama.cpp's file types (llama.h llama_ftype; general.file_type): id -> the name quantize and file names use.

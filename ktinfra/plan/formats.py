@@ -25,6 +25,29 @@ ISA_NEEDS = {
 }
 
 
+# kt-kernel's LLAMAFILE backend (0.7.2 kt_kernel/utils/llamafile.py:90-113) splits each expert's intermediate
+# dimension over the thread pools in blocks of QK_K = 256 weights: a width that is not a multiple of 256 is
+# refused, and so is a pool count above width / 256 (a pool without a block).
+LLAMAFILE_BLOCK = 256
+
+
+def llamafile_problem(arch: Architecture) -> str | None:
+    """Why LLAMAFILE cannot serve this model's routed experts (None: it can)."""
+    width = arch.moe_intermediate_size
+    if width % LLAMAFILE_BLOCK == 0:
+        return None
+    return (
+        f"kt-kernel's LLAMAFILE (GGUF) backend needs the expert width to be a multiple of {LLAMAFILE_BLOCK} "
+        f"(QK_K; kt-kernel 0.7.2 utils/llamafile.py:94 refuses it at load), and {arch.name}'s is {width}: "
+        "no GGUF serves it"
+    )
+
+
+def llamafile_max_pools(arch: Architecture) -> int:
+    """The most thread pools LLAMAFILE can split one expert over: one QK_K block of its width each."""
+    return max(1, arch.moe_intermediate_size // LLAMAFILE_BLOCK)
+
+
 def isa_needs(fmt: sizing.CpuFormat) -> tuple[str, ...]:
     return ISA_NEEDS[fmt.kt_method if fmt.gguf else fmt.name]
 

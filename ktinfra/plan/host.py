@@ -305,18 +305,21 @@ def _pools_limited(cores: dict[int, int], nodes: list[int], fit: int, threads: i
     )
 
 
-def thread_pools(facts: dict, threads: int) -> tuple[int, int, str | None, list[int] | None]:
+def thread_pools(
+    facts: dict, threads: int, max_pools: int | None = None
+) -> tuple[int, int, str | None, list[int] | None]:
     """(kt_threadpool_count, threads, warning, the pools' nodes when they are not 0..n-1) as kt-kernel
-    places them.
+    places them, at most `max_pools` pools (a backend that cannot split the experts further).
 
     kt-kernel 0.7.2 (experts_base._get_cpu_infer) gives every pool threads // pools threads and binds pool
     i to NUMA node i unless SGLang names the nodes (--kt-numa-nodes, sglang-kt 0.7.2): the pools go on the
     nodes with the most usable cores, named when those are not 0..n-1."""
     cores = numa_node_cores(facts)
     if not cores:
-        return min(numa_nodes_in_use(facts), threads), threads, None, None
+        return min(numa_nodes_in_use(facts), threads, max_pools or threads), threads, None, None
     # SGLang names the pools' nodes (--kt-numa-nodes): the ones with the most usable cores
-    nodes, fit = _best_prefix(sorted(cores, key=lambda node: (-cores[node], node)), cores, threads)
+    order = sorted(cores, key=lambda node: (-cores[node], node))[:max_pools]
+    nodes, fit = _best_prefix(order, cores, threads)
     named = None if nodes == list(range(len(nodes))) else nodes
     return len(nodes), fit, _pools_limited(cores, nodes, fit, threads), named
 

@@ -116,11 +116,13 @@ def _kt_run_effect(kt_run: int, cores: int, threads: int) -> str:
     return "agrees"
 
 
-def _cpu_decisions(facts: dict, serve: dict, reasons: dict, warnings: list) -> None:
+def _cpu_decisions(
+    facts: dict, serve: dict, reasons: dict, warnings: list, max_pools: int | None = None
+) -> None:
     cpu = facts["cpu"]
     cores = cpu["physical_cores"]
     threads, note = cpu_worker_threads(facts)
-    pools, placed, placement, nodes = thread_pools(facts, threads)
+    pools, placed, placement, nodes = thread_pools(facts, threads, max_pools)
     kt_run = int(cpu["logical_cpus"] * 0.8)
     effect = _kt_run_effect(kt_run, cores, placed)
     reasons["kt_cpuinfer"] = (
@@ -141,6 +143,11 @@ def _cpu_decisions(facts: dict, serve: dict, reasons: dict, warnings: list) -> N
         if nodes
         else "not set: pool i on node i (kt-kernel's default) is where the usable cores are"
     )
+    if max_pools is not None and pools == max_pools < numa_nodes_in_use(facts):
+        reasons["kt_threadpool_count"] += (
+            f"; at most {max_pools}: LLAMAFILE gives each pool whole {formats.LLAMAFILE_BLOCK}-weight blocks "
+            "of the expert width (kt-kernel 0.7.2 utils/llamafile.py:106 refuses a pool without one)"
+        )
     if placement:
         reasons["kt_threadpool_count"] += " (placement limited: see warnings)"
         warnings.append(placement)
@@ -493,7 +500,11 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
         }
     )
     reasons["enable_mixed_chunk"] = "mix prefill chunks into decode batches (seed 002's launch line)"
-    _cpu_decisions(facts, serve, reasons, warnings)
+    llamafile = fmt.kt_method == "LLAMAFILE"
+    if llamafile and formats.llamafile_problem(arch):
+        problems.append(formats.llamafile_problem(arch))
+    max_pools = formats.llamafile_max_pools(arch) if llamafile else None
+    _cpu_decisions(facts, serve, reasons, warnings, max_pools)
     serve.update(_network(opts, reasons))
     lora = opts.get("lora")
     if lora:

@@ -301,6 +301,33 @@ def test_a_quant_kt_kernel_cannot_read_is_refused(tmp_path):
         serve(tmp_path)
 
 
+def _qwen3_30b_with_one_expert_in(directory: Path, kind: str) -> None:
+    """Qwen3-30B-A3B in Q8_0 (general.file_type 7) whose layer-0 gate experts are `kind`, as a file made
+    with llama-quantize --tensor-type overrides holds them."""
+    m = fixture.QWEN3_30B
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = fixture.moe_tensors("Q8_0", range(m["layers"]), m["hidden"], m["width"], m["experts"])
+    tensors[0] = (tensors[0][0], kind, tensors[0][2])
+    meta = {"general.architecture": "qwen3moe", "general.file_type": fixture.FILE_TYPES["Q8_0"]}
+    fixture.write(directory / "Qwen3-30B-A3B-Q8_0.gguf", tensors, meta)
+
+
+def test_mxfp4_experts_are_read_by_kt_kernel_and_ternary_ones_are_not(tmp_path):
+    """kt-kernel 0.7.2's GGUF loader reads MXFP4 (ggml type 39) expert tensors: the wheel's
+    kt_kernel/utils/loader.py defines GGMLQuantizationType.MXFP4 = 39 (line 51) and its block size in
+    GGML_QUANT_SIZES (line 85), where GGUFLoader looks every expert tensor's type up (line 1063) when
+    LlamafileMoEWrapper.load_weights reads it (utils/llamafile.py:192-196); the bundled ggml has
+    dequantize_row_mxfp4 and ggml_vec_dot_mxfp4_q8_0. TQ1_0 and TQ2_0 are in neither, so the lookup fails.
+    ktinfra refused MXFP4 experts as unreadable."""
+    _qwen3_30b_with_one_expert_in(tmp_path / "mxfp4", "MXFP4")
+    result = serve(tmp_path / "mxfp4")
+    assert result["feasible"], result["problems"]
+    assert result["serve"]["kt_weight_format"] == "gguf:Q8_0"
+    _qwen3_30b_with_one_expert_in(tmp_path / "ternary", "TQ2_0")
+    with pytest.raises(PlanInputError, match="expert tensors in TQ2_0, which kt-kernel's GGUF loader"):
+        serve(tmp_path / "ternary")
+
+
 # ---- the command line ------------------------------------------------------------------------------------
 def ktinfra(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO))
