@@ -13,7 +13,7 @@ from moto import mock_aws
 from typer.testing import CliRunner
 
 from ktinfra.cli import app
-from ktinfra.image import ImageError, build
+from ktinfra.image import ImageError, build, dockercli
 
 SMOKE = str(Path(__file__).parents[1] / "integration" / "image" / "smoke-profile.yaml")
 
@@ -39,6 +39,59 @@ def ec2(monkeypatch):
 def test_bad_input_refused(kwargs, message):
     with pytest.raises(ImageError, match=message.replace("(", r"\(")):
         build.prepare(build.BuildRequest(**kwargs))
+
+
+@pytest.fixture
+def fake_docker(monkeypatch):
+    """A daemon and the base image; any other docker call fails the test (no build can start)."""
+
+    def no_docker(*args, **_):
+        raise AssertionError(f"docker was asked: {args}")
+
+    monkeypatch.setattr(dockercli, "_docker", no_docker)
+    monkeypatch.setattr(dockercli, "ensure_daemon", lambda: None)
+    base = {"id": "sha256:base", "size_bytes": 1000, "tags": [], "labels": {}, "created": "2026"}
+    monkeypatch.setattr(dockercli, "image_info", lambda ref: base)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tag", "BAD TAG"], "error: --tag 'BAD TAG' is not a docker tag"),
+        (["--tag", "-x"], "error: --tag '-x' is not a docker tag"),
+        (["--tag", "t" * 129], "is not a docker tag"),
+        (["--repository", "Bad/Repo"], "error: --repository 'Bad/Repo' is not a docker repository name"),
+        (["--repository", "ktinfra//kt"], "is not a docker repository name"),
+    ],
+)
+def test_bad_docker_tag_or_repository_is_refused_before_packer(tmp_path, fake_docker, args, message):
+    # packer validate takes any string here; the docker-tag post-processor failed only after the whole
+    # build (a kt-0.7 build is ~15 min and a 19 GB docker commit)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app, ["image", "build", "--profile", SMOKE, "--out", str(out), "--packer", "/nonexistent", *args]
+    )
+    assert result.exit_code == 1 and message in result.output, result.output
+    assert not out.exists()
+
+
+def test_profile_name_that_is_no_docker_tag_needs_tag(tmp_path, fake_docker):
+    site = tmp_path / "site.yaml"
+    site.write_text(Path(SMOKE).read_text().replace("name: smoke", "name: site+cu128"))
+    req = build.BuildRequest(profile=str(site), out_root=tmp_path / "out", wheelhouse=tmp_path / "wh")
+    with pytest.raises(ImageError, match=r"the profile name 'site\+cu128' \(the default tag\).*give --tag"):
+        build.prepare(req)
+    req.tag = "site-cu128"
+    prep = build.prepare(req)
+    assert prep.variables["docker_tag"] == "site-cu128"
+    # docker container names take no +
+    assert prep.variables["docker_container_name"].startswith("image-build-site_cu128-")
+
+
+def test_registry_repositories_are_accepted(tmp_path, fake_docker):
+    for repository in ("localhost:5000/ktinfra/kt", "registry.example.com/lab/kt", "kt", "a__b/c-d.e"):
+        req = build.BuildRequest(profile=SMOKE, repository=repository, out_root=tmp_path / "o")
+        assert build.prepare(req).variables["docker_repository"] == repository
 
 
 def test_amazon_ebs_resolves_ami_and_volume(ec2):
