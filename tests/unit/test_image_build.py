@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import boto3
@@ -13,7 +16,7 @@ from moto import mock_aws
 from typer.testing import CliRunner
 
 from ktinfra.cli import app
-from ktinfra.image import ImageError, build, dockercli
+from ktinfra.image import REPO_ROOT, ImageError, build, dockercli
 
 SMOKE = str(Path(__file__).parents[1] / "integration" / "image" / "smoke-profile.yaml")
 
@@ -192,3 +195,28 @@ def test_aws_request_failure_is_reported(ec2):
     req = build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1")
     with pytest.raises(ImageError, match="AWS request in region eu-north-1 failed: Could not connect"):
         build.prepare(req, ec2=Unreachable())
+
+
+def _make_n(*args: str) -> list[list[str]]:
+    """The commands `make -n` would run (amazon-ebs: no recursive make, nothing is executed)."""
+    if not shutil.which("make"):
+        pytest.skip("no make")
+    proc = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = proc.stdout.replace("\\\n", " ").splitlines()
+    return [shlex.split(line) for line in lines if "ktinfra image" in line]
+
+
+def test_make_image_passes_a_profile_path_with_spaces_whole(tmp_path):
+    profile = "/srv/lab profiles/site.yaml"
+    [cmd] = _make_n("image", "IMAGE_SOURCE=amazon-ebs", f"IMAGE_PROFILE={profile}")
+    assert cmd[cmd.index("--profile") + 1] == profile
+    assert cmd[cmd.index("--tag") + 1] == "site"
+    [verify] = _make_n("image-verify", f"IMAGE_PROFILE={profile}")
+    assert verify[-1] == "ktinfra/kt:site"
+    [default] = _make_n("image-verify")
+    assert default[-1] == "ktinfra/kt:kt-0.7"
