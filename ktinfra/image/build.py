@@ -310,4 +310,5 @@ def _manifest(
         packer_version=version,
         git=prep.extra["git"],
         extra=extra,
+        roles={name: env["role"] for name, env in prep.envs.items()},
     )
