@@ -96,7 +96,14 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
         "ktinfra.version": __version__,
         "ktinfra.revision": git["revision"] or "unknown",
     }
-    variables = {"profile": profile["name"], "cleanup_keep": ",".join(req.keep), "labels": labels}
+    # one source of truth: the template takes the paths and run options ktinfra also uses, no copies
+    variables = {
+        "profile": profile["name"],
+        "wheelhouse": WHEELHOUSE_IN_IMAGE,
+        "docker_systemd_run_args": dockercli.SYSTEMD_RUN_ARGS,  # set for every source: it has no default
+        "cleanup_keep": ",".join(req.keep),
+        "labels": labels,
+    }
     extra: dict = {"git": git}
     if req.source == "docker":
         dockercli.ensure_daemon()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -123,6 +124,31 @@ def test_write_inputs_gives_packer_and_ansible_their_files(ec2, tmp_path):
     extra = json.loads(Path(variables["ansible_vars_file"]).read_text())
     assert extra["ktinfra_image_envs"]["kt-kernel"]["pins"] == ["numpy==2.1.3", "packaging==24.2"]
     assert json.loads(Path(variables["build_spec_file"]).read_text())["envs"] == extra["ktinfra_image_envs"]
+
+
+def _required_template_variables() -> set[str]:
+    """The variables of images/kt.pkr.hcl without a default: ktinfra must set each, for every source."""
+    text = (REPO_ROOT / "images" / "kt.pkr.hcl").read_text()
+    blocks = re.findall(r'^variable "([\w-]+)" \{\n(.*?)^\}', text, flags=re.M | re.S)
+    return {name for name, body in blocks if not re.search(r"^\s*default\s*=", body, flags=re.M)}
+
+
+def test_template_takes_wheelhouse_and_systemd_options_from_ktinfra(ec2, fake_docker, tmp_path):
+    # one source of truth: the in-image wheelhouse the play fills is the one packer bind-mounts, validates
+    # and cleans, and the build container boots with the options `image verify` boots the image with
+    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    for req in (
+        build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1"),
+        build.BuildRequest(profile=SMOKE, out_root=tmp_path / "o", wheelhouse=tmp_path / "w"),
+    ):
+        stage = tmp_path / req.source
+        stage.mkdir()
+        variables = json.loads(build.write_inputs(build.prepare(req, ec2=ec2), stage).read_text())
+        extra = json.loads(Path(variables["ansible_vars_file"]).read_text())
+        assert variables["wheelhouse"] == extra["ktinfra_wheelhouse"] == build.WHEELHOUSE_IN_IMAGE
+        assert variables["docker_systemd_run_args"] == dockercli.SYSTEMD_RUN_ARGS
+        assert _required_template_variables() <= set(variables)
+    assert {"wheelhouse", "docker_systemd_run_args"} <= _required_template_variables()
 
 
 def test_cli_reports_bad_source_cleanly(tmp_path):
