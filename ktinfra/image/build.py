@@ -194,6 +194,7 @@ def profile_ref(prep: Prepared) -> str:
 
 def write_inputs(prep: Prepared, stage: Path) -> Path:
     """The variables file for packer plus the two JSON files it hands to ansible and to validate."""
+    stage = stage.resolve()  # packer runs in the checkout, not in the caller's directory (--out rel)
     ansible_vars = {
         "ktinfra_profile": prep.profile["name"],
         # kt_python_env takes a shipped profile's name or a controller path to a profile file

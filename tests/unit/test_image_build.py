@@ -126,6 +126,20 @@ def test_write_inputs_gives_packer_and_ansible_their_files(ec2, tmp_path):
     assert json.loads(Path(variables["build_spec_file"]).read_text())["envs"] == extra["ktinfra_image_envs"]
 
 
+def test_write_inputs_gives_packer_absolute_paths_for_a_relative_out(ec2, tmp_path, monkeypatch):
+    # packer runs with the checkout as its cwd: `--out builds` from another directory made it look for
+    # builds/.../variables.pkrvars.json under the checkout ("Failed to open file")
+    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    prep = build.prepare(build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1"), ec2=ec2)
+    monkeypatch.chdir(tmp_path)
+    Path("builds").mkdir()
+    var_file = build.write_inputs(prep, Path("builds"))
+    assert var_file.is_absolute() and var_file == tmp_path / "builds" / "variables.pkrvars.json"
+    variables = json.loads(var_file.read_text())
+    for key in ("output_dir", "ansible_vars_file", "build_spec_file"):
+        assert Path(variables[key]).is_absolute() and Path(variables[key]).exists(), key
+
+
 def _required_template_variables() -> set[str]:
     """The variables of images/kt.pkr.hcl without a default: ktinfra must set each, for every source."""
     text = (REPO_ROOT / "images" / "kt.pkr.hcl").read_text()
