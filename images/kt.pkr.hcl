@@ -31,6 +31,11 @@ variable "build_spec_file" {
   description = "JSON with each env's python and pins; read by the validate step inside the image."
 }
 
+variable "wheelhouse" {
+  type        = string
+  description = "Wheelhouse path inside the image/instance (ktinfra's WHEELHOUSE_IN_IMAGE, also handed to the play)."
+}
+
 variable "cleanup_keep" {
   type        = string
   default     = ""
@@ -71,8 +76,7 @@ variable "docker_systemd" {
 
 variable "docker_systemd_run_args" {
   type        = list(string)
-  default     = ["--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--cgroupns=host"]
-  description = "docker run options systemd needs on this host (cgroup v1 here; cgroup v2: --cgroupns=private)."
+  description = "docker run options systemd needs (ktinfra's dockercli.SYSTEMD_RUN_ARGS, which verify boots with too)."
 }
 
 variable "wheelhouse_host_dir" {
@@ -113,7 +117,7 @@ variable "aws_ami_name" {
 }
 
 locals {
-  wheelhouse = "/var/cache/ktinfra/wheelhouse"
+  wheelhouse = var.wheelhouse
   # docker builds run as root; on an AMI the communicator user (ubuntu) needs sudo for validate/cleanup
   as_root = "chmod +x {{ .Path }}; {{ .Vars }} $([ \"$(id -u)\" -eq 0 ] || echo sudo -E) {{ .Path }}"
 }

@@ -5,8 +5,9 @@ IMAGE_SOURCE ?= docker
 IMAGE_REPO ?= ktinfra/kt
 IMAGE_PLAYBOOK ?= playbooks/image.yml
 IMAGE_ARGS ?=
-# build and verify agree on the tag by passing it (make's $(basename) would cut kt-0.7 to kt-0)
-IMAGE_TAG ?= $(if $(filter %.yaml %.yml,$(IMAGE_PROFILE)),$(basename $(notdir $(IMAGE_PROFILE))),$(IMAGE_PROFILE))
+# build and verify agree on the tag by passing it (make's $(basename) would cut kt-0.7 to kt-0); a profile
+# path may hold spaces (make splits it into words: the file name is the last one, the recipes quote it)
+IMAGE_TAG ?= $(if $(filter %.yaml %.yml,$(lastword $(IMAGE_PROFILE))),$(basename $(notdir $(lastword $(IMAGE_PROFILE)))),$(IMAGE_PROFILE))
 
 .PHONY: image image-deps image-verify image-test image-measure
 
@@ -18,8 +19,8 @@ image-deps: venv ## packer (Debian's 1.6.6 when none is installed), docker engin
 	bash scripts/docker-ready.sh
 
 image: image-deps ## bake the KT image (IMAGE_PROFILE=kt-0.7, IMAGE_SOURCE=docker) and verify it
-	$(KTINFRA) image build --source $(IMAGE_SOURCE) --profile $(IMAGE_PROFILE) --repository $(IMAGE_REPO) \
-	  --tag $(IMAGE_TAG) --playbook $(IMAGE_PLAYBOOK) $(IMAGE_ARGS)
+	$(KTINFRA) image build --source $(IMAGE_SOURCE) --profile '$(IMAGE_PROFILE)' --repository $(IMAGE_REPO) \
+	  --tag $(IMAGE_TAG) --playbook '$(IMAGE_PLAYBOOK)' $(IMAGE_ARGS)
 	@if [ "$(IMAGE_SOURCE)" = docker ]; then $(MAKE) --no-print-directory image-verify; fi
 
 image-verify: venv ## boot the built docker image with systemd and run the testinfra suites against it
@@ -29,6 +30,6 @@ image-test: image-deps ## CI stage: template + adapter against real packer, dock
 	$(VENV)/bin/pytest -q tests/integration/image
 
 image-measure: image-deps ## cold build, warm rebuild and a naive-Dockerfile build of IMAGE_PROFILE (slow)
-	bash images/scripts/measure.sh $(IMAGE_PROFILE)
+	bash images/scripts/measure.sh '$(IMAGE_PROFILE)'
 
 TEST_TARGETS += image-test

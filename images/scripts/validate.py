@@ -36,7 +36,10 @@ for d in md.distributions():
                 tops.append(parts[0])
             elif len(parts) == 1 and parts[0].endswith(".py"):
                 tops.append(parts[0][:-3])
-    out["dists"][name] = {"version": d.version, "top_level": sorted(set(tops))}
+    # the tags of the wheel it was installed from: which of several same-version wheels it is
+    wheel = (d.read_text("WHEEL") or "").splitlines()
+    tags = [line.split(":", 1)[1].strip() for line in wheel if line.startswith("Tag:")]
+    out["dists"][name] = {"version": d.version, "top_level": sorted(set(tops)), "tags": tags}
 print(json.dumps(out))
 """
 
@@ -64,22 +67,40 @@ def parse_pin(pin: str) -> tuple[str, str | None]:
     return canon(m.group(1)), m.group(3)
 
 
-def wheel_index(wheelhouse: str) -> dict[tuple[str, str], str]:
-    """(canonical name, version) -> path of the wheel or sdist in the wheelhouse."""
-    index: dict[tuple[str, str], str] = {}
+def wheel_tags(filename: str) -> set[str]:
+    """The tags a wheel file name stands for, compressed tag sets expanded (cp311.cp312-abi3-x.y)."""
+    parts = filename[:-4].split("-")
+    pys, abis, plats = (parts[-3].split("."), parts[-2].split("."), parts[-1].split("."))
+    return {f"{py}-{abi}-{plat}" for py in pys for abi in abis for plat in plats}
+
+
+def wheel_index(wheelhouse: str) -> dict[tuple[str, str], list[str]]:
+    """(canonical name, version) -> paths of its wheels in the wheelhouse, else of its sdist. A shared
+    wheelhouse can hold several wheels of one version (cp311 and cp312, other platforms)."""
+    wheels: dict[tuple[str, str], list[str]] = {}
+    sdists: dict[tuple[str, str], list[str]] = {}
     if not os.path.isdir(wheelhouse):
-        return index
+        return wheels
     for fn in sorted(os.listdir(wheelhouse)):
         if fn.endswith(".whl"):
             parts = fn[:-4].split("-")
             if len(parts) >= 5:
-                index[(canon(parts[0]), parts[1])] = os.path.join(wheelhouse, fn)
+                wheels.setdefault((canon(parts[0]), parts[1]), []).append(os.path.join(wheelhouse, fn))
         elif fn.endswith((".tar.gz", ".zip")):
             stem = fn[: -len(".tar.gz")] if fn.endswith(".tar.gz") else fn[:-4]
             name, _, version = stem.rpartition("-")
             if name:
-                index.setdefault((canon(name), version), os.path.join(wheelhouse, fn))
-    return index
+                sdists.setdefault((canon(name), version), [os.path.join(wheelhouse, fn)])
+    return {**sdists, **wheels}
+
+
+def installed_from(candidates: list[str], tags: list[str]) -> str | None:
+    """The wheelhouse file a distribution was installed from: the one wheel whose tags it records, or the
+    only candidate; None when several could be it (a checksum of the wrong file is worse than none)."""
+    if len(candidates) == 1:
+        return candidates[0]
+    matching = [c for c in candidates if c.endswith(".whl") and wheel_tags(os.path.basename(c)) & set(tags)]
+    return matching[0] if len(matching) == 1 else None
 
 
 def sha256(path: str) -> str:
@@ -134,7 +155,7 @@ def check_env(name: str, spec: dict, wheels: dict, problems: list[str]) -> dict:
             problems.append(f"env {name}: import {mod} failed: {res}")
     packages = []
     for key, (dist, info) in sorted(installed.items()):
-        wheel = wheels.get((key, info["version"]))
+        wheel = installed_from(wheels.get((key, info["version"]), []), info.get("tags") or [])
         packages.append(
             {
                 "name": dist,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import time
@@ -24,6 +25,12 @@ from ktinfra.image.packer_adapter import Packer, ensure_available
 from ktinfra.profiles import DEFAULT_PROFILE
 
 KEEP_CHOICES = ("wheelhouse", "models", "tokens")
+# docker's reference grammar (distribution/reference): packer validate accepts any string, and the
+# docker-tag post-processor refuses a bad one only after the whole build and its `docker commit`
+_DOCKER_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_DOCKER_PATH = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_DOCKER_HOST = re.compile(rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?")
 WHEELHOUSE_IN_IMAGE = "/var/cache/ktinfra/wheelhouse"
 
 
@@ -78,6 +85,8 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
             "(conda, kt_python_env_wheels), or bake only its other envs (--env)"
         )
     name = f"{profile['name']}-{req.source}"
+    if req.source == "docker":
+        _check_reference(req.repository, req.tag or profile["name"], tag_given=req.tag is not None)
     _check_out(req.out_root, name)
     if req.source == "docker":
         _check_dir(req.wheelhouse, "--wheelhouse")
@@ -87,7 +96,14 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
         "ktinfra.version": __version__,
         "ktinfra.revision": git["revision"] or "unknown",
     }
-    variables = {"profile": profile["name"], "cleanup_keep": ",".join(req.keep), "labels": labels}
+    # one source of truth: the template takes the paths and run options ktinfra also uses, no copies
+    variables = {
+        "profile": profile["name"],
+        "wheelhouse": WHEELHOUSE_IN_IMAGE,
+        "docker_systemd_run_args": dockercli.SYSTEMD_RUN_ARGS,  # set for every source: it has no default
+        "cleanup_keep": ",".join(req.keep),
+        "labels": labels,
+    }
     extra: dict = {"git": git}
     if req.source == "docker":
         dockercli.ensure_daemon()
@@ -95,11 +111,13 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
         if base is None:
             raise ImageError(f"base image {req.base_image} is not here: run `bash scripts/docker-ready.sh`")
         extra["base"] = {"ref": req.base_image, "id": base["id"], "size_bytes": base["size_bytes"]}
+        container = profile["name"].replace("+", "_")
         variables |= {
             "docker_base_image": req.base_image,
             "docker_repository": req.repository,
             "docker_tag": req.tag or profile["name"],
-            "docker_container_name": f"image-build-{profile['name']}-{secrets.token_hex(3)}",
+            # a container name takes [a-zA-Z0-9_.-]: a profile name's + becomes _
+            "docker_container_name": f"image-build-{container}-{secrets.token_hex(3)}",
             "docker_systemd": req.systemd,
             "wheelhouse_host_dir": str(req.wheelhouse.resolve()),
         }
@@ -114,6 +132,29 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
             "aws_root_volume_gb": spec.root_volume_gb(profile, envs),
         }
     return Prepared(req, profile, envs, name, variables, extra)
+
+
+def _check_reference(repository: str, tag: str, tag_given: bool) -> None:
+    """ImageError unless repository:tag is a reference docker takes (lowercase path components, an optional
+    registry host[:port] first; a tag of letters, digits, _ . - up to 128 characters)."""
+    first, _, rest = repository.partition("/")
+    host = rest and ("." in first or ":" in first or first == "localhost")
+    parts = rest.split("/") if host else repository.split("/")
+    if (
+        len(repository) > 255
+        or (host and not _DOCKER_HOST.fullmatch(first))
+        or not all(_DOCKER_PATH.fullmatch(part) for part in parts)
+    ):
+        raise ImageError(
+            f"--repository {repository!r} is not a docker repository name: lowercase letters, digits and "
+            "separators (. _ __ -) in /-separated parts, optionally after a registry host[:port]/"
+        )
+    if not _DOCKER_TAG.fullmatch(tag):
+        what = f"--tag {tag!r}" if tag_given else f"the profile name {tag!r} (the default tag)"
+        raise ImageError(
+            f"{what} is not a docker tag: letters, digits, _ . -, not starting with . or -, at most 128 "
+            f"characters{'' if tag_given else '; give --tag'}"
+        )
 
 
 def _check_dir(path: Path, what: str) -> None:
@@ -153,6 +194,7 @@ def profile_ref(prep: Prepared) -> str:
 
 def write_inputs(prep: Prepared, stage: Path) -> Path:
     """The variables file for packer plus the two JSON files it hands to ansible and to validate."""
+    stage = stage.resolve()  # packer runs in the checkout, not in the caller's directory (--out rel)
     ansible_vars = {
         "ktinfra_profile": prep.profile["name"],
         # kt_python_env takes a shipped profile's name or a controller path to a profile file
@@ -276,4 +318,5 @@ def _manifest(
         packer_version=version,
         git=prep.extra["git"],
         extra=extra,
+        roles={name: env["role"] for name, env in prep.envs.items()},
     )

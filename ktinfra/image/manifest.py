@@ -11,6 +11,7 @@ from ktinfra import __version__
 from ktinfra.image import REPO_ROOT, ImageError
 
 SCHEMA = 1
+ENV_FIELDS = ("python", "python_version", "prefix", "size_bytes", "imports", "packages")
 _MISSING = object()
 
 
@@ -106,10 +107,13 @@ def build_manifest(
     packer_version: str,
     git: dict | None = None,
     extra: dict | None = None,
+    roles: dict | None = None,
 ) -> dict:
     envs = {
         name: {
-            k: info[k] for k in ("python", "python_version", "prefix", "size_bytes", "imports", "packages")
+            # the profile's env key (inference, sft): env names are the profile's own choice
+            "role": (roles or {}).get(name),
+            **{k: info[k] for k in ENV_FIELDS},
         }
         for name, info in packages["envs"].items()
     }

@@ -125,9 +125,10 @@ class Packer:
             err = exc.__context__
             if not isinstance(err, self._sh.ErrorReturnCode):
                 raise
-            text = (_decode(err.stdout) + _decode(err.stderr)).strip() or self.tail()
+            # all of it: packer prints its first error first, and a template with many errors has long output
+            text = (_decode(err.stdout) + _decode(err.stderr)).strip() or "\n".join(self._lines)
             return Validation(False, text)
-        return Validation(bool(result.succeeded), self.tail())
+        return Validation(bool(result.succeeded), "\n".join(self._lines))
 
     def inspect(self) -> dict:
         """Sources, provisioners, post-processors and variables of an HCL2 template."""

@@ -42,6 +42,7 @@ def load_manifest(path: Path) -> dict:
     for name in manifest_mod.field(data, "envs", (dict,), path):
         for key in ("prefix", "python"):
             manifest_mod.field(data, f"envs.{name}.{key}", (str,), path)
+        manifest_mod.field(data, f"envs.{name}.role", (str,), path, default=None)
     return data
 
 
@@ -51,8 +52,9 @@ def suite_args(suite: Path, manifest: dict | None, role: str) -> list[str]:
         return []
     args = ["--kt-role", role, "--kt-profile", manifest["profile"].get("ref") or manifest["profile"]["name"]]
     for env in manifest["envs"].values():
-        option = "--kt-python" if env["prefix"].endswith("kt-kernel") else "--kt-sft-python"
-        args += [option, env["python"]]
+        # the env's role (a site profile names its envs as it likes); manifests before it: the shipped name
+        inference = env["role"] == "inference" if env.get("role") else env["prefix"].endswith("kt-kernel")
+        args += ["--kt-python" if inference else "--kt-sft-python", env["python"]]
     return args
 
 

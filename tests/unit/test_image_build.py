@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import boto3
@@ -13,7 +17,7 @@ from moto import mock_aws
 from typer.testing import CliRunner
 
 from ktinfra.cli import app
-from ktinfra.image import ImageError, build
+from ktinfra.image import REPO_ROOT, ImageError, build, dockercli
 
 SMOKE = str(Path(__file__).parents[1] / "integration" / "image" / "smoke-profile.yaml")
 
@@ -39,6 +43,59 @@ def ec2(monkeypatch):
 def test_bad_input_refused(kwargs, message):
     with pytest.raises(ImageError, match=message.replace("(", r"\(")):
         build.prepare(build.BuildRequest(**kwargs))
+
+
+@pytest.fixture
+def fake_docker(monkeypatch):
+    """A daemon and the base image; any other docker call fails the test (no build can start)."""
+
+    def no_docker(*args, **_):
+        raise AssertionError(f"docker was asked: {args}")
+
+    monkeypatch.setattr(dockercli, "_docker", no_docker)
+    monkeypatch.setattr(dockercli, "ensure_daemon", lambda: None)
+    base = {"id": "sha256:base", "size_bytes": 1000, "tags": [], "labels": {}, "created": "2026"}
+    monkeypatch.setattr(dockercli, "image_info", lambda ref: base)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tag", "BAD TAG"], "error: --tag 'BAD TAG' is not a docker tag"),
+        (["--tag", "-x"], "error: --tag '-x' is not a docker tag"),
+        (["--tag", "t" * 129], "is not a docker tag"),
+        (["--repository", "Bad/Repo"], "error: --repository 'Bad/Repo' is not a docker repository name"),
+        (["--repository", "ktinfra//kt"], "is not a docker repository name"),
+    ],
+)
+def test_bad_docker_tag_or_repository_is_refused_before_packer(tmp_path, fake_docker, args, message):
+    # packer validate takes any string here; the docker-tag post-processor failed only after the whole
+    # build (a kt-0.7 build is ~15 min and a 19 GB docker commit)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app, ["image", "build", "--profile", SMOKE, "--out", str(out), "--packer", "/nonexistent", *args]
+    )
+    assert result.exit_code == 1 and message in result.output, result.output
+    assert not out.exists()
+
+
+def test_profile_name_that_is_no_docker_tag_needs_tag(tmp_path, fake_docker):
+    site = tmp_path / "site.yaml"
+    site.write_text(Path(SMOKE).read_text().replace("name: smoke", "name: site+cu128"))
+    req = build.BuildRequest(profile=str(site), out_root=tmp_path / "out", wheelhouse=tmp_path / "wh")
+    with pytest.raises(ImageError, match=r"the profile name 'site\+cu128' \(the default tag\).*give --tag"):
+        build.prepare(req)
+    req.tag = "site-cu128"
+    prep = build.prepare(req)
+    assert prep.variables["docker_tag"] == "site-cu128"
+    # docker container names take no +
+    assert prep.variables["docker_container_name"].startswith("image-build-site_cu128-")
+
+
+def test_registry_repositories_are_accepted(tmp_path, fake_docker):
+    for repository in ("localhost:5000/ktinfra/kt", "registry.example.com/lab/kt", "kt", "a__b/c-d.e"):
+        req = build.BuildRequest(profile=SMOKE, repository=repository, out_root=tmp_path / "o")
+        assert build.prepare(req).variables["docker_repository"] == repository
 
 
 def test_amazon_ebs_resolves_ami_and_volume(ec2):
@@ -67,6 +124,45 @@ def test_write_inputs_gives_packer_and_ansible_their_files(ec2, tmp_path):
     extra = json.loads(Path(variables["ansible_vars_file"]).read_text())
     assert extra["ktinfra_image_envs"]["kt-kernel"]["pins"] == ["numpy==2.1.3", "packaging==24.2"]
     assert json.loads(Path(variables["build_spec_file"]).read_text())["envs"] == extra["ktinfra_image_envs"]
+
+
+def test_write_inputs_gives_packer_absolute_paths_for_a_relative_out(ec2, tmp_path, monkeypatch):
+    # packer runs with the checkout as its cwd: `--out builds` from another directory made it look for
+    # builds/.../variables.pkrvars.json under the checkout ("Failed to open file")
+    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    prep = build.prepare(build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1"), ec2=ec2)
+    monkeypatch.chdir(tmp_path)
+    Path("builds").mkdir()
+    var_file = build.write_inputs(prep, Path("builds"))
+    assert var_file.is_absolute() and var_file == tmp_path / "builds" / "variables.pkrvars.json"
+    variables = json.loads(var_file.read_text())
+    for key in ("output_dir", "ansible_vars_file", "build_spec_file"):
+        assert Path(variables[key]).is_absolute() and Path(variables[key]).exists(), key
+
+
+def _required_template_variables() -> set[str]:
+    """The variables of images/kt.pkr.hcl without a default: ktinfra must set each, for every source."""
+    text = (REPO_ROOT / "images" / "kt.pkr.hcl").read_text()
+    blocks = re.findall(r'^variable "([\w-]+)" \{\n(.*?)^\}', text, flags=re.M | re.S)
+    return {name for name, body in blocks if not re.search(r"^\s*default\s*=", body, flags=re.M)}
+
+
+def test_template_takes_wheelhouse_and_systemd_options_from_ktinfra(ec2, fake_docker, tmp_path):
+    # one source of truth: the in-image wheelhouse the play fills is the one packer bind-mounts, validates
+    # and cleans, and the build container boots with the options `image verify` boots the image with
+    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    for req in (
+        build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1"),
+        build.BuildRequest(profile=SMOKE, out_root=tmp_path / "o", wheelhouse=tmp_path / "w"),
+    ):
+        stage = tmp_path / req.source
+        stage.mkdir()
+        variables = json.loads(build.write_inputs(build.prepare(req, ec2=ec2), stage).read_text())
+        extra = json.loads(Path(variables["ansible_vars_file"]).read_text())
+        assert variables["wheelhouse"] == extra["ktinfra_wheelhouse"] == build.WHEELHOUSE_IN_IMAGE
+        assert variables["docker_systemd_run_args"] == dockercli.SYSTEMD_RUN_ARGS
+        assert _required_template_variables() <= set(variables)
+    assert {"wheelhouse", "docker_systemd_run_args"} <= _required_template_variables()
 
 
 def test_cli_reports_bad_source_cleanly(tmp_path):
@@ -139,3 +235,28 @@ def test_aws_request_failure_is_reported(ec2):
     req = build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1")
     with pytest.raises(ImageError, match="AWS request in region eu-north-1 failed: Could not connect"):
         build.prepare(req, ec2=Unreachable())
+
+
+def _make_n(*args: str) -> list[list[str]]:
+    """The commands `make -n` would run (amazon-ebs: no recursive make, nothing is executed)."""
+    if not shutil.which("make"):
+        pytest.skip("no make")
+    proc = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = proc.stdout.replace("\\\n", " ").splitlines()
+    return [shlex.split(line) for line in lines if "ktinfra image" in line]
+
+
+def test_make_image_passes_a_profile_path_with_spaces_whole(tmp_path):
+    profile = "/srv/lab profiles/site.yaml"
+    [cmd] = _make_n("image", "IMAGE_SOURCE=amazon-ebs", f"IMAGE_PROFILE={profile}")
+    assert cmd[cmd.index("--profile") + 1] == profile
+    assert cmd[cmd.index("--tag") + 1] == "site"
+    [verify] = _make_n("image-verify", f"IMAGE_PROFILE={profile}")
+    assert verify[-1] == "ktinfra/kt:site"
+    [default] = _make_n("image-verify")
+    assert default[-1] == "ktinfra/kt:kt-0.7"

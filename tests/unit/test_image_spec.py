@@ -140,7 +140,9 @@ def test_manifest_lists_pins_with_sha_and_sizes(tmp_path):
         started="2026-11-21T00:00:00+00:00",
         duration_s=12.34,
         packer_version="1.6.6",
+        roles={"kt-kernel": "inference"},
     )
+    assert m["envs"]["kt-kernel"]["role"] == "inference"  # verify picks --kt-python by role, not by name
     assert m["pins"] == [
         {"env": "kt-kernel", "name": "numpy", "version": "2.1.3", "wheel": "numpy.whl", "sha256": "ab"}
     ]

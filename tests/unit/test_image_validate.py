@@ -29,7 +29,7 @@ def test_wheelhouse_index_and_sha(tmp_path):
     wheel.write_bytes(b"wheel bytes")
     (tmp_path / "kt_kernel-0.7.2.tar.gz").write_bytes(b"sdist")
     index = validate.wheel_index(str(tmp_path))
-    assert index[("pyyaml", "6.0.2")] == str(wheel)
+    assert index[("pyyaml", "6.0.2")] == [str(wheel)]
     assert ("kt-kernel", "0.7.2") in index
     assert validate.sha256(str(wheel)) == hashlib.sha256(b"wheel bytes").hexdigest()
 
@@ -70,6 +70,36 @@ def test_matching_pins_import_and_are_listed(tmp_path):
         }
     ]
     assert env["size_bytes"] > 0
+
+
+def test_sha256_is_of_the_wheel_the_env_installed_not_another_of_the_same_version(tmp_path):
+    # a shared wheelhouse holds kt-kernel's cp311 and cp312 wheels of one version; the manifest's checksum
+    # must be of the one this env's python installed (its dist-info WHEEL tags say which), not the last
+    tags = importlib.metadata.distribution("PyYAML").read_text("WHEEL")
+    mine = [line.split(":", 1)[1].strip() for line in tags.splitlines() if line.startswith("Tag:")][0]
+    py = mine.split("-")[0]
+    other = "cp399" if py != "cp399" else "cp398"
+    wheelhouse = tmp_path / "wh"
+    wheelhouse.mkdir()
+    (wheelhouse / f"PyYAML-{PYYAML}-{mine}.whl").write_bytes(b"mine")
+    (wheelhouse / f"PyYAML-{PYYAML}-{other}-{other}-{mine.split('-')[2]}.whl").write_bytes(b"other")
+    (wheelhouse / f"PyYAML-{PYYAML}-zz1-zz1-any.whl").write_bytes(b"sorts last")
+    proc, out = run(tmp_path, [f"PyYAML=={PYYAML}"], wheelhouse)
+    assert proc.returncode == 0, proc.stderr
+    [pinned] = [p for p in out["envs"]["here"]["packages"] if p["pinned"]]
+    assert pinned["wheel"] == f"PyYAML-{PYYAML}-{mine}.whl"
+    assert pinned["sha256"] == hashlib.sha256(b"mine").hexdigest()
+
+
+def test_no_checksum_when_several_wheels_could_be_the_installed_one(tmp_path):
+    wheelhouse = tmp_path / "wh"
+    wheelhouse.mkdir()
+    (wheelhouse / f"PyYAML-{PYYAML}-cp398-cp398-linux_x86_64.whl").write_bytes(b"a")
+    (wheelhouse / f"PyYAML-{PYYAML}-cp399-cp399-linux_x86_64.whl").write_bytes(b"b")
+    proc, out = run(tmp_path, [f"PyYAML=={PYYAML}"], wheelhouse)
+    assert proc.returncode == 0, proc.stderr
+    [pinned] = [p for p in out["envs"]["here"]["packages"] if p["pinned"]]
+    assert pinned["wheel"] is None and pinned["sha256"] is None
 
 
 def test_version_drift_and_missing_pin_fail(tmp_path):

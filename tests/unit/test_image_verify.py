@@ -34,6 +34,28 @@ def test_host_suite_gets_profile_and_env_pythons():
     ]
 
 
+def test_host_suite_options_follow_the_env_roles_not_their_names():
+    # a site profile may name its envs as it likes: the inference env named "serve" is --kt-python
+    named = {
+        **MANIFEST,
+        "envs": {
+            "train": {
+                "role": "sft",
+                "prefix": "/opt/kt/envs/train",
+                "python": "/opt/kt/envs/train/bin/python",
+            },
+            "serve": {
+                "role": "inference",
+                "prefix": "/opt/kt/envs/serve",
+                "python": "/opt/kt/envs/serve/bin/python",
+            },
+        },
+    }
+    args = verify.suite_args(verify.HOST_SUITE, named, "any")
+    assert args[args.index("--kt-python") + 1] == "/opt/kt/envs/serve/bin/python"
+    assert args[args.index("--kt-sft-python") + 1] == "/opt/kt/envs/train/bin/python"
+
+
 def test_image_checks_take_no_host_options():
     assert verify.suite_args(verify.IMAGE_SUITE, MANIFEST, "any") == []
     assert verify.suite_args(verify.HOST_SUITE, None, "any") == []

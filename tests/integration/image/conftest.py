@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ktinfra.image import REPO_ROOT
+from ktinfra.image import REPO_ROOT, build, dockercli
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -27,6 +27,8 @@ def template_vars(tmp_path) -> Path:
         "playbook_file": str(REPO_ROOT / "playbooks" / "image.yml"),
         "ansible_vars_file": str(tmp_path / "extra.json"),
         "build_spec_file": str(tmp_path / "extra.json"),
+        "wheelhouse": build.WHEELHOUSE_IN_IMAGE,
+        "docker_systemd_run_args": dockercli.SYSTEMD_RUN_ARGS,
     }
     path = tmp_path / "v.pkrvars.json"
     path.write_text(json.dumps(variables))

@@ -41,6 +41,22 @@ def test_validate_failure_gives_packer_message():
     assert 'Unset variable "profile"' in result.message
 
 
+def test_validate_failure_keeps_every_error(tmp_path):
+    # output goes to the line sinks (not to sh's captured stdout): the message was the last 30 lines only,
+    # so packer's first errors were cut off when a template had more than six
+    names = [f"v{i:02d}" for i in range(12)]
+    template = tmp_path / "t.pkr.hcl"
+    template.write_text(
+        "".join(f'variable "{n}" {{\n  type = string\n}}\n' for n in names)
+        + 'source "null" "x" {\n  communicator = "none"\n}\n'
+        + 'build {\n  sources = ["source.null.x"]\n  provisioner "shell-local" {\n'
+        + f"    inline = [{', '.join(f'var.{n}' for n in names)}]\n  }}\n}}\n"
+    )
+    result = Packer(template, cwd=tmp_path).validate()
+    assert not result.ok
+    assert [n for n in names if f'Unset variable "{n}"' not in result.message] == []
+
+
 def test_inspect_lists_sources_provisioners_and_variables(template_vars):
     info = Packer(TEMPLATE, var_file=template_vars).inspect()
     assert info["sources"] == ["docker.kt", "amazon-ebs.kt"]
