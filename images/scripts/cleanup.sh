@@ -36,19 +36,26 @@ if ! keep models; then
   done
 fi
 if ! keep tokens; then
-  rm -f /root/.cache/huggingface/token /root/.cache/huggingface/stored_tokens /root/.huggingface/token \
-    /root/.modelscope/credentials/* /root/.netrc /root/.git-credentials
+  for home in /root /home/*; do
+    [ -d "$home" ] || continue
+    rm -f "$home/.cache/huggingface/token" "$home/.cache/huggingface/stored_tokens" "$home/.huggingface/token" \
+      "$home"/.modelscope/credentials/* "$home/.netrc" "$home/.git-credentials"
+  done
 fi
 
 # host identity: regenerated on first boot
 : >/etc/machine-id
 rm -f /var/lib/dbus/machine-id /var/lib/systemd/random-seed
 rm -f /etc/ssh/ssh_host_*
+# the build's login key (packer's temporary key on an AMI): cloud-init installs the instance's own at boot
+rm -f /root/.ssh/authorized_keys /home/*/.ssh/authorized_keys
+# cloud-init state of the build instance: a new instance must run cloud-init again as its first boot
+rm -rf /var/lib/cloud/instances /var/lib/cloud/instance /var/lib/cloud/data
 
 # shell history and logs of the build
 rm -f /root/.bash_history /root/.python_history /home/*/.bash_history /root/.lesshst /root/.viminfo
 find /var/log -type f \( -name '*.gz' -o -name '*.[0-9]' \) -delete 2>/dev/null || true
-find /var/log -type f -name '*.log' -exec truncate -s 0 {} + 2>/dev/null || true
+find /var/log -type f ! -path '/var/log/journal/*' -exec truncate -s 0 {} + 2>/dev/null || true  # syslog, wtmp, ...
 find /var/log/journal -type f -name '*.journal*' -delete 2>/dev/null || true
 rm -rf /var/tmp/* 2>/dev/null || true
 
