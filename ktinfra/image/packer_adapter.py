@@ -1,6 +1,6 @@
 """The one place that talks to Packer: the python-packer wrapper (PyPI python-packer 0.1.2) plus workarounds.
 
-What the wrapper does right against a real packer (1.6.6, proven by tests/unit/test_image_packer.py):
+What the wrapper does right against a real packer (1.6.6, proven by tests/integration/image/test_packer.py):
 `version()`, argument building for -only/-var-file, running `build`/`validate`, streaming lines to a callback.
 What it gets wrong, and how this adapter works around it (here only):
 - `build(parallel=True)` adds `-parallel=true`, which packer >= 1.5 rejects (prints usage): parallel=False.
