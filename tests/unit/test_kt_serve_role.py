@@ -354,3 +354,22 @@ def test_a_stored_gguf_repo_with_its_quant_in_a_folder_is_served_from_that_folde
         "gguf:Q4_K_M",
         str(gguf / "Q4_K_M"),
     )
+
+
+STRING_FOR_A_LIST = {
+    "extra_args": ("--enable-metrics", "x: extra_args must be a list, one word each, e.g. [--enable"),
+    "plan_args": ("--cpu-format AMXINT4", "x: plan_args must be a list, one word each"),
+    "loras": ("mine", "x: loras must be a list of adapter names or a mapping name: directory"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(STRING_FOR_A_LIST))
+def test_a_string_where_a_list_is_due_is_refused_before_anything_is_written(tmp_path, key):
+    """The argument spec passes `extra_args: --enable-metrics` (it checks a copy converted to a list). Before,
+    the role took the string letter by letter: the unit ran `... - - e n a b l e - m e t r i c s`, loras
+    looked for adapters /m, /i, /n, /e, and plan_args failed with "can only concatenate list (not str)"."""
+    value, message = STRING_FOR_A_LIST[key]
+    rc, output = run_role(tmp_path, {"kt_serve_instances": [instance(tmp_path, "x", 30000, **{key: value})]})
+    assert rc != 0
+    assert message in output, output[-3000:]
+    assert list((tmp_path / "cfg").iterdir()) == [] and list((tmp_path / "render").iterdir()) == []
