@@ -143,6 +143,19 @@ def test_a_run_without_model_or_model_path_is_named(tmp_path):
     assert not (tmp_path / "render" / "nomodel").exists()
 
 
+def test_plan_args_given_as_a_string_is_named_before_anything_is_written(tmp_path):
+    """The argument spec passes `plan_args: --cutoff-len 4096` (it checks a copy converted to a list).
+    Before: the plan task failed with "can only concatenate list (not _AnsibleTaggedStr) to list"."""
+    entry = run("stringy", plan_args="--cutoff-len 4096")
+    del entry["plan_file"]
+    rc, output = train(tmp_path, [entry])
+    assert rc != 0
+    assert "stringy: plan_args must be a list, one word each, not a string" in output, output[-3000:]
+    assert "can only concatenate" not in output
+    for sub in ("cfg", "render", "units", "datasets", "outputs"):
+        assert list((tmp_path / sub).iterdir()) == [], sub
+
+
 def test_every_run_is_checked_and_planned_before_anything_is_installed(tmp_path):
     """Before: the datasets were copied and registered, and the first run installed and started, before the
     second run's infeasible plan stopped the play."""
