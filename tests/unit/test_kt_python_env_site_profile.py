@@ -41,10 +41,12 @@ def _setup(tmp: Path) -> dict:
     }
 
 
-def validate(tmp: Path, profile: str, flags: list[str] | None = None, **extra) -> tuple[int, str]:
+def validate(
+    tmp: Path, profile: str, flags: list[str] | None = None, cli: list[str] | None = None, **extra
+) -> tuple[int, str]:
     (tmp / "site.yaml").write_text(profile)
     env = {"TMPDIR": str(tmp / "scratch")}
-    return run_play(tmp, VALIDATE, _setup(tmp) | extra, env=env, flags=flags)
+    return run_play(tmp, VALIDATE, _setup(tmp) | extra, cli, env=env, flags=flags)
 
 
 def installed(tmp: Path) -> list[str]:
@@ -103,3 +105,11 @@ def test_check_mode_checks_the_new_file_and_writes_nothing(tmp_path):
     assert rc == 0 and "changed=1" in output, output[-3000:]
     assert (tmp_path / "tool" / "profiles" / "site.yaml").read_text() == GOOD
     assert staged(tmp_path) == []
+
+
+def test_envs_given_as_a_string_on_the_command_line_are_split_on_commas(tmp_path):
+    """-e kt_python_env_envs=inference is the string "inference"; the argument spec passes it. Before, the
+    check ran with --env=i --env=n --env=f ... and stopped: "--env e given twice"."""
+    rc, output = validate(tmp_path, GOOD, cli=["kt_python_env_envs=inference"])
+    assert rc == 0, output[-3000:]
+    assert installed(tmp_path) == ["site.yaml"]
