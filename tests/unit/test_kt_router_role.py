@@ -133,3 +133,19 @@ def test_wait_health_false_given_as_a_string_skips_the_wait(tmp_path):
     port.close()
     assert rc == 0, output[-3000:]
     assert "skipping: [localhost]" in output
+
+
+def test_workers_given_on_the_command_line_are_split_on_commas(tmp_path):
+    """-e kt_router_workers=URL,URL is a string; the argument spec passes it. Before, kt_router__workers was
+    that string: the distinct-worker check compared its letters and refused it, and router.env could not add
+    it to the argument list."""
+    out = tmp_path / "workers.json"
+    tasks = [
+        {"ansible.builtin.include_role": {"name": "kt_router", "tasks_from": "workers"}},
+        {"ansible.builtin.copy": {"content": "{{ kt_router__workers | to_json }}", "dest": str(out)}},
+    ]
+    rc, output = run_play(
+        tmp_path, tasks, {}, ["kt_router_workers=http://10.0.0.11:30000,http://10.0.0.12:30000"]
+    )
+    assert rc == 0, output[-3000:]
+    assert json.loads(out.read_text()) == ["http://10.0.0.11:30000", "http://10.0.0.12:30000"]
