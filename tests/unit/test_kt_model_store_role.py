@@ -49,3 +49,22 @@ def test_a_removed_token_is_removed_from_the_host(tmp_path):
     assert not token_file.exists()
     assert "HF_TOKEN_PATH" not in (tmp_path / "fetch.env").read_text()
     assert json.loads((tmp_path / "store.json").read_text())["models"]["m"]
+
+
+def test_a_gguf_model_with_cpu_weights_is_refused_before_anything_is_fetched(tmp_path):
+    """The argument spec takes kind: gguf with cpu_weights: int8. Before: the model was downloaded into
+    gguf/NAME, then the converter looked for models/NAME (no *.safetensors there) and failed."""
+    (tmp_path / "src").mkdir()
+    gguf = {"name": "q", "source": "local", "repo": str(tmp_path / "src"), "kind": "gguf"}
+    extra = {
+        "kt_model_store_root": str(tmp_path / "store"),
+        "kt_model_store_prefix": str(tmp_path / "prefix"),
+        "kt_model_store_tool_venv": str(tmp_path / "venv"),
+        "kt_model_store_state_file": str(tmp_path / "store.json"),
+        "kt_model_store_models": [gguf | {"cpu_weights": "int8"}],
+    }
+    rc, output = run_play(tmp_path, [{"ansible.builtin.include_role": {"name": "kt_model_store"}}], extra)
+    assert rc != 0
+    message = "kt_model_store_models: q: kind gguf is served from its .gguf files as they are"
+    assert message in output, output[-3000:]
+    assert not (tmp_path / "store").exists() and not (tmp_path / "prefix").exists()

@@ -4,8 +4,12 @@ into a venv under tmp_path, with pip's index first unreachable, then reachable."
 from __future__ import annotations
 
 import hashlib
+import socket
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
+import pytest
 from role_play import run_play
 
 TOOL = [{"ansible.builtin.include_role": {"name": "kt_preflight", "tasks_from": "tool"}}]
@@ -36,3 +40,53 @@ def test_a_first_install_that_failed_is_installed_by_the_next_run(tmp_path):
     assert (tool / "dist" / ".installed-sha1").read_text() == hashlib.sha1(wheel.read_bytes()).hexdigest()
     rc, output = run_play(tmp_path, TOOL, extra)  # installed and recorded: nothing to do
     assert rc == 0 and "changed=0" in output, output[-3000:]
+
+
+def _routable_ipv4() -> str | None:
+    """An address of this machine that pip does not count as a secure origin (loopback is)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing address
+        except OSError:
+            return None
+        address = probe.getsockname()[0]
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def test_a_plain_http_mirror_named_in_the_trusted_hosts_is_used(tmp_path):
+    """Before: kt_preflight passed --index-url but never --trusted-host, so pip ignored a plain-http mirror
+    ("not a trusted or secure host and is being ignored") even with kt_python_env_pip_trusted_hosts set, and
+    on a host whose wheelhouse is still empty ktinfra's dependencies were not found."""
+    address = _routable_ipv4()
+    if address is None:
+        pytest.skip("no non-loopback IPv4 address here")
+    asked: list[str] = []
+
+    class Mirror(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            asked.append(self.path)
+            self.send_response(404)  # nothing here: the install's other sources (pip config) resolve
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer((address, 0), Mirror)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    (tmp_path / "wheelhouse").mkdir()
+    extra = {
+        "kt_preflight_tool_dir": str(tmp_path / "tool"),
+        "kt_preflight_build_dir": str(tmp_path / "dist"),
+        "kt_preflight_wheelhouse": str(tmp_path / "wheelhouse"),
+        "kt_preflight_python": getattr(sys, "_base_executable", sys.executable),
+        "kt_preflight_pip_timeout": 5,
+        "kt_python_env_pip_index_url": f"http://{address}:{server.server_address[1]}/simple",
+        "kt_python_env_pip_trusted_hosts": [address],
+    }
+    try:
+        rc, output = run_play(tmp_path, TOOL, extra)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert rc == 0, output[-3000:]
+    assert any(path.startswith("/simple/") for path in asked), asked

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from role_play import run_play
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "kt_python_env"
 CASES = {
@@ -94,3 +95,28 @@ def test_every_default_is_an_argument_spec_and_back():
     specs = yaml.safe_load((ROLE / "meta/argument_specs.yml").read_text())["argument_specs"]["main"]
     assert defaults == set(specs["options"])
     assert specs["options"]["kt_python_env_installer"]["choices"] == ["auto", "uv", "pip"]
+
+
+def test_index_lists_given_on_the_command_line_are_split_on_commas(tmp_path):
+    """-e kt_python_env_pip_trusted_hosts=mirror.lab is a string; the argument spec passes it. Before, pip got
+    --trusted-host=m --trusted-host=i ... (and the plain-http mirror stayed untrusted), and a string
+    kt_python_env_pip_extra_index_urls failed: "can only concatenate list (not _AnsibleTaggedStr) to list"."""
+    out = tmp_path / "args.json"
+    install = {"pip": {"index_url": "", "extra_index_urls": []}}
+    tasks = [
+        {"ansible.builtin.include_vars": str(ROLE / "defaults/main.yml")},
+        {"ansible.builtin.include_vars": str(ROLE / "vars/main.yml")},
+        {"ansible.builtin.set_fact": {"kt_python_env_install": install}},
+        {"ansible.builtin.copy": {"content": "{{ kt_python_env_index_args | to_json }}", "dest": str(out)}},
+    ]
+    cli = [
+        "kt_python_env_pip_trusted_hosts=mirror.lab,10.0.0.5",
+        "kt_python_env_pip_extra_index_urls=http://mirror.lab/x",
+    ]
+    rc, output = run_play(tmp_path, tasks, {}, cli)
+    assert rc == 0, output[-3000:]
+    assert json.loads(out.read_text()) == [
+        "--extra-index-url=http://mirror.lab/x",
+        "--trusted-host=mirror.lab",
+        "--trusted-host=10.0.0.5",
+    ]

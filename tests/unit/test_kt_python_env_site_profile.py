@@ -4,6 +4,7 @@ checks the new file and writes nothing."""
 
 from __future__ import annotations
 
+import json
 import stat
 import sys
 from pathlib import Path
@@ -41,10 +42,12 @@ def _setup(tmp: Path) -> dict:
     }
 
 
-def validate(tmp: Path, profile: str, flags: list[str] | None = None, **extra) -> tuple[int, str]:
+def validate(
+    tmp: Path, profile: str, flags: list[str] | None = None, cli: list[str] | None = None, **extra
+) -> tuple[int, str]:
     (tmp / "site.yaml").write_text(profile)
     env = {"TMPDIR": str(tmp / "scratch")}
-    return run_play(tmp, VALIDATE, _setup(tmp) | extra, env=env, flags=flags)
+    return run_play(tmp, VALIDATE, _setup(tmp) | extra, cli, env=env, flags=flags)
 
 
 def installed(tmp: Path) -> list[str]:
@@ -103,3 +106,45 @@ def test_check_mode_checks_the_new_file_and_writes_nothing(tmp_path):
     assert rc == 0 and "changed=1" in output, output[-3000:]
     assert (tmp_path / "tool" / "profiles" / "site.yaml").read_text() == GOOD
     assert staged(tmp_path) == []
+
+
+def test_envs_given_as_a_string_on_the_command_line_are_split_on_commas(tmp_path):
+    """-e kt_python_env_envs=inference is the string "inference"; the argument spec passes it. Before, the
+    check ran with --env=i --env=n --env=f ... and stopped: "--env e given twice"."""
+    rc, output = validate(tmp_path, GOOD, cli=["kt_python_env_envs=inference"])
+    assert rc == 0, output[-3000:]
+    assert installed(tmp_path) == ["site.yaml"]
+
+
+def test_the_other_roles_run_the_envs_where_this_host_has_them(tmp_path):
+    """A conda host (AutoDL): the envs go to <conda>/envs/<name>. Before, kt_serve_python, kt_train_python,
+    kt_train_serve_python and kt_model_store_convert_python still named kt_python_env_root/kt-kernel (or
+    kt-sft)/bin/python, which such a host does not have: units and the converter ran a missing interpreter."""
+    conda = tmp_path / "conda" / "bin" / "conda"
+    conda.parent.mkdir(parents=True)
+    conda.write_text("#!/bin/sh\nexit 0\n")
+    conda.chmod(conda.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(PROFILE | {"envs": PROFILE["envs"] | {"sft": {
+        "name": "probe-sft", "packages": ["six==1.16.0"]}}}))  # fmt: skip
+    extra = _setup(tmp_path) | {
+        "kt_python_env_envs": ["inference", "sft"],
+        "kt_python_env_manager": "auto",
+        "kt_python_env_conda_exe": str(conda),
+    }
+    names = ["kt_serve_python", "kt_train_python", "kt_train_serve_python", "kt_model_store_convert_python"]
+    out = tmp_path / "pythons.json"
+    tasks = VALIDATE + [
+        {"ansible.builtin.include_vars": str(REPO / "roles" / role / "defaults" / "main.yml")}
+        for role in ("kt_serve", "kt_train", "kt_model_store")
+    ]
+    content = "{{ {" + ", ".join(f"'{name}': {name}" for name in names) + "} | to_json }}"
+    tasks.append({"ansible.builtin.copy": {"content": content, "dest": str(out)}})
+    rc, output = run_play(tmp_path, tasks, extra, env={"TMPDIR": str(tmp_path / "scratch")})
+    assert rc == 0, output[-3000:]
+    envs = tmp_path / "conda" / "envs"
+    assert json.loads(out.read_text()) == {
+        "kt_serve_python": f"{envs}/probe/bin/python",
+        "kt_train_python": f"{envs}/probe-sft/bin/python",
+        "kt_train_serve_python": f"{envs}/probe/bin/python",
+        "kt_model_store_convert_python": f"{envs}/probe/bin/python",
+    }

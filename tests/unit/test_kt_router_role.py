@@ -133,3 +133,54 @@ def test_wait_health_false_given_as_a_string_skips_the_wait(tmp_path):
     port.close()
     assert rc == 0, output[-3000:]
     assert "skipping: [localhost]" in output
+
+
+def test_workers_given_on_the_command_line_are_split_on_commas(tmp_path):
+    """-e kt_router_workers=URL,URL is a string; the argument spec passes it. Before, kt_router__workers was
+    that string: the distinct-worker check compared its letters and refused it, and router.env could not add
+    it to the argument list."""
+    out = tmp_path / "workers.json"
+    tasks = [
+        {"ansible.builtin.include_role": {"name": "kt_router", "tasks_from": "workers"}},
+        {"ansible.builtin.copy": {"content": "{{ kt_router__workers | to_json }}", "dest": str(out)}},
+    ]
+    rc, output = run_play(
+        tmp_path, tasks, {}, ["kt_router_workers=http://10.0.0.11:30000,http://10.0.0.12:30000"]
+    )
+    assert rc == 0, output[-3000:]
+    assert json.loads(out.read_text()) == ["http://10.0.0.11:30000", "http://10.0.0.12:30000"]
+
+
+SYSTEMCTL = """#!/bin/sh
+[ "$1" = show ] && printf 'Id=x\\nLoadState=loaded\\nActiveState=inactive\\nSubState=dead\\n'
+exit 0
+"""
+
+
+def test_check_diff_does_not_print_the_workers_api_key(tmp_path):
+    """site.yml --check --diff is the documented dry run. Before, the diff of router.env (0600) printed
+    KT_ROUTER_ARGS with --api-key=<the workers' key> in clear."""
+    (tmp_path / "bin").mkdir()
+    systemctl = tmp_path / "bin" / "systemctl"
+    systemctl.write_text(SYSTEMCTL)
+    systemctl.chmod(0o755)
+    fresh = tmp_path / "fresh"
+    extra = {
+        "kt_router__sd_booted": {"stat": {"isdir": True}},  # systemd as init, as on a real router host
+        "kt_router_workers": ["http://10.0.0.11:30000"],
+        "kt_router_worker_api_key": "k3y-that-must-not-show",
+        "kt_router_venv": str(fresh / "venv"),
+        "kt_router_config_dir": str(fresh / "cfg"),
+        "kt_router_unit_dir": str(fresh / "units"),
+    }
+    rc, output = run_play(
+        tmp_path,
+        [{"ansible.builtin.include_role": {"name": "kt_router"}}],
+        extra,
+        env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"},
+        flags=["--check", "--diff"],
+    )
+    assert rc == 0, output[-3000:]
+    assert "Write the router's environment" in output and "--worker-urls" not in output
+    assert "k3y-that-must-not-show" not in output
+    assert not fresh.exists()

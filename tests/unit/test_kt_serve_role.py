@@ -17,6 +17,7 @@ from ktinfra import tune
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "kt_serve"
 PLAN = REPO / "molecule" / "serve" / "files" / "plan-tiny.json"
+PRESENT = "{{ kt_serve__resolved | rejectattr('state', 'equalto', 'absent') | list }}"  # as tasks/main.yml
 PLAY = [
     {
         "hosts": "localhost",
@@ -33,10 +34,10 @@ PLAY = [
                 "block": [
                     {
                         "ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "render"},
-                        "loop": "{{ kt_serve__resolved }}",
+                        "loop": PRESENT,
                         "loop_control": {"loop_var": "kt_serve__instance"},
                     },
-                    {"ansible.builtin.set_fact": {"kt_serve__present": "{{ kt_serve__resolved }}"}},
+                    {"ansible.builtin.set_fact": {"kt_serve__present": PRESENT}},
                     {"ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "publish"}},
                 ],
                 "always": [
@@ -354,3 +355,33 @@ def test_a_stored_gguf_repo_with_its_quant_in_a_folder_is_served_from_that_folde
         "gguf:Q4_K_M",
         str(gguf / "Q4_K_M"),
     )
+
+
+STRING_FOR_A_LIST = {
+    "extra_args": ("--enable-metrics", "x: extra_args must be a list, one word each, e.g. [--enable"),
+    "plan_args": ("--cpu-format AMXINT4", "x: plan_args must be a list, one word each"),
+    "loras": ("mine", "x: loras must be a list of adapter names or a mapping name: directory"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(STRING_FOR_A_LIST))
+def test_a_string_where_a_list_is_due_is_refused_before_anything_is_written(tmp_path, key):
+    """The argument spec passes `extra_args: --enable-metrics` (it checks a copy converted to a list). Before,
+    the role took the string letter by letter: the unit ran `... - - e n a b l e - m e t r i c s`, loras
+    looked for adapters /m, /i, /n, /e, and plan_args failed with "can only concatenate list (not str)"."""
+    value, message = STRING_FOR_A_LIST[key]
+    rc, output = run_role(tmp_path, {"kt_serve_instances": [instance(tmp_path, "x", 30000, **{key: value})]})
+    assert rc != 0
+    assert message in output, output[-3000:]
+    assert list((tmp_path / "cfg").iterdir()) == [] and list((tmp_path / "render").iterdir()) == []
+
+
+def test_an_instance_being_removed_needs_no_model_in_the_store(tmp_path):
+    """Decommissioning: state: absent, and the model dropped from kt_model_store_models (so from store.json).
+    Before: the role refused the whole serve list, "old: model Gone-Model is not in the model store", and the
+    instance could not be removed."""
+    gone = {"name": "old", "model": "Gone-Model", "port": 30001, "state": "absent"}
+    rc, output = run_role(tmp_path, {"kt_serve_instances": [instance(tmp_path, "keep", 30000), gone]})
+    assert rc == 0, output[-3000:]
+    assert (tmp_path / "cfg" / "keep.plan.json").exists()
+    assert not (tmp_path / "cfg" / "old.plan.json").exists()

@@ -143,6 +143,19 @@ def test_a_run_without_model_or_model_path_is_named(tmp_path):
     assert not (tmp_path / "render" / "nomodel").exists()
 
 
+def test_plan_args_given_as_a_string_is_named_before_anything_is_written(tmp_path):
+    """The argument spec passes `plan_args: --cutoff-len 4096` (it checks a copy converted to a list).
+    Before: the plan task failed with "can only concatenate list (not _AnsibleTaggedStr) to list"."""
+    entry = run("stringy", plan_args="--cutoff-len 4096")
+    del entry["plan_file"]
+    rc, output = train(tmp_path, [entry])
+    assert rc != 0
+    assert "stringy: plan_args must be a list, one word each, not a string" in output, output[-3000:]
+    assert "can only concatenate" not in output
+    for sub in ("cfg", "render", "units", "datasets", "outputs"):
+        assert list((tmp_path / sub).iterdir()) == [], sub
+
+
 def test_every_run_is_checked_and_planned_before_anything_is_installed(tmp_path):
     """Before: the datasets were copied and registered, and the first run installed and started, before the
     second run's infeasible plan stopped the play."""
@@ -273,3 +286,28 @@ def test_check_mode_on_a_fresh_host_renders_every_run_and_writes_nothing(tmp_pat
     assert (tmp_path / "fresh" / "serve_config_dir" / "tiny--done.lora.json").exists()
     rc, output = train(tmp_path, runs, flags=["--check"], **fresh)
     assert rc == 0 and "changed=0" in output, output[-3000:]
+
+
+def test_check_mode_takes_the_store_that_this_run_would_write(tmp_path):
+    """train.yml --check on a fresh host: kt_model_store wrote no store.json under --check, and kt_train then
+    failed with "File not found: /etc/ktinfra/store.json" even with no run at all. Now it takes this run's
+    kt_model_store_state fact; without file or fact it says where the store description comes from."""
+    fresh = tmp_path / "fresh"
+    extra = {
+        "kt_model_store_root": str(fresh / "store"),
+        "kt_model_store_prefix": str(fresh / "prefix"),
+        "kt_model_store_state_file": str(fresh / "store.json"),
+        "kt_train_store_state_file": str(fresh / "store.json"),
+        "kt_train_runs": [],
+        "kt_train_datasets": [
+            {"name": "tiny_alpaca", "src": str(FILES / "tiny_alpaca.json"), "file_name": "tiny_alpaca.json"}
+        ],  # fmt: skip
+    }
+    roles = [{"ansible.builtin.include_role": {"name": name}} for name in ("kt_model_store", "kt_train")]
+    rc, output = run_play(tmp_path, roles, extra, flags=["--check"])
+    assert rc == 0, output[-3000:]
+    assert not fresh.exists()
+    rc, output = run_play(tmp_path, roles[1:], extra, flags=["--check"])
+    assert rc != 0
+    message = f"kt_train reads the model store from {fresh / 'store.json'}, which this host does not have"
+    assert message in output, output[-3000:]
