@@ -385,3 +385,17 @@ def test_an_instance_being_removed_needs_no_model_in_the_store(tmp_path):
     assert rc == 0, output[-3000:]
     assert (tmp_path / "cfg" / "keep.plan.json").exists()
     assert not (tmp_path / "cfg" / "old.plan.json").exists()
+
+
+@pytest.mark.parametrize(("interval", "timeout"), [(0, 1800), (10, -1)])
+def test_a_health_wait_that_cannot_work_is_refused_before_any_change(tmp_path, interval, timeout):
+    """Before: an interval of 0 divided by zero in the health wait's retries, after the units were in."""
+    extra = {
+        "kt_serve_instances": [],
+        "kt_serve_health_interval": interval,
+        "kt_serve_health_timeout": timeout,
+    }
+    rc, output = run_role(tmp_path, extra)
+    assert rc != 0
+    assert "kt_serve_health_interval must be at least 1 second" in output, output[-3000:]
+    assert list((tmp_path / "cfg").iterdir()) == [] and list((tmp_path / "render").iterdir()) == []
