@@ -184,3 +184,24 @@ def test_check_diff_does_not_print_the_workers_api_key(tmp_path):
     assert "Write the router's environment" in output and "--worker-urls" not in output
     assert "k3y-that-must-not-show" not in output
     assert not fresh.exists()
+
+
+def test_extra_args_given_as_a_string_are_refused_before_any_change(tmp_path):
+    """Before: -e kt_router_extra_args='--log-level debug' passed the argument spec, then router.env crashed
+    with "can only concatenate list (not str)" after the venv was made and sglang-router installed."""
+    fresh = tmp_path / "fresh"
+    (tmp_path / "a-file").write_text("")
+    extra = {
+        "kt_router__sd_booted": {"stat": {"isdir": True}},
+        "kt_router_workers": ["http://10.0.0.11:30000"],
+        "kt_router_worker_api_key": "k3y",
+        # the old code went on to make the venv: here it cannot (no download of sglang-router in a test)
+        "kt_router_venv": str(tmp_path / "a-file" / "venv"),
+        "kt_router_config_dir": str(fresh / "cfg"),
+        "kt_router_unit_dir": str(fresh / "units"),
+    }
+    tasks = [{"ansible.builtin.include_role": {"name": "kt_router"}}]
+    rc, output = run_play(tmp_path, tasks, extra, ["kt_router_extra_args=--log-level debug"])
+    assert rc != 0
+    assert "kt_router_extra_args must be a list of arguments" in output, output[-3000:]
+    assert not fresh.exists()
