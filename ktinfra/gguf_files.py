@@ -354,7 +354,10 @@ class GgufDir:
 
 
 def gguf_files(path: Path) -> list[Path]:
-    """The .gguf files directly in `path`, which kt-kernel reads (sorted, as it reads them)."""
+    """The .gguf files directly in `path`, which kt-kernel reads (sorted, as it reads them); `path` itself
+    when it is a .gguf file, which kt-kernel 0.7.2's GGUFLoader reads alone (utils/loader.py:838)."""
+    if path.name.endswith(".gguf") and path.is_file():
+        return [path]
     try:
         return sorted(p for p in Path(path).iterdir() if p.name.endswith(".gguf") and p.is_file())
     except OSError:

@@ -124,12 +124,6 @@ def held_gguf(path: str, requested: str | None) -> HeldGguf | None:
     quant names, reconciled with --cpu-format `requested`; GgufError where the two disagree or the
     directory cannot be served as it is."""
     fmt = sizing.cpu_format(requested) if requested else None
-    if path.endswith(".gguf") and Path(path).is_file():
-        # kt-kernel lists the directory it is given; a file there would be planned as a folder still to fill
-        raise gguf_files.GgufError(
-            f"--weight-path {path} is a .gguf file: kt-kernel's --kt-weight-path is the directory of the "
-            f".gguf files (it loads every one directly in it); point --weight-path at {Path(path).parent}"
-        )
     try:
         directory = gguf_files.read_dir(Path(path))
     except OSError as exc:

@@ -449,7 +449,9 @@ def _weight_path(
         return None
     size = est.breakdown["cpu_weights_on_disk"]
     try:
-        present = Path(path).is_dir() and any(Path(path).iterdir())
+        present = (Path(path).is_dir() and any(Path(path).iterdir())) or (
+            held is not None and Path(path).is_file()
+        )
     except OSError:
         present = False
     if present:

@@ -245,14 +245,26 @@ def test_a_directory_not_there_yet_is_planned_from_the_bits_per_weight(tmp_path)
 
 
 @pytest.mark.parametrize("cpu_format", [None, "GGUF:Q8_0"])
-def test_a_gguf_file_as_weight_path_names_its_directory(tmp_path, cpu_format):
-    # Before: with a GGUF --cpu-format the file was planned as a folder the download had still to fill
-    # ("the GGUF download puts 32.4 GB ... there"), a feasible plan kt-kernel cannot load; without one the
-    # error asked for the --cpu-format a directory of .gguf files states itself.
-    fixture.qwen3_30b(tmp_path, "Q8_0")
+def test_a_gguf_file_as_weight_path_is_planned_on_that_file(tmp_path, cpu_format):
+    """kt-kernel 0.7.2's GGUFLoader reads a single .gguf file as well as a directory (utils/loader.py:838).
+    Before (this session): such a --weight-path was refused; before that, planned as a folder the download
+    had still to fill ("the GGUF download puts 32.4 GB ... there")."""
+    experts = fixture.qwen3_30b(tmp_path, "Q8_0")
     file = tmp_path / "Qwen3-30B-A3B-Q8_0.gguf"
-    with pytest.raises(PlanInputError, match=f"is a .gguf file: .* point --weight-path at {tmp_path}$"):
-        serve(file, cpu_format)
+    planned = serve(file, cpu_format)
+    assert (planned["serve"]["kt_weight_path"], planned["serve"]["kt_weight_format"]) == (
+        str(file),
+        "gguf:Q8_0",
+    )
+    assert planned["requirements_breakdown"]["cpu_experts"] == experts
+    assert "not counted again" in planned["reasons"]["kt_weight_path"]
+
+
+def test_one_part_of_a_split_set_as_weight_path_is_refused(tmp_path):
+    """Given one part, kt-kernel loads that file alone: the other parts' experts would be missing."""
+    fixture.qwen3_30b(tmp_path, "Q8_0", parts=3)
+    with pytest.raises(PlanInputError, match=r"lacks Qwen3-30B-A3B-Q8_0-00002-of-00003.gguf"):
+        serve(tmp_path / "Qwen3-30B-A3B-Q8_0-00001-of-00003.gguf")
 
 
 @pytest.mark.parametrize("damage", ["truncated", "not gguf", "big-endian"])
