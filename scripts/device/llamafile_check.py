@@ -24,12 +24,20 @@ from ktinfra.plan import formats
 EXPERTS, HIDDEN = 4, 256
 
 
-def write_gguf(path: Path, width: int) -> None:
+def write_gguf(path: Path, width: int, qtype: str = "F32") -> None:
+    """Layer 0's expert tensors (random, so a quantizer has something to scale) in `qtype`."""
+    kind = gguf.GGMLQuantizationType[qtype]
     writer = gguf.GGUFWriter(str(path), "qwen3moe")
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    rng = np.random.default_rng(0)
     for proj, shape in (("gate", (EXPERTS, width, HIDDEN)), ("up", (EXPERTS, width, HIDDEN)),
                         ("down", (EXPERTS, HIDDEN, width))):  # fmt: skip
-        writer.add_tensor(f"blk.0.ffn_{proj}_exps.weight", np.zeros(shape, dtype=np.float32))
+        data = rng.standard_normal(shape, dtype=np.float32) * 0.02
+        if qtype == "F32":
+            writer.add_tensor(f"blk.0.ffn_{proj}_exps.weight", data)
+        else:
+            writer.add_tensor(
+                f"blk.0.ffn_{proj}_exps.weight", gguf.quants.quantize(data, kind), raw_dtype=kind
+            )
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -41,11 +49,11 @@ def planner(width: int) -> dict:
     return {"problem": formats.llamafile_problem(arch), "max_pools": formats.llamafile_max_pools(arch)}
 
 
-def wrapper(weight_path: Path, width: int, pools: int) -> str:
+def wrapper(weight_path: Path, width: int, pools: int, load: bool = False) -> str:
     from kt_kernel.utils.llamafile import LlamafileMoEWrapper
 
     try:
-        LlamafileMoEWrapper(
+        moe = LlamafileMoEWrapper(
             layer_idx=0,
             num_experts=EXPERTS,
             num_experts_per_tok=2,
@@ -57,6 +65,8 @@ def wrapper(weight_path: Path, width: int, pools: int) -> str:
             weight_path=str(weight_path),
             chunked_prefill_size=64,
         )
+        if load:
+            moe.load_weights()
     except ValueError as exc:
         return f"ValueError: {str(exc).splitlines()[0]}"
     except Exception as exc:  # noqa: BLE001 - reported, not hidden
@@ -81,6 +91,24 @@ def main() -> None:
             got = wrapper(folder, width, pools)
             results["cases"].append({"width": width, "pools": pools, "planner_refuses": refused,
                                      "kt_kernel": got, "agree": refused == (got != "ok")})  # fmt: skip
+        # the expert tensor types gguf-py can write, loaded by kt-kernel against what ktinfra plans
+        from ktinfra import gguf_files, sizing
+
+        results["types"] = []
+        for qtype in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "MXFP4"):
+            folder = Path(tmp) / f"t-{qtype}"
+            folder.mkdir()
+            write_gguf(folder / f"tiny-{qtype}.gguf", 768, qtype)
+            read = gguf_files.read_dir(folder)
+            tensor_types = sorted({t.type_name for m in read.models for t in m.expert_tensors()})
+            try:  # the --cpu-format ktinfra offers, and whether it reads such tensors
+                planned = sizing.cpu_format(f"GGUF:{qtype}").name
+            except ValueError as exc:
+                planned = f"not offered: {str(exc).split(';')[0]}"
+            planned = {"cpu_format": planned, "tensor_readable": qtype not in gguf_files.KT_UNREADABLE_TYPES}
+            got = wrapper(folder, 768, 1, load=True)
+            results["types"].append({"type": qtype, "ktinfra_reads": tensor_types, "ktinfra_plans": planned,
+                                     "kt_kernel_load": got})  # fmt: skip
         single = Path(tmp) / "w768-p1" / "tiny-w768.gguf"
         for name, path in (("file", single), ("directory", single.parent)):
             loader = GGUFLoader(str(path))
@@ -89,7 +117,7 @@ def main() -> None:
     results["file_equals_directory"] = results["loader"]["file"] == results["loader"]["directory"]
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps({k: results[k] for k in ("all_agree", "file_equals_directory")}))
-    for case in results["cases"]:
+    for case in results["cases"] + results["types"]:
         print(case)
 
 
