@@ -95,6 +95,7 @@ def _part(kind: str, share: float, rest: str) -> dict[str, float]:
 
 
 EXPERT_MIX: dict[str, tuple[dict[str, float], dict[str, float]]] = {
+    "F32": (_one("F32"), _one("F32")),  # kt-kernel 0.7.2 loaded it on the H100 (docs/results/2026-11-24-*)
     "BF16": (_one("BF16"), _one("BF16")),
     "F16": (_one("F16"), _one("F16")),
     "Q8_0": (_one("Q8_0"), _one("Q8_0")),

@@ -198,6 +198,16 @@ def test_a_header_without_file_type_falls_back_to_the_name(tmp_path):
     assert result["requirements_breakdown"]["cpu_experts"] == experts
 
 
+def test_an_f32_gguf_is_planned(tmp_path):
+    """kt-kernel 0.7.2 loaded F32 experts on the H100 host (docs/results/2026-11-24-h100-recheck-session16);
+    before, GGUF:F32 was "not offered for LLAMAFILE" and a directory of F32 files was refused."""
+    experts = fixture.qwen3_30b(tmp_path, "F32")
+    planned = serve(tmp_path)
+    assert planned["serve"]["kt_weight_format"] == "gguf:F32"
+    assert planned["requirements_breakdown"]["cpu_experts"] == experts
+    assert sizing.cpu_format("GGUF:F32").bytes_per_param == 4
+
+
 def test_a_quant_stated_nowhere_is_asked_for(tmp_path):
     experts = fixture.qwen3_30b(tmp_path, "Q8_0", name="Qwen3-30B-A3B-custom", file_type=False)
     with pytest.raises(PlanInputError, match="state no llama.cpp quant .*--cpu-format GGUF:<TYPE>"):
