@@ -7,7 +7,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -85,14 +85,6 @@ class Server:
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-
-@pytest.fixture
-def server() -> Iterator[Server]:
-    srv = Server()
-    yield srv
-    srv.httpd.shutdown()
-    srv.httpd.server_close()
 
 
 def scenario(srv: Server, **kw) -> bench.Scenario:

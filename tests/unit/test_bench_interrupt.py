@@ -7,21 +7,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from test_bench_http import DONE, USAGE, Server, delta, sse
+from test_bench_http import DONE, USAGE, delta, sse
 
 ROOT = Path(__file__).parents[2]
-
-
-@pytest.fixture
-def server() -> Iterator[Server]:
-    srv = Server()
-    yield srv
-    srv.httpd.shutdown()
-    srv.httpd.server_close()
 
 
 def test_ctrl_c_stops_the_load_at_once(server):

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 import requests
-from test_bench_http import Server, scenario, whole
+from test_bench_http import scenario, whole
 from typer.testing import CliRunner
 
 from ktinfra import bench
@@ -20,14 +19,6 @@ from ktinfra.cli import app
 from ktinfra.commands.bench import _finite
 
 DEEP = b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-
-
-@pytest.fixture
-def server() -> Iterator[Server]:
-    srv = Server()
-    yield srv
-    srv.httpd.shutdown()
-    srv.httpd.server_close()
 
 
 def cli(*args: str):

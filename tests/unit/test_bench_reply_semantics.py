@@ -4,11 +4,10 @@ a failure the server reports inside the reply (an error event, an abort) fails t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 import requests
-from test_bench_http import DONE, USAGE, Server, delta, scenario, sse, whole
+from test_bench_http import DONE, USAGE, delta, scenario, sse, whole
 from typer.testing import CliRunner
 
 from ktinfra import bench
@@ -33,14 +32,6 @@ def native(text: str, tokens: int, finish: dict | None = None) -> bytes:
 
 def cli(*args: str):
     return CliRunner().invoke(app, ["bench", "--model", "m", *args])
-
-
-@pytest.fixture
-def server() -> Iterator[Server]:
-    srv = Server()
-    yield srv
-    srv.httpd.shutdown()
-    srv.httpd.server_close()
 
 
 @pytest.mark.parametrize(
