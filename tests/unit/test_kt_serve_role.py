@@ -173,24 +173,33 @@ def test_a_store_model_is_planned_in_the_format_of_its_converted_weights(tmp_pat
     assert plan["requirements"]["disk_bytes"] == plan["requirements_breakdown"]["outputs"]
 
 
+NO_AMX = REPO / "tests" / "fixtures" / "facts" / "xeon8352v-4090-noamx.json"
+
+
+def _gguf_store(tmp_path: Path) -> tuple[Path, Path, dict]:
+    """A store holding Qwen3-30B-A3B's checkpoint config and a GGUF repo (kind: gguf, files to be written by
+    the test): (model dir, GGUF repo dir, the kt_serve instance serving it on the no-AMX host's facts)."""
+    from ktinfra import catalog
+
+    model, gguf = tmp_path / "store" / "models" / "Qwen3-30B-A3B", tmp_path / "store" / "gguf" / "Qwen3-GGUF"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
+    store = {"root": str(tmp_path / "store"), "dirs": {},
+             "models": {"Qwen3-GGUF": {"kind": "gguf", "path": str(gguf), "cpu_weights": None}}}  # fmt: skip
+    (tmp_path / "store.json").write_text(json.dumps(store))
+    entry = {"name": "gguf", "port": 30011, "model": "Qwen3-GGUF", "model_path": str(model),
+             "plan_args": ["--facts", str(NO_AMX)]}  # fmt: skip
+    return model, gguf, entry
+
+
 def test_a_stored_gguf_model_is_planned_in_the_quant_it_holds(tmp_path):
     """kt_model_store fetched a GGUF repo (kind: gguf) whose allow pattern took Q8_0: before, the role planned
     every gguf store model as GGUF:Q4_K_M, sizing its experts' RAM at 17.6 GB instead of 30.8 GB; now it
     passes --cpu-format GGUF and `ktinfra plan` reads the quant and the bytes from the files' headers."""
     from gguf_fixture import qwen3_30b
 
-    from ktinfra import catalog
-
-    model, gguf = tmp_path / "store" / "models" / "Qwen3-30B-A3B", tmp_path / "store" / "gguf" / "Qwen3-GGUF"
-    model.mkdir(parents=True)
-    (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
+    _, gguf, entry = _gguf_store(tmp_path)
     experts = qwen3_30b(gguf, "Q8_0")
-    store = {"root": str(tmp_path / "store"), "dirs": {},
-             "models": {"Qwen3-GGUF": {"kind": "gguf", "path": str(gguf), "cpu_weights": None}}}  # fmt: skip
-    (tmp_path / "store.json").write_text(json.dumps(store))
-    no_amx = REPO / "tests" / "fixtures" / "facts" / "xeon8352v-4090-noamx.json"
-    entry = {"name": "gguf", "port": 30011, "model": "Qwen3-GGUF", "model_path": str(model),
-             "plan_args": ["--facts", str(no_amx)]}  # fmt: skip
     extra = {"kt_serve_instances": [entry], "kt_serve_store_state_file": str(tmp_path / "store.json")}
     rc, output = run_role(tmp_path, extra)
     assert rc == 0, output[-3000:]
@@ -325,23 +334,13 @@ def test_a_stored_gguf_repo_with_its_quant_in_a_folder_is_served_from_that_folde
     only the .gguf files directly in --kt-weight-path: before, the plan stopped and asked for the folder."""
     from gguf_fixture import qwen3_30b
 
-    from ktinfra import catalog
-
-    model, gguf = tmp_path / "store" / "models" / "Qwen3-30B-A3B", tmp_path / "store" / "gguf" / "Qwen3-GGUF"
-    model.mkdir(parents=True)
-    (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
+    model, gguf, entry = _gguf_store(tmp_path)
     qwen3_30b(gguf / "Q4_K_M", "Q4_K_M")
     (gguf / "README.md").write_text("x")
-    store = {"root": str(tmp_path / "store"), "dirs": {},
-             "models": {"Qwen3-GGUF": {"kind": "gguf", "path": str(gguf), "cpu_weights": None}}}  # fmt: skip
-    (tmp_path / "store.json").write_text(json.dumps(store))
-    no_amx = REPO / "tests" / "fixtures" / "facts" / "xeon8352v-4090-noamx.json"
-    entry = {"name": "gguf", "port": 30011, "model": "Qwen3-GGUF", "model_path": str(model),
-             "plan_args": ["--facts", str(no_amx)]}  # fmt: skip
     if given == "plan_file":  # made on the store's directory: it names the folder, which the role must keep
         from ktinfra.planner import load_facts, plan
 
-        made = plan(load_facts(no_amx), str(model), "serve", cpu_format="GGUF", weight_path=str(gguf))
+        made = plan(load_facts(NO_AMX), str(model), "serve", cpu_format="GGUF", weight_path=str(gguf))
         (tmp_path / "made.json").write_text(json.dumps(made))
         entry = {k: v for k, v in entry.items() if k != "plan_args"} | {
             "plan_file": str(tmp_path / "made.json")
