@@ -45,19 +45,6 @@ def test_bad_input_refused(kwargs, message):
         build.prepare(build.BuildRequest(**kwargs))
 
 
-@pytest.fixture
-def fake_docker(monkeypatch):
-    """A daemon and the base image; any other docker call fails the test (no build can start)."""
-
-    def no_docker(*args, **_):
-        raise AssertionError(f"docker was asked: {args}")
-
-    monkeypatch.setattr(dockercli, "_docker", no_docker)
-    monkeypatch.setattr(dockercli, "ensure_daemon", lambda: None)
-    base = {"id": "sha256:base", "size_bytes": 1000, "tags": [], "labels": {}, "created": "2026"}
-    monkeypatch.setattr(dockercli, "image_info", lambda ref: base)
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -37,16 +37,8 @@ def _strict(text: str):
 
 
 @pytest.fixture
-def fake_docker(monkeypatch):
-    """docker as a build sees it: a daemon and the base image; any other docker call fails the test."""
-
-    def no_docker(*args, **_):
-        raise AssertionError(f"docker was asked: {args}")
-
-    monkeypatch.setattr(dockercli, "_docker", no_docker)
-    monkeypatch.setattr(dockercli, "ensure_daemon", lambda: None)
-    base = {"id": "sha256:base", "size_bytes": 1000, "tags": [], "labels": {}, "created": "2026"}
-    monkeypatch.setattr(dockercli, "image_info", lambda ref: base)
+def fake_docker(fake_docker, monkeypatch):
+    """conftest's fake_docker, recording the build containers removed (returned)."""
     removed: list[str] = []
     monkeypatch.setattr(dockercli, "remove_container", removed.append)
     return removed
