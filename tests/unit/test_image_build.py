@@ -247,3 +247,20 @@ def test_make_image_passes_a_profile_path_with_spaces_whole(tmp_path):
     assert verify[-1] == "ktinfra/kt:site"
     [default] = _make_n("image-verify")
     assert default[-1] == "ktinfra/kt:kt-0.7"
+
+
+def test_build_summary_names_pins_whose_imports_were_not_checked(capsys):
+    from ktinfra.commands.image import _print_build
+
+    why = "no top_level.txt, and its RECORD lists no importable module"
+    _print_build(
+        {
+            "image": {"source": "docker", "tag": "ktinfra/kt:smoke", "id": "sha256:1"},
+            "profile": {"name": "smoke"},
+            "build": {"duration_s": 1.0, "output_dir": "/o"},
+            "pins": [],
+            "sizes": {},
+            "envs": {"kt-kernel": {"not_checked": {"metapkg": why}}, "old": {"not_checked": None}},
+        }
+    )
+    assert f"env kt-kernel: import of metapkg not checked ({why})" in capsys.readouterr().out
