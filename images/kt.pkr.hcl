@@ -112,8 +112,9 @@ variable "aws_root_volume_gb" {
 }
 
 variable "aws_ami_name" {
-  type    = string
-  default = "ktinfra-kt"
+  type        = string
+  default     = "ktinfra-kt"
+  description = "AMI name prefix (ktinfra's build.AMI_NAME_PREFIX): <prefix>-<profile>-<timestamp>, checked by ktinfra before packer starts."
 }
 
 locals {

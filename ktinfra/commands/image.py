@@ -110,6 +110,12 @@ def _print_build(m: dict) -> None:
     console.print(table)
     for k, v in m["sizes"].items():
         console.print(f"  {escape(str(k))}: {escape(str(v))}")
+    for name, env in m["envs"].items():
+        for dist, why in (env.get("not_checked") or {}).items():
+            console.print(
+                f"[yellow]env {escape(name)}: import of {escape(dist)} not checked[/yellow] ({escape(why)})",
+                soft_wrap=True,
+            )
 
 
 @image_app.command("verify")

@@ -32,6 +32,15 @@ _DOCKER_PATH = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
 _DOCKER_HOST = re.compile(rf"{_LABEL}(?:\.{_LABEL})*(?::[0-9]+)?")
 WHEELHOUSE_IN_IMAGE = "/var/cache/ktinfra/wheelhouse"
+# amazon-ebs: images/kt.pkr.hcl names the AMI "${var.aws_ami_name}-${var.profile}-{{timestamp}}" (ktinfra
+# sets aws_ami_name to this); {{timestamp}} is packer's Unix time in seconds, 10 digits until 2286.
+AMI_NAME_PREFIX = "ktinfra-kt"
+AMI_TIMESTAMP_DIGITS = 10
+# EC2 CreateImage/RegisterImage Name: 3-128 letters, digits, ( ) [ ] space . / ' @ _ -. packer's amazon-ebs
+# refuses any other at validate, with its own message, after the boto3 look-ups and the stage directory;
+# a profile name may hold a +, which an AMI name may not (EC2 tags take it: the ktinfra.profile tag keeps it)
+_AMI_CHAR = r"[A-Za-z0-9()\[\] ./'@_-]"
+_AMI_NAME = re.compile(rf"{_AMI_CHAR}{{3,128}}")
 
 
 @dataclass
@@ -87,6 +96,8 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
     name = f"{profile['name']}-{req.source}"
     if req.source == "docker":
         _check_reference(req.repository, req.tag or profile["name"], tag_given=req.tag is not None)
+    else:
+        _check_ami_name(profile["name"])
     _check_out(req.out_root, name)
     if req.source == "docker":
         _check_dir(req.wheelhouse, "--wheelhouse")
@@ -125,6 +136,7 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
         itype, ami = aws.look_up(req.region, req.instance_type, req.source_ami, ec2=ec2)
         extra |= {"base": ami, "instance": itype, "region": req.region}
         variables |= {
+            "aws_ami_name": AMI_NAME_PREFIX,
             "aws_region": req.region,
             "aws_source_ami": ami["id"],
             "aws_instance_type": req.instance_type,
@@ -155,6 +167,34 @@ def _check_reference(repository: str, tag: str, tag_given: bool) -> None:
             f"{what} is not a docker tag: letters, digits, _ . -, not starting with . or -, at most 128 "
             f"characters{'' if tag_given else '; give --tag'}"
         )
+
+
+def ami_name(profile_name: str, timestamp: str = "0" * AMI_TIMESTAMP_DIGITS) -> str:
+    """The name packer gives the AMI of `profile_name` (images/kt.pkr.hcl's ami_name)."""
+    return f"{AMI_NAME_PREFIX}-{profile_name}-{timestamp}"
+
+
+def _check_ami_name(profile_name: str) -> None:
+    """ImageError unless the AMI of this profile gets a name EC2 takes. Refused, not mapped: the AMI name is
+    what a user finds the image by (as the docker tag, which is refused too; the transient build container's
+    name maps + to _), and a mapped kt-0.7+cu128 would read as a profile kt-0.7_cu128."""
+    name = ami_name(profile_name)
+    if _AMI_NAME.fullmatch(name):
+        return
+    bad = sorted(set(re.sub(_AMI_CHAR, "", name)))
+    most = 128 - len(ami_name(""))
+    if bad:
+        why = f"it holds {' '.join(repr(c) for c in bad)}"
+        fix = f"has none (such as {re.sub(f'(?!{_AMI_CHAR}).', '_', profile_name)!r})"
+    else:
+        why = f"it would be {len(name)} characters"
+        fix = f"is at most {most} characters"
+    raise ImageError(
+        f"profile {profile_name!r} cannot name an AMI: the amazon-ebs build names it "
+        f"{AMI_NAME_PREFIX}-{profile_name}-<timestamp>, and EC2 takes an AMI name of 3 to 128 letters, "
+        f"digits, spaces and ( ) [ ] . / ' @ _ - only; {why}. Copy the profile to a file whose name: {fix} "
+        "and build with --profile FILE.yaml, or build --source docker"
+    )
 
 
 def _check_dir(path: Path, what: str) -> None:

@@ -12,6 +12,9 @@ from ktinfra.image import REPO_ROOT, ImageError
 
 SCHEMA = 1
 ENV_FIELDS = ("python", "python_version", "prefix", "size_bytes", "imports", "packages")
+# pinned distributions whose imports validate.py could not check (no top_level.txt, no module in RECORD):
+# {name: why}; null from a packages.json written before validate.py reported them (unknown, not none)
+OPTIONAL_ENV_FIELDS = ("not_checked",)
 _MISSING = object()
 
 
@@ -114,6 +117,7 @@ def build_manifest(
             # the profile's env key (inference, sft): env names are the profile's own choice
             "role": (roles or {}).get(name),
             **{k: info[k] for k in ENV_FIELDS},
+            **{k: info.get(k) for k in OPTIONAL_ENV_FIELDS},
         }
         for name, info in packages["envs"].items()
     }

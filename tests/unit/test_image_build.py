@@ -7,6 +7,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import boto3
@@ -17,7 +18,7 @@ from moto import mock_aws
 from typer.testing import CliRunner
 
 from ktinfra.cli import app
-from ktinfra.image import REPO_ROOT, ImageError, build, dockercli
+from ktinfra.image import REPO_ROOT, TEMPLATE, ImageError, build, dockercli
 
 SMOKE = str(Path(__file__).parents[1] / "integration" / "image" / "smoke-profile.yaml")
 
@@ -247,3 +248,149 @@ def test_make_image_passes_a_profile_path_with_spaces_whole(tmp_path):
     assert verify[-1] == "ktinfra/kt:site"
     [default] = _make_n("image-verify")
     assert default[-1] == "ktinfra/kt:kt-0.7"
+
+
+def test_build_summary_names_pins_whose_imports_were_not_checked(capsys):
+    from ktinfra.commands.image import _print_build
+
+    why = "no top_level.txt, and its RECORD lists no importable module"
+    _print_build(
+        {
+            "image": {"source": "docker", "tag": "ktinfra/kt:smoke", "id": "sha256:1"},
+            "profile": {"name": "smoke"},
+            "build": {"duration_s": 1.0, "output_dir": "/o"},
+            "pins": [],
+            "sizes": {},
+            "envs": {"kt-kernel": {"not_checked": {"metapkg": why}}, "old": {"not_checked": None}},
+        }
+    )
+    assert f"env kt-kernel: import of metapkg not checked ({why})" in capsys.readouterr().out
+
+
+# amazon-ebs: the AMI is named ktinfra-kt-<profile>-<timestamp>, and EC2 takes no + in an AMI name
+
+
+def _site_profile(tmp_path: Path, name: str) -> Path:
+    site = tmp_path / "site.yaml"
+    site.write_text(Path(SMOKE).read_text().replace("name: smoke", f"name: {name}"))
+    return site
+
+
+@pytest.fixture
+def no_aws(monkeypatch):
+    def asked(*args, **_):
+        raise AssertionError(f"AWS was asked: {args}")
+
+    monkeypatch.setattr(build.aws, "look_up", asked)
+
+
+def test_profile_name_with_plus_is_refused_for_amazon_ebs_before_aws_or_packer(tmp_path, no_aws):
+    # packer 1.6.6 refused it only at `packer validate` ("AMIName should only contain ..."), naming no
+    # profile, after the boto3 look-ups and with the stage directory written
+    site = _site_profile(tmp_path, "site+cu128")
+    out = tmp_path / "out"
+    args = ["image", "build", "--source", "amazon-ebs", "--profile", str(site), "--out", str(out)]
+    result = CliRunner().invoke(app, [*args, "--packer", "/nonexistent"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    text = " ".join(result.output.split())
+    assert text.startswith(
+        "error: profile 'site+cu128' cannot name an AMI: the amazon-ebs build names it "
+        "ktinfra-kt-site+cu128-<timestamp>, and EC2 takes an AMI name of 3 to 128 letters, digits, spaces "
+        "and ( ) [ ] . / ' @ _ - only; it holds '+'. Copy the profile to a file whose name: has none (such "
+        "as 'site_cu128')"
+    ), text
+    assert not out.exists()
+
+
+def test_make_image_for_amazon_ebs_is_refused_before_aws_or_packer(tmp_path, no_aws):
+    # the arguments `make image IMAGE_SOURCE=amazon-ebs` passes (and --tag, which amazon-ebs ignores)
+    site = _site_profile(tmp_path, "site+cu128")
+    [cmd] = _make_n("image", "IMAGE_SOURCE=amazon-ebs", f"IMAGE_PROFILE={site}")
+    out = tmp_path / "out"
+    args = [*cmd[cmd.index("image") :], "--out", str(out), "--packer", "/nonexistent"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert result.output.startswith("error: profile 'site+cu128' cannot name an AMI"), result.output
+    assert not out.exists()
+
+
+def test_a_packer_whose_validate_passes_never_runs_for_an_ami_name_ec2_refuses(tmp_path, no_aws):
+    # the refusal is ktinfra's own: a packer (version, plugin) that validated the name would not be reached
+    calls = tmp_path / "packer-calls"
+    packer = tmp_path / "packer"
+    packer.write_text(f'#!/bin/sh\necho "$@" >> {calls}\necho "Packer v1.6.6"\nexit 0\n')
+    packer.chmod(0o755)
+    req = build.BuildRequest(
+        source="amazon-ebs",
+        profile=str(_site_profile(tmp_path, "site+cu128")),
+        out_root=tmp_path / "out",
+        packer=str(packer),
+    )
+    with pytest.raises(ImageError, match=r"profile 'site\+cu128' cannot name an AMI"):
+        build.run(req)
+    assert not calls.exists() and not (tmp_path / "out").exists()
+
+
+def test_ami_name_length_limit_and_the_docker_source_keeps_plus(tmp_path, ec2, fake_docker):
+    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    longest = "p" * (128 - len("ktinfra-kt--") - 10)
+    req = build.BuildRequest(
+        source="amazon-ebs", profile=str(_site_profile(tmp_path, longest)), region="eu-north-1"
+    )
+    prep = build.prepare(req, ec2=ec2)
+    assert prep.variables["aws_ami_name"] == "ktinfra-kt"
+    assert len(build.ami_name(longest)) == 128
+    req.profile = str(_site_profile(tmp_path, longest + "p"))
+    with pytest.raises(
+        ImageError, match="it would be 129 characters. Copy the profile to a file whose name: is at most 106"
+    ):
+        build.prepare(req, ec2=ec2)
+    # docker: the + stays a profile name (tag given; the build container's name maps it to _)
+    site = _site_profile(tmp_path, "site+cu128")
+    docker = build.BuildRequest(
+        profile=str(site), tag="site-cu128", out_root=tmp_path / "o", wheelhouse=tmp_path / "w"
+    )
+    assert build.prepare(docker).variables["docker_container_name"].startswith("image-build-site_cu128-")
+
+
+def test_template_names_the_ami_as_ktinfra_checks_it():
+    text = (REPO_ROOT / "images" / "kt.pkr.hcl").read_text()
+    assert re.search(
+        r'^\s*ami_name\s*=\s*"\$\{var\.aws_ami_name\}-\$\{var\.profile\}-\{\{timestamp\}\}"$', text, re.M
+    )
+
+
+@pytest.mark.skipif(not shutil.which("packer"), reason="no packer")
+@pytest.mark.parametrize("profile", ["kt-0.7", "a" * 106, "kt-0.7+cu128", "a" * 107])
+def test_ktinfra_and_packer_validate_agree_on_ami_names(tmp_path, profile):
+    # the real packer (1.6.6 here) checks the rendered ami_name as EC2 does; ktinfra's check must match it
+    bin_dir = Path(sys.executable).parent
+    if not (bin_dir / "ansible-playbook").exists():
+        pytest.skip("packer's ansible provisioner needs ansible-playbook to validate")
+    (tmp_path / "extra.json").write_text("{}")
+    variables = {
+        "profile": profile,
+        "aws_ami_name": build.AMI_NAME_PREFIX,
+        "output_dir": str(tmp_path),
+        "playbook_file": str(REPO_ROOT / "playbooks" / "image.yml"),
+        "ansible_vars_file": str(tmp_path / "extra.json"),
+        "build_spec_file": str(tmp_path / "extra.json"),
+        "wheelhouse": build.WHEELHOUSE_IN_IMAGE,
+        "docker_systemd_run_args": dockercli.SYSTEMD_RUN_ARGS,
+    }
+    (tmp_path / "v.json").write_text(json.dumps(variables))
+    proc = subprocess.run(
+        ["packer", "validate", "-only=amazon-ebs.kt", f"-var-file={tmp_path / 'v.json'}", str(TEMPLATE)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "PACKER_NO_COLOR": "1", "HOME": str(tmp_path)},
+    )
+    try:
+        build._check_ami_name(profile)
+        ours = True
+    except ImageError:
+        ours = False
+    assert (proc.returncode == 0) == ours, proc.stdout + proc.stderr
+    if not ours:
+        assert "ami_name" in proc.stdout or "AMIName" in proc.stdout

@@ -152,6 +152,33 @@ def test_manifest_lists_pins_with_sha_and_sizes(tmp_path):
     assert json.loads(json.dumps(m)) == m
 
 
+def test_manifest_keeps_the_pins_whose_imports_were_not_checked():
+    env = {
+        "python": "/p/bin/python",
+        "python_version": "3.11.2",
+        "prefix": "/p",
+        "size_bytes": 10,
+        "imports": {},
+        "packages": [{"name": "metapkg", "version": "1", "pinned": True, "wheel": None, "sha256": None}],
+    }
+    args = {
+        "image": {"source": "docker", "id": "sha256:1"},
+        "profile": spec.load(str(SMOKE)),
+        "profile_ref": str(SMOKE),
+        "sizes": {},
+        "started": "2026-11-21T00:00:00+00:00",
+        "duration_s": 1.0,
+        "packer_version": "1.6.6",
+        "git": {"revision": None, "dirty": None},
+    }
+    why = {"metapkg": "no top_level.txt, and its RECORD lists no importable module"}
+    m = manifest.build_manifest(packages={"envs": {"e": {**env, "not_checked": why}}}, **args)
+    assert m["envs"]["e"]["not_checked"] == why
+    # a packages.json from before validate.py reported them: unknown (null), not "none unchecked" ({})
+    m = manifest.build_manifest(packages={"envs": {"e": env}}, **args)
+    assert m["envs"]["e"]["not_checked"] is None
+
+
 def test_packer_artifact_takes_last_run(tmp_path):
     pm = tmp_path / "packer-manifest.json"
     pm.write_text(
