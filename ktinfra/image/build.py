@@ -192,7 +192,7 @@ def _check_ami_name(profile_name: str) -> None:
     raise ImageError(
         f"profile {profile_name!r} cannot name an AMI: the amazon-ebs build names it "
         f"{AMI_NAME_PREFIX}-{profile_name}-<timestamp>, and EC2 takes an AMI name of 3 to 128 letters, "
-        f"digits, spaces and ( ) [ ] . / ' @ _ - only; {why}. Copy the profile to a file whose name: {fix} "
+        f"digits, spaces and ( ) [ ] . / ' @ _ - only; {why}. Copy the profile to a file whose name {fix} "
         "and build with --profile FILE.yaml, or build --source docker"
     )
 

@@ -296,7 +296,7 @@ def test_profile_name_with_plus_is_refused_for_amazon_ebs_before_aws_or_packer(t
     assert text.startswith(
         "error: profile 'site+cu128' cannot name an AMI: the amazon-ebs build names it "
         "ktinfra-kt-site+cu128-<timestamp>, and EC2 takes an AMI name of 3 to 128 letters, digits, spaces "
-        "and ( ) [ ] . / ' @ _ - only; it holds '+'. Copy the profile to a file whose name: has none (such "
+        "and ( ) [ ] . / ' @ _ - only; it holds '+'. Copy the profile to a file whose name has none (such "
         "as 'site_cu128')"
     ), text
     assert not out.exists()
@@ -342,7 +342,7 @@ def test_ami_name_length_limit_and_the_docker_source_keeps_plus(tmp_path, ec2, f
     assert len(build.ami_name(longest)) == 128
     req.profile = str(_site_profile(tmp_path, longest + "p"))
     with pytest.raises(
-        ImageError, match="it would be 129 characters. Copy the profile to a file whose name: is at most 106"
+        ImageError, match="it would be 129 characters. Copy the profile to a file whose name is at most 106"
     ):
         build.prepare(req, ec2=ec2)
     # docker: the + stays a profile name (tag given; the build container's name maps it to _)
