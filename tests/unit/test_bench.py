@@ -7,7 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ktinfra import bench
-from ktinfra.bench.client import _chunk_text, _payload, _usage
+from ktinfra.bench.client import _payload
+from ktinfra.bench.reply import _chunk_text, _usage
 from ktinfra.cli import app
 
 
