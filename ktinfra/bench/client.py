@@ -14,10 +14,10 @@ import urllib3
 
 from ktinfra.bench.deadline import request_deadline
 from ktinfra.bench.reply import (
+    CutOff,
     ServerFailed,
+    Stream,
     UnexpectedReply,
-    _chunk_text,
-    _events,
     _failure,
     _json,
     _object,
@@ -260,17 +260,8 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
             chunks = 0
             pieces = _reads(resp, sc.timeout_s, deadline)
             if sc.stream:
-                seen, last, events = "", None, 0
-                for event in _events(_lines(pieces)):
-                    events += 1
-                    failure = _failure(sc, event)
-                    if failure:
-                        raise ServerFailed(failure)
-                    new, seen = _chunk_text(sc, event, seen)
-                    p, c = _usage(sc, event)
-                    prompt_toks, completion_toks = p or prompt_toks, c or completion_toks
-                    if not new:
-                        continue
+                stream, last = Stream(sc), None
+                for _ in stream.outputs(_lines(pieces)):
                     now = time.perf_counter()
                     if last is None:
                         result.ttft_s = now - t0
@@ -278,8 +269,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                         result.itl_s.append(now - last)
                     last = now
                     chunks += 1
-                if not events:
-                    raise UnexpectedReply("no 'data:' event in the streamed reply")
+                prompt_toks, completion_toks = stream.prompt_tokens, stream.completion_tokens
             else:
                 reply = _object(_json(_joined(pieces)), "reply")
                 failure = _failure(sc, reply)
@@ -305,7 +295,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         result.error = f"timed out after {sc.timeout_s:g} s ({kind})"
     except UnexpectedReply as exc:
         result.error = f"unexpected reply: {exc}"
-    except ServerFailed as exc:
+    except (ServerFailed, CutOff) as exc:
         result.error = _one_line(str(exc))
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
         if time.perf_counter() >= deadline:  # the deadline shut the socket while the headers were read

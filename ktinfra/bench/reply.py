@@ -20,6 +20,10 @@ class ServerFailed(Exception):
     """The server answered 200 but said inside the reply that the request failed."""
 
 
+class CutOff(Exception):
+    """A streamed reply ended without saying it was complete (no [DONE], no finish_reason)."""
+
+
 def _short(data: object) -> str:
     if isinstance(data, bytes):
         text = data.decode("utf-8", "replace")
@@ -45,16 +49,6 @@ def _object(value: object, what: str) -> dict:
     if not isinstance(value, dict):
         raise UnexpectedReply(f"{what} is {type(value).__name__}, not an object: {_short(value)}")
     return value
-
-
-def _events(lines: Iterator[bytes]) -> Iterator[dict]:
-    for raw in lines:
-        if not raw.startswith(b"data:"):
-            continue
-        data = raw[5:].strip()
-        if data == b"[DONE]":
-            return
-        yield _object(_json(data), "event")
 
 
 def _text(value: object, what: str) -> str:
@@ -116,6 +110,16 @@ def _usage(sc: Scenario, event: dict) -> tuple[int | None, int | None]:
     )
 
 
+def _finish_reason(sc: Scenario, event: dict) -> object:
+    """choices[0].finish_reason (/v1) or meta_info.finish_reason (/generate): null until the last event."""
+    if sc.api == "sglang":
+        meta = event.get("meta_info")
+        return meta.get("finish_reason") if isinstance(meta, dict) else None
+    choices = event.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    return first.get("finish_reason") if isinstance(first, dict) else None
+
+
 def _failure(sc: Scenario, event: dict) -> str | None:
     """What the server said went wrong, in an event or a whole reply that answers 200 all the same: SGLang
     streams ``{"error": {"message": ...}}`` before [DONE] when generation fails (transformers serve
@@ -126,13 +130,7 @@ def _failure(sc: Scenario, event: dict) -> str | None:
     if error:
         message = error.get("message") if isinstance(error, dict) else error
         return f"server error: {message if isinstance(message, str) and message else _short(error)}"
-    if sc.api == "sglang":
-        meta = event.get("meta_info")
-        reason = meta.get("finish_reason") if isinstance(meta, dict) else None
-    else:
-        choices = event.get("choices")
-        first = choices[0] if isinstance(choices, list) and choices else None
-        reason = first.get("finish_reason") if isinstance(first, dict) else None
+    reason = _finish_reason(sc, event)
     kind = reason.get("type") if isinstance(reason, dict) else reason
     if kind != "abort":
         return None
@@ -143,3 +141,43 @@ def _failure(sc: Scenario, event: dict) -> str | None:
 def estimate_tokens(text: str) -> int:
     """Output tokens of a reply the server sent no usage for: about 4 characters per token."""
     return max(1, round(len(text) / 4)) if text.strip() else 0
+
+
+class Stream:
+    """A streamed reply, event by event: its token counts, and whether it said it was complete."""
+
+    def __init__(self, sc: Scenario) -> None:
+        self.sc = sc
+        self.events = 0
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self._seen = ""
+
+    def outputs(self, lines: Iterator[bytes]) -> Iterator[None]:
+        """Yields as each event with new output arrives; raises for a failure the server reports, an event
+        of the wrong shape, and a stream that ends before it said it was complete."""
+        complete = False
+        for raw in lines:
+            if not raw.startswith(b"data:"):
+                continue
+            data = raw[5:].strip()
+            if data == b"[DONE]":
+                complete = True
+                break
+            event = _object(_json(data), "event")
+            self.events += 1
+            failure = _failure(self.sc, event)
+            if failure:
+                raise ServerFailed(failure)
+            # some OpenAI-compatible servers end with the finish_reason event and send no [DONE]
+            complete = complete or _finish_reason(self.sc, event) is not None
+            new, self._seen = _chunk_text(self.sc, event, self._seen)
+            p, c = _usage(self.sc, event)
+            self.prompt_tokens, self.completion_tokens = p or self.prompt_tokens, c or self.completion_tokens
+            if new:
+                yield
+        if not self.events:
+            raise UnexpectedReply("no 'data:' event in the streamed reply")
+        if not complete:
+            # a body closed mid-generation (a worker killed behind a proxy): its tokens are not an answer
+            raise CutOff(f"stream ended before [DONE] ({self.events} events, none with a finish_reason)")
