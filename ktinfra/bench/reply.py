@@ -68,19 +68,15 @@ def _first_choice(event: dict) -> dict | None:
     return _object(choices[0], "choices[0]") if choices else None
 
 
-def _chunk_text(sc: Scenario, event: dict, seen: str) -> tuple[str, str]:
-    """New text in this event, and the text seen so far (SGLang streams cumulative text)."""
-    if sc.api == "sglang":
-        text = _text(event.get("text"), "text")
-        return text[len(seen) :], text
+def _delta_text(event: dict) -> str:
+    """The text an OpenAI chat stream event adds."""
     choice = _first_choice(event)
     delta = _object(choice.get("delta") or {}, "delta") if choice is not None else {}
     # A server with a reasoning parser (SGLang --reasoning-parser) streams the thinking as reasoning_content:
     # generated tokens like the answer's, so the first of them is the first token.
-    new = _text(delta.get("reasoning_content"), "delta.reasoning_content") + _text(
+    return _text(delta.get("reasoning_content"), "delta.reasoning_content") + _text(
         delta.get("content"), "delta.content"
     )
-    return new, seen + new
 
 
 def _whole_text(sc: Scenario, body: dict) -> str:
@@ -151,7 +147,8 @@ class Stream:
         self.events = 0
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
-        self._seen = ""
+        self._last = ""  # the previous /generate event's text
+        self._incremental = False  # /generate events carry only their new text
 
     def outputs(self, lines: Iterator[bytes]) -> Iterator[None]:
         """Yields as each event with new output arrives; raises for a failure the server reports, an event
@@ -171,8 +168,8 @@ class Stream:
                 raise ServerFailed(failure)
             # some OpenAI-compatible servers end with the finish_reason event and send no [DONE]
             complete = complete or _finish_reason(self.sc, event) is not None
-            new, self._seen = _chunk_text(self.sc, event, self._seen)
             p, c = _usage(self.sc, event)
+            new = self._new_output(event, c)
             self.prompt_tokens, self.completion_tokens = p or self.prompt_tokens, c or self.completion_tokens
             if new:
                 yield
@@ -181,3 +178,16 @@ class Stream:
         if not complete:
             # a body closed mid-generation (a worker killed behind a proxy): its tokens are not an answer
             raise CutOff(f"stream ended before [DONE] ({self.events} events, none with a finish_reason)")
+
+    def _new_output(self, event: dict, count: int | None) -> bool:
+        if self.sc.api != "sglang":
+            return bool(_delta_text(event))
+        # /generate streams the text so far, or with --incremental-streaming-output each event's new text.
+        # The text so far only grows: an event whose text does not extend the previous one's is a delta. The
+        # text cannot prove the reverse (deltas " the", " the" read as text that did not grow), so where the
+        # server counts, the count decides: meta_info.completion_tokens is the running total in both modes.
+        text = _text(event.get("text"), "text")
+        self._incremental = self._incremental or not text.startswith(self._last)
+        new = text if self._incremental else text[len(self._last) :]
+        self._last = text
+        return bool(new) if count is None else count > (self.completion_tokens or 0)
