@@ -113,6 +113,7 @@ class RequestResult:
     error: str | None = None
     tokens_estimated: bool = False  # the server sent no usage: output tokens counted from the reply
     prompt_estimated: bool = False  # no usage.prompt_tokens: the requested prompt length (words, not tokens)
+    answered: bool = False  # the server sent a status line (any code): it is there
 
     @property
     def user_tps(self) -> float:
@@ -253,6 +254,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                 sc.url.rstrip("/") + path, json=body, headers=headers, stream=True, timeout=sc.timeout_s
             ) as resp,
         ):
+            result.answered = True
             if resp.status_code != 200:
                 result.error = f"HTTP {resp.status_code}: {error_body(resp, sc.timeout_s, deadline)}"
                 return result
