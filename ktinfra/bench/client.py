@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
@@ -14,10 +13,21 @@ import requests
 import urllib3
 
 from ktinfra.bench.deadline import request_deadline
+from ktinfra.bench.reply import (
+    CutOff,
+    ServerFailed,
+    Stream,
+    UnexpectedReply,
+    _failure,
+    _json,
+    _object,
+    _usage,
+    _whole_text,
+    estimate_tokens,
+)
 
 APIS = ("openai", "sglang")
 MAX_TIMEOUT_S = 86400.0  # one day: larger values overflow socket and clock arithmetic (OverflowError)
-MAX_TOKEN_COUNT = 10**9  # a larger count in a reply is garbage, and would make the metrics non-finite
 ERROR_BODY_BYTES = 4096  # what is read of a non-200 reply's body, for its message
 # A whole (non-streamed) reply, and one streamed event line, beyond which a reply is not an answer to a
 # benchmark prompt: SGLang's cumulative-text events for 100k tokens are under 1 MiB. Reading stops there,
@@ -87,16 +97,8 @@ def check_url(url: str, base: bool = True) -> None:
             ) from None
 
 
-class UnexpectedReply(Exception):
-    """The server answered 200 with something that is not the API's reply shape."""
-
-
 class TimedOut(Exception):
     pass
-
-
-class ServerFailed(Exception):
-    """The server answered 200 but said inside the reply that the request failed."""
 
 
 @dataclass
@@ -111,6 +113,7 @@ class RequestResult:
     error: str | None = None
     tokens_estimated: bool = False  # the server sent no usage: output tokens counted from the reply
     prompt_estimated: bool = False  # no usage.prompt_tokens: the requested prompt length (words, not tokens)
+    answered: bool = False  # the server sent a status line (any code): it is there
 
     @property
     def user_tps(self) -> float:
@@ -139,18 +142,6 @@ def _payload(sc: Scenario, prompt: str) -> tuple[str, dict]:
     if sc.ignore_eos:
         body["ignore_eos"] = True  # keeps the output length fixed on SGLang
     return "/v1/chat/completions", body
-
-
-def _short(data: object) -> str:
-    if isinstance(data, bytes):
-        text = data.decode("utf-8", "replace")
-    else:
-        try:
-            text = json.dumps(data)
-        except (RecursionError, ValueError):
-            text = f"<{type(data).__name__} nested too deeply to show>"
-    text = text.replace("\r", "\\r").replace("\n", "\\n")  # error messages stay one line
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -247,119 +238,6 @@ def _joined(pieces: Iterator[bytes]) -> bytes:
     return bytes(body)
 
 
-def _json(data: bytes) -> object:
-    try:
-        return json.loads(data)
-    except ValueError:
-        raise UnexpectedReply(f"not JSON: {_short(data)}") from None
-    except RecursionError:  # e.g. [[[[...]]]] 100000 deep: this request fails, the run goes on
-        raise UnexpectedReply(f"JSON nested too deeply: {_short(data)}") from None
-
-
-def _object(value: object, what: str) -> dict:
-    if not isinstance(value, dict):
-        raise UnexpectedReply(f"{what} is {type(value).__name__}, not an object: {_short(value)}")
-    return value
-
-
-def _events(lines: Iterator[bytes]) -> Iterator[dict]:
-    for raw in lines:
-        if not raw.startswith(b"data:"):
-            continue
-        data = raw[5:].strip()
-        if data == b"[DONE]":
-            return
-        yield _object(_json(data), "event")
-
-
-def _text(value: object, what: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise UnexpectedReply(f"{what} is {type(value).__name__}, not a string: {_short(value)}")
-    return value
-
-
-def _first_choice(event: dict) -> dict | None:
-    choices = event.get("choices")
-    if choices is None:
-        return None
-    if not isinstance(choices, list):
-        raise UnexpectedReply(f"choices is {type(choices).__name__}, not a list: {_short(choices)}")
-    return _object(choices[0], "choices[0]") if choices else None
-
-
-def _chunk_text(sc: Scenario, event: dict, seen: str) -> tuple[str, str]:
-    """New text in this event, and the text seen so far (SGLang streams cumulative text)."""
-    if sc.api == "sglang":
-        text = _text(event.get("text"), "text")
-        return text[len(seen) :], text
-    choice = _first_choice(event)
-    delta = _object(choice.get("delta") or {}, "delta") if choice is not None else {}
-    # A server with a reasoning parser (SGLang --reasoning-parser) streams the thinking as reasoning_content:
-    # generated tokens like the answer's, so the first of them is the first token.
-    new = _text(delta.get("reasoning_content"), "delta.reasoning_content") + _text(
-        delta.get("content"), "delta.content"
-    )
-    return new, seen + new
-
-
-def _whole_text(sc: Scenario, body: dict) -> str:
-    """The answer of a non-streamed reply."""
-    if sc.api == "sglang":
-        return _text(body.get("text"), "text")
-    choice = _first_choice(body)
-    message = _object(choice.get("message") or {}, "message") if choice is not None else {}
-    reasoning = _text(message.get("reasoning_content"), "message.reasoning_content")
-    return reasoning + _text(message.get("content"), "message.content")
-
-
-def _count(value: object, what: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_COUNT:
-        raise UnexpectedReply(f"{what} is not a token count: {_short(value)}")
-    return value
-
-
-def _usage(sc: Scenario, event: dict) -> tuple[int | None, int | None]:
-    key = "meta_info" if sc.api == "sglang" else "usage"
-    usage = _object(event.get(key) or {}, key)
-    return (
-        _count(usage.get("prompt_tokens"), f"{key}.prompt_tokens"),
-        _count(usage.get("completion_tokens"), f"{key}.completion_tokens"),
-    )
-
-
-def _failure(sc: Scenario, event: dict) -> str | None:
-    """What the server said went wrong, in an event or a whole reply that answers 200 all the same: SGLang
-    streams ``{"error": {"message": ...}}`` before [DONE] when generation fails (transformers serve
-    ``{"error": "..."}``), and ends an aborted request with finish_reason "abort" (``{"type": "abort",
-    "message": ...}`` in /generate's meta_info). Without this the tokens streamed before it made the
-    request a success."""
-    error = event.get("error")
-    if error:
-        message = error.get("message") if isinstance(error, dict) else error
-        return f"server error: {message if isinstance(message, str) and message else _short(error)}"
-    if sc.api == "sglang":
-        meta = event.get("meta_info")
-        reason = meta.get("finish_reason") if isinstance(meta, dict) else None
-    else:
-        choices = event.get("choices")
-        first = choices[0] if isinstance(choices, list) and choices else None
-        reason = first.get("finish_reason") if isinstance(first, dict) else None
-    kind = reason.get("type") if isinstance(reason, dict) else reason
-    if kind != "abort":
-        return None
-    message = reason.get("message") if isinstance(reason, dict) else None
-    return "server aborted the request" + (f": {message}" if isinstance(message, str) and message else "")
-
-
-def estimate_tokens(text: str) -> int:
-    """Output tokens of a reply the server sent no usage for: about 4 characters per token."""
-    return max(1, round(len(text) / 4)) if text.strip() else 0
-
-
 def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
     """One request, timed; never raises for what the server does (refusal, timeout, odd reply)."""
     path, body = _payload(sc, prompt)
@@ -376,6 +254,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                 sc.url.rstrip("/") + path, json=body, headers=headers, stream=True, timeout=sc.timeout_s
             ) as resp,
         ):
+            result.answered = True
             if resp.status_code != 200:
                 result.error = f"HTTP {resp.status_code}: {error_body(resp, sc.timeout_s, deadline)}"
                 return result
@@ -383,17 +262,8 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
             chunks = 0
             pieces = _reads(resp, sc.timeout_s, deadline)
             if sc.stream:
-                seen, last, events = "", None, 0
-                for event in _events(_lines(pieces)):
-                    events += 1
-                    failure = _failure(sc, event)
-                    if failure:
-                        raise ServerFailed(failure)
-                    new, seen = _chunk_text(sc, event, seen)
-                    p, c = _usage(sc, event)
-                    prompt_toks, completion_toks = p or prompt_toks, c or completion_toks
-                    if not new:
-                        continue
+                stream, last = Stream(sc), None
+                for _ in stream.outputs(_lines(pieces)):
                     now = time.perf_counter()
                     if last is None:
                         result.ttft_s = now - t0
@@ -401,8 +271,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                         result.itl_s.append(now - last)
                     last = now
                     chunks += 1
-                if not events:
-                    raise UnexpectedReply("no 'data:' event in the streamed reply")
+                prompt_toks, completion_toks = stream.prompt_tokens, stream.completion_tokens
             else:
                 reply = _object(_json(_joined(pieces)), "reply")
                 failure = _failure(sc, reply)
@@ -428,7 +297,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         result.error = f"timed out after {sc.timeout_s:g} s ({kind})"
     except UnexpectedReply as exc:
         result.error = f"unexpected reply: {exc}"
-    except ServerFailed as exc:
+    except (ServerFailed, CutOff) as exc:
         result.error = _one_line(str(exc))
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
         if time.perf_counter() >= deadline:  # the deadline shut the socket while the headers were read

@@ -11,6 +11,11 @@ from ktinfra.bench.deadline import new_session
 from ktinfra.bench.metrics import summarize
 
 OnResult = Callable[[RequestResult], None]
+# A user's pause after a request the server did not answer (connection refused, no status line), doubling
+# from the first to the longest: against a dead server each user re-sent at once, thousands of failed
+# requests a second for the whole --duration. An answer, an HTTP error included, ends the pause.
+BACKOFF_FIRST_S = 0.05
+BACKOFF_MAX_S = 1.0
 
 
 def run_level(
@@ -37,10 +42,14 @@ def run_level(
 
     def user(index: int) -> None:
         with new_session() as session:
-            n = 0
+            n, pause = 0, 0.0
             while not stop.is_set():
                 if requests_per_user is not None and n >= requests_per_user:
                     return
+                if pause:
+                    left = pause if deadline is None else max(0.0, deadline - time.perf_counter())
+                    if stop.wait(min(pause, left)):  # Ctrl-C ends the pause at once
+                        return
                 if deadline is not None and time.perf_counter() >= deadline:
                     return
                 prompt = make_prompt(sc.prompt_tokens, seed=seed * 1_000_003 + index * 10_007 + n)
@@ -50,6 +59,7 @@ def run_level(
                 if on_result is not None:
                     on_result(result)
                 n += 1
+                pause = 0.0 if result.answered else min(max(2 * pause, BACKOFF_FIRST_S), BACKOFF_MAX_S)
 
     def guarded(index: int) -> None:
         try:

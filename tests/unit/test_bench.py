@@ -7,7 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ktinfra import bench
-from ktinfra.bench.client import _chunk_text, _payload, _usage
+from ktinfra.bench.client import _payload
+from ktinfra.bench.reply import Stream, _usage
 from ktinfra.cli import app
 
 
@@ -83,8 +84,8 @@ def test_sglang_native_payload_and_cumulative_stream_text():
     path, body = _payload(sc, "hi")
     assert path == "/generate"
     assert body["sampling_params"] == {"max_new_tokens": 7, "temperature": 0.0, "ignore_eos": True}
-    new, seen = _chunk_text(sc, {"text": "Hello wor"}, "Hello")
-    assert (new, seen) == (" wor", "Hello wor")
+    lines = [b'data: {"text": "Hello"}', b'data: {"text": "Hello wor"}', b"data: [DONE]"]
+    assert len(list(Stream(sc).outputs(iter(lines)))) == 2
     assert _usage(sc, {"meta_info": {"prompt_tokens": 3, "completion_tokens": 2}}) == (3, 2)
 
 

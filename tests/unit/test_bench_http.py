@@ -57,7 +57,7 @@ def whole(h: BaseHTTPRequestHandler, body: bytes, code: int = 200) -> None:
 
 
 class Server:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.reply: Reply = lambda h, body: whole(h, b"{}")
         self.requests = 0
         self.connections = 0
@@ -81,7 +81,7 @@ class Server:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeouts, an error body read only in part)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()

@@ -13,8 +13,9 @@ from test_bench_http import scenario, whole
 from typer.testing import CliRunner
 
 from ktinfra import bench
-from ktinfra.bench.client import _short, send
+from ktinfra.bench.client import send
 from ktinfra.bench.deadline import new_session
+from ktinfra.bench.reply import _short
 from ktinfra.cli import app
 from ktinfra.commands.bench import _finite
 

@@ -22,6 +22,7 @@ OPENAI_ERROR = (
 OOM = b'data: {"error": "CUDA out of memory"}\n\n'  # transformers serve's form
 BOOM = b'data: {"error": {"message": "boom"}}\n\n'  # SGLang /generate's form
 ABORT = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "abort"}]}\n\n'
+LENGTH = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}\n\n'
 
 
 def native(text: str, tokens: int, finish: dict | None = None) -> bytes:
@@ -69,6 +70,75 @@ def test_normal_finish_reasons_still_complete(server):
     length = native("ab", 2, {"type": "length", "length": 2})
     server.reply = lambda h, body: sse(h, [native("a", 1), length, DONE])
     assert send(requests.Session(), scenario(server, api="sglang"), "hi").ok
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+@pytest.mark.parametrize(
+    ("api", "events"),
+    [
+        ("openai", [delta("a"), delta("b"), delta("c")]),
+        ("sglang", [native("a", 1), native("ab", 2), native("abc", 3)]),
+    ],
+)
+def test_a_stream_cut_off_before_its_end_fails_the_request(server, api, events, chunked):
+    # the body ends cleanly after 3 of 7 tokens (a worker killed behind a proxy that closes the stream):
+    # no [DONE], no finish_reason. It counted as a completed request with 3 tokens.
+    server.reply = lambda h, body: sse(h, events, chunked=chunked)
+    # a user each: sse() closes a chunked reply's connection unannounced, which a second request on it
+    # may meet as "Remote end closed connection"
+    level = bench.run_level(scenario(server, api=api), users=2, requests_per_user=1)
+    assert (level["completed"], level["failed"]) == (0, 2)
+    assert level["errors"] == ["stream ended before [DONE] (3 events, none with a finish_reason)"]
+
+
+@pytest.mark.parametrize(
+    ("api", "events"),
+    [
+        ("openai", [delta("a"), delta("b"), LENGTH, USAGE]),
+        ("sglang", [native("a", 1), native("ab", 2, {"type": "length", "length": 2})]),
+    ],
+)
+def test_a_stream_that_ends_with_a_finish_reason_but_no_done_completes(server, api, events):
+    # some OpenAI-compatible servers send no [DONE]: the finish_reason says the answer is whole
+    server.reply = lambda h, body: sse(h, events)
+    result = send(requests.Session(), scenario(server, api=api), "hi")
+    assert result.ok, result.error
+    assert result.output_tokens == (7 if api == "openai" else 2)
+
+
+def generate_events(pieces: list[str], incremental: bool, counted: bool = True) -> list[bytes]:
+    """SGLang /generate events for these successive pieces of text: each carries the text so far (SGLang's
+    default) or only its piece (--incremental-streaming-output); meta_info.completion_tokens is the running
+    total in both modes."""
+    events = []
+    for i, piece in enumerate(pieces):
+        text = piece if incremental else "".join(pieces[: i + 1])
+        finish = {"type": "length", "length": len(pieces)} if i == len(pieces) - 1 else None
+        meta = {"prompt_tokens": 5, "completion_tokens": i + 1, "finish_reason": finish}
+        event = {"text": text, "meta_info": meta} if counted else {"text": text}
+        events.append(b"data: " + json.dumps(event).encode() + b"\n\n")
+    return [*events, DONE]
+
+
+@pytest.mark.parametrize("incremental", [False, True], ids=["cumulative", "incremental"])
+def test_a_generate_stream_is_timed_token_by_token_in_both_text_modes(server, incremental):
+    # with --incremental-streaming-output the old client took each event's text for the text so far:
+    # " the" after " the" added nothing, so 4 tokens 0.3 s apart gave one chunk and no ITL at all
+    events = generate_events([" the", " the", " the", "."], incremental)
+    server.reply = lambda h, body: sse(h, events, gap_s=0.3)
+    result = send(requests.Session(), scenario(server, api="sglang"), "hi")
+    assert (result.ok, result.output_tokens, result.tokens_estimated) == (True, 4, False), result.error
+    assert result.ttft_s < 0.25
+    assert len(result.itl_s) == 3 and all(0.15 < gap < 1.0 for gap in result.itl_s), result.itl_s
+
+
+@pytest.mark.parametrize("incremental", [False, True], ids=["cumulative", "incremental"])
+def test_a_generate_stream_without_counts_counts_each_new_text(server, incremental):
+    # no meta_info: the text tells which events brought output ("!" is not past the end of " world")
+    events = generate_events(["Hello", " world", "!"], incremental, counted=False)
+    server.reply = lambda h, body: sse(h, events)
+    level = bench.run_level(scenario(server, api="sglang"), users=1, requests_per_user=1)
+    assert (level["completed"], level["total_output_tokens"], level["output_tokens_estimated"]) == (1, 3, 1)
 
 
 def reasoning(text: str) -> bytes:

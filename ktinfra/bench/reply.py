@@ -1,0 +1,193 @@
+"""What a 200 reply says: its shape checked, its text, token counts and in-reply failures read out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ktinfra.bench.client import Scenario
+
+MAX_TOKEN_COUNT = 10**9  # a larger count in a reply is garbage, and would make the metrics non-finite
+
+
+class UnexpectedReply(Exception):
+    """The server answered 200 with something that is not the API's reply shape."""
+
+
+class ServerFailed(Exception):
+    """The server answered 200 but said inside the reply that the request failed."""
+
+
+class CutOff(Exception):
+    """A streamed reply ended without saying it was complete (no [DONE], no finish_reason)."""
+
+
+def _short(data: object) -> str:
+    if isinstance(data, bytes):
+        text = data.decode("utf-8", "replace")
+    else:
+        try:
+            text = json.dumps(data)
+        except (RecursionError, ValueError):
+            text = f"<{type(data).__name__} nested too deeply to show>"
+    text = text.replace("\r", "\\r").replace("\n", "\\n")  # error messages stay one line
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _json(data: bytes) -> object:
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise UnexpectedReply(f"not JSON: {_short(data)}") from None
+    except RecursionError:  # e.g. [[[[...]]]] 100000 deep: this request fails, the run goes on
+        raise UnexpectedReply(f"JSON nested too deeply: {_short(data)}") from None
+
+
+def _object(value: object, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise UnexpectedReply(f"{what} is {type(value).__name__}, not an object: {_short(value)}")
+    return value
+
+
+def _text(value: object, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise UnexpectedReply(f"{what} is {type(value).__name__}, not a string: {_short(value)}")
+    return value
+
+
+def _first_choice(event: dict) -> dict | None:
+    choices = event.get("choices")
+    if choices is None:
+        return None
+    if not isinstance(choices, list):
+        raise UnexpectedReply(f"choices is {type(choices).__name__}, not a list: {_short(choices)}")
+    return _object(choices[0], "choices[0]") if choices else None
+
+
+def _delta_text(event: dict) -> str:
+    """The text an OpenAI chat stream event adds."""
+    choice = _first_choice(event)
+    delta = _object(choice.get("delta") or {}, "delta") if choice is not None else {}
+    # A server with a reasoning parser (SGLang --reasoning-parser) streams the thinking as reasoning_content:
+    # generated tokens like the answer's, so the first of them is the first token.
+    return _text(delta.get("reasoning_content"), "delta.reasoning_content") + _text(
+        delta.get("content"), "delta.content"
+    )
+
+
+def _whole_text(sc: Scenario, body: dict) -> str:
+    """The answer of a non-streamed reply."""
+    if sc.api == "sglang":
+        return _text(body.get("text"), "text")
+    choice = _first_choice(body)
+    message = _object(choice.get("message") or {}, "message") if choice is not None else {}
+    reasoning = _text(message.get("reasoning_content"), "message.reasoning_content")
+    return reasoning + _text(message.get("content"), "message.content")
+
+
+def _count(value: object, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_COUNT:
+        raise UnexpectedReply(f"{what} is not a token count: {_short(value)}")
+    return value
+
+
+def _usage(sc: Scenario, event: dict) -> tuple[int | None, int | None]:
+    key = "meta_info" if sc.api == "sglang" else "usage"
+    usage = _object(event.get(key) or {}, key)
+    return (
+        _count(usage.get("prompt_tokens"), f"{key}.prompt_tokens"),
+        _count(usage.get("completion_tokens"), f"{key}.completion_tokens"),
+    )
+
+
+def _finish_reason(sc: Scenario, event: dict) -> object:
+    """choices[0].finish_reason (/v1) or meta_info.finish_reason (/generate): null until the last event."""
+    if sc.api == "sglang":
+        meta = event.get("meta_info")
+        return meta.get("finish_reason") if isinstance(meta, dict) else None
+    choices = event.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    return first.get("finish_reason") if isinstance(first, dict) else None
+
+
+def _failure(sc: Scenario, event: dict) -> str | None:
+    """What the server said went wrong, in an event or a whole reply that answers 200 all the same: SGLang
+    streams ``{"error": {"message": ...}}`` before [DONE] when generation fails (transformers serve
+    ``{"error": "..."}``), and ends an aborted request with finish_reason "abort" (``{"type": "abort",
+    "message": ...}`` in /generate's meta_info). Without this the tokens streamed before it made the
+    request a success."""
+    error = event.get("error")
+    if error:
+        message = error.get("message") if isinstance(error, dict) else error
+        return f"server error: {message if isinstance(message, str) and message else _short(error)}"
+    reason = _finish_reason(sc, event)
+    kind = reason.get("type") if isinstance(reason, dict) else reason
+    if kind != "abort":
+        return None
+    message = reason.get("message") if isinstance(reason, dict) else None
+    return "server aborted the request" + (f": {message}" if isinstance(message, str) and message else "")
+
+
+def estimate_tokens(text: str) -> int:
+    """Output tokens of a reply the server sent no usage for: about 4 characters per token."""
+    return max(1, round(len(text) / 4)) if text.strip() else 0
+
+
+class Stream:
+    """A streamed reply, event by event: its token counts, and whether it said it was complete."""
+
+    def __init__(self, sc: Scenario) -> None:
+        self.sc = sc
+        self.events = 0
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self._last = ""  # the previous /generate event's text
+        self._incremental = False  # /generate events carry only their new text
+
+    def outputs(self, lines: Iterator[bytes]) -> Iterator[None]:
+        """Yields as each event with new output arrives; raises for a failure the server reports, an event
+        of the wrong shape, and a stream that ends before it said it was complete."""
+        complete = False
+        for raw in lines:
+            if not raw.startswith(b"data:"):
+                continue
+            data = raw[5:].strip()
+            if data == b"[DONE]":
+                complete = True
+                break
+            event = _object(_json(data), "event")
+            self.events += 1
+            failure = _failure(self.sc, event)
+            if failure:
+                raise ServerFailed(failure)
+            # some OpenAI-compatible servers end with the finish_reason event and send no [DONE]
+            complete = complete or _finish_reason(self.sc, event) is not None
+            p, c = _usage(self.sc, event)
+            new = self._new_output(event, c)
+            self.prompt_tokens, self.completion_tokens = p or self.prompt_tokens, c or self.completion_tokens
+            if new:
+                yield
+        if not self.events:
+            raise UnexpectedReply("no 'data:' event in the streamed reply")
+        if not complete:
+            # a body closed mid-generation (a worker killed behind a proxy): its tokens are not an answer
+            raise CutOff(f"stream ended before [DONE] ({self.events} events, none with a finish_reason)")
+
+    def _new_output(self, event: dict, count: int | None) -> bool:
+        if self.sc.api != "sglang":
+            return bool(_delta_text(event))
+        # /generate streams the text so far, or with --incremental-streaming-output each event's new text.
+        # The text so far only grows: an event whose text does not extend the previous one's is a delta. The
+        # text cannot prove the reverse (deltas " the", " the" read as text that did not grow), so where the
+        # server counts, the count decides: meta_info.completion_tokens is the running total in both modes.
+        text = _text(event.get("text"), "text")
+        self._incremental = self._incremental or not text.startswith(self._last)
+        new = text if self._incremental else text[len(self._last) :]
+        self._last = text
+        return bool(new) if count is None else count > (self.completion_tokens or 0)
