@@ -1,11 +1,12 @@
 """kt_common's ktinfra_list filter: called directly, then through real ansible-playbook in a role that lists
-kt_common as its dependency (static and included roles, -e strings, JSON lists, --check); without it the
-filter is unknown ("No filter named 'ktinfra_list'")."""
+kt_common as its dependency (static and included roles, -e strings, JSON lists, --check); and every role
+that uses the filter lists kt_common (without it the filter is unknown: "No filter named 'ktinfra_list'")."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,36 @@ def test_without_kt_common_the_filter_is_unknown(tmp_path):
     tasks = [{"ansible.builtin.copy": {"content": "{{ 'a,b' | ktinfra_list }}", "dest": str(out)}}]
     rc, output = run_play(tmp_path, tasks)
     assert rc != 0 and "No filter named 'ktinfra_list'" in output, output[-3000:]
+
+
+def test_every_role_using_the_filter_lists_kt_common():
+    users = {
+        path.relative_to(ROLES).parts[0]
+        for path in ROLES.rglob("*")
+        if path.suffix in {".yml", ".j2"}
+        and path.relative_to(ROLES).parts[0] != "kt_common"
+        and "ktinfra_list" in path.read_text()
+    }
+    assert users == {"kt_preflight", "kt_python_env", "kt_router"}
+    for role in users:
+        meta = yaml.safe_load((ROLES / role / "meta" / "main.yml").read_text())
+        assert "kt_common" in meta["dependencies"], role
+
+
+def test_no_role_or_playbook_splits_a_list_variable_by_hand():
+    """One place splits -e strings, ktinfra_list (before: five copies of one expression)."""
+    root = ROLES.parent
+    files = [
+        path.relative_to(root)
+        for top in ("roles", "playbooks", "molecule")
+        for path in (root / top).rglob("*")
+        if path.suffix in {".yml", ".yaml", ".j2"}
+    ]
+    hand = [
+        f"{path}:{n}"
+        for path in files
+        if not any(part.startswith(".") for part in path.parts)  # molecule's .cache
+        for n, line in enumerate((root / path).read_text().splitlines(), 1)
+        if re.search(r"\.split\(\s*['\"],['\"]\s*\)", line)
+    ]
+    assert files and hand == []

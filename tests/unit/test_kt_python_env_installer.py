@@ -104,6 +104,8 @@ def test_index_lists_given_on_the_command_line_are_split_on_commas(tmp_path):
     out = tmp_path / "args.json"
     install = {"pip": {"index_url": "", "extra_index_urls": []}}
     tasks = [
+        # the role's vars split with ktinfra_list, which the role gets from its dependency kt_common
+        {"ansible.builtin.include_role": {"name": "kt_common"}},
         {"ansible.builtin.include_vars": str(ROLE / "defaults/main.yml")},
         {"ansible.builtin.include_vars": str(ROLE / "vars/main.yml")},
         {"ansible.builtin.set_fact": {"kt_python_env_install": install}},
