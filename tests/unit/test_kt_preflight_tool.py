@@ -53,10 +53,12 @@ def _routable_ipv4() -> str | None:
     return None if address.startswith("127.") or address == "0.0.0.0" else address
 
 
-def test_a_plain_http_mirror_named_in_the_trusted_hosts_is_used(tmp_path):
+@pytest.mark.parametrize("given", ["list", "string"])
+def test_a_plain_http_mirror_named_in_the_trusted_hosts_is_used(tmp_path, given):
     """Before: kt_preflight passed --index-url but never --trusted-host, so pip ignored a plain-http mirror
     ("not a trusted or secure host and is being ignored") even with kt_python_env_pip_trusted_hosts set, and
-    on a host whose wheelhouse is still empty ktinfra's dependencies were not found."""
+    on a host whose wheelhouse is still empty ktinfra's dependencies were not found. The string is what
+    `-e kt_preflight_pip_trusted_hosts=...` gives: split on commas, items trimmed, empty ones dropped."""
     address = _routable_ipv4()
     if address is None:
         pytest.skip("no non-loopback IPv4 address here")
@@ -81,10 +83,12 @@ def test_a_plain_http_mirror_named_in_the_trusted_hosts_is_used(tmp_path):
         "kt_preflight_python": getattr(sys, "_base_executable", sys.executable),
         "kt_preflight_pip_timeout": 5,
         "kt_python_env_pip_index_url": f"http://{address}:{server.server_address[1]}/simple",
-        "kt_python_env_pip_trusted_hosts": [address],
     }
+    if given == "list":
+        extra["kt_python_env_pip_trusted_hosts"] = [address]
+    cli = [f"kt_preflight_pip_trusted_hosts=' {address} , ,'"] if given == "string" else []
     try:
-        rc, output = run_play(tmp_path, TOOL, extra)
+        rc, output = run_play(tmp_path, TOOL, extra, cli)
     finally:
         server.shutdown()
         server.server_close()

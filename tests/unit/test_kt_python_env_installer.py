@@ -97,23 +97,34 @@ def test_every_default_is_an_argument_spec_and_back():
     assert specs["options"]["kt_python_env_installer"]["choices"] == ["auto", "uv", "pip"]
 
 
-def test_index_lists_given_on_the_command_line_are_split_on_commas(tmp_path):
+INDEX_LISTS = {
+    "strings": ({}, ["kt_python_env_pip_trusted_hosts=mirror.lab,10.0.0.5",
+                     "kt_python_env_pip_extra_index_urls=http://mirror.lab/x"]),
+    # -e splits key=value pairs on spaces: a value with spaces is quoted inside the -e argument
+    "strings-with-spaces-and-empties": ({}, ["kt_python_env_pip_trusted_hosts=' mirror.lab , ,10.0.0.5,'",
+                                             "kt_python_env_pip_extra_index_urls='http://mirror.lab/x ,'"]),
+    "lists": ({"kt_python_env_pip_trusted_hosts": ["mirror.lab", "10.0.0.5"],
+               "kt_python_env_pip_extra_index_urls": ["http://mirror.lab/x"]}, []),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(INDEX_LISTS))
+def test_index_lists_given_on_the_command_line_are_split_on_commas(tmp_path, case):
     """-e kt_python_env_pip_trusted_hosts=mirror.lab is a string; the argument spec passes it. Before, pip got
     --trusted-host=m --trusted-host=i ... (and the plain-http mirror stayed untrusted), and a string
     kt_python_env_pip_extra_index_urls failed: "can only concatenate list (not _AnsibleTaggedStr) to list"."""
     out = tmp_path / "args.json"
     install = {"pip": {"index_url": "", "extra_index_urls": []}}
     tasks = [
+        # the role's vars split with ktinfra_list, which the role gets from its dependency kt_common
+        {"ansible.builtin.include_role": {"name": "kt_common"}},
         {"ansible.builtin.include_vars": str(ROLE / "defaults/main.yml")},
         {"ansible.builtin.include_vars": str(ROLE / "vars/main.yml")},
         {"ansible.builtin.set_fact": {"kt_python_env_install": install}},
         {"ansible.builtin.copy": {"content": "{{ kt_python_env_index_args | to_json }}", "dest": str(out)}},
     ]
-    cli = [
-        "kt_python_env_pip_trusted_hosts=mirror.lab,10.0.0.5",
-        "kt_python_env_pip_extra_index_urls=http://mirror.lab/x",
-    ]
-    rc, output = run_play(tmp_path, tasks, {}, cli)
+    extra, cli = INDEX_LISTS[case]
+    rc, output = run_play(tmp_path, tasks, extra, cli)
     assert rc == 0, output[-3000:]
     assert json.loads(out.read_text()) == [
         "--extra-index-url=http://mirror.lab/x",

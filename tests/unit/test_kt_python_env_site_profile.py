@@ -108,12 +108,31 @@ def test_check_mode_checks_the_new_file_and_writes_nothing(tmp_path):
     assert staged(tmp_path) == []
 
 
-def test_envs_given_as_a_string_on_the_command_line_are_split_on_commas(tmp_path):
+SFT = {"sft": {"name": "probe-sft", "packages": ["six==1.16.0"]}}
+TWO_ENVS = yaml.safe_dump(PROFILE | {"envs": PROFILE["envs"] | SFT})
+
+
+@pytest.mark.parametrize(
+    ("cli", "planned"),
+    [
+        ("kt_python_env_envs=inference", ["probe"]),
+        ("kt_python_env_envs=sft,inference", ["probe-sft", "probe"]),
+        ('{"kt_python_env_envs": ["sft", "inference"]}', ["probe-sft", "probe"]),  # a list, as it is
+    ],
+    ids=["one", "two", "list"],
+)
+def test_envs_given_as_a_string_on_the_command_line_are_split_on_commas(tmp_path, cli, planned):
     """-e kt_python_env_envs=inference is the string "inference"; the argument spec passes it. Before, the
     check ran with --env=i --env=n --env=f ... and stopped: "--env e given twice"."""
-    rc, output = validate(tmp_path, GOOD, cli=["kt_python_env_envs=inference"])
+    out = tmp_path / "planned.json"
+    names = "{{ kt_python_env_install.envs | map(attribute='name') | list | to_json }}"
+    tasks = VALIDATE + [{"ansible.builtin.copy": {"content": names, "dest": str(out)}}]
+    (tmp_path / "site.yaml").write_text(TWO_ENVS)
+    env = {"TMPDIR": str(tmp_path / "scratch")}
+    rc, output = run_play(tmp_path, tasks, _setup(tmp_path), [cli], env=env)
     assert rc == 0, output[-3000:]
     assert installed(tmp_path) == ["site.yaml"]
+    assert json.loads(out.read_text()) == planned
 
 
 def test_the_other_roles_run_the_envs_where_this_host_has_them(tmp_path):

@@ -135,7 +135,17 @@ def test_wait_health_false_given_as_a_string_skips_the_wait(tmp_path):
     assert "skipping: [localhost]" in output
 
 
-def test_workers_given_on_the_command_line_are_split_on_commas(tmp_path):
+@pytest.mark.parametrize(
+    ("extra", "cli"),
+    [
+        ({}, ["kt_router_workers=http://10.0.0.11:30000,http://10.0.0.12:30000"]),
+        # items trimmed, empty ones dropped (-e splits key=value pairs on spaces: the value is quoted)
+        ({}, ["kt_router_workers=' http://10.0.0.11:30000 , ,http://10.0.0.12:30000,'"]),
+        ({"kt_router_workers": ["http://10.0.0.11:30000", "http://10.0.0.12:30000"]}, []),  # a list, as it is
+    ],
+    ids=["string", "spaces-and-empties", "list"],
+)
+def test_workers_given_on_the_command_line_are_split_on_commas(tmp_path, extra, cli):
     """-e kt_router_workers=URL,URL is a string; the argument spec passes it. Before, kt_router__workers was
     that string: the distinct-worker check compared its letters and refused it, and router.env could not add
     it to the argument list."""
@@ -144,11 +154,19 @@ def test_workers_given_on_the_command_line_are_split_on_commas(tmp_path):
         {"ansible.builtin.include_role": {"name": "kt_router", "tasks_from": "workers"}},
         {"ansible.builtin.copy": {"content": "{{ kt_router__workers | to_json }}", "dest": str(out)}},
     ]
-    rc, output = run_play(
-        tmp_path, tasks, {}, ["kt_router_workers=http://10.0.0.11:30000,http://10.0.0.12:30000"]
-    )
+    rc, output = run_play(tmp_path, tasks, extra, cli)
     assert rc == 0, output[-3000:]
     assert json.loads(out.read_text()) == ["http://10.0.0.11:30000", "http://10.0.0.12:30000"]
+
+
+def test_workers_of_another_type_are_named(tmp_path):
+    """tasks_from: workers has no argument spec (main's refuses a mapping): before, a mapping went through as
+    the worker list."""
+    tasks = [{"ansible.builtin.include_role": {"name": "kt_router", "tasks_from": "workers"}}]
+    rc, output = run_play(tmp_path, tasks, {"kt_router_workers": {"http://10.0.0.11:30000": 1}})
+    assert rc != 0
+    message = "kt_router_workers must be a list or a comma-separated string, not a mapping"
+    assert message in output, output[-3000:]
 
 
 SYSTEMCTL = """#!/bin/sh
