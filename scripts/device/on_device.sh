@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the device host (GPU + AMX, no network), from the root of the checkout the device tool sent, with
 # .devcarry carried (see prepare.sh). Results: $OUT/log.txt and $OUT/results.tgz (re-packed after each phase).
-# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor stream moe-quick moe moe-repeat moe-headroom moe-concurrency rawint4]
+# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor validate stream moe-quick moe moe-repeat moe-headroom moe-concurrency rawint4]
 set -u
 carry=$(cd "$(dirname "$0")/../../.." && pwd)
 repo=$carry/repo
@@ -74,6 +74,12 @@ for phase in $phases; do
     moe-quick)
       python3 benchmarks/moe_threads.py --threads 16 --pools 1 --numa-nodes "$(numa_nodes)" --out "$res/moe-t16.json"
       python3 -c 'import json,sys; [print(s) for s in json.load(open(sys.argv[1]))["shapes"]]' "$res/moe-t16.json" ;;
+    validate)
+      # the image build's validate step over this host's python (real nvidia-* namespace wheels, kt-kernel)
+      python3 scripts/device/validate_spec.py "$res/validate-spec.json"
+      mkdir -p "$res/empty-wheelhouse"
+      python3 images/scripts/validate.py "$res/validate-spec.json" "$res/validate-packages.json" \
+        "$res/empty-wheelhouse" >"$res/validate.txt" 2>&1; echo "validate.py rc=$?"; cat "$res/validate.txt" ;;
     moe)
       # written to $out after every config, so a run cut at its time limit still brings back what it measured
       python3 benchmarks/moe_threads.py --cores "$(physical_cores)" --numa-nodes "$(numa_nodes)" \
