@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from role_play import run_play
+from test_kt_python_env_rerun import ENV
+from test_kt_python_env_rerun import _setup as env_setup
 
 from ktinfra import tune
 
@@ -398,3 +401,36 @@ def test_a_health_wait_that_cannot_work_is_refused_before_any_change(tmp_path, i
     assert rc != 0
     assert "kt_serve_health_interval must be at least 1 second" in output, output[-3000:]
     assert list((tmp_path / "cfg").iterdir()) == [] and list((tmp_path / "render").iterdir()) == []
+
+
+def test_an_env_whose_install_did_not_finish_is_not_served(tmp_path):
+    """kt_python_env's first install of the serving env failed (its index down): the env has its pins and no
+    finished install. Before: kt_serve planned, rendered and kept units that would start on that half-built
+    env; now it refuses before anything is written, and serves once an install finished."""
+    env_tmp = tmp_path / "envs"
+    env_tmp.mkdir()
+    env_vars = env_setup(env_tmp, "six==1.16.0")
+    dead = env_vars | {"kt_python_env_pip_index_url": "http://127.0.0.1:9/simple"}
+    rc, output = run_play(env_tmp, ENV, dead, env={"PIP_CONFIG_FILE": "/dev/null"})
+    assert rc != 0, output[-3000:]
+    serve = {
+        "kt_serve_python": str(env_tmp / "env" / "bin" / "python"),
+        "kt_serve_instances": [instance(tmp_path, "half", 30000)],
+    }
+    rc, output = run_role(tmp_path, serve)
+    assert rc != 0 and "the install of its env did not finish (no install of it finished yet)" in output, (
+        output[-3000:]
+    )
+    assert list((tmp_path / "render").iterdir()) == [] and list((tmp_path / "cfg").iterdir()) == []
+    rc, output = run_play(env_tmp, ENV, env_vars)  # the index is back: the install finishes
+    assert rc == 0, output[-3000:]
+    rc, output = run_role(tmp_path, serve)
+    assert rc == 0 and (tmp_path / "render" / "half").is_dir(), output[-3000:]
+
+
+def test_the_env_records_are_those_kt_python_env_writes():
+    written = yaml.safe_load((REPO / "roles/kt_python_env/vars/main.yml").read_text())[
+        "kt_python_env_state_files"
+    ]
+    read = yaml.safe_load((ROLE / "vars/main.yml").read_text())["kt_serve__env_records"]
+    assert read == [written["requirements"], written["installed"], written["freeze"]]
