@@ -434,3 +434,31 @@ def test_the_env_records_are_those_kt_python_env_writes():
     ]
     read = yaml.safe_load((ROLE / "vars/main.yml").read_text())["kt_serve__env_records"]
     assert read == [written["requirements"], written["installed"], written["freeze"]]
+
+
+def test_check_before_the_store_is_laid_names_what_cannot_be_previewed(tmp_path):
+    """serve.yml --check on a host provisioned but not yet stored: kt_model_store wrote no store.json under
+    --check. Before: kt_serve said the model "is not in the model store" (the store play of this very run
+    would put it there); now it takes this run's kt_model_store_state and says why the instance cannot be
+    previewed before its model is fetched."""
+    (tmp_path / "src").mkdir()
+    fresh = tmp_path / "fresh"
+    extra = {
+        "kt_model_store_root": str(fresh / "store"),
+        "kt_model_store_prefix": str(fresh / "prefix"),
+        "kt_model_store_tool_venv": str(fresh / "venv"),
+        "kt_model_store_state_file": str(fresh / "store.json"),
+        "kt_model_store_models": [{"name": "m", "source": "local", "repo": str(tmp_path / "src")}],
+        "kt_serve_store_state_file": str(fresh / "store.json"),
+        "kt_serve_config_dir": str(fresh / "cfg"),
+        "kt_serve_instances": [{"name": "m", "model": "m", "port": 30000}],
+    }
+    roles = [
+        {"ansible.builtin.include_role": {"name": "kt_model_store"}},
+        {"ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "validate"}},
+    ]
+    rc, output = run_play(tmp_path, roles, extra, flags=["--check"])
+    assert rc != 0 and "is not in the model store" not in output, output[-3000:]
+    assert f"missing on localhost: {fresh / 'store' / 'models' / 'm' / '.ktinfra-complete.json'}" in output
+    assert "(--check cannot preview an instance before its model is in the store" in output, output[-3000:]
+    assert not fresh.exists()
