@@ -86,3 +86,9 @@ def test_a_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     assert rc == 0 and six_in(tmp_path) == "1.16.0", output[-3000:]
     rc, output = run_play(tmp_path, ENV, extra)
     assert rc == 0 and "changed=0" in output, output[-3000:]
+    # a whole venv is never taken for a cut-off one: not when pip's configuration is broken either (that
+    # fails `pip --version`; here the pip freeze fails, and the env stays as it is)
+    (tmp_path / "bad-pip.conf").write_text("[global\n")
+    rc, output = run_play(tmp_path, ENV, extra, env={"PIP_CONFIG_FILE": str(tmp_path / "bad-pip.conf")})
+    assert "skipping:" in task_output(output, "Create again the venv that a cut-off run left without pip")
+    assert six_in(tmp_path) == "1.16.0"
