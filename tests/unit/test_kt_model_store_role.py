@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 from pathlib import Path
 
-from role_play import run_play
+from role_play import interrupt_play, run_play, task_output
 
 FETCHER = """#!/bin/sh
 env | grep '^HF_' | sort > "$KT_TEST_FETCH_ENV"
@@ -68,3 +69,28 @@ def test_a_gguf_model_with_cpu_weights_is_refused_before_anything_is_fetched(tmp
     message = "kt_model_store_models: q: kind gguf is served from its .gguf files as they are"
     assert message in output, output[-3000:]
     assert not (tmp_path / "store").exists() and not (tmp_path / "prefix").exists()
+
+
+def test_a_fetch_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
+    """Ctrl-C while the fetcher's venv was created left bin/python without pip or activate. Before: `creates:
+    bin/python` kept that venv, and every re-run failed installing the hub client (the pip module, finding
+    no venv there, wanted `virtualenv`: "Failed to find required executable")."""
+    venv = tmp_path / "venv"
+    extra = {
+        "kt_model_store_root": str(tmp_path / "store"),
+        "kt_model_store_prefix": str(tmp_path / "prefix"),
+        "kt_model_store_tool_venv": str(venv),
+        "kt_model_store_state_file": str(tmp_path / "store.json"),
+        "kt_model_store_models": [{"name": "m", "source": "hf", "repo": "org/m"}],
+        "kt_model_store_hf_endpoint": "http://127.0.0.1:9",  # no hub: the fetch fails, after the install
+    }
+    tasks = [{"ansible.builtin.include_role": {"name": "kt_model_store"}}]
+    rc, output = interrupt_play(tmp_path, tasks, extra, venv / "bin" / "python")
+    assert rc != 0 and (venv / "bin" / "python").exists() and not (venv / "bin" / "pip").exists(), output[
+        -3000:
+    ]
+    rc, output = run_play(tmp_path, tasks, extra)
+    assert "changed:" in task_output(output, "Install hub clients"), output[-3000:]
+    assert rc != 0 and "FAILED" in task_output(output, "Fetch models into the store"), output[-3000:]
+    subprocess.run([venv / "bin" / "python", "-c", "import huggingface_hub"], check=True)
+    assert not (tmp_path / "store" / "models" / "m" / ".ktinfra-complete.json").exists()

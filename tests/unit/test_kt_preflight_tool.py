@@ -10,7 +10,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
-from role_play import run_play
+from role_play import interrupt_play, run_play
 
 TOOL = [{"ansible.builtin.include_role": {"name": "kt_preflight", "tasks_from": "tool"}}]
 # the install's index down (the wheel build on the "controller" still reaches PyPI; no local find-links)
@@ -39,6 +39,29 @@ def test_a_first_install_that_failed_is_installed_by_the_next_run(tmp_path):
     [wheel] = (tool / "dist").glob("ktinfra-*.whl")
     assert (tool / "dist" / ".installed-sha1").read_text() == hashlib.sha1(wheel.read_bytes()).hexdigest()
     rc, output = run_play(tmp_path, TOOL, extra)  # installed and recorded: nothing to do
+    assert rc == 0 and "changed=0" in output, output[-3000:]
+
+
+def test_a_tool_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
+    """Ctrl-C while the tool venv was created left bin/python without pip (the rescue that removes a venv this
+    run made does not run on Ctrl-C). Before: `creates: bin/python` kept that venv, and every re-run failed
+    installing ktinfra (no such file <tool>/bin/pip)."""
+    tool = tmp_path / "tool"
+    extra = {
+        "kt_preflight_tool_dir": str(tool),
+        "kt_preflight_build_dir": str(tmp_path / "dist"),
+        "kt_preflight_wheelhouse": str(tmp_path / "wheelhouse"),
+        "kt_preflight_python": getattr(sys, "_base_executable", sys.executable),
+    }
+    (tmp_path / "wheelhouse").mkdir()
+    rc, output = interrupt_play(tmp_path, TOOL, extra, tool / "bin" / "python")
+    assert rc != 0 and (tool / "bin" / "python").exists() and not (tool / "bin" / "pip").exists(), output[
+        -3000:
+    ]
+    rc, output = run_play(tmp_path, TOOL, extra)
+    assert rc == 0, output[-3000:]
+    assert (tool / "bin" / "ktinfra").exists()
+    rc, output = run_play(tmp_path, TOOL, extra)
     assert rc == 0 and "changed=0" in output, output[-3000:]
 
 

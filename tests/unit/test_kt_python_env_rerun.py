@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from role_play import REPO, run_play
+from role_play import REPO, interrupt_play, run_play, task_output
 
 ENV = [{"ansible.builtin.include_role": {"name": "kt_python_env", "tasks_from": "env"}}]
 
@@ -69,3 +69,26 @@ def test_a_pin_bump_is_previewed_by_check_and_a_failed_install_is_redone(tmp_pat
     assert rc == 0 and six_in(tmp_path) == "1.17.0", output[-3000:]
     rc, output = run_play(tmp_path, ENV, bumped)
     assert rc == 0 and "changed=0" in output, output[-3000:]
+
+
+def test_a_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
+    """Ctrl-C while `python -m venv` ran left bin/python without pip. Before: `creates: bin/python` skipped
+    the venv from then on, and every re-run failed (pip wheel: no such file <env>/bin/pip)."""
+    extra = _setup(tmp_path, "six==1.16.0")
+    python, pip = tmp_path / "env" / "bin" / "python", tmp_path / "env" / "bin" / "pip"
+    rc, output = interrupt_play(tmp_path, ENV, extra, python)
+    assert rc != 0 and python.exists() and not pip.exists(), output[-3000:]
+    rc, output = run_play(tmp_path, ENV, extra, flags=["--check"])  # predicts the repair, makes none
+    repair = task_output(output, "Create again the venv that a cut-off run left without pip")
+    assert rc == 0 and "changed:" in repair, output[-3000:]
+    assert not pip.exists()
+    rc, output = run_play(tmp_path, ENV, extra)
+    assert rc == 0 and six_in(tmp_path) == "1.16.0", output[-3000:]
+    rc, output = run_play(tmp_path, ENV, extra)
+    assert rc == 0 and "changed=0" in output, output[-3000:]
+    # a whole venv is never taken for a cut-off one: not when pip's configuration is broken either (that
+    # fails `pip --version`; here the pip freeze fails, and the env stays as it is)
+    (tmp_path / "bad-pip.conf").write_text("[global\n")
+    rc, output = run_play(tmp_path, ENV, extra, env={"PIP_CONFIG_FILE": str(tmp_path / "bad-pip.conf")})
+    assert "skipping:" in task_output(output, "Create again the venv that a cut-off run left without pip")
+    assert six_in(tmp_path) == "1.16.0"

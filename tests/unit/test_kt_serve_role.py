@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from role_play import run_play
+from test_kt_python_env_rerun import ENV
+from test_kt_python_env_rerun import _setup as env_setup
 
 from ktinfra import tune
 
@@ -398,3 +401,64 @@ def test_a_health_wait_that_cannot_work_is_refused_before_any_change(tmp_path, i
     assert rc != 0
     assert "kt_serve_health_interval must be at least 1 second" in output, output[-3000:]
     assert list((tmp_path / "cfg").iterdir()) == [] and list((tmp_path / "render").iterdir()) == []
+
+
+def test_an_env_whose_install_did_not_finish_is_not_served(tmp_path):
+    """kt_python_env's first install of the serving env failed (its index down): the env has its pins and no
+    finished install. Before: kt_serve planned, rendered and kept units that would start on that half-built
+    env; now it refuses before anything is written, and serves once an install finished."""
+    env_tmp = tmp_path / "envs"
+    env_tmp.mkdir()
+    env_vars = env_setup(env_tmp, "six==1.16.0")
+    dead = env_vars | {"kt_python_env_pip_index_url": "http://127.0.0.1:9/simple"}
+    rc, output = run_play(env_tmp, ENV, dead, env={"PIP_CONFIG_FILE": "/dev/null"})
+    assert rc != 0, output[-3000:]
+    serve = {
+        "kt_serve_python": str(env_tmp / "env" / "bin" / "python"),
+        "kt_serve_instances": [instance(tmp_path, "half", 30000)],
+    }
+    rc, output = run_role(tmp_path, serve)
+    assert rc != 0 and "the install of its env did not finish (no install of it finished yet)" in output, (
+        output[-3000:]
+    )
+    assert list((tmp_path / "render").iterdir()) == [] and list((tmp_path / "cfg").iterdir()) == []
+    rc, output = run_play(env_tmp, ENV, env_vars)  # the index is back: the install finishes
+    assert rc == 0, output[-3000:]
+    rc, output = run_role(tmp_path, serve)
+    assert rc == 0 and (tmp_path / "render" / "half").is_dir(), output[-3000:]
+
+
+def test_the_env_records_are_those_kt_python_env_writes():
+    written = yaml.safe_load((REPO / "roles/kt_python_env/vars/main.yml").read_text())[
+        "kt_python_env_state_files"
+    ]
+    read = yaml.safe_load((ROLE / "vars/main.yml").read_text())["kt_serve__env_records"]
+    assert read == [written["requirements"], written["installed"], written["freeze"]]
+
+
+def test_check_before_the_store_is_laid_names_what_cannot_be_previewed(tmp_path):
+    """serve.yml --check on a host provisioned but not yet stored: kt_model_store wrote no store.json under
+    --check. Before: kt_serve said the model "is not in the model store" (the store play of this very run
+    would put it there); now it takes this run's kt_model_store_state and says why the instance cannot be
+    previewed before its model is fetched."""
+    (tmp_path / "src").mkdir()
+    fresh = tmp_path / "fresh"
+    extra = {
+        "kt_model_store_root": str(fresh / "store"),
+        "kt_model_store_prefix": str(fresh / "prefix"),
+        "kt_model_store_tool_venv": str(fresh / "venv"),
+        "kt_model_store_state_file": str(fresh / "store.json"),
+        "kt_model_store_models": [{"name": "m", "source": "local", "repo": str(tmp_path / "src")}],
+        "kt_serve_store_state_file": str(fresh / "store.json"),
+        "kt_serve_config_dir": str(fresh / "cfg"),
+        "kt_serve_instances": [{"name": "m", "model": "m", "port": 30000}],
+    }
+    roles = [
+        {"ansible.builtin.include_role": {"name": "kt_model_store"}},
+        {"ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "validate"}},
+    ]
+    rc, output = run_play(tmp_path, roles, extra, flags=["--check"])
+    assert rc != 0 and "is not in the model store" not in output, output[-3000:]
+    assert f"missing on localhost: {fresh / 'store' / 'models' / 'm' / '.ktinfra-complete.json'}" in output
+    assert "(--check cannot preview an instance before its model is in the store" in output, output[-3000:]
+    assert not fresh.exists()

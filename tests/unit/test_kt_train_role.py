@@ -8,6 +8,7 @@ import stat
 import sys
 from pathlib import Path
 
+import yaml
 from role_play import REPO, run_play
 
 FILES = REPO / "molecule" / "serve" / "files"
@@ -311,3 +312,37 @@ def test_check_mode_takes_the_store_that_this_run_would_write(tmp_path):
     assert rc != 0
     message = f"kt_train reads the model store from {fresh / 'store.json'}, which this host does not have"
     assert message in output, output[-3000:]
+
+
+def test_a_run_on_an_env_whose_install_did_not_finish_is_refused_before_any_change(tmp_path):
+    """The records kt_python_env keeps next to an env (test_kt_serve_role makes them with a real failed
+    install): pins that changed since the last install that finished. Before: the run's recipe and unit
+    were installed on that half-updated env; now nothing is, until the records agree (or an env set up before
+    the record of finished installs has its freeze only)."""
+    env = tmp_path / "sft-env"
+    (env / "bin").mkdir(parents=True)
+    (env / "ktinfra-requirements.txt").write_text("six==1.17.0\n")
+    (env / "ktinfra-requirements.installed.txt").write_text("six==1.16.0\n")
+    (env / "ktinfra-freeze.txt").write_text("six==1.16.0\n")
+    python = {"kt_train_python": str(env / "bin" / "python")}
+    rc, output = train(tmp_path, [run()], **python)
+    message = (
+        f"{env}/bin/python: the install of its env did not finish (its pins changed since the last install"
+    )
+    assert rc != 0 and message in output, output[-3000:]
+    assert list((tmp_path / "cfg").iterdir()) == [] and list((tmp_path / "units").iterdir()) == []
+    (env / "ktinfra-requirements.installed.txt").unlink()
+    (env / "ktinfra-freeze.txt").unlink()
+    rc, output = train(tmp_path, [run()], **python)
+    assert rc != 0 and "(no install of it finished yet)" in output, output[-3000:]
+    (env / "ktinfra-freeze.txt").write_text("six==1.17.0\n")  # an env installed before the record existed
+    rc, output = train(tmp_path, [run()], **python)
+    assert rc == 0 and (tmp_path / "cfg" / "tiny-sft.yaml").exists(), output[-3000:]
+
+
+def test_the_env_records_are_those_kt_python_env_writes():
+    written = yaml.safe_load((REPO / "roles/kt_python_env/vars/main.yml").read_text())[
+        "kt_python_env_state_files"
+    ]
+    read = yaml.safe_load((REPO / "roles/kt_train/vars/main.yml").read_text())["kt_train__env_records"]
+    assert read == [written["requirements"], written["installed"], written["freeze"]]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROLE_FILES = Path(__file__).resolve().parents[2] / "roles" / "kt_model_store" / "files"
@@ -147,3 +149,40 @@ def test_convert_passes_the_plans_threads_and_refuses_zero(tmp_path: Path) -> No
     assert rc == 1
     assert "--cpuinfer-threads must be at least 1 (0: the converter's default), not -2" in out["problems"]
     assert list((tmp_path / "cpu").iterdir()) == []
+
+
+def test_a_conversion_cut_off_leaves_space_the_next_one_counts_as_free(tmp_path: Path) -> None:
+    """The host went down mid-conversion (here: SIGKILL to the convert script and the converter it runs):
+    the temporary output stayed, up to half the model's size. The next run removes it before converting, but
+    before, its disk check counted it as used: "needs X GiB free, has Y" on a disk that had room."""
+    model(tmp_path)
+    (tmp_path / "cpu").mkdir()
+    script = tmp_path / "kt-kernel" / "scripts" / "convert_cpu_weights.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(  # writes part of its output, then works on (until killed)
+        "import argparse, pathlib, time\np = argparse.ArgumentParser()\n"
+        "for a in ('--input-path', '--input-type', '--output', '--quant-method'): p.add_argument(a)\n"
+        "out = pathlib.Path(p.parse_args().output); out.mkdir(parents=True)\n"
+        "(out / 'part').write_bytes(b'x' * (1 << 20))\n(out / 'part').rename(out / 'layer0.bin')\n"
+        "time.sleep(120)\n"
+    )
+    paths = ["--input-path", str(tmp_path / "src"), "--output", str(tmp_path / "cpu" / "tiny-INT8")]
+    argv = [sys.executable, str(CONVERT), "--python", sys.executable, "--script", str(script), *paths]
+    argv += ["--quant-method", "int8"]
+    leftover = tmp_path / "cpu" / ".tiny-INT8.tmp-ktinfra"
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (leftover / "layer0.bin").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert (leftover / "layer0.bin").stat().st_size == 1 << 20
+    weights = tmp_path / "src" / "model-00001-of-00001.safetensors"
+    os.truncate(weights, 1 << 43)  # 8 TiB (sparse): more than this disk has, so the check speaks
+    rc, out = convert(tmp_path, converter(tmp_path, 0), "--dry-run")
+    [disk] = [p for p in out["problems"] if p.startswith("needs ")]
+    assert rc == 1 and f"of {leftover}, left by a conversion that was cut off" in disk, disk
+    os.truncate(weights, 4 << 20)
+    rc, out = convert(tmp_path, converter(tmp_path, 0))
+    assert (rc, out["changed"]) == (0, True)
+    assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT8"]

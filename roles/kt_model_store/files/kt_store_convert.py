@@ -47,7 +47,16 @@ def thread_flags(args: argparse.Namespace) -> list[tuple[str, int]]:
     return [(flag, value) for flag, value in given if value]  # 0 or absent: the converter's default
 
 
-def preflight(args: argparse.Namespace, model_bytes: int) -> list[str]:
+def disk_bytes(tree: Path) -> int:
+    """What a directory tree takes on disk (0 when it is not there)."""
+    if not tree.is_dir():
+        return 0
+    return sum(p.lstat().st_blocks * 512 for p in [tree, *tree.rglob("*")])
+
+
+def preflight(args: argparse.Namespace, model_bytes: int, leftover: Path) -> list[str]:
+    """`leftover`: the temporary output of a conversion that was cut off (killed, the host rebooted); it is
+    removed before the converter starts, so its space counts as free."""
     problems = []
     for flag, value in thread_flags(args):
         if value < 0:
@@ -57,11 +66,16 @@ def preflight(args: argparse.Namespace, model_bytes: int) -> list[str]:
     if not args.script.is_file():
         problems.append(f"converter {args.script} not found (set kt_model_store_convert_script)")
     need = int(model_bytes * SIZE_FACTOR[args.quant_method])
-    free = shutil.disk_usage(args.output.parent).free
+    reclaimed = disk_bytes(leftover)
+    free = shutil.disk_usage(args.output.parent).free + reclaimed
     if free < need:
-        problems.append(
-            f"needs {need / 2**30:.1f} GiB free under {args.output.parent}, has {free / 2**30:.1f}"
-        )
+        problem = f"needs {need / 2**30:.1f} GiB free under {args.output.parent}, has {free / 2**30:.1f}"
+        if reclaimed:
+            problem += (
+                f" (with the {reclaimed / 2**30:.1f} GiB of {leftover}, left by a conversion that was cut"
+                " off and removed before the next one starts)"
+            )
+        problems.append(problem)
     shm = Path(args.shm_path)
     if args.min_shm_bytes and (not shm.is_dir() or shutil.disk_usage(shm).total < args.min_shm_bytes):
         have = shutil.disk_usage(shm).total if shm.is_dir() else 0
@@ -92,8 +106,8 @@ def main(argv: list[str]) -> int:
     if complete(args.output, request):
         print(json.dumps({"changed": False, "complete": True, "output": str(args.output)}))
         return 0
-    problems = preflight(args, input_bytes(args.input_path))
     tmp = args.output.with_name(f".{args.output.name}.tmp-ktinfra")
+    problems = preflight(args, input_bytes(args.input_path), tmp)
     cmd = [args.python, str(args.script), "--input-path", str(args.input_path), "--input-type",
            args.input_type, "--output", str(tmp), "--quant-method", args.quant_method]  # fmt: skip
     for flag, value in thread_flags(args):
