@@ -39,7 +39,13 @@ def interrupt_play(tmp: Path, tasks: list, extra: dict, when_exists: Path) -> tu
     log = tmp / "interrupted.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=run_env, start_new_session=True
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=run_env,
+            start_new_session=True,
+            # SIGINT as a terminal's process has it, also where this run inherited it ignored (started by `&`)
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         deadline = time.monotonic() + 300
         while not os.path.lexists(when_exists) and proc.poll() is None and time.monotonic() < deadline:
