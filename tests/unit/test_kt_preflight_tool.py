@@ -8,6 +8,7 @@ import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 
 import pytest
 from role_play import interrupt_play, run_play
@@ -18,18 +19,22 @@ DEAD_INDEX = {"kt_preflight_pip_index_url": "http://127.0.0.1:9/simple"}
 NO_LOCAL_WHEELS = {"PIP_CONFIG_FILE": "/dev/null"}
 
 
+def _tool_vars(tmp_path: Path) -> dict:
+    """kt_preflight's tool venv, build dir and wheelhouse (made empty) under tmp_path."""
+    (tmp_path / "wheelhouse").mkdir()
+    return {
+        "kt_preflight_tool_dir": str(tmp_path / "tool"),
+        "kt_preflight_build_dir": str(tmp_path / "dist"),
+        "kt_preflight_wheelhouse": str(tmp_path / "wheelhouse"),
+        "kt_preflight_python": getattr(sys, "_base_executable", sys.executable),
+    }
+
+
 def test_a_first_install_that_failed_is_installed_by_the_next_run(tmp_path):
     """Before: the wheel copy had landed, so the next run skipped the install and preflight passed with no
     ktinfra in the venv (every later role then failed on the missing executable)."""
     tool = tmp_path / "tool"
-    extra = {
-        "kt_preflight_tool_dir": str(tool),
-        "kt_preflight_build_dir": str(tmp_path / "dist"),
-        "kt_preflight_wheelhouse": str(tmp_path / "wheelhouse"),
-        "kt_preflight_python": getattr(sys, "_base_executable", sys.executable),
-        "kt_preflight_pip_timeout": 3,
-    }
-    (tmp_path / "wheelhouse").mkdir()
+    extra = _tool_vars(tmp_path) | {"kt_preflight_pip_timeout": 3}
     rc, output = run_play(tmp_path, TOOL, extra | DEAD_INDEX, env=NO_LOCAL_WHEELS)
     assert rc != 0 and "Install ktinfra and its dependencies" in output, output[-3000:]
     assert not (tool / "bin" / "ktinfra").exists()
@@ -47,13 +52,7 @@ def test_a_tool_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     run made does not run on Ctrl-C). Before: `creates: bin/python` kept that venv, and every re-run failed
     installing ktinfra (no such file <tool>/bin/pip)."""
     tool = tmp_path / "tool"
-    extra = {
-        "kt_preflight_tool_dir": str(tool),
-        "kt_preflight_build_dir": str(tmp_path / "dist"),
-        "kt_preflight_wheelhouse": str(tmp_path / "wheelhouse"),
-        "kt_preflight_python": getattr(sys, "_base_executable", sys.executable),
-    }
-    (tmp_path / "wheelhouse").mkdir()
+    extra = _tool_vars(tmp_path)
     rc, output = interrupt_play(tmp_path, TOOL, extra, tool / "bin" / "python")
     assert rc != 0 and (tool / "bin" / "python").exists() and not (tool / "bin" / "pip").exists(), output[
         -3000:
@@ -98,12 +97,7 @@ def test_a_plain_http_mirror_named_in_the_trusted_hosts_is_used(tmp_path, given)
 
     server = HTTPServer((address, 0), Mirror)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    (tmp_path / "wheelhouse").mkdir()
-    extra = {
-        "kt_preflight_tool_dir": str(tmp_path / "tool"),
-        "kt_preflight_build_dir": str(tmp_path / "dist"),
-        "kt_preflight_wheelhouse": str(tmp_path / "wheelhouse"),
-        "kt_preflight_python": getattr(sys, "_base_executable", sys.executable),
+    extra = _tool_vars(tmp_path) | {
         "kt_preflight_pip_timeout": 5,
         "kt_python_env_pip_index_url": f"http://{address}:{server.server_address[1]}/simple",
     }
