@@ -143,3 +143,10 @@ def test_no_role_outside_kt_common_makes_or_repairs_a_venv_by_hand():
                 callers.add(str(rel))
                 assert set(task["vars"]) >= {"kt_common_venv_dir", "kt_common_venv_python"}, rel
     assert callers == CALLERS
+
+
+def test_the_env_records_are_those_kt_python_env_writes():
+    # kt_common's env_finished reads what kt_python_env writes next to each env
+    written = yaml.safe_load((ROLES / "kt_python_env/vars/main.yml").read_text())["kt_python_env_state_files"]
+    read = yaml.safe_load((ROLES / "kt_common/vars/main.yml").read_text())["kt_common__env_records"]
+    assert read == [written["requirements"], written["installed"], written["freeze"]]

@@ -428,14 +428,6 @@ def test_an_env_whose_install_did_not_finish_is_not_served(tmp_path):
     assert rc == 0 and (tmp_path / "render" / "half").is_dir(), output[-3000:]
 
 
-def test_the_env_records_are_those_kt_python_env_writes():
-    written = yaml.safe_load((REPO / "roles/kt_python_env/vars/main.yml").read_text())[
-        "kt_python_env_state_files"
-    ]
-    read = yaml.safe_load((ROLE / "vars/main.yml").read_text())["kt_serve__env_records"]
-    assert read == [written["requirements"], written["installed"], written["freeze"]]
-
-
 def test_check_before_the_store_is_laid_names_what_cannot_be_previewed(tmp_path):
     """serve.yml --check on a host provisioned but not yet stored: kt_model_store wrote no store.json under
     --check. Before: kt_serve said the model "is not in the model store" (the store play of this very run

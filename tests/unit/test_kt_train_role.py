@@ -8,7 +8,6 @@ import stat
 import sys
 from pathlib import Path
 
-import yaml
 from role_play import REPO, run_play
 
 FILES = REPO / "molecule" / "serve" / "files"
@@ -338,11 +337,3 @@ def test_a_run_on_an_env_whose_install_did_not_finish_is_refused_before_any_chan
     (env / "ktinfra-freeze.txt").write_text("six==1.17.0\n")  # an env installed before the record existed
     rc, output = train(tmp_path, [run()], **python)
     assert rc == 0 and (tmp_path / "cfg" / "tiny-sft.yaml").exists(), output[-3000:]
-
-
-def test_the_env_records_are_those_kt_python_env_writes():
-    written = yaml.safe_load((REPO / "roles/kt_python_env/vars/main.yml").read_text())[
-        "kt_python_env_state_files"
-    ]
-    read = yaml.safe_load((REPO / "roles/kt_train/vars/main.yml").read_text())["kt_train__env_records"]
-    assert read == [written["requirements"], written["installed"], written["freeze"]]
