@@ -92,3 +92,22 @@ def test_a_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     rc, output = run_play(tmp_path, ENV, extra, env={"PIP_CONFIG_FILE": str(tmp_path / "bad-pip.conf")})
     assert "skipping:" in task_output(output, "Create again the venv that a cut-off run left without pip")
     assert six_in(tmp_path) == "1.16.0"
+
+
+def test_a_truncated_wheel_in_the_wheelhouse_is_fetched_again(tmp_path):
+    """A pip wheel cut off while it copied a finished download into the wheelhouse leaves the file half
+    written: the offline install fails on it, and the fill (pip wheel) writes it again. (uv's own wheel,
+    which no fill replaces: test_kt_python_env_uv_rerun.py.)"""
+    extra = _setup(tmp_path, "six==1.16.0")
+    rc, output = run_play(tmp_path, ENV, extra)
+    assert rc == 0, output[-3000:]
+    (wheel,) = (tmp_path / "wh").glob("six-1.16.0-*.whl")
+    whole = wheel.read_bytes()
+    wheel.write_bytes(whole[: len(whole) // 2])
+    subprocess.run(["rm", "-rf", tmp_path / "env"], check=True)  # a new host on the same wheelhouse
+    rc, output = run_play(tmp_path, ENV, extra)
+    assert rc == 0 and six_in(tmp_path) == "1.16.0", output[-3000:]
+    assert "changed:" in task_output(output, "Fill the wheelhouse"), output[-3000:]
+    assert wheel.read_bytes() == whole
+    rc, output = run_play(tmp_path, ENV, extra)
+    assert rc == 0 and "changed=0" in output, output[-3000:]
