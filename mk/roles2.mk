@@ -9,8 +9,8 @@ TEST_TARGETS += roles2-test
 .PHONY: roles2-lint roles2-test
 
 roles2-lint: venv ## ruff over the roles' helper scripts and molecule tests of roles2
-	$(VENV)/bin/ruff check roles/kt_model_store/files molecule/serve molecule/serve-supervisor
-	$(VENV)/bin/ruff format --check roles/kt_model_store/files molecule/serve molecule/serve-supervisor
+	$(VENV)/bin/ruff check roles/kt_model_store/files molecule/_shared molecule/serve molecule/serve-supervisor
+	$(VENV)/bin/ruff format --check roles/kt_model_store/files molecule/_shared molecule/serve molecule/serve-supervisor
 
 roles2-test: venv roles2-lint $(TINY_MODEL)/config.json ## molecule: site.yml under systemd (provision..router, LoRA hand-off); supervisor fallback
 	bash scripts/docker-ready.sh

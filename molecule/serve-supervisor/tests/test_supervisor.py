@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from ansible_run import KT_SERVE, interrupt_playbook, run_playbook, serve_args_of
+
 CONF = "/etc/ktinfra/supervisor/supervisord.conf"
 CTL = f"/opt/ktinfra/envs/supervisor/bin/supervisorctl -c {CONF}"
 
@@ -40,3 +42,73 @@ def test_the_real_interpreter_ran_and_was_restarted(host):
             break
         time.sleep(2)
     assert text.count("No module named 'sglang'") >= 2, text[-2000:]
+
+
+# A stand-in for sglang (it needs CUDA) that stays up, so that supervisord counts the program RUNNING: the
+# same rendered command line, with the real interpreter of a venv whose sglang.launch_server serves HTTP.
+STANDIN = "/opt/standin"
+STANDIN_SERVER = """import argparse, http.server
+parser = argparse.ArgumentParser()
+parser.add_argument("--host")
+parser.add_argument("--port", type=int)
+args, _ = parser.parse_known_args()
+http.server.ThreadingHTTPServer((args.host, args.port), http.server.SimpleHTTPRequestHandler).serve_forever()
+"""
+
+
+def _standin_python(host) -> str:
+    host.check_output(f"python3 -m venv --without-pip {STANDIN}")
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    purelib = host.check_output(f'{STANDIN}/bin/python -c "{where}"')
+    host.check_output(f"mkdir -p {purelib}/sglang && touch {purelib}/sglang/__init__.py")
+    host.check_output(f"cat > {purelib}/sglang/launch_server.py <<'EOF'\n{STANDIN_SERVER}EOF")
+    return f"{STANDIN}/bin/python"
+
+
+def _running_pid(host, program: str, timeout: float = 60) -> str:
+    """The pid once supervisord counts the program RUNNING (startsecs=10)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status = host.run(f"{CTL} status {program}").stdout
+        if " RUNNING " in status:
+            return host.check_output(f"{CTL} pid {program}")
+        time.sleep(1)
+    raise AssertionError(f"{program} not RUNNING after {timeout} s: {status}")
+
+
+def test_a_change_a_cut_off_run_wrote_reaches_the_running_program(host):
+    """Ctrl-C after the env file was written, before the restart: supervisord reads the file only when it
+    starts the program. Before: the next run found the file in place, queued no restart, and the program
+    kept the old arguments."""
+    tiny = next(i for i in host.ansible.get_variables()["kt_serve_instances"] if i["name"] == "tiny")
+    probe = {**tiny, "name": "cut", "port": 30020}
+    changed = {**probe, "overrides": {"chunked_prefill_size": 2048}}
+    extra = {"kt_serve_python": _standin_python(host)}
+    program = "ktinfra-serve-cut"
+    try:
+        rc, output = run_playbook(KT_SERVE, extra | {"kt_serve_instances": [probe]})
+        assert rc == 0, output[-3000:]
+        pid = _running_pid(host, program)
+        assert "--chunked-prefill-size 2048" not in serve_args_of(host, pid)
+        rc, output = interrupt_playbook(
+            KT_SERVE, extra | {"kt_serve_instances": [changed]}, "kt_serve : Read each rendered unit"
+        )
+        assert rc != 0 and "Install the environment files" in output, output[-3000:]
+        assert "--chunked-prefill-size 2048" in host.file("/etc/ktinfra/serve/cut.env").content_string
+        assert host.check_output(f"{CTL} pid {program}") == pid  # the cut-off run restarted nothing
+
+        rc, output = run_playbook(KT_SERVE, extra | {"kt_serve_instances": [changed]})
+        assert rc == 0, output[-3000:]
+        restarted = _running_pid(host, program)
+        assert restarted != pid, output[-3000:]
+        assert "--chunked-prefill-size 2048" in serve_args_of(host, restarted)
+
+        rc, output = run_playbook(KT_SERVE, extra | {"kt_serve_instances": [changed]})  # and only once
+        assert rc == 0 and host.check_output(f"{CTL} pid {program}") == restarted, output[-3000:]
+    finally:
+        rc, output = run_playbook(KT_SERVE, extra | {"kt_serve_instances": [{**probe, "state": "absent"}]})
+        host.run(f"rm -rf {STANDIN}")
+    assert rc == 0, output[-3000:]
+    assert program not in host.run(f"{CTL} status").stdout
+    assert not host.file("/etc/ktinfra/serve/cut.env").exists
+    assert not host.file("/etc/ktinfra/serve/cut.started-with").exists

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from ansible_run import SCENARIO, run_playbook
+from ansible_run import KT_SERVE, run_playbook, serve_args_of
 
 STORE_MODEL = "tiny-qwen3-moe"
 STATE = (
@@ -16,7 +16,7 @@ STATE = (
 
 
 def converge(instances: list[dict]) -> tuple[int, str]:
-    return run_playbook(SCENARIO / "bad_input.yml", {"kt_serve_instances": instances})
+    return run_playbook(KT_SERVE, {"kt_serve_instances": instances})
 
 
 CASES = {
@@ -63,7 +63,7 @@ def test_bad_serve_list_fails_before_changes(host, case):
 
 def test_bad_kt_serve_overrides_fail_before_changes(host):
     before = host.check_output(STATE)
-    rc, output = run_playbook(SCENARIO / "bad_input.yml", {"kt_serve_overrides": {"max_running_requests": 0}})
+    rc, output = run_playbook(KT_SERVE, {"kt_serve_overrides": {"max_running_requests": 0}})
     assert rc != 0
     assert "kt_serve_overrides.max_running_requests must be an integer >= 1, got 0" in output, output[-3000:]
     assert re.search(r"changed=0 +unreachable=0 +failed=1", output)
@@ -122,12 +122,6 @@ def _main_pid(host, name: str) -> str:
     return host.check_output(f"systemctl show -p MainPID --value ktinfra-serve@{name}.service")
 
 
-def _serve_args_of(host, pid: str) -> str:
-    """KT_SERVE_ARGS as the running process got it from its environment file when it started."""
-    environ = host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ")
-    return next(line for line in environ.splitlines() if line.startswith("KT_SERVE_ARGS="))
-
-
 def test_a_change_written_by_a_run_that_then_failed_reaches_the_server(host):
     """A run wrote the instance's new environment file, then a later task failed (Ansible runs no handler
     after a failure, as after Ctrl-C). Before: the next run found the file in place, queued no restart, and
@@ -140,7 +134,7 @@ def test_a_change_written_by_a_run_that_then_failed_reaches_the_server(host):
         rc, output = converge([probe])
         assert rc == 0, output[-3000:]
         pid = _main_pid(host, "tiny-cut")
-        assert "--chunked-prefill-size 4096" in _serve_args_of(host, pid)
+        assert "--chunked-prefill-size 4096" in serve_args_of(host, pid)
         # the task after the environment files fails: its drop-in directory is a file
         host.check_output(f"mv {dropin} {aside} && touch {dropin}")
         try:
@@ -155,7 +149,7 @@ def test_a_change_written_by_a_run_that_then_failed_reaches_the_server(host):
         assert rc == 0, output[-3000:]
         restarted = _main_pid(host, "tiny-cut")
         assert restarted not in ("0", pid), output[-3000:]
-        assert "--chunked-prefill-size 2048" in _serve_args_of(host, restarted)
+        assert "--chunked-prefill-size 2048" in serve_args_of(host, restarted)
 
         rc, output = converge([changed])  # and only once
         assert rc == 0 and _main_pid(host, "tiny-cut") == restarted, output[-3000:]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from ansible_run import SCENARIO, run_playbook
+from ansible_run import REPO, run_playbook, serve_args_of
 
-PLAYBOOKS = SCENARIO.parents[1] / "playbooks"
+PLAYBOOKS = REPO / "playbooks"
 KT_ENV = "/opt/kt/envs/kt-kernel"
 CONVERTER = f"{KT_ENV}/lib/python3.11/site-packages/kt_kernel/sft/convert_kt_to_sglang_adapter.py"
 OUTPUT = "/srv/ktinfra/outputs/tiny-sft"
@@ -83,7 +83,7 @@ def test_adapter_handed_to_the_serve_instance(host):
 
 def running_env(host, name: str) -> str:
     pid = host.check_output(f"systemctl show -p MainPID --value ktinfra-serve@{name}.service")
-    return host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ | grep ^KT_SERVE_ARGS=")
+    return serve_args_of(host, pid)
 
 
 def test_instance_was_restarted_by_its_handler_with_the_adapter(host):
