@@ -1,6 +1,7 @@
 """kt_common's tasks/started_with.yml and started_with_record.yml, run for real on localhost: a service whose
 files changed after it was last (re)started is named stale, also when the run that changed them stopped before
-its restart handler. The whole flow under systemd: molecule/serve/tests/test_bad_inputs.py."""
+its restart handler. The whole flow: molecule/serve/tests/test_bad_inputs.py (systemd) and
+molecule/serve-supervisor/tests/test_supervisor.py (supervisord)."""
 
 from __future__ import annotations
 
