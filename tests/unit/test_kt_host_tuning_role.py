@@ -47,8 +47,10 @@ def test_single_value_sysctl_still_written_and_compared(tmp_path):
 
 
 def render(tmp: Path, cli: list[str]) -> tuple[int, str]:
-    """The role's input check, then its two limits templates into tmp (the order of tasks/main.yml)."""
-    tasks = [{"ansible.builtin.include_role": {"name": "kt_host_tuning", "tasks_from": "validate"}}]
+    """The role's input check, then its two limits templates into tmp (the order of tasks/main.yml), with the
+    role's vars (public: the drop-in's values are vars/main.yml's kt_host_tuning__manager_limits)."""
+    include = {"name": "kt_host_tuning", "tasks_from": "validate", "public": True}
+    tasks = [{"ansible.builtin.include_role": include}]
     for name in ("systemd-limits.conf.j2", "limits.conf.j2"):
         template = {"src": str(ROLE / "templates" / name), "dest": str(tmp / name[:-3]), "mode": "0644"}
         tasks.append({"ansible.builtin.template": template})

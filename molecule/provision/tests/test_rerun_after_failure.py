@@ -58,3 +58,29 @@ def test_a_ktinfra_install_that_did_not_finish_is_redone(host):
     task = r"TASK \[kt_preflight : Install ktinfra and its dependencies into the tool venv\][^\n]*\nchanged:"
     assert re.search(task, output), output[-3000:]
     assert host.file(record).content_string == installed
+
+
+def test_limits_a_cut_off_run_wrote_reach_systemd(host):
+    """A run with a new kt_host_tuning_nofile wrote systemd's drop-in, then failed or was cut off before its
+    handler (Ansible runs none then): systemd still ran with the old DefaultLimitNOFILE. Before: the next run
+    found the drop-in in place and did not re-exec systemd. The drop-in is written here as that run's template
+    writes it (same bytes: the template task reports no change)."""
+    dropin = "/etc/systemd/system.conf.d/90-ktinfra.conf"
+
+    def live() -> str:
+        return host.check_output("systemctl show --property=DefaultLimitNOFILE --value")
+
+    assert live() == "1048576"
+    host.check_output(f"sed -i 's/^DefaultLimitNOFILE=.*/DefaultLimitNOFILE=524288/' {dropin}")
+    try:
+        rc, output = provision(host, "--tags", "tuning", kt_host_tuning_nofile=524288)
+        assert rc == 0, output[-3000:]
+        template = output.split("Raise memlock and nofile for systemd services", 1)[1].split("TASK [")[0]
+        assert "ok: [" in template and "changed: [" not in template, output[-3000:]
+        assert "RUNNING HANDLER [kt_host_tuning : reexec systemd]" in output, output[-3000:]
+        assert live() == "524288", output[-3000:]
+        rc, output = provision(host, "--tags", "tuning", kt_host_tuning_nofile=524288)
+        assert rc == 0 and "RUNNING HANDLER [kt_host_tuning : reexec systemd]" not in output, output[-3000:]
+    finally:
+        rc, output = provision(host, "--tags", "tuning")
+    assert rc == 0 and live() == "1048576", output[-3000:]
