@@ -14,7 +14,7 @@ import packer as python_packer
 import pytest
 import sh
 
-from ktinfra.image import REPO_ROOT, TEMPLATE
+from ktinfra.image import REPO_ROOT, TEMPLATE, ImageError, build
 from ktinfra.image.packer_adapter import Packer
 
 ENV = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PACKER_NO_COLOR": "1"}
@@ -28,6 +28,22 @@ def test_version_is_read():
 def test_template_validates_for_each_source(template_vars, source):
     result = Packer(TEMPLATE, var_file=template_vars, only=[source], cwd=REPO_ROOT).validate()
     assert result.ok, result.message
+
+
+@pytest.mark.parametrize("profile", ["kt-0.7", "a" * 106, "kt-0.7+cu128", "a" * 107])
+def test_ktinfra_and_packer_validate_agree_on_ami_names(write_template_vars, profile):
+    """The real packer checks the rendered ami_name as EC2 does; ktinfra's own check, which refuses a build
+    before the AWS look-ups and packer, must give the same verdict."""
+    var_file = write_template_vars(profile=profile, aws_ami_name=build.AMI_NAME_PREFIX)
+    result = Packer(TEMPLATE, var_file=var_file, only=["amazon-ebs.kt"], cwd=REPO_ROOT).validate()
+    try:
+        build._check_ami_name(profile)
+        ours = True
+    except ImageError:
+        ours = False
+    assert result.ok == ours, result.message
+    if not ours:
+        assert "ami_name" in result.message or "AMIName" in result.message
 
 
 def test_templates_are_packer_formatted():
