@@ -34,7 +34,8 @@ def run_play(
 
 def interrupt_play(tmp: Path, tasks: list, extra: dict, when_exists: Path) -> tuple[int, str]:
     """Run `tasks` as run_play does and press Ctrl-C (SIGINT to the play's process group, as a terminal
-    sends it to ansible-playbook and the command it runs) as soon as `when_exists` appears."""
+    sends it to ansible-playbook and the command it runs) as soon as `when_exists` appears, and again until
+    the play exits."""
     command, run_env = _playbook(tmp, tasks, extra, None, "localhost,", None, None)
     log = tmp / "interrupted.log"
     with log.open("w") as out:
@@ -50,8 +51,14 @@ def interrupt_play(tmp: Path, tasks: list, extra: dict, when_exists: Path) -> tu
         deadline = time.monotonic() + 300
         while not os.path.lexists(when_exists) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
-        if proc.poll() is None:
+        # pressed again every 0.1 s until it exits: Ansible raises KeyboardInterrupt from its signal handler
+        # wherever the main thread is, and one raised in a fork hook (logging's _releaseLock) is only printed
+        while proc.poll() is None and time.monotonic() < deadline + 60:
             os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                pass
         proc.wait(timeout=60)
     return proc.returncode, log.read_text()
 
