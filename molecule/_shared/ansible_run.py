@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
+
+from ctrl_c import ctrl_c_until_exit, start_in_own_group
 
 REPO = Path(__file__).resolve().parents[2]
 KT_SERVE = Path(__file__).resolve().parent / "kt-serve.yml"  # kt_serve alone on the kt_serve group
@@ -41,21 +41,10 @@ def run_playbook(playbook: Path, extra: dict | None = None, *args: str) -> tuple
 
 
 def interrupt_playbook(playbook: Path, extra: dict | None, at_task: str) -> tuple[int, str]:
-    """As run_playbook, pressing Ctrl-C (SIGINT to the play's process group, as a terminal sends it) as soon
-    as the play prints the header of the task named `at_task` ("role : name"), i.e. once the task before it
-    finished; pressed again every 0.1 s until ansible-playbook exits. Ansible raises KeyboardInterrupt from
-    its signal handler wherever the main thread is: where that is a fork hook (logging's _releaseLock),
-    Python prints "Exception ignored" and the play went on to the end (seen once in CI)."""
-    proc = subprocess.Popen(
-        _command(playbook, extra, ()),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, **ENV, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,
-        # SIGINT as a terminal's process has it, also where this run inherited it ignored (started by `&`)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    """As run_playbook, pressing Ctrl-C (ctrl_c.ctrl_c_until_exit) as soon as the play prints the header of
+    the task named `at_task` ("role : name"), i.e. once the task before it finished."""
+    env = {**os.environ, **ENV, "PYTHONUNBUFFERED": "1"}
+    proc = start_in_own_group(_command(playbook, extra, ()), env, subprocess.PIPE)
     seen: list[str] = []
     for line in proc.stdout:
         seen.append(line)
@@ -63,14 +52,7 @@ def interrupt_playbook(playbook: Path, extra: dict | None, at_task: str) -> tupl
             break
     reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
     reader.start()
-    deadline = time.monotonic() + 300
-    while proc.poll() is None and time.monotonic() < deadline:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=0.1)
-        except subprocess.TimeoutExpired:
-            pass
-    proc.wait(timeout=60)
+    ctrl_c_until_exit(proc)
     reader.join(timeout=60)
     return proc.returncode, _plain("".join(seen))
 

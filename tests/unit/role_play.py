@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,6 +12,9 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "molecule" / "_shared"))  # ctrl_c, shared with the molecule verify tests
+from ctrl_c import ctrl_c_until_exit, start_in_own_group  # noqa: E402
+
 ROLES = REPO / "roles"
 
 
@@ -33,33 +35,16 @@ def run_play(
 
 
 def interrupt_play(tmp: Path, tasks: list, extra: dict, when_exists: Path) -> tuple[int, str]:
-    """Run `tasks` as run_play does and press Ctrl-C (SIGINT to the play's process group, as a terminal
-    sends it to ansible-playbook and the command it runs) as soon as `when_exists` appears, and again until
-    the play exits."""
+    """Run `tasks` as run_play does and press Ctrl-C (ctrl_c.ctrl_c_until_exit) as soon as `when_exists`
+    appears."""
     command, run_env = _playbook(tmp, tasks, extra, None, "localhost,", None, None)
     log = tmp / "interrupted.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(
-            command,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=run_env,
-            start_new_session=True,
-            # SIGINT as a terminal's process has it, also where this run inherited it ignored (started by `&`)
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
+        proc = start_in_own_group(command, run_env, out)
         deadline = time.monotonic() + 300
         while not os.path.lexists(when_exists) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
-        # pressed again every 0.1 s until it exits: Ansible raises KeyboardInterrupt from its signal handler
-        # wherever the main thread is, and one raised in a fork hook (logging's _releaseLock) is only printed
-        while proc.poll() is None and time.monotonic() < deadline + 60:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=0.1)
-            except subprocess.TimeoutExpired:
-                pass
-        proc.wait(timeout=60)
+        ctrl_c_until_exit(proc, seconds=60)
     return proc.returncode, log.read_text()
 
 

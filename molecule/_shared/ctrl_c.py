@@ -1,0 +1,39 @@
+"""Start ansible-playbook as a terminal would and press Ctrl-C on it. Used by the molecule verify tests
+(ansible_run.interrupt_playbook) and by the unit suite's plays (tests/unit/role_play.interrupt_play)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+
+def start_in_own_group(command: list[str], env: dict, stdout) -> subprocess.Popen:
+    """`command` as the leader of a new process group, stderr into `stdout`, text mode."""
+    return subprocess.Popen(
+        command,
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+        # SIGINT as a terminal's process has it, also where this run inherited it ignored (started by `&`)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def ctrl_c_until_exit(proc: subprocess.Popen, seconds: float = 300) -> None:
+    """SIGINT to the process group of `proc` (what a terminal's Ctrl-C sends ansible-playbook and the
+    commands it runs), again every 0.1 s until it exits. Pressed again because Ansible raises
+    KeyboardInterrupt from its signal handler wherever the main thread is: where that is a fork hook
+    (logging's _releaseLock), Python prints "Exception ignored" and the play goes on to its end (seen once
+    in CI)."""
+    deadline = time.monotonic() + seconds
+    while proc.poll() is None and time.monotonic() < deadline:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            pass
+    proc.wait(timeout=60)
