@@ -142,24 +142,33 @@ H100 = REPO / "tests" / "fixtures" / "hosts" / "h100-xeon-amx-16c"
 
 def _store(tmp_path: Path) -> tuple[Path, Path]:
     """A model store holding Qwen3-30B-A3B (its config.json, marked complete) and its INT8 CPU weights."""
+    model = _qwen3_config(tmp_path / "store" / "Qwen3-30B-A3B")
+    (model / ".ktinfra-complete.json").write_text("{}")
+    weights = tmp_path / "store" / "Qwen3-30B-A3B-INT8"
+    (weights / "_layer_0").mkdir(parents=True)
+    entry = {"kind": "model", "path": str(model), "cpu_weights": str(weights), "cpu_weights_format": "int8"}
+    _write_store(tmp_path, {"Qwen3-30B-A3B": entry})
+    return model, weights
+
+
+def _qwen3_config(model: Path) -> Path:
+    """`model` made, holding Qwen3-30B-A3B's config.json."""
     from ktinfra import catalog
 
-    model, weights = tmp_path / "store" / "Qwen3-30B-A3B", tmp_path / "store" / "Qwen3-30B-A3B-INT8"
     model.mkdir(parents=True)
     (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
-    (model / ".ktinfra-complete.json").write_text("{}")
-    weights.mkdir()
-    (weights / "_layer_0").mkdir()
-    store = {
-        "root": str(tmp_path / "store"),
-        "dirs": {},
-        "models": {
-            "Qwen3-30B-A3B": {"kind": "model", "path": str(model), "cpu_weights": str(weights),
-                              "cpu_weights_format": "int8"},
-        },
-    }  # fmt: skip
+    return model
+
+
+def _write_store(tmp_path: Path, models: dict) -> None:
+    """tmp_path/store.json as kt_model_store writes it, holding `models` (name: entry)."""
+    store = {"root": str(tmp_path / "store"), "dirs": {}, "models": models}
     (tmp_path / "store.json").write_text(json.dumps(store))
-    return model, weights
+
+
+def _with_store(tmp_path: Path, entry: dict) -> dict:
+    """The role's vars serving `entry` from the store _write_store wrote."""
+    return {"kt_serve_instances": [entry], "kt_serve_store_state_file": str(tmp_path / "store.json")}
 
 
 def test_a_store_model_is_planned_in_the_format_of_its_converted_weights(tmp_path):
@@ -168,8 +177,7 @@ def test_a_store_model_is_planned_in_the_format_of_its_converted_weights(tmp_pat
     --kt-method BF16 with --kt-weight-path pointing at the INT8 weights."""
     model, weights = _store(tmp_path)
     entry = {"name": "stored", "port": 30010, "model": "Qwen3-30B-A3B", "plan_args": ["--from", str(H100)]}
-    extra = {"kt_serve_instances": [entry], "kt_serve_store_state_file": str(tmp_path / "store.json")}
-    rc, output = run_role(tmp_path, extra)
+    rc, output = run_role(tmp_path, _with_store(tmp_path, entry))
     assert rc == 0, output[-3000:]
     assert f"--kt-method AMXINT8 --kt-weight-path {weights} " in serve_args(tmp_path, "stored")
     plan = json.loads((tmp_path / "cfg" / "stored.plan.json").read_text())
@@ -182,14 +190,9 @@ NO_AMX = REPO / "tests" / "fixtures" / "facts" / "xeon8352v-4090-noamx.json"
 def _gguf_store(tmp_path: Path) -> tuple[Path, Path, dict]:
     """A store holding Qwen3-30B-A3B's checkpoint config and a GGUF repo (kind: gguf, files to be written by
     the test): (model dir, GGUF repo dir, the kt_serve instance serving it on the no-AMX host's facts)."""
-    from ktinfra import catalog
-
-    model, gguf = tmp_path / "store" / "models" / "Qwen3-30B-A3B", tmp_path / "store" / "gguf" / "Qwen3-GGUF"
-    model.mkdir(parents=True)
-    (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
-    store = {"root": str(tmp_path / "store"), "dirs": {},
-             "models": {"Qwen3-GGUF": {"kind": "gguf", "path": str(gguf), "cpu_weights": None}}}  # fmt: skip
-    (tmp_path / "store.json").write_text(json.dumps(store))
+    model = _qwen3_config(tmp_path / "store" / "models" / "Qwen3-30B-A3B")
+    gguf = tmp_path / "store" / "gguf" / "Qwen3-GGUF"
+    _write_store(tmp_path, {"Qwen3-GGUF": {"kind": "gguf", "path": str(gguf), "cpu_weights": None}})
     entry = {"name": "gguf", "port": 30011, "model": "Qwen3-GGUF", "model_path": str(model),
              "plan_args": ["--facts", str(NO_AMX)]}  # fmt: skip
     return model, gguf, entry
@@ -203,8 +206,7 @@ def test_a_stored_gguf_model_is_planned_in_the_quant_it_holds(tmp_path):
 
     _, gguf, entry = _gguf_store(tmp_path)
     experts = qwen3_30b(gguf, "Q8_0")
-    extra = {"kt_serve_instances": [entry], "kt_serve_store_state_file": str(tmp_path / "store.json")}
-    rc, output = run_role(tmp_path, extra)
+    rc, output = run_role(tmp_path, _with_store(tmp_path, entry))
     assert rc == 0, output[-3000:]
     assert f"--kt-method LLAMAFILE --kt-weight-path {gguf} " in serve_args(tmp_path, "gguf")
     plan = json.loads((tmp_path / "cfg" / "gguf.plan.json").read_text())
@@ -276,8 +278,7 @@ def test_a_plan_file_in_another_format_than_the_stored_weights_is_refused(tmp_pa
     h100_plan.write_text(result.stdout)
     assert json.loads(result.stdout)["serve"]["kt_method"] == "BF16"
     entry = {"name": "stored", "port": 30010, "model": "Qwen3-30B-A3B", "plan_file": str(h100_plan)}
-    extra = {"kt_serve_instances": [entry], "kt_serve_store_state_file": str(tmp_path / "store.json")}
-    rc, output = run_role(tmp_path, extra)
+    rc, output = run_role(tmp_path, _with_store(tmp_path, entry))
     assert rc != 0
     assert f"stored: the store holds AMXINT8 weights at {weights}, but the plan's kt_method is BF16" in output
     assert list((tmp_path / "cfg").iterdir()) == []
@@ -348,8 +349,7 @@ def test_a_stored_gguf_repo_with_its_quant_in_a_folder_is_served_from_that_folde
         entry = {k: v for k, v in entry.items() if k != "plan_args"} | {
             "plan_file": str(tmp_path / "made.json")
         }
-    extra = {"kt_serve_instances": [entry], "kt_serve_store_state_file": str(tmp_path / "store.json")}
-    rc, output = run_role(tmp_path, extra)
+    rc, output = run_role(tmp_path, _with_store(tmp_path, entry))
     assert rc == 0, output[-3000:]
     assert f"--kt-method LLAMAFILE --kt-weight-path {gguf / 'Q4_K_M'} " in serve_args(tmp_path, "gguf")
     plan = json.loads((tmp_path / "cfg" / "gguf.plan.json").read_text())
