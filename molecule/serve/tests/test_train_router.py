@@ -6,6 +6,7 @@ import json
 import time
 
 import yaml
+from ansible_run import REPO, interrupt_playbook, run_playbook, started_env
 
 RECIPE = "/etc/ktinfra/train/tiny-sft.yaml"
 
@@ -81,3 +82,34 @@ def test_router_health_checks_its_workers(host):
     finally:
         host.check_output("systemctl start ktinfra-serve@tiny-public")
     assert wait_health(host, url, True)
+
+
+def _router_pid(host) -> str:
+    return host.check_output("systemctl show -p MainPID --value ktinfra-router.service")
+
+
+def test_a_router_change_a_cut_off_run_wrote_reaches_the_router(host):
+    """Ctrl-C after the run wrote router.env, before its handler. Before: the next run found the file in
+    place, queued no restart, and the router checked its workers at the old interval until it restarted."""
+    router_yml = REPO / "playbooks" / "router.yml"
+    pid = _router_pid(host)
+    assert "--health-check-interval-secs 3 " in started_env(host, pid, "KT_ROUTER_ARGS")
+    changed = {"kt_router_health_check_interval": 4}
+    try:
+        rc, output = interrupt_playbook(router_yml, changed, "kt_router : Install the unit")
+        assert rc != 0, output[-3000:]
+        assert "--health-check-interval-secs 4 " in host.file("/etc/ktinfra/router/router.env").content_string
+        assert _router_pid(host) == pid  # the cut-off run left the old router running
+
+        rc, output = run_playbook(router_yml, changed)
+        assert rc == 0, output[-3000:]
+        restarted = _router_pid(host)
+        assert restarted not in ("0", pid), output[-3000:]
+        assert "--health-check-interval-secs 4 " in started_env(host, restarted, "KT_ROUTER_ARGS")
+
+        rc, output = run_playbook(router_yml, changed)  # and only once
+        assert rc == 0 and _router_pid(host) == restarted, output[-3000:]
+    finally:
+        rc, output = run_playbook(router_yml)  # the scenario's own interval again
+    assert rc == 0, output[-3000:]
+    assert "--health-check-interval-secs 3 " in started_env(host, _router_pid(host), "KT_ROUTER_ARGS")
