@@ -59,10 +59,5 @@ def interrupt_playbook(playbook: Path, extra: dict | None, at_task: str) -> tupl
 
 def serve_args_of(host, pid: str) -> str:
     """KT_SERVE_ARGS as process `pid` of the testinfra `host` got it from its env file when it started."""
-    return started_env(host, pid, "KT_SERVE_ARGS")
-
-
-def started_env(host, pid: str, name: str) -> str:
-    """The line NAME=value of the environment process `pid` of the testinfra `host` started with."""
     environ = host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ")
-    return next(line for line in environ.splitlines() if line.startswith(f"{name}="))
+    return next(line for line in environ.splitlines() if line.startswith("KT_SERVE_ARGS="))
