@@ -381,9 +381,17 @@ def env_spec(profile: dict, key: str) -> dict:
     for field in ("packages", "exclude", "wheels", "git", "conda_patches"):
         env[field] = list(env.get(field) or [])
     env["wheels"] = [dict(w, version=w.get("version") or wheel_version(w["file"])) for w in env["wheels"]]
+    env["git"] = [_git_source(g) for g in env["git"]]
     env.setdefault("disk_bytes", 0)
     env.setdefault("download_bytes", 0)
     return env
+
+
+def _git_source(entry: dict) -> dict:
+    """A git source with every setting the installer reads: ansible's git checks out HEAD without a ref, pip
+    installs the checkout's top folder, editable, without extras."""
+    return dict(entry, ref=entry.get("ref") or "HEAD", subdir=entry.get("subdir") or "",
+                editable=entry.get("editable", True), extras=list(entry.get("extras") or []))  # fmt: skip
 
 
 def pins(env: dict) -> dict[str, str]:

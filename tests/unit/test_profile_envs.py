@@ -70,6 +70,20 @@ def test_legacy_stack_carries_the_seed_wheels_and_conda_patches():
     assert sft["git"][0]["repo"] == "https://github.com/hiyouga/LLaMA-Factory.git"
 
 
+def test_a_git_source_gets_every_setting_the_installer_reads():
+    """kt_python_env reads ref, subdir, editable and extras of each source; before, a source without a ref
+    passed the profile check and stopped the play at the checkout, after the wheels were installed ('dict
+    object' has no attribute 'ref')."""
+    profile = profiles.load_profile("kt-0.7")
+    profile["envs"]["sft"]["git"] = [{"name": "probe", "repo": "https://example.org/probe.git"}]
+    (source,) = profiles.env_spec(profile, "sft")["git"]
+    assert source == {"name": "probe", "repo": "https://example.org/probe.git", "ref": "HEAD", "subdir": "",
+                      "editable": True, "extras": []}  # fmt: skip
+    (legacy,) = profiles.env_spec(profiles.load_profile("kt-0.4-autodl"), "sft")["git"]
+    assert legacy["ref"] == "000526908ae92cc1567130559f04a3436855e0cd"
+    assert (legacy["subdir"], legacy["editable"], legacy["extras"]) == ("", True, ["torch", "metrics"])
+
+
 def test_freeze_drift_names_wrong_missing_and_excluded_packages():
     env = profiles.env_spec(profiles.load_profile("kt-0.7"), "sft")
     freeze = "ktransformers==0.7.1\nsglang-kt==0.7.2\nTorch==2.9.1\n"
