@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -156,6 +157,23 @@ def _disk_problems(needs: list[tuple[Path, int]]) -> tuple[list[dict], list[str]
     return disks, problems
 
 
+def made_with_python(prefix: Path) -> str | None:
+    """X.Y of the Python an existing env at `prefix` was made with (a venv's pyvenv.cfg, a conda env's
+    conda-meta record of its python package); None where there is no env, or it does not say."""
+    try:
+        for line in (prefix / "pyvenv.cfg").read_text(errors="replace").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() in ("version", "version_info"):  # venv writes version, virtualenv version_info
+                found = re.match(r"\s*(3\.\d+)", value)
+                if found:
+                    return found.group(1)
+    except OSError:
+        pass
+    records = sorted((prefix / "conda-meta").glob("python-3.*.json"))  # python-3.11.9-h955ad1f_0.json
+    found = re.match(r"python-(3\.\d+)\.", records[0].name) if records else None
+    return found.group(1) if found else None
+
+
 def check_install(
     profile: dict,
     env_keys: list[str],
@@ -202,6 +220,13 @@ def check_install(
             conda_root / "envs" / env["name"] if conda_root and resolved == "conda" else root / env["name"]
         )
         env["prefix"] = str(prefix)
+        made = made_with_python(prefix)
+        if made and made not in versions:
+            problems.append(
+                f"{env['name']}: the env at {prefix} was made with Python {made}, profile {profile['name']} "
+                f"installs with Python {' or '.join(versions)}: remove it (rm -rf {prefix}) or install into "
+                "another root (kt_python_env_root, --root)"
+            )
         env["installed"] = (prefix / FREEZE_FILE).is_file()
         if not env["installed"]:
             needs.append((prefix, env["disk_bytes"]))

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -317,3 +318,40 @@ def test_a_freeze_with_a_bom_or_arbitrary_equality_reads_every_package():
     assert profiles.freeze_drift(env, "\ufeff" + complete) == []
     assert profiles.freeze_drift(env, complete.replace("torch==", "torch===")) == []
     assert profiles.parse_freeze("torch===2.9.1\n") == {"torch": "2.9.1"}
+
+
+def _venv_made_with(prefix: Path, layout: str) -> str:
+    """An env at `prefix` as `layout` leaves it; the X.Y it was made with."""
+    if layout == "venv":  # a real one, made by the Python running the tests
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True)
+        return f"{sys.version_info.major}.{sys.version_info.minor}"
+    if layout == "virtualenv":  # virtualenv's pyvenv.cfg keys
+        prefix.mkdir(parents=True)
+        (prefix / "pyvenv.cfg").write_text(
+            "home = /usr/bin\nimplementation = CPython\nversion_info = 3.9.2.final.0\n"
+        )
+        return "3.9"
+    (prefix / "conda-meta").mkdir(parents=True)  # conda's record of the env's python package
+    (prefix / "conda-meta" / "python-3.10.14-h955ad1f_0.json").write_text("{}")
+    (prefix / "conda-meta" / "python-dateutil-2.9.0-pyhd8ed1ab_0.json").write_text("{}")
+    return "3.10"
+
+
+@pytest.mark.parametrize("layout", ["venv", "virtualenv", "conda"])
+def test_an_env_made_with_another_python_is_refused_before_the_install(tmp_path, layout):
+    """Before: the env was kept as it was (its bin/python exists), and the install into it failed half-way
+    through the play: no kt-kernel wheel for its Python (kt-kernel 0.7.2 ships cp311 and cp312 only)."""
+    made = _venv_made_with(tmp_path / "envs" / "kt-kernel", layout)
+    profile = profiles.load_profile("kt-0.7")
+    result = envcheck.check_install(
+        profile, ["inference"], root=tmp_path / "envs", wheelhouse=tmp_path / "wh"
+    )
+    refused = f"kt-kernel: the env at {tmp_path / 'envs' / 'kt-kernel'} was made with Python {made}"
+    assert any(p.startswith(refused) for p in result["problems"]) == (made not in ("3.11", "3.12"))
+    profile["python"] = ["3.8"]  # a version none of the layouts has: every one is refused
+    result = envcheck.check_install(
+        profile, ["inference"], root=tmp_path / "envs", wheelhouse=tmp_path / "wh"
+    )
+    problem = next(p for p in result["problems"] if p.startswith(refused))
+    assert "profile kt-0.7 installs with Python 3.8: remove it" in problem
+    assert envcheck.made_with_python(tmp_path / "envs" / "kt-sft") is None  # no env there: nothing to refuse
