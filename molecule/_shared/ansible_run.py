@@ -57,6 +57,11 @@ def interrupt_playbook(playbook: Path, extra: dict | None, at_task: str) -> tupl
     return proc.returncode, _plain("".join(seen))
 
 
+def main_pid(host, unit: str) -> str:
+    """The MainPID systemd shows for `unit` on the testinfra `host` ("0" when it runs no process)."""
+    return host.check_output(f"systemctl show -p MainPID --value {unit}")
+
+
 def serve_args_of(host, pid: str) -> str:
     """KT_SERVE_ARGS as process `pid` of the testinfra `host` got it from its env file when it started."""
     environ = host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ")

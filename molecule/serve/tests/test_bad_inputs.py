@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from ansible_run import KT_SERVE, run_playbook, serve_args_of
+from ansible_run import KT_SERVE, main_pid, run_playbook, serve_args_of
 
 STORE_MODEL = "tiny-qwen3-moe"
 STATE = (
@@ -118,10 +118,6 @@ def test_an_instance_set_to_stopped_stays_stopped_when_its_env_changes(host):
     assert not host.file("/etc/ktinfra/serve/tiny-stop.env").exists
 
 
-def _main_pid(host, name: str) -> str:
-    return host.check_output(f"systemctl show -p MainPID --value ktinfra-serve@{name}.service")
-
-
 def test_a_change_written_by_a_run_that_then_failed_reaches_the_server(host):
     """A run wrote the instance's new environment file, then a later task failed (Ansible runs no handler
     after a failure, as after Ctrl-C). Before: the next run found the file in place, queued no restart, and
@@ -129,11 +125,12 @@ def test_a_change_written_by_a_run_that_then_failed_reaches_the_server(host):
     instances = host.ansible.get_variables()["kt_serve_instances"]
     probe = {**next(i for i in instances if i["name"] == "tiny-public"), "name": "tiny-cut", "port": 30010}
     changed = {**probe, "overrides": {"chunked_prefill_size": 2048}}
-    dropin, aside = "/etc/systemd/system/ktinfra-serve@tiny-cut.service.d", "/root/tiny-cut.service.d"
+    unit = "ktinfra-serve@tiny-cut.service"
+    dropin, aside = f"/etc/systemd/system/{unit}.d", "/root/tiny-cut.service.d"
     try:
         rc, output = converge([probe])
         assert rc == 0, output[-3000:]
-        pid = _main_pid(host, "tiny-cut")
+        pid = main_pid(host, unit)
         assert "--chunked-prefill-size 4096" in serve_args_of(host, pid)
         # the task after the environment files fails: its drop-in directory is a file
         host.check_output(f"mv {dropin} {aside} && touch {dropin}")
@@ -143,16 +140,16 @@ def test_a_change_written_by_a_run_that_then_failed_reaches_the_server(host):
             host.check_output(f"rm -f {dropin} && mv {aside} {dropin}")
         assert rc != 0 and "Create the drop-in directories" in output, output[-3000:]
         assert "--chunked-prefill-size 2048" in host.file("/etc/ktinfra/serve/tiny-cut.env").content_string
-        assert _main_pid(host, "tiny-cut") == pid  # the failed run left the old server running
+        assert main_pid(host, unit) == pid  # the failed run left the old server running
 
         rc, output = converge([changed])
         assert rc == 0, output[-3000:]
-        restarted = _main_pid(host, "tiny-cut")
+        restarted = main_pid(host, unit)
         assert restarted not in ("0", pid), output[-3000:]
         assert "--chunked-prefill-size 2048" in serve_args_of(host, restarted)
 
         rc, output = converge([changed])  # and only once
-        assert rc == 0 and _main_pid(host, "tiny-cut") == restarted, output[-3000:]
+        assert rc == 0 and main_pid(host, unit) == restarted, output[-3000:]
     finally:
         rc, output = converge([{**probe, "state": "absent"}])
     assert rc == 0, output[-3000:]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_run import REPO, run_playbook, serve_args_of
+from ansible_run import REPO, main_pid, run_playbook, serve_args_of
 
 PLAYBOOKS = REPO / "playbooks"
 KT_ENV = "/opt/kt/envs/kt-kernel"
@@ -82,8 +82,7 @@ def test_adapter_handed_to_the_serve_instance(host):
 
 
 def running_env(host, name: str) -> str:
-    pid = host.check_output(f"systemctl show -p MainPID --value ktinfra-serve@{name}.service")
-    return serve_args_of(host, pid)
+    return serve_args_of(host, main_pid(host, f"ktinfra-serve@{name}.service"))
 
 
 def test_instance_was_restarted_by_its_handler_with_the_adapter(host):

@@ -7,9 +7,10 @@ import re
 import time
 
 import yaml
-from ansible_run import REPO, interrupt_playbook, run_playbook
+from ansible_run import REPO, interrupt_playbook, main_pid, run_playbook
 
 RECIPE = "/etc/ktinfra/train/tiny-sft.yaml"
+ROUTER = "ktinfra-router.service"
 
 
 def test_dataset_registered_in_dataset_info(host):
@@ -85,10 +86,6 @@ def test_router_health_checks_its_workers(host):
     assert wait_health(host, url, True)
 
 
-def _router_pid(host) -> str:
-    return host.check_output("systemctl show -p MainPID --value ktinfra-router.service")
-
-
 def _started_policy(host, pid: str) -> str:
     """The policy in the router's "Starting router on ... | policy: X { ... }" line, as process `pid` logged
     it. (Its /proc environ and cmdline cannot tell: the router sets its title "sglang::router" over them.)"""
@@ -101,24 +98,24 @@ def test_a_router_change_a_cut_off_run_wrote_reaches_the_router(host):
     """Ctrl-C after the run wrote router.env, before its handler. Before: the next run found the file in
     place, queued no restart, and the router went on with the old policy until it restarted."""
     router_yml = REPO / "playbooks" / "router.yml"
-    pid = _router_pid(host)
+    pid = main_pid(host, ROUTER)
     assert _started_policy(host, pid) == "RoundRobin"
     changed = {"kt_router_policy": "random"}
     try:
         rc, output = interrupt_playbook(router_yml, changed, "kt_router : Install the unit")
         assert rc != 0, output[-3000:]
         assert "--policy random " in host.file("/etc/ktinfra/router/router.env").content_string
-        assert _router_pid(host) == pid  # the cut-off run left the old router running
+        assert main_pid(host, ROUTER) == pid  # the cut-off run left the old router running
 
         rc, output = run_playbook(router_yml, changed)
         assert rc == 0, output[-3000:]
-        restarted = _router_pid(host)
+        restarted = main_pid(host, ROUTER)
         assert restarted not in ("0", pid), output[-3000:]
         assert _started_policy(host, restarted) == "Random"
 
         rc, output = run_playbook(router_yml, changed)  # and only once
-        assert rc == 0 and _router_pid(host) == restarted, output[-3000:]
+        assert rc == 0 and main_pid(host, ROUTER) == restarted, output[-3000:]
     finally:
         rc, output = run_playbook(router_yml)  # the scenario's own policy again
     assert rc == 0, output[-3000:]
-    assert _started_policy(host, _router_pid(host)) == "RoundRobin"
+    assert _started_policy(host, main_pid(host, ROUTER)) == "RoundRobin"
