@@ -27,6 +27,7 @@ import requests
 
 from ktinfra.bench.client import MAX_TIMEOUT_S, TimedOut, UnexpectedReply, check_url, error_body, whole_body
 from ktinfra.bench.deadline import new_session, request_deadline
+from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS, deferred_experts
 from ktinfra.render.common import INSTANCE_NAME
 from ktinfra.render.convert import KT_LORA_SCRIPT, LEGACY_LORA_SCRIPT
 
@@ -577,24 +578,46 @@ def check_kt_lora_serving(adapters: list[Adapter], kt_method: object, legacy: bo
         raise LoraError(problems[0])
 
 
-def lora_plan(plan_serve: dict | None, adapters: dict[str, Path], max_loras: int, backend: str) -> dict:
-    """The plan's `serve` section with LoRA on: KT LoRA runs with every expert on the CPU."""
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def lora_plan(plan: dict, adapters: dict[str, Path], max_loras: int, backend: str) -> dict:
+    """The plan with LoRA on, as sglang-kt 0.7.2 runs KT LoRA: every expert on the CPU (kt_ep_wrapper.py
+    refuses GPU experts and the GPU prefill threshold beside expert LoRA) and at least 2 running requests
+    (server_args.py); experts moved off the GPU get the planner's deferral for 0 GPU experts. Each value
+    changed gets its reason; values of the wrong type are left for render to refuse."""
     if backend not in LORA_BACKENDS:
         raise LoraError(f"--lora-backend must be one of {', '.join(LORA_BACKENDS)}")
     if max_loras < 1:
         raise LoraError("--max-loras-per-batch must be at least 1")
-    serve = dict(plan_serve or {})
+    serve = dict(plan.get("serve") or {})
+    reasons = dict(plan.get("reasons") or {}) if isinstance(plan.get("reasons"), dict) else {}
+    model = plan.get("model") if isinstance(plan.get("model"), dict) else {}
+    per_token, experts = model.get("experts_per_token"), model.get("num_experts")
+    if serve.get("kt_num_gpu_experts") not in (0, None):
+        reasons["kt_num_gpu_experts"] = "0: an adapter is served, and KT LoRA runs every expert on the CPU"
+        if _is_count(per_token) and _is_count(experts):
+            deferred, why = deferred_experts(per_token, experts, 0)
+            serve["kt_max_deferred_experts_per_token"] = deferred
+            reasons["kt_max_deferred_experts_per_token"] = why
     serve["kt_num_gpu_experts"] = 0
-    serve["kt_gpu_prefill_token_threshold"] = None  # unsupported together with KT LoRA
+    serve["kt_gpu_prefill_token_threshold"] = None
+    reasons["kt_gpu_prefill_token_threshold"] = "off: sglang-kt refuses it beside KT LoRA"
     running = serve.get("max_running_requests")
-    if isinstance(running, int) and not isinstance(running, bool) and running < 2:
-        serve["max_running_requests"] = 2  # KT LoRA serving needs at least 2
+    if _is_count(running) and running < LORA_MIN_RUNNING_REQUESTS:
+        serve["max_running_requests"] = LORA_MIN_RUNNING_REQUESTS
+        reasons["max_running_requests"] = (
+            f"{LORA_MIN_RUNNING_REQUESTS}: raised from {running}, sglang-kt serves LoRA with at least "
+            f"{LORA_MIN_RUNNING_REQUESTS}"
+        )
     serve["lora"] = {
         "paths": {name: str(path) for name, path in adapters.items()},
         "max_loras_per_batch": max_loras,
         "backend": backend,
     }
-    return serve
+    reasons["lora"] = f"{', '.join(adapters)}: at most {max_loras} per batch, {backend} backend"
+    return {**plan, "serve": serve, "reasons": reasons}
 
 
 def _reply_text(data: object) -> str | None:

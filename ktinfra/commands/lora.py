@@ -1,4 +1,4 @@
-"""`ktinfra lora serve|check`: serve a LoRA training output through SGLang, then chat through it."""
+"""`ktinfra lora serve|plan|check`: serve a LoRA training output through SGLang, then chat through it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from rich.markup import escape
 from ktinfra import lora
 from ktinfra.commands import non_empty_path, non_empty_text
 from ktinfra.render import RenderError, render_serve, write_bundle
-from ktinfra.render.common import read_api_key_file
+from ktinfra.render.common import check_abs_path, read_api_key_file
 from ktinfra.render.files import check_bundle, check_out_dir
 from ktinfra.render.plans import plan_section, resolve_plan
 from ktinfra.render.serve import DEFAULT_SERVE_PYTHON, ENV_DIR
@@ -186,11 +186,9 @@ def serve(
         )
         plan_doc = resolve_plan(plan, model, facts, from_dir, "serve", stack)
         lora.check_kt_lora_serving(adapters, plan_section(plan_doc, "serve").get("kt_method"), legacy)
-        lora_serve = lora.lora_plan(
-            plan_section(plan_doc, "serve"), served, max_loras_per_batch, lora_backend
-        )
-        plan_doc = {**plan_doc, "serve": lora_serve}
-        instance = name or lora_serve.get("served_model_name") or Path(base).name
+        plan_section(plan_doc, "serve")  # a plan without one is refused here, not in lora_plan
+        plan_doc = lora.lora_plan(plan_doc, served, max_loras_per_batch, lora_backend)
+        instance = name or plan_doc["serve"].get("served_model_name") or Path(base).name
         rendered = render_serve(
             plan_doc,
             name=instance,
@@ -251,6 +249,51 @@ def serve(
         )
     console.print(f"unit {result['unit']}; serve command:")
     console.print(shlex.join(result["command"]), soft_wrap=True, markup=False)
+
+
+def _adapters_on(plan_doc: dict, specs: list[str]) -> dict[str, Path]:
+    """NAME=DIR adapters (already in SGLang's format) for the plan: names unique and instance-safe, and the
+    current stack's rules for adapters carrying expert LoRA where this host can read them."""
+    parsed = [lora.parse_adapter_spec(s) for s in specs]
+    names = [n for n, _ in parsed]
+    if len(set(names)) != len(names):
+        raise lora.LoraError(f"adapter names must be unique: {names}")
+    adapters = {name: Path(check_abs_path(f"adapter {name}", str(path))) for name, path in parsed}
+    if plan_doc.get("stack_generation") != "legacy":
+        kinds = {name: lora.carries_expert_lora(path) for name, path in adapters.items()}
+        remedy = f"serve each of {', '.join(names)} from its own instance"
+        problems = lora.kt_lora_problems(kinds, plan_section(plan_doc, "serve").get("kt_method"), remedy)
+        if problems:
+            raise lora.LoraError(problems[0])
+    return adapters
+
+
+@lora_app.command("plan")
+def plan_cmd(
+    plan: Annotated[Path, typer.Option("--plan", help="`ktinfra plan --json` output (mode serve).")],
+    adapter: Annotated[
+        list[str], typer.Option("--adapter", help="NAME=DIR of an adapter SGLang loads (repeatable).")
+    ],
+    max_loras_per_batch: int = typer.Option(1, "--max-loras-per-batch", min=1),
+    lora_backend: str = typer.Option("triton", "--lora-backend", help="triton|csgmv|torch_native|ascend"),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
+) -> None:
+    """Put converted adapters on a serve plan: every expert on the CPU, no GPU prefill threshold, at least
+    2 running requests (what sglang-kt needs for KT LoRA). Prints the plan for `ktinfra render serve`."""
+    try:
+        plan_doc = resolve_plan(plan, None, None, None, "serve")
+        adapters = _adapters_on(plan_doc, adapter)
+        plan_doc = lora.lora_plan(plan_doc, adapters, max_loras_per_batch, lora_backend)
+    except (lora.LoraError, RenderError) as exc:
+        _fail(str(exc))
+    if as_json:
+        typer.echo(json.dumps(plan_doc, indent=2))
+        return
+    console = Console()
+    for key in ("kt_num_gpu_experts", "kt_max_deferred_experts_per_token", "kt_gpu_prefill_token_threshold",
+                "max_running_requests", "lora"):  # fmt: skip
+        why = plan_doc["reasons"].get(key) or json.dumps(plan_doc["serve"].get(key))
+        console.print(f"[bold]{key}[/bold]: {escape(str(why))}", soft_wrap=True)
 
 
 @lora_app.command("check")

@@ -34,6 +34,8 @@ GPU_RESERVE_MIN = 1.5 * GB  # ... but at least this (CUDA context, activations o
 GPU_RESERVE_MAX = 8.0 * GB  # ... and no more than seed 001's "5-8 GB is enough"
 GPU_PREFILL_TOKEN_THRESHOLD = 2048  # kt-kernel README's example for the native backends
 MAX_DEFERRED = 2  # kt-kernel README and seed 002
+# sglang-kt 0.7.2 server_args.py _validate_kt_expert_lora_max_running_requests
+LORA_MIN_RUNNING_REQUESTS = 2
 FP8_MIN_CC = (8, 9)  # FP8 tensor cores: Ada and Hopper
 
 SERVE_KEYS = (
@@ -222,13 +224,13 @@ def _moe_layer(arch: Architecture, dtype: str) -> float:
     return sizing.gpu_expert_bytes(arch, dtype) * arch.num_experts
 
 
-def _running_requests(wanted, weights, layer, per_request, static, halve=True) -> tuple[int, float]:
-    """(requests, prefill layer kept): halved (unless the user fixed them) until their KV fits beside the
-    weights and the layer; the layer is given up when the requests do not fit beside it."""
-    if weights + layer + (per_request if halve else wanted * per_request) > static:
+def _running_requests(wanted, weights, layer, per_request, static, halve=True, least=1) -> tuple[int, float]:
+    """(requests, prefill layer kept): halved (unless the user fixed them, and not below `least`) until their
+    KV fits beside the weights and the layer; the layer is given up when the requests do not fit beside it."""
+    if weights + layer + (least * per_request if halve else wanted * per_request) > static:
         layer = 0.0
     requests = wanted
-    while halve and requests > 1 and weights + layer + requests * per_request > static:
+    while halve and requests // 2 >= least and weights + layer + requests * per_request > static:
         requests //= 2
     return requests, layer
 
@@ -258,16 +260,20 @@ def _prefill_threshold(fmt, arch, dtype, spare, lora, reasons) -> tuple[int | No
     return None, 0.0
 
 
-def _deferred(arch: Architecture, gpu_experts: int, reasons: dict) -> int:
-    key = "kt_max_deferred_experts_per_token"
-    if gpu_experts == arch.num_experts or arch.experts_per_token <= MAX_DEFERRED:
-        reasons[key] = "0: nothing runs on the CPU, or too few routed experts per token to defer"
-        return 0
-    deferred = min(MAX_DEFERRED, arch.experts_per_token - 2)
-    reasons[key] = (
+def deferred_experts(experts_per_token: int, num_experts: int, gpu_experts: int) -> tuple[int, str]:
+    """kt_max_deferred_experts_per_token for this expert placement, and why."""
+    if gpu_experts == num_experts or experts_per_token <= MAX_DEFERRED:
+        return 0, "0: nothing runs on the CPU, or too few routed experts per token to defer"
+    deferred = min(MAX_DEFERRED, experts_per_token - 2)
+    return deferred, (
         f"{deferred}: defer a few experts to overlap CPU and GPU, keeping at least 2 of the "
-        f"{arch.experts_per_token} routed experts immediate (KT slides, seed 003); kt-kernel README: 2"
+        f"{experts_per_token} routed experts immediate (KT slides, seed 003); kt-kernel README: 2"
     )
+
+
+def _deferred(arch: Architecture, gpu_experts: int, reasons: dict) -> int:
+    deferred, why = deferred_experts(arch.experts_per_token, arch.num_experts, gpu_experts)
+    reasons["kt_max_deferred_experts_per_token"] = why
     return deferred
 
 
@@ -375,7 +381,8 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     cores = facts["cpu"]["physical_cores"]
     asked = opts.get("max_running_requests")
     wanted = asked or max_running(cores)
-    requests, layer = _running_requests(wanted, weights, layer, per_request, static, halve=not asked)
+    least = LORA_MIN_RUNNING_REQUESTS if lora else 1
+    requests, layer = _running_requests(wanted, weights, layer, per_request, static, not asked, least)
     kv_budget = requests * per_request
     each = f"{KV_TOKENS_PER_REQUEST} KV tokens"
     if state:
@@ -385,6 +392,11 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
             f"{asked}: --max-running-requests (about 2 per core would give {max_running(cores)} on "
             f"{cores} cores), {each} each ({gb(kv_budget)})"
         )
+        if lora and asked < LORA_MIN_RUNNING_REQUESTS:
+            problems.append(
+                f"--max-running-requests {asked}: sglang-kt serves LoRA with at least "
+                f"{LORA_MIN_RUNNING_REQUESTS} (server_args.py: with 1 no request pool slot is allocatable)"
+            )
         if weights + requests * per_request > static:
             fit = max(0, int((static - weights) // per_request))
             problems.append(
@@ -393,6 +405,12 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
                 f"{fit} requests"
             )
     else:
+        if lora and weights + requests * per_request > static:
+            problems.append(
+                f"sglang-kt serves LoRA with at least {requests} running requests: their KV ({each} each, "
+                f"{gb(kv_budget)}) does not fit beside {gb(weights)} of non-expert weights in {gb(static)} "
+                "of static GPU memory"
+            )
         reasons["max_running_requests"] = (
             f"{requests}: decode is bound by {cores} CPU cores (about 2 requests per core; seed 002 served "
             f"12-14 users on 8), {each} each ({gb(kv_budget)}); each more request adds CPU expert reads "

@@ -11,6 +11,7 @@ import math
 import re
 
 from ktinfra.facts.cpulist import parse_cpulist
+from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS
 from ktinfra.render.common import (
     Rendered,
     RenderError,
@@ -129,15 +130,28 @@ def _kt_weight_path(serve: dict, method: str, model_path: str, weight_path: str 
     )
 
 
-def _lora_args(lora: object, gpu_experts: int) -> list[str]:
+def _lora_args(lora: object, gpu_experts: int, threshold: int | None, requests: int) -> list[str]:
+    """sglang-kt 0.7.2 refuses KT LoRA beside GPU experts or the GPU prefill threshold (kt_ep_wrapper.py)
+    and with fewer than 2 running requests (server_args.py)."""
     if not lora:
         return []
     if not isinstance(lora, dict):
         raise RenderError(f"plan serve.lora must be an object or null, not {lora!r}")
+    planned = "`ktinfra lora plan` and `ktinfra lora serve` plan it so"
     if gpu_experts != 0:
         raise RenderError(
             f"plan serve.lora is set but serve.kt_num_gpu_experts is {gpu_experts}: a LoRA plan keeps every "
-            "expert on the CPU (kt_num_gpu_experts 0; `ktinfra lora serve` plans it so)"
+            f"expert on the CPU (kt_num_gpu_experts 0; {planned})"
+        )
+    if threshold:
+        raise RenderError(
+            f"plan serve.lora is set but serve.kt_gpu_prefill_token_threshold is {threshold}: sglang-kt "
+            f"refuses the GPU prefill threshold with KT LoRA (set it to null; {planned})"
+        )
+    if requests < LORA_MIN_RUNNING_REQUESTS:
+        raise RenderError(
+            f"plan serve.lora is set but serve.max_running_requests is {requests}: sglang-kt serves LoRA "
+            f"with at least {LORA_MIN_RUNNING_REQUESTS} ({planned})"
         )
     backend = lora.get("backend") or "triton"
     if backend not in LORA_BACKENDS:
@@ -238,7 +252,7 @@ def sglang_argv(
     threshold = optional_int(serve, "kt_gpu_prefill_token_threshold", "serve", 0)
     if threshold is not None:
         argv += ["--kt-gpu-prefill-token-threshold", str(threshold)]
-    return argv + _lora_args(serve.get("lora"), gpu_experts)
+    return argv + _lora_args(serve.get("lora"), gpu_experts, threshold, requests)
 
 
 def _check_gpu_experts(gpu_experts: int, num_experts: object) -> None:

@@ -96,9 +96,22 @@ def serve_args(tmp: Path, name: str) -> str:
 OWN = {"max_running_requests": 3, "chunked_prefill_size": 4096}
 
 
+def _h100_bf16_plan(path: Path) -> Path:
+    """Qwen3-30B-A3B on the H100 capture: BF16, all 128 experts on the GPU, nothing deferred; with a GPU
+    prefill threshold tuned in by hand before any adapter came."""
+    args = ["plan", "--model", "Qwen3-30B-A3B", "--from", str(H100), "--json"]
+    proc = subprocess.run([sys.executable, "-m", "ktinfra", *args], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    plan["serve"]["kt_gpu_prefill_token_threshold"] = 2048
+    path.write_text(json.dumps(plan))
+    return path
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("serve")
+    bf16 = _h100_bf16_plan(tmp / "bf16.plan.json")
     rc, output = run_role(
         tmp,
         {
@@ -111,6 +124,14 @@ def rendered(tmp_path_factory) -> Path:
                 instance(tmp, "plain", 30000),
                 instance(tmp, "own", 30001, overrides=OWN),
                 instance(tmp, "adapted", 30002, loras={"mine": str(tmp / "lora")}),
+                instance(
+                    tmp,
+                    "adapted-bf16",
+                    30003,
+                    plan_file=str(bf16),
+                    loras={"mine": str(tmp / "lora")},
+                    overrides={"max_running_requests": 1},
+                ),
             ],
         },
     )
@@ -135,6 +156,16 @@ def test_an_instances_own_overrides_win(rendered):
 def test_adapters_still_put_every_expert_in_kt_kernel(rendered):
     args = serve_args(rendered, "adapted")
     assert "--kt-num-gpu-experts 0 " in args and "--enable-lora" in args
+
+
+def test_adapters_get_a_plan_sglang_kt_starts(rendered):
+    """`ktinfra lora plan` puts the adapters on: the 128 experts planned for the GPU move to the CPU with
+    the planner's deferral for 0 GPU experts, the threshold goes, the one running request becomes 2."""
+    args = serve_args(rendered, "adapted-bf16")
+    assert "--kt-num-gpu-experts 0 --kt-max-deferred-experts-per-token 2 --enable-lora" in args
+    assert "--kt-gpu-prefill-token-threshold" not in args and "--max-running-requests 2 " in args
+    kept = json.loads((rendered / "cfg" / "adapted-bf16.plan.json").read_text())
+    assert kept["serve"]["lora"]["paths"] == {"mine": str(rendered / "lora")}
 
 
 H100 = REPO / "tests" / "fixtures" / "hosts" / "h100-xeon-amx-16c"

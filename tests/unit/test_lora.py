@@ -210,15 +210,32 @@ def test_failed_conversion_leaves_nothing_behind(tmp_path):
 
 
 def test_lora_plan_enforces_kt_lora_constraints():
-    plan_serve = {"kt_num_gpu_experts": 32, "max_running_requests": 1, "kt_gpu_prefill_token_threshold": 4096}
-    serve = lora.lora_plan(plan_serve, {"mylora": Path("/a/b")}, max_loras=2, backend="triton")
+    plan_serve = {
+        "kt_num_gpu_experts": 128,  # every expert of Qwen3-30B-A3B on the GPU: nothing deferred
+        "kt_max_deferred_experts_per_token": 0,
+        "max_running_requests": 1,
+        "kt_gpu_prefill_token_threshold": 4096,
+    }
+    plan = {"model": {"num_experts": 128, "experts_per_token": 8}, "serve": plan_serve, "reasons": {}}
+    planned = lora.lora_plan(plan, {"mylora": Path("/a/b")}, max_loras=2, backend="triton")
+    serve = planned["serve"]
     assert serve["kt_num_gpu_experts"] == 0
+    # the experts now on the CPU are deferred as the planner defers them for 0 GPU experts
+    assert serve["kt_max_deferred_experts_per_token"] == 2
     assert serve["max_running_requests"] == 2
     assert serve["kt_gpu_prefill_token_threshold"] is None
     assert serve["lora"] == {"paths": {"mylora": "/a/b"}, "max_loras_per_batch": 2, "backend": "triton"}
-    assert plan_serve["kt_num_gpu_experts"] == 32  # the caller's plan is not modified
+    assert "raised from 1" in planned["reasons"]["max_running_requests"]
+    assert plan_serve["kt_num_gpu_experts"] == 128 and plan["reasons"] == {}  # the caller's plan is kept
     with pytest.raises(lora.LoraError, match="--lora-backend"):
         lora.lora_plan({}, {}, 1, "cuda")
+
+
+def test_lora_plan_keeps_the_deferral_of_a_plan_with_no_gpu_experts():
+    plan = {"model": {"num_experts": 128, "experts_per_token": 8}, "serve": {"kt_num_gpu_experts": 0,
+            "kt_max_deferred_experts_per_token": 1, "max_running_requests": 8}}  # fmt: skip
+    serve = lora.lora_plan(plan, {"a": Path("/a")}, 1, "triton")["serve"]
+    assert serve["kt_max_deferred_experts_per_token"] == 1 and serve["max_running_requests"] == 8
 
 
 H100 = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "h100-xeon-amx-16c"

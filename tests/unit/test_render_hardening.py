@@ -357,6 +357,24 @@ def test_unknown_lora_backends_are_refused(seed002, backend):
         sglang_argv(seed002, model_path="/m", weight_path="/w")
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("kt_gpu_prefill_token_threshold", 2048, "kt_gpu_prefill_token_threshold is 2048: sglang-kt refuses"),
+        ("max_running_requests", 1, "max_running_requests is 1: sglang-kt serves LoRA with at least 2"),
+    ],
+)
+def test_lora_plans_sglang_kt_would_refuse_at_start_are_refused(seed002, key, value, message):
+    """kt_ep_wrapper.py refuses the GPU prefill threshold beside KT LoRA, server_args.py fewer than 2 running
+    requests: a plan edited by hand (or composed by a role) must fail here, not at the server's start."""
+    seed002["serve"].update({"kt_num_gpu_experts": 0, "lora": dict(LORA), key: value})
+    with pytest.raises(RenderError, match=message):
+        sglang_argv(seed002, model_path="/m", weight_path="/w")
+    seed002["serve"].pop("lora")
+    argv = sglang_argv(seed002, model_path="/m", weight_path="/w")  # the same plan without adapters renders
+    assert str(value) in argv
+
+
 @pytest.mark.parametrize("backend", ["triton", "csgmv", "ascend", "torch_native", None])
 def test_lora_plans_without_gpu_experts_render(seed002, backend):
     seed002["serve"].update(kt_num_gpu_experts=0, lora={**LORA, "backend": backend})
