@@ -123,14 +123,19 @@ def test_every_emitted_flag_exists_upstream(seed002):
         kt_numa_nodes=[1, 0],
         kt_num_gpu_experts=0,
         max_mamba_cache_size=48,
-        lora={"paths": {"med": "/srv/lora/med"}, "max_loras_per_batch": 2, "backend": "triton"},
     )
     argv = sglang_argv(plan, model_path=MODEL, weight_path=WEIGHTS)
-    flags = {arg for arg in argv if arg.startswith("--")}
+    # sglang-kt refuses the GPU prefill threshold beside KT LoRA: the adapter flags come from a second plan
+    plan["serve"].update(
+        kt_gpu_prefill_token_threshold=None,
+        lora={"paths": {"med": "/srv/lora/med"}, "max_loras_per_batch": 2, "backend": "triton"},
+    )
+    with_lora = sglang_argv(plan, model_path=MODEL, weight_path=WEIGHTS)
+    flags = {arg for arg in argv + with_lora if arg.startswith("--")}
     assert flags <= UPSTREAM_FLAGS
+    assert flag_values(with_lora)["--lora-paths"] == "med=/srv/lora/med"
+    assert flag_values(with_lora)["--max-loras-per-batch"] == "2"
     values = flag_values(argv)
-    assert values["--lora-paths"] == "med=/srv/lora/med"
-    assert values["--max-loras-per-batch"] == "2"
     assert values["--kt-gpu-prefill-token-threshold"] == "4096"
     assert values["--context-length"] == "8192"
     assert values["--schedule-conservativeness"] == "0.3"
