@@ -182,7 +182,9 @@ def _check_extra_vars(value: str) -> None:
     except yaml.YAMLError as error:
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ProvisionError(f"{where} is not valid YAML/JSON: {problem}") from None
-    if data is not None and not isinstance(data, dict):
+    if data is None:  # an empty or comments-only file: Ansible refuses it, blaming the inventory
+        raise ProvisionError(f"{where} is empty (or only comments): Ansible needs a mapping of variables")
+    if not isinstance(data, dict):
         raise ProvisionError(f"{where} must hold a mapping of variables, not a {type(data).__name__}")
 
 

@@ -245,6 +245,8 @@ def test_health_url_with_a_query_is_checked_as_given():
         ("[1, 2]", "-e '[1, 2]' must hold a mapping of variables, not a list"),
         ("@bad.yml", "extra-vars file bad.yml is not valid YAML/JSON: expected ',' or ']'"),
         ("@latin1.yml", "extra-vars file latin1.yml cannot be read"),
+        ("@empty.yml", "extra-vars file empty.yml is empty (or only comments): Ansible needs a mapping"),
+        ("@comments.yml", "extra-vars file comments.yml is empty (or only comments): Ansible needs a"),
     ],
 )
 def test_extra_vars_ansible_cannot_parse_are_refused_naming_the_value(tmp_path, monkeypatch, value, message):
@@ -253,6 +255,8 @@ def test_extra_vars_ansible_cannot_parse_are_refused_naming_the_value(tmp_path, 
     (tmp_path / "hosts").write_text(LOCAL)
     (tmp_path / "bad.yml").write_text("a: [1\n")
     (tmp_path / "latin1.yml").write_bytes(b"a: caf\xe9\n")
+    (tmp_path / "empty.yml").write_text("")
+    (tmp_path / "comments.yml").write_text("# nothing set yet\n---\n")
     monkeypatch.chdir(tmp_path)
     args = [
         "provision",
