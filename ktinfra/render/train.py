@@ -8,7 +8,6 @@ Launchers: legacy `USE_KT=1 llamafactory-cli train FILE`; current (ktransformers
 
 from __future__ import annotations
 
-import posixpath
 import re
 from pathlib import PurePosixPath
 
@@ -18,6 +17,7 @@ from ktinfra.render.common import (
     Rendered,
     RenderError,
     check_abs_path,
+    check_apart,
     check_env_name,
     check_instance_name,
     check_user,
@@ -380,14 +380,8 @@ def render_train(
     dataset_dir = check_abs_path("--dataset-dir", dataset_dir)
     output_dir = check_abs_path("--output-dir", output_dir)
 
-    def same(a: str, b: str) -> bool:  # normpath keeps a leading "//"; Linux reads it as "/"
-        return posixpath.normpath("/" + a.lstrip("/")) == posixpath.normpath("/" + b.lstrip("/"))
-
     for option, path in (("--model-path", model_path), ("--dataset-dir", dataset_dir)):
-        if same(path, output_dir):
-            raise RenderError(
-                f"--output-dir must differ from {option} (the run writes its checkpoints there)"
-            )
+        check_apart("--output-dir", output_dir, option, path, "the run writes its checkpoints there")
     llamafactory_dir = check_abs_path("--llamafactory-dir", llamafactory_dir)
     python = check_abs_path("--python", python)
     user = check_user(user)

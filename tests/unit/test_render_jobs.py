@@ -67,6 +67,7 @@ def test_convert_fp8_model_uses_the_plans_native_dtype():
         ({"output": "/m/q/"}, "--output must differ from --model-path"),
         ({"output": "/m/q/../q"}, "--output must differ from --model-path"),
         ({"output": "/m//q"}, "--output must differ from --model-path"),
+        ({"output": "//m/q"}, "--output must differ from --model-path"),  # Linux reads // as /
         ({"output": "/m/q/int8"}, "--output /m/q/int8 and --model-path /m/q must not lie inside one another"),
         ({"output": "/m/q/x/../int8/"}, "--output /m/q/int8 and --model-path /m/q must not lie inside"),
         ({"output": "/m"}, "--output /m and --model-path /m/q must not lie inside one another"),
