@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from ktinfra import envcheck, profiles
-from ktinfra.commands import absolute_path, non_empty_text
+from ktinfra.commands import absolute_path, non_empty_path, non_empty_text
 
 profile_app = typer.Typer(help="Stack profiles: list, show, check an install before it starts, check drift.")
 
@@ -183,14 +183,23 @@ def _directory_problems(**paths: Path) -> list[str]:
 def drift_cmd(
     name: str,
     env: Annotated[str, typer.Option("--env", help="Env key of the profile (inference, sft).")],
-    freeze: Annotated[Path, typer.Option(help="`pip freeze` output of the installed env.")],
+    freeze: Annotated[
+        str, typer.Option(callback=non_empty_path, help="`pip freeze` output of the installed env.")
+    ],
     as_json: JsonOption = False,
 ) -> None:
     """Compare an installed env (pip freeze) with the profile's pins and exclusions (exit 2 on drift)."""
     data = _load(name)
     try:
         spec = profiles.env_spec(data, env)
-        problems = profiles.freeze_drift(spec, freeze.read_text())
+        try:
+            text = freeze.read_text(encoding="utf-8")
+        except OSError as error:  # missing, a directory, unreadable
+            raise ValueError(f"--freeze {freeze}: cannot be read ({error.strerror or error})") from None
+        except UnicodeDecodeError as error:
+            problem = f"not UTF-8 text (byte {error.start}), not a pip freeze"
+            raise ValueError(f"--freeze {freeze}: {problem}") from None
+        problems = profiles.freeze_drift(spec, text)
     except (OSError, ValueError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from error

@@ -118,8 +118,8 @@ def test_check_and_drift_without_json_say_that_all_is_well(tmp_path, monkeypatch
     # whatever this host has: a python for the venv, room on the disk
     monkeypatch.setattr(envcheck.shutil, "which", lambda name: sys.executable)
     monkeypatch.setattr(envcheck, "_disk_problems", lambda needs: ([], []))
-    res = runner.invoke(app, ["profile", "check", "kt-0.7", "--env", "inference", "--env", "sft", "--manager",
-                              "venv", "--root", str(tmp_path / "envs"), "--wheelhouse", str(tmp_path / "wh")])  # fmt: skip
+    argv = ["profile", "check", "kt-0.7", "--env", "inference", "--env", "sft", "--manager", "venv"]
+    res = runner.invoke(app, [*argv, "--root", str(tmp_path / "envs"), "--wheelhouse", str(tmp_path / "wh")])
     assert res.exit_code == 0 and res.stderr == "", res.output
     assert res.stdout.splitlines() == [
         f"kt-0.7 inference: no problems (prefix {tmp_path / 'envs' / 'kt-kernel'})",
@@ -130,3 +130,27 @@ def test_check_and_drift_without_json_say_that_all_is_well(tmp_path, monkeypatch
     res = runner.invoke(app, ["profile", "drift", "kt-0.7", "--env", "inference", "--freeze", str(freeze)])
     assert res.exit_code == 0 and res.stderr == ""
     assert res.stdout == f"kt-0.7 inference: no drift ({freeze} matches the profile's 3 pins)\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing.txt", None, "cannot be read (No such file or directory)"),
+        ("adir", "dir", "cannot be read (Is a directory)"),
+        ("latin1.txt", b"kt-kernel==0.7.2\ncaf\xe9==1\n", "not UTF-8 text (byte 20), not a pip freeze"),
+    ],
+)
+def test_drift_names_a_freeze_it_cannot_read(tmp_path, name, content, message):
+    """Before: '[Errno 2] No such file or directory: ...', or a codec error naming neither option nor file."""
+    freeze = tmp_path / name
+    if content == "dir":
+        freeze.mkdir()
+    elif content is not None:
+        freeze.write_bytes(content)
+    argv = ["profile", "drift", "kt-0.7", "--env", "inference", "--freeze"]
+    for extra in ([], ["--json"]):
+        res = runner.invoke(app, [*argv, str(freeze), *extra])
+        assert res.exit_code == 1 and res.stdout == "", res.output
+        assert res.stderr == f"error: --freeze {freeze}: {message}\n"
+    res = runner.invoke(app, [*argv, ""])
+    assert res.exit_code == 1 and res.stdout == "" and res.stderr == "error: --freeze is empty\n"
