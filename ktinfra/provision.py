@@ -146,7 +146,8 @@ class ProvisionRequest:
 
     def validate(self) -> None:
         if not self.playbook.is_file():
-            raise ProvisionError(f"playbook {self.playbook} does not exist")
+            state = "is not a file" if self.playbook.exists() else "does not exist"
+            raise ProvisionError(f"playbook {self.playbook} {state}")
         if not self.inventory.exists():
             raise ProvisionError(f"inventory {self.inventory} does not exist")
         for value in self.extra_vars:

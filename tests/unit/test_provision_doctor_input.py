@@ -76,6 +76,18 @@ def test_an_empty_path_tags_or_limit_is_refused_before_ansible_runs(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hosts", "pb.yml"]
 
 
+@pytest.mark.parametrize(("playbook", "state"), [("adir", "is not a file"), ("gone.yml", "does not exist")])
+def test_a_playbook_that_is_no_file_is_named_so(tmp_path, monkeypatch, playbook, state) -> None:
+    """Before: a directory as the playbook was 'error: playbook /tmp does not exist'."""
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "hosts").write_text(LOCAL)
+    args = ["provision", str(tmp_path / playbook), "-i", str(tmp_path / "hosts")]
+    result = CliRunner().invoke(app, [*args, "--artifacts", str(tmp_path / "runs"), "--json"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == f"error: playbook {tmp_path / playbook} {state}\n"
+    assert not (tmp_path / "runs").exists()
+
+
 def test_inventory_without_the_plays_group_fails_the_run(tmp_path: Path) -> None:
     (tmp_path / "grp.yml").write_text(PLAY.format(hosts="kt_serve"))
     (tmp_path / "typo.ini").write_text(f"[kt_sreve]\n{LOCAL}")
