@@ -27,6 +27,7 @@ import requests
 
 from ktinfra.bench.client import MAX_TIMEOUT_S, TimedOut, UnexpectedReply, check_url, error_body, whole_body
 from ktinfra.bench.deadline import new_session, request_deadline
+from ktinfra.bench.reply import token_counts
 from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS, deferred_experts
 from ktinfra.render.common import INSTANCE_NAME
 from ktinfra.render.convert import KT_LORA_SCRIPT, LEGACY_LORA_SCRIPT
@@ -717,14 +718,16 @@ def chat_check(
     if content is None:
         error = f"unexpected response: {_shown(data)}"
         return {"ok": False, "request": body, "status": 200, "error": error}
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    tokens = usage.get("completion_tokens")
+    try:
+        _, tokens = token_counts(data)  # bench's rules: a count of -5 or NaN is no token count
+    except UnexpectedReply as exc:
+        return {"ok": False, "request": body, "status": 200, "error": f"unexpected response: {exc}"}
     return {
         "ok": bool(content.strip()),
         "request": body,
         "status": 200,
         "reply": content,
-        "completion_tokens": tokens if _is_number(tokens) else None,  # NaN/Infinity: not strict JSON
+        "completion_tokens": tokens,
         "latency_s": elapsed,
         "error": None if content.strip() else "empty reply",
     }

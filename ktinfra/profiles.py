@@ -50,6 +50,11 @@ def load_profile(name: str = DEFAULT_PROFILE) -> dict:
         expected = None
     else:
         path = PROFILE_DIR / f"{name}.yaml"
+        if not path.is_file() and Path(name).exists():  # a file meant as a profile, but not *.yaml/*.yml
+            raise UnknownProfileError(
+                f"stack profile file {name}: a profile file must end in .yaml or .yml "
+                f"(shipped profiles: {', '.join(list_profiles())})"
+            )
         if not path.is_file():
             raise UnknownProfileError(f"unknown stack profile {name!r}; known: {', '.join(list_profiles())}")
         expected = name

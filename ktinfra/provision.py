@@ -146,7 +146,8 @@ class ProvisionRequest:
 
     def validate(self) -> None:
         if not self.playbook.is_file():
-            raise ProvisionError(f"playbook {self.playbook} does not exist")
+            state = "is not a file" if self.playbook.exists() else "does not exist"
+            raise ProvisionError(f"playbook {self.playbook} {state}")
         if not self.inventory.exists():
             raise ProvisionError(f"inventory {self.inventory} does not exist")
         for value in self.extra_vars:
@@ -182,7 +183,9 @@ def _check_extra_vars(value: str) -> None:
     except yaml.YAMLError as error:
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ProvisionError(f"{where} is not valid YAML/JSON: {problem}") from None
-    if data is not None and not isinstance(data, dict):
+    if data is None:  # an empty or comments-only file: Ansible refuses it, blaming the inventory
+        raise ProvisionError(f"{where} is empty (or only comments): Ansible needs a mapping of variables")
+    if not isinstance(data, dict):
         raise ProvisionError(f"{where} must hold a mapping of variables, not a {type(data).__name__}")
 
 

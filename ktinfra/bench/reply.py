@@ -98,7 +98,12 @@ def _count(value: object, what: str) -> int | None:
 
 
 def _usage(sc: Scenario, event: dict) -> tuple[int | None, int | None]:
-    key = "meta_info" if sc.api == "sglang" else "usage"
+    return token_counts(event, "meta_info" if sc.api == "sglang" else "usage")
+
+
+def token_counts(event: dict, key: str = "usage") -> tuple[int | None, int | None]:
+    """(prompt_tokens, completion_tokens) of a reply's `key` object, None where absent; a count that is
+    not one (negative, fractional, NaN, a string, absurdly large) raises UnexpectedReply."""
     usage = _object(event.get(key) or {}, key)
     return (
         _count(usage.get("prompt_tokens"), f"{key}.prompt_tokens"),

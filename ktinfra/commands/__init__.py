@@ -18,3 +18,14 @@ def non_empty_text(param: typer.CallbackParam, value: str | None) -> str | None:
 def non_empty_path(param: typer.CallbackParam, value: str | None) -> Path | None:
     """typer callback of a path option: "" would become "." (the current directory) without a word."""
     return None if non_empty_text(param, value) is None else Path(value)
+
+
+def absolute_path(param: typer.CallbackParam, value: str | None) -> Path | None:
+    """typer callback of a path option that names a place on the host (an env root, a wheelhouse): a
+    relative path would be taken from wherever the command happens to run."""
+    if non_empty_text(param, value) is None:
+        return None
+    if not value.startswith("/"):
+        typer.echo(f"error: {max(param.opts, key=len)} must be an absolute path, got {value!r}", err=True)
+        raise typer.Exit(1)
+    return Path(value)

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from ktinfra import bench
 from ktinfra.bench.plot import check_plot_path, plot_levels
+from ktinfra.commands import non_empty_text
 from ktinfra.render.common import RenderError, read_api_key_file
 
 # One thread per user; SGLang's own --max-running-requests is in the hundreds at most
@@ -83,7 +84,12 @@ def bench_command(
     url: str = typer.Option(
         ..., "--url", help="Endpoint base URL, e.g. http://127.0.0.1:30000 (server or router)."
     ),
-    model: str = typer.Option(..., "--model", help="Model name sent in OpenAI requests (served-model-name)."),
+    model: str = typer.Option(
+        ...,
+        "--model",
+        callback=non_empty_text,
+        help="Model name sent in OpenAI requests (served-model-name).",
+    ),
     api: str = typer.Option("openai", "--api", help="openai (/v1/chat/completions) or sglang (/generate)."),
     users: int | None = typer.Option(
         None, "--users", min=1, max=MAX_USERS, help="Run one level with N concurrent users."

@@ -148,7 +148,7 @@ def verify(
 @image_app.command("list")
 def list_(
     out: Annotated[
-        Path | None, typer.Option(help="Where build directories are [default: out/image of the checkout].")
+        Path | None, typer.Option(help=r"Where build directories are \[default: out/image of the checkout].")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from ktinfra import envcheck, profiles
-from ktinfra.commands import non_empty_text
+from ktinfra.commands import absolute_path, non_empty_path, non_empty_text
 
 profile_app = typer.Typer(help="Stack profiles: list, show, check an install before it starts, check drift.")
 
@@ -44,12 +44,16 @@ def _json(data: object) -> str:
         raise typer.Exit(1) from error
 
 
-def _finish(result: dict, as_json: bool) -> None:
+def _finish(result: dict, as_json: bool, summary: list[str]) -> None:
+    """JSON on stdout; else the problems on stderr, or (none) the `summary` lines on stdout."""
     if as_json:
         typer.echo(_json(result))
     else:
         for problem in result.get("problems", []):
             Console(stderr=True).print(f"[red]problem:[/] {escape(problem)}")
+        if not result.get("problems"):
+            for line in summary:
+                typer.echo(line)
     if result.get("problems"):
         raise typer.Exit(2)
 
@@ -91,8 +95,15 @@ def show_cmd(name: str, as_json: JsonOption = False) -> None:
 def check_cmd(
     name: str,
     env: EnvOption,
-    root: Annotated[Path, typer.Option(help="Where venvs are created (conda uses its own envs dir).")],
-    wheelhouse: Annotated[Path, typer.Option(help="Wheel cache on the data disk.")],
+    root: Annotated[
+        str,
+        typer.Option(
+            callback=absolute_path, help="Where venvs are created, absolute (conda uses its own envs dir)."
+        ),
+    ],
+    wheelhouse: Annotated[
+        str, typer.Option(callback=absolute_path, help="Wheel cache on the data disk, absolute.")
+    ],
     manager: Annotated[str, typer.Option(help="auto | conda | venv")] = "auto",
     conda_exe: Annotated[
         str | None,
@@ -133,7 +144,12 @@ def check_cmd(
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from error
     result["problems"] = _directory_problems(root=root, wheelhouse=wheelhouse) + result["problems"]
-    _finish(result, as_json)
+    summary = [
+        f"{name} {env['key']}: no problems (prefix {env['prefix']}"
+        + (", installed)" if env["installed"] else ")")
+        for env in result["envs"]
+    ]
+    _finish(result, as_json, summary)
 
 
 def _refuse_twice(flag: str, values: list[str]) -> None:
@@ -167,17 +183,26 @@ def _directory_problems(**paths: Path) -> list[str]:
 def drift_cmd(
     name: str,
     env: Annotated[str, typer.Option("--env", help="Env key of the profile (inference, sft).")],
-    freeze: Annotated[Path, typer.Option(help="`pip freeze` output of the installed env.")],
+    freeze: Annotated[
+        str, typer.Option(callback=non_empty_path, help="`pip freeze` output of the installed env.")
+    ],
     as_json: JsonOption = False,
 ) -> None:
     """Compare an installed env (pip freeze) with the profile's pins and exclusions (exit 2 on drift)."""
     data = _load(name)
     try:
         spec = profiles.env_spec(data, env)
-        problems = profiles.freeze_drift(spec, freeze.read_text())
+        try:
+            text = freeze.read_text(encoding="utf-8")
+        except OSError as error:  # missing, a directory, unreadable
+            raise ValueError(f"--freeze {freeze}: cannot be read ({error.strerror or error})") from None
+        except UnicodeDecodeError as error:
+            problem = f"not UTF-8 text (byte {error.start}), not a pip freeze"
+            raise ValueError(f"--freeze {freeze}: {problem}") from None
+        problems = profiles.freeze_drift(spec, text)
     except (OSError, ValueError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from error
-    _finish(
-        {"profile": name, "env": spec["name"], "pins": profiles.pins(spec), "problems": problems}, as_json
-    )
+    pins = profiles.pins(spec)
+    summary = [f"{name} {env}: no drift ({freeze} matches the profile's {len(pins)} pins)"]
+    _finish({"profile": name, "env": spec["name"], "pins": pins, "problems": problems}, as_json, summary)

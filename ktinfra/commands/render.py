@@ -238,6 +238,13 @@ def train_cmd(
     weight_path: Annotated[
         str | None, typer.Option("--weight-path", help="Pre-converted expert weights (kt_weight_path).")
     ] = None,
+    weight_format: Annotated[
+        str | None,
+        typer.Option(
+            "--weight-format",
+            help="int8 | int4: how --weight-path was converted (default: its -INT8/-INT4 name).",
+        ),
+    ] = None,
     python: PythonOpt = DEFAULT_SFT_PYTHON,
     llamafactory_dir: Annotated[
         str,
@@ -258,6 +265,7 @@ def train_cmd(
             output_dir=output_dir,
             template=template,
             weight_path=weight_path,
+            weight_format=weight_format,
             python=python,
             llamafactory_dir=llamafactory_dir,
             user=user,

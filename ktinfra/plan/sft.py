@@ -94,6 +94,20 @@ def choose_gpus(gpus: list[dict]) -> tuple[list[dict], str]:
     return used, left_out_reason(gpus, used, "data-parallel ranks")
 
 
+def _legacy_rule_gpus(arch: Architecture, used: list[dict], reasons: dict) -> list[dict]:
+    """The legacy launcher is one process whose kt_optimize_rule places the model on the GPUs it names
+    (Qwen3Moe-sft-amx.yaml: all on "cuda"), so the run uses, and is sized on, only that many."""
+    counts = [count for count in arch.legacy_sft_rules if count <= len(used)]
+    if not counts or max(counts) == len(used):
+        return used
+    kept = used[: max(counts)]
+    reasons["gpu_indices"] = (
+        f"GPU {', '.join(str(g['index']) for g in kept)} of {len(used)}: the legacy placement rule for "
+        f"{arch.name} places the model on {len(kept)} GPU(s) (one llamafactory-cli process)"
+    )
+    return kept
+
+
 def kt_keys(
     arch: Architecture, facts: dict, profile: dict, gpus: int, warnings: list
 ) -> tuple[dict, dict, str, list]:
@@ -167,6 +181,8 @@ def plan_sft(
         warnings += mig_warnings(used, "data-parallel ranks", "sft.mig_uuids")
         if mig_uuids(used):
             reasons["mig_uuids"] = mig_reason(used)
+    if profile["generation"] == "legacy":
+        used = _legacy_rule_gpus(arch, used, reasons)
     gpus = len(used)
     cutoff_opt = opts.get("cutoff_len")
     checkpointing, reasons["gradient_checkpointing"] = gradient_checkpointing(arch, profile)

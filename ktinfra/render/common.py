@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +120,20 @@ def check_abs_path(what: str, value: str | None) -> str:
     if not value.startswith("/"):
         raise RenderError(f"{what} must be an absolute path, got {value!r}")
     return value
+
+
+def check_apart(output_opt: str, output: str, source_opt: str, source: str, why: str) -> None:
+    """The output directory neither is nor nests with the source one (either way: `/` holds every path),
+    both absolute; compared normalized ('..', '//', trailing '/'). `why`: why the two must differ."""
+
+    def norm(path: str) -> str:  # normpath keeps a leading "//"; Linux reads it as "/"
+        return posixpath.normpath("/" + path.lstrip("/"))
+
+    out, src = norm(output), norm(source)
+    if out == src:
+        raise RenderError(f"{output_opt} must differ from {source_opt} ({why})")
+    if out.startswith(src.rstrip("/") + "/") or src.startswith(out.rstrip("/") + "/"):
+        raise RenderError(f"{output_opt} {out} and {source_opt} {src} must not lie inside one another")
 
 
 def unit_literal(value: str) -> str:

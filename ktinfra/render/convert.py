@@ -16,6 +16,7 @@ from ktinfra.render.common import (
     Rendered,
     RenderError,
     check_abs_path,
+    check_apart,
     check_instance_name,
     check_user,
     env_line,
@@ -99,10 +100,7 @@ def _distinct_dirs(source_opt: str, source: str, output: str) -> tuple[str, str]
     since the converter walks its input while it writes the output."""
     source = posixpath.normpath(check_abs_path(source_opt, source))
     output = posixpath.normpath(check_abs_path("--output", output))
-    if output == source:
-        raise RenderError(f"--output must differ from {source_opt} (the converter writes a new directory)")
-    if output.startswith(source.rstrip("/") + "/") or source.startswith(output.rstrip("/") + "/"):
-        raise RenderError(f"--output {output} and {source_opt} {source} must not lie inside one another")
+    check_apart("--output", output, source_opt, source, "the converter writes a new directory")
     return source, output
 
 

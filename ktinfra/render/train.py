@@ -8,7 +8,6 @@ Launchers: legacy `USE_KT=1 llamafactory-cli train FILE`; current (ktransformers
 
 from __future__ import annotations
 
-import posixpath
 import re
 from pathlib import PurePosixPath
 
@@ -18,6 +17,7 @@ from ktinfra.render.common import (
     Rendered,
     RenderError,
     check_abs_path,
+    check_apart,
     check_env_name,
     check_instance_name,
     check_user,
@@ -44,10 +44,13 @@ ENV_DIR = "/etc/ktinfra/train"
 # LLaMA-Factory chat templates per architecture (config.json model_type), as the KT examples pick them.
 TEMPLATES = {
     "current": {"qwen3_moe": "qwen3", "qwen3_5_moe": "qwen3_5", "qwen3_vl_moe": "qwen3_vl",
-                "deepseek_v2": "deepseek", "deepseek_v3": "deepseek3", "kimi_k2": "deepseek3"},
-    "legacy": {"qwen3_moe": "qwen3_nothink", "deepseek_v2": "deepseek", "deepseek_v3": "deepseek",
-               "kimi_k2": "deepseek"},
+                "deepseek_v2": "deepseek", "deepseek_v3": "deepseek3"},
+    "legacy": {"qwen3_moe": "qwen3_nothink", "deepseek_v2": "deepseek", "deepseek_v3": "deepseek"},
 }  # fmt: skip
+# none for kimi_k2: its chat format (<|im_user|>user<|im_middle|>...) is not DeepSeek's, and the plan says
+# "set `template` yourself"
+# --weight-format of experts pre-converted by convert_cpu_weights.py -> (kt_backend, kt_expert_weight_format)
+CONVERTED_EXPERT_BACKENDS = {"int8": ("INT8", "int8"), "int4": ("AMXINT4", None)}
 # LLaMA-Factory arguments a plan's sft block may set; anything else there is planner bookkeeping.
 RECIPE_KEYS = (
     "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "per_device_train_batch_size",
@@ -119,7 +122,13 @@ def _template(plan: dict, sft: dict, generation: str, template: str | None) -> s
     return found
 
 
-def _kt_block(sft: dict, generation: str, llamafactory_dir: str, weight_path: str | None) -> dict:
+def _kt_block(
+    sft: dict,
+    generation: str,
+    llamafactory_dir: str,
+    weight_path: str | None,
+    weight_format: str | None = None,
+) -> dict:
     kt = sft.get("kt")
     if not isinstance(kt, dict) or not kt:
         raise RenderError(
@@ -154,7 +163,38 @@ def _kt_block(sft: dict, generation: str, llamafactory_dir: str, weight_path: st
         raise RenderError("current-stack plan sft.kt must hold a kt_config mapping")
     if weight_path:
         kt["kt_weight_path"] = check_abs_path("--weight-path", weight_path)
+    if generation == "legacy":
+        if weight_format:
+            raise RenderError("--weight-format goes with --weight-path, a current-stack key")
+    elif kt.get("kt_weight_path"):
+        kt["kt_config"] = _converted_experts(kt["kt_config"], kt["kt_weight_path"], weight_format)
+    elif weight_format:
+        raise RenderError("--weight-format names the format of --weight-path: give both")
     return kt
+
+
+def _converted_experts(kt_config: dict, weight_path: object, weight_format: str | None) -> dict:
+    """kt_config for experts pre-converted by convert_cpu_weights.py: kt-kernel 0.7.2 loads a
+    _layer_N/_numa_0/*.kt directory as the backend's own layout (sft/amx.py), so the backend must be the one
+    the weights were quantized for (sft/config.py pairs format int8 with backend INT8)."""
+    if weight_format is None:
+        found = re.search(r"-(INT8|INT4)/*$", str(weight_path), re.IGNORECASE)
+        if not found:
+            raise RenderError(
+                f"kt_weight_path {weight_path} holds converted experts of an unknown format: pass "
+                f"--weight-format {' or '.join(CONVERTED_EXPERT_BACKENDS)} (the conversion's --method)"
+            )
+        weight_format = found.group(1).lower()
+    if weight_format not in CONVERTED_EXPERT_BACKENDS:
+        raise RenderError(
+            f"--weight-format must be {' or '.join(CONVERTED_EXPERT_BACKENDS)}, got {weight_format!r}"
+        )
+    backend, expert_format = CONVERTED_EXPERT_BACKENDS[weight_format]
+    config = {key: value for key, value in kt_config.items() if key != "kt_expert_weight_format"}
+    config["kt_backend"] = backend
+    if expert_format:
+        config["kt_expert_weight_format"] = expert_format
+    return config
 
 
 def _datasets(value: str) -> str:
@@ -323,6 +363,7 @@ def render_train(
     output_dir: str,
     template: str | None = None,
     weight_path: str | None = None,
+    weight_format: str | None = None,
     python: str = DEFAULT_SFT_PYTHON,
     llamafactory_dir: str = LLAMAFACTORY_DIR,
     user: str | None = None,
@@ -339,20 +380,14 @@ def render_train(
     dataset_dir = check_abs_path("--dataset-dir", dataset_dir)
     output_dir = check_abs_path("--output-dir", output_dir)
 
-    def same(a: str, b: str) -> bool:  # normpath keeps a leading "//"; Linux reads it as "/"
-        return posixpath.normpath("/" + a.lstrip("/")) == posixpath.normpath("/" + b.lstrip("/"))
-
     for option, path in (("--model-path", model_path), ("--dataset-dir", dataset_dir)):
-        if same(path, output_dir):
-            raise RenderError(
-                f"--output-dir must differ from {option} (the run writes its checkpoints there)"
-            )
+        check_apart("--output-dir", output_dir, option, path, "the run writes its checkpoints there")
     llamafactory_dir = check_abs_path("--llamafactory-dir", llamafactory_dir)
     python = check_abs_path("--python", python)
     user = check_user(user)
     chat_template = _template(plan, sft, generation, template)
     sections = _sections(plan, sft, generation, model_path, dataset, dataset_dir, chat_template, output_dir)
-    sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path)
+    sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path, weight_format)
     model_name = comment_text(model_section(plan), "name", "model.name")
     stack = comment_text(plan, "stack", "stack")
     header = f"# LLaMA-Factory + KT LoRA recipe for {model_name} ({stack}), rendered by ktinfra\n"

@@ -54,7 +54,10 @@ def _env_python(host, pytestconfig, profile, kind: str, option: str) -> dict:
     explicit = pytestconfig.getoption(option)
     if explicit != "auto":
         ok = host.run(f"{explicit} -c 'import sys'").rc == 0
-        why = "" if ok else f"--{option.replace('_', '-')} {explicit} does not run"
+        # named as `ktinfra doctor --python/--sft-python` takes it and as this suite's --kt-python/...
+        flag = option.replace("_", "-")
+        given = f"ktinfra doctor --{flag.removeprefix('kt-')}, pytest --{flag}"
+        why = "" if ok else f"python {explicit} does not run ({given})"
         return {"kind": kind, "name": env_name, "python": explicit if ok else None, "why": why}
     python, why = find_env_python(host, env_name, ENV_MARKERS[kind])
     return {"kind": kind, "name": env_name, "python": python, "why": why}

@@ -115,3 +115,12 @@ def test_cli_rejects_bad_arguments_before_sending(args, message):
     res = CliRunner().invoke(app, ["bench", "--url", "http://127.0.0.1:9", "--model", "m", *args])
     assert res.exit_code == 1
     assert message in " ".join(res.output.split())
+
+
+@pytest.mark.parametrize("model", ["", " "])
+def test_an_empty_model_is_refused_before_sending(model, monkeypatch):
+    """Before: --model '' was sent in every request (lora check --model '' was refused)."""
+    monkeypatch.setattr(bench, "run_level", lambda *a, **k: pytest.fail("no request may be sent"))
+    for extra in ([], ["--json"]):
+        res = CliRunner().invoke(app, ["bench", "--url", "http://127.0.0.1:9", "--model", model, *extra])
+        assert res.exit_code == 1 and res.stdout == "" and res.stderr == "error: --model is empty\n"

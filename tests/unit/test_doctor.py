@@ -177,3 +177,23 @@ def test_cli_bad_input_is_one_error_line(args, message, monkeypatch):
     result = CliRunner().invoke(app, ["doctor", *args])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
     assert result.output.startswith(message) and result.output.count("\n") == 1, result.output
+
+
+def test_a_python_that_does_not_run_is_named_as_the_user_gave_it():
+    """Before: 'inference env not installed: --kt-python /nonexist/python does not run', the suite's own
+    option; the user typed `ktinfra doctor --python`."""
+    report = doctor.run(
+        ["local://"],
+        "any",
+        python="/nonexist/python",
+        sft_python="/no/py",
+        select="test_sglang_lists_kt_flags",
+    )
+    messages = [c.message for c in report.checks]
+    assert messages == [
+        "inference env not installed: python /nonexist/python does not run "
+        "(ktinfra doctor --python, pytest --kt-python)"
+    ]
+    report = doctor.run(["local://"], "any", sft_python="/no/py", select="test_envs and sft")
+    assert any("python /no/py does not run (ktinfra doctor --sft-python, pytest --kt-sft-python)" in c.message
+               for c in report.checks), [c.message for c in report.checks]  # fmt: skip

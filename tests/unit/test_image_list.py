@@ -109,3 +109,11 @@ def test_default_out_before_the_first_build_lists_nothing(tmp_path, monkeypatch)
     result = CliRunner().invoke(app, ["image", "list", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == []
+
+
+def test_help_shows_the_default_out_in_brackets():
+    """Before: rich read '[default: out/image of the checkout]' as markup and showed 'are .'."""
+    result = CliRunner().invoke(app, ["image", "list", "--help"])
+    assert result.exit_code == 0
+    shown = " ".join(result.stdout.replace("│", " ").split())  # the help box wraps the line
+    assert "Where build directories are [default: out/image of the checkout]." in shown

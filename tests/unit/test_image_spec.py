@@ -197,3 +197,15 @@ def test_packer_artifact_takes_last_run(tmp_path):
         )
     )
     assert manifest.packer_artifact(pm) == {"builder": "amazon-ebs", "artifact_id": "eu-west-1:ami-123"}
+
+
+@pytest.mark.parametrize("name", ["bad.json", "site.profile"])
+def test_a_profile_file_without_a_yaml_suffix_is_named_as_a_file(tmp_path, monkeypatch, name):
+    """Before: an existing bad.json was 'unknown stack profile 'bad.json'', as if it were a typo'd name."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_text("{}")
+    for given in (name, str(tmp_path / name)):
+        with pytest.raises(ImageError, match=f"stack profile file {given}: a profile file must end in .yaml"):
+            spec.load(given)
+    with pytest.raises(ImageError, match="unknown stack profile 'kt-9'"):
+        spec.load("kt-9")  # no such file: still a profile name

@@ -217,15 +217,31 @@ def serve_raw():
         server.close()
 
 
-@pytest.mark.parametrize("tokens", [b"NaN", b"Infinity", b"-Infinity", b"1e999"])
-def test_check_turns_non_finite_numbers_into_null(serve_raw, tokens):
+@pytest.mark.parametrize(
+    "tokens", [b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-5", b"1.5", b'"3"', b"true", b"10000000000"]
+)
+def test_check_refuses_a_usage_count_bench_refuses(serve_raw, tokens):
+    """Before: -5 (or 1.5, "3") passed as completion_tokens with ok true, NaN became null; bench refused
+    them all. Both read usage with bench.reply.token_counts now."""
+    server = serve_raw(
+        b'{"choices": [{"message": {"content": "hello"}}], "usage": {"completion_tokens": %s}}' % tokens
+    )
+    result = invoke(["lora", "check", "--url", server.url, "--model", "m", "--json"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), repr(result.exception)
+    data = _strict(result.stdout)
+    assert data["ok"] is False
+    assert data["error"].startswith("unexpected response: usage.completion_tokens is not a token count: ")
+
+
+@pytest.mark.parametrize(("tokens", "count"), [(b"0", 0), (b"7", 7), (b"null", None)])
+def test_check_reports_a_usage_count_it_accepts(serve_raw, tokens, count):
     server = serve_raw(
         b'{"choices": [{"message": {"content": "hello"}}], "usage": {"completion_tokens": %s}}' % tokens
     )
     result = invoke(["lora", "check", "--url", server.url, "--model", "m", "--json"])
     assert result.exit_code == 0, result.output
     data = _strict(result.stdout)
-    assert data["ok"] is True and data["reply"] == "hello" and data["completion_tokens"] is None
+    assert data["ok"] is True and data["reply"] == "hello" and data["completion_tokens"] == count
 
 
 @pytest.mark.parametrize(

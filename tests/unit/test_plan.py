@@ -346,6 +346,24 @@ def test_legacy_stack_sft_keys_and_placement_rule():
     assert result["sft"]["launcher"]["env"] == {"USE_KT": "1"}
 
 
+@pytest.mark.parametrize(
+    ("model", "rule_gpus"),
+    [("Qwen3-235B-A22B-Instruct-2507", 1), ("DeepSeek-V2-Lite", 2), ("DeepSeek-V3", 4)],
+)
+def test_legacy_sft_uses_and_sizes_the_gpus_of_its_placement_rule(model, rule_gpus):
+    """One llamafactory-cli process, placed by its kt_optimize_rule (Qwen3Moe-sft-amx.yaml: everything on
+    "cuda"): on 4 GPUs a 1-GPU rule trains on GPU 0 alone, and the batch must fit that one GPU."""
+    host = facts("dual-spr-2xnuma-4xl40s")
+    result = plan(host, model, "sft", stack="kt-0.4-autodl")
+    sft = result["sft"]
+    assert sft["gpu_indices"] == list(range(rule_gpus))
+    assert f"placement rule for {rule_gpus} GPU(s)" in result["reasons"]["kt"]
+    alone = plan({**host, "gpus": host["gpus"][:rule_gpus]}, model, "sft", stack="kt-0.4-autodl")
+    recipe = ("cutoff_len", "per_device_train_batch_size", "gradient_accumulation_steps")
+    assert [sft[k] for k in recipe] == [alone["sft"][k] for k in recipe]
+    assert result["requirements"]["vram_bytes"] == alone["requirements"]["vram_bytes"]
+
+
 def test_legacy_deepseek_sft_runs_without_gradient_checkpointing_and_needs_more_vram():
     # The legacy DeepSeek rules swap in KDeepseekV2Model, whose forward turns checkpointing off.
     host = facts(SEED002)

@@ -4,11 +4,13 @@ with [brackets] printed as data, not rich markup."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from ktinfra import envcheck
 from ktinfra.cli import app
 
 runner = CliRunner()
@@ -90,3 +92,65 @@ def test_check_refuses_a_malformed_sha256(tmp_path, digest):
 def test_check_accepts_a_well_formed_sha256_in_either_case(tmp_path):
     res = _check(tmp_path, "--wheel", "kt-kernel=https://example.org/k.whl#sha256=" + "AB" * 32)
     assert res.exit_code in (0, 2) and "64 hex digits" not in res.output
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--root", "", "error: --root is empty"),
+        ("--wheelhouse", " ", "error: --wheelhouse is empty"),
+        ("--root", "envs", "error: --root must be an absolute path, got 'envs'"),
+        ("--wheelhouse", "./wh", "error: --wheelhouse must be an absolute path, got './wh'"),
+    ],
+)
+def test_check_refuses_an_empty_or_relative_root_or_wheelhouse(tmp_path, monkeypatch, option, value, message):
+    """Before: exit 0 with the prefix 'kt-kernel' (or envs/kt-kernel), relative to wherever it ran."""
+    monkeypatch.chdir(tmp_path)
+    paths = {"--root": str(tmp_path / "envs"), "--wheelhouse": str(tmp_path / "wh"), option: value}
+    argv = ["profile", "check", "kt-0.7", "--env", "inference", *(x for kv in paths.items() for x in kv)]
+    for extra in ([], ["--json"]):
+        res = runner.invoke(app, [*argv, *extra])
+        assert res.exit_code == 1 and res.stdout == "" and res.stderr == message + "\n", res.output
+
+
+def test_check_and_drift_without_json_say_that_all_is_well(tmp_path, monkeypatch):
+    """Before: a successful check or drift printed nothing at all without --json."""
+    # whatever this host has: a python for the venv, room on the disk
+    monkeypatch.setattr(envcheck.shutil, "which", lambda name: sys.executable)
+    monkeypatch.setattr(envcheck, "_disk_problems", lambda needs: ([], []))
+    argv = ["profile", "check", "kt-0.7", "--env", "inference", "--env", "sft", "--manager", "venv"]
+    res = runner.invoke(app, [*argv, "--root", str(tmp_path / "envs"), "--wheelhouse", str(tmp_path / "wh")])
+    assert res.exit_code == 0 and res.stderr == "", res.output
+    assert res.stdout.splitlines() == [
+        f"kt-0.7 inference: no problems (prefix {tmp_path / 'envs' / 'kt-kernel'})",
+        f"kt-0.7 sft: no problems (prefix {tmp_path / 'envs' / 'kt-sft'})",
+    ]
+    freeze = tmp_path / "freeze.txt"
+    freeze.write_text("kt-kernel==0.7.2\nsglang-kt==0.7.2\ntorch==2.9.1\n")
+    res = runner.invoke(app, ["profile", "drift", "kt-0.7", "--env", "inference", "--freeze", str(freeze)])
+    assert res.exit_code == 0 and res.stderr == ""
+    assert res.stdout == f"kt-0.7 inference: no drift ({freeze} matches the profile's 3 pins)\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing.txt", None, "cannot be read (No such file or directory)"),
+        ("adir", "dir", "cannot be read (Is a directory)"),
+        ("latin1.txt", b"kt-kernel==0.7.2\ncaf\xe9==1\n", "not UTF-8 text (byte 20), not a pip freeze"),
+    ],
+)
+def test_drift_names_a_freeze_it_cannot_read(tmp_path, name, content, message):
+    """Before: '[Errno 2] No such file or directory: ...', or a codec error naming neither option nor file."""
+    freeze = tmp_path / name
+    if content == "dir":
+        freeze.mkdir()
+    elif content is not None:
+        freeze.write_bytes(content)
+    argv = ["profile", "drift", "kt-0.7", "--env", "inference", "--freeze"]
+    for extra in ([], ["--json"]):
+        res = runner.invoke(app, [*argv, str(freeze), *extra])
+        assert res.exit_code == 1 and res.stdout == "", res.output
+        assert res.stderr == f"error: --freeze {freeze}: {message}\n"
+    res = runner.invoke(app, [*argv, ""])
+    assert res.exit_code == 1 and res.stdout == "" and res.stderr == "error: --freeze is empty\n"

@@ -76,6 +76,18 @@ def test_an_empty_path_tags_or_limit_is_refused_before_ansible_runs(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hosts", "pb.yml"]
 
 
+@pytest.mark.parametrize(("playbook", "state"), [("adir", "is not a file"), ("gone.yml", "does not exist")])
+def test_a_playbook_that_is_no_file_is_named_so(tmp_path, monkeypatch, playbook, state) -> None:
+    """Before: a directory as the playbook was 'error: playbook /tmp does not exist'."""
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "hosts").write_text(LOCAL)
+    args = ["provision", str(tmp_path / playbook), "-i", str(tmp_path / "hosts")]
+    result = CliRunner().invoke(app, [*args, "--artifacts", str(tmp_path / "runs"), "--json"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == f"error: playbook {tmp_path / playbook} {state}\n"
+    assert not (tmp_path / "runs").exists()
+
+
 def test_inventory_without_the_plays_group_fails_the_run(tmp_path: Path) -> None:
     (tmp_path / "grp.yml").write_text(PLAY.format(hosts="kt_serve"))
     (tmp_path / "typo.ini").write_text(f"[kt_sreve]\n{LOCAL}")
@@ -245,6 +257,8 @@ def test_health_url_with_a_query_is_checked_as_given():
         ("[1, 2]", "-e '[1, 2]' must hold a mapping of variables, not a list"),
         ("@bad.yml", "extra-vars file bad.yml is not valid YAML/JSON: expected ',' or ']'"),
         ("@latin1.yml", "extra-vars file latin1.yml cannot be read"),
+        ("@empty.yml", "extra-vars file empty.yml is empty (or only comments): Ansible needs a mapping"),
+        ("@comments.yml", "extra-vars file comments.yml is empty (or only comments): Ansible needs a"),
     ],
 )
 def test_extra_vars_ansible_cannot_parse_are_refused_naming_the_value(tmp_path, monkeypatch, value, message):
@@ -253,6 +267,8 @@ def test_extra_vars_ansible_cannot_parse_are_refused_naming_the_value(tmp_path, 
     (tmp_path / "hosts").write_text(LOCAL)
     (tmp_path / "bad.yml").write_text("a: [1\n")
     (tmp_path / "latin1.yml").write_bytes(b"a: caf\xe9\n")
+    (tmp_path / "empty.yml").write_text("")
+    (tmp_path / "comments.yml").write_text("# nothing set yet\n---\n")
     monkeypatch.chdir(tmp_path)
     args = [
         "provision",

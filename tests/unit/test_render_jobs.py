@@ -67,6 +67,7 @@ def test_convert_fp8_model_uses_the_plans_native_dtype():
         ({"output": "/m/q/"}, "--output must differ from --model-path"),
         ({"output": "/m/q/../q"}, "--output must differ from --model-path"),
         ({"output": "/m//q"}, "--output must differ from --model-path"),
+        ({"output": "//m/q"}, "--output must differ from --model-path"),  # Linux reads // as /
         ({"output": "/m/q/int8"}, "--output /m/q/int8 and --model-path /m/q must not lie inside one another"),
         ({"output": "/m/q/x/../int8/"}, "--output /m/q/int8 and --model-path /m/q must not lie inside"),
         ({"output": "/m"}, "--output /m and --model-path /m/q must not lie inside one another"),
@@ -266,8 +267,50 @@ def test_train_legacy_refuses_a_weight_path_its_llamafactory_does_not_know():
     plan["sft"]["kt"]["kt_weight_path"] = "/w"
     with pytest.raises(RenderError, match="current-stack key"):
         render_train(plan, **args)
-    current = _train("h100-qwen3-30b-a3b-sft-current.json", weight_path="/w")
-    assert yaml.safe_load(current.files["med-r8.yaml"][0])["kt_weight_path"] == "/w"
+    with pytest.raises(RenderError, match="--weight-format goes with --weight-path"):
+        render_train(load_fixture_plan("seed002-qwen3-30b-a3b-sft-legacy.json"), **args, weight_format="int8")
+    current = _train("h100-qwen3-30b-a3b-sft-current.json", weight_path="/w-INT8")
+    assert yaml.safe_load(current.files["med-r8.yaml"][0])["kt_weight_path"] == "/w-INT8"
+
+
+INT8_EXPERTS = {"kt_backend": "INT8", "kt_expert_weight_format": "int8"}
+
+
+@pytest.mark.parametrize(
+    ("weight_path", "weight_format", "kt_config"),
+    [
+        ("/store/cpu-weights/Qwen3-30B-A3B-INT8", None, INT8_EXPERTS),
+        ("/store/cpu-weights/Qwen3-30B-A3B-int4/", None, {"kt_backend": "AMXINT4"}),
+        ("/data/experts", "int8", INT8_EXPERTS),
+        ("/data/experts-INT8", "int4", {"kt_backend": "AMXINT4"}),  # what was asked wins over the name
+    ],
+)  # fmt: skip
+def test_converted_experts_train_on_the_backend_they_were_quantized_for(
+    weight_path, weight_format, kt_config
+):
+    """kt-kernel 0.7.2 loads a converted _layer_N/_numa_0/*.kt directory as the backend's own layout: INT8
+    experts under the plan's AMXBF16/bf16 would be read as BF16 (sft/amx.py); sft/config.py pairs int8 with
+    INT8, and has no int4 format (AMXINT4 alone)."""
+    rendered = _train(
+        "h100-qwen3-30b-a3b-sft-current.json", weight_path=weight_path, weight_format=weight_format
+    )
+    recipe = yaml.safe_load(rendered.files["med-r8.yaml"][0])
+    got = {k: v for k, v in recipe["kt_config"].items() if k in ("kt_backend", "kt_expert_weight_format")}
+    assert got == kt_config and recipe["kt_weight_path"] == weight_path
+    assert recipe["kt_config"]["kt_num_threads"] > 0  # the plan's other KT keys are kept
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"weight_path": "/data/experts"}, "unknown format: pass --weight-format int8 or int4"),
+        ({"weight_path": "/data/experts", "weight_format": "bf16"}, "--weight-format must be int8 or int4"),
+        ({"weight_format": "int8"}, "--weight-format names the format of --weight-path: give both"),
+    ],
+)
+def test_converted_experts_of_an_unknown_format_are_refused(overrides, message):
+    with pytest.raises(RenderError, match=message):
+        _train("h100-qwen3-30b-a3b-sft-current.json", **overrides)
 
 
 def test_legacy_profile_pins_the_llamafactory_its_recipe_fits():
@@ -306,3 +349,19 @@ def test_train_warmup_from_the_plan_replaces_the_default():
     args = {"name": "r", "model_path": "/m", "dataset": "d", "dataset_dir": "/d", "output_dir": "/o"}
     recipe = yaml.safe_load(render_train(plan, **args).files["r.yaml"][0])
     assert {key: recipe[key] for key in recipe if key.startswith("warmup")} == {"warmup_ratio": 0.05}
+
+
+@pytest.mark.parametrize(
+    "plan_name", ["h100-qwen3-30b-a3b-sft-current.json", "seed002-qwen3-30b-a3b-sft-legacy.json"]
+)
+def test_kimi_k2_gets_no_deepseek_template(plan_name):
+    """Kimi-K2 chats as <|im_user|>user<|im_middle|>...<|im_end|>, not as DeepSeek: with no template in the
+    plan (the planner says "set `template` yourself") the renderer asks for one instead of guessing."""
+    plan = load_fixture_plan(plan_name)
+    plan["model"]["architecture"], plan["sft"]["template"] = "kimi_k2", None
+    args = {"name": "r", "model_path": "/m", "dataset": "d", "dataset_dir": "/d", "output_dir": "/o"}
+    with pytest.raises(RenderError, match="no LLaMA-Factory template known for architecture 'kimi_k2'"):
+        render_train(plan, **args)
+    assert yaml.safe_load(render_train(plan, **args, template="moonlight").files["r.yaml"][0])[
+        "template"
+    ] == ("moonlight")

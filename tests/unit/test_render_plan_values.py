@@ -263,3 +263,24 @@ def test_dataset_lists_llamafactory_would_misread_are_refused(dataset, message):
 def test_an_output_dir_that_is_the_model_or_the_dataset_dir_is_refused(where, output_dir):
     with pytest.raises(RenderError, match=f"--output-dir must differ from {where}"):
         render_train(sft_plan(), name="r1", **{**TRAIN, "output_dir": output_dir})
+
+
+@pytest.mark.parametrize(
+    ("paths", "message"),
+    [
+        ({"output_dir": "/m/q/sub"}, "--output-dir /m/q/sub and --model-path /m/q must not lie inside"),
+        ({"output_dir": "/data/x/../run/"}, "--output-dir /data/run and --dataset-dir /data must not lie"),
+        ({"output_dir": "/m"}, "--output-dir /m and --model-path /m/q must not lie inside one another"),
+        ({"dataset_dir": "//runs/r1/data"}, "--output-dir /runs/r1 and --dataset-dir /runs/r1/data must"),
+        ({"output_dir": "/"}, "--output-dir / and --model-path /m/q must not lie inside one another"),
+    ],
+)
+def test_an_output_dir_nested_with_the_model_or_the_dataset_dir_is_refused(paths, message, tmp_path):
+    """Before: only equal paths were refused; an output inside the model (or around it, or /) rendered."""
+    with pytest.raises(RenderError, match=message):
+        render_train(sft_plan(), name="r1", **{**TRAIN, **paths})
+    args = [f"--{key.replace('_', '-')}={value}" for key, value in {**TRAIN, **paths}.items()]
+    args += ["--name", "r1", "--plan", str(SFT_CURRENT), "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, ["render", "train", *args])
+    assert result.exit_code == 1 and result.stdout == "" and not (tmp_path / "out").exists()
+    assert result.stderr.startswith("error: ") and "must not lie inside one another" in result.stderr
