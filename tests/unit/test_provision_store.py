@@ -131,7 +131,8 @@ def test_failed_conversion_leaves_nothing_and_success_is_renamed_into_place(tmp_
     assert sorted(p.name for p in (tmp_path / "cpu" / "tiny-INT8").iterdir()) == [MARKER, "layer0.bin"]
     assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT8"]
     assert (tmp_path / "cpu" / "tiny-INT8" / "layer0.bin").stat().st_mode & 0o777 == 0o644
-    rc, out = convert(tmp_path, converter(tmp_path, 1))  # complete output: the converter is not run again
+    # complete output of this converter: not run again (it would fail with /bin/false as its python)
+    rc, out = convert(tmp_path, converter(tmp_path, 0), "--python", "/bin/false")
     assert (rc, out["changed"]) == (0, False)
 
 
@@ -186,3 +187,43 @@ def test_a_conversion_cut_off_leaves_space_the_next_one_counts_as_free(tmp_path:
     rc, out = convert(tmp_path, converter(tmp_path, 0))
     assert (rc, out["changed"]) == (0, True)
     assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT8"]
+
+
+def test_convert_is_due_again_when_its_input_or_converter_changes(tmp_path: Path) -> None:
+    """Before: the conversion's marker held the input path, input type and quant only: a model fetched again
+    from another repo or revision into the same models/NAME, or another converter, kept the old output."""
+    src, cpu = model(tmp_path), tmp_path / "cpu"
+    cpu.mkdir()
+    fetch(src, src)  # the fetch marker of models/NAME, here in place
+    script = converter(tmp_path, 0)
+    assert convert(tmp_path, script)[1]["changed"] is True
+    assert convert(tmp_path, script)[1]["changed"] is False
+    marker = json.loads((src / MARKER).read_text())
+    (src / MARKER).write_text(json.dumps(marker | {"request": marker["request"] | {"revision": "v2"}}))
+    assert convert(tmp_path, script)[1]["changed"] is True  # another revision fetched
+    assert convert(tmp_path, script, "--converter-version", "v0.7.1")[1]["changed"] is True  # another tag
+    assert convert(tmp_path, script, "--converter-version", "v0.7.1")[1]["changed"] is False
+    script.write_text(script.read_text() + "# patched\n")
+    assert convert(tmp_path, script, "--converter-version", "v0.7.1")[1]["changed"] is True  # another script
+
+
+def test_a_conversion_marked_by_an_older_ktinfra_is_kept_unless_the_model_was_fetched_after_it(
+    tmp_path: Path,
+) -> None:
+    """A marker from before the request held the source and the converter ({input, input_type, quant}) is
+    taken, and rewritten in full, when it was written after the model's fetch completed; else converted."""
+    src, cpu = model(tmp_path), tmp_path / "cpu"
+    cpu.mkdir()
+    fetch(src, src)
+    script = converter(tmp_path, 0)
+    convert(tmp_path, script)
+    out_marker = cpu / "tiny-INT8" / MARKER
+    legacy = {"input": str(src), "input_type": "bf16", "quant": "int8"}
+    out_marker.write_text(json.dumps({"request": legacy, "seconds": 1}))
+    assert convert(tmp_path, script)[1]["changed"] is False
+    assert json.loads(out_marker.read_text())["request"]["source"]["request"]["repo"] == str(src)
+    out_marker.write_text(json.dumps({"request": legacy, "seconds": 1}))
+    later = json.loads((src / MARKER).read_text())["completed_at"] + 10
+    os.utime(out_marker, (later - 20, later - 20))  # converted before the current fetch completed
+    assert convert(tmp_path, script)[1]["changed"] is True
+
