@@ -146,3 +146,20 @@ def test_a_model_from_another_source_is_converted_again(tmp_path):
     assert rc == 0 and "ok:" in task_output(output, "Convert CPU expert weights"), output[-3000:]
     assert "changed: [" not in task_output(output, "Convert CPU expert weights")
 
+
+def test_another_local_source_with_files_of_the_same_sizes_is_copied(tmp_path):
+    """A fine-tune of the same architecture has shards of the same sizes. Before: every file whose size
+    matched was skipped and a fresh marker was written for tuned/ over base's bytes; base's files that
+    tuned/ does not have stayed in models/m."""
+    base = source(tmp_path, "base", b"BASE-WEIGHTS-v1", **{"base-only.json": b"{}"})
+    rc, output = run_play(tmp_path, TASKS, converting(tmp_path, base))
+    assert rc == 0, output[-3000:]
+    tuned = source(tmp_path, "tuned", b"TUNED-WEIGHTS-2")
+    rc, output = run_play(tmp_path, TASKS, converting(tmp_path, tuned))
+    assert rc == 0, output[-3000:]
+    model = tmp_path / "store" / "models" / "m"
+    assert (model / "model.safetensors").read_bytes() == b"TUNED-WEIGHTS-2"
+    assert sorted(p.name for p in model.iterdir()) == [MARKER, "config.json", "model.safetensors"]
+    experts = tmp_path / "store" / "cpu-weights" / "m-INT8" / "experts.bin"
+    assert experts.read_bytes() == b"TUNED-WEIGHTS-2"
+

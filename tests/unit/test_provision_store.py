@@ -189,6 +189,30 @@ def test_a_conversion_cut_off_leaves_space_the_next_one_counts_as_free(tmp_path:
     assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT8"]
 
 
+def test_another_source_with_files_of_the_same_sizes_is_copied_and_old_files_removed(tmp_path: Path) -> None:
+    """Before: a file already in dest was kept whenever its size matched the source's, so another local
+    source (a fine-tune, shards of the same sizes) was marked complete over the old bytes; files of the old
+    source stayed. Now a file is kept only with the source file's size and mtime (copies carry it)."""
+    src, dest = model(tmp_path), tmp_path / "models" / "tiny"
+    (src / "old-only.json").write_text("{}")
+    fetch(src, dest)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text('{"model_type": "qwen3_MOE"}')  # same size, other bytes
+    (other / "model-00001-of-00001.safetensors").write_bytes(os.urandom(4 << 20))
+    (other / "sub").mkdir()
+    (other / "sub" / "a.json").write_text("{}")
+    rc, out = fetch(other, dest)
+    assert (rc, out["changed"], out["files"]) == (0, True, 3)
+    for rel in ("config.json", "model-00001-of-00001.safetensors", "sub/a.json"):
+        assert (dest / rel).read_bytes() == (other / rel).read_bytes(), rel
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")) == [
+        MARKER, "config.json", "model-00001-of-00001.safetensors", "sub", "sub/a.json"
+    ]  # fmt: skip
+    rc, out = fetch(other, dest, "--allow-pattern", "*.safetensors")
+    assert sorted(p.name for p in dest.iterdir()) == [MARKER, "model-00001-of-00001.safetensors"]
+
+
 def test_convert_is_due_again_when_its_input_or_converter_changes(tmp_path: Path) -> None:
     """Before: the conversion's marker held the input path, input type and quant only: a model fetched again
     from another repo or revision into the same models/NAME, or another converter, kept the old output."""
