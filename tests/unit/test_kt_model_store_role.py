@@ -163,3 +163,13 @@ def test_another_local_source_with_files_of_the_same_sizes_is_copied(tmp_path):
     experts = tmp_path / "store" / "cpu-weights" / "m-INT8" / "experts.bin"
     assert experts.read_bytes() == b"TUNED-WEIGHTS-2"
 
+
+def test_the_store_description_is_written_into_a_new_directory(tmp_path):
+    """On a fresh host /etc/ktinfra did not exist. Before: 'Write the store description' failed, after the
+    whole fetch (and conversion)."""
+    state = tmp_path / "etc" / "ktinfra" / "store.json"
+    extra = converting(tmp_path, source(tmp_path, "base", b"W"), kt_model_store_state_file=str(state))
+    extra["kt_model_store_models"][0]["cpu_weights"] = "none"
+    rc, output = run_play(tmp_path, TASKS, extra)
+    assert rc == 0, output[-3000:]
+    assert json.loads(state.read_text())["models"]["m"]["path"] == str(tmp_path / "store" / "models" / "m")
