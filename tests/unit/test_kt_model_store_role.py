@@ -164,6 +164,17 @@ def test_another_local_source_with_files_of_the_same_sizes_is_copied(tmp_path):
     assert experts.read_bytes() == b"TUNED-WEIGHTS-2"
 
 
+def test_a_missing_converter_or_python_is_refused_before_anything_changes(tmp_path):
+    """Before: the store was laid out and the model fetched, and only then the converter (or its python)
+    was found missing."""
+    base = source(tmp_path, "base", b"BASE-WEIGHTS-v1")
+    for var in ("kt_model_store_convert_script", "kt_model_store_convert_python"):
+        rc, output = run_play(tmp_path, TASKS, converting(tmp_path, base, **{var: str(tmp_path / "nope")}))
+        assert rc != 0
+        assert f"m want cpu_weights, but {var} {tmp_path / 'nope'} is not" in output, output[-3000:]
+        assert not (tmp_path / "store").exists() and not (tmp_path / "prefix").exists()
+
+
 def test_the_store_description_is_written_into_a_new_directory(tmp_path):
     """On a fresh host /etc/ktinfra did not exist. Before: 'Write the store description' failed, after the
     whole fetch (and conversion)."""

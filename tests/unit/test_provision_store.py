@@ -251,3 +251,17 @@ def test_a_conversion_marked_by_an_older_ktinfra_is_kept_unless_the_model_was_fe
     os.utime(out_marker, (later - 20, later - 20))  # converted before the current fetch completed
     assert convert(tmp_path, script)[1]["changed"] is True
 
+
+def test_convert_reports_a_missing_python_before_writing(tmp_path: Path) -> None:
+    """Before: the converter's python was first run after the checks: FileNotFoundError, a traceback and no
+    JSON line."""
+    model(tmp_path)
+    (tmp_path / "cpu").mkdir()
+    argv = [sys.executable, str(CONVERT), "--python", str(tmp_path / "no-python"), "--script"]
+    argv += [str(converter(tmp_path, 0)), "--input-path", str(tmp_path / "src"), "--quant-method", "int8"]
+    argv += ["--output", str(tmp_path / "cpu" / "tiny-INT8")]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 1 and out["complete"] is False
+    assert f"python {tmp_path / 'no-python'} not found or not executable" in out["problems"][0]
+    assert list((tmp_path / "cpu").iterdir()) == []

@@ -109,6 +109,8 @@ def preflight(args: argparse.Namespace, model_bytes: int, leftover: Path) -> lis
         problems.append(f"no *.safetensors under {args.input_path}: is the model complete?")
     if not args.script.is_file():
         problems.append(f"converter {args.script} not found (set kt_model_store_convert_script)")
+    if not shutil.which(args.python):
+        problems.append(f"python {args.python} not found or not executable (kt_model_store_convert_python)")
     need = int(model_bytes * SIZE_FACTOR[args.quant_method])
     reclaimed = disk_bytes(leftover)
     free = shutil.disk_usage(args.output.parent).free + reclaimed
