@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 from role_play import interrupt_play, run_play, task_output
@@ -16,23 +17,69 @@ echo '{"changed": false, "complete": true}'
 """
 
 
-def store(tmp: Path, token: str) -> tuple[int, str]:
-    venv_bin = tmp / "venv" / "bin"
-    venv_bin.mkdir(parents=True, exist_ok=True)
-    python = venv_bin / "python"
-    python.write_text(FETCHER)
-    python.chmod(python.stat().st_mode | stat.S_IXUSR)
-    (tmp / "src").mkdir(exist_ok=True)
-    extra = {
+# stands in for kt-kernel's convert_cpu_weights.py (it needs kt-kernel and an AVX-512/AMX CPU): its output is
+# the bytes of the input's safetensors, so a test sees which model a conversion was made from
+CONVERTER = """import argparse, pathlib
+p = argparse.ArgumentParser()
+for a in ('--input-path', '--input-type', '--output', '--quant-method'): p.add_argument(a)
+a = p.parse_args(); out = pathlib.Path(a.output); out.mkdir(parents=True)
+shards = sorted(pathlib.Path(a.input_path).glob('*.safetensors'))
+(out / 'experts.bin').write_bytes(b''.join(f.read_bytes() for f in shards))
+"""
+MARKER = ".ktinfra-complete.json"
+TASKS = [{"ansible.builtin.include_role": {"name": "kt_model_store"}}]
+
+
+def role_vars(tmp: Path, models: list[dict], **more) -> dict:
+    """The role's variables with every path under tmp."""
+    return {
         "kt_model_store_root": str(tmp / "store"),
         "kt_model_store_prefix": str(tmp / "prefix"),
         "kt_model_store_tool_venv": str(tmp / "venv"),
         "kt_model_store_state_file": str(tmp / "store.json"),
-        "kt_model_store_models": [{"name": "m", "source": "local", "repo": str(tmp / "src")}],
-        "kt_model_store_hf_token": token,
-    }
-    tasks = [{"ansible.builtin.include_role": {"name": "kt_model_store"}}]
-    return run_play(tmp, tasks, extra, env={"KT_TEST_FETCH_ENV": str(tmp / "fetch.env")})
+        "kt_model_store_models": models,
+    } | more
+
+
+def fetcher_python(tmp: Path, script: str) -> None:
+    """The fetcher venv's bin/python, a stand-in the role takes as a whole venv (the probe exits 0)."""
+    python = tmp / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True, exist_ok=True)
+    python.write_text(script)
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+
+
+def converting(tmp: Path, repo: Path, **more) -> dict:
+    """A local model with cpu_weights int8, fetched by the real fetcher (run by this test's python, no venv to
+    make) and converted by the stand-in CONVERTER."""
+    fetcher_python(tmp, f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    script = tmp / "conv" / "convert_cpu_weights.py"
+    if not script.exists():
+        script.parent.mkdir(parents=True)
+        script.write_text(CONVERTER)
+    model = {"name": "m", "source": "local", "repo": str(repo), "cpu_weights": "int8"}
+    convert = {"kt_model_store_convert_python": sys.executable, "kt_model_store_convert_script": str(script)}
+    convert |= {f"kt_model_store_convert_{k}": 0 for k in ("min_shm_bytes", "threads", "threadpools")}
+    return role_vars(tmp, [model], **convert) | more
+
+
+def source(tmp: Path, name: str, weights: bytes, **more: bytes) -> Path:
+    """A model directory with a config.json and one safetensors file (and `more` files)."""
+    d = tmp / name
+    d.mkdir()
+    (d / "config.json").write_text("{}")
+    (d / "model.safetensors").write_bytes(weights)
+    for file, content in more.items():
+        (d / file).write_bytes(content)
+    return d
+
+
+def store(tmp: Path, token: str) -> tuple[int, str]:
+    fetcher_python(tmp, FETCHER)
+    (tmp / "src").mkdir(exist_ok=True)
+    models = [{"name": "m", "source": "local", "repo": str(tmp / "src")}]
+    extra = role_vars(tmp, models, kt_model_store_hf_token=token)
+    return run_play(tmp, TASKS, extra, env={"KT_TEST_FETCH_ENV": str(tmp / "fetch.env")})
 
 
 def test_a_removed_token_is_removed_from_the_host(tmp_path):
@@ -57,14 +104,7 @@ def test_a_gguf_model_with_cpu_weights_is_refused_before_anything_is_fetched(tmp
     gguf/NAME, then the converter looked for models/NAME (no *.safetensors there) and failed."""
     (tmp_path / "src").mkdir()
     gguf = {"name": "q", "source": "local", "repo": str(tmp_path / "src"), "kind": "gguf"}
-    extra = {
-        "kt_model_store_root": str(tmp_path / "store"),
-        "kt_model_store_prefix": str(tmp_path / "prefix"),
-        "kt_model_store_tool_venv": str(tmp_path / "venv"),
-        "kt_model_store_state_file": str(tmp_path / "store.json"),
-        "kt_model_store_models": [gguf | {"cpu_weights": "int8"}],
-    }
-    rc, output = run_play(tmp_path, [{"ansible.builtin.include_role": {"name": "kt_model_store"}}], extra)
+    rc, output = run_play(tmp_path, TASKS, role_vars(tmp_path, [gguf | {"cpu_weights": "int8"}]))
     assert rc != 0
     message = "kt_model_store_models: q: kind gguf is served from its .gguf files as they are"
     assert message in output, output[-3000:]
@@ -76,15 +116,10 @@ def test_a_fetch_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     bin/python` kept that venv, and every re-run failed installing the hub client (the pip module, finding
     no venv there, wanted `virtualenv`: "Failed to find required executable")."""
     venv = tmp_path / "venv"
-    extra = {
-        "kt_model_store_root": str(tmp_path / "store"),
-        "kt_model_store_prefix": str(tmp_path / "prefix"),
-        "kt_model_store_tool_venv": str(venv),
-        "kt_model_store_state_file": str(tmp_path / "store.json"),
-        "kt_model_store_models": [{"name": "m", "source": "hf", "repo": "org/m"}],
-        "kt_model_store_hf_endpoint": "http://127.0.0.1:9",  # no hub: the fetch fails, after the install
-    }
-    tasks = [{"ansible.builtin.include_role": {"name": "kt_model_store"}}]
+    models = [{"name": "m", "source": "hf", "repo": "org/m"}]
+    # no hub: the fetch fails, after the install
+    extra = role_vars(tmp_path, models, kt_model_store_hf_endpoint="http://127.0.0.1:9")
+    tasks = TASKS
     rc, output = interrupt_play(tmp_path, tasks, extra, venv / "bin" / "python")
     assert rc != 0 and (venv / "bin" / "python").exists() and not (venv / "bin" / "pip").exists(), output[
         -3000:
@@ -93,4 +128,59 @@ def test_a_fetch_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     assert "changed:" in task_output(output, "Install hub clients"), output[-3000:]
     assert rc != 0 and "FAILED" in task_output(output, "Fetch models into the store"), output[-3000:]
     subprocess.run([venv / "bin" / "python", "-c", "import huggingface_hub"], check=True)
-    assert not (tmp_path / "store" / "models" / "m" / ".ktinfra-complete.json").exists()
+    assert not (tmp_path / "store" / "models" / "m" / MARKER).exists()
+
+
+def test_a_model_from_another_source_is_converted_again(tmp_path):
+    """models/m fetched from base/, converted; then fetched from tuned/. Before: the conversion's marker held
+    only the input path, input type and quant, so cpu-weights/m-INT8 stayed base's. A re-run with nothing
+    changed converts nothing."""
+    weights = tmp_path / "store" / "cpu-weights" / "m-INT8" / "experts.bin"
+    rc, output = run_play(tmp_path, TASKS, converting(tmp_path, source(tmp_path, "base", b"BASE-WEIGHTS-v1")))
+    assert rc == 0 and weights.read_bytes() == b"BASE-WEIGHTS-v1", output[-3000:]
+    tuned = converting(tmp_path, source(tmp_path, "tuned", b"TUNED-WEIGHTS-version2"))
+    rc, output = run_play(tmp_path, TASKS, tuned)
+    assert rc == 0 and "changed:" in task_output(output, "Convert CPU expert weights"), output[-3000:]
+    assert weights.read_bytes() == b"TUNED-WEIGHTS-version2"
+    rc, output = run_play(tmp_path, TASKS, tuned)
+    assert rc == 0 and "ok:" in task_output(output, "Convert CPU expert weights"), output[-3000:]
+    assert "changed: [" not in task_output(output, "Convert CPU expert weights")
+
+
+def test_another_local_source_with_files_of_the_same_sizes_is_copied(tmp_path):
+    """A fine-tune of the same architecture has shards of the same sizes. Before: every file whose size
+    matched was skipped and a fresh marker was written for tuned/ over base's bytes; base's files that
+    tuned/ does not have stayed in models/m."""
+    base = source(tmp_path, "base", b"BASE-WEIGHTS-v1", **{"base-only.json": b"{}"})
+    rc, output = run_play(tmp_path, TASKS, converting(tmp_path, base))
+    assert rc == 0, output[-3000:]
+    tuned = source(tmp_path, "tuned", b"TUNED-WEIGHTS-2")
+    rc, output = run_play(tmp_path, TASKS, converting(tmp_path, tuned))
+    assert rc == 0, output[-3000:]
+    model = tmp_path / "store" / "models" / "m"
+    assert (model / "model.safetensors").read_bytes() == b"TUNED-WEIGHTS-2"
+    assert sorted(p.name for p in model.iterdir()) == [MARKER, "config.json", "model.safetensors"]
+    experts = tmp_path / "store" / "cpu-weights" / "m-INT8" / "experts.bin"
+    assert experts.read_bytes() == b"TUNED-WEIGHTS-2"
+
+
+def test_a_missing_converter_or_python_is_refused_before_anything_changes(tmp_path):
+    """Before: the store was laid out and the model fetched, and only then the converter (or its python)
+    was found missing."""
+    base = source(tmp_path, "base", b"BASE-WEIGHTS-v1")
+    for var in ("kt_model_store_convert_script", "kt_model_store_convert_python"):
+        rc, output = run_play(tmp_path, TASKS, converting(tmp_path, base, **{var: str(tmp_path / "nope")}))
+        assert rc != 0
+        assert f"m want cpu_weights, but {var} {tmp_path / 'nope'} is not" in output, output[-3000:]
+        assert not (tmp_path / "store").exists() and not (tmp_path / "prefix").exists()
+
+
+def test_the_store_description_is_written_into_a_new_directory(tmp_path):
+    """On a fresh host /etc/ktinfra did not exist. Before: 'Write the store description' failed, after the
+    whole fetch (and conversion)."""
+    state = tmp_path / "etc" / "ktinfra" / "store.json"
+    extra = converting(tmp_path, source(tmp_path, "base", b"W"), kt_model_store_state_file=str(state))
+    extra["kt_model_store_models"][0]["cpu_weights"] = "none"
+    rc, output = run_play(tmp_path, TASKS, extra)
+    assert rc == 0, output[-3000:]
+    assert json.loads(state.read_text())["models"]["m"]["path"] == str(tmp_path / "store" / "models" / "m")

@@ -131,7 +131,8 @@ def test_failed_conversion_leaves_nothing_and_success_is_renamed_into_place(tmp_
     assert sorted(p.name for p in (tmp_path / "cpu" / "tiny-INT8").iterdir()) == [MARKER, "layer0.bin"]
     assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT8"]
     assert (tmp_path / "cpu" / "tiny-INT8" / "layer0.bin").stat().st_mode & 0o777 == 0o644
-    rc, out = convert(tmp_path, converter(tmp_path, 1))  # complete output: the converter is not run again
+    # complete output of this converter: not run again (it would fail with /bin/false as its python)
+    rc, out = convert(tmp_path, converter(tmp_path, 0), "--python", "/bin/false")
     assert (rc, out["changed"]) == (0, False)
 
 
@@ -186,3 +187,81 @@ def test_a_conversion_cut_off_leaves_space_the_next_one_counts_as_free(tmp_path:
     rc, out = convert(tmp_path, converter(tmp_path, 0))
     assert (rc, out["changed"]) == (0, True)
     assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT8"]
+
+
+def test_another_source_with_files_of_the_same_sizes_is_copied_and_old_files_removed(tmp_path: Path) -> None:
+    """Before: a file already in dest was kept whenever its size matched the source's, so another local
+    source (a fine-tune, shards of the same sizes) was marked complete over the old bytes; files of the old
+    source stayed. Now a file is kept only with the source file's size and mtime (copies carry it)."""
+    src, dest = model(tmp_path), tmp_path / "models" / "tiny"
+    (src / "old-only.json").write_text("{}")
+    fetch(src, dest)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text('{"model_type": "qwen3_MOE"}')  # same size, other bytes
+    (other / "model-00001-of-00001.safetensors").write_bytes(os.urandom(4 << 20))
+    (other / "sub").mkdir()
+    (other / "sub" / "a.json").write_text("{}")
+    rc, out = fetch(other, dest)
+    assert (rc, out["changed"], out["files"]) == (0, True, 3)
+    for rel in ("config.json", "model-00001-of-00001.safetensors", "sub/a.json"):
+        assert (dest / rel).read_bytes() == (other / rel).read_bytes(), rel
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")) == [
+        MARKER, "config.json", "model-00001-of-00001.safetensors", "sub", "sub/a.json"
+    ]  # fmt: skip
+    rc, out = fetch(other, dest, "--allow-pattern", "*.safetensors")
+    assert sorted(p.name for p in dest.iterdir()) == [MARKER, "model-00001-of-00001.safetensors"]
+
+
+def test_convert_is_due_again_when_its_input_or_converter_changes(tmp_path: Path) -> None:
+    """Before: the conversion's marker held the input path, input type and quant only: a model fetched again
+    from another repo or revision into the same models/NAME, or another converter, kept the old output."""
+    src, cpu = model(tmp_path), tmp_path / "cpu"
+    cpu.mkdir()
+    fetch(src, src)  # the fetch marker of models/NAME, here in place
+    script = converter(tmp_path, 0)
+    assert convert(tmp_path, script)[1]["changed"] is True
+    assert convert(tmp_path, script)[1]["changed"] is False
+    marker = json.loads((src / MARKER).read_text())
+    (src / MARKER).write_text(json.dumps(marker | {"request": marker["request"] | {"revision": "v2"}}))
+    assert convert(tmp_path, script)[1]["changed"] is True  # another revision fetched
+    assert convert(tmp_path, script, "--converter-version", "v0.7.1")[1]["changed"] is True  # another tag
+    assert convert(tmp_path, script, "--converter-version", "v0.7.1")[1]["changed"] is False
+    script.write_text(script.read_text() + "# patched\n")
+    assert convert(tmp_path, script, "--converter-version", "v0.7.1")[1]["changed"] is True  # another script
+
+
+def test_a_conversion_marked_by_an_older_ktinfra_is_kept_unless_the_model_was_fetched_after_it(
+    tmp_path: Path,
+) -> None:
+    """A marker from before the request held the source and the converter ({input, input_type, quant}) is
+    taken, and rewritten in full, when it was written after the model's fetch completed; else converted."""
+    src, cpu = model(tmp_path), tmp_path / "cpu"
+    cpu.mkdir()
+    fetch(src, src)
+    script = converter(tmp_path, 0)
+    convert(tmp_path, script)
+    out_marker = cpu / "tiny-INT8" / MARKER
+    legacy = {"input": str(src), "input_type": "bf16", "quant": "int8"}
+    out_marker.write_text(json.dumps({"request": legacy, "seconds": 1}))
+    assert convert(tmp_path, script)[1]["changed"] is False
+    assert json.loads(out_marker.read_text())["request"]["source"]["request"]["repo"] == str(src)
+    out_marker.write_text(json.dumps({"request": legacy, "seconds": 1}))
+    later = json.loads((src / MARKER).read_text())["completed_at"] + 10
+    os.utime(out_marker, (later - 20, later - 20))  # converted before the current fetch completed
+    assert convert(tmp_path, script)[1]["changed"] is True
+
+
+def test_convert_reports_a_missing_python_before_writing(tmp_path: Path) -> None:
+    """Before: the converter's python was first run after the checks: FileNotFoundError, a traceback and no
+    JSON line."""
+    model(tmp_path)
+    (tmp_path / "cpu").mkdir()
+    argv = [sys.executable, str(CONVERT), "--python", str(tmp_path / "no-python"), "--script"]
+    argv += [str(converter(tmp_path, 0)), "--input-path", str(tmp_path / "src"), "--quant-method", "int8"]
+    argv += ["--output", str(tmp_path / "cpu" / "tiny-INT8")]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 1 and out["complete"] is False
+    assert f"python {tmp_path / 'no-python'} not found or not executable" in out["problems"][0]
+    assert list((tmp_path / "cpu").iterdir()) == []

@@ -10,6 +10,7 @@ is written. Prints one JSON line.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -27,12 +28,55 @@ def input_bytes(model: Path) -> int:
     return sum(p.stat().st_size for p in model.glob("*.safetensors"))
 
 
-def complete(out: Path, request: dict) -> bool:
+def read_json(path: Path) -> dict | None:
     try:
-        marker = json.loads((out / MARKER).read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
+        return None
+
+
+def source_of(model: Path) -> dict:
+    """What the conversion is made from: the fetch marker's request and file sizes (kt_store_fetch.py writes
+    them last), so another repo, revision or file list makes the conversion due. Without a fetch marker (the
+    input was not put there by the fetcher): the input's files with their sizes and mtimes."""
+    fetched = read_json(model / MARKER)
+    if fetched and "request" in fetched:
+        return {"request": fetched["request"], "files": fetched.get("files", {})}
+    files = {}
+    for path in sorted(p for p in model.rglob("*") if p.is_file() and p.name != MARKER):
+        files[path.relative_to(model).as_posix()] = [path.stat().st_size, path.stat().st_mtime_ns]
+    return {"request": None, "files": files}
+
+
+def converter_of(args: argparse.Namespace) -> dict:
+    """The converter script's sha256 and the tag it was cloned at ("" when the user gave the script)."""
+    try:
+        digest = hashlib.sha256(args.script.read_bytes()).hexdigest()
+    except OSError:
+        digest = None  # preflight reports the missing script
+    return {"sha256": digest, "version": args.converter_version}
+
+
+LEGACY_KEYS = {"input", "input_type", "quant"}  # the request of a marker written before source/converter
+
+
+def complete(out: Path, request: dict) -> bool:
+    """A marker written before the request held the source and the converter (ktinfra up to this change) is
+    taken when its fields match and it was written after the model's current fetch completed (so it was
+    made from these files); it is rewritten with the full request, which later runs compare."""
+    marker = read_json(out / MARKER)
+    if not marker:
         return False
-    return marker.get("request") == request
+    if marker.get("request") == request:
+        return True
+    old = marker.get("request")
+    if not isinstance(old, dict) or set(old) != LEGACY_KEYS or old != {k: request[k] for k in LEGACY_KEYS}:
+        return False
+    fetched = read_json(Path(request["input"]) / MARKER) or {}
+    if (out / MARKER).stat().st_mtime < fetched.get("completed_at", float("inf")):
+        return False
+    (out / MARKER).write_text(json.dumps(marker | {"request": request}))
+    return True
 
 
 def readable_by_all(tree: Path) -> None:
@@ -65,6 +109,8 @@ def preflight(args: argparse.Namespace, model_bytes: int, leftover: Path) -> lis
         problems.append(f"no *.safetensors under {args.input_path}: is the model complete?")
     if not args.script.is_file():
         problems.append(f"converter {args.script} not found (set kt_model_store_convert_script)")
+    if not shutil.which(args.python):
+        problems.append(f"python {args.python} not found or not executable (kt_model_store_convert_python)")
     need = int(model_bytes * SIZE_FACTOR[args.quant_method])
     reclaimed = disk_bytes(leftover)
     free = shutil.disk_usage(args.output.parent).free + reclaimed
@@ -87,6 +133,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", required=True, help="interpreter with kt-kernel installed")
     parser.add_argument("--script", required=True, type=Path, help="path of convert_cpu_weights.py")
+    parser.add_argument("--converter-version", default="", help="tag the converter was cloned at, if any")
     parser.add_argument("--input-path", required=True, type=Path)
     parser.add_argument("--input-type", default="bf16")
     parser.add_argument("--quant-method", choices=sorted(SIZE_FACTOR), required=True)
@@ -102,7 +149,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    request = {"input": str(args.input_path), "input_type": args.input_type, "quant": args.quant_method}
+    request = {"input": str(args.input_path), "input_type": args.input_type, "quant": args.quant_method,
+               "source": source_of(args.input_path), "converter": converter_of(args)}  # fmt: skip
     if complete(args.output, request):
         print(json.dumps({"changed": False, "complete": True, "output": str(args.output)}))
         return 0

@@ -6,7 +6,7 @@ Run on the target by the kt_model_store role. Prints one JSON line: {"changed": 
 A model directory is complete only when it holds the marker file written last, atomically, after every
 file arrived. A stale marker is removed before any new byte is written, so an interrupted download is
 never mistaken for a complete one; a re-run resumes (huggingface_hub/modelscope keep partial files,
-local copies skip files already copied whole).
+local copies skip files already copied whole: the source file's size and mtime).
 
 Secrets: the hub token is read from HF_TOKEN / MODELSCOPE_API_TOKEN in the environment, never argv.
 """
@@ -102,23 +102,42 @@ def fetch_modelscope(args: argparse.Namespace, dest: Path) -> None:
     )
 
 
+def same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_size, a.st_mtime_ns) == (b.st_size, b.st_mtime_ns)
+
+
 def copy_local(args: argparse.Namespace, dest: Path) -> None:
+    """Copy the source's files, each with the source's mtime: a file already there with the source file's
+    size and mtime is kept (a copy cut off resumes), any other is copied (another source whose files have the
+    same sizes). dest's files the source does not have (an earlier source's) are removed; hidden ones (the
+    marker) are kept."""
     src = Path(args.repo)
     if not src.is_dir():
         raise FileNotFoundError(f"local model source {src} is not a directory")
+    wanted = set()
     for path in sorted(src.rglob("*")):
         rel = path.relative_to(src).as_posix()
         if not path.is_file() or rel.startswith(".") or rel == MARKER:
             continue
         if args.allow_pattern and not any(fnmatch.fnmatch(rel, p) for p in args.allow_pattern):
             continue
-        target = dest / rel
-        if target.is_file() and target.stat().st_size == path.stat().st_size:
+        wanted.add(rel)
+        target, have = dest / rel, path.stat()
+        if target.is_file() and same_file(target.stat(), have):
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         part = target.with_name(target.name + ".part")
         shutil.copyfile(path, part)
+        os.utime(part, ns=(have.st_atime_ns, have.st_mtime_ns))
         os.replace(part, target)
+    for path in sorted(dest.rglob("*"), reverse=True):  # deepest first: a directory after its files
+        rel = path.relative_to(dest).as_posix()
+        if rel.startswith(".") or rel in wanted:
+            continue
+        if not path.is_dir() or path.is_symlink():
+            path.unlink()
+        elif not any(path.iterdir()):
+            path.rmdir()
 
 
 FETCHERS = {"hf": fetch_hf, "modelscope": fetch_modelscope, "local": copy_local}
