@@ -3,12 +3,13 @@ tmp_path; systemctl is a stand-in on PATH that records what it was asked."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
 import sys
 from pathlib import Path
 
-from role_play import REPO, run_play
+from role_play import REPO, run_play, task_output
 
 FILES = REPO / "molecule" / "serve" / "files"
 # A unit this stand-in started shows as active (as a started training run does); a (re)start of
@@ -241,7 +242,10 @@ def test_a_finished_run_is_converted_and_handed_over_once(tmp_path):
     assert (tmp_path / "loras" / "done" / ".ktinfra-convert-done").exists()
     assert not (tmp_path / "loras" / ".done.partial").exists()
     handover = json.loads((tmp_path / "cfg" / "serve" / "tiny--done.lora.json").read_text())
+    source = handover.pop("source")
     assert handover == {"instance": "tiny", "name": "done", "path": str(tmp_path / "loras" / "done")}
+    assert source["adapter_config.json"] == {"sha256": hashlib.sha256(b"{}").hexdigest()}
+    assert source["fused_expert_lora.safetensors"]["size"] == 2
     assert (tmp_path / "cfg" / "lora" / "done.env").stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "units" / "ktinfra-lora-convert@.service").exists()
     for name in ("done", "fresh"):
@@ -254,6 +258,79 @@ def test_a_finished_run_is_converted_and_handed_over_once(tmp_path):
     assert scratch_left(tmp_path) == []
     rc, output = train(tmp_path, runs)
     assert rc == 0 and "changed=0" in output, output[-3000:]
+
+
+def convert_calls(tmp: Path, name: str) -> list[str]:
+    return [c for c in systemctl_calls(tmp) if f"lora-convert@{name}" in c and not c.startswith("show")]
+
+
+def handed_over(output: str) -> bool:
+    """The play set kt_train_handed_over (playbooks/train.yml then re-applies kt_serve)."""
+    block = task_output(output, "Remember the hand-over")
+    return "ok: [localhost]" in block
+
+
+def test_a_retrained_run_is_converted_again_and_handed_over(tmp_path):
+    """Review repro (test_rev_train): before, loras/NAME existing was the only check, so a run trained again
+    kept its old converted adapter and no hand-over was made. Now the fingerprint of the output a conversion
+    read is kept in the adapter's done marker and in the hand-over record; another one converts again into
+    the staging directory, swapped in when complete."""
+    finished(tmp_path, "done")
+    runs = [run("done", serve_instance="tiny")]
+    rc, output = train(tmp_path, runs)
+    assert rc == 0, output[-3000:]
+    assert len(convert_calls(tmp_path, "done")) == 1 and handed_over(output)
+    adapter, record = tmp_path / "loras" / "done", tmp_path / "cfg" / "serve" / "tiny--done.lora.json"
+    first = json.loads(record.read_text())["source"]
+    assert json.loads((adapter / ".ktinfra-convert-done").read_text()) == first
+    files = ["adapter_config.json", "adapter_model.safetensors", "fused_expert_lora.safetensors"]
+    assert sorted(first) == files
+    (adapter / "adapter_model.safetensors").write_text("old conversion")
+
+    rc, output = train(tmp_path, runs)  # unchanged: no conversion, no hand-over
+    assert rc == 0 and "changed=0" in output, output[-3000:]
+    assert len(convert_calls(tmp_path, "done")) == 1 and not handed_over(output)
+
+    # the run is trained again and finishes: new adapter files in outputs/done
+    for f in ("fused_expert_lora.safetensors", "adapter_model.safetensors"):
+        (tmp_path / "outputs" / "done" / f).write_text('{"retrained": true}')
+    rc, output = train(tmp_path, runs)
+    assert rc == 0, output[-3000:]
+    assert len(convert_calls(tmp_path, "done")) == 2, "the new training output was not converted"
+    assert handed_over(output)
+    assert sorted(p.name for p in adapter.iterdir()) == [".ktinfra-convert-done"]  # the new conversion only
+    second = json.loads(record.read_text())["source"]
+    assert second != first and json.loads((adapter / ".ktinfra-convert-done").read_text()) == second
+    assert second["adapter_model.safetensors"]["size"] == len('{"retrained": true}')
+    assert sorted(p.name for p in (tmp_path / "loras").iterdir()) == ["done"]  # no staging, nothing set aside
+
+    rc, output = train(tmp_path, runs)
+    assert rc == 0 and "changed=0" in output, output[-3000:]
+    assert len(convert_calls(tmp_path, "done")) == 2 and not handed_over(output)
+
+
+def test_an_adapter_converted_without_a_fingerprint_is_converted_once_more(tmp_path):
+    """loras/NAME as the role before the fingerprint left it (an empty done marker): it cannot tell which
+    output it came from, so it is converted again, once. A staging directory of another conversion (a done
+    marker, no record of its output) is started over, not renamed into place."""
+    finished(tmp_path, "done")
+    old = tmp_path / "loras" / "done"
+    old.mkdir(parents=True)
+    (old / ".ktinfra-convert-done").touch()
+    (old / "adapter_model.safetensors").write_text("converted by the old role")
+    staging = tmp_path / "loras" / ".done.partial"
+    staging.mkdir()
+    (staging / ".ktinfra-convert-done").touch()
+    (staging / "adapter_model.safetensors").write_text("another output's conversion")
+    runs = [run("done", serve_instance="tiny")]
+    rc, output = train(tmp_path, runs)
+    assert rc == 0, output[-3000:]
+    assert len(convert_calls(tmp_path, "done")) == 1 and handed_over(output)
+    assert sorted(p.name for p in old.iterdir()) == [".ktinfra-convert-done"]
+    assert sorted(p.name for p in (tmp_path / "loras").iterdir()) == ["done"]
+    rc, output = train(tmp_path, runs)
+    assert rc == 0 and "changed=0" in output, output[-3000:]
+    assert len(convert_calls(tmp_path, "done")) == 1
 
 
 def test_a_run_this_play_starts_is_not_handed_over(tmp_path):

@@ -72,7 +72,12 @@ def test_fused_experts_became_per_expert_peft_tensors(host):
 def test_adapter_handed_to_the_serve_instance(host):
     record = host.file("/etc/ktinfra/serve/tiny--tiny-sft.lora.json")
     assert record.mode == 0o644
-    assert json.loads(record.content_string) == {"instance": "tiny", "name": "tiny-sft", "path": ADAPTER}
+    handover = json.loads(record.content_string)
+    source = handover.pop("source")  # fingerprint of the output converted, as in the adapter's done marker
+    assert handover == {"instance": "tiny", "name": "tiny-sft", "path": ADAPTER}
+    files = ["adapter_config.json", "adapter_model.safetensors", "fused_expert_lora.safetensors"]
+    assert sorted(source) == files
+    assert json.loads(host.file(f"{ADAPTER}/.ktinfra-convert-done").content_string) == source
     plan = json.loads(host.file("/etc/ktinfra/serve/tiny.plan.json").content_string)
     lora = {"paths": {"tiny-sft": ADAPTER}, "max_loras_per_batch": 1, "backend": "triton"}
     assert plan["serve"]["lora"] == lora
