@@ -196,7 +196,7 @@ def test_check_diff_does_not_print_the_workers_api_key(tmp_path):
     extra = {
         "kt_router__sd_booted": {"stat": {"isdir": True}},  # systemd as init, as on a real router host
         "kt_router_workers": ["http://10.0.0.11:30000"],
-        "kt_router_worker_api_key": "k3y-that-must-not-show",
+        "kt_router_worker_api_key": "k3y+/=~_.-that-must-not-show",  # base64 and URL-safe characters pass
         "kt_router_venv": str(fresh / "venv"),
         "kt_router_config_dir": str(fresh / "cfg"),
         "kt_router_unit_dir": str(fresh / "units"),
@@ -210,7 +210,7 @@ def test_check_diff_does_not_print_the_workers_api_key(tmp_path):
     )
     assert rc == 0, output[-3000:]
     assert "Write the router's environment" in output and "--worker-urls" not in output
-    assert "k3y-that-must-not-show" not in output
+    assert "that-must-not-show" not in output
     assert not fresh.exists()
 
 
@@ -232,6 +232,50 @@ def test_extra_args_given_as_a_string_are_refused_before_any_change(tmp_path):
     rc, output = run_play(tmp_path, tasks, extra, ["kt_router_extra_args=--log-level debug"])
     assert rc != 0
     assert "kt_router_extra_args must be a list of arguments" in output, output[-3000:]
+    assert not fresh.exists()
+
+
+KEY_REFUSED = "kt_router_worker_api_key contains whitespace, a control character, a quote"
+PATH_REFUSED = "kt_router_venv and kt_router_config_dir must be absolute paths without whitespace"
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"kt_router_worker_api_key": 'k3y"with-a-quote'}, KEY_REFUSED),
+        ({"kt_router_worker_api_key": "k3y with-a-space"}, KEY_REFUSED),
+        ({"kt_router_worker_api_key": "k3y\\with-a-backslash"}, KEY_REFUSED),
+        ({"kt_router_worker_api_key": "k3y$with-a-dollar"}, KEY_REFUSED),
+        ({"kt_router_worker_api_key": "k3y\u00e9with-non-ascii"}, KEY_REFUSED),
+        ({"kt_router_venv": "my envs/router"}, PATH_REFUSED),
+        ({"kt_router_venv": "100%/router"}, PATH_REFUSED),
+        ({"kt_router_extra_args": ["--log-level", "debug info"]}, '["debug info"]'),
+    ],
+    ids=["key-quote", "key-space", "key-backslash", "key-dollar", "key-non-ascii", "venv-space",
+         "venv-percent", "extra-arg-space"],
+)  # fmt: skip
+def test_values_router_env_or_the_unit_cannot_carry_are_refused_before_any_change(tmp_path, given, message):
+    """Before: a key with a quote ended KT_ROUTER_ARGS="..." early and one with a space was split into two
+    arguments by systemd; a venv with a space gave an ExecStart= systemd cannot run (systemd-analyze verify:
+    "Command .../my is not executable"), one with '%' a specifier. All after sglang-router was installed."""
+    fresh = tmp_path / "fresh"
+    (tmp_path / "a-file").write_text("")
+    extra = {
+        "kt_router__sd_booted": {"stat": {"isdir": True}},
+        "kt_router_workers": ["http://10.0.0.11:30000"],
+        "kt_router_worker_api_key": "k3y",
+        # the old code went on to make the venv: here it cannot (no download of sglang-router in a test)
+        "kt_router_venv": str(tmp_path / "a-file" / "venv"),
+        "kt_router_config_dir": str(fresh / "cfg"),
+        "kt_router_unit_dir": str(fresh / "units"),
+    } | given
+    if "kt_router_venv" in given:
+        extra["kt_router_venv"] = str(tmp_path / "a-file" / given["kt_router_venv"])
+    tasks = [{"ansible.builtin.include_role": {"name": "kt_router"}}]
+    rc, output = run_play(tmp_path, tasks, extra)
+    assert rc != 0
+    assert message in output, output[-3000:]
+    assert "with-a" not in output and "with-non" not in output  # the key is not shown
     assert not fresh.exists()
 
 
