@@ -131,13 +131,16 @@ def test_missing_env_python_fails(tmp_path):
 # real wheels, installed by pip into a real venv, checked by validate.py run with that venv's python.
 
 
-def _wheel(where: Path, name: str, files: dict[str, bytes], entry_points: str | None = None) -> Path:
+def _wheel(
+    where: Path, name: str, files: dict[str, bytes], entry_points: str | None = None, version: str = "0.1"
+) -> Path:
     """A wheel as a modern backend writes it: the files, METADATA, WHEEL and a RECORD of sha256s, and no
-    top_level.txt. Tagged py3-none-any even around an extension module: pip does not look inside."""
-    dist_info = f"{name}-0.1.dist-info"
+    top_level.txt. Tagged py3-none-any even around an extension module: pip does not look inside. Also used by
+    test_kt_router_role.py (sglang-router stand-ins)."""
+    dist_info = f"{name}-{version}.dist-info"
     files = {
         **files,
-        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n".encode(),
+        f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
         f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
         b"Tag: py3-none-any\n",
     }
@@ -149,7 +152,7 @@ def _wheel(where: Path, name: str, files: dict[str, bytes], entry_points: str | 
         for path, data in files.items()
     ]
     files[f"{dist_info}/RECORD"] = ("\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n").encode()
-    wheel = where / f"{name}-0.1-py3-none-any.whl"
+    wheel = where / f"{name}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         for path, data in files.items():
             zf.writestr(path, data)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 from role_play import ROLES, interrupt_play, run_play, task_output
+from test_kt_router_role import fake_systemctl
 
 REPAIR = "Create again the venv that a cut-off run left without pip"
 
@@ -37,18 +38,21 @@ def _cut_off(venv: Path) -> None:
 
 def test_a_router_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     """Before: `creates: bin/python` kept the cut-off venv, and every re-run failed installing sglang-router
-    (the pip module found no bin/activate and looked for `virtualenv` to make the venv)."""
+    (the pip module found no bin/activate and looked for `virtualenv` to make the venv). The install into the
+    venv made again restarts the router (systemctl: test_kt_router_role's stand-in)."""
     venv = tmp_path / "router"
     extra = {"kt_router_venv": str(venv), "kt_router_packages": ["six==1.16.0"]}  # from the local index
     tasks = _tagged("kt_router", "venv", "router")
+    systemd = fake_systemctl(tmp_path)
     _cut_off(venv)
-    rc, output = run_play(tmp_path, tasks, extra, flags=["--check", "--tags", "router"])
+    rc, output = run_play(tmp_path, tasks, extra, env=systemd, flags=["--check", "--tags", "router"])
     assert rc == 0 and "changed:" in task_output(output, REPAIR), output[-3000:]  # predicted, not made
     assert not (venv / "bin" / "pip").exists()
-    rc, output = run_play(tmp_path, tasks, extra, flags=["--tags", "router"])
+    rc, output = run_play(tmp_path, tasks, extra, env=systemd, flags=["--tags", "router"])
     assert rc == 0 and "changed:" in task_output(output, REPAIR), output[-3000:]
     assert _six(venv) == "1.16.0"
-    rc, output = run_play(tmp_path, tasks, extra, flags=["--tags", "router"])
+    assert "restart ktinfra-router.service" in (tmp_path / "systemctl.log").read_text().splitlines()
+    rc, output = run_play(tmp_path, tasks, extra, env=systemd, flags=["--tags", "router"])
     assert rc == 0 and "changed=0" in output, output[-3000:]
     assert "skipping:" in task_output(output, REPAIR)
 
@@ -78,7 +82,7 @@ def test_a_whole_venv_is_kept_with_a_broken_pip_conf_and_other_tags_skip_it(tmp_
     venv = tmp_path / "router"
     extra = {"kt_router_venv": str(venv), "kt_router_packages": ["six==1.16.0"]}
     tasks = _tagged("kt_router", "venv", "router")
-    rc, output = run_play(tmp_path, tasks, extra)
+    rc, output = run_play(tmp_path, tasks, extra, env=fake_systemctl(tmp_path))  # the install restarts it
     assert rc == 0 and "changed:" in task_output(output, "Create the venv router"), output[-3000:]
     marker = venv / "kept"
     marker.write_text("")

@@ -81,12 +81,32 @@ def test_tmpfs_sizes_are_accepted(tmp_path, shm):
 @pytest.mark.parametrize(
     ("memlock", "shm", "named"),
     [("64G", "75%", "got 64G"), ("-1", "75%", "got -1"), ("unlimited", "64GB", "got 64GB"),
-     ("unlimited", "%75", "got %75"), ("unlimited", "1.5G", "got 1.5G")],
+     ("unlimited", "%75", "got %75"), ("unlimited", "1.5G", "got 1.5G"), ("0", "75%", "got 0)"),
+     ("63", "75%", "got 63)"), ("unlimited", "0", "got 0)"), ("unlimited", "0G", "got 0G"),
+     ("unlimited", "0%", "got 0%")],
 )  # fmt: skip
 def test_bad_memlock_or_shm_size_is_refused_before_anything_is_written(tmp_path, memlock, shm, named):
-    """Before: 64G gave DefaultLimitMEMLOCK=0, and size=64GB went into /etc/fstab (mount refuses it)."""
+    """Before: 64G gave DefaultLimitMEMLOCK=0, and size=64GB went into /etc/fstab (mount refuses it); memlock
+    0 let nothing be locked, and size=0 (0G, 0%) is a /dev/shm without limit (tmpfs reads 0 as none)."""
     rc, output = render(tmp_path, [f"kt_host_tuning_memlock={memlock}", f"kt_host_tuning_shm_size={shm}"])
     assert rc != 0
     assert "kt_host_tuning_memlock must be unlimited, infinity or a number of KiB" in output, output[-3000:]
     assert named in output
     assert not (tmp_path / "systemd-limits.conf").exists() and not (tmp_path / "limits.conf").exists()
+
+
+@pytest.mark.parametrize("nofile", ["0", "-1", "1023", "lots", "1e6"])
+def test_a_nofile_below_1024_is_refused_before_anything_is_written(tmp_path, nofile):
+    """Before: all passed, and 0 (also "lots" or "1e6", which | int makes 0) gave `* hard nofile 0` in
+    limits.d: every login on the host fails (PAM, sshd and the shell cannot open a file)."""
+    rc, output = render(tmp_path, ["kt_host_tuning_memlock=unlimited", f"kt_host_tuning_nofile={nofile}"])
+    assert rc != 0
+    assert "kt_host_tuning_nofile must be a number of open files, at least 1024 (" in output, output[-3000:]
+    assert f"(got {nofile})" in output
+    assert not (tmp_path / "systemd-limits.conf").exists() and not (tmp_path / "limits.conf").exists()
+
+
+def test_a_nofile_of_1024_is_accepted(tmp_path):
+    rc, output = render(tmp_path, ["kt_host_tuning_memlock=unlimited", "kt_host_tuning_nofile=1024"])
+    assert rc == 0, output[-3000:]
+    assert "*    hard nofile  1024\n" in (tmp_path / "limits.conf").read_text()

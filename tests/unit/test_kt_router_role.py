@@ -9,7 +9,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
-from role_play import ROLES, run_play
+from role_play import ROLES, run_play, task_output
+from test_image_validate import _wheel
 
 ROLE = ROLES / "kt_router"
 
@@ -169,24 +170,33 @@ def test_workers_of_another_type_are_named(tmp_path):
     assert message in output, output[-3000:]
 
 
+# systemd is not PID 1 where the unit tests run: a systemctl on PATH that shows the router running, logs
+# its calls ($KT_SYSTEMCTL_LOG) and fails the one named in $KT_SYSTEMCTL_FAIL (a run cut off there)
 SYSTEMCTL = """#!/bin/sh
-[ "$1" = show ] && printf 'Id=x\\nLoadState=loaded\\nActiveState=inactive\\nSubState=dead\\n'
+[ -n "$KT_SYSTEMCTL_LOG" ] && echo "$*" >> "$KT_SYSTEMCTL_LOG"
+[ "$1" = "$KT_SYSTEMCTL_FAIL" ] && exit 1
+[ "$1" = show ] && printf 'Id=x\\nLoadState=loaded\\nActiveState=active\\nSubState=running\\n'
 exit 0
 """
+
+
+def fake_systemctl(tmp_path) -> dict:
+    """The environment for run_play with SYSTEMCTL first on PATH, logging into tmp_path/systemctl.log."""
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    systemctl = tmp_path / "bin" / "systemctl"
+    systemctl.write_text(SYSTEMCTL)
+    systemctl.chmod(0o755)
+    return {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "KT_SYSTEMCTL_LOG": str(tmp_path / "systemctl.log")}
 
 
 def test_check_diff_does_not_print_the_workers_api_key(tmp_path):
     """site.yml --check --diff is the documented dry run. Before, the diff of router.env (0600) printed
     KT_ROUTER_ARGS with --api-key=<the workers' key> in clear."""
-    (tmp_path / "bin").mkdir()
-    systemctl = tmp_path / "bin" / "systemctl"
-    systemctl.write_text(SYSTEMCTL)
-    systemctl.chmod(0o755)
     fresh = tmp_path / "fresh"
     extra = {
         "kt_router__sd_booted": {"stat": {"isdir": True}},  # systemd as init, as on a real router host
         "kt_router_workers": ["http://10.0.0.11:30000"],
-        "kt_router_worker_api_key": "k3y-that-must-not-show",
+        "kt_router_worker_api_key": "k3y+/=~_.-that-must-not-show",  # base64 and URL-safe characters pass
         "kt_router_venv": str(fresh / "venv"),
         "kt_router_config_dir": str(fresh / "cfg"),
         "kt_router_unit_dir": str(fresh / "units"),
@@ -195,12 +205,12 @@ def test_check_diff_does_not_print_the_workers_api_key(tmp_path):
         tmp_path,
         [{"ansible.builtin.include_role": {"name": "kt_router"}}],
         extra,
-        env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"},
+        env=fake_systemctl(tmp_path),
         flags=["--check", "--diff"],
     )
     assert rc == 0, output[-3000:]
     assert "Write the router's environment" in output and "--worker-urls" not in output
-    assert "k3y-that-must-not-show" not in output
+    assert "that-must-not-show" not in output
     assert not fresh.exists()
 
 
@@ -223,3 +233,102 @@ def test_extra_args_given_as_a_string_are_refused_before_any_change(tmp_path):
     assert rc != 0
     assert "kt_router_extra_args must be a list of arguments" in output, output[-3000:]
     assert not fresh.exists()
+
+
+KEY_REFUSED = "kt_router_worker_api_key contains whitespace, a control character, a quote"
+PATH_REFUSED = "kt_router_venv and kt_router_config_dir must be absolute paths without whitespace"
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"kt_router_worker_api_key": 'k3y"with-a-quote'}, KEY_REFUSED),
+        ({"kt_router_worker_api_key": "k3y with-a-space"}, KEY_REFUSED),
+        ({"kt_router_worker_api_key": "k3y\\with-a-backslash"}, KEY_REFUSED),
+        ({"kt_router_worker_api_key": "k3y$with-a-dollar"}, KEY_REFUSED),
+        ({"kt_router_worker_api_key": "k3y\u00e9with-non-ascii"}, KEY_REFUSED),
+        ({"kt_router_venv": "my envs/router"}, PATH_REFUSED),
+        ({"kt_router_venv": "100%/router"}, PATH_REFUSED),
+        ({"kt_router_extra_args": ["--log-level", "debug info"]}, '["debug info"]'),
+    ],
+    ids=["key-quote", "key-space", "key-backslash", "key-dollar", "key-non-ascii", "venv-space",
+         "venv-percent", "extra-arg-space"],
+)  # fmt: skip
+def test_values_router_env_or_the_unit_cannot_carry_are_refused_before_any_change(tmp_path, given, message):
+    """Before: a key with a quote ended KT_ROUTER_ARGS="..." early and one with a space was split into two
+    arguments by systemd; a venv with a space gave an ExecStart= systemd cannot run (systemd-analyze verify:
+    "Command .../my is not executable"), one with '%' a specifier. All after sglang-router was installed."""
+    fresh = tmp_path / "fresh"
+    (tmp_path / "a-file").write_text("")
+    extra = {
+        "kt_router__sd_booted": {"stat": {"isdir": True}},
+        "kt_router_workers": ["http://10.0.0.11:30000"],
+        "kt_router_worker_api_key": "k3y",
+        # the old code went on to make the venv: here it cannot (no download of sglang-router in a test)
+        "kt_router_venv": str(tmp_path / "a-file" / "venv"),
+        "kt_router_config_dir": str(fresh / "cfg"),
+        "kt_router_unit_dir": str(fresh / "units"),
+    } | given
+    if "kt_router_venv" in given:
+        extra["kt_router_venv"] = str(tmp_path / "a-file" / given["kt_router_venv"])
+    tasks = [{"ansible.builtin.include_role": {"name": "kt_router"}}]
+    rc, output = run_play(tmp_path, tasks, extra)
+    assert rc != 0
+    assert message in output, output[-3000:]
+    assert "with-a" not in output and "with-non" not in output  # the key is not shown
+    assert not fresh.exists()
+
+
+def _install(tmp_path, version: str, fail: str = "") -> tuple[int, str]:
+    """The role with kt_router_packages [sglang-router==version], installed by pip from a local stand-in
+    wheel into a real venv; `fail`: the systemctl command that fails (the run stops there)."""
+    (tmp_path / "wheels").mkdir(exist_ok=True)
+    (tmp_path / "units").mkdir(exist_ok=True)  # /etc/systemd/system is there
+    _wheel(tmp_path / "wheels", "sglang_router", {"sglang_router/__init__.py": b""}, version=version)
+    extra = {
+        "kt_router__sd_booted": {"stat": {"isdir": True}},
+        "kt_router_workers": ["http://10.0.0.11:30000"],
+        "kt_router_worker_api_key": "k3y",
+        "kt_router_venv": str(tmp_path / "venv"),
+        "kt_router_config_dir": str(tmp_path / "cfg"),
+        "kt_router_unit_dir": str(tmp_path / "units"),
+        "kt_router_packages": [f"sglang-router=={version}"],
+        "kt_router_wait_health": False,
+    }
+    env = fake_systemctl(tmp_path) | {"KT_SYSTEMCTL_FAIL": fail, "PIP_NO_INDEX": "1",
+                                      "PIP_FIND_LINKS": str(tmp_path / "wheels")}  # fmt: skip
+    return run_play(tmp_path, [{"ansible.builtin.include_role": {"name": "kt_router"}}], extra, env=env)
+
+
+def _restarts(tmp_path) -> int:
+    log = (tmp_path / "systemctl.log").read_text().splitlines()
+    return sum(line == "restart ktinfra-router.service" for line in log)
+
+
+def test_a_changed_package_list_restarts_the_router(tmp_path):
+    """Before: sglang-router 0.3.2 -> 0.3.3 was installed (pip changed) and no handler was notified: the
+    router went on running 0.3.2 until its next crash or reboot."""
+    rc, output = _install(tmp_path, "0.3.2")
+    assert rc == 0, output[-3000:]
+    first = _restarts(tmp_path)
+    rc, output = _install(tmp_path, "0.3.3")
+    assert rc == 0, output[-3000:]
+    assert "changed: [localhost]" in task_output(output, "Install sglang-router"), output[-3000:]
+    assert _restarts(tmp_path) == first + 1
+    rc, output = _install(tmp_path, "0.3.3")  # nothing changed: no restart
+    assert rc == 0 and "changed=0" in output, output[-3000:]
+    assert _restarts(tmp_path) == first + 1
+
+
+def test_a_run_cut_off_between_the_install_and_the_restart_is_restarted_by_the_next(tmp_path):
+    """Before: a run that installed 0.3.3 and stopped before its handlers left the router on 0.3.2, and the
+    next run (pip, router.env and unit unchanged, their started-with record equal) queued no restart."""
+    rc, output = _install(tmp_path, "0.3.2")
+    assert rc == 0, output[-3000:]
+    first = _restarts(tmp_path)
+    rc, output = _install(tmp_path, "0.3.3", fail="daemon-reload")  # 'Enable and start the router' fails
+    assert rc != 0 and _restarts(tmp_path) == first, output[-3000:]
+    rc, output = _install(tmp_path, "0.3.3")
+    assert rc == 0, output[-3000:]
+    assert "changed: [localhost]" in task_output(output, "Queue the restart a cut-off run did not do")
+    assert _restarts(tmp_path) == first + 1
