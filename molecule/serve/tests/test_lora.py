@@ -119,3 +119,39 @@ def test_interrupted_conversion_is_redone_and_never_served_half_written(host):
     assert "TASK [kt_serve : " in output
     journal = host.check_output("journalctl -u ktinfra-serve@tiny.service -o cat --no-pager")
     assert journal.count("Stopping ktinfra-serve@tiny.service") == 1
+
+
+def _count(host, unit: str, line: str) -> int:
+    return host.check_output(f"journalctl -u {unit} -o cat --no-pager").count(line)
+
+
+def test_a_retrained_run_is_converted_again_and_restarts_its_instance(host):
+    """Training again rewrites outputs/tiny-sft (here: the same bytes in newer files): the next train.yml run
+    converts it again under systemd, swaps the result in whole and restarts `tiny` onto it, although the
+    adapter's path, and so the env file, stay the same; the run after that changes nothing."""
+    convert, serve = "ktinfra-lora-convert@tiny-sft.service", "ktinfra-serve@tiny.service"
+    converted, stopped = "Converted KT fused expert LoRA adapter:", "Stopping ktinfra-serve@tiny.service"
+    record = "/etc/ktinfra/serve/tiny--tiny-sft.lora.json"
+    before = json.loads(host.file(record).content_string)["source"]
+    conversions, stops, pid = (
+        _count(host, convert, converted),
+        _count(host, serve, stopped),
+        main_pid(host, serve),
+    )
+    host.check_output(f"touch {OUTPUT}/fused_expert_lora.safetensors {OUTPUT}/adapter_model.safetensors")
+    rc, output = run_playbook(PLAYBOOKS / "train.yml", None, "--tags", "train")
+    assert rc == 0, output[-3000:]
+    assert _count(host, convert, converted) == conversions + 1
+    source = json.loads(host.file(record).content_string)["source"]
+    assert (
+        source != before
+        and json.loads(host.file(f"{ADAPTER}/.ktinfra-convert-done").content_string) == source
+    )
+    for beside in (".tiny-sft.partial", ".tiny-sft.partial.source.json", ".tiny-sft.old"):
+        assert not host.file(f"/srv/ktinfra/loras/{beside}").exists, beside  # no staging or old copy left
+    assert _count(host, serve, stopped) == stops + 1 and main_pid(host, serve) != pid
+    assert "--enable-lora --lora-paths tiny-sft=/srv/ktinfra/loras/tiny-sft" in running_env(host, "tiny")
+    pid = main_pid(host, serve)
+    rc, output = run_playbook(PLAYBOOKS / "train.yml", None, "--tags", "train")
+    assert rc == 0, output[-3000:]
+    assert _count(host, convert, converted) == conversions + 1 and main_pid(host, serve) == pid
