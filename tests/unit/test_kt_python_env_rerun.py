@@ -4,6 +4,7 @@ and again."""
 
 from __future__ import annotations
 
+import hashlib
 import stat
 import subprocess
 import sys
@@ -111,3 +112,37 @@ def test_a_truncated_wheel_in_the_wheelhouse_is_fetched_again(tmp_path):
     assert wheel.read_bytes() == whole
     rc, output = run_play(tmp_path, ENV, extra)
     assert rc == 0 and "changed=0" in output, output[-3000:]
+
+
+def _with_wheel_build(tmp: Path, build: str) -> dict:
+    """The env with one wheel file given by path and sha256 (as a kt_python_env_wheels override gives the
+    legacy ktransformers wheel) and no other package: `build` marks which build of ktwheelprobe 1.0 it is."""
+    from test_image_validate import _wheel
+
+    where = tmp / f"build-{build}"
+    where.mkdir()
+    files = {"ktwheelprobe/__init__.py": f"BUILD = {build!r}\n".encode()}
+    path = _wheel(where, "ktwheelprobe", files, version="1.0")
+    wheel = {"name": "ktwheelprobe", "file": path.name, "path": str(path)}
+    wheel["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    extra = _setup(tmp, "six")
+    extra["kt_python_env_spec"].update(packages=[], wheels=[{**wheel, "version": "1.0"}])
+    profile = yaml.safe_load((tmp / "profile.yaml").read_text())
+    profile["envs"]["inference"].update(packages=[], wheels=[wheel])
+    (tmp / "profile.yaml").write_text(yaml.safe_dump(profile))
+    return extra
+
+
+def test_another_build_of_the_same_wheel_version_is_installed(tmp_path):
+    """A wheel file replaced by another build of the same version (an AVX2 build by the AMX one, say):
+    name==version was satisfied by the old build, so nothing reinstalled it and the env ran the old one."""
+    build = [tmp_path / "env" / "bin" / "python", "-c", "import ktwheelprobe; print(ktwheelprobe.BUILD)"]
+    rc, output = run_play(tmp_path, ENV, _with_wheel_build(tmp_path, "avx2"))
+    assert rc == 0, output[-3000:]
+    assert subprocess.check_output(build, text=True).strip() == "avx2"
+    amx = _with_wheel_build(tmp_path, "amx")
+    rc, output = run_play(tmp_path, ENV, amx)
+    assert rc == 0, output[-3000:]
+    assert subprocess.check_output(build, text=True).strip() == "amx"
+    rc, output = run_play(tmp_path, ENV, amx)  # the same build again: nothing is due
+    assert rc == 0 and task_output(output, "Install the wheel files") == "", output[-3000:]
