@@ -9,6 +9,7 @@ import stat
 import sys
 from pathlib import Path
 
+import yaml
 from role_play import REPO, run_play, task_output
 
 FILES = REPO / "molecule" / "serve" / "files"
@@ -217,6 +218,22 @@ def test_several_runs_of_one_generation_share_the_unit(tmp_path):
     assert rc == 0, output[-3000:]
     assert sorted(p.name for p in (tmp_path / "units").iterdir()) == ["ktinfra-train@.service"]
     assert sorted(p.name for p in (tmp_path / "cfg").iterdir() if p.suffix == ".env") == ["a.env", "b.env"]
+
+
+def test_converted_expert_weights_reach_the_recipe_with_their_backend(tmp_path):
+    """weight_format (or the -INT8 name kt_model_store gives) picks the backend kt-kernel reads them with."""
+    runs = [run("a", weight_path="/srv/experts", weight_format="int4"), run("b", weight_path="/srv/q-INT8")]
+    rc, output = train(tmp_path, runs)
+    assert rc == 0, output[-3000:]
+    recipes = {name: yaml.safe_load((tmp_path / "cfg" / f"{name}.yaml").read_text()) for name in ("a", "b")}
+    assert (
+        recipes["a"]["kt_config"]["kt_backend"] == "AMXINT4"
+        and recipes["a"]["kt_weight_path"] == "/srv/experts"
+    )
+    assert recipes["b"]["kt_config"]["kt_backend"] == "INT8"
+    assert recipes["b"]["kt_config"]["kt_expert_weight_format"] == "int8"
+    rc, output = train(tmp_path, [run("c", weight_path="/srv/experts", weight_format="fp8")])
+    assert rc != 0 and "weight_format" in output and not (tmp_path / "cfg" / "c.yaml").exists()
 
 
 def test_an_adapter_conversion_that_fails_to_render_installs_no_run(tmp_path):
