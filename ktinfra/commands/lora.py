@@ -32,12 +32,17 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
-def _inspect_adapters(specs: list[str], base: str) -> list[lora.Adapter]:
+def _adapter_specs(specs: list[str]) -> list[tuple[str, Path]]:
+    """NAME=DIR options as (name, path) pairs, names unique."""
     parsed = [lora.parse_adapter_spec(s) for s in specs]
     names = [n for n, _ in parsed]
     if len(set(names)) != len(names):
         raise lora.LoraError(f"adapter names must be unique: {names}")
-    return [lora.inspect_adapter(n, p, base) for n, p in parsed]
+    return parsed
+
+
+def _inspect_adapters(specs: list[str], base: str) -> list[lora.Adapter]:
+    return [lora.inspect_adapter(n, p, base) for n, p in _adapter_specs(specs)]
 
 
 def _conversion_steps(
@@ -254,10 +259,8 @@ def serve(
 def _adapters_on(plan_doc: dict, specs: list[str]) -> dict[str, Path]:
     """NAME=DIR adapters (already in SGLang's format) for the plan: names unique and instance-safe, and the
     current stack's rules for adapters carrying expert LoRA where this host can read them."""
-    parsed = [lora.parse_adapter_spec(s) for s in specs]
+    parsed = _adapter_specs(specs)
     names = [n for n, _ in parsed]
-    if len(set(names)) != len(names):
-        raise lora.LoraError(f"adapter names must be unique: {names}")
     adapters = {name: Path(check_abs_path(f"adapter {name}", str(path))) for name, path in parsed}
     if plan_doc.get("stack_generation") != "legacy":
         kinds = {name: lora.carries_expert_lora(path) for name, path in adapters.items()}

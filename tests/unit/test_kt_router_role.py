@@ -7,6 +7,7 @@ import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 
 import pytest
 from role_play import ROLES, run_play, task_output
@@ -214,20 +215,26 @@ def test_check_diff_does_not_print_the_workers_api_key(tmp_path):
     assert not fresh.exists()
 
 
-def test_extra_args_given_as_a_string_are_refused_before_any_change(tmp_path):
-    """Before: -e kt_router_extra_args='--log-level debug' passed the argument spec, then router.env crashed
-    with "can only concatenate list (not str)" after the venv was made and sglang-router installed."""
+def _refused_before_any_change(tmp_path: Path) -> tuple[Path, dict]:
+    """(the directories the role must not create, its variables): a venv under a file, so a run that got past
+    validation would fail at the venv (no download of sglang-router in a test), as the old code went on to."""
     fresh = tmp_path / "fresh"
     (tmp_path / "a-file").write_text("")
     extra = {
         "kt_router__sd_booted": {"stat": {"isdir": True}},
         "kt_router_workers": ["http://10.0.0.11:30000"],
         "kt_router_worker_api_key": "k3y",
-        # the old code went on to make the venv: here it cannot (no download of sglang-router in a test)
         "kt_router_venv": str(tmp_path / "a-file" / "venv"),
         "kt_router_config_dir": str(fresh / "cfg"),
         "kt_router_unit_dir": str(fresh / "units"),
     }
+    return fresh, extra
+
+
+def test_extra_args_given_as_a_string_are_refused_before_any_change(tmp_path):
+    """Before: -e kt_router_extra_args='--log-level debug' passed the argument spec, then router.env crashed
+    with "can only concatenate list (not str)" after the venv was made and sglang-router installed."""
+    fresh, extra = _refused_before_any_change(tmp_path)
     tasks = [{"ansible.builtin.include_role": {"name": "kt_router"}}]
     rc, output = run_play(tmp_path, tasks, extra, ["kt_router_extra_args=--log-level debug"])
     assert rc != 0
@@ -258,17 +265,8 @@ def test_values_router_env_or_the_unit_cannot_carry_are_refused_before_any_chang
     """Before: a key with a quote ended KT_ROUTER_ARGS="..." early and one with a space was split into two
     arguments by systemd; a venv with a space gave an ExecStart= systemd cannot run (systemd-analyze verify:
     "Command .../my is not executable"), one with '%' a specifier. All after sglang-router was installed."""
-    fresh = tmp_path / "fresh"
-    (tmp_path / "a-file").write_text("")
-    extra = {
-        "kt_router__sd_booted": {"stat": {"isdir": True}},
-        "kt_router_workers": ["http://10.0.0.11:30000"],
-        "kt_router_worker_api_key": "k3y",
-        # the old code went on to make the venv: here it cannot (no download of sglang-router in a test)
-        "kt_router_venv": str(tmp_path / "a-file" / "venv"),
-        "kt_router_config_dir": str(fresh / "cfg"),
-        "kt_router_unit_dir": str(fresh / "units"),
-    } | given
+    fresh, extra = _refused_before_any_change(tmp_path)
+    extra |= given
     if "kt_router_venv" in given:
         extra["kt_router_venv"] = str(tmp_path / "a-file" / given["kt_router_venv"])
     tasks = [{"ansible.builtin.include_role": {"name": "kt_router"}}]
