@@ -110,3 +110,18 @@ def test_a_nofile_of_1024_is_accepted(tmp_path):
     rc, output = render(tmp_path, ["kt_host_tuning_memlock=unlimited", "kt_host_tuning_nofile=1024"])
     assert rc == 0, output[-3000:]
     assert "*    hard nofile  1024\n" in (tmp_path / "limits.conf").read_text()
+
+
+def test_a_nofile_above_the_hosts_nr_open_is_refused_unless_the_role_raises_it(tmp_path):
+    """Before: any number passed; one above fs.nr_open went into limits.d, and pam_limits then refuses every
+    login ("Could not set limit for 'nofile'")."""
+    above = int(Path("/proc/sys/fs/nr_open").read_text()) + 1
+    limits = ["kt_host_tuning_memlock=unlimited", f"kt_host_tuning_nofile={above}"]
+    rc, output = render(tmp_path, limits)
+    assert rc != 0
+    refusal = f"kt_host_tuning_nofile {above} is above this host's fs.nr_open ({above - 1})"
+    assert refusal in output, output[-3000:]
+    assert not (tmp_path / "limits.conf").exists()
+    rc, output = render(tmp_path, [*limits, json.dumps({"kt_host_tuning_sysctls": {"fs.nr_open": above}})])
+    assert rc == 0, output[-3000:]
+    assert f"*    hard nofile  {above}\n" in (tmp_path / "limits.conf").read_text()
