@@ -47,8 +47,8 @@ CURRENT_CONVERTER = "kt-kernel/scripts/convert_kt_to_sglang_adapter.py"
 INSTALLED_CONVERTER = "kt_kernel/sft/convert_kt_to_sglang_adapter.py"  # inside the kt-kernel wheel
 LEGACY_CONVERTER = "convert_lora.py"
 CONVERTER_ENV = "KTINFRA_LORA_CONVERTER"
-# Source checkouts, tried after the converter installed with kt-kernel: render's defaults, then the tutorials'
-# usual places.
+# Source checkouts, tried after the converter installed with kt-kernel: render's defaults (legacy: the sglang
+# checkout kt_python_env makes, profiles.checkout_dir), then the tutorials' usual places.
 CONVERTER_SEARCH = {
     "current": [
         Path(KT_LORA_SCRIPT),

@@ -9,12 +9,18 @@ import datetime
 import math
 import re
 import reprlib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import yaml
 
 PROFILE_DIR = Path(__file__).parent / "data" / "profiles"
 DEFAULT_PROFILE = "kt-0.7"
+# The shipped profile of the legacy stack (ktransformers 0.4.x, sglang fork and LLaMA-Factory from git).
+LEGACY_PROFILE = "kt-0.4-autodl"
+# Where kt_python_env checks out a profile's git sources: SRC_DIR/<the source's name> (kt_python_env_src_dir's
+# default). render train (LLaMA-Factory's kt_optimize_rules), render lora-convert and `ktinfra lora` (the
+# sglang fork's convert_lora.py) find the checkouts through checkout_dir, so there is one layout.
+SRC_DIR = "/opt/kt/src"
 GENERATIONS = ("current", "legacy")
 # A profile is a few KB: bounds on what a site's file may hold before it is parsed and walked.
 MAX_PROFILE_BYTES = 1 << 20
@@ -390,6 +396,22 @@ def env_spec(profile: dict, key: str) -> dict:
     env.setdefault("disk_bytes", 0)
     env.setdefault("download_bytes", 0)
     return env
+
+
+def checkout_dir(repository: str, src_dir: str = SRC_DIR, profile: str = LEGACY_PROFILE) -> str:
+    """Where kt_python_env checks out `profile`'s git source cloned from `repository` (the last part of its
+    URL, e.g. LLaMA-Factory): src_dir/<the source's name>, as roles/kt_python_env/tasks/pip.yml clones it."""
+    data = load_profile(profile)
+    for key in data.get("envs") or {}:
+        for source in env_spec(data, key)["git"]:
+            if _repository_name(source["repo"]) == repository.lower():
+                return str(PurePosixPath(src_dir) / source["name"])
+    raise UnknownProfileError(f"profile {data['name']} checks out no git source of {repository}")
+
+
+def _repository_name(url: str) -> str:
+    """https://github.com/hiyouga/LLaMA-Factory.git -> llama-factory"""
+    return url.rstrip("/").removesuffix(".git").rsplit("/", 1)[-1].lower()
 
 
 def _git_source(entry: dict) -> dict:

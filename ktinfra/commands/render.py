@@ -10,9 +10,10 @@ import typer
 from rich.markup import escape
 
 from ktinfra.commands import non_empty_path
+from ktinfra.profiles import SRC_DIR
 from ktinfra.render import RenderError, load_plan, write_bundle
 from ktinfra.render.common import read_api_key_file
-from ktinfra.render.convert import CONVERT_SCRIPT, render_convert, render_lora_convert
+from ktinfra.render.convert import CONVERT_SCRIPT, LEGACY_LORA_SCRIPT, render_convert, render_lora_convert
 from ktinfra.render.files import install_map
 from ktinfra.render.plans import resolve_plan
 from ktinfra.render.serve import DEFAULT_SERVE_PYTHON, render_serve
@@ -34,6 +35,13 @@ PlanFile = Annotated[Path | None, typer.Option("--plan", help="Plan JSON from `k
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Plan on the fly for this model (no --plan).")]
 FactsOpt = Annotated[Path | None, typer.Option("--facts", help="Facts JSON for on-the-fly planning.")]
 FromOpt = Annotated[Path | None, typer.Option("--from", help="Capture folder for on-the-fly planning.")]
+SrcDirOpt = Annotated[
+    str,
+    typer.Option(
+        "--src-dir",
+        help="Where kt_python_env checked out the legacy profile's git sources (kt_python_env_src_dir).",
+    ),
+]
 
 
 def _fail(message: str) -> None:
@@ -194,8 +202,13 @@ def lora_convert_cmd(
     python: PythonOpt = DEFAULT_SERVE_PYTHON,
     script: Annotated[
         str | None,
-        typer.Option("--script", help="Converter script (default: kt-kernel's, in --python's env)."),
+        typer.Option(
+            "--script",
+            help="Converter script (default: kt-kernel's, in --python's env; --legacy: "
+            f"{LEGACY_LORA_SCRIPT}, in the sglang checkout under --src-dir).",
+        ),
     ] = None,
+    src_dir: SrcDirOpt = SRC_DIR,
     user: UserOpt = None,
     overwrite: Annotated[
         bool,
@@ -214,6 +227,7 @@ def lora_convert_cmd(
             name=name,
             python=python,
             script=script,
+            src_dir=src_dir,
             user=user,
             overwrite=overwrite,
         )
@@ -247,9 +261,14 @@ def train_cmd(
     ] = None,
     python: PythonOpt = DEFAULT_SFT_PYTHON,
     llamafactory_dir: Annotated[
-        str,
-        typer.Option("--llamafactory-dir", help="LLaMA-Factory checkout (legacy kt_optimize_rule paths)."),
-    ] = LLAMAFACTORY_DIR,
+        str | None,
+        typer.Option(
+            "--llamafactory-dir",
+            help=f"LLaMA-Factory checkout (legacy kt_optimize_rule paths) [default: {LLAMAFACTORY_DIR}, "
+            "its checkout under --src-dir].",
+        ),
+    ] = None,
+    src_dir: SrcDirOpt = SRC_DIR,
     user: UserOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -268,6 +287,7 @@ def train_cmd(
             weight_format=weight_format,
             python=python,
             llamafactory_dir=llamafactory_dir,
+            src_dir=src_dir,
             user=user,
         )
         _emit(rendered, out, as_json)

@@ -3,7 +3,9 @@
 Script flags follow kvcache-ai/ktransformers kt-kernel/scripts/convert_cpu_weights.py and
 convert_kt_to_sglang_adapter.py, and kvcache-ai/sglang convert_lora.py (see docs/readme/render.md).
 The current stack's LoRA converter ships in the kt-kernel wheel (kt_kernel/sft/, 0.7.2) and is found in the
---python env; the other two scripts are in no wheel and default to source checkouts under /opt/ktinfra/src.
+--python env; the other two scripts are in no wheel and default to source checkouts: convert_cpu_weights.py
+in kt_model_store's ktransformers checkout under /opt/ktinfra/src, convert_lora.py in kt_python_env's sglang
+checkout (profiles.checkout_dir: /opt/kt/src/sglang, or under --src-dir).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import math
 import posixpath
 from pathlib import Path, PurePosixPath
 
+from ktinfra.profiles import SRC_DIR, UnknownProfileError, checkout_dir
 from ktinfra.render.common import (
     Rendered,
     RenderError,
@@ -28,7 +31,8 @@ from ktinfra.render.serve import DEFAULT_SERVE_PYTHON
 
 CONVERT_SCRIPT = "/opt/ktinfra/src/ktransformers/kt-kernel/scripts/convert_cpu_weights.py"
 KT_LORA_SCRIPT = "/opt/ktinfra/src/ktransformers/kt-kernel/scripts/convert_kt_to_sglang_adapter.py"
-LEGACY_LORA_SCRIPT = "/opt/ktinfra/src/sglang/convert_lora.py"
+LEGACY_LORA_SCRIPT_NAME = "convert_lora.py"  # the sglang fork's repository root, in no wheel
+LEGACY_LORA_SCRIPT = f"{checkout_dir('sglang')}/{LEGACY_LORA_SCRIPT_NAME}"
 CONVERT_ENV_DIR = "/etc/ktinfra/convert"
 LORA_ENV_DIR = "/etc/ktinfra/lora-convert"
 QUANT_METHODS = ("int8", "int4")
@@ -188,6 +192,14 @@ def _current_lora_script(python: str, script: str | None) -> tuple[str, str]:
     )
 
 
+def _legacy_lora_script(src_dir: str) -> str:
+    try:
+        checkout = checkout_dir("sglang", check_abs_path("--src-dir", src_dir))
+    except UnknownProfileError as exc:
+        raise RenderError(f"{exc}: pass --script") from exc
+    return f"{checkout}/{LEGACY_LORA_SCRIPT_NAME}"
+
+
 def render_lora_convert(
     *,
     adapter: str,
@@ -198,9 +210,12 @@ def render_lora_convert(
     name: str | None = None,
     python: str = DEFAULT_SERVE_PYTHON,
     script: str | None = None,
+    src_dir: str = SRC_DIR,
     user: str | None = None,
     overwrite: bool = False,
 ) -> Rendered:
+    """script: the converter; None: kt-kernel's (current), or convert_lora.py of the sglang checkout that
+    kt_python_env makes under src_dir (legacy)."""
     adapter, output = _distinct_dirs("--adapter", adapter, output)
     name = _name_from(output, name)
     python = check_abs_path("--python", python)
@@ -212,7 +227,7 @@ def render_lora_convert(
             raise RenderError(
                 "--lora-alpha and --overwrite apply to the current converter only (drop --legacy)"
             )
-        script = check_abs_path("--script", script or LEGACY_LORA_SCRIPT)
+        script = check_abs_path("--script", script) if script else _legacy_lora_script(src_dir)
         args = [adapter, output]
         documentation = "https://github.com/kvcache-ai/sglang/blob/main/convert_lora.py"
     else:

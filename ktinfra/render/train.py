@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
+from ktinfra.profiles import SRC_DIR, UnknownProfileError, checkout_dir
 from ktinfra.render.common import (
     Rendered,
     RenderError,
@@ -39,7 +40,8 @@ from ktinfra.render.plans import (
 )
 
 DEFAULT_SFT_PYTHON = "/opt/kt/envs/kt-sft/bin/python"
-LLAMAFACTORY_DIR = "/opt/ktinfra/src/LLaMA-Factory"
+# Legacy stack: kt_python_env's LLaMA-Factory checkout (relative kt_optimize_rule paths are pinned under it).
+LLAMAFACTORY_DIR = checkout_dir("LLaMA-Factory")
 ENV_DIR = "/etc/ktinfra/train"
 # LLaMA-Factory chat templates per architecture (config.json model_type), as the KT examples pick them.
 TEMPLATES = {
@@ -195,6 +197,13 @@ def _converted_experts(kt_config: dict, weight_path: object, weight_format: str 
     if expert_format:
         config["kt_expert_weight_format"] = expert_format
     return config
+
+
+def _llamafactory_checkout(src_dir: str) -> str:
+    try:
+        return checkout_dir("LLaMA-Factory", src_dir)
+    except UnknownProfileError as exc:
+        raise RenderError(f"{exc}: pass --llamafactory-dir") from exc
 
 
 def _datasets(value: str) -> str:
@@ -365,9 +374,11 @@ def render_train(
     weight_path: str | None = None,
     weight_format: str | None = None,
     python: str = DEFAULT_SFT_PYTHON,
-    llamafactory_dir: str = LLAMAFACTORY_DIR,
+    llamafactory_dir: str | None = None,
+    src_dir: str = SRC_DIR,
     user: str | None = None,
 ) -> Rendered:
+    """llamafactory_dir: the LLaMA-Factory checkout; None: the one kt_python_env checks out under src_dir."""
     sft = plan_section(plan, "sft")
     name = check_instance_name("--name", name)
     if name.endswith(".accelerate"):  # its recipe NAME.yaml would be run X's X.accelerate.yaml
@@ -382,7 +393,11 @@ def render_train(
 
     for option, path in (("--model-path", model_path), ("--dataset-dir", dataset_dir)):
         check_apart("--output-dir", output_dir, option, path, "the run writes its checkpoints there")
-    llamafactory_dir = check_abs_path("--llamafactory-dir", llamafactory_dir)
+    llamafactory_dir = (
+        check_abs_path("--llamafactory-dir", llamafactory_dir)
+        if llamafactory_dir is not None
+        else _llamafactory_checkout(check_abs_path("--src-dir", src_dir))
+    )
     python = check_abs_path("--python", python)
     user = check_user(user)
     chat_template = _template(plan, sft, generation, template)

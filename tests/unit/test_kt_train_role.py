@@ -9,6 +9,7 @@ import stat
 import sys
 from pathlib import Path
 
+import env_layout
 import yaml
 from role_play import REPO, run_play, task_output
 
@@ -211,6 +212,24 @@ def test_runs_of_two_stack_generations_are_refused_before_anything_is_installed(
         assert list((tmp_path / sub).iterdir()) == [], sub
     assert systemctl_calls(tmp_path) == []
     assert scratch_left(tmp_path) == []
+
+
+def test_a_legacy_run_names_the_checkouts_kt_python_env_made(tmp_path):
+    """Review repro: with kt_train_llamafactory_dir and kt_train_lora_converter empty, a legacy run's recipe
+    pinned its kt_optimize_rule under /opt/ktinfra/src/LLaMA-Factory and its conversion ran
+    /opt/ktinfra/src/sglang/convert_lora.py, where nothing checks them out. Now both are kt_python_env's
+    checkouts: kt_python_env_src_dir/<the profile's source name>."""
+    legacy = REPO / "tests" / "fixtures" / "plans" / "seed002-qwen3-30b-a3b-sft-legacy.json"
+    finished(tmp_path, "old")
+    runs = [run("old", plan_file=str(legacy), serve_instance="tiny", legacy_lora_convert=True)]
+    src = str(tmp_path / "src")
+    rc, output = train(tmp_path, runs, kt_python_env_src_dir=src)
+    assert rc == 0, output[-3000:]
+    recipe = yaml.safe_load((tmp_path / "cfg" / "old.yaml").read_text())
+    rule = f"{env_layout.checkout('LLaMA-Factory', src)}/examples/kt_optimize_rules/Qwen3Moe-sft-amx.yaml"
+    assert recipe["kt_optimize_rule"] == rule
+    unit = (tmp_path / "units" / "ktinfra-lora-convert@.service").read_text()
+    assert f" {env_layout.checkout('sglang', src)}/convert_lora.py $KT_LORA_CONVERT_ARGS" in unit, unit
 
 
 def test_several_runs_of_one_generation_share_the_unit(tmp_path):

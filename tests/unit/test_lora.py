@@ -8,6 +8,7 @@ import struct
 import sys
 from pathlib import Path
 
+import env_layout
 import pytest
 from typer.testing import CliRunner
 
@@ -197,6 +198,17 @@ def test_missing_converter_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.delenv(lora.CONVERTER_ENV, raising=False)
     monkeypatch.setitem(lora.CONVERTER_SEARCH, "legacy", [tmp_path / "nope.py"])
     with pytest.raises(lora.LoraError, match="convert_lora.py .sglang fork. not found"):
+        lora.find_converter(legacy=True)
+
+
+def test_the_legacy_converter_is_looked_for_first_in_kt_python_envs_sglang_checkout(monkeypatch):
+    """Review repro: the legacy search began at /opt/ktinfra/src/sglang, where nothing checks sglang out;
+    kt_python_env clones the legacy profile's sglang source to kt_python_env_src_dir/sglang."""
+    monkeypatch.delenv(lora.CONVERTER_ENV, raising=False)
+    wanted = Path(env_layout.checkout("sglang")) / "convert_lora.py"
+    assert lora.CONVERTER_SEARCH["legacy"][0] == wanted
+    with pytest.raises(lora.LoraError, match=f"looked in: {wanted}; "):  # named first when missing
+        monkeypatch.setitem(lora.CONVERTER_SEARCH, "legacy", lora.CONVERTER_SEARCH["legacy"][:2])
         lora.find_converter(legacy=True)
 
 

@@ -6,6 +6,7 @@ import re
 import shlex
 from pathlib import Path
 
+import env_layout
 import pytest
 import yaml
 from test_render_support import load_fixture_plan
@@ -141,7 +142,7 @@ def test_lora_convert_deletes_an_existing_output_only_when_asked():
 
 def test_lora_convert_legacy_uses_the_sglang_fork_script():
     rendered = render_lora_convert(adapter="/runs/med", output="/srv/lora/med-sg", legacy=True, name="med")
-    assert rendered.info["argv"][1] == "/opt/ktinfra/src/sglang/convert_lora.py"
+    assert rendered.info["argv"][1] == f"{env_layout.checkout('sglang')}/convert_lora.py"
     assert rendered.info["argv"][2:] == ["/runs/med", "/srv/lora/med-sg"]
     env = env_values(rendered.files["ktinfra-lora-convert-med.env"][0])
     assert env["KT_LORA_CONVERT_ARGS"] == "/runs/med /srv/lora/med-sg"
@@ -221,7 +222,7 @@ def test_train_legacy_stack_recipe_and_launcher():
     recipe = yaml.safe_load(rendered.files["med-r8.yaml"][0])
     assert recipe["template"] == "qwen3_nothink"
     assert recipe["kt_optimize_rule"] == (
-        "/opt/ktinfra/src/LLaMA-Factory/examples/kt_optimize_rules/Qwen3Moe-sft-amx.yaml"
+        f"{env_layout.checkout('LLaMA-Factory')}/examples/kt_optimize_rules/Qwen3Moe-sft-amx.yaml"
     )
     assert (recipe["use_kt"], recipe["cpu_infer"], recipe["chunk_size"]) == (True, 8, 8192)
     assert (recipe["gradient_accumulation_steps"], recipe["cutoff_len"]) == (16, 1024)
@@ -311,6 +312,26 @@ def test_converted_experts_train_on_the_backend_they_were_quantized_for(
 def test_converted_experts_of_an_unknown_format_are_refused(overrides, message):
     with pytest.raises(RenderError, match=message):
         _train("h100-qwen3-30b-a3b-sft-current.json", **overrides)
+
+
+def test_legacy_defaults_are_the_checkouts_kt_python_env_makes():
+    """Review repro: render's legacy defaults were /opt/ktinfra/src/LLaMA-Factory (kt_optimize_rule) and
+    /opt/ktinfra/src/sglang/convert_lora.py, where nothing checks them out; kt_python_env clones the legacy
+    profile's git sources to kt_python_env_src_dir/<name>: /opt/kt/src/llamafactory and /opt/kt/src/sglang.
+    --src-dir (the role's kt_python_env_src_dir) moves both; --llamafactory-dir and --script still win."""
+    rule = "examples/kt_optimize_rules/Qwen3Moe-sft-amx.yaml"
+    for root, extra in ((None, {}), ("/srv/src", {"src_dir": "/srv/src"})):
+        rendered = _train("seed002-qwen3-30b-a3b-sft-legacy.json", **extra)
+        recipe = yaml.safe_load(rendered.files["med-r8.yaml"][0])
+        assert recipe["kt_optimize_rule"] == f"{env_layout.checkout('LLaMA-Factory', root)}/{rule}"
+        converted = render_lora_convert(adapter="/runs/med", output="/srv/lora/med", legacy=True, **extra)
+        assert converted.info["argv"][1] == f"{env_layout.checkout('sglang', root)}/convert_lora.py"
+    own = _train("seed002-qwen3-30b-a3b-sft-legacy.json", llamafactory_dir="/lf", src_dir="/srv/src")
+    assert yaml.safe_load(own.files["med-r8.yaml"][0])["kt_optimize_rule"] == f"/lf/{rule}"
+    mine = render_lora_convert(adapter="/a", output="/b", legacy=True, script="/c.py", src_dir="/srv/src")
+    assert mine.info["argv"][1] == "/c.py"
+    with pytest.raises(RenderError, match="--src-dir must be an absolute path"):
+        render_lora_convert(adapter="/a", output="/b", legacy=True, src_dir="src")
 
 
 def test_legacy_profile_pins_the_llamafactory_its_recipe_fits():

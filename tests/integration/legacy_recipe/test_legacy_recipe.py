@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from ktinfra.render.train import LLAMAFACTORY_DIR  # kt_python_env's checkout
+
 HERE = Path(__file__).resolve().parent
 FACTS = HERE.parents[1] / "fixtures" / "facts"
 CASES = {
@@ -81,7 +83,7 @@ def test_llamafactory_094_loads_the_legacy_recipe_as_planned(loaded, name):
     kt = sft["kt"]
     assert got == {
         "use_kt": True,
-        "kt_optimize_rule": f"/opt/ktinfra/src/LLaMA-Factory/{kt['kt_optimize_rule']}",
+        "kt_optimize_rule": f"{LLAMAFACTORY_DIR}/{kt['kt_optimize_rule']}",
         "cpu_infer": kt["cpu_infer"],
         "chunk_size": kt["chunk_size"],
         "cutoff_len": sft["cutoff_len"],
