@@ -22,7 +22,7 @@ from pathlib import Path
 from ktinfra import __version__
 from ktinfra.image import REPO_ROOT, SOURCES, TEMPLATE, ImageError, aws, dockercli, manifest, spec
 from ktinfra.image.packer_adapter import Packer, ensure_available
-from ktinfra.profiles import DEFAULT_PROFILE
+from ktinfra.profiles import DEFAULT_PROFILE, python_versions
 
 KEEP_CHOICES = ("wheelhouse", "models", "tokens")
 # docker's reference grammar (distribution/reference): packer validate accepts any string, and the
@@ -133,7 +133,8 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
             "wheelhouse_host_dir": str(req.wheelhouse.resolve()),
         }
     else:
-        itype, ami = aws.look_up(req.region, req.instance_type, req.source_ami, ec2=ec2)
+        pythons = python_versions(profile)
+        itype, ami = aws.look_up(req.region, req.instance_type, req.source_ami, ec2=ec2, pythons=pythons)
         extra |= {"base": ami, "instance": itype, "region": req.region}
         variables |= {
             "aws_ami_name": AMI_NAME_PREFIX,
