@@ -125,14 +125,18 @@ def verify(
         list[Path] | None, typer.Option(help="testinfra paths (default: tests/infra and the image checks).")
     ] = None,
     manifest: Annotated[
-        Path | None, typer.Option(help="Build manifest (default: looked up from the image's labels).")
+        Path | None,
+        typer.Option(help="Build manifest (default: the one under --out whose image id is IMAGE's)."),
     ] = None,
+    out: Annotated[Path, typer.Option(help="Where build directories are (build's --out).")] = REPO_ROOT
+    / "out"
+    / "image",
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Start IMAGE with systemd in docker and run the testinfra suite against it (docker:// backend)."""
     try:
         result = verify_mod.verify(
-            image, suites=suite or None, manifest=manifest, on_line=None if as_json else print
+            image, suites=suite or None, manifest=manifest, on_line=None if as_json else print, out_root=out
         )
     except ImageError as exc:
         _fail(exc)
