@@ -163,13 +163,12 @@ def list_(
     if out.exists() and not out.is_dir():
         _fail(f"--out {out} is not a directory")
     try:
-        rows = listing.builds(out)
+        rows = listing.builds(out, warn=_warn)
     except ImageError as exc:
         _fail(exc)
     for r in rows:
         if r["error"]:
-            warning = f"[yellow]warning:[/yellow] skipped {escape(r['error'])}"
-            err.print(warning, highlight=False, soft_wrap=True)
+            _warn(f"skipped {r['error']}")
     if as_json:
         typer.echo(json.dumps(rows, indent=1, allow_nan=False))  # strict JSON: unknown numbers are null
         return
@@ -182,6 +181,10 @@ def list_(
         cells = (r["image"], r["source"], r["profile"], size, r.get("built") or "-", r.get("manifest") or "-")
         table.add_row(*(escape(str(cell)) for cell in cells))
     Console().print(table)
+
+
+def _warn(text: str) -> None:
+    err.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
