@@ -235,3 +235,52 @@ def test_failed_build_log_says_why(tmp_path, fake_docker):
     assert "template broken" in log and log.rstrip().endswith("error: packer validate failed:")
     assert [p.name for p in out.iterdir()] == ["last-failed.log"]  # the .partial directory is gone
     assert len(fake_docker) == 1  # the build container is removed
+
+
+def _fake_packer(path: Path, version_rc: int = 0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    script = f'#!/bin/sh\ncase "$1" in version) echo "Packer v1.6.6"; exit {version_rc};; esac\n'
+    path.write_text(script + 'echo "template broken" >&2\nexit 1\n')
+    path.chmod(0o755)
+    return path
+
+
+def test_relative_packer_path_runs_from_the_checkout(tmp_path, fake_docker, monkeypatch):
+    """Before: `--packer fp/packer` was found from the caller's directory but run from the checkout, and
+    the build ended in an sh.ErrorReturnCode traceback."""
+    _fake_packer(tmp_path / "fp" / "packer")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    args = [
+        "image",
+        "build",
+        "--profile",
+        str(SMOKE),
+        "--out",
+        str(out),
+        "--wheelhouse",
+        str(tmp_path / "wh"),
+    ]
+    result = CliRunner().invoke(app, [*args, "--packer", "fp/packer"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.stderr.splitlines()[-2:] == ["error: packer validate failed:", "template broken"]
+    assert "Traceback" not in result.output
+
+
+def test_packer_whose_version_fails_is_one_error_line(tmp_path, fake_docker):
+    packer = _fake_packer(tmp_path / "packer", version_rc=3)
+    out = tmp_path / "out"
+    args = [
+        "image",
+        "build",
+        "--profile",
+        str(SMOKE),
+        "--out",
+        str(out),
+        "--wheelhouse",
+        str(tmp_path / "wh"),
+    ]
+    result = CliRunner().invoke(app, [*args, "--packer", str(packer)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.stderr.splitlines()[-2:] == ["error: packer version failed (exit 3):", "Packer v1.6.6"]
+    assert [p.name for p in out.iterdir()] == ["last-failed.log"]
