@@ -300,7 +300,12 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
             raise ImageError(f"packer validate failed:\n{checked.message}")
         packer.build()
         duration = time.monotonic() - t0
-        result = _manifest(prep, stage, started, duration, version, wheels_before)
+        try:
+            result = _manifest(prep, stage, started, duration, version, wheels_before)
+        except ImageError:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ImageError(_unusable(prep, exc)) from exc
     except BaseException as exc:
         with contextlib.suppress(OSError, ValueError):  # the log says why the build stopped
             log.write(f"error: {(str(exc).splitlines() or [type(exc).__name__])[0]}\n")
@@ -317,6 +322,23 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
     result["build"]["output_dir"] = str(final)
     (final / "manifest.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+def _unusable(prep: Prepared, exc: Exception) -> str:
+    """Why packer's packages.json or packer-manifest.json cannot make a manifest, and what packer left."""
+    if isinstance(exc, OSError) and exc.filename:
+        missing = isinstance(exc, FileNotFoundError)
+        why = f"{Path(exc.filename).name} {'is missing' if missing else exc.strerror}"
+    elif isinstance(exc, KeyError):
+        why = f"a file lacks the key {exc}"
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+    if prep.request.source == "docker":
+        ref = f"{prep.request.repository}:{prep.variables['docker_tag']}"
+        left = f"docker image {ref} was tagged without a manifest (build again, or `docker rmi {ref}`)"
+    else:
+        left = f"the AMI packer registered in {prep.request.region} has no manifest (see last-failed.log)"
+    return f"the build finished but its outputs are unusable: {why}; {left}"
 
 
 def _manifest(
