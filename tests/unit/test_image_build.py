@@ -357,3 +357,22 @@ def test_template_names_the_ami_as_ktinfra_checks_it():
     assert re.search(
         r'^\s*ami_name\s*=\s*"\$\{var\.aws_ami_name\}-\$\{var\.profile\}-\{\{timestamp\}\}"$', text, re.M
     )
+
+
+def test_make_image_deps_readies_docker_only_for_the_docker_source():
+    """Before: `make image IMAGE_SOURCE=amazon-ebs` ran scripts/docker-ready.sh (docker, base image)."""
+
+    def commands(*args: str) -> str:
+        proc = subprocess.run(
+            ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), "image-deps", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return proc.stdout
+
+    if not shutil.which("make"):
+        pytest.skip("no make")
+    assert "scripts/docker-ready.sh" not in commands("IMAGE_SOURCE=amazon-ebs")
+    assert "bash scripts/docker-ready.sh" in commands()
+    assert "bash scripts/docker-ready.sh" in commands("IMAGE_SOURCE=docker")
