@@ -149,6 +149,14 @@ def look_up(
     ImageError."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+    # what the name tells needs no AWS: refused before credentials are looked for
+    if not _TYPE_RE.match(instance_type):
+        raise ImageError(f"{instance_type!r} is not an EC2 instance type (like m7i.8xlarge)")
+    if not is_amx_family(instance_type):
+        raise ImageError(
+            f"{instance_type} is not a family with AMX CPUs (needs Intel Sapphire Rapids or later: "
+            "m7i/c7i/r7i/m8i/..., or p5en for H200 GPUs)"
+        )
     try:
         ec2 = ec2 or ec2_client(region)
         itype = check_instance_type(ec2, instance_type)
