@@ -398,3 +398,21 @@ def test_make_image_deps_readies_docker_only_for_the_docker_source():
     assert "scripts/docker-ready.sh" not in commands("IMAGE_SOURCE=amazon-ebs")
     assert "bash scripts/docker-ready.sh" in commands()
     assert "bash scripts/docker-ready.sh" in commands("IMAGE_SOURCE=docker")
+
+
+def test_cleanup_removes_ansible_state_and_python_history_of_every_home():
+    """Before: only /root/.ansible and /root/.python_history; an AMI's play runs as ubuntu. (The docker
+    test tests/integration/image/test_cleanup.py runs the script; this machine must not.)"""
+    script = REPO_ROOT / "images" / "scripts" / "cleanup.sh"
+    assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
+    removed = set()
+    for line in script.read_text().replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:1] == ["rm"]:
+            removed |= {w for w in words[1:] if not w.startswith("-")}
+    assert {
+        "/root/.ansible",
+        "/home/*/.ansible",
+        "/root/.python_history",
+        "/home/*/.python_history",
+    } <= removed
