@@ -11,12 +11,12 @@ IMAGE_TAG ?= $(if $(filter %.yaml %.yml,$(lastword $(IMAGE_PROFILE))),$(basename
 
 .PHONY: image image-deps image-verify image-test image-measure
 
-image-deps: venv ## packer (Debian's 1.6.6 when none is installed), docker engine, local base image
+image-deps: venv ## packer (Debian's 1.6.6 when none is installed); docker + base image for IMAGE_SOURCE=docker
 	@command -v packer >/dev/null || { \
 	  echo "image-deps: installing packer from Debian"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq packer >/dev/null; }
 	@packer version
-	bash scripts/docker-ready.sh
+	$(if $(filter docker,$(IMAGE_SOURCE)),bash scripts/docker-ready.sh)
 
 image: image-deps ## bake the KT image (IMAGE_PROFILE=kt-0.7, IMAGE_SOURCE=docker) and verify it
 	$(KTINFRA) image build --source $(IMAGE_SOURCE) --profile '$(IMAGE_PROFILE)' --repository $(IMAGE_REPO) \

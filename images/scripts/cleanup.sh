@@ -15,7 +15,8 @@ used_before=$(df -P / | awk 'NR==2 {print $3}')
 # package manager and python caches
 if command -v apt-get >/dev/null; then apt-get clean; fi
 rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
-rm -rf /root/.cache/pip /home/*/.cache/pip /root/.cache/uv /home/*/.cache/uv /tmp/pip-* /root/.ansible /tmp/ktinfra-*
+rm -rf /root/.cache/pip /home/*/.cache/pip /root/.cache/uv /home/*/.cache/uv /tmp/pip-* /tmp/ktinfra-*
+rm -rf /root/.ansible /home/*/.ansible  # an AMI's play runs as ubuntu (become): its ~/.ansible stays
 for conda in /opt/conda/bin/conda /root/miniconda3/bin/conda /root/anaconda3/bin/conda; do
   if [ -x "$conda" ]; then "$conda" clean --all --yes >/dev/null && say "conda caches cleaned ($conda)"; fi
 done
@@ -53,7 +54,8 @@ rm -f /root/.ssh/authorized_keys /home/*/.ssh/authorized_keys
 rm -rf /var/lib/cloud/instances /var/lib/cloud/instance /var/lib/cloud/data
 
 # shell history and logs of the build
-rm -f /root/.bash_history /root/.python_history /home/*/.bash_history /root/.lesshst /root/.viminfo
+rm -f /root/.bash_history /root/.python_history /home/*/.bash_history /home/*/.python_history \
+  /root/.lesshst /root/.viminfo
 find /var/log -type f \( -name '*.gz' -o -name '*.[0-9]' \) -delete 2>/dev/null || true
 find /var/log -type f ! -path '/var/log/journal/*' -exec truncate -s 0 {} + 2>/dev/null || true  # syslog, wtmp, ...
 find /var/log/journal -type f -name '*.journal*' -delete 2>/dev/null || true

@@ -125,14 +125,18 @@ def verify(
         list[Path] | None, typer.Option(help="testinfra paths (default: tests/infra and the image checks).")
     ] = None,
     manifest: Annotated[
-        Path | None, typer.Option(help="Build manifest (default: looked up from the image's labels).")
+        Path | None,
+        typer.Option(help="Build manifest (default: the one under --out whose image id is IMAGE's)."),
     ] = None,
+    out: Annotated[Path, typer.Option(help="Where build directories are (build's --out).")] = REPO_ROOT
+    / "out"
+    / "image",
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Start IMAGE with systemd in docker and run the testinfra suite against it (docker:// backend)."""
     try:
         result = verify_mod.verify(
-            image, suites=suite or None, manifest=manifest, on_line=None if as_json else print
+            image, suites=suite or None, manifest=manifest, on_line=None if as_json else print, out_root=out
         )
     except ImageError as exc:
         _fail(exc)
@@ -159,13 +163,12 @@ def list_(
     if out.exists() and not out.is_dir():
         _fail(f"--out {out} is not a directory")
     try:
-        rows = listing.builds(out)
+        rows = listing.builds(out, warn=_warn)
     except ImageError as exc:
         _fail(exc)
     for r in rows:
         if r["error"]:
-            warning = f"[yellow]warning:[/yellow] skipped {escape(r['error'])}"
-            err.print(warning, highlight=False, soft_wrap=True)
+            _warn(f"skipped {r['error']}")
     if as_json:
         typer.echo(json.dumps(rows, indent=1, allow_nan=False))  # strict JSON: unknown numbers are null
         return
@@ -178,6 +181,10 @@ def list_(
         cells = (r["image"], r["source"], r["profile"], size, r.get("built") or "-", r.get("manifest") or "-")
         table.add_row(*(escape(str(cell)) for cell in cells))
     Console().print(table)
+
+
+def _warn(text: str) -> None:
+    err.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

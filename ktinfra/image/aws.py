@@ -9,21 +9,58 @@ import re
 
 from ktinfra.image import ImageError
 
-# NVIDIA driver + CUDA base images published by Amazon; Ubuntu 22.04 has glibc 2.35 (manylinux_2_35).
+# NVIDIA driver + CUDA base images published by Amazon, preferred first; both releases have glibc >= 2.35
+# (manylinux_2_35). Only patterns for a release whose python3 the profile accepts are tried.
 AMI_OWNERS = ("amazon",)
 AMI_NAME_PATTERNS = (
-    "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*",
     "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04)*",
+    "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)*",
     "Deep Learning Base GPU AMI (Ubuntu 22.04)*",
 )
+# The python3 of each Ubuntu release: playbooks/image.yml makes venvs of it and installs no other Python.
+UBUNTU_PYTHON = {"20.04": "3.8", "22.04": "3.10", "24.04": "3.12"}
+_UBUNTU_RE = re.compile(r"\bUbuntu (\d+\.\d+)")
 # Intel families with Sapphire Rapids or later (AMX) that do not follow the <letter><gen>i naming.
 AMX_FAMILIES_EXTRA = {"p5en", "p6-b200", "p6-b300", "u7i", "u7in", "u7i-6tb", "u7i-8tb", "u7i-12tb"}
 _TYPE_RE = re.compile(r"^(?P<family>(?P<series>[a-z]+)(?P<gen>\d+)(?P<attrs>[a-z0-9-]*))\.[a-z0-9-]+$")
 
 
-def find_source_ami(ec2, region: str, name_patterns=AMI_NAME_PATTERNS, owners=AMI_OWNERS) -> dict:
-    """Newest available x86_64 NVIDIA/Deep-Learning base AMI of the region: {id, name, created, pattern}."""
-    for pattern in name_patterns:
+def base_python(ami_name: str | None) -> tuple[str | None, str | None]:
+    """(Ubuntu release, its python3) read from an AMI name; None for what the name does not tell."""
+    m = _UBUNTU_RE.search(ami_name or "")
+    return (m[1], UBUNTU_PYTHON.get(m[1])) if m else (None, None)
+
+
+def check_base_python(ami_name: str | None, pythons: list[str] | None) -> None:
+    """ImageError when the AMI's Ubuntu release has no Python the profile accepts (unknown: let it be)."""
+    release, python = base_python(ami_name)
+    if pythons and python and python not in pythons:
+        raise ImageError(
+            f"base AMI {ami_name!r} is Ubuntu {release} with Python {python}, and the profile needs Python "
+            f"{' or '.join(pythons)} (the image build makes venvs of the system python3); "
+            f"choose a base AMI of {_releases_for(pythons)} with --source-ami"
+        )
+
+
+def _releases_for(pythons: list[str]) -> str:
+    releases = [f"Ubuntu {r}" for r, py in UBUNTU_PYTHON.items() if py in pythons]
+    return " or ".join(releases) or f"a release with Python {' or '.join(pythons)}"
+
+
+def find_source_ami(
+    ec2, region: str, name_patterns=AMI_NAME_PATTERNS, owners=AMI_OWNERS, pythons: list[str] | None = None
+) -> dict:
+    """Newest available x86_64 NVIDIA/Deep-Learning base AMI of the region whose Ubuntu python3 is one of
+    `pythons` (any when None): {id, name, created, pattern}."""
+    usable = [p for p in name_patterns if not pythons or base_python(p)[1] in (None, *pythons)]
+    if not usable:
+        shipped = ", ".join(f"Ubuntu {r} {py}" for r, py in UBUNTU_PYTHON.items())
+        raise ImageError(
+            f"no NVIDIA Deep Learning base AMI ships Python {' or '.join(pythons or [])}, which the profile "
+            f"needs (python3 of {shipped}; the image build makes venvs of it); pass --source-ami ami-... "
+            "of an image that has it"
+        )
+    for pattern in usable:
         resp = ec2.describe_images(
             Owners=list(owners),
             Filters=[
@@ -96,15 +133,35 @@ def check_instance_type(ec2, instance_type: str) -> dict:
     }
 
 
-def look_up(region: str, instance_type: str, source_ami: str | None, ec2=None) -> tuple[dict, dict]:
-    """check_instance_type and the base AMI (source_ami or find_source_ami), with boto3's own failures
-    (no credentials, no connection, a refused request) turned into ImageError."""
+def describe_ami(ec2, ami_id: str) -> dict:
+    """{id, name, created} of an AMI given with --source-ami."""
+    images = ec2.describe_images(ImageIds=[ami_id]).get("Images", [])
+    if not images:
+        raise ImageError(f"--source-ami {ami_id} is not an AMI this account can use")
+    return {"id": ami_id, "name": images[0].get("Name"), "created": images[0].get("CreationDate")}
+
+
+def look_up(
+    region: str, instance_type: str, source_ami: str | None, ec2=None, pythons: list[str] | None = None
+) -> tuple[dict, dict]:
+    """check_instance_type and the base AMI (source_ami or find_source_ami), checked to ship one of
+    `pythons`, with boto3's own failures (no credentials, no connection, a refused request) turned into
+    ImageError."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+    # what the name tells needs no AWS: refused before credentials are looked for
+    if not _TYPE_RE.match(instance_type):
+        raise ImageError(f"{instance_type!r} is not an EC2 instance type (like m7i.8xlarge)")
+    if not is_amx_family(instance_type):
+        raise ImageError(
+            f"{instance_type} is not a family with AMX CPUs (needs Intel Sapphire Rapids or later: "
+            "m7i/c7i/r7i/m8i/..., or p5en for H200 GPUs)"
+        )
     try:
         ec2 = ec2 or ec2_client(region)
         itype = check_instance_type(ec2, instance_type)
-        ami = {"id": source_ami, "name": None} if source_ami else find_source_ami(ec2, region)
+        ami = describe_ami(ec2, source_ami) if source_ami else find_source_ami(ec2, region, pythons=pythons)
+        check_base_python(ami["name"], pythons)
     except NoCredentialsError as exc:
         raise ImageError(
             f"AWS credentials not found ({exc}): set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "

@@ -22,7 +22,7 @@ from pathlib import Path
 from ktinfra import __version__
 from ktinfra.image import REPO_ROOT, SOURCES, TEMPLATE, ImageError, aws, dockercli, manifest, spec
 from ktinfra.image.packer_adapter import Packer, ensure_available
-from ktinfra.profiles import DEFAULT_PROFILE
+from ktinfra.profiles import DEFAULT_PROFILE, python_versions
 
 KEEP_CHOICES = ("wheelhouse", "models", "tokens")
 # docker's reference grammar (distribution/reference): packer validate accepts any string, and the
@@ -133,7 +133,8 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
             "wheelhouse_host_dir": str(req.wheelhouse.resolve()),
         }
     else:
-        itype, ami = aws.look_up(req.region, req.instance_type, req.source_ami, ec2=ec2)
+        pythons = python_versions(profile)
+        itype, ami = aws.look_up(req.region, req.instance_type, req.source_ami, ec2=ec2, pythons=pythons)
         extra |= {"base": ami, "instance": itype, "region": req.region}
         variables |= {
             "aws_ami_name": AMI_NAME_PREFIX,
@@ -299,7 +300,12 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
             raise ImageError(f"packer validate failed:\n{checked.message}")
         packer.build()
         duration = time.monotonic() - t0
-        result = _manifest(prep, stage, started, duration, version, wheels_before)
+        try:
+            result = _manifest(prep, stage, started, duration, version, wheels_before)
+        except ImageError:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ImageError(_unusable(prep, exc)) from exc
     except BaseException as exc:
         with contextlib.suppress(OSError, ValueError):  # the log says why the build stopped
             log.write(f"error: {(str(exc).splitlines() or [type(exc).__name__])[0]}\n")
@@ -316,6 +322,23 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
     result["build"]["output_dir"] = str(final)
     (final / "manifest.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+def _unusable(prep: Prepared, exc: Exception) -> str:
+    """Why packer's packages.json or packer-manifest.json cannot make a manifest, and what packer left."""
+    if isinstance(exc, OSError) and exc.filename:
+        missing = isinstance(exc, FileNotFoundError)
+        why = f"{Path(exc.filename).name} {'is missing' if missing else exc.strerror}"
+    elif isinstance(exc, KeyError):
+        why = f"a file lacks the key {exc}"
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+    if prep.request.source == "docker":
+        ref = f"{prep.request.repository}:{prep.variables['docker_tag']}"
+        left = f"docker image {ref} was tagged without a manifest (build again, or `docker rmi {ref}`)"
+    else:
+        left = f"the AMI packer registered in {prep.request.region} has no manifest (see last-failed.log)"
+    return f"the build finished but its outputs are unusable: {why}; {left}"
 
 
 def _manifest(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from ktinfra.image import ImageError, dockercli, manifest
@@ -11,9 +12,10 @@ from ktinfra.image import ImageError, dockercli, manifest
 COLUMNS = ("image", "id", "source", "profile", "size_bytes", "built", "duration_s", "manifest")
 
 
-def builds(out_root: Path) -> list[dict]:
+def builds(out_root: Path, warn: Callable[[str], None] | None = None) -> list[dict]:
     """One row per build; a manifest that cannot be read or lacks what a row shows still gets a row, with
-    every column but `manifest` null and `error` saying why (the other rows have error null)."""
+    every column but `manifest` null and `error` saying why (the other rows have error null). Docker images
+    follow when docker answers; when its daemon does not, `warn` is told and the manifests' rows stand."""
     rows, seen = [], set()
     for path in sorted(out_root.glob("*/manifest.json")):
         try:
@@ -23,26 +25,32 @@ def builds(out_root: Path) -> list[dict]:
             continue
         seen.add(row["id"])
         rows.append(row)
+    images = []
     if shutil.which("docker"):
-        dockercli.ensure_daemon()
-        for img in dockercli.list_images("ktinfra.profile"):
-            info = dockercli.image_info(img["ID"])
-            if info is None or info["id"] in seen:
-                continue
-            seen.add(info["id"])
-            rows.append(
-                {
-                    "image": info["tags"][0] if info["tags"] else info["id"][7:19],
-                    "id": info["id"],
-                    "source": "docker",
-                    "profile": info["labels"].get("ktinfra.profile"),
-                    "size_bytes": info["size_bytes"],
-                    "built": info["created"],
-                    "duration_s": None,
-                    "manifest": None,
-                    "error": None,
-                }
-            )
+        try:
+            dockercli.ensure_daemon()
+            images = dockercli.list_images("ktinfra.profile")
+        except ImageError as exc:
+            if warn:
+                warn(f"docker images skipped: {exc}")
+    for img in images:
+        info = dockercli.image_info(img["ID"])
+        if info is None or info["id"] in seen:
+            continue
+        seen.add(info["id"])
+        rows.append(
+            {
+                "image": info["tags"][0] if info["tags"] else info["id"][7:19],
+                "id": info["id"],
+                "source": "docker",
+                "profile": info["labels"].get("ktinfra.profile"),
+                "size_bytes": info["size_bytes"],
+                "built": info["created"],
+                "duration_s": None,
+                "manifest": None,
+                "error": None,
+            }
+        )
     for row in rows:  # strict JSON out: a NaN or an infinity from anywhere is unknown
         row.update({k: None for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)})
     return rows

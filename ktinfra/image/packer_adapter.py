@@ -84,6 +84,8 @@ class Packer:
         on_line: Callable[[str], None] | None = None,
     ):
         ensure_available(exec_path)
+        if os.sep in exec_path:  # found from the caller's directory; packer runs in `cwd`
+            exec_path = os.path.abspath(exec_path)
         packer, self._sh = _wrapper()
         self._on_line = on_line
         self._lines: list[str] = []
@@ -111,6 +113,8 @@ class Packer:
         self._lines.clear()
         try:
             return self._w.version()
+        except self._sh.ErrorReturnCode as exc:
+            raise PackerError(f"packer version failed (exit {exc.exit_code}):\n{self.tail()}") from exc
         except IndexError:  # output went to the sink, the wrapper split an empty string
             m = re.search(r"Packer v(\S+)", self.tail())
             if not m:

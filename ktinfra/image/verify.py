@@ -75,6 +75,7 @@ def verify(
     manifest: Path | None = None,
     role: str = "any",
     on_line: Callable[[str], None] | None = None,
+    out_root: Path = OUT_ROOT,
 ) -> dict:
     # a manifest or suite given on the command line is checked before docker is asked anything
     data = load_manifest(manifest) if manifest else None
@@ -87,10 +88,17 @@ def verify(
     if info is None:
         raise ImageError(f"no docker image {image!r} here (see `ktinfra image list`)")
     if manifest is None:
-        manifest = find_manifest(info["id"])
-        data = load_manifest(manifest) if manifest else None
+        # without one every check of the host suite fails, which reads as a broken image
+        manifest = find_manifest(info["id"], out_root)
+        if manifest is None:
+            raise ImageError(
+                f"no build manifest of {image} ({info['id'][:19]}) under {out_root}: pass --out with the "
+                "build's --out, or --manifest PATH (a later build of the same profile and source replaces "
+                "the build directory)"
+            )
+        data = load_manifest(manifest)
     name = f"image-verify-{secrets.token_hex(3)}"
-    env = dict(os.environ, KTINFRA_IMAGE_MANIFEST=str(manifest or ""), KTINFRA_IMAGE_CONTAINER=name)
+    env = dict(os.environ, KTINFRA_IMAGE_MANIFEST=str(manifest), KTINFRA_IMAGE_CONTAINER=name)
     results = []
     dockercli.run_detached(image, name, dockercli.SYSTEMD_RUN_ARGS)
     try:
@@ -120,7 +128,7 @@ def verify(
     return {
         "image": image,
         "image_id": info["id"],
-        "manifest": str(manifest) if manifest else None,
+        "manifest": str(manifest),
         "systemd": state,
         "suites": results,
         "passed": passed,

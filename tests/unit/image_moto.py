@@ -8,7 +8,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.amis import Ami
 
-DLAMI = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) {}"
+DLAMI = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) {}"
 
 
 def publish_ami(region: str, ami_id: str, name: str, created: str, owner_alias="amazon", arch="x86_64"):

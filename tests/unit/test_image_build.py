@@ -95,7 +95,7 @@ def test_amazon_ebs_resolves_ami_and_volume(ec2):
 
 
 def test_amazon_ebs_refuses_non_amx_type_and_empty_region(ec2):
-    with pytest.raises(ImageError, match="g6e.xlarge has AMD CPUs without AMX"):
+    with pytest.raises(ImageError, match="g6e.xlarge is not a family with AMX CPUs"):
         build.prepare(
             build.BuildRequest(source="amazon-ebs", instance_type="g6e.xlarge", region="eu-north-1"), ec2=ec2
         )
@@ -209,6 +209,28 @@ def test_cli_reports_missing_aws_credentials_cleanly(tmp_path, monkeypatch):
     assert result.exit_code == 1
     assert isinstance(result.exception, SystemExit)
     assert result.output.startswith("error: AWS credentials not found")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("itype", "message"),
+    [
+        ("m6a.large", "error: m6a.large is not a family with AMX CPUs (needs Intel Sapphire Rapids or later"),
+        ("large", "error: 'large' is not an EC2 instance type (like m7i.8xlarge)"),
+    ],
+)
+def test_instance_type_without_amx_is_refused_before_aws_credentials(tmp_path, monkeypatch, itype, message):
+    """Before: without credentials, `--instance-type m6a.large` was told "AWS credentials not found"."""
+
+    def client(region):
+        raise AssertionError(f"an EC2 client was made for {region}")
+
+    monkeypatch.setattr(build.aws, "ec2_client", client)
+    out = tmp_path / "out"
+    args = ["image", "build", "--source", "amazon-ebs", "--profile", SMOKE, "--out", str(out)]
+    result = CliRunner().invoke(app, [*args, "--instance-type", itype])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.output.startswith(message), result.output
     assert not out.exists()
 
 
@@ -357,3 +379,40 @@ def test_template_names_the_ami_as_ktinfra_checks_it():
     assert re.search(
         r'^\s*ami_name\s*=\s*"\$\{var\.aws_ami_name\}-\$\{var\.profile\}-\{\{timestamp\}\}"$', text, re.M
     )
+
+
+def test_make_image_deps_readies_docker_only_for_the_docker_source():
+    """Before: `make image IMAGE_SOURCE=amazon-ebs` ran scripts/docker-ready.sh (docker, base image)."""
+
+    def commands(*args: str) -> str:
+        proc = subprocess.run(
+            ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), "image-deps", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return proc.stdout
+
+    if not shutil.which("make"):
+        pytest.skip("no make")
+    assert "scripts/docker-ready.sh" not in commands("IMAGE_SOURCE=amazon-ebs")
+    assert "bash scripts/docker-ready.sh" in commands()
+    assert "bash scripts/docker-ready.sh" in commands("IMAGE_SOURCE=docker")
+
+
+def test_cleanup_removes_ansible_state_and_python_history_of_every_home():
+    """Before: only /root/.ansible and /root/.python_history; an AMI's play runs as ubuntu. (The docker
+    test tests/integration/image/test_cleanup.py runs the script; this machine must not.)"""
+    script = REPO_ROOT / "images" / "scripts" / "cleanup.sh"
+    assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
+    removed = set()
+    for line in script.read_text().replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:1] == ["rm"]:
+            removed |= {w for w in words[1:] if not w.startswith("-")}
+    assert {
+        "/root/.ansible",
+        "/home/*/.ansible",
+        "/root/.python_history",
+        "/home/*/.python_history",
+    } <= removed

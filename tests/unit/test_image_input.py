@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import boto3
@@ -235,3 +236,107 @@ def test_failed_build_log_says_why(tmp_path, fake_docker):
     assert "template broken" in log and log.rstrip().endswith("error: packer validate failed:")
     assert [p.name for p in out.iterdir()] == ["last-failed.log"]  # the .partial directory is gone
     assert len(fake_docker) == 1  # the build container is removed
+
+
+def _fake_packer(path: Path, version_rc: int = 0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    script = f'#!/bin/sh\ncase "$1" in version) echo "Packer v1.6.6"; exit {version_rc};; esac\n'
+    path.write_text(script + 'echo "template broken" >&2\nexit 1\n')
+    path.chmod(0o755)
+    return path
+
+
+def test_relative_packer_path_runs_from_the_checkout(tmp_path, fake_docker, monkeypatch):
+    """Before: `--packer fp/packer` was found from the caller's directory but run from the checkout, and
+    the build ended in an sh.ErrorReturnCode traceback."""
+    _fake_packer(tmp_path / "fp" / "packer")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    args = [
+        "image",
+        "build",
+        "--profile",
+        str(SMOKE),
+        "--out",
+        str(out),
+        "--wheelhouse",
+        str(tmp_path / "wh"),
+    ]
+    result = CliRunner().invoke(app, [*args, "--packer", "fp/packer"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.stderr.splitlines()[-2:] == ["error: packer validate failed:", "template broken"]
+    assert "Traceback" not in result.output
+
+
+def test_packer_whose_version_fails_is_one_error_line(tmp_path, fake_docker):
+    packer = _fake_packer(tmp_path / "packer", version_rc=3)
+    out = tmp_path / "out"
+    args = [
+        "image",
+        "build",
+        "--profile",
+        str(SMOKE),
+        "--out",
+        str(out),
+        "--wheelhouse",
+        str(tmp_path / "wh"),
+    ]
+    result = CliRunner().invoke(app, [*args, "--packer", str(packer)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert result.stderr.splitlines()[-2:] == ["error: packer version failed (exit 3):", "Packer v1.6.6"]
+    assert [p.name for p in out.iterdir()] == ["last-failed.log"]
+
+
+# a packer build that succeeds but leaves outputs no manifest can be made of
+
+PACKER_OUTPUTS = """#!{python}
+import json, os, sys
+if sys.argv[1] == "version":
+    print("Packer v1.6.6")
+if sys.argv[1] != "build":
+    sys.exit(0)
+out = json.load(open(sys.argv[-2].split("=", 1)[1]))["output_dir"]
+for name, text in json.loads(os.environ["FAKE_OUTPUTS"]).items():
+    open(os.path.join(out, name), "w").write(text)
+"""
+GOOD_PACKAGES = json.dumps({"envs": {}})
+GOOD_ARTIFACT = json.dumps({"builds": [{"builder_type": "docker", "artifact_id": "sha256:abc"}]})
+
+
+@pytest.mark.parametrize(
+    ("outputs", "why"),
+    [
+        ({"packages.json": GOOD_PACKAGES}, "packer-manifest.json is missing"),
+        ({"packer-manifest.json": GOOD_ARTIFACT}, "packages.json is missing"),
+        ({"packages.json": "{", "packer-manifest.json": GOOD_ARTIFACT}, "JSONDecodeError: Expecting"),
+        ({"packages.json": GOOD_PACKAGES, "packer-manifest.json": "{}"}, "lists no build"),
+        ({"packages.json": "[]", "packer-manifest.json": GOOD_ARTIFACT}, "TypeError: list indices"),
+        ({"packages.json": "{}", "packer-manifest.json": GOOD_ARTIFACT}, "a file lacks the key 'envs'"),
+    ],
+)
+def test_unusable_build_outputs_are_one_error_line(tmp_path, fake_docker, monkeypatch, outputs, why):
+    """Before: FileNotFoundError, JSONDecodeError, ValueError, TypeError or KeyError tracebacks."""
+    packer = tmp_path / "packer"
+    packer.write_text(PACKER_OUTPUTS.format(python=sys.executable))
+    packer.chmod(0o755)
+    monkeypatch.setenv("FAKE_OUTPUTS", json.dumps(outputs))
+    out = tmp_path / "out"
+    args = [
+        "image",
+        "build",
+        "--profile",
+        str(SMOKE),
+        "--out",
+        str(out),
+        "--wheelhouse",
+        str(tmp_path / "wh"),
+    ]
+    result = CliRunner().invoke(app, [*args, "--packer", str(packer), "--tag", "t1"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("error: the build finished but its outputs are unusable: "), last
+    assert why in last and last.endswith(
+        "; docker image ktinfra/kt:t1 was tagged without a manifest "
+        "(build again, or `docker rmi ktinfra/kt:t1`)"
+    )
+    assert [p.name for p in out.iterdir()] == ["last-failed.log"]

@@ -117,3 +117,25 @@ def test_help_shows_the_default_out_in_brackets():
     assert result.exit_code == 0
     shown = " ".join(result.stdout.replace("│", " ").split())  # the help box wraps the line
     assert "Where build directories are [default: out/image of the checkout]." in shown
+
+
+def test_docker_whose_daemon_is_down_still_lists_the_manifests(tmp_path, monkeypatch):
+    """Before: `docker info` failing ended the list with exit 1 and no rows, AMI manifests included."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
+    docker.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    ami = {**GOOD, "image": {"source": "amazon-ebs", "id": "ami-1", "region": "us-east-1"}}
+    out = tmp_path / "out"
+    (out / "smoke-amazon-ebs").mkdir(parents=True)
+    (out / "smoke-amazon-ebs" / "manifest.json").write_text(json.dumps(ami))
+    result = CliRunner().invoke(app, ["image", "list", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads(result.stdout)
+    assert (row["image"], row["source"], row["error"]) == ("ami-1", "amazon-ebs", None)
+    assert result.stderr == (
+        "warning: docker images skipped: the docker daemon is not reachable: "
+        "run `bash scripts/docker-ready.sh`\n"
+    )

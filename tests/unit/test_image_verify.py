@@ -109,3 +109,53 @@ def test_bad_manifest_refused_before_docker(tmp_path, no_docker, text, message):
     assert isinstance(result.exception, SystemExit)
     assert result.output.startswith(f"error: manifest {path}") and message in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def docker_with_image(monkeypatch):
+    """docker holding the image sha256:abc; the containers started are recorded (returned)."""
+    started: list[str] = []
+    info = {"id": "sha256:abc", "size_bytes": 1, "tags": ["ktinfra/kt:smoke"], "labels": {}, "created": "x"}
+    monkeypatch.setattr(verify.dockercli, "ensure_daemon", lambda: None)
+    monkeypatch.setattr(verify.dockercli, "image_info", lambda ref: info)
+    monkeypatch.setattr(verify.dockercli, "run_detached", lambda image, name, args: started.append(name))
+    monkeypatch.setattr(verify.dockercli, "remove_container", lambda name: None)
+    monkeypatch.setattr(verify, "wait_for_systemd", lambda name: "running")
+    return started
+
+
+def test_image_without_a_manifest_is_refused_before_a_container_starts(tmp_path, docker_with_image):
+    """Before: verify ran every suite with KTINFRA_IMAGE_MANIFEST empty, every check failed (exit 1)."""
+    result = CliRunner().invoke(app, ["image", "verify", "ktinfra/kt:smoke", "--out", str(tmp_path)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    text = " ".join(result.output.split())
+    assert text.startswith(f"error: no build manifest of ktinfra/kt:smoke (sha256:abc) under {tmp_path}")
+    assert "pass --out with the build's --out, or --manifest PATH" in text
+    assert len(result.output.strip().splitlines()) == 1
+    assert docker_with_image == []
+
+
+def test_manifest_found_under_the_out_of_the_build(tmp_path, docker_with_image, monkeypatch):
+    (tmp_path / "smoke-docker").mkdir()
+    (tmp_path / "smoke-docker" / "manifest.json").write_text(json.dumps(MANIFEST))
+    runs = []
+
+    def pytest_run(cmd, **kwargs):
+        runs.append((cmd, kwargs["env"]["KTINFRA_IMAGE_MANIFEST"]))
+        return verify.subprocess.CompletedProcess(cmd, 0, "1 passed\n", "")
+
+    monkeypatch.setattr(verify.subprocess, "run", pytest_run)
+    result = CliRunner().invoke(
+        app, ["image", "verify", "ktinfra/kt:smoke", "--out", str(tmp_path), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["manifest"] == str(tmp_path / "smoke-docker" / "manifest.json")
+    assert runs and all(env == str(tmp_path / "smoke-docker" / "manifest.json") for _, env in runs)
+    host = next(cmd for cmd, _ in runs if str(verify.HOST_SUITE) in cmd)
+    assert host[host.index("--kt-profile") + 1] == "/x/smoke-profile.yaml"
+
+
+def test_manifest_help_says_where_it_is_looked_up():
+    result = CliRunner().invoke(app, ["image", "verify", "--help"])
+    shown = " ".join(result.stdout.replace("│", " ").split())
+    assert "labels" not in shown and "--out" in shown

@@ -26,6 +26,8 @@ LEFT = [
     "/var/log/wtmp",
     "/var/log/btmp",
     "/var/log/apt/history.log",
+    "/home/ubuntu/.ansible/tmp/ansible-local-1/x",  # the AMI build's ssh user runs the play
+    "/home/ubuntu/.python_history",
 ]
 # the script's own list before: tokens only under /root, no login keys, no cloud-init state, only *.log
 # truncated

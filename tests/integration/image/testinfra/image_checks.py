@@ -54,6 +54,8 @@ def test_machine_id_empty_in_image(image_manifest):
         "/root/.cache/pip",
         "/root/.cache/huggingface/token",
         "/root/.ansible",
+        "/home/*/.ansible",
+        "/home/*/.python_history",
         "/tmp/ktinfra-*",
     ],
 )
