@@ -407,6 +407,7 @@ def summarize(log: ServerLog) -> dict:
         if throughput
         else None,
         "earlier_runs_ignored": log.earlier_runs,
+        "earlier_runs_carried": log.earlier_runs_carried,
         "startup": log.config or None,
         "kv_pool": log.kv_pool or None,
         "server_args": log.server_args or None,
@@ -446,7 +447,13 @@ def advise(log: ServerLog, gpu_memory_gb: float | None = None) -> dict:
     if bad := unusable_args(log):
         listed = ", ".join(f"{k}={v!r}" for k, v in sorted(bad.items()))
         message += f"; server_args value(s) not usable, taken as unknown: {listed}"
-    if log.earlier_runs:
+    if log.earlier_runs_carried:
+        ignored = f"; {log.earlier_runs} earlier run(s) with other args ignored" if log.earlier_runs else ""
+        message += (
+            f" (last server start and {log.earlier_runs_carried} earlier run(s) with the same server args "
+            f"counted, as restarts of one configuration{ignored})"
+        )
+    elif log.earlier_runs:
         message += f" (last server start only: {log.earlier_runs} earlier run(s) in this log ignored)"
     summary["message"] = message
     return {"recommendations": changes, "advice": advice, "summary": summary}

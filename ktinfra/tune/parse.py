@@ -82,9 +82,12 @@ class ServerLog:
     kv_pool: dict = field(default_factory=dict)  # {"tokens", "gib"}: the pool SGLang allocated
     kv_pool_line: str | None = None
     lines_read: int = 0
-    # Server starts (`server_args=` lines) before the last one: their events are dropped, since a restart
-    # (Restart=on-failure) runs with new flags and an old run's OOM says nothing about them.
+    # Server starts (`server_args=` lines) before the last one. A start whose server args equal the run
+    # before it is systemd's Restart=on-failure after a crash (an OOM) with the same flags: that run's events
+    # (OOMs, retractions, batches) still describe these flags and are carried (earlier_runs_carried). A
+    # start with other args drops everything before it (earlier_runs): an old run's OOM says nothing of them.
     earlier_runs: int = 0
+    earlier_runs_carried: int = 0
 
     @property
     def decodes(self) -> list[BatchLine]:
@@ -194,18 +197,33 @@ def _oom_phase(lines: list[str], index: int, run_start: int = 0) -> str:
     return "unknown"
 
 
+def _same_args(dump: str, previous: str | None) -> bool:
+    """Two `server_args=ServerArgs(...)` dumps of the same flags. SGLang draws random_seed at every start
+    when none is given (server_args.py), so it is left out."""
+    if previous is None:
+        return False
+    seedless = [re.sub(r"\brandom_seed=-?\d+", "random_seed=", text) for text in (dump, previous)]
+    return seedless[0] == seedless[1]
+
+
 def _seen_anything(log: ServerLog) -> bool:
     events = (log.batches, log.retracts, log.ooms, log.config, log.server_args_line, log.capture_bs)
     return any(events)
 
 
 def parse_lines(lines: list[str]) -> ServerLog:
-    """Events of the last server run: a `server_args=` line (printed once per start) begins a new run."""
+    """Events of the last server run: a `server_args=` line (printed once per start) begins a new run; runs
+    before it with the same server args (restarts after a crash) count with it."""
     log = ServerLog(lines_read=len(lines))
     run_start = 0
+    args_dump = None  # the current run's server_args=ServerArgs(...) text
     for index, line in enumerate(lines):
-        if _SERVER_ARGS.search(line) and _seen_anything(log):
-            log = ServerLog(lines_read=len(lines), earlier_runs=log.earlier_runs + 1)
+        if (match := _SERVER_ARGS.search(line)) and _seen_anything(log):
+            if _same_args(match.group(1), args_dump):
+                log.earlier_runs_carried += 1
+            else:
+                dropped = log.earlier_runs + log.earlier_runs_carried + 1
+                log = ServerLog(lines_read=len(lines), earlier_runs=dropped)
             run_start = index
         ts = _timestamp(line)
         head = _BATCH_HEAD.search(line)
@@ -227,6 +245,7 @@ def parse_lines(lines: list[str]) -> ServerLog:
             found = dict(_ARG.findall(match.group(1)))
             log.server_args = {k: _scalar(found[k]) for k in TRACKED_ARGS if k in found}
             log.server_args_line = line.strip()
+            args_dump = match.group(1)
             continue
         if match := _KV_POOL.search(line):
             if match.group(2):

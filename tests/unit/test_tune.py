@@ -102,6 +102,43 @@ def test_an_oom_after_a_restart_is_still_seen():
     assert result["summary"]["earlier_runs_ignored"] == 1
 
 
+def test_a_restart_with_the_same_args_keeps_the_oom_that_caused_it():
+    """ktinfra-serve@.service (Restart=on-failure) restarts with the same flags after the decode OOM killed
+    the scheduler (only random_seed, drawn at each start, differs): the OOM and the busy decode batches
+    before it still describe these flags, so `tune --unit` must halve --max-running-requests."""
+    result = _advice("oom-restart.log")
+    summary = result["summary"]
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 1, "unknown": 0}
+    assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (1, 0)
+    assert summary["decode_batches"] == 10 and summary["running_req_max"] == 32
+    recs = _by_param(result)
+    running = recs["--max-running-requests"]
+    assert (running["current"], running["suggested"]) == (32, 16)
+    assert "peak #running-req 32" in running["reason"]
+    assert (recs["--kt-num-gpu-experts"]["current"], recs["--kt-num-gpu-experts"]["suggested"]) == (8, 4)
+    assert summary["message"] == (
+        "2 change(s) recommended (last server start and 1 earlier run(s) with the same server args counted, "
+        "as restarts of one configuration)"
+    )
+
+
+def test_a_run_with_other_args_before_the_restarts_is_still_ignored():
+    text = (LOGS / "prefill-oom.log").read_text() + (LOGS / "oom-restart.log").read_text()
+    result = tune.advise(tune.parse_text(text))
+    summary = result["summary"]
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 1, "unknown": 0}  # not prefill-oom's
+    assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (1, 1)
+    assert summary["message"].endswith(
+        "(last server start and 1 earlier run(s) with the same server args counted, as restarts of one "
+        "configuration; 1 earlier run(s) with other args ignored)"
+    )
+    # a change of flags after the restarts drops all three earlier runs, none carried
+    changed = text + (LOGS / "healthy.log").read_text().replace("[2025-11-11 13:", "[2025-11-11 14:")
+    summary = tune.advise(tune.parse_text(changed))["summary"]
+    assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (0, 3)
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "unknown": 0}
+
+
 def test_healthy_log_has_nothing_to_fix():
     result = _advice("healthy.log")
     assert result["recommendations"] == []
