@@ -161,6 +161,44 @@ def test_conservative_scheduler_and_spare_memory():
     assert small["suggested"] == 0.95
 
 
+def test_requests_queued_at_the_running_cap_are_not_a_conservativeness_problem():
+    """A busy ktinfra server: 8 of 9 decode lines at its planned cap of 16 running requests, 9 queued, KV
+    a third full. SGLang admits nothing at the cap whatever its conservativeness, so lowering it to 0.3 is
+    no fix; the output says the cap is the limit, as an observation, not a change."""
+    result = _advice("capped-queue.log")
+    assert result["recommendations"] == [] and result["advice"] == []
+    (seen,) = result["summary"]["observations"]
+    assert seen["observation"].startswith(
+        "8 of 9 decode batches ran at the --max-running-requests cap of 16 with token usage < 0.9 while "
+        "requests were queued: the cap, not the scheduler's conservativeness"
+    )
+    assert len(seen["evidence"]) == 5 and all("#running-req: 16," in line for line in seen["evidence"])
+    assert result["summary"]["message"] == (
+        "nothing to fix: no rule fired on this log; 1 observation(s), no change (see observations)"
+    )
+    assert tune.ansible_vars(result) == {"kt_serve_overrides": {}}
+    res = CliRunner().invoke(app, ["tune", "--log", str(LOGS / "capped-queue.log")], terminal_width=200)
+    assert res.exit_code == 0 and "observations (no change)" in res.output
+
+
+def test_the_same_queue_below_a_higher_cap_still_lowers_conservativeness():
+    text = (
+        (LOGS / "capped-queue.log").read_text().replace("max_running_requests=16", "max_running_requests=64")
+    )
+    result = tune.advise(tune.parse_text(text))
+    sc = _by_param(result)["--schedule-conservativeness"]
+    assert (sc["current"], sc["suggested"]) == (1.0, 0.3)
+    assert sc["reason"].startswith("8 of 9 decode batches had token usage < 0.9 while requests were queued")
+    assert result["summary"]["observations"] == []
+    # lines at the cap are left out of the share: 3 of 4 below it still fire, and the reason says so
+    lines = (LOGS / "capped-queue.log").read_text().splitlines()
+    below = [line.replace("#running-req: 16,", "#running-req: 15,") for line in lines[-3:]]
+    sc = _by_param(tune.advise(tune.parse_lines(lines + below)))["--schedule-conservativeness"]
+    assert sc["reason"].startswith(
+        "3 of 4 decode batches below the --max-running-requests cap of 16 had token usage < 0.9"
+    )
+
+
 def test_mem_fraction_without_gpu_size_moves_in_small_step():
     mfs = _by_param(_advice("conservative.log"))["--mem-fraction-static"]
     assert mfs["suggested"] == pytest.approx(0.87)
