@@ -279,6 +279,34 @@ def test_separate_oom_events_are_counted_separately():
     assert [o.phase for o in log.ooms] == ["decode", "decode"]
 
 
+def test_an_oom_with_its_radix_tree_dump_is_one_event():
+    """sglang-kt 0.7.2 logs `Prefill out of memory`, prints the radix tree (one line a node, here 41), then
+    the scheduler's traceback ends in `RuntimeError: Prefill out of memory`: one OOM, not two."""
+    result = _advice("prefill-oom-radix.log")
+    assert result["summary"]["oom_errors"] == {"prefill": 1, "decode": 0, "unknown": 0}
+    rec = _by_param(result)["--chunked-prefill-size"]
+    assert (rec["current"], rec["suggested"]) == (4096, 2048)
+    assert rec["reason"].startswith("1 out-of-memory error(s) during prefill")
+    assert rec["evidence"] == [
+        "[2025-11-11 13:01:42 TP0] Prefill out of memory. Try to lower your batch size."
+    ]
+
+
+def test_a_runtime_error_after_another_event_or_of_another_phase_is_a_new_oom():
+    error = "[2025-11-11 13:05:00 TP0] Decode out of memory. Try to lower your batch size."
+    decode = (
+        "[2025-11-11 13:05:01 TP0] Decode batch, #running-req: 8, #token: 9000, token usage: 0.97, "
+        "cuda graph: True, gen throughput (token/s): 90.00, #queue-req: 0"
+    )
+    raised = "RuntimeError: Decode out of memory. Try to lower your batch size."
+    tree = ["   64 [1, 2, 3] r=0"] * 40
+    assert len(tune.parse_lines([error, *tree, raised]).ooms) == 1
+    assert len(tune.parse_lines([error, *tree, decode, raised]).ooms) == 2
+    assert len(tune.parse_lines([error, decode, error]).ooms) == 2  # the decode line ended the first
+    other = tune.parse_lines([error, *tree, raised.replace("Decode", "Prefill")])
+    assert [o.phase for o in other.ooms] == ["decode", "prefill"]
+
+
 @pytest.mark.parametrize(
     ("journal", "load_state", "expected"),
     [
