@@ -17,7 +17,8 @@ from datetime import datetime
 _TS = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
 _BATCH_HEAD = re.compile(r"(Decode|Prefill) batch(?: \[\d+\])?[.,] ")
 _FIELD = re.compile(
-    r"(#[a-z-]+|token usage|full token usage|[a-z]+ graph|gen throughput \(token/s\)): ([^,]+)"
+    r"(#[a-z-]+|token usage|full token usage|swa token usage|[a-z]+ graph|gen throughput \(token/s\)): "
+    r"([^,]+)"
 )
 _CONFIG = re.compile(r"max_total_num_tokens=(\d+).*?available_(gpu|cpu)_mem=([\d.]+) GB")
 _CONFIG_FIELD = re.compile(
@@ -148,18 +149,27 @@ def _requests(text: str) -> int:
 
 def _parse_batch(line: str, kind: str, ts: datetime | None) -> BatchLine:
     batch = BatchLine(kind=kind.lower(), line=line.strip(), ts=ts)
+    swa = []  # a hybrid-SWA model's line: `full token usage: …, swa token usage: …`
     for key, raw in _FIELD.findall(line[line.find("batch") :]):
         value = raw.strip()
         if key == "#running-req":
             batch.running_req = _requests(value)
         elif key == "#queue-req":
             batch.queue_req = _requests(value)
+        elif key == "swa token usage":
+            swa.append(_number(value))
         elif key in ("token usage", "full token usage") and batch.token_usage is None:
             batch.token_usage = _number(value)
         elif key.endswith(" graph"):
             batch.graph = value == "True"
         elif key.startswith("gen throughput"):
             batch.gen_throughput = _number(value)
+    if swa:
+        # SGLang's own token usage of a hybrid-SWA pool is max(full, swa) (scheduler_metrics_mixin.py
+        # log_decode_stats); unknown when either is. A mamba line (`full token usage: …, mamba usage: …`)
+        # stays the full figure, as in SGLang.
+        both = (batch.token_usage, swa[0])
+        batch.token_usage = None if None in both else max(both)
     return batch
 
 

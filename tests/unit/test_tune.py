@@ -45,6 +45,25 @@ def test_newer_decode_format_with_iteration_counter_parses():
     assert (decode.running_req, decode.queue_req, decode.token_usage, decode.graph) == (18, 3, 0.71, False)
 
 
+def test_hybrid_swa_token_usage_is_the_larger_of_full_and_swa():
+    """sglang-kt 0.7.2 logs a hybrid-SWA pool as `full token usage: …, swa token usage: …` and acts on
+    max(full, swa): a full SWA pool with requests queued is no conservative scheduler."""
+    log = tune.parse_text((LOGS / "swa-full.log").read_text())
+    assert [b.token_usage for b in log.decodes][:2] == [0.93, 0.94]
+    assert [b.token_usage for b in log.batches if b.kind == "prefill"] == [0.08]
+    result = tune.advise(log)
+    assert result["recommendations"] == [] and result["advice"] == []
+    assert result["summary"]["token_usage"] == {"mean": 0.946, "max": 0.96}
+    # a mamba (hybrid-SSM) line stays the full figure, as in SGLang; an unreadable swa figure is unknown
+    mamba = (
+        "[2025-11-11 13:02:00 TP0] Decode batch, #running-req: 8, #full token: 50000, "
+        "full token usage: 0.10, mamba num: 30, mamba usage: 0.95, cuda graph: True, "
+        "gen throughput (token/s): 96.00, #queue-req: 5"
+    )
+    swa_nan = log.decodes[0].line.replace("swa token usage: 0.93", "swa token usage: nan")
+    assert [b.token_usage for b in tune.parse_lines([mamba, swa_nan]).decodes] == [0.10, None]
+
+
 def test_low_free_memory_from_seed_lowers_mem_fraction():
     result = _advice("seed001.log")
     (rec,) = result["advice"]
