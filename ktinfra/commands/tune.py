@@ -42,6 +42,10 @@ def _show(result: dict, console: Console) -> None:
         console.print("[bold]advice (no value to suggest)[/bold]")
         rows = [(r["parameter"], r["reason"], first(r)) for r in result["advice"]]
         console.print(_table(("parameter", "reason", "evidence (first)"), rows))
+    if summary.get("observations"):
+        console.print("[bold]observations (no change)[/bold]")
+        rows = [(o["observation"], first(o)) for o in summary["observations"]]
+        console.print(_table(("observation", "evidence (first)"), rows))
 
 
 def tune_command(

@@ -139,25 +139,71 @@ def _conservativeness(log: ServerLog) -> list[dict]:
                 direction=+1,
             )
         ]
-    decodes = log.decodes
-    idle_kv = [
-        b
-        for b in decodes
-        if b.token_usage is not None and b.token_usage < USAGE_GOOD and (b.queue_req or 0) > 0
-    ]
-    if decodes and len(idle_kv) >= 3 and len(idle_kv) / len(decodes) >= LOW_USAGE_SHARE and not log.retracts:
+    cap, below_cap, idle_kv, _ = _queued_with_room(log)
+    if (
+        below_cap
+        and len(idle_kv) >= 3
+        and len(idle_kv) / len(below_cap) >= LOW_USAGE_SHARE
+        and not log.retracts
+    ):
+        of = f"{len(below_cap)} decode batches" + (
+            f" below the --max-running-requests cap of {cap}" if len(below_cap) < len(log.decodes) else ""
+        )
         return [
             _rec(
                 "--schedule-conservativeness",
                 current,
                 min(0.3, current),
-                f"{len(idle_kv)} of {len(decodes)} decode batches had token usage < {USAGE_GOOD} "
+                f"{len(idle_kv)} of {of} had token usage < {USAGE_GOOD} "
                 "while requests were queued: the scheduler is too conservative" + note,
                 [b.line for b in idle_kv],
                 direction=-1,
             )
         ]
     return []
+
+
+def _running_cap(log: ServerLog) -> int | None:
+    """The scheduler's max_running_requests (its startup line, else the args dump), when known."""
+    cap = _current(log, "max_running_requests")
+    return cap if _is_int(cap) and cap > 0 else None
+
+
+def _queued_with_room(log: ServerLog):
+    """(cap, decode lines below the cap, those of them with KV room (usage < 0.9) and requests queued, lines
+    at the cap with KV room and requests queued). At the cap SGLang admits nothing whatever its
+    conservativeness (scheduler.py get_num_allocatable_reqs), so those lines say nothing about it."""
+    cap = _running_cap(log)
+    below_cap, idle_kv, at_cap = [], [], []
+    for batch in log.decodes:
+        capped = cap is not None and (batch.running_req or 0) >= cap
+        if not capped:
+            below_cap.append(batch)
+        if batch.token_usage is not None and batch.token_usage < USAGE_GOOD and (batch.queue_req or 0) > 0:
+            (at_cap if capped else idle_kv).append(batch)
+    return cap, below_cap, idle_kv, at_cap
+
+
+def observations(log: ServerLog) -> list[dict]:
+    """What the log shows that is no flag change: {"observation", "evidence"}."""
+    cap, _, _, at_cap = _queued_with_room(log)
+    decodes = log.decodes
+    if len(at_cap) < 3 or len(at_cap) / len(decodes) < LOW_USAGE_SHARE:
+        return []
+    return [
+        {
+            "observation": (
+                f"{len(at_cap)} of {len(decodes)} decode batches ran at the --max-running-requests cap of "
+                f"{cap} with token usage < {USAGE_GOOD} while requests were queued: the cap, not the "
+                "scheduler's conservativeness or the KV cache, holds requests back. `ktinfra plan serve` "
+                "keeps the cap small on purpose (about 2 requests per CPU core: decode reads the CPU "
+                "experts); raise it (plan serve --max-running-requests, or "
+                "kt_serve_overrides.max_running_requests) only if the CPU has room, else the queue is "
+                "what this load costs"
+            ),
+            "evidence": [b.line for b in at_cap][:MAX_EVIDENCE],
+        }
+    ]
 
 
 def _page(log: ServerLog) -> int:
@@ -407,10 +453,12 @@ def summarize(log: ServerLog) -> dict:
         if throughput
         else None,
         "earlier_runs_ignored": log.earlier_runs,
+        "earlier_runs_carried": log.earlier_runs_carried,
         "startup": log.config or None,
         "kv_pool": log.kv_pool or None,
         "server_args": log.server_args or None,
         "span_seconds": (last - first).total_seconds() if first and last else None,
+        "observations": observations(log),
     }
 
 
@@ -443,10 +491,18 @@ def advise(log: ServerLog, gpu_memory_gb: float | None = None) -> dict:
         if advice:
             parts.append(f"{len(advice)} note(s) without a value to suggest (see advice)")
         message = "; ".join(parts)
+    if summary["observations"]:
+        message += f"; {len(summary['observations'])} observation(s), no change (see observations)"
     if bad := unusable_args(log):
         listed = ", ".join(f"{k}={v!r}" for k, v in sorted(bad.items()))
         message += f"; server_args value(s) not usable, taken as unknown: {listed}"
-    if log.earlier_runs:
+    if log.earlier_runs_carried:
+        ignored = f"; {log.earlier_runs} earlier run(s) with other args ignored" if log.earlier_runs else ""
+        message += (
+            f" (last server start and {log.earlier_runs_carried} earlier run(s) with the same server args "
+            f"counted, as restarts of one configuration{ignored})"
+        )
+    elif log.earlier_runs:
         message += f" (last server start only: {log.earlier_runs} earlier run(s) in this log ignored)"
     summary["message"] = message
     return {"recommendations": changes, "advice": advice, "summary": summary}

@@ -17,7 +17,8 @@ from datetime import datetime
 _TS = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
 _BATCH_HEAD = re.compile(r"(Decode|Prefill) batch(?: \[\d+\])?[.,] ")
 _FIELD = re.compile(
-    r"(#[a-z-]+|token usage|full token usage|[a-z]+ graph|gen throughput \(token/s\)): ([^,]+)"
+    r"(#[a-z-]+|token usage|full token usage|swa token usage|[a-z]+ graph|gen throughput \(token/s\)): "
+    r"([^,]+)"
 )
 _CONFIG = re.compile(r"max_total_num_tokens=(\d+).*?available_(gpu|cpu)_mem=([\d.]+) GB")
 _CONFIG_FIELD = re.compile(
@@ -32,6 +33,7 @@ _SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
 _ARG = re.compile(r"\b([a-z_]+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^,()]+)")
 _CAPTURE_BS = re.compile(r"Capture (?:cuda|cpu|npu) graph bs \[([\d, ]+)\]")
 _OOM_TEXT = re.compile(r"(Prefill|Decode) out of memory|CUDA out of memory|OutOfMemoryError")
+_RUNTIME_OOM = re.compile(r"\bRuntimeError: (Prefill|Decode) out of memory")
 
 OOM_SAME_EVENT_LINES = 30
 
@@ -82,9 +84,12 @@ class ServerLog:
     kv_pool: dict = field(default_factory=dict)  # {"tokens", "gib"}: the pool SGLang allocated
     kv_pool_line: str | None = None
     lines_read: int = 0
-    # Server starts (`server_args=` lines) before the last one: their events are dropped, since a restart
-    # (Restart=on-failure) runs with new flags and an old run's OOM says nothing about them.
+    # Server starts (`server_args=` lines) before the last one. A start whose server args equal the run
+    # before it is systemd's Restart=on-failure after a crash (an OOM) with the same flags: that run's events
+    # (OOMs, retractions, batches) still describe these flags and are carried (earlier_runs_carried). A
+    # start with other args drops everything before it (earlier_runs): an old run's OOM says nothing of them.
     earlier_runs: int = 0
+    earlier_runs_carried: int = 0
 
     @property
     def decodes(self) -> list[BatchLine]:
@@ -144,18 +149,27 @@ def _requests(text: str) -> int:
 
 def _parse_batch(line: str, kind: str, ts: datetime | None) -> BatchLine:
     batch = BatchLine(kind=kind.lower(), line=line.strip(), ts=ts)
+    swa = []  # a hybrid-SWA model's line: `full token usage: …, swa token usage: …`
     for key, raw in _FIELD.findall(line[line.find("batch") :]):
         value = raw.strip()
         if key == "#running-req":
             batch.running_req = _requests(value)
         elif key == "#queue-req":
             batch.queue_req = _requests(value)
+        elif key == "swa token usage":
+            swa.append(_number(value))
         elif key in ("token usage", "full token usage") and batch.token_usage is None:
             batch.token_usage = _number(value)
         elif key.endswith(" graph"):
             batch.graph = value == "True"
         elif key.startswith("gen throughput"):
             batch.gen_throughput = _number(value)
+    if swa:
+        # SGLang's own token usage of a hybrid-SWA pool is max(full, swa) (scheduler_metrics_mixin.py
+        # log_decode_stats); unknown when either is. A mamba line (`full token usage: …, mamba usage: …`)
+        # stays the full figure, as in SGLang.
+        both = (batch.token_usage, swa[0])
+        batch.token_usage = None if None in both else max(both)
     return batch
 
 
@@ -194,64 +208,95 @@ def _oom_phase(lines: list[str], index: int, run_start: int = 0) -> str:
     return "unknown"
 
 
+def _same_args(dump: str, previous: str | None) -> bool:
+    """Two `server_args=ServerArgs(...)` dumps of the same flags. SGLang draws random_seed at every start
+    when none is given (server_args.py), so it is left out."""
+    if previous is None:
+        return False
+    seedless = [re.sub(r"\brandom_seed=-?\d+", "random_seed=", text) for text in (dump, previous)]
+    return seedless[0] == seedless[1]
+
+
 def _seen_anything(log: ServerLog) -> bool:
     events = (log.batches, log.retracts, log.ooms, log.config, log.server_args_line, log.capture_bs)
     return any(events)
 
 
+def _parse_event(log: ServerLog, line: str, ts: datetime | None) -> bool:
+    """Record LINE when it is a scheduler event other than an OOM (a batch, a retraction, a startup line)."""
+    if head := _BATCH_HEAD.search(line):
+        log.batches.append(_parse_batch(line, head.group(1), ts))
+        return True
+    if (match := _RETRACT.search(line)) and (retracted := _count(match.group(1))) is not None:
+        log.retracts.append((line.strip(), ts, retracted))
+        return True
+    if mem := _CONFIG.search(line):
+        fields = {k: _count(v) for k, v in _CONFIG_FIELD.findall(line)}
+        log.config = {k: v for k, v in fields.items() if v is not None}
+        # `[\d.]+` also matches 1.2.3 or a digit run too long for a float: then the free memory is unknown
+        if (free := _number(mem.group(3))) is not None:
+            log.config[f"available_{mem.group(2)}_mem_gb"] = free
+        log.config_line = line.strip()
+        return True
+    if match := _SERVER_ARGS.search(line):
+        found = dict(_ARG.findall(match.group(1)))
+        log.server_args = {k: _scalar(found[k]) for k in TRACKED_ARGS if k in found}
+        log.server_args_line = line.strip()
+        return True
+    if match := _KV_POOL.search(line):
+        if match.group(2):
+            gib = _number(match.group(2))
+        else:
+            k_gib, v_gib = _number(match.group(3)), _number(match.group(4))
+            gib = None if k_gib is None or v_gib is None else k_gib + v_gib
+        tokens = _count(match.group(1))
+        if gib is not None and tokens is not None:  # an unreadable size (1..2 GB) leaves the pool unknown
+            log.kv_pool = {"tokens": tokens, "gib": gib}
+            log.kv_pool_line = line.strip()
+        return True
+    if match := _CAPTURE_BS.search(line):
+        sizes = [_count(x) for x in match.group(1).replace(" ", "").split(",") if x]
+        if None not in sizes:  # a damaged list is no list
+            log.capture_bs = sizes
+            log.capture_line = line.strip()
+        return True
+    return False
+
+
 def parse_lines(lines: list[str]) -> ServerLog:
-    """Events of the last server run: a `server_args=` line (printed once per start) begins a new run."""
+    """Events of the last server run: a `server_args=` line (printed once per start) begins a new run; runs
+    before it with the same server args (restarts after a crash) count with it."""
     log = ServerLog(lines_read=len(lines))
     run_start = 0
+    args_dump = None  # the current run's server_args=ServerArgs(...) text
+    oom_open = False  # the last OOM event was followed by no other event yet (its traceback may follow)
     for index, line in enumerate(lines):
-        if _SERVER_ARGS.search(line) and _seen_anything(log):
-            log = ServerLog(lines_read=len(lines), earlier_runs=log.earlier_runs + 1)
-            run_start = index
-        ts = _timestamp(line)
-        head = _BATCH_HEAD.search(line)
-        if head:
-            log.batches.append(_parse_batch(line, head.group(1), ts))
-            continue
-        if (match := _RETRACT.search(line)) and (retracted := _count(match.group(1))) is not None:
-            log.retracts.append((line.strip(), ts, retracted))
-            continue
-        if mem := _CONFIG.search(line):
-            fields = {k: _count(v) for k, v in _CONFIG_FIELD.findall(line)}
-            log.config = {k: v for k, v in fields.items() if v is not None}
-            # `[\d.]+` also matches 1.2.3 or a digit run too long for a float: then the free memory is unknown
-            if (free := _number(mem.group(3))) is not None:
-                log.config[f"available_{mem.group(2)}_mem_gb"] = free
-            log.config_line = line.strip()
-            continue
         if match := _SERVER_ARGS.search(line):
-            found = dict(_ARG.findall(match.group(1)))
-            log.server_args = {k: _scalar(found[k]) for k in TRACKED_ARGS if k in found}
-            log.server_args_line = line.strip()
-            continue
-        if match := _KV_POOL.search(line):
-            if match.group(2):
-                gib = _number(match.group(2))
-            else:
-                k_gib, v_gib = _number(match.group(3)), _number(match.group(4))
-                gib = None if k_gib is None or v_gib is None else k_gib + v_gib
-            tokens = _count(match.group(1))
-            if gib is not None and tokens is not None:  # an unreadable size (1..2 GB) leaves the pool unknown
-                log.kv_pool = {"tokens": tokens, "gib": gib}
-                log.kv_pool_line = line.strip()
-            continue
-        if match := _CAPTURE_BS.search(line):
-            sizes = [_count(x) for x in match.group(1).replace(" ", "").split(",") if x]
-            if None not in sizes:  # a damaged list is no list
-                log.capture_bs = sizes
-                log.capture_line = line.strip()
+            if _seen_anything(log):
+                if _same_args(match.group(1), args_dump):
+                    log.earlier_runs_carried += 1
+                else:
+                    dropped = log.earlier_runs + log.earlier_runs_carried + 1
+                    log = ServerLog(lines_read=len(lines), earlier_runs=dropped)
+                run_start = index
+            args_dump = match.group(1)
+        ts = _timestamp(line)
+        if _parse_event(log, line, ts):
+            oom_open = False
             continue
         if _OOM_TEXT.search(line):
             phase = _oom_phase(lines, index, run_start)
-            # SGLang logs one OOM as an allocator error and then the traceback: count it once.
-            last = log.ooms[-1] if log.ooms else None
-            if last and index - last.line_no <= OOM_SAME_EVENT_LINES and phase in (last.phase, "unknown"):
+            # SGLang logs one OOM as an allocator error, then (mem_cache/common.py) the radix tree, one line a
+            # node, then the scheduler's traceback ending in `RuntimeError: <Phase> out of memory`; a CUDA
+            # OOM's traceback may follow a few lines after an allocator error: count each once.
+            last = log.ooms[-1] if oom_open else None
+            if last and (
+                (_RUNTIME_OOM.search(line) and phase == last.phase)
+                or (index - last.line_no <= OOM_SAME_EVENT_LINES and phase in (last.phase, "unknown"))
+            ):
                 continue
             log.ooms.append(OomEvent(phase=phase, line=line.strip(), ts=ts, line_no=index))
+            oom_open = True
     return log
 
 

@@ -45,6 +45,25 @@ def test_newer_decode_format_with_iteration_counter_parses():
     assert (decode.running_req, decode.queue_req, decode.token_usage, decode.graph) == (18, 3, 0.71, False)
 
 
+def test_hybrid_swa_token_usage_is_the_larger_of_full_and_swa():
+    """sglang-kt 0.7.2 logs a hybrid-SWA pool as `full token usage: …, swa token usage: …` and acts on
+    max(full, swa): a full SWA pool with requests queued is no conservative scheduler."""
+    log = tune.parse_text((LOGS / "swa-full.log").read_text())
+    assert [b.token_usage for b in log.decodes][:2] == [0.93, 0.94]
+    assert [b.token_usage for b in log.batches if b.kind == "prefill"] == [0.08]
+    result = tune.advise(log)
+    assert result["recommendations"] == [] and result["advice"] == []
+    assert result["summary"]["token_usage"] == {"mean": 0.946, "max": 0.96}
+    # a mamba (hybrid-SSM) line stays the full figure, as in SGLang; an unreadable swa figure is unknown
+    mamba = (
+        "[2025-11-11 13:02:00 TP0] Decode batch, #running-req: 8, #full token: 50000, "
+        "full token usage: 0.10, mamba num: 30, mamba usage: 0.95, cuda graph: True, "
+        "gen throughput (token/s): 96.00, #queue-req: 5"
+    )
+    swa_nan = log.decodes[0].line.replace("swa token usage: 0.93", "swa token usage: nan")
+    assert [b.token_usage for b in tune.parse_lines([mamba, swa_nan]).decodes] == [0.10, None]
+
+
 def test_low_free_memory_from_seed_lowers_mem_fraction():
     result = _advice("seed001.log")
     (rec,) = result["advice"]
@@ -102,6 +121,43 @@ def test_an_oom_after_a_restart_is_still_seen():
     assert result["summary"]["earlier_runs_ignored"] == 1
 
 
+def test_a_restart_with_the_same_args_keeps_the_oom_that_caused_it():
+    """ktinfra-serve@.service (Restart=on-failure) restarts with the same flags after the decode OOM killed
+    the scheduler (only random_seed, drawn at each start, differs): the OOM and the busy decode batches
+    before it still describe these flags, so `tune --unit` must halve --max-running-requests."""
+    result = _advice("oom-restart.log")
+    summary = result["summary"]
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 1, "unknown": 0}
+    assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (1, 0)
+    assert summary["decode_batches"] == 10 and summary["running_req_max"] == 32
+    recs = _by_param(result)
+    running = recs["--max-running-requests"]
+    assert (running["current"], running["suggested"]) == (32, 16)
+    assert "peak #running-req 32" in running["reason"]
+    assert (recs["--kt-num-gpu-experts"]["current"], recs["--kt-num-gpu-experts"]["suggested"]) == (8, 4)
+    assert summary["message"] == (
+        "2 change(s) recommended (last server start and 1 earlier run(s) with the same server args counted, "
+        "as restarts of one configuration)"
+    )
+
+
+def test_a_run_with_other_args_before_the_restarts_is_still_ignored():
+    text = (LOGS / "prefill-oom.log").read_text() + (LOGS / "oom-restart.log").read_text()
+    result = tune.advise(tune.parse_text(text))
+    summary = result["summary"]
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 1, "unknown": 0}  # not prefill-oom's
+    assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (1, 1)
+    assert summary["message"].endswith(
+        "(last server start and 1 earlier run(s) with the same server args counted, as restarts of one "
+        "configuration; 1 earlier run(s) with other args ignored)"
+    )
+    # a change of flags after the restarts drops all three earlier runs, none carried
+    changed = text + (LOGS / "healthy.log").read_text().replace("[2025-11-11 13:", "[2025-11-11 14:")
+    summary = tune.advise(tune.parse_text(changed))["summary"]
+    assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (0, 3)
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "unknown": 0}
+
+
 def test_healthy_log_has_nothing_to_fix():
     result = _advice("healthy.log")
     assert result["recommendations"] == []
@@ -122,6 +178,44 @@ def test_conservative_scheduler_and_spare_memory():
     # on a small GPU the same headroom is a large fraction: capped at 0.95
     small = _by_param(_advice("conservative.log", gpu_memory_gb=24.0))["--mem-fraction-static"]
     assert small["suggested"] == 0.95
+
+
+def test_requests_queued_at_the_running_cap_are_not_a_conservativeness_problem():
+    """A busy ktinfra server: 8 of 9 decode lines at its planned cap of 16 running requests, 9 queued, KV
+    a third full. SGLang admits nothing at the cap whatever its conservativeness, so lowering it to 0.3 is
+    no fix; the output says the cap is the limit, as an observation, not a change."""
+    result = _advice("capped-queue.log")
+    assert result["recommendations"] == [] and result["advice"] == []
+    (seen,) = result["summary"]["observations"]
+    assert seen["observation"].startswith(
+        "8 of 9 decode batches ran at the --max-running-requests cap of 16 with token usage < 0.9 while "
+        "requests were queued: the cap, not the scheduler's conservativeness"
+    )
+    assert len(seen["evidence"]) == 5 and all("#running-req: 16," in line for line in seen["evidence"])
+    assert result["summary"]["message"] == (
+        "nothing to fix: no rule fired on this log; 1 observation(s), no change (see observations)"
+    )
+    assert tune.ansible_vars(result) == {"kt_serve_overrides": {}}
+    res = CliRunner().invoke(app, ["tune", "--log", str(LOGS / "capped-queue.log")], terminal_width=200)
+    assert res.exit_code == 0 and "observations (no change)" in res.output
+
+
+def test_the_same_queue_below_a_higher_cap_still_lowers_conservativeness():
+    text = (
+        (LOGS / "capped-queue.log").read_text().replace("max_running_requests=16", "max_running_requests=64")
+    )
+    result = tune.advise(tune.parse_text(text))
+    sc = _by_param(result)["--schedule-conservativeness"]
+    assert (sc["current"], sc["suggested"]) == (1.0, 0.3)
+    assert sc["reason"].startswith("8 of 9 decode batches had token usage < 0.9 while requests were queued")
+    assert result["summary"]["observations"] == []
+    # lines at the cap are left out of the share: 3 of 4 below it still fire, and the reason says so
+    lines = (LOGS / "capped-queue.log").read_text().splitlines()
+    below = [line.replace("#running-req: 16,", "#running-req: 15,") for line in lines[-3:]]
+    sc = _by_param(tune.advise(tune.parse_lines(lines + below)))["--schedule-conservativeness"]
+    assert sc["reason"].startswith(
+        "3 of 4 decode batches below the --max-running-requests cap of 16 had token usage < 0.9"
+    )
 
 
 def test_mem_fraction_without_gpu_size_moves_in_small_step():
@@ -202,6 +296,34 @@ def test_separate_oom_events_are_counted_separately():
     filler = ['[2025-11-11 13:05:01] INFO:     127.0.0.1:1 - "POST /generate HTTP/1.1" 200 OK'] * 40
     log = tune.parse_lines([oom, *filler, oom])
     assert [o.phase for o in log.ooms] == ["decode", "decode"]
+
+
+def test_an_oom_with_its_radix_tree_dump_is_one_event():
+    """sglang-kt 0.7.2 logs `Prefill out of memory`, prints the radix tree (one line a node, here 41), then
+    the scheduler's traceback ends in `RuntimeError: Prefill out of memory`: one OOM, not two."""
+    result = _advice("prefill-oom-radix.log")
+    assert result["summary"]["oom_errors"] == {"prefill": 1, "decode": 0, "unknown": 0}
+    rec = _by_param(result)["--chunked-prefill-size"]
+    assert (rec["current"], rec["suggested"]) == (4096, 2048)
+    assert rec["reason"].startswith("1 out-of-memory error(s) during prefill")
+    assert rec["evidence"] == [
+        "[2025-11-11 13:01:42 TP0] Prefill out of memory. Try to lower your batch size."
+    ]
+
+
+def test_a_runtime_error_after_another_event_or_of_another_phase_is_a_new_oom():
+    error = "[2025-11-11 13:05:00 TP0] Decode out of memory. Try to lower your batch size."
+    decode = (
+        "[2025-11-11 13:05:01 TP0] Decode batch, #running-req: 8, #token: 9000, token usage: 0.97, "
+        "cuda graph: True, gen throughput (token/s): 90.00, #queue-req: 0"
+    )
+    raised = "RuntimeError: Decode out of memory. Try to lower your batch size."
+    tree = ["   64 [1, 2, 3] r=0"] * 40
+    assert len(tune.parse_lines([error, *tree, raised]).ooms) == 1
+    assert len(tune.parse_lines([error, *tree, decode, raised]).ooms) == 2
+    assert len(tune.parse_lines([error, decode, error]).ooms) == 2  # the decode line ended the first
+    other = tune.parse_lines([error, *tree, raised.replace("Decode", "Prefill")])
+    assert [o.phase for o in other.ooms] == ["decode", "prefill"]
 
 
 @pytest.mark.parametrize(
