@@ -327,24 +327,47 @@ def _same_instance(uuid: str, gpu_uuid: str, device: dict) -> bool:
 
 
 def _add_topology(gpus: list[dict], text: str | None) -> None:
-    """Fill links/affinities from `nvidia-smi topo -m` (tab-separated, header wrapped in ANSI codes)."""
+    """Fill links/affinities from `nvidia-smi topo -m` (tab-separated, header wrapped in ANSI codes).
+
+    Columns are found by their header: the peers are the cells before "CPU Affinity", whatever they are
+    named (GPUn and NICn, or mlx5_0 on older drivers), and the affinities sit under "CPU Affinity" and
+    "NUMA Affinity" (absent on some drivers; "GPU NUMA ID" after them is not read). Only GPU peers become
+    `links`; NIC rows are skipped."""
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in (text or "").splitlines()]
     if not lines or not gpus:
         return
-    peers = [c.strip() for c in lines[0].split("\t") if re.fullmatch(r"(GPU|NIC)\d+", c.strip())]
+    header = [cell.strip() for cell in lines[0].split("\t")]
+    cpu_column = _column(header, "CPU Affinity")
+    numa_column = _column(header, "NUMA Affinity")
+    peers = header[1 : len(header) if cpu_column is None else cpu_column]
     by_index = {f"GPU{gpu['index']}": gpu for gpu in gpus}
     for line in lines[1:]:
-        fields = line.split("\t")
-        gpu = by_index.get(fields[0].strip())
+        fields = [field.strip() for field in line.split("\t")]
+        gpu = by_index.get(fields[0])
         if gpu is None or len(fields) < 1 + len(peers):
             continue
-        links = [f.strip() for f in fields[1 : 1 + len(peers)]]
-        gpu["links"] = {peer: link for peer, link in zip(peers, links, strict=True) if link != "X"}
-        rest = [f.strip() for f in fields[1 + len(peers) :] if f.strip()]
-        if rest:
-            gpu["cpu_affinity"] = None if rest[0] == "N/A" else rest[0]
-        if len(rest) > 1:
-            gpu["numa_affinity"] = None if rest[1] == "N/A" else _int_or_none(rest[1])
+        gpu["links"] = {
+            peer: link
+            for peer, link in zip(peers, fields[1 : 1 + len(peers)], strict=True)
+            if re.fullmatch(r"GPU\d+", peer) and link != "X"
+        }
+        affinity = _cell(fields, cpu_column)
+        if affinity is not None:
+            gpu["cpu_affinity"] = affinity
+        numa = _cell(fields, numa_column)
+        if numa is not None:
+            gpu["numa_affinity"] = _int_or_none(numa)
+
+
+def _column(header: list[str], name: str) -> int | None:
+    return header.index(name) if name in header else None
+
+
+def _cell(fields: list[str], column: int | None) -> str | None:
+    """The cell under a header column; None where the column or the value is missing or N/A."""
+    if column is None or column >= len(fields) or fields[column] in ("", "N/A"):
+        return None
+    return fields[column]
 
 
 def _int_or_none(value: str) -> int | None:

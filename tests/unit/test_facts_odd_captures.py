@@ -183,3 +183,39 @@ def test_a_file_given_as_the_capture_folder(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"is a file; --from takes the capture folder ({capture})" in proc.stderr
     assert proc.stdout == ""
+
+
+# SYNTHESIZED `nvidia-smi topo -m` outputs (no machine was captured), written into a copy of the synthetic
+# dual-socket L40S capture: its GPU0 sits on NUMA node 0, GPU1 on node 1, each with a ConnectX NIC beside it.
+# Older drivers head the NIC columns with the device name (mlx5_0); newer ones write NIC0 and add a
+# "GPU NUMA ID" column (and a NIC legend below the table).
+TOPO_NIC_COLUMNS = {
+    "mlx5_names": (
+        "\t\x1b[4mGPU0\tGPU1\tmlx5_0\tmlx5_1\tCPU Affinity\tNUMA Affinity\x1b[0m\n"
+        "GPU0\t X \tSYS\tPIX\tSYS\t0-51,104-155\t0\n"
+        "GPU1\tSYS\t X \tSYS\tPIX\t52-103,156-207\t1\n"
+        "mlx5_0\tPIX\tSYS\t X \tSYS\t\t\n"
+        "mlx5_1\tSYS\tPIX\tSYS\t X \t\t\n"
+        "\nLegend:\n\n  X    = Self\n"
+    ),
+    "nic_numbers": (
+        "\t\x1b[4mGPU0\tGPU1\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+        "GPU0\t X \tSYS\tPIX\tSYS\t0-51,104-155\t0\t\tN/A\n"
+        "GPU1\tSYS\t X \tSYS\tPIX\t52-103,156-207\t1\t\tN/A\n"
+        "NIC0\tPIX\tSYS\t X \tSYS\t\t\t\t\n"
+        "NIC1\tSYS\tPIX\tSYS\t X \t\t\t\t\n"
+        "\nLegend:\n\n  X    = Self\n\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_1\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(TOPO_NIC_COLUMNS))
+def test_topology_columns_are_found_by_their_header(tmp_path, layout):
+    # mlx5_0 headers were not taken for peers: their PIX/SYS cells became the CPU affinity, NUMA was lost
+    capture = _copy(tmp_path, "synthetic-2s-8470q-amx")
+    (capture / "nvidia-smi-topo.txt").write_text(TOPO_NIC_COLUMNS[layout])
+    gpus = from_capture(capture)["gpus"]
+    assert [(g["index"], g["cpu_affinity"], g["numa_affinity"], g["links"]) for g in gpus] == [
+        (0, "0-51,104-155", 0, {"GPU1": "SYS"}),
+        (1, "52-103,156-207", 1, {"GPU0": "SYS"}),
+    ]
