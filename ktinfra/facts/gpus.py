@@ -85,7 +85,9 @@ def _valid(gpu: dict) -> bool:
 
 
 def _merge(primary: list[dict], extra: list[dict]) -> list[dict]:
-    """GPUs of `primary`, empty fields filled from the same GPU in `extra`, then the GPUs only `extra` has."""
+    """GPUs of `primary`, empty fields filled from the same GPU in `extra`, then the GPUs only `extra` has.
+
+    An index is taken once: a later GPU of either list with an index already merged is left out."""
 
     def keys(gpu: dict) -> set[tuple[str, str]]:
         return {(key, gpu[key].upper()) for key in ("uuid", "pci_bus_id") if gpu[key]}
@@ -93,6 +95,8 @@ def _merge(primary: list[dict], extra: list[dict]) -> list[dict]:
     merged: list[dict] = []
     used: set[int] = set()
     for gpu in primary:
+        if any(gpu["index"] == other["index"] for other in merged):
+            continue  # a row repeated (a capture appended to twice): the first one stands
         match = next((n for n, other in enumerate(extra) if n not in used and keys(gpu) & keys(other)), None)
         if match is not None:
             used.add(match)

@@ -219,3 +219,17 @@ def test_topology_columns_are_found_by_their_header(tmp_path, layout):
         (0, "0-51,104-155", 0, {"GPU1": "SYS"}),
         (1, "52-103,156-207", 1, {"GPU0": "SYS"}),
     ]
+
+
+def test_a_csv_row_repeated_gives_one_gpu(tmp_path):
+    # a capture appended to twice: each row comes again (synthesized from the real capture's CSV)
+    capture = _copy(tmp_path, "2xh200-xeon-amx-32c")
+    (capture / "nvidia-smi-q.xml").unlink()
+    lines = _csv(capture).splitlines(keepends=True)
+    (capture / "nvidia-smi-query.csv").write_text("".join(lines + lines[1:]))
+    facts = from_capture(capture)
+    assert [(g["index"], g["uuid"]) for g in facts["gpus"]] == [
+        (0, "GPU-eba1675f-80ed-12b2-82e6-e05e0cb93f6f"),
+        (1, "GPU-59fc4ea4-fb9d-8328-bbc3-2a0c069a1545"),
+    ]
+    assert len(plan(facts, "Qwen3-30B-A3B", "serve")["host"]["gpus"]) == 2  # plan took these facts
