@@ -233,3 +233,12 @@ def test_a_csv_row_repeated_gives_one_gpu(tmp_path):
         (1, "GPU-59fc4ea4-fb9d-8328-bbc3-2a0c069a1545"),
     ]
     assert len(plan(facts, "Qwen3-30B-A3B", "serve")["host"]["gpus"]) == 2  # plan took these facts
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1\n", 1), ("0", 0), ("²\n", None), ("١", None), ("1" * 5000, None), ("-1", None), ("", None)],
+)
+def test_numa_balancing_is_ascii_digits_or_unknown(text, expected):
+    # "²" and "١" pass str.isdigit() but not int() / are no kernel value; 5000 digits are past int()'s limit
+    assert parse_files({"numa_balancing.txt": text}, "x")["tuning"]["numa_balancing"] == expected
