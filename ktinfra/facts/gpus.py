@@ -22,6 +22,8 @@ QUERY_FIELDS = [
 ]
 QUERY_FIELDS_BEFORE_MIG = QUERY_FIELDS[:-1]
 
+# what `plan` accepts as a compute capability ("9.0", "12"); a cell of another form is read as unknown
+COMPUTE_CAPABILITY_RE = re.compile(r"\d+(\.\d+)?")
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 GPU_UUID = re.compile(rf"GPU-{_UUID}")
 # A MIG device as CUDA_VISIBLE_DEVICES takes it: MIG-<uuid> (R470 and later), or MIG-GPU-<GPU uuid>/<GPU
@@ -237,7 +239,7 @@ def _gpu(mig_devices: list[dict] | None, **raw: str | None) -> dict:
         "index": number(raw["index"], 0, MAX_GPU_INDEX),
         "name": text(raw["name"]),
         "memory_mib": number(raw["memory_mib"], 1, MAX_GPU_MEMORY_MIB),
-        "compute_capability": text(raw["compute_capability"]),
+        "compute_capability": _compute_capability(text(raw["compute_capability"])),
         "driver_version": text(raw["driver_version"]),
         "memory_used_mib": number(raw["memory_used_mib"], 0, MAX_GPU_MEMORY_MIB),
         "uuid": text(raw["uuid"]),
@@ -248,6 +250,12 @@ def _gpu(mig_devices: list[dict] | None, **raw: str | None) -> dict:
         "mig": _mig_mode(raw["mig"]),
         "mig_devices": mig_devices,
     }
+
+
+def _compute_capability(value: str | None) -> str | None:
+    """The cell when it has the form plan validates (COMPUTE_CAPABILITY_RE), else None: a damaged cell
+    such as "-1 9.0" is unknown, not carried into facts that plan would refuse."""
+    return value if value is not None and COMPUTE_CAPABILITY_RE.fullmatch(value) else None
 
 
 def _text(value: str | None) -> str | None:

@@ -13,6 +13,7 @@ import pytest
 
 from ktinfra.facts import from_capture, parse_files
 from ktinfra.facts.cpulist import parse_cpulist
+from ktinfra.plan.host import validate
 from ktinfra.planner import plan
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
@@ -242,3 +243,16 @@ def test_a_csv_row_repeated_gives_one_gpu(tmp_path):
 def test_numa_balancing_is_ascii_digits_or_unknown(text, expected):
     # "²" and "١" pass str.isdigit() but not int() / are no kernel value; 5000 digits are past int()'s limit
     assert parse_files({"numa_balancing.txt": text}, "x")["tuning"]["numa_balancing"] == expected
+
+
+@pytest.mark.parametrize("cell", ["-1 9.0", "9.0.1", "9.0a", "sm_90", "9.²"])
+def test_a_damaged_compute_capability_is_unknown(tmp_path, cell):
+    # a damaged compute_cap cell (synthesized into the real H100 capture's CSV) was carried through, and
+    # plan refused the facts it gave: gpus[0].compute_capability must be a compute capability such as "9.0"
+    capture = _copy(tmp_path, "h100-xeon-amx-16c")
+    csv = _csv(capture)
+    assert csv.count(", 9.0, ") == 1
+    (capture / "nvidia-smi-query.csv").write_text(csv.replace(", 9.0, ", f", {cell}, "))
+    facts = from_capture(capture)
+    assert facts["gpus"][0]["compute_capability"] is None  # the XML has none to fill it with
+    assert validate(facts) is facts
