@@ -22,6 +22,8 @@ QUERY_FIELDS = [
 ]
 QUERY_FIELDS_BEFORE_MIG = QUERY_FIELDS[:-1]
 
+# what `plan` accepts as a compute capability ("9.0", "12"); a cell of another form is read as unknown
+COMPUTE_CAPABILITY_RE = re.compile(r"\d+(\.\d+)?")
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 GPU_UUID = re.compile(rf"GPU-{_UUID}")
 # A MIG device as CUDA_VISIBLE_DEVICES takes it: MIG-<uuid> (R470 and later), or MIG-GPU-<GPU uuid>/<GPU
@@ -85,7 +87,9 @@ def _valid(gpu: dict) -> bool:
 
 
 def _merge(primary: list[dict], extra: list[dict]) -> list[dict]:
-    """GPUs of `primary`, empty fields filled from the same GPU in `extra`, then the GPUs only `extra` has."""
+    """GPUs of `primary`, empty fields filled from the same GPU in `extra`, then the GPUs only `extra` has.
+
+    An index is taken once: a later GPU of either list with an index already merged is left out."""
 
     def keys(gpu: dict) -> set[tuple[str, str]]:
         return {(key, gpu[key].upper()) for key in ("uuid", "pci_bus_id") if gpu[key]}
@@ -93,6 +97,8 @@ def _merge(primary: list[dict], extra: list[dict]) -> list[dict]:
     merged: list[dict] = []
     used: set[int] = set()
     for gpu in primary:
+        if any(gpu["index"] == other["index"] for other in merged):
+            continue  # a row repeated (a capture appended to twice): the first one stands
         match = next((n for n, other in enumerate(extra) if n not in used and keys(gpu) & keys(other)), None)
         if match is not None:
             used.add(match)
@@ -233,7 +239,7 @@ def _gpu(mig_devices: list[dict] | None, **raw: str | None) -> dict:
         "index": number(raw["index"], 0, MAX_GPU_INDEX),
         "name": text(raw["name"]),
         "memory_mib": number(raw["memory_mib"], 1, MAX_GPU_MEMORY_MIB),
-        "compute_capability": text(raw["compute_capability"]),
+        "compute_capability": _compute_capability(text(raw["compute_capability"])),
         "driver_version": text(raw["driver_version"]),
         "memory_used_mib": number(raw["memory_used_mib"], 0, MAX_GPU_MEMORY_MIB),
         "uuid": text(raw["uuid"]),
@@ -244,6 +250,12 @@ def _gpu(mig_devices: list[dict] | None, **raw: str | None) -> dict:
         "mig": _mig_mode(raw["mig"]),
         "mig_devices": mig_devices,
     }
+
+
+def _compute_capability(value: str | None) -> str | None:
+    """The cell when it has the form plan validates (COMPUTE_CAPABILITY_RE), else None: a damaged cell
+    such as "-1 9.0" is unknown, not carried into facts that plan would refuse."""
+    return value if value is not None and COMPUTE_CAPABILITY_RE.fullmatch(value) else None
 
 
 def _text(value: str | None) -> str | None:
@@ -327,24 +339,47 @@ def _same_instance(uuid: str, gpu_uuid: str, device: dict) -> bool:
 
 
 def _add_topology(gpus: list[dict], text: str | None) -> None:
-    """Fill links/affinities from `nvidia-smi topo -m` (tab-separated, header wrapped in ANSI codes)."""
+    """Fill links/affinities from `nvidia-smi topo -m` (tab-separated, header wrapped in ANSI codes).
+
+    Columns are found by their header: the peers are the cells before "CPU Affinity", whatever they are
+    named (GPUn and NICn, or mlx5_0 on older drivers), and the affinities sit under "CPU Affinity" and
+    "NUMA Affinity" (absent on some drivers; "GPU NUMA ID" after them is not read). Only GPU peers become
+    `links`; NIC rows are skipped."""
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in (text or "").splitlines()]
     if not lines or not gpus:
         return
-    peers = [c.strip() for c in lines[0].split("\t") if re.fullmatch(r"(GPU|NIC)\d+", c.strip())]
+    header = [cell.strip() for cell in lines[0].split("\t")]
+    cpu_column = _column(header, "CPU Affinity")
+    numa_column = _column(header, "NUMA Affinity")
+    peers = header[1 : len(header) if cpu_column is None else cpu_column]
     by_index = {f"GPU{gpu['index']}": gpu for gpu in gpus}
     for line in lines[1:]:
-        fields = line.split("\t")
-        gpu = by_index.get(fields[0].strip())
+        fields = [field.strip() for field in line.split("\t")]
+        gpu = by_index.get(fields[0])
         if gpu is None or len(fields) < 1 + len(peers):
             continue
-        links = [f.strip() for f in fields[1 : 1 + len(peers)]]
-        gpu["links"] = {peer: link for peer, link in zip(peers, links, strict=True) if link != "X"}
-        rest = [f.strip() for f in fields[1 + len(peers) :] if f.strip()]
-        if rest:
-            gpu["cpu_affinity"] = None if rest[0] == "N/A" else rest[0]
-        if len(rest) > 1:
-            gpu["numa_affinity"] = None if rest[1] == "N/A" else _int_or_none(rest[1])
+        gpu["links"] = {
+            peer: link
+            for peer, link in zip(peers, fields[1 : 1 + len(peers)], strict=True)
+            if re.fullmatch(r"GPU\d+", peer) and link != "X"
+        }
+        affinity = _cell(fields, cpu_column)
+        if affinity is not None:
+            gpu["cpu_affinity"] = affinity
+        numa = _cell(fields, numa_column)
+        if numa is not None:
+            gpu["numa_affinity"] = _int_or_none(numa)
+
+
+def _column(header: list[str], name: str) -> int | None:
+    return header.index(name) if name in header else None
+
+
+def _cell(fields: list[str], column: int | None) -> str | None:
+    """The cell under a header column; None where the column or the value is missing or N/A."""
+    if column is None or column >= len(fields) or fields[column] in ("", "N/A"):
+        return None
+    return fields[column]
 
 
 def _int_or_none(value: str) -> int | None:

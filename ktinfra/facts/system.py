@@ -183,9 +183,11 @@ def tuning_facts(files: dict[str, str]) -> dict:
     for line in (files.get("cpufreq.txt") or "").splitlines():
         if line.strip() in GOVERNORS:
             governor = line.strip()
-    balancing = (files.get("numa_balancing.txt") or "").strip()
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses; a few digits (the kernel writes
+    # 0-3), as int() refuses a string of over 4300 digits
+    balancing = re.fullmatch(r"[0-9]{1,9}", (files.get("numa_balancing.txt") or "").strip())
     return {
-        "numa_balancing": int(balancing) if balancing.isdigit() else None,
+        "numa_balancing": int(balancing.group()) if balancing else None,
         "thp": thp.group(1) if thp else None,
         "cpufreq_governor": governor,
     }

@@ -78,19 +78,20 @@ def fits(facts: dict, est: sizing.Estimate) -> bool:
 
 
 def _requested(arch: Architecture, facts: dict, requested: str):
+    """An explicit format: a checkpoint it cannot read is bad input (ValueError, whatever the host: `plan`
+    exits 1 before any output); CPU flags the host lacks (or the facts do not know) are problems."""
     fmt = sizing.cpu_format(requested)
     if not fmt.serves(arch.native_dtype):
         if arch.native_dtype == "int4":
-            problem = (
+            needed = "an FP8" if fmt.native_dtype == "fp8" else "a BF16"
+            raise ValueError(
                 f"{arch.name} ships int4 experts, which only kt-kernel's RAWINT4 reads; --cpu-format "
-                f"{fmt.name} would need a BF16 checkpoint"
+                f"{fmt.name} would need {needed} checkpoint"
             )
-        else:
-            problem = (
-                f"--cpu-format {fmt.name} needs an {fmt.native_dtype.upper()} checkpoint; "
-                f"{arch.name} ships {arch.native_dtype}"
-            )
-        return fmt, "requested", [problem]
+        raise ValueError(
+            f"--cpu-format {fmt.name} needs an {fmt.native_dtype.upper()} checkpoint; "
+            f"{arch.name} ships {arch.native_dtype}"
+        )
     missing, unknown = isa_missing(facts, fmt), isa_unknown(facts, fmt)
     problems = []
     if missing:

@@ -7,7 +7,7 @@ import re
 
 from ktinfra.facts import bounds
 from ktinfra.facts.cpulist import parse_cpulist as _cpu_ids
-from ktinfra.facts.gpus import MIG_UUID
+from ktinfra.facts.gpus import COMPUTE_CAPABILITY_RE, MIG_UUID
 from ktinfra.shown import json_shown
 
 GB = 1e9
@@ -17,7 +17,6 @@ AMX_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
 
 FACTS_SCHEMA = 1
 CPULIST_RE = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
-COMPUTE_CAPABILITY_RE = re.compile(r"\d+(\.\d+)?")
 ISA_UNKNOWN = "CPU flags unknown (the capture has no cpuinfo/lscpu)"
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from ktinfra.facts import from_capture, parse_files
 from ktinfra.facts.cpulist import parse_cpulist
+from ktinfra.plan.host import validate
 from ktinfra.planner import plan
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
@@ -183,3 +184,75 @@ def test_a_file_given_as_the_capture_folder(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"is a file; --from takes the capture folder ({capture})" in proc.stderr
     assert proc.stdout == ""
+
+
+# SYNTHESIZED `nvidia-smi topo -m` outputs (no machine was captured), written into a copy of the synthetic
+# dual-socket L40S capture: its GPU0 sits on NUMA node 0, GPU1 on node 1, each with a ConnectX NIC beside it.
+# Older drivers head the NIC columns with the device name (mlx5_0); newer ones write NIC0 and add a
+# "GPU NUMA ID" column (and a NIC legend below the table).
+TOPO_NIC_COLUMNS = {
+    "mlx5_names": (
+        "\t\x1b[4mGPU0\tGPU1\tmlx5_0\tmlx5_1\tCPU Affinity\tNUMA Affinity\x1b[0m\n"
+        "GPU0\t X \tSYS\tPIX\tSYS\t0-51,104-155\t0\n"
+        "GPU1\tSYS\t X \tSYS\tPIX\t52-103,156-207\t1\n"
+        "mlx5_0\tPIX\tSYS\t X \tSYS\t\t\n"
+        "mlx5_1\tSYS\tPIX\tSYS\t X \t\t\n"
+        "\nLegend:\n\n  X    = Self\n"
+    ),
+    "nic_numbers": (
+        "\t\x1b[4mGPU0\tGPU1\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+        "GPU0\t X \tSYS\tPIX\tSYS\t0-51,104-155\t0\t\tN/A\n"
+        "GPU1\tSYS\t X \tSYS\tPIX\t52-103,156-207\t1\t\tN/A\n"
+        "NIC0\tPIX\tSYS\t X \tSYS\t\t\t\t\n"
+        "NIC1\tSYS\tPIX\tSYS\t X \t\t\t\t\n"
+        "\nLegend:\n\n  X    = Self\n\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_1\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(TOPO_NIC_COLUMNS))
+def test_topology_columns_are_found_by_their_header(tmp_path, layout):
+    # mlx5_0 headers were not taken for peers: their PIX/SYS cells became the CPU affinity, NUMA was lost
+    capture = _copy(tmp_path, "synthetic-2s-8470q-amx")
+    (capture / "nvidia-smi-topo.txt").write_text(TOPO_NIC_COLUMNS[layout])
+    gpus = from_capture(capture)["gpus"]
+    assert [(g["index"], g["cpu_affinity"], g["numa_affinity"], g["links"]) for g in gpus] == [
+        (0, "0-51,104-155", 0, {"GPU1": "SYS"}),
+        (1, "52-103,156-207", 1, {"GPU0": "SYS"}),
+    ]
+
+
+def test_a_csv_row_repeated_gives_one_gpu(tmp_path):
+    # a capture appended to twice: each row comes again (synthesized from the real capture's CSV)
+    capture = _copy(tmp_path, "2xh200-xeon-amx-32c")
+    (capture / "nvidia-smi-q.xml").unlink()
+    lines = _csv(capture).splitlines(keepends=True)
+    (capture / "nvidia-smi-query.csv").write_text("".join(lines + lines[1:]))
+    facts = from_capture(capture)
+    assert [(g["index"], g["uuid"]) for g in facts["gpus"]] == [
+        (0, "GPU-eba1675f-80ed-12b2-82e6-e05e0cb93f6f"),
+        (1, "GPU-59fc4ea4-fb9d-8328-bbc3-2a0c069a1545"),
+    ]
+    assert len(plan(facts, "Qwen3-30B-A3B", "serve")["host"]["gpus"]) == 2  # plan took these facts
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1\n", 1), ("0", 0), ("²\n", None), ("١", None), ("1" * 5000, None), ("-1", None), ("", None)],
+)
+def test_numa_balancing_is_ascii_digits_or_unknown(text, expected):
+    # "²" and "١" pass str.isdigit() but not int() / are no kernel value; 5000 digits are past int()'s limit
+    assert parse_files({"numa_balancing.txt": text}, "x")["tuning"]["numa_balancing"] == expected
+
+
+@pytest.mark.parametrize("cell", ["-1 9.0", "9.0.1", "9.0a", "sm_90", "9.²"])
+def test_a_damaged_compute_capability_is_unknown(tmp_path, cell):
+    # a damaged compute_cap cell (synthesized into the real H100 capture's CSV) was carried through, and
+    # plan refused the facts it gave: gpus[0].compute_capability must be a compute capability such as "9.0"
+    capture = _copy(tmp_path, "h100-xeon-amx-16c")
+    csv = _csv(capture)
+    assert csv.count(", 9.0, ") == 1
+    (capture / "nvidia-smi-query.csv").write_text(csv.replace(", 9.0, ", f", {cell}, "))
+    facts = from_capture(capture)
+    assert facts["gpus"][0]["compute_capability"] is None  # the XML has none to fill it with
+    assert validate(facts) is facts

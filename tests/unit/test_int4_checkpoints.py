@@ -8,7 +8,7 @@ import pytest
 from test_plan import facts as host
 
 from ktinfra import catalog, sizing
-from ktinfra.planner import plan
+from ktinfra.planner import PlanInputError, plan
 from ktinfra.render import sglang_argv
 
 MODEL = "/data/models/Kimi-K2-Thinking"
@@ -86,11 +86,12 @@ def test_the_4xl40s_plan_serves_from_the_model_directory_with_layerwise_prefill(
 
 
 def test_other_formats_cannot_read_int4_experts():
-    result = plan(host("dual-spr-2xnuma-4xl40s"), "Kimi-K2-Thinking", "serve", cpu_format="AMXINT8")
-    assert not result["feasible"]
-    assert (
-        "only kt-kernel's RAWINT4 reads; --cpu-format AMXINT8 would need a BF16 checkpoint"
-        in (result["problems"][0])
+    # bad input like FP8 on a bf16 checkpoint (PlanInputError, exit 1), no longer an infeasible plan
+    with pytest.raises(PlanInputError) as refused:
+        plan(host("dual-spr-2xnuma-4xl40s"), "Kimi-K2-Thinking", "serve", cpu_format="AMXINT8")
+    assert str(refused.value) == (
+        "Kimi-K2-Thinking ships int4 experts, which only kt-kernel's RAWINT4 reads; --cpu-format AMXINT8 "
+        "would need a BF16 checkpoint"
     )
 
 

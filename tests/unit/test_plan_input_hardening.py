@@ -264,3 +264,38 @@ def test_a_model_type_that_is_no_name_is_refused(tmp_path, kind):
     """Before: ["x"] became the plan's architecture "['x']"."""
     with pytest.raises(catalog.ModelConfigError, match="config.json model_type must be a name"):
         catalog.resolve(_model(tmp_path, {**GLM_4_5_AIR, "model_type": kind}))
+
+
+@pytest.mark.parametrize(
+    ("model", "cpu_format", "message"),
+    [
+        (
+            "Qwen3-30B-A3B",
+            "FP8",
+            "error: --cpu-format FP8 needs an FP8 checkpoint; Qwen3-30B-A3B ships bf16\n",
+        ),
+        (
+            "Qwen3-30B-A3B",
+            "RAWINT4",
+            "error: --cpu-format RAWINT4 needs an INT4 checkpoint; Qwen3-30B-A3B ships bf16\n",
+        ),
+        (
+            "Kimi-K2-Thinking",
+            "AMXINT8",
+            "error: Kimi-K2-Thinking ships int4 experts, which only kt-kernel's RAWINT4 reads; --cpu-format "
+            "AMXINT8 would need a BF16 checkpoint\n",
+        ),
+        (
+            "Kimi-K2-Thinking",
+            "FP8",
+            "error: Kimi-K2-Thinking ships int4 experts, which only kt-kernel's RAWINT4 reads; --cpu-format "
+            "FP8 would need an FP8 checkpoint\n",
+        ),
+    ],
+)
+def test_a_cpu_format_that_cannot_read_the_checkpoint_is_bad_input(model, cpu_format, message):
+    """Whatever the host: exit 1 and one error line before any output. Before: an int4 checkpoint with
+    AMXINT8 was an infeasible plan (exit 2, printed), FP8 on bf16 an error from the sizing."""
+    args = ["plan", "-m", model, "--cpu-format", cpu_format, "--facts", str(FACTS_DIR / "h100-amx.json")]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", message)
