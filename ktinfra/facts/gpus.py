@@ -22,8 +22,9 @@ QUERY_FIELDS = [
 ]
 QUERY_FIELDS_BEFORE_MIG = QUERY_FIELDS[:-1]
 
-# what `plan` accepts as a compute capability ("9.0", "12"); a cell of another form is read as unknown
-COMPUTE_CAPABILITY_RE = re.compile(r"\d+(\.\d+)?")
+# what `plan` accepts as a compute capability ("9.0", "12", "10.3"; at most 3 digits each side: real ones have
+# 1-2, and a longer number is damage); a cell of another form is read as unknown
+COMPUTE_CAPABILITY_RE = re.compile(r"\d{1,3}(\.\d{1,3})?")
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 GPU_UUID = re.compile(rf"GPU-{_UUID}")
 # A MIG device as CUDA_VISIBLE_DEVICES takes it: MIG-<uuid> (R470 and later), or MIG-GPU-<GPU uuid>/<GPU

@@ -43,6 +43,17 @@ def test_two_gpus_with_one_index_are_refused(tmp_path):
         load_facts(_facts_file(tmp_path, data))
 
 
+@pytest.mark.parametrize("cc", ["9" * 5000, "9." + "0" * 5000, "1234.0"])
+def test_a_compute_capability_no_gpu_has_is_refused(tmp_path, cc):
+    """Before: any digits passed, and 5000 of them failed the plan later with Python's "Exceeds the limit
+    (4300 digits)" message instead of naming the field."""
+    data = facts("dual-spr-2xnuma-4xl40s")
+    data["gpus"][0]["compute_capability"] = cc
+    refusal = r'gpus\[0\]\.compute_capability must be a compute capability such as "9\.0"'
+    with pytest.raises(PlanInputError, match=refusal):
+        load_facts(_facts_file(tmp_path, data))
+
+
 @pytest.mark.parametrize("cpus", ["0-999999999", "8192", "9-3"])
 def test_cpu_lists_no_kernel_has_are_refused(tmp_path, cpus):
     data = facts(SEED002)
