@@ -196,8 +196,8 @@ def observations(log: ServerLog) -> list[dict]:
                 f"{len(at_cap)} of {len(decodes)} decode batches ran at the --max-running-requests cap of "
                 f"{cap} with token usage < {USAGE_GOOD} while requests were queued: the cap, not the "
                 "scheduler's conservativeness or the KV cache, holds requests back. "
-                "`ktinfra plan --mode serve` keeps the cap small on purpose (about 2 requests per CPU core: decode reads the CPU "
-                "experts); raise it (plan --max-running-requests, or "
+                "`ktinfra plan --mode serve` keeps the cap small on purpose (about 2 requests per CPU "
+                "core: decode reads the CPU experts); raise it (plan --max-running-requests, or "
                 "kt_serve_overrides.max_running_requests) only if the CPU has room, else the queue is "
                 "what this load costs"
             ),
