@@ -30,7 +30,8 @@ infra-local: venv ## KT host suite on this GPU-less machine: role rules, a real 
 	$(KTINFRA) doctor --role any -k health --health-url http://127.0.0.1:$$up/health --json > $(INFRA_OUT)/up.json \
 	  || { echo "FAIL health endpoint answering, doctor exit $$?"; exit 1; }; echo "ok   health endpoint answering -> exit 0"; \
 	rc=0; $(KTINFRA) doctor --role any -k health --health-url http://127.0.0.1:$$down/health --json \
-	  > $(INFRA_OUT)/down.json || rc=$$?; test $$rc -eq 1 && echo "ok   dead health endpoint -> exit 1"; \
+	  > $(INFRA_OUT)/down.json || rc=$$?; test $$rc -eq 1 || { echo "FAIL dead health endpoint, doctor exit $$rc"; exit 1; }; \
+	echo "ok   dead health endpoint -> exit 1"; \
 	printf 'ktbox ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n' > $(INFRA_OUT)/hosts.ini; \
 	$(KTINFRA) doctor --hosts "ansible://ktbox?ansible_inventory=$(INFRA_OUT)/hosts.ini" --role any \
 	  --health-url http://127.0.0.1:$$up/health --json > $(INFRA_OUT)/ansible.json \
@@ -51,7 +52,7 @@ infra-docker: venv docker-ready ## KT host suite over docker:// against a system
 	  $(INFRA_OUT)/docker-up.json); \
 	docker exec $(INFRA_CT) systemctl stop ktinfra-serve@selftest.service; \
 	rc=0; $(KTINFRA) doctor --hosts docker://$(INFRA_CT) --role any -k services --json \
-	  > $(INFRA_OUT)/docker-down.json || rc=$$?; test $$rc -eq 1; \
+	  > $(INFRA_OUT)/docker-down.json || rc=$$?; test $$rc -eq 1 || { echo "FAIL docker:// stopped unit, doctor exit $$rc"; exit 1; }; \
 	$(call INFRA_JSON,assert c["services.units_enabled_and_active"] == "failed" \
 	  and c["services.health_endpoint_answers"] == "failed"; print("ok   docker:// stopped unit -> exit 1"), \
 	  $(INFRA_OUT)/docker-down.json)

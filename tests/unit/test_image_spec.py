@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -38,11 +37,9 @@ def test_volume_from_env_sizes_or_default():
         },
     }
     envs = spec.env_specs(profile)
-    expected = spec.BASE_VOLUME_GB + math.ceil((20 + spec.PER_ENV_VOLUME_GB) * spec.HEADROOM)
-    assert spec.root_volume_gb(profile, envs) == expected
-    assert (
-        spec.root_volume_gb(profile, spec.env_specs(profile, only=["inference"])) == spec.BASE_VOLUME_GB + 25
-    )
+    # 40 GB base + (14 + 6 GB sized env + 25 GB for the unsized one) * 1.25 headroom, rounded up
+    assert spec.root_volume_gb(profile, envs) == 40 + 57
+    assert spec.root_volume_gb(profile, spec.env_specs(profile, only=["inference"])) == 40 + 25
 
 
 def test_unknown_profile_and_env_refused(tmp_path):
