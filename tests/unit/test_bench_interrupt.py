@@ -15,10 +15,10 @@ ROOT = Path(__file__).parents[2]
 
 
 def test_ctrl_c_stops_the_load_at_once(server):
-    # each request streams for 10 s; 2 users x 3 requests is 30 s of load. Ctrl-C used to be honoured only
+    # each request streams for 30 s; 2 users x 3 requests is 90 s of load. Ctrl-C used to be honoured only
     # once every remaining request had been sent and answered (the executor joined its threads), and then
     # the process exited 130 without a word.
-    server.reply = lambda h, body: sse(h, [delta("a ")] * 20 + [USAGE, DONE], gap_s=0.5)
+    server.reply = lambda h, body: sse(h, [delta("a ")] * 60 + [USAGE, DONE], gap_s=0.5)
     bench = subprocess.Popen(
         [sys.executable, "-m", "ktinfra", "bench", "--url", server.url, "--model", "m"]
         + ["--users", "2", "--requests", "3", "--json"],
@@ -36,10 +36,10 @@ def test_ctrl_c_stops_the_load_at_once(server):
         assert server.requests == 2
         bench.send_signal(signal.SIGINT)
         interrupted = time.monotonic()
-        out, err = bench.communicate(timeout=30)
+        out, err = bench.communicate(timeout=120)
     finally:
         bench.kill()
-    assert time.monotonic() - interrupted < 5
+    assert time.monotonic() - interrupted < 15  # not even the requests in flight (30 s each) are waited for
     assert bench.returncode == 130
     assert "error: interrupted" in err and "Traceback" not in err
     assert server.requests == 2  # no request was started after Ctrl-C

@@ -49,26 +49,26 @@ def test_dripping_error_body_is_bounded_by_the_timeout(server):
     server.reply = drip500
     t0 = time.perf_counter()
     result = send(requests.Session(), scenario(server, timeout_s=1.0), "hi")
-    assert time.perf_counter() - t0 < 2.5
+    assert time.perf_counter() - t0 < 6.0  # the body took 8 s
     assert not result.ok and result.error.startswith("HTTP 500: x"), result.error
-    assert result.latency_s < 2.5
+    assert result.latency_s < 6.0
 
 
 def test_only_a_prefix_of_a_huge_error_body_is_read(server):
     # the 500 announces 64 MiB, sends 8 KiB, then stalls: the old client waited to read all of it (and would
-    # have held all of it in memory); the message needs only the start
+    # have held all of it in memory); the message needs only the start, not the 20 s --timeout
     def huge500(h, _body):
         h.send_response(500)
         h.send_header("Content-Length", str(64 << 20))
         h.end_headers()
         h.wfile.write(b"overloaded\n" + b"a" * 8192)
         h.wfile.flush()
-        time.sleep(5)
+        time.sleep(25)
 
     server.reply = huge500
     t0 = time.perf_counter()
-    result = send(requests.Session(), scenario(server, timeout_s=4.0), "hi")
-    assert time.perf_counter() - t0 < 1.5
+    result = send(requests.Session(), scenario(server, timeout_s=20.0), "hi")
+    assert time.perf_counter() - t0 < 10.0
     assert result.error.startswith("HTTP 500: overloaded\\naaa"), result.error
     assert len(result.error) <= 210 and "\n" not in result.error
 
@@ -176,7 +176,7 @@ def test_an_endless_reply_fails_the_request_once_it_is_too_big(server, monkeypat
     server.reply = lambda h, body: endless(h, body, line)
     t0 = time.perf_counter()
     result = send(requests.Session(), scenario(server, stream=stream, timeout_s=60.0), "hi")
-    assert time.perf_counter() - t0 < 10
+    assert time.perf_counter() - t0 < 30.0  # not held until the 60 s timeout
     assert not result.ok and result.error == message, result.error
 
 
@@ -191,7 +191,7 @@ def test_a_long_stream_of_short_lines_is_not_cut(server, monkeypatch):
     assert result.ok and result.output_tokens == 200, result.error
 
 
-def drip_headers(h, _body, seconds: float = 5.0) -> None:
+def drip_headers(h, _body, seconds: float = 10.0) -> None:
     """A 200 whose header lines come one every 0.3 s: each read is inside any per-read timeout."""
     try:
         h.wfile.write(b"HTTP/1.1 200 OK\r\n")
@@ -205,12 +205,12 @@ def drip_headers(h, _body, seconds: float = 5.0) -> None:
 
 
 def test_dripping_headers_end_at_the_deadline(server):
-    # requests' timeout is per read: 16 header lines 0.3 s apart held a 1 s request for 5 s
+    # requests' timeout is per read: header lines 0.3 s apart held a 1 s request for all their 10 s
     server.reply = drip_headers
     t0 = time.perf_counter()
     with new_session() as session:
         result = send(session, scenario(server, timeout_s=1.0), "hi")
-    assert time.perf_counter() - t0 < 2.0
+    assert time.perf_counter() - t0 < 5.0  # the headers took 10 s
     assert not result.ok and result.error == "timed out after 1 s (no answer)", result.error
 
 
@@ -218,7 +218,7 @@ def test_a_run_level_reads_headers_under_the_deadline(server):
     server.reply = drip_headers
     t0 = time.perf_counter()
     level = bench.run_level(scenario(server, timeout_s=1.0), users=2, requests_per_user=1)
-    assert time.perf_counter() - t0 < 2.5
+    assert time.perf_counter() - t0 < 5.0  # the headers took 10 s
     assert level["failed"] == 2 and set(level["errors"]) == {"timed out after 1 s (no answer)"}, level[
         "errors"
     ]
@@ -243,6 +243,6 @@ def test_headers_through_an_http_proxy_end_at_the_deadline(server):
     with new_session() as session:
         session.proxies = {"http": server.url}
         result = send(session, target, "hi")
-    assert time.perf_counter() - t0 < 2.0
+    assert time.perf_counter() - t0 < 5.0  # the headers took 10 s
     assert not result.ok and result.error == "timed out after 1 s (no answer)", result.error
     assert server.connections == 1  # it went through the proxy, not to the .invalid host

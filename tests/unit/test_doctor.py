@@ -128,28 +128,25 @@ def test_bad_select_expression_is_refused_before_the_suite_runs(monkeypatch):
     assert "\n" not in str(caught.value)
 
 
-def fake_pytest(monkeypatch, rc: int, out: str):
-    done = doctor.subprocess.CompletedProcess([], rc, stdout=out, stderr="")
-    monkeypatch.setattr(doctor.subprocess, "run", lambda *a, **k: done)
-
-
 def test_bad_select_caught_by_pytest_is_one_line(monkeypatch):
-    """Where the up-front parse cannot run, pytest's exit 4 for a bad -k still gives one line, no dump."""
+    """Where the up-front parse cannot run, pytest's exit 4 for a bad -k still gives one line, no dump: the
+    suite is run for real, with only the up-front parse taken away."""
     monkeypatch.setattr(doctor, "validate_select", lambda expression: None)
-    out = "no tests ran in 0.09s\nERROR: Wrong expression passed to '-k': x y: at column 3: expected end\n"
-    fake_pytest(monkeypatch, 4, out)
     with pytest.raises(doctor.DoctorError) as caught:
         doctor.run(["local://"], "serve", "kt-0.7", select="x y")
-    assert str(caught.value) == "bad -k expression 'x y': x y: at column 3: expected end"
+    # pytest's own reason, the first line of its "ERROR: Wrong expression passed to '-k': ..."
+    assert (
+        str(caught.value)
+        == "bad -k expression 'x y': x y: at column 3: expected end of input; got identifier"
+    )
 
 
-def test_select_matching_nothing_names_the_expression_and_some_checks(monkeypatch):
-    fake_pytest(monkeypatch, 5, "16 deselected in 0.06s\n")
+def test_select_matching_nothing_names_the_expression_and_some_checks():
     with pytest.raises(doctor.DoctorError) as caught:
         doctor.run(["local://"], "serve", "kt-0.7", select="nomatch")
     message = str(caught.value)
     assert message.startswith("no check matches -k 'nomatch' (checks: cpu.amx_cpu_flags, ")
-    assert "\n" not in message and "deselected" not in message
+    assert message.endswith(", ...)") and "\n" not in message and "deselected" not in message
 
 
 def test_check_ids_come_from_the_suite_source():

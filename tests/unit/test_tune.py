@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -340,21 +341,15 @@ def test_missing_unit_decision(journal, load_state, expected):
     assert problem == expected if expected is None else problem.startswith(expected)
 
 
-def test_cli_unit_that_does_not_exist_fails(monkeypatch, tmp_path):
-    calls = []
-
-    def fake_run(argv, **kwargs):
-        calls.append(argv[0])
-        out = "not-found\n" if argv[0] == "systemctl" else ""
-        return tune.subprocess.CompletedProcess(argv, 0, stdout=out, stderr="")
-
-    monkeypatch.setattr(tune.shutil, "which", lambda name: f"/usr/bin/{name}")
-    monkeypatch.setattr(tune.subprocess, "run", fake_run)
+@pytest.mark.skipif(not shutil.which("journalctl"), reason="reads the journal with the real journalctl")
+def test_cli_unit_that_does_not_exist_fails(tmp_path):
+    # the real journalctl (and systemctl where it is asked): no unit of this name has any journal lines,
+    # whether systemd runs here or not ("-- No entries --", or no journal files at all)
     out = tmp_path / "tune.yml"
     res = CliRunner().invoke(app, ["tune", "--unit", "nosuch.service", "--ansible-vars", str(out)])
     assert res.exit_code == 1
-    assert res.output.startswith("error: unit nosuch.service not found")
-    assert calls == ["journalctl", "systemctl"] and not out.exists()
+    assert res.output.startswith("error: unit nosuch.service not found: "), res.output
+    assert len(res.output.splitlines()) == 1 and not out.exists()
 
 
 @pytest.mark.parametrize("case", ["directory", "under a file"])
