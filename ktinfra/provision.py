@@ -51,7 +51,7 @@ class HostCounts:
 class Failure:
     host: str
     task: str
-    kind: str  # failed | unreachable
+    kind: str  # failed | unreachable; in recovered: rescued | ignored
     message: str
 
 
@@ -70,6 +70,8 @@ class RunState:
     changes: list[dict] = field(
         default_factory=list
     )  # {host, task} of each changed result (--check: predicted)
+    # failed/unreachable events the recap does not count: rescued by a block, or ignore_unreachable
+    recovered: list[Failure] = field(default_factory=list)
 
     def counts(self, host: str) -> HostCounts:
         return self.hosts.setdefault(host, HostCounts())
@@ -108,11 +110,35 @@ class RunState:
             self.apply_recap(data)
 
     def apply_recap(self, stats: dict) -> None:
-        """ansible's own recap is authoritative (it knows rescued tasks and skips without events)."""
+        """ansible's own recap is authoritative (it knows rescued tasks and skips without events). It omits
+        zero counts, so every counter of every host comes from it, 0 where it names none: a failure later
+        rescued (block/rescue) or an unreachable host under ignore_unreachable stayed counted from its event.
+        The failure events the recap does not count move to `recovered` (kind rescued / ignored)."""
         self.recap_seen = True
-        for key, name in STATS_KEYS.items():
-            for host, value in (stats.get(key) or {}).items():
-                setattr(self.counts(host), name, int(value))
+        hosts = set(self.hosts).union(*((stats.get(key) or {}) for key in (*STATS_KEYS, "processed")))
+        for host in hosts:
+            counts = self.counts(host)
+            for key, name in STATS_KEYS.items():
+                setattr(counts, name, int((stats.get(key) or {}).get(host, 0)))
+        self._reconcile_failures()
+
+    def _reconcile_failures(self) -> None:
+        """Keep as failures only as many of each host's failed/unreachable events as the recap counts, the
+        last ones (a host stops at a failure nothing rescues); the earlier ones were rescued or ignored."""
+        kept: list[Failure] = []
+        left = {}
+        for host, counts in self.hosts.items():
+            left[(host, "failed")] = counts.failed
+            left[(host, "unreachable")] = counts.unreachable
+        for failure in reversed(self.failures):
+            key = (failure.host, failure.kind)
+            if left.get(key, 0) > 0:
+                left[key] -= 1
+                kept.append(failure)
+            else:
+                kind = "rescued" if failure.kind == "failed" else "ignored"
+                self.recovered.insert(0, Failure(failure.host, failure.task, kind, failure.message))
+        self.failures = kept[::-1]
 
     @property
     def bad_hosts(self) -> list[str]:
@@ -350,6 +376,7 @@ def report(
         "hosts": {h: asdict(c) for h, c in sorted(state.hosts.items())},
         "failed_hosts": state.bad_hosts,
         "failures": [asdict(f) for f in state.failures],
+        "recovered": [asdict(f) for f in state.recovered],
         "changes": state.changes,
         "errors": errors,
         "artifacts": artifacts,
