@@ -12,8 +12,10 @@ import re
 import secrets
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -232,6 +234,74 @@ def ansible_playbook() -> str:
     return found
 
 
+class Interrupt:
+    """Ctrl-C / SIGTERM during a run, as ansible-runner's cancel callback. Runner's own cancel SIGKILLs the
+    ansible-playbook process group only, but each Ansible worker is a session leader of its own: the worker
+    and the module it runs (a wait_for, a pip install) went on after ktinfra had exited. So the playbook
+    process is asked first, as a Ctrl-C in its terminal would: SIGINT (Ansible ends its workers and says
+    'User interrupted execution'), SIGTERM after GRACE seconds, and only GRACE seconds later (or at the
+    third signal) runner's SIGKILL of the group. Another signal moves on to the next step at once."""
+
+    GRACE = 5.0
+    POLL = 0.25  # ansible-runner checks the callback once per pexpect timeout (default 5 s)
+
+    def __init__(self) -> None:
+        self.signals = 0
+        self.first: float | None = None
+        self.sent: list[int] = []
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> Interrupt:
+        if threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGINT, signal.SIGTERM):
+                self.previous[number] = signal.signal(number, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for number, handler in self.previous.items():  # runner's own handler was never taken back
+            signal.signal(number, handler)
+
+    def _handler(self, number: int, frame: object) -> None:
+        self.signals += 1
+        self.first = self.first or time.monotonic()
+
+    @staticmethod
+    def _playbook_pids() -> list[int]:
+        """This process's children running ansible-playbook (runner forks it through pexpect)."""
+        me, found = os.getpid(), []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                cmdline = (entry / "cmdline").read_bytes()
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == me and b"ansible-playbook" in cmdline:
+                found.append(int(entry.name))
+        return found
+
+    def __call__(self) -> bool:
+        if self.first is None:
+            return False
+        waited = time.monotonic() - self.first
+        step = max(self.signals - 1, 0, *(n for n in (1, 2) if waited >= n * self.GRACE))
+        if step >= 2:
+            return True  # runner SIGKILLs the ansible-playbook process group
+        wanted = (signal.SIGINT, signal.SIGTERM)[step]
+        if wanted not in self.sent:
+            pids = self._playbook_pids()
+            if not pids:
+                return True
+            for pid in pids:
+                try:
+                    os.kill(pid, wanted)
+                except ProcessLookupError:
+                    pass
+            self.sent.append(wanted)
+        return False
+
+
 def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None = None) -> dict:
     """Run the playbook; return the report (see docs/readme/roles2.md for its keys)."""
     import ansible_runner  # controller-side dependency (ktinfra[ops])
@@ -263,7 +333,10 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
     # A fresh private_data_dir per run: ansible-runner reads env/cmdline, env/envvars, env/extravars, ...
     # back from it whenever they exist, so a shared one made every past -e apply to later runs. Only the
     # artifacts (one directory per run) are kept, under ARTIFACTS/artifacts/.
-    with tempfile.TemporaryDirectory(prefix="ktinfra-provision-") as private:
+    with (
+        tempfile.TemporaryDirectory(prefix="ktinfra-provision-") as private,
+        Interrupt() as interrupt,
+    ):
         runner = ansible_runner.run(
             private_data_dir=private,
             project_dir=os.getcwd(),  # ansible-playbook's cwd is the caller's, as when run by hand
@@ -279,10 +352,14 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
             event_handler=handler,
             quiet=True,
             rotate_artifacts=50,
+            cancel_callback=interrupt,
+            settings={"pexpect_timeout": Interrupt.POLL},
         )
     if not state.recap_seen and runner.stats:
         state.apply_recap(runner.stats)
-    return report(request, state, runner.rc, runner.status, str(Path(runner.config.artifact_dir)), started)
+    # interrupted: Ansible itself stopped (rc 99 'User interrupted execution'), or runner killed it (254)
+    status = "canceled" if interrupt.signals else runner.status
+    return report(request, state, runner.rc, status, str(Path(runner.config.artifact_dir)), started)
 
 
 # Ansible's own errors (no host event carries them): the first line of each and its continuation lines
