@@ -6,6 +6,8 @@ import pytest
 from kthost import run_probe
 from packaging.requirements import Requirement
 
+from ktinfra.profiles import env_spec
+
 # Flags the ktinfra plan renders into the serve command line (docs/CONTRACTS.md, serve.kt_*).
 KT_SERVER_FLAGS = (
     "--kt-weight-path",
@@ -28,15 +30,31 @@ def pin_problems(pins: list[str], installed: dict) -> list[str]:
     return problems
 
 
+def profile_pins(profile: dict, kind: str) -> list[str]:
+    """Every pin of the profile's env: its packages, each wheel as name==version (kt-0.4-autodl's
+    ktransformers and flash-attn), each git source present in any version (its name is its distribution's)."""
+    if kind not in (profile.get("envs") or {}):
+        return []
+    env = env_spec(profile, kind)
+    wheels = [f"{wheel['name']}=={wheel['version']}" for wheel in env["wheels"]]
+    return [*env["packages"], *wheels, *git_sources(profile, kind)]
+
+
+def git_sources(profile: dict, kind: str) -> list[str]:
+    return [source["name"] for source in env_spec(profile, kind)["git"]] if kind in profile["envs"] else []
+
+
 @pytest.mark.parametrize("kind", ["inference", "sft"])
 def test_env_matches_profile_pins(request, host, profile, kind):
     env = request.getfixturevalue(f"{kind}_env")
-    pins = profile.get("envs", {}).get(kind, {}).get("packages", [])
+    pins = profile_pins(profile, kind)
     if not env["python"]:
         pytest.skip(f"{kind} env not installed: {env['why']}")
     names = [Requirement(p).name for p in pins]
     got = run_probe(host, env["python"], "pyenv", json.dumps(names))
-    problems = pin_problems(pins, got["dists"])
+    # a git source counts as present when its distribution or its module is there (a checkout on sys.path)
+    dists = {**got["dists"], **{n: "0" for n in git_sources(profile, kind) if got["modules"].get(n)}}
+    problems = pin_problems(pins, {n: v for n, v in dists.items() if v is not None})
     assert not problems, f"{kind} env {env['python']} vs profile {profile['name']}: " + "; ".join(problems)
     print(f"{kind} env {env['python']} (python {got['python']}) matches {profile['name']}: {', '.join(pins)}")
 
