@@ -59,9 +59,10 @@ def _env_python(host, pytestconfig, profile, kind: str, option: str) -> dict:
         flag = option.replace("_", "-")
         given = f"ktinfra doctor --{flag.removeprefix('kt-')}, pytest --{flag}"
         why = "" if ok else f"python {explicit} does not run ({given})"
-        return {"kind": kind, "name": env_name, "python": explicit if ok else None, "why": why}
+        # "given": an env the user named that does not run fails its checks (it is not merely absent)
+        return {"kind": kind, "name": env_name, "python": explicit if ok else None, "why": why, "given": True}
     python, why = find_env_python(host, env_name, ENV_MARKERS[kind])
-    return {"kind": kind, "name": env_name, "python": python, "why": why}
+    return {"kind": kind, "name": env_name, "python": python, "why": why, "given": False}
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +82,8 @@ def kt_python(expect, inference_env, sft_env) -> str:
     for env in order:
         if env["python"]:
             return env["python"]
+        if env.get("given"):
+            pytest.fail(f"{env['kind']} env: {env['why']}", pytrace=False)
     expect.require(False, expect.needs_kt_kernel, "kt-kernel", order[0]["why"])
 
 

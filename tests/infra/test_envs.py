@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from kthost import run_probe
+from kthost import require_env, run_probe
 from packaging.requirements import Requirement
 
 from ktinfra.profiles import env_spec
@@ -48,8 +48,7 @@ def git_sources(profile: dict, kind: str) -> list[str]:
 def test_env_matches_profile_pins(request, host, profile, kind):
     env = request.getfixturevalue(f"{kind}_env")
     pins = profile_pins(profile, kind)
-    if not env["python"]:
-        pytest.skip(f"{kind} env not installed: {env['why']}")
+    require_env(env, f"{kind} env")
     names = [Requirement(p).name for p in pins]
     got = run_probe(host, env["python"], "pyenv", json.dumps(names))
     # a git source counts as present when its distribution or its module is there (a checkout on sys.path)
@@ -60,9 +59,7 @@ def test_env_matches_profile_pins(request, host, profile, kind):
 
 
 def test_sglang_lists_kt_flags(host, inference_env):
-    python = inference_env["python"]
-    if not python:
-        pytest.skip(f"inference env not installed: {inference_env['why']}")
+    python = require_env(inference_env, "inference env")
     if not run_probe(host, python, "pyenv", "[]")["modules"]["sglang"]:
         pytest.skip(f"sglang not installed in {python}")
     helped = host.run(f"timeout 300 {python} -m sglang.launch_server --help")
