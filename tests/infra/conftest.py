@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 from kthost import ENV_MARKERS, ROLES, Expect, find_env_python, run_probe
@@ -54,7 +55,7 @@ def _env_python(host, pytestconfig, profile, kind: str, option: str) -> dict:
     env_name = envs.get(kind, {}).get("name", kind)
     explicit = pytestconfig.getoption(option)
     if explicit != "auto":
-        ok = host.run(f"{explicit} -c 'import sys'").rc == 0
+        ok = host.run(f"{shlex.quote(explicit)} -c 'import sys'").rc == 0  # a path, never shell text
         # named as `ktinfra doctor --python/--sft-python` takes it and as this suite's --kt-python/...
         flag = option.replace("_", "-")
         given = f"ktinfra doctor --{flag.removeprefix('kt-')}, pytest --{flag}"

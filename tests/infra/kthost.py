@@ -80,7 +80,7 @@ def require_env(env: dict, what: str) -> str:
 def probe_command(python: str, name: str, *argv: str) -> str:
     source = base64.b64encode((PROBES / f"{name}.py").read_bytes()).decode()
     code = f"import base64;exec(base64.b64decode('{source}'))"
-    return " ".join([python, "-c"] + [shlex.quote(a) for a in (code, *argv)])
+    return shlex.join([python, "-c", code, *argv])  # python is a path: a space in it, or ;, stays in it
 
 
 def run_probe(host, python: str, name: str, *argv: str) -> dict:

@@ -1,6 +1,7 @@
 """Python environments match their stack profile's pins; sglang exposes KT's --kt-* server flags."""
 
 import json
+import shlex
 
 import pytest
 from kthost import require_env, run_probe
@@ -62,7 +63,7 @@ def test_sglang_lists_kt_flags(host, inference_env):
     python = require_env(inference_env, "inference env")
     if not run_probe(host, python, "pyenv", "[]")["modules"]["sglang"]:
         pytest.skip(f"sglang not installed in {python}")
-    helped = host.run(f"timeout 300 {python} -m sglang.launch_server --help")
+    helped = host.run(f"timeout 300 {shlex.quote(python)} -m sglang.launch_server --help")
     assert helped.rc == 0, f"sglang.launch_server --help exited {helped.rc}: {helped.stderr.strip()[-800:]}"
     missing = [flag for flag in KT_SERVER_FLAGS if flag not in helped.stdout]
     assert not missing, f"sglang in {python} lacks {', '.join(missing)}: not the sglang-kt build"

@@ -68,3 +68,18 @@ def test_a_missing_git_source_fails(tmp_path):
     assert check.status == "failed" and check.message.endswith(
         "llamafactory missing (profile pins any version)"
     )
+
+
+def test_a_python_path_with_a_space_is_checked(tmp_path):
+    """The path reached the shell unquoted: '/x/my envs/sft/bin/python' was 'does not run'."""
+    python = make_env(tmp_path / "my envs" / "sft", {**SFT_PINS, **WHEELS_OK}, ("llamafactory",))
+    check = sft_pins_check(python)
+    assert check.status == "passed", check
+
+
+def test_shell_text_in_a_python_path_is_not_run(tmp_path):
+    marker = tmp_path / "ran"
+    python = make_env(tmp_path / "sft", {**SFT_PINS, **WHEELS_OK}, ("llamafactory",))
+    check = sft_pins_check(f"{python} -V && touch {marker} && true")
+    assert not marker.exists()
+    assert check.status == "failed" and "does not run" in check.message
