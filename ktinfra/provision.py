@@ -202,8 +202,15 @@ def _check_extra_vars(value: str) -> None:
             text = Path(value[1:]).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise ProvisionError(f"{where} cannot be read: {error}") from None
-    elif value.lstrip().startswith(("{", "[")):
+    elif value.startswith(("{", "[")):  # Ansible's test: only a first { or [ makes it JSON/YAML
         where, text = f"-e {value!r}", value
+    elif "=" not in value and (value.startswith(("/", ".")) or Path(value).is_file()):
+        raise ProvisionError(f"-e {value!r}: prefix an extra-vars file with @ (-e @{value})")
+    elif "=" not in value:  # Ansible reads it as key=value pairs, finds none and drops it without a word
+        raise ProvisionError(
+            f"-e {value!r} is neither key=value pairs nor JSON/YAML starting with {{ or [ "
+            "(nor @FILE); Ansible would ignore it"
+        )
     else:
         return  # key=value pairs: anything goes
     try:
