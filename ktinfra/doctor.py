@@ -80,6 +80,17 @@ def suite_dir() -> Path:
     return path
 
 
+def mask_password(spec: str) -> str:
+    """A host URL with its password (scheme://user:PASSWORD@host) shown as ***."""
+    scheme, sep, rest = spec.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    netloc, query, after = netloc.partition("?")
+    userinfo, at, hostport = netloc.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return spec
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{hostport}{query}{after}{slash}{tail}"
+
+
 def _host_name(netloc: str) -> str:
     """The host part of a testinfra URL's netloc: without USER[:PASSWORD]@ and :PORT."""
     name = netloc.rsplit("@", 1)[-1]
@@ -113,7 +124,8 @@ def _netloc_problem(backend: str, netloc: str) -> str | None:
     return None
 
 
-def validate_host(spec: str) -> None:
+def validate_host(given: str) -> None:
+    spec = mask_password(given)  # as every message shows it; the checks below read only its other parts
     backend, sep, rest = spec.partition("://")
     if not sep or backend not in BACKENDS:
         raise DoctorError(f"bad host {spec!r}: use BACKEND://HOST with BACKEND in {', '.join(BACKENDS)}")
@@ -122,7 +134,7 @@ def validate_host(spec: str) -> None:
     if problem:
         raise DoctorError(f"bad host {spec!r}: {problem}")
     try:  # testinfra reads every host URL with urllib: what it refuses ends the run in a traceback
-        urllib.parse.urlsplit(spec)
+        urllib.parse.urlsplit(given)
     except ValueError as exc:
         raise DoctorError(f"bad host {spec!r}: {exc}") from exc
     if backend not in HOSTLESS_BACKENDS and not _host_name(netloc):
@@ -238,7 +250,8 @@ def parse_junit(path: Path) -> list[Check]:
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         params = params.rstrip("]")
         host = props.get("kt_host") or ("local" if params.split("-")[0] == "local" else params)
-        extra = params.removeprefix(host).strip("-")
+        # the suite records the check's own parameters; older results carry them only in the test id
+        extra = props["kt_params"] if "kt_params" in props else params.removeprefix(host).strip("-")
         check_id = f"{module}.{base.removeprefix('test_')}" + (f"[{extra}]" if extra else "")
         status, message = "passed", ""
         for tag in ("failure", "error", "skipped"):
@@ -280,4 +293,5 @@ def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **option
         if options.get("select"):
             raise _no_match(options["select"], suite)
         raise DoctorError("the suite selected no checks")
-    return DoctorReport(hosts=hosts, role=role, profile=profile, checks=checks, pytest_rc=done.returncode)
+    shown = [mask_password(h) for h in hosts]
+    return DoctorReport(hosts=shown, role=role, profile=profile, checks=checks, pytest_rc=done.returncode)

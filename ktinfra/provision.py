@@ -12,8 +12,10 @@ import re
 import secrets
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -51,7 +53,7 @@ class HostCounts:
 class Failure:
     host: str
     task: str
-    kind: str  # failed | unreachable
+    kind: str  # failed | unreachable; in recovered: rescued | ignored
     message: str
 
 
@@ -70,6 +72,8 @@ class RunState:
     changes: list[dict] = field(
         default_factory=list
     )  # {host, task} of each changed result (--check: predicted)
+    # failed/unreachable events the recap does not count: rescued by a block, or ignore_unreachable
+    recovered: list[Failure] = field(default_factory=list)
 
     def counts(self, host: str) -> HostCounts:
         return self.hosts.setdefault(host, HostCounts())
@@ -108,11 +112,35 @@ class RunState:
             self.apply_recap(data)
 
     def apply_recap(self, stats: dict) -> None:
-        """ansible's own recap is authoritative (it knows rescued tasks and skips without events)."""
+        """ansible's own recap is authoritative (it knows rescued tasks and skips without events). It omits
+        zero counts, so every counter of every host comes from it, 0 where it names none: a failure later
+        rescued (block/rescue) or an unreachable host under ignore_unreachable stayed counted from its event.
+        The failure events the recap does not count move to `recovered` (kind rescued / ignored)."""
         self.recap_seen = True
-        for key, name in STATS_KEYS.items():
-            for host, value in (stats.get(key) or {}).items():
-                setattr(self.counts(host), name, int(value))
+        hosts = set(self.hosts).union(*((stats.get(key) or {}) for key in (*STATS_KEYS, "processed")))
+        for host in hosts:
+            counts = self.counts(host)
+            for key, name in STATS_KEYS.items():
+                setattr(counts, name, int((stats.get(key) or {}).get(host, 0)))
+        self._reconcile_failures()
+
+    def _reconcile_failures(self) -> None:
+        """Keep as failures only as many of each host's failed/unreachable events as the recap counts, the
+        last ones (a host stops at a failure nothing rescues); the earlier ones were rescued or ignored."""
+        kept: list[Failure] = []
+        left = {}
+        for host, counts in self.hosts.items():
+            left[(host, "failed")] = counts.failed
+            left[(host, "unreachable")] = counts.unreachable
+        for failure in reversed(self.failures):
+            key = (failure.host, failure.kind)
+            if left.get(key, 0) > 0:
+                left[key] -= 1
+                kept.append(failure)
+            else:
+                kind = "rescued" if failure.kind == "failed" else "ignored"
+                self.recovered.insert(0, Failure(failure.host, failure.task, kind, failure.message))
+        self.failures = kept[::-1]
 
     @property
     def bad_hosts(self) -> list[str]:
@@ -174,8 +202,15 @@ def _check_extra_vars(value: str) -> None:
             text = Path(value[1:]).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise ProvisionError(f"{where} cannot be read: {error}") from None
-    elif value.lstrip().startswith(("{", "[")):
+    elif value.startswith(("{", "[")):  # Ansible's test: only a first { or [ makes it JSON/YAML
         where, text = f"-e {value!r}", value
+    elif "=" not in value and (value.startswith(("/", ".")) or Path(value).is_file()):
+        raise ProvisionError(f"-e {value!r}: prefix an extra-vars file with @ (-e @{value})")
+    elif "=" not in value:  # Ansible reads it as key=value pairs, finds none and drops it without a word
+        raise ProvisionError(
+            f"-e {value!r} is neither key=value pairs nor JSON/YAML starting with {{ or [ "
+            "(nor @FILE); Ansible would ignore it"
+        )
     else:
         return  # key=value pairs: anything goes
     try:
@@ -204,6 +239,74 @@ def ansible_playbook() -> str:
     if not found:
         raise ProvisionError("ansible-playbook not found: pip install 'ktinfra[ops]'")
     return found
+
+
+class Interrupt:
+    """Ctrl-C / SIGTERM during a run, as ansible-runner's cancel callback. Runner's own cancel SIGKILLs the
+    ansible-playbook process group only, but each Ansible worker is a session leader of its own: the worker
+    and the module it runs (a wait_for, a pip install) went on after ktinfra had exited. So the playbook
+    process is asked first, as a Ctrl-C in its terminal would: SIGINT (Ansible ends its workers and says
+    'User interrupted execution'), SIGTERM after GRACE seconds, and only GRACE seconds later (or at the
+    third signal) runner's SIGKILL of the group. Another signal moves on to the next step at once."""
+
+    GRACE = 5.0
+    POLL = 0.25  # ansible-runner checks the callback once per pexpect timeout (default 5 s)
+
+    def __init__(self) -> None:
+        self.signals = 0
+        self.first: float | None = None
+        self.sent: list[int] = []
+        self.previous: dict[int, object] = {}
+
+    def __enter__(self) -> Interrupt:
+        if threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGINT, signal.SIGTERM):
+                self.previous[number] = signal.signal(number, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for number, handler in self.previous.items():  # runner's own handler was never taken back
+            signal.signal(number, handler)
+
+    def _handler(self, number: int, frame: object) -> None:
+        self.signals += 1
+        self.first = self.first or time.monotonic()
+
+    @staticmethod
+    def _playbook_pids() -> list[int]:
+        """This process's children running ansible-playbook (runner forks it through pexpect)."""
+        me, found = os.getpid(), []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                cmdline = (entry / "cmdline").read_bytes()
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == me and b"ansible-playbook" in cmdline:
+                found.append(int(entry.name))
+        return found
+
+    def __call__(self) -> bool:
+        if self.first is None:
+            return False
+        waited = time.monotonic() - self.first
+        step = max(self.signals - 1, 0, *(n for n in (1, 2) if waited >= n * self.GRACE))
+        if step >= 2:
+            return True  # runner SIGKILLs the ansible-playbook process group
+        wanted = (signal.SIGINT, signal.SIGTERM)[step]
+        if wanted not in self.sent:
+            pids = self._playbook_pids()
+            if not pids:
+                return True
+            for pid in pids:
+                try:
+                    os.kill(pid, wanted)
+                except ProcessLookupError:
+                    pass
+            self.sent.append(wanted)
+        return False
 
 
 def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None = None) -> dict:
@@ -237,7 +340,10 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
     # A fresh private_data_dir per run: ansible-runner reads env/cmdline, env/envvars, env/extravars, ...
     # back from it whenever they exist, so a shared one made every past -e apply to later runs. Only the
     # artifacts (one directory per run) are kept, under ARTIFACTS/artifacts/.
-    with tempfile.TemporaryDirectory(prefix="ktinfra-provision-") as private:
+    with (
+        tempfile.TemporaryDirectory(prefix="ktinfra-provision-") as private,
+        Interrupt() as interrupt,
+    ):
         runner = ansible_runner.run(
             private_data_dir=private,
             project_dir=os.getcwd(),  # ansible-playbook's cwd is the caller's, as when run by hand
@@ -253,10 +359,14 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
             event_handler=handler,
             quiet=True,
             rotate_artifacts=50,
+            cancel_callback=interrupt,
+            settings={"pexpect_timeout": Interrupt.POLL},
         )
     if not state.recap_seen and runner.stats:
         state.apply_recap(runner.stats)
-    return report(request, state, runner.rc, runner.status, str(Path(runner.config.artifact_dir)), started)
+    # interrupted: Ansible itself stopped (rc 99 'User interrupted execution'), or runner killed it (254)
+    status = "canceled" if interrupt.signals else runner.status
+    return report(request, state, runner.rc, status, str(Path(runner.config.artifact_dir)), started)
 
 
 # Ansible's own errors (no host event carries them): the first line of each and its continuation lines
@@ -350,6 +460,7 @@ def report(
         "hosts": {h: asdict(c) for h, c in sorted(state.hosts.items())},
         "failed_hosts": state.bad_hosts,
         "failures": [asdict(f) for f in state.failures],
+        "recovered": [asdict(f) for f in state.recovered],
         "changes": state.changes,
         "errors": errors,
         "artifacts": artifacts,

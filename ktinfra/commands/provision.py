@@ -110,5 +110,11 @@ def register(app: typer.Typer) -> None:
                 out.print(
                     f"[red]{escape(failure['kind'])}[/red] {escape(where)}: {escape(str(failure['message']))}"
                 )
+            for recovered in result["recovered"]:  # not failures: the recap does not count them
+                where = f"{recovered['host']} · {recovered['task']}"
+                out.print(
+                    f"[yellow]{escape(recovered['kind'])}[/yellow] {escape(where)}: "
+                    f"{escape(str(recovered['message']))}"
+                )
             out.print(f"artifacts: {result['artifacts']}  ({result['seconds']} s)")
         raise typer.Exit(exit_code(result))

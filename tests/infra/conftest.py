@@ -9,10 +9,12 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 from kthost import ENV_MARKERS, ROLES, Expect, find_env_python, run_probe
 
+from ktinfra.doctor import mask_password
 from ktinfra.profiles import DEFAULT_PROFILE, load_profile
 
 
@@ -53,14 +55,15 @@ def _env_python(host, pytestconfig, profile, kind: str, option: str) -> dict:
     env_name = envs.get(kind, {}).get("name", kind)
     explicit = pytestconfig.getoption(option)
     if explicit != "auto":
-        ok = host.run(f"{explicit} -c 'import sys'").rc == 0
+        ok = host.run(f"{shlex.quote(explicit)} -c 'import sys'").rc == 0  # a path, never shell text
         # named as `ktinfra doctor --python/--sft-python` takes it and as this suite's --kt-python/...
         flag = option.replace("_", "-")
         given = f"ktinfra doctor --{flag.removeprefix('kt-')}, pytest --{flag}"
         why = "" if ok else f"python {explicit} does not run ({given})"
-        return {"kind": kind, "name": env_name, "python": explicit if ok else None, "why": why}
+        # "given": an env the user named that does not run fails its checks (it is not merely absent)
+        return {"kind": kind, "name": env_name, "python": explicit if ok else None, "why": why, "given": True}
     python, why = find_env_python(host, env_name, ENV_MARKERS[kind])
-    return {"kind": kind, "name": env_name, "python": python, "why": why}
+    return {"kind": kind, "name": env_name, "python": python, "why": why, "given": False}
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +83,8 @@ def kt_python(expect, inference_env, sft_env) -> str:
     for env in order:
         if env["python"]:
             return env["python"]
+        if env.get("given"):
+            pytest.fail(f"{env['kind']} env: {env['why']}", pytrace=False)
     expect.require(False, expect.needs_kt_kernel, "kt-kernel", order[0]["why"])
 
 
@@ -88,14 +93,59 @@ def kt_info(host, kt_python) -> dict:
     return run_probe(host, kt_python, "kt_kernel_moe", json.dumps({"mode": "info"}))
 
 
-def pytest_collection_modifyitems(items):
-    """Tag each result with its host, so `ktinfra doctor` can group checks per host. At collection rather than
-    in a fixture: a module fixture that fails (an unreachable host) stops the setup before any later fixture,
-    and doctor then read the host from the test id ('ssh://gpu1-inference' for a parametrized check)."""
+def _host_labels(config) -> list[tuple[str, str]]:
+    """(testinfra's pytest id, label) of each host, in the order testinfra parametrizes them: the label is
+    the --hosts entry as given (password masked), or for ansible:// each inventory host's ansible://NAME.
+    testinfra's own id is BACKEND://NAME only: 'ssh://root@gpu1:2222' was reported as 'ssh://gpu1', and two
+    ports of one host got pytest's _0/_1 suffixes. This mirrors testinfra.backend.get_backends."""
+    from testinfra.backend import get_backend_class, parse_hostspec
+
+    option = config.option
+    if getattr(option, "hosts", None) is None:
+        return []
+    defaults = {
+        "connection": option.connection, "ssh_config": option.ssh_config,
+        "ssh_identity_file": option.ssh_identity_file, "sudo": option.sudo, "sudo_user": option.sudo_user,
+        "ansible_inventory": option.ansible_inventory, "force_ansible": option.force_ansible,
+    }  # fmt: skip
+    found: dict = {}
+    for spec in option.hosts.split(","):
+        host, kw = parse_hostspec(spec)
+        for key, value in defaults.items():
+            kw.setdefault(key, value)
+        connection = kw.get("connection") or ("local" if host is None else "paramiko")
+        klass = get_backend_class(connection)
+        for name in klass.get_hosts(host, **kw):
+            key = (name, frozenset(kw.items()))
+            if key not in found:
+                backend = klass(**kw) if connection == "local" else klass(name, **kw)
+                label = backend.get_pytest_id() if connection == "ansible" else mask_password(spec)
+                found[key] = (backend.get_pytest_id(), label)
+    return sorted(found.values(), key=lambda pair: pair[0])
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tag each result with its host and its own parameters, so `ktinfra doctor` groups checks per host as the
+    user named it and builds clean ids. At collection rather than in a fixture: a module fixture that fails
+    (an unreachable host) stops the setup before any later fixture, and doctor then read the host from the
+    test id ('ssh://gpu1-inference' for a parametrized check)."""
+    try:
+        labels = _host_labels(config)
+    except Exception:  # testinfra changed: fall back to its own ids
+        labels = []
     for item in items:
-        host = item.callspec.params.get("_testinfra_host") if hasattr(item, "callspec") else None
-        if host is not None:
-            item.user_properties.append(("kt_host", host.backend.get_pytest_id()))
+        callspec = getattr(item, "callspec", None)
+        host = callspec.params.get("_testinfra_host") if callspec else None
+        if host is None:
+            continue
+        index = callspec.indices.get("_testinfra_host")
+        label = host.backend.get_pytest_id()
+        if index is not None and index < len(labels) and labels[index][0] == label:
+            label = labels[index][1]
+        host.kt_label = label
+        item.user_properties.append(("kt_host", label))
+        params = [str(v) for k, v in callspec.params.items() if k != "_testinfra_host"]
+        item.user_properties.append(("kt_params", "-".join(params)))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -103,7 +153,7 @@ def _reachable(host) -> None:
     """A host where no command runs fails every check with the reason, once per module and host: each check
     used to quote testinfra's CommandResult repr (for a probe, its base64 source cut off before ssh's own
     message), so 'ssh: Could not resolve hostname' or 'No such container' was nowhere to be read."""
-    name = host.backend.get_pytest_id()
+    name = getattr(host, "kt_label", None) or host.backend.get_pytest_id()
     try:
         result = host.run("true")
     except Exception as exc:  # testinfra's ssh backend raises RuntimeError(CommandResult) when ssh exits 255

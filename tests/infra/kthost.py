@@ -68,10 +68,19 @@ class Expect:
         pytest.skip(f"not applicable: {what} absent ({why_absent}); role {self.role!r} does not require it")
 
 
+def require_env(env: dict, what: str) -> str:
+    """The env's python; a failed check when the user named one that does not run, else a skip."""
+    if env["python"]:
+        return env["python"]
+    if env.get("given"):
+        pytest.fail(f"{what}: {env['why']}", pytrace=False)
+    pytest.skip(f"{what} not installed: {env['why']}")
+
+
 def probe_command(python: str, name: str, *argv: str) -> str:
     source = base64.b64encode((PROBES / f"{name}.py").read_bytes()).decode()
     code = f"import base64;exec(base64.b64decode('{source}'))"
-    return " ".join([python, "-c"] + [shlex.quote(a) for a in (code, *argv)])
+    return shlex.join([python, "-c", code, *argv])  # python is a path: a space in it, or ;, stays in it
 
 
 def run_probe(host, python: str, name: str, *argv: str) -> dict:

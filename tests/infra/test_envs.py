@@ -1,10 +1,13 @@
 """Python environments match their stack profile's pins; sglang exposes KT's --kt-* server flags."""
 
 import json
+import shlex
 
 import pytest
-from kthost import run_probe
+from kthost import require_env, run_probe
 from packaging.requirements import Requirement
+
+from ktinfra.profiles import env_spec
 
 # Flags the ktinfra plan renders into the serve command line (docs/CONTRACTS.md, serve.kt_*).
 KT_SERVER_FLAGS = (
@@ -28,26 +31,39 @@ def pin_problems(pins: list[str], installed: dict) -> list[str]:
     return problems
 
 
+def profile_pins(profile: dict, kind: str) -> list[str]:
+    """Every pin of the profile's env: its packages, each wheel as name==version (kt-0.4-autodl's
+    ktransformers and flash-attn), each git source present in any version (its name is its distribution's)."""
+    if kind not in (profile.get("envs") or {}):
+        return []
+    env = env_spec(profile, kind)
+    wheels = [f"{wheel['name']}=={wheel['version']}" for wheel in env["wheels"]]
+    return [*env["packages"], *wheels, *git_sources(profile, kind)]
+
+
+def git_sources(profile: dict, kind: str) -> list[str]:
+    return [source["name"] for source in env_spec(profile, kind)["git"]] if kind in profile["envs"] else []
+
+
 @pytest.mark.parametrize("kind", ["inference", "sft"])
 def test_env_matches_profile_pins(request, host, profile, kind):
     env = request.getfixturevalue(f"{kind}_env")
-    pins = profile.get("envs", {}).get(kind, {}).get("packages", [])
-    if not env["python"]:
-        pytest.skip(f"{kind} env not installed: {env['why']}")
+    pins = profile_pins(profile, kind)
+    require_env(env, f"{kind} env")
     names = [Requirement(p).name for p in pins]
     got = run_probe(host, env["python"], "pyenv", json.dumps(names))
-    problems = pin_problems(pins, got["dists"])
+    # a git source counts as present when its distribution or its module is there (a checkout on sys.path)
+    dists = {**got["dists"], **{n: "0" for n in git_sources(profile, kind) if got["modules"].get(n)}}
+    problems = pin_problems(pins, {n: v for n, v in dists.items() if v is not None})
     assert not problems, f"{kind} env {env['python']} vs profile {profile['name']}: " + "; ".join(problems)
     print(f"{kind} env {env['python']} (python {got['python']}) matches {profile['name']}: {', '.join(pins)}")
 
 
 def test_sglang_lists_kt_flags(host, inference_env):
-    python = inference_env["python"]
-    if not python:
-        pytest.skip(f"inference env not installed: {inference_env['why']}")
+    python = require_env(inference_env, "inference env")
     if not run_probe(host, python, "pyenv", "[]")["modules"]["sglang"]:
         pytest.skip(f"sglang not installed in {python}")
-    helped = host.run(f"timeout 300 {python} -m sglang.launch_server --help")
+    helped = host.run(f"timeout 300 {shlex.quote(python)} -m sglang.launch_server --help")
     assert helped.rc == 0, f"sglang.launch_server --help exited {helped.rc}: {helped.stderr.strip()[-800:]}"
     missing = [flag for flag in KT_SERVER_FLAGS if flag not in helped.stdout]
     assert not missing, f"sglang in {python} lacks {', '.join(missing)}: not the sglang-kt build"

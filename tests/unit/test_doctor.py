@@ -1,10 +1,13 @@
 """ktinfra doctor: input validation before anything runs, pytest arguments, and reading real suite results."""
 
+import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from ktinfra import doctor
+from ktinfra.cli import app
 from ktinfra.profiles import UnknownProfileError
 
 RESULTS = Path(__file__).parents[1] / "fixtures" / "doctor"
@@ -178,7 +181,8 @@ def test_cli_bad_input_is_one_error_line(args, message, monkeypatch):
 
 def test_a_python_that_does_not_run_is_named_as_the_user_gave_it():
     """Before: 'inference env not installed: --kt-python /nonexist/python does not run', the suite's own
-    option; the user typed `ktinfra doctor --python`."""
+    option; the user typed `ktinfra doctor --python`. And it was a skip: doctor could exit 0 with the env the
+    user named never checked; now it fails the checks that need it."""
     report = doctor.run(
         ["local://"],
         "any",
@@ -186,11 +190,30 @@ def test_a_python_that_does_not_run_is_named_as_the_user_gave_it():
         sft_python="/no/py",
         select="test_sglang_lists_kt_flags",
     )
-    messages = [c.message for c in report.checks]
-    assert messages == [
-        "inference env not installed: python /nonexist/python does not run "
-        "(ktinfra doctor --python, pytest --kt-python)"
+    assert [(c.status, c.message) for c in report.checks] == [
+        (
+            "failed",
+            "inference env: python /nonexist/python does not run "
+            "(ktinfra doctor --python, pytest --kt-python)",
+        )
     ]
+    assert not report.ok
     report = doctor.run(["local://"], "any", sft_python="/no/py", select="test_envs and sft")
-    assert any("python /no/py does not run (ktinfra doctor --sft-python, pytest --kt-sft-python)" in c.message
-               for c in report.checks), [c.message for c in report.checks]  # fmt: skip
+    assert [(c.status, c.message) for c in report.checks] == [
+        (
+            "failed",
+            "sft env: python /no/py does not run (ktinfra doctor --sft-python, pytest --kt-sft-python)",
+        )
+    ]
+
+
+def test_cli_exits_1_when_a_named_python_does_not_run(tmp_path):
+    broken = tmp_path / "env" / "bin" / "python"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("#!/nonexistent-interpreter\n")
+    broken.chmod(0o755)
+    args = ["doctor", "--role", "any", "--sft-python", str(broken), "-k", "cpu or sft", "--json"]
+    result = CliRunner().invoke(app, args)
+    report = json.loads(result.stdout)
+    assert result.exit_code == 1 and not report["ok"], result.output
+    assert [c["status"] for c in report["checks"] if "sft" in c["id"]] == ["failed"]

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from ktinfra import doctor
 from ktinfra.bench.client import check_url
 from ktinfra.cli import app
-from ktinfra.provision import ProvisionRequest, RunState, inventory_errors, run
+from ktinfra.provision import ProvisionError, ProvisionRequest, RunState, inventory_errors, run
 
 PLAY = "- hosts: {hosts}\n  gather_facts: false\n  tasks:\n    - ansible.builtin.debug:\n        msg: hello\n"
 LOCAL = f"localhost ansible_connection=local ansible_python_interpreter={shutil.which('python3')}\n"
@@ -259,6 +259,12 @@ def test_health_url_with_a_query_is_checked_as_given():
         ("@latin1.yml", "extra-vars file latin1.yml cannot be read"),
         ("@empty.yml", "extra-vars file empty.yml is empty (or only comments): Ansible needs a mapping"),
         ("@comments.yml", "extra-vars file comments.yml is empty (or only comments): Ansible needs a"),
+        # a file without @: Ansible blamed the inventory first; Ansible's JSON test is the first character,
+        # so '  {...}' and 'x: yaml' were key=value text without a pair: dropped, exit 0
+        ("./vars.yml", "-e './vars.yml': prefix an extra-vars file with @ (-e @./vars.yml)"),
+        ("vars.yml", "-e 'vars.yml': prefix an extra-vars file with @ (-e @vars.yml)"),
+        ('  {"x": "sp"}', '-e \'  {"x": "sp"}\' is neither key=value pairs nor JSON/YAML starting with {'),
+        ("x: yaml", "-e 'x: yaml' is neither key=value pairs nor JSON/YAML starting with { or [ (nor @FILE)"),
     ],
 )
 def test_extra_vars_ansible_cannot_parse_are_refused_naming_the_value(tmp_path, monkeypatch, value, message):
@@ -269,6 +275,7 @@ def test_extra_vars_ansible_cannot_parse_are_refused_naming_the_value(tmp_path, 
     (tmp_path / "latin1.yml").write_bytes(b"a: caf\xe9\n")
     (tmp_path / "empty.yml").write_text("")
     (tmp_path / "comments.yml").write_text("# nothing set yet\n---\n")
+    (tmp_path / "vars.yml").write_text("x: 1\n")
     monkeypatch.chdir(tmp_path)
     args = [
         "provision",
@@ -285,3 +292,11 @@ def test_extra_vars_ansible_cannot_parse_are_refused_naming_the_value(tmp_path, 
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.startswith(f"error: {message}") and result.stderr.count("\n") == 1
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_absolute_extra_vars_path_without_at_is_refused(tmp_path):
+    (tmp_path / "vars.yml").write_text("x: 1\n")
+    request = ProvisionRequest(Path(__file__), tmp_path, extra_vars=[str(tmp_path / "vars.yml")])
+    with pytest.raises(ProvisionError, match="prefix an extra-vars file with @"):
+        request.validate()
+    ProvisionRequest(Path(__file__), tmp_path, extra_vars=["a=/x/y", "b=./z"]).validate()  # key=value

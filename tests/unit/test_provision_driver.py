@@ -270,3 +270,60 @@ def test_cli_check_lists_what_would_change(site: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "would change localhost · Write the marker" in result.output
     assert marker.read_text() == "v1\n"
+
+
+RECOVERED_PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: Ping what answers
+      ansible.builtin.ping:
+      ignore_unreachable: true
+    - name: Fail and be rescued
+      block:
+        - name: Fail on purpose
+          ansible.builtin.assert: {that: [false], fail_msg: first}
+      rescue:
+        - ansible.builtin.debug: msg=rescued
+    - name: Fail for real
+      ansible.builtin.fail: {msg: second}
+      when: fail_after is defined
+"""
+
+
+def test_rescued_and_ignored_unreachable_are_no_failures(site: Path) -> None:
+    """Ansible's recap omits zero counts: the failed/unreachable counted from each event stayed, so a run
+    ansible-playbook finished with rc 0 (recap failures {} dark {}) was reported failed, exit 1."""
+    (site / "rec.yml").write_text(RECOVERED_PLAYBOOK)
+    args = ["provision", str(site / "rec.yml"), "-i", str(site / "hosts"), "--artifacts", str(site / "runs")]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    report = json.loads(result.stdout)
+    assert report["rc"] == 0 and report["status"] == "successful"
+    assert result.exit_code == 0 and report["ok"], report
+    assert report["hosts"]["ghost"] == {
+        "ok": 2, "changed": 0, "failed": 0, "unreachable": 0, "skipped": 1, "rescued": 1, "ignored": 1,
+    }  # fmt: skip
+    assert report["hosts"]["localhost"]["failed"] == 0 and report["hosts"]["localhost"]["rescued"] == 1
+    assert report["failed_hosts"] == [] and report["failures"] == []
+    assert sorted((r["host"], r["task"], r["kind"]) for r in report["recovered"]) == [
+        ("ghost", "Fail on purpose", "rescued"),
+        ("ghost", "Ping what answers", "ignored"),
+        ("localhost", "Fail on purpose", "rescued"),
+    ]
+    human = CliRunner().invoke(app, args)
+    assert human.exit_code == 0
+    assert "rescued localhost · Fail on purpose: first" in human.stdout
+    lines = human.stdout.splitlines()
+    assert not [line for line in lines if line.startswith(("failed ", "unreachable "))]
+
+
+def test_a_rescued_failure_does_not_hide_a_later_real_one(site: Path) -> None:
+    (site / "rec.yml").write_text(RECOVERED_PLAYBOOK)
+    result = run(ProvisionRequest(site / "rec.yml", site / "hosts", "localhost", None, ["fail_after=1"],
+                                  site / "runs"))  # fmt: skip
+    assert not result["ok"] and result["rc"] == 2 and result["failed_hosts"] == ["localhost"]
+    assert result["hosts"]["localhost"]["failed"] == 1 and result["hosts"]["localhost"]["rescued"] == 1
+    assert [(f["task"], f["kind"], f["message"]) for f in result["failures"]] == [
+        ("Fail for real", "failed", "second")
+    ]
+    assert [(f["task"], f["kind"]) for f in result["recovered"]] == [("Fail on purpose", "rescued")]
