@@ -104,6 +104,26 @@ def test_synthetic_4x5090_capture_splits_qwen3_235b_over_four_gpus():
     assert result["serve"]["kt_threadpool_count"] == 1  # the cpuset holds one NUMA node's cores
 
 
+def test_no_layerwise_prefill_where_sglang_kt_would_pin_its_loader_outside_the_cpuset():
+    """sglang-kt 0.7.2 pins rank r's loader thread to CPU os.cpu_count() - 1 - r (online CPUs) without
+    catching the error: the cpuset 0-23,52-75 of 104 online CPUs holds none of 103..100."""
+    host = captured("synthetic-4x5090-8470q")
+    result = plan(host, "Qwen3-235B-A22B", "serve", cpu_format="BF16")
+    serve, reasons = result["serve"], result["reasons"]
+    assert result["feasible"] and serve["tensor_parallel_size"] == 4
+    assert serve["kt_gpu_prefill_token_threshold"] is None
+    reason = reasons["kt_gpu_prefill_token_threshold"]
+    assert "CPU(s) 103, 102, 101, 100 lie outside the usable CPUs 0-23,52-75" in reason and "EINVAL" in reason
+    assert "held for layerwise prefill" not in reasons["kt_num_gpu_experts"]
+    # the same host without the cpuset: the last 4 online CPUs are usable, the threshold comes back
+    host["cpu"]["usable_cpus"] = "0-103"
+    serve = plan(host, "Qwen3-235B-A22B", "serve", cpu_format="BF16")["serve"]
+    assert serve["kt_gpu_prefill_token_threshold"] == 2048
+    host["cpu"]["usable_cpus"] = "0-102"  # rank 0's CPU 103 alone is outside
+    serve = plan(host, "Qwen3-235B-A22B", "serve", cpu_format="BF16")["serve"]
+    assert serve["kt_gpu_prefill_token_threshold"] is None
+
+
 @pytest.mark.parametrize(
     "capture,model,mode,want",
     [("h100-xeon-amx-16c", "Qwen3-30B-A3B", "serve", 0), ("h100-xeon-amx-16c", "DeepSeek-V3", "serve", 2),
