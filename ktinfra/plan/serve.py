@@ -280,9 +280,9 @@ def _prefill_threshold(fmt, arch, dtype, spare, lora, pin_problem, reasons) -> t
     else:
         reasons[key] = (
             f"native {fmt.kt_method}: prompts over {GPU_PREFILL_TOKEN_THRESHOLD} tokens prefill layer by "
-            f"layer on the GPU (one MoE layer, {gb(moe_layer)}, kept free for it); the loader pins its "
-            "thread to the last online CPU(s), one per rank, and leaves the forward thread there "
-            "(sglang-kt 0.7.2 never restores the affinity)"
+            f"layer on the GPU (one MoE layer, {gb(moe_layer)}, kept out of the KV pool by "
+            "max_total_tokens); the loader pins its thread to the last online CPU(s), one per rank, and "
+            "leaves the forward thread there (sglang-kt 0.7.2 never restores the affinity)"
         )
         return GPU_PREFILL_TOKEN_THRESHOLD, moe_layer
     return None, 0.0
@@ -364,22 +364,34 @@ def _tensor_parallel_copies(arch: Architecture, tp: int, dtype: str, est) -> Non
     est.breakdown.update(kv_cache_min=kv, gpu_weights=weights)
 
 
-def _mla_token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, reasons: dict) -> int:
-    m = arch.mla
-    stored, profiled = m.kv_lora_rank + m.qk_rope_head_dim, m.qk_nope_head_dim + m.qk_rope_head_dim
-    overcommit = sizing.kv_bytes_per_token(arch) / sizing.mla_profiled_bytes_per_token(arch)
-    index = " (the DSA index keys counted in both)" if arch.indexer else ""
+def _token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, held: float, reasons) -> int:
+    """--max-total-tokens: the KV space the plan leaves, over the bytes a token costs on all ranks."""
     per_token = sizing.kv_bytes_per_token(arch, tp)
     tokens = max(0, int(kv_space // per_token))
-    copies = f", replicated on each of the {tp} ranks" if tp > 1 else ""
+    copies = f", replicated on each of the {tp} ranks" if tp > 1 and arch.mla else ""
+    layer = f" (the {gb(held)} MoE layer of layerwise prefill left out)" if held else ""
     reasons["max_total_tokens"] = (
-        f"{tokens}: the {gb(kv_space)} this plan leaves for the KV cache at "
-        f"{per_token:,} bytes per token{copies} "
-        f"({tokens // max(requests, 1)} per running request); set because sglang-kt 0.7.2 sizes an MLA pool "
-        f"from qk_nope + qk_rope = {profiled} values per layer while it stores kv_lora_rank + qk_rope = "
-        f"{stored}{index}, so unset it would claim {overcommit:.1f}x the memory it measured free (the cap "
-        "holds any SGLang build, the legacy stack's included, to this budget)"
+        f"{tokens}: the {gb(kv_space)} this plan leaves for the KV cache{layer} at {per_token:,} bytes per "
+        f"token{copies} ({tokens // max(requests, 1)} per running request); set because "
     )
+    if arch.mla:
+        m = arch.mla
+        stored, profiled = m.kv_lora_rank + m.qk_rope_head_dim, m.qk_nope_head_dim + m.qk_rope_head_dim
+        overcommit = sizing.kv_bytes_per_token(arch) / sizing.mla_profiled_bytes_per_token(arch)
+        index = " (the DSA index keys counted in both)" if arch.indexer else ""
+        reasons["max_total_tokens"] += (
+            f"sglang-kt 0.7.2 sizes an MLA pool from qk_nope + qk_rope = {profiled} values per layer while "
+            f"it stores kv_lora_rank + qk_rope = {stored}{index}, so unset it would claim {overcommit:.1f}x "
+            "the memory it measured free (the cap holds any SGLang build, the legacy stack's included, to "
+            "this budget)"
+        )
+    else:
+        # model_runner_kv_cache_mixin.py:280-286; only MXFP4 reserves the layer (model_runner.py:593-607)
+        reasons["max_total_tokens"] += (
+            "unset, sglang-kt 0.7.2's KV pool takes all of mem_fraction_static after the weights and "
+            "GPU experts, and the MoE layer of layerwise prefill, allocated at the first long prefill, "
+            "would find no room"
+        )
     return tokens
 
 
@@ -470,9 +482,10 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     spare = static - weights - kv_budget
     threshold, held = _prefill_threshold(fmt, arch, dtype, spare, lora, pin_problem, reasons)
     gpu_experts = _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons)
-    if arch.mla:
-        kv_space = static - weights - gpu_experts * _expert_in_every_layer(arch, dtype) - held
-        serve["max_total_tokens"] = _mla_token_cap(arch, tp, kv_space, requests, reasons)
+    if arch.mla or held:  # a pool SGLang would oversize, or one that would take the prefill layer's room
+        experts = gpu_experts * _expert_in_every_layer(arch, dtype)
+        kv_space = static - weights - experts - held - requests * state
+        serve["max_total_tokens"] = _token_cap(arch, tp, kv_space, requests, held, reasons)
     serve.update(
         {
             "kt_num_gpu_experts": gpu_experts,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ktinfra import facts
+from ktinfra import catalog, facts, sizing
 from ktinfra.planner import load_facts, plan
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
@@ -72,6 +72,24 @@ def test_synthetic_autodl_6430_capture_reproduces_the_seed_002_decisions():
     assert serve["mem_fraction_static"] == 0.92 and serve["chunked_prefill_size"] == 4096
     assert serve["kt_num_gpu_experts"] == 31
     assert result["feasible"], result["problems"]
+
+
+def test_a_gqa_pool_is_capped_to_leave_the_layerwise_prefill_layer_free():
+    """sglang-kt 0.7.2's KV pool takes all of mem_fraction_static after the weights (only MXFP4 reserves
+    the layer), so the MoE layer held for layerwise prefill is kept out of it by --max-total-tokens."""
+    arch = catalog.resolve("Qwen3-30B-A3B")
+    result = plan(captured("synthetic-autodl-6430-4090"), "Qwen3-30B-A3B", "serve", cpu_format="BF16")
+    serve, breakdown = result["serve"], result["requirements_breakdown"]
+    assert serve["kt_gpu_prefill_token_threshold"] == 2048
+    static = serve["mem_fraction_static"] * result["host"]["gpus"][0]["memory_mib"] * 2**20
+    held = sizing.gpu_expert_bytes(arch, "bf16") * arch.num_experts  # 1.2 GB
+    experts = serve["kt_num_gpu_experts"] * sizing.gpu_expert_bytes(arch, "bf16") * arch.num_moe_layers
+    per_token = sizing.kv_bytes_per_token(arch)
+    tokens = serve["max_total_tokens"]
+    assert tokens == int((static - breakdown["gpu_weights"] - experts - held) // per_token) == 68393
+    assert tokens >= serve["max_running_requests"] * 4096
+    assert "1.2 GB MoE layer of layerwise prefill left out" in result["reasons"]["max_total_tokens"]
+    assert "kept out of the KV pool by" in result["reasons"]["kt_gpu_prefill_token_threshold"]
 
 
 def test_amx_host_on_a_pre_5_16_kernel_serves_without_amx_and_cannot_fine_tune():
