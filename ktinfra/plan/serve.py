@@ -564,6 +564,9 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
         }
     )
     reasons["enable_mixed_chunk"] = "mix prefill chunks into decode batches (seed 002's launch line)"
+    variant, why = formats.forced_cpu_variant(facts)
+    if variant:  # present only where kt-kernel's own library choice would fault
+        serve["kt_cpu_variant"], reasons["kt_cpu_variant"] = variant, why
     llamafile = fmt.kt_method == "LLAMAFILE"
     if llamafile and formats.llamafile_problem(arch):
         problems.append(formats.llamafile_problem(arch))

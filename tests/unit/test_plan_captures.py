@@ -65,6 +65,12 @@ def test_kt_cpuinfer_reason_compares_kt_runs_default_with_the_planned_workers(ca
     assert reason.endswith(f"`kt run`'s default 0.8 x logical {effect}")
 
 
+def test_only_a_kernel_that_cannot_grant_amx_forces_a_kt_kernel_library():
+    for capture in ("h100-xeon-amx-16c", "synthetic-autodl-6430-4090", "synthetic-autodl-8352v-4090"):
+        result = plan(captured(capture), "Qwen3-30B-A3B", "serve")
+        assert "kt_cpu_variant" not in result["serve"] and "kt_cpu_variant" not in result["reasons"]
+
+
 def test_synthetic_autodl_6430_capture_reproduces_the_seed_002_decisions():
     result = plan(captured("synthetic-autodl-6430-4090"), "Qwen3-30B-A3B", "serve")
     serve = result["serve"]
@@ -98,6 +104,14 @@ def test_amx_host_on_a_pre_5_16_kernel_serves_without_amx_and_cannot_fine_tune()
     assert served["feasible"] and served["serve"]["kt_method"] == "BF16"
     assert "kernel 5.15.0-125-generic < 5.16" in served["reasons"]["kt_method"]
     assert (served["host"]["amx"], served["host"]["amx_usable"]) == (True, False)
+    # kt-kernel 0.7.2 picks its library from /proc/cpuinfo flags alone: forced to the best non-AMX one
+    assert served["serve"]["kt_cpu_variant"] == "avx512_bf16"
+    assert "KT_KERNEL_CPU_VARIANT=avx512_bf16" in served["reasons"]["kt_cpu_variant"]
+    host["cpu"]["isa"].update(avx512_bf16=False, avx512_vbmi=False)
+    assert (
+        plan(host, "Qwen3-30B-A3B", "serve", cpu_format="LLAMAFILE")["serve"]["kt_cpu_variant"]
+        == "avx512_vnni"
+    )
     tuned = plan(host, "Qwen3-30B-A3B", "sft")
     assert any(p.startswith("kernel 5.15.0-125-generic is older than 5.16") for p in tuned["problems"])
 
