@@ -135,6 +135,36 @@ def _int4(arch: Architecture, facts: dict) -> tuple[sizing.CpuFormat, str, list]
     return fmt, reason, [f"{needs}; this CPU lacks {lacking} and {absent}"]
 
 
+# kt-kernel 0.7.2 _cpu_detect.py: the library it loads, best first, and the flags each needs; it reads them
+# from /proc/cpuinfo alone, so AMX flags on a kernel that cannot grant the tiles still load the amx library
+# (its BF16 method then runs AMXBF16_MOE, utils/amx.py:1012-1013), unless KT_KERNEL_CPU_VARIANT names one.
+CPU_VARIANT_ENV = "KT_KERNEL_CPU_VARIANT"
+NON_AMX_VARIANTS = (
+    ("avx512_bf16", ("avx512f", "avx512bw", "avx512_vnni", "avx512_vbmi", "avx512_bf16")),
+    ("avx512_vbmi", ("avx512f", "avx512bw", "avx512_vnni", "avx512_vbmi")),
+    ("avx512_vnni", ("avx512f", "avx512bw", "avx512_vnni")),
+    ("avx512_base", ("avx512f", "avx512bw")),
+    ("avx2", ("avx2",)),
+)
+CPU_VARIANTS = ("amx", *(name for name, _ in NON_AMX_VARIANTS))
+
+
+def forced_cpu_variant(facts: dict) -> tuple[str | None, str | None]:
+    """(the kt-kernel library to force, why): only where the CPU shows AMX flags that its kernel (< 5.16)
+    cannot grant; kt-kernel would otherwise load its amx library and fault on the first tile instruction."""
+    old_kernel = amx_blocked_by_kernel(facts) if has_amx(facts) else None
+    if not old_kernel:
+        return None, None
+    variant = next(
+        (name for name, needs in NON_AMX_VARIANTS if all(isa_flag(facts, f) for f in needs)), "avx2"
+    )
+    return variant, (
+        f"{variant}: kernel {old_kernel} < 5.16 cannot grant AMX tiles, but kt-kernel picks its library from "
+        f"the CPU flags alone and would load the amx one; {CPU_VARIANT_ENV}={variant} (the best library "
+        "these flags run) is set in the server's environment"
+    )
+
+
 def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizing.CpuFormat, str, list]:
     """(format, reason, problems). AMXINT8 on AMX unless only a native format fits the disk/RAM; without
     AMX the native BF16/FP8 backend where the ISA has it, else LLAMAFILE with GGUF Q4_K_M."""

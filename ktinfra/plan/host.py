@@ -97,6 +97,7 @@ def _check_cpu(facts: dict) -> None:
     _field(cpu, "threads_per_core", "cpu.threads_per_core", THREADS_PER_CORE)
     _field(cpu, "model", "cpu.model", STRING)
     _field(cpu, "usable_cpus", "cpu.usable_cpus", CPULIST)
+    _field(cpu, "online_cpus", "cpu.online_cpus", CPU_COUNT)
     node_cpus = _field(cpu, "numa_node_cpus", "cpu.numa_node_cpus", OBJECT) or {}
     for node in node_cpus:
         _field(node_cpus, node, f"cpu.numa_node_cpus.{node}", CPULIST, required=True)

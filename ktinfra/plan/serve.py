@@ -22,6 +22,7 @@ from ktinfra.plan.host import (
     mig_uuids,
     mig_warnings,
     numa_nodes_in_use,
+    parse_cpulist,
     thread_pools,
     unknown_capability_warnings,
     usable_gpus,
@@ -235,7 +236,30 @@ def _running_requests(wanted, weights, layer, per_request, static, halve=True, l
     return requests, layer
 
 
-def _prefill_threshold(fmt, arch, dtype, spare, lora, reasons) -> tuple[int | None, float]:
+def _loader_pin_problem(facts: dict, tp: int) -> str | None:
+    """Why sglang-kt's layerwise loader would kill the scheduler here, or None. sglang-kt 0.7.2 pins the
+    loading thread of rank r to CPU os.cpu_count() - 1 - r (kt_ep_wrapper.py:1272-1275 and the bf16/fp8
+    loaders), os.cpu_count() counting every online CPU, and does not catch the error: a CPU outside the
+    cpuset fails the first long prefill with EINVAL. Facts without an online count are taken to hold no
+    online CPU above the usable ones."""
+    cpu = facts["cpu"]
+    usable = parse_cpulist(cpu.get("usable_cpus"))
+    online = cpu.get("online_cpus") or (max(usable) + 1 if usable else None)
+    if not usable or not online:
+        return None
+    pinned = [online - 1 - rank for rank in range(tp)]
+    outside = [c for c in pinned if c not in usable]
+    if not outside:
+        return None
+    return (
+        f"sglang-kt 0.7.2's layerwise loader pins rank r's thread to CPU os.cpu_count() - 1 - r "
+        f"({', '.join(map(str, pinned))} of the {online} online CPUs) and does not catch the error: CPU(s) "
+        f"{', '.join(map(str, outside))} lie outside the usable CPUs {cpu.get('usable_cpus')}, so the first "
+        "long prefill would fail with EINVAL and stop the scheduler; CPU+GPU hybrid prefill only"
+    )
+
+
+def _prefill_threshold(fmt, arch, dtype, spare, lora, pin_problem, reasons) -> tuple[int | None, float]:
     """(threshold, bytes held for it): native backends prefill long prompts layer by layer on the GPU,
     needing one MoE layer of VRAM."""
     moe_layer = _moe_layer(arch, dtype)
@@ -249,12 +273,16 @@ def _prefill_threshold(fmt, arch, dtype, spare, lora, reasons) -> tuple[int | No
         )
     elif spare >= moe_layer * arch.num_moe_layers:
         reasons[key] = "every expert is on the GPU already: no layerwise prefill needed"
+    elif pin_problem:
+        reasons[key] = pin_problem
     elif spare < moe_layer:
         reasons[key] = "no VRAM for one more MoE layer: CPU+GPU hybrid prefill only"
     else:
         reasons[key] = (
             f"native {fmt.kt_method}: prompts over {GPU_PREFILL_TOKEN_THRESHOLD} tokens prefill layer by "
-            f"layer on the GPU (one MoE layer, {gb(moe_layer)}, kept free for it)"
+            f"layer on the GPU (one MoE layer, {gb(moe_layer)}, kept out of the KV pool by "
+            "max_total_tokens); the loader pins its thread to the last online CPU(s), one per rank, and "
+            "leaves the forward thread there (sglang-kt 0.7.2 never restores the affinity)"
         )
         return GPU_PREFILL_TOKEN_THRESHOLD, moe_layer
     return None, 0.0
@@ -336,22 +364,34 @@ def _tensor_parallel_copies(arch: Architecture, tp: int, dtype: str, est) -> Non
     est.breakdown.update(kv_cache_min=kv, gpu_weights=weights)
 
 
-def _mla_token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, reasons: dict) -> int:
-    m = arch.mla
-    stored, profiled = m.kv_lora_rank + m.qk_rope_head_dim, m.qk_nope_head_dim + m.qk_rope_head_dim
-    overcommit = sizing.kv_bytes_per_token(arch) / sizing.mla_profiled_bytes_per_token(arch)
-    index = " (the DSA index keys counted in both)" if arch.indexer else ""
+def _token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, held: float, reasons) -> int:
+    """--max-total-tokens: the KV space the plan leaves, over the bytes a token costs on all ranks."""
     per_token = sizing.kv_bytes_per_token(arch, tp)
     tokens = max(0, int(kv_space // per_token))
-    copies = f", replicated on each of the {tp} ranks" if tp > 1 else ""
+    copies = f", replicated on each of the {tp} ranks" if tp > 1 and arch.mla else ""
+    layer = f" (the {gb(held)} MoE layer of layerwise prefill left out)" if held else ""
     reasons["max_total_tokens"] = (
-        f"{tokens}: the {gb(kv_space)} this plan leaves for the KV cache at "
-        f"{per_token:,} bytes per token{copies} "
-        f"({tokens // max(requests, 1)} per running request); set because sglang-kt 0.7.2 sizes an MLA pool "
-        f"from qk_nope + qk_rope = {profiled} values per layer while it stores kv_lora_rank + qk_rope = "
-        f"{stored}{index}, so unset it would claim {overcommit:.1f}x the memory it measured free (the cap "
-        "holds any SGLang build, the legacy stack's included, to this budget)"
+        f"{tokens}: the {gb(kv_space)} this plan leaves for the KV cache{layer} at {per_token:,} bytes per "
+        f"token{copies} ({tokens // max(requests, 1)} per running request); set because "
     )
+    if arch.mla:
+        m = arch.mla
+        stored, profiled = m.kv_lora_rank + m.qk_rope_head_dim, m.qk_nope_head_dim + m.qk_rope_head_dim
+        overcommit = sizing.kv_bytes_per_token(arch) / sizing.mla_profiled_bytes_per_token(arch)
+        index = " (the DSA index keys counted in both)" if arch.indexer else ""
+        reasons["max_total_tokens"] += (
+            f"sglang-kt 0.7.2 sizes an MLA pool from qk_nope + qk_rope = {profiled} values per layer while "
+            f"it stores kv_lora_rank + qk_rope = {stored}{index}, so unset it would claim {overcommit:.1f}x "
+            "the memory it measured free (the cap holds any SGLang build, the legacy stack's included, to "
+            "this budget)"
+        )
+    else:
+        # model_runner_kv_cache_mixin.py:280-286; only MXFP4 reserves the layer (model_runner.py:593-607)
+        reasons["max_total_tokens"] += (
+            "unset, sglang-kt 0.7.2's KV pool takes all of mem_fraction_static after the weights and "
+            "GPU experts, and the MoE layer of layerwise prefill, allocated at the first long prefill, "
+            "would find no room"
+        )
     return tokens
 
 
@@ -377,7 +417,9 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     state = sizing.state_bytes_per_request(arch)
     per_request = KV_TOKENS_PER_REQUEST * sizing.kv_bytes_per_token(arch, tp) + state
     lora = opts.get("lora")
-    layer = _moe_layer(arch, dtype) if fmt.native_dtype and not lora else 0.0  # see _prefill_threshold
+    pin_problem = _loader_pin_problem(facts, tp)
+    layerwise = fmt.native_dtype and not lora and not pin_problem
+    layer = _moe_layer(arch, dtype) if layerwise else 0.0  # see _prefill_threshold
     cores = facts["cpu"]["physical_cores"]
     asked = opts.get("max_running_requests")
     wanted = asked or max_running(cores)
@@ -437,11 +479,13 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
             f"runtime reserve), {gpu_names(gpus)} has {have}"
         )
     _capability_warnings(arch, gpus, dtype, warnings)
-    threshold, held = _prefill_threshold(fmt, arch, dtype, static - weights - kv_budget, lora, reasons)
+    spare = static - weights - kv_budget
+    threshold, held = _prefill_threshold(fmt, arch, dtype, spare, lora, pin_problem, reasons)
     gpu_experts = _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons)
-    if arch.mla:
-        kv_space = static - weights - gpu_experts * _expert_in_every_layer(arch, dtype) - held
-        serve["max_total_tokens"] = _mla_token_cap(arch, tp, kv_space, requests, reasons)
+    if arch.mla or held:  # a pool SGLang would oversize, or one that would take the prefill layer's room
+        experts = gpu_experts * _expert_in_every_layer(arch, dtype)
+        kv_space = static - weights - experts - held - requests * state
+        serve["max_total_tokens"] = _token_cap(arch, tp, kv_space, requests, held, reasons)
     serve.update(
         {
             "kt_num_gpu_experts": gpu_experts,
@@ -520,6 +564,9 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
         }
     )
     reasons["enable_mixed_chunk"] = "mix prefill chunks into decode batches (seed 002's launch line)"
+    variant, why = formats.forced_cpu_variant(facts)
+    if variant:  # present only where kt-kernel's own library choice would fault
+        serve["kt_cpu_variant"], reasons["kt_cpu_variant"] = variant, why
     llamafile = fmt.kt_method == "LLAMAFILE"
     if llamafile and formats.llamafile_problem(arch):
         problems.append(formats.llamafile_problem(arch))

@@ -11,6 +11,7 @@ import math
 import re
 
 from ktinfra.facts.cpulist import parse_cpulist
+from ktinfra.plan.formats import CPU_VARIANT_ENV, CPU_VARIANTS
 from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS
 from ktinfra.render.common import (
     Rendered,
@@ -474,6 +475,14 @@ def render_serve(
         serve.get("gpu_indices"), "serve.gpu_indices", serve.get("mig_uuids"), "serve.mig_uuids"
     )
     env += [env_line(k, v) for k, v in visibility.items()]
+    variant = serve.get("kt_cpu_variant")
+    if variant is not None:
+        if variant not in CPU_VARIANTS:
+            raise RenderError(
+                f"plan serve.kt_cpu_variant must be one of {', '.join(CPU_VARIANTS)} or null, "
+                f"got {shown(variant)}"
+            )
+        env.append(env_line(CPU_VARIANT_ENV, variant))  # kt-kernel's library, not its own AMX guess
     if api_key:
         env.append(env_line("KT_API_KEY", api_key))
     out.add(f"ktinfra-serve-{name}.env", "\n".join(env) + "\n", mode=0o600)

@@ -225,7 +225,8 @@ def _token_cap(log: ServerLog, cap: int, free: float) -> list[dict]:
     reason = (
         f"available_gpu_mem={free:.2f} GB after loading is {'above' if free > high else 'below'} the "
         f"{low:g}-{high:g} GB needed for activations and CUDA graphs, and the KV pool is the {cap} tokens "
-        "--max-total-tokens allows (ktinfra sets it for MLA models), so --mem-fraction-static would not "
+        "--max-total-tokens allows (ktinfra sets it for MLA models and to keep the layerwise prefill's MoE "
+        "layer out of the pool), so --mem-fraction-static would not "
         "move it: "
     )
     pool = log.kv_pool

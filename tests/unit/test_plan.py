@@ -463,6 +463,7 @@ CPULIST_WANTED = 'a CPU list such as "0-15,32" (ids below 8192)'
         ("cpu.physical_cores", 8193, "cpu.physical_cores must be a positive integer up to 8192, got 8193"),
         ("cpu.numa_nodes", 1025, "cpu.numa_nodes must be a positive integer up to 1024, got 1025"),
         ("cpu.threads_per_core", 9, "cpu.threads_per_core must be a positive integer up to 8, got 9"),
+        ("cpu.online_cpus", "104", 'cpu.online_cpus must be a positive integer up to 8192, got "104"'),
         ("container", 1, "container must be true, false or null, got 1"),
         ("gpus.0", "x", 'gpus[0] must be an object, got "x"'),
         ("gpus.0.name", None, "facts lack gpus[0].name (a string); produce them with `ktinfra facts --json`"),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ktinfra import facts
+from ktinfra import catalog, facts, sizing
 from ktinfra.planner import load_facts, plan
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
@@ -65,6 +65,12 @@ def test_kt_cpuinfer_reason_compares_kt_runs_default_with_the_planned_workers(ca
     assert reason.endswith(f"`kt run`'s default 0.8 x logical {effect}")
 
 
+def test_only_a_kernel_that_cannot_grant_amx_forces_a_kt_kernel_library():
+    for capture in ("h100-xeon-amx-16c", "synthetic-autodl-6430-4090", "synthetic-autodl-8352v-4090"):
+        result = plan(captured(capture), "Qwen3-30B-A3B", "serve")
+        assert "kt_cpu_variant" not in result["serve"] and "kt_cpu_variant" not in result["reasons"]
+
+
 def test_synthetic_autodl_6430_capture_reproduces_the_seed_002_decisions():
     result = plan(captured("synthetic-autodl-6430-4090"), "Qwen3-30B-A3B", "serve")
     serve = result["serve"]
@@ -74,12 +80,38 @@ def test_synthetic_autodl_6430_capture_reproduces_the_seed_002_decisions():
     assert result["feasible"], result["problems"]
 
 
+def test_a_gqa_pool_is_capped_to_leave_the_layerwise_prefill_layer_free():
+    """sglang-kt 0.7.2's KV pool takes all of mem_fraction_static after the weights (only MXFP4 reserves
+    the layer), so the MoE layer held for layerwise prefill is kept out of it by --max-total-tokens."""
+    arch = catalog.resolve("Qwen3-30B-A3B")
+    result = plan(captured("synthetic-autodl-6430-4090"), "Qwen3-30B-A3B", "serve", cpu_format="BF16")
+    serve, breakdown = result["serve"], result["requirements_breakdown"]
+    assert serve["kt_gpu_prefill_token_threshold"] == 2048
+    static = serve["mem_fraction_static"] * result["host"]["gpus"][0]["memory_mib"] * 2**20
+    held = sizing.gpu_expert_bytes(arch, "bf16") * arch.num_experts  # 1.2 GB
+    experts = serve["kt_num_gpu_experts"] * sizing.gpu_expert_bytes(arch, "bf16") * arch.num_moe_layers
+    per_token = sizing.kv_bytes_per_token(arch)
+    tokens = serve["max_total_tokens"]
+    assert tokens == int((static - breakdown["gpu_weights"] - experts - held) // per_token) == 68393
+    assert tokens >= serve["max_running_requests"] * 4096
+    assert "1.2 GB MoE layer of layerwise prefill left out" in result["reasons"]["max_total_tokens"]
+    assert "kept out of the KV pool by" in result["reasons"]["kt_gpu_prefill_token_threshold"]
+
+
 def test_amx_host_on_a_pre_5_16_kernel_serves_without_amx_and_cannot_fine_tune():
     host = captured("synthetic-2s-8470q-amx")  # AMX flags, kernel 5.15: no ARCH_REQ_XCOMP_PERM
     served = plan(host, "Qwen3-30B-A3B", "serve")
     assert served["feasible"] and served["serve"]["kt_method"] == "BF16"
     assert "kernel 5.15.0-125-generic < 5.16" in served["reasons"]["kt_method"]
     assert (served["host"]["amx"], served["host"]["amx_usable"]) == (True, False)
+    # kt-kernel 0.7.2 picks its library from /proc/cpuinfo flags alone: forced to the best non-AMX one
+    assert served["serve"]["kt_cpu_variant"] == "avx512_bf16"
+    assert "KT_KERNEL_CPU_VARIANT=avx512_bf16" in served["reasons"]["kt_cpu_variant"]
+    host["cpu"]["isa"].update(avx512_bf16=False, avx512_vbmi=False)
+    assert (
+        plan(host, "Qwen3-30B-A3B", "serve", cpu_format="LLAMAFILE")["serve"]["kt_cpu_variant"]
+        == "avx512_vnni"
+    )
     tuned = plan(host, "Qwen3-30B-A3B", "sft")
     assert any(p.startswith("kernel 5.15.0-125-generic is older than 5.16") for p in tuned["problems"])
 
@@ -102,6 +134,26 @@ def test_synthetic_4x5090_capture_splits_qwen3_235b_over_four_gpus():
     result = plan(captured("synthetic-4x5090-8470q"), "Qwen3-235B-A22B", "serve")
     assert result["feasible"] and result["serve"]["tensor_parallel_size"] == 4
     assert result["serve"]["kt_threadpool_count"] == 1  # the cpuset holds one NUMA node's cores
+
+
+def test_no_layerwise_prefill_where_sglang_kt_would_pin_its_loader_outside_the_cpuset():
+    """sglang-kt 0.7.2 pins rank r's loader thread to CPU os.cpu_count() - 1 - r (online CPUs) without
+    catching the error: the cpuset 0-23,52-75 of 104 online CPUs holds none of 103..100."""
+    host = captured("synthetic-4x5090-8470q")
+    result = plan(host, "Qwen3-235B-A22B", "serve", cpu_format="BF16")
+    serve, reasons = result["serve"], result["reasons"]
+    assert result["feasible"] and serve["tensor_parallel_size"] == 4
+    assert serve["kt_gpu_prefill_token_threshold"] is None
+    reason = reasons["kt_gpu_prefill_token_threshold"]
+    assert "CPU(s) 103, 102, 101, 100 lie outside the usable CPUs 0-23,52-75" in reason and "EINVAL" in reason
+    assert "held for layerwise prefill" not in reasons["kt_num_gpu_experts"]
+    # the same host without the cpuset: the last 4 online CPUs are usable, the threshold comes back
+    host["cpu"]["usable_cpus"] = "0-103"
+    serve = plan(host, "Qwen3-235B-A22B", "serve", cpu_format="BF16")["serve"]
+    assert serve["kt_gpu_prefill_token_threshold"] == 2048
+    host["cpu"]["usable_cpus"] = "0-102"  # rank 0's CPU 103 alone is outside
+    serve = plan(host, "Qwen3-235B-A22B", "serve", cpu_format="BF16")["serve"]
+    assert serve["kt_gpu_prefill_token_threshold"] is None
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from test_render_serve import SEED002_LINE, flag_values
 from test_render_support import install_executables, make_systemd_root, unit_executables, verify_unit
 
 from ktinfra import facts, planner
-from ktinfra.render import render_serve, write_bundle
+from ktinfra.render import RenderError, render_serve, write_bundle
 from ktinfra.render.train import render_train
 
 HOSTS = Path(__file__).resolve().parent.parent / "fixtures" / "hosts"
@@ -49,6 +49,20 @@ def test_every_feasible_serve_plan_renders_a_verified_unit(capture, tmp_path, sy
     install_executables(systemd_root, unit_executables(unit.read_text()))
     result = verify_unit(systemd_root, unit, "q30")
     assert result.returncode == 0 and not result.stderr.strip(), result.stderr
+
+
+def test_a_forced_kt_kernel_library_reaches_the_environment_file():
+    """AMX flags on kernel 5.15: kt-kernel would load its amx library from the flags; the env file pins it."""
+    plan = _plan("synthetic-2s-8470q-amx", "serve")
+    assert plan["feasible"] and plan["serve"]["kt_cpu_variant"] == "avx512_bf16"
+    rendered = render_serve(plan, name="q30", model_path="/models/q30")
+    env = rendered.files["ktinfra-serve-q30.env"][0].splitlines()
+    assert 'KT_KERNEL_CPU_VARIANT="avx512_bf16"' in env
+    other = render_serve(_plan("h100-xeon-amx-16c", "serve"), name="q30", model_path="/models/q30")
+    assert "KT_KERNEL_CPU_VARIANT" not in other.files["ktinfra-serve-q30.env"][0]
+    plan["serve"]["kt_cpu_variant"] = "avx512"
+    with pytest.raises(RenderError, match="serve.kt_cpu_variant must be one of amx, avx512_bf16"):
+        render_serve(plan, name="q30", model_path="/models/q30")
 
 
 def test_seed002_host_plan_renders_the_seeds_hardware_decisions():
