@@ -46,6 +46,7 @@ ARG_CHECKS = {
     "kt_num_gpu_experts": lambda v: _is_int(v) and v >= 0,
     "max_total_tokens": lambda v: _is_int(v) and v > 0,
     "page_size": lambda v: _is_int(v) and v > 0,
+    "kt_gpu_prefill_token_threshold": lambda v: _is_int(v) and v > 0,
 }
 
 
@@ -231,7 +232,16 @@ def _token_cap(log: ServerLog, cap: int, free: float) -> list[dict]:
     )
     pool = log.kv_pool
     evidence = [line for line in (log.config_line, log.kv_pool_line) if line]
-    if pool.get("tokens") and pool.get("gib", 0) > 0:
+    threshold = _arg(log, "kt_gpu_prefill_token_threshold")
+    if free > high and threshold is not None:
+        # the layerwise prefill loads one MoE layer at the first long prompt into memory still free at start
+        reason += (
+            f"but this server runs layerwise GPU prefill (--kt-gpu-prefill-token-threshold {threshold}): the "
+            f"first prompt of {threshold} or more tokens loads one MoE layer's weights into memory that is "
+            "free now, which `ktinfra plan` keeps out of the pool; measure after such a prompt, or re-plan, "
+            "before giving the pool more"
+        )
+    elif pool.get("tokens") and pool.get("gib", 0) > 0:
         per_token, page = pool["gib"] / pool["tokens"], _page(log)
         suggested = max(page, int((cap + (free - target) / per_token) // page * page))
         reason += (

@@ -47,6 +47,7 @@ TRACKED_ARGS = (
     "kt_num_gpu_experts",
     "max_total_tokens",
     "page_size",
+    "kt_gpu_prefill_token_threshold",
 )
 
 

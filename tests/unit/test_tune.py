@@ -418,6 +418,22 @@ def test_a_capped_pool_grows_by_its_tokens_not_by_mem_fraction(tmp_path):
     assert yaml.safe_load(out.read_text())["kt_serve_overrides"]["max_total_tokens"] == expected
 
 
+def test_a_capped_pool_with_layerwise_prefill_is_not_grown_into_the_held_layer():
+    """Before: the memory still free at start (where the first long prompt loads one MoE layer, which the plan
+    keeps out of the pool) was advised into --max-total-tokens."""
+    text = (
+        (LOGS / "mla-capped.log")
+        .read_text()
+        .replace("max_total_tokens=158829", "max_total_tokens=158829, kt_gpu_prefill_token_threshold=2048")
+    )
+    result = tune.advise(tune.parse_text(text), gpu_memory_gb=80.0)
+    assert "--max-total-tokens" not in _by_param(result)
+    advice = {a["parameter"]: a for a in result["advice"]}["--max-total-tokens"]
+    assert advice["suggested"] is None and "--kt-gpu-prefill-token-threshold 2048" in advice["reason"]
+    short = text.replace("available_gpu_mem=14.20 GB", "available_gpu_mem=3.10 GB")
+    assert _by_param(tune.advise(tune.parse_text(short)))["--max-total-tokens"]["suggested"] < 158829
+
+
 def test_a_capped_pool_short_of_activation_memory_shrinks():
     text = (
         (LOGS / "mla-capped.log")
