@@ -5,7 +5,10 @@ continues on `#   ` lines). A commented value must equal the role default; an ac
 from the default must be marked `example:` on its line or in the comment lines just above it.
 """
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,3 +121,26 @@ def test_variables_sit_in_the_file_of_the_group_that_runs_their_role(group_file,
     text = (GROUP_VARS / group_file).read_text()
     names = set(yaml.safe_load(text) or {}) | set(commented_vars(text))
     assert {DEFAULTS[name][0] for name in names} == roles
+
+
+def test_the_controllers_localhost_keeps_the_python_that_runs_ansible(tmp_path):
+    """hosts' [all:vars] ansible_python_interpreter=/usr/bin/python3 is for the targets only: the implicit
+    localhost that kt_preflight delegates its wheel build to (roles/kt_preflight/tasks/tool.yml) keeps the
+    python running ansible-playbook (ansible-core sets it as a host var of the implicit localhost, over the
+    'all' group's vars), so a controller without /usr/bin/python3 (macOS, Homebrew) builds the wheel all the
+    same. Fails if localhost is ever listed in the example inventory, where [all:vars] would reach it."""
+    play = [{"hosts": "gpu1", "gather_facts": False, "tasks": [
+        {"ansible.builtin.setup": {"gather_subset": ["min"]}, "delegate_to": "localhost", "run_once": True,
+         "become": False, "register": "controller"},
+        {"ansible.builtin.debug": {"msg": "python={{ controller.ansible_facts.ansible_python.executable }}"}},
+        {"ansible.builtin.debug": {"msg": "target={{ ansible_python_interpreter }}"}},
+    ]}]  # fmt: skip
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="false")
+    playbook = Path(sys.executable).parent / "ansible-playbook"
+    inventory = ROOT / "inventories" / "example" / "hosts"
+    command = [str(playbook), "-i", str(inventory), str(tmp_path / "play.yml")]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f'"msg": "python={sys.executable}"' in proc.stdout, proc.stdout
+    assert '"msg": "target=/usr/bin/python3"' in proc.stdout, proc.stdout

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from role_play import interrupt_play, run_play, task_output
+from role_play import PREFLIGHT, interrupt_play, run_play, task_output
 
 FETCHER = """#!/bin/sh
 env | grep '^HF_' | sort > "$KT_TEST_FETCH_ENV"
@@ -31,14 +31,15 @@ TASKS = [{"ansible.builtin.include_role": {"name": "kt_model_store"}}]
 
 
 def role_vars(tmp: Path, models: list[dict], **more) -> dict:
-    """The role's variables with every path under tmp."""
-    return {
+    """The role's variables with every path under tmp (and kt_preflight's facts)."""
+    paths = {
         "kt_model_store_root": str(tmp / "store"),
         "kt_model_store_prefix": str(tmp / "prefix"),
         "kt_model_store_tool_venv": str(tmp / "venv"),
         "kt_model_store_state_file": str(tmp / "store.json"),
         "kt_model_store_models": models,
-    } | more
+    }
+    return PREFLIGHT | paths | more
 
 
 def fetcher_python(tmp: Path, script: str) -> None:

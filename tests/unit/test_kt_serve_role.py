@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from role_play import run_play
+from role_play import PREFLIGHT, run_play
 from test_kt_python_env_rerun import ENV
 from test_kt_python_env_rerun import _setup as env_setup
 
@@ -466,7 +466,7 @@ def test_check_before_the_store_is_laid_names_what_cannot_be_previewed(tmp_path)
     previewed before its model is fetched."""
     (tmp_path / "src").mkdir()
     fresh = tmp_path / "fresh"
-    extra = {
+    extra = PREFLIGHT | {
         "kt_model_store_root": str(fresh / "store"),
         "kt_model_store_prefix": str(fresh / "prefix"),
         "kt_model_store_tool_venv": str(fresh / "venv"),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import env_layout
 import yaml
-from role_play import REPO, run_play, task_output
+from role_play import PREFLIGHT, REPO, run_play, task_output
 
 FILES = REPO / "molecule" / "serve" / "files"
 # A unit this stand-in started shows as active (as a started training run does); a (re)start of
@@ -50,7 +50,7 @@ def setup(tmp: Path) -> dict:
     systemctl.write_text(SYSTEMCTL)
     for exe in (wrapper, systemctl):
         exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    return {
+    return PREFLIGHT | {
         "kt_train_ktinfra": str(wrapper),
         "kt_train_python": "/usr/bin/python3",
         "kt_train_config_dir": str(tmp / "cfg"),
@@ -406,7 +406,7 @@ def test_check_mode_takes_the_store_that_this_run_would_write(tmp_path):
     failed with "File not found: /etc/ktinfra/store.json" even with no run at all. Now it takes this run's
     kt_model_store_state fact; without file or fact it says where the store description comes from."""
     fresh = tmp_path / "fresh"
-    extra = {
+    extra = PREFLIGHT | {
         "kt_model_store_root": str(fresh / "store"),
         "kt_model_store_prefix": str(fresh / "prefix"),
         "kt_model_store_state_file": str(fresh / "store.json"),

@@ -1,0 +1,113 @@
+"""kt_preflight runs under every tag whose roles read its facts, and those roles refuse to run without them.
+
+Before: kt_preflight's play (playbooks/provision.yml) was tagged preflight, envs and tuning only, so
+`--tags store,serve` (docs/readme/roles2.md), `--tags serve` or `--tags train` ran kt_model_store, kt_serve
+and kt_train without kt_preflight_ktinfra_exe, kt_preflight_plans and kt_python_env_install: their defaults
+fell back to /opt/ktinfra/tool/bin/ktinfra, kt_python_env_root/kt-kernel (not a conda host's
+<conda>/envs/kt-kernel), converter tag v0.7.0 and converter threads 0, and a running instance was restarted
+onto a missing interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from role_play import PREFLIGHT, REPO, run_play
+from test_kt_model_store_role import role_vars
+from test_kt_serve_role import instance
+from test_kt_train_role import run, setup
+
+INVENTORY = REPO / "inventories" / "example" / "hosts"
+PREFLIGHT_TASK = "kt_preflight : Look for the installed ktinfra"
+
+
+def _listed(playbook: str, tags: str) -> str:
+    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(REPO / "roles"))
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), str(REPO / "playbooks" / playbook)]
+    command += ["-i", str(INVENTORY), "--list-tasks", "--tags", tags]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("playbook", ["serve.yml", "train.yml", "site.yml"])
+@pytest.mark.parametrize(
+    "tags", ["store", "serve", "train", "store,serve", "provision", "preflight", "envs", "tuning"]
+)
+def test_a_tagged_run_runs_preflight_first(playbook, tags):
+    lines = _listed(playbook, tags).splitlines()
+    preflight = [i for i, line in enumerate(lines) if PREFLIGHT_TASK in line]
+    assert preflight, "\n".join(lines)
+    # before any task of the roles that read its facts
+    for role in ("kt_model_store", "kt_serve", "kt_train"):
+        uses = [
+            i for i, line in enumerate(lines) if f"{role} : " in line and "Validating arguments" not in line
+        ]
+        assert not uses or preflight[0] < uses[0], (role, "\n".join(lines))
+
+
+def test_the_router_needs_no_preflight():
+    """router.yml reads no fact of kt_preflight: --tags router does not install and check on every host."""
+    assert PREFLIGHT_TASK not in _listed("site.yml", "router")
+    assert "kt_router : " in _listed("site.yml", "router")
+
+
+def _serve_vars(tmp: Path) -> dict:
+    for sub in ("model", "weights"):
+        (tmp / sub).mkdir(exist_ok=True)
+    return PREFLIGHT | {
+        "kt_serve_config_dir": str(tmp / "cfg"),
+        "kt_serve_render_dir": str(tmp / "render"),
+        "kt_serve_unit_dir": str(tmp / "units"),
+        "kt_serve_store_state_file": str(tmp / "no-store.json"),
+        "kt_serve_supervisor_dir": str(tmp / "supervisor"),
+        "kt_serve_instances": [instance(tmp, "a", 30001)],
+    }
+
+
+def _store_vars(tmp: Path) -> dict:
+    (tmp / "src").mkdir(exist_ok=True)
+    return role_vars(tmp, [{"name": "m", "source": "local", "repo": str(tmp / "src")}])
+
+
+def _train_vars(tmp: Path) -> dict:
+    return setup(tmp) | {"kt_train_runs": [run()]}
+
+
+ROLES = {"kt_serve": _serve_vars, "kt_model_store": _store_vars, "kt_train": _train_vars}
+
+
+def _files(tmp: Path) -> dict[str, float | None]:
+    """Every path under tmp with a file's mtime (ansible's own temp dirs come and go in TMPDIR), but the play
+    and vars files run_play writes."""
+    skip = {tmp / "play.yml", tmp / "vars.json"}
+    return {str(p): None if p.is_dir() else p.lstat().st_mtime for p in tmp.rglob("*") if p not in skip}
+
+
+@pytest.mark.parametrize("role", sorted(ROLES))
+@pytest.mark.parametrize("missing", sorted(PREFLIGHT))
+def test_a_role_without_preflights_facts_refuses_before_any_change(tmp_path, role, missing):
+    extra = {k: v for k, v in ROLES[role](tmp_path).items() if k != missing}
+    (tmp_path / "scratch").mkdir(exist_ok=True)
+    before = _files(tmp_path)
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "TMPDIR": str(tmp_path / "scratch")}
+    env["KT_TEST_SYSTEMCTL_LOG"] = str(tmp_path / "systemctl.log")
+    rc, output = run_play(tmp_path, [{"ansible.builtin.include_role": {"name": role}}], extra, env=env)
+    assert rc != 0, output[-3000:]
+    message = f"{role} needs the facts kt_preflight sets on this host, missing here: {missing}."
+    assert message in " ".join(output.split()), output[-3000:]
+    assert _files(tmp_path) == before  # no file written, no scratch dir, no systemctl call logged
+
+
+def test_env_checks_off_need_no_install_plan(tmp_path):
+    """kt_preflight_check_envs false: preflight resolves no env (kt_python_env_install), the roles take
+    kt_python_env_root/<env> as before; the other facts are still needed."""
+    extra = {k: v for k, v in _store_vars(tmp_path).items() if k != "kt_python_env_install"}
+    extra |= {"kt_preflight_check_envs": False, "kt_model_store_models": []}
+    rc, output = run_play(tmp_path, [{"ansible.builtin.include_role": {"name": "kt_model_store"}}], extra)
+    assert rc == 0, output[-3000:]
+    assert (tmp_path / "store.json").exists()
