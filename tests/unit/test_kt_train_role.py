@@ -232,6 +232,29 @@ def test_a_legacy_run_names_the_checkouts_kt_python_env_made(tmp_path):
     assert f" {env_layout.checkout('sglang', src)}/convert_lora.py $KT_LORA_CONVERT_ARGS" in unit, unit
 
 
+def test_runs_are_planned_for_the_stack_preflight_validated(tmp_path):
+    """A host whose envs are the legacy kt-0.4-autodl profile. Before, kt_train ran `ktinfra plan` without
+    --stack: the run got a kt-0.7 recipe (Accelerate launcher, no kt_optimize_rule) for the legacy
+    LLaMA-Factory env. A run whose plan_args name their own --stack keeps it."""
+    from ktinfra import catalog
+
+    model = tmp_path / "qwen3"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
+    hosts = REPO / "tests" / "fixtures" / "hosts" / "h100-xeon-amx-16c"
+    planned = {"model_path": str(model), "plan_args": ["--from", str(hosts)]}
+    legacy = {k: v for k, v in run("legacy").items() if k != "plan_file"} | planned
+    own = legacy | {"name": "own", "plan_args": [*planned["plan_args"], "--stack", "kt-0.7"]}
+    stack = {"kt_preflight_stack_arg": "kt-0.4-autodl", "kt_python_env_profile": "kt-0.4-autodl"}
+    rc, output = train(tmp_path, [legacy, own], **stack)
+    assert rc != 0
+    assert "one template unit serves every run: legacy: legacy, own: current" in output, output[-3000:]
+    rc, output = train(tmp_path, [legacy], **stack)
+    assert rc == 0, output[-3000:]
+    recipe = yaml.safe_load((tmp_path / "cfg" / "legacy.yaml").read_text())
+    assert "kt_optimize_rule" in recipe and not (tmp_path / "cfg" / "legacy.accelerate.yaml").exists()
+
+
 def test_several_runs_of_one_generation_share_the_unit(tmp_path):
     rc, output = train(tmp_path, [run("a"), run("b")])
     assert rc == 0, output[-3000:]
