@@ -17,11 +17,13 @@ from ctrl_c import ctrl_c_until_exit, start_in_own_group  # noqa: E402
 
 ROLES = REPO / "roles"
 # What kt_preflight leaves on a host for the roles after it (kt_serve, kt_train and kt_model_store refuse to
-# run without it: kt_common's tasks/preflight_ran.yml): ktinfra's path, no plan requested, no env resolved.
+# run without it: kt_common's tasks/preflight_ran.yml): ktinfra's path, no plan requested, the stack it
+# planned with, no env resolved.
 # The tests that include those roles whole name their own ktinfra and interpreters.
 PREFLIGHT = {
     "kt_preflight_ktinfra_exe": "/opt/ktinfra/tool/bin/ktinfra",
     "kt_preflight_plans": [],
+    "kt_preflight_stack_arg": "kt-0.7",
     "kt_python_env_install": {"envs": [], "upstream": {"ref": "v0.7.0"}},
 }
 

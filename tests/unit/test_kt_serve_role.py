@@ -215,16 +215,7 @@ def test_a_store_model_is_planned_in_the_format_of_its_converted_weights(tmp_pat
     assert plan["requirements"]["disk_bytes"] == plan["requirements_breakdown"]["outputs"]
 
 
-@pytest.mark.parametrize(
-    "given",
-    [
-        # preflight ran, or (--tags serve) did not run in this play run
-        {"kt_preflight_stack_arg": "kt-0.4-autodl", "kt_python_env_profile": "kt-0.4-autodl"},
-        {"kt_python_env_profile": "kt-0.4-autodl"},
-    ],
-    ids=["preflight", "inventory"],
-)
-def test_instances_are_planned_for_the_stack_preflight_validated(tmp_path, given):
+def test_instances_are_planned_for_the_stack_preflight_validated(tmp_path):
     """A host whose envs are the legacy kt-0.4-autodl profile. Before, kt_serve ran `ktinfra plan` without
     --stack: the instance was planned (and its unit rendered) for the kt-0.7 stack preflight never checked.
     An instance whose plan_args name their own --stack keeps it."""
@@ -235,7 +226,9 @@ def test_instances_are_planned_for_the_stack_preflight_validated(tmp_path, given
         {"name": "own", "port": 30011, "model": "Qwen3-30B-A3B", "plan_args": [*from_h100, "--stack=kt-0.7"]},
     ]
     rc, output = run_role(
-        tmp_path, _with_store(tmp_path, entries[0]) | {"kt_serve_instances": entries} | given
+        tmp_path,
+        _with_store(tmp_path, entries[0])
+        | {"kt_serve_instances": entries, "kt_preflight_stack_arg": "kt-0.4-autodl"},
     )
     assert rc == 0, output[-3000:]
     plans = {
