@@ -265,7 +265,7 @@ class Interrupt:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for number, handler in self.previous.items():  # runner's own handler was never taken back
+        for number, handler in self.previous.items():  # the caller's handlers again
             signal.signal(number, handler)
 
     def _handler(self, number: int, frame: object) -> None:

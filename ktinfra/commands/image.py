@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 
-from ktinfra.image import REPO_ROOT, ImageError, listing
+from ktinfra.image import OUT_ROOT, REPO_ROOT, ImageError, listing
 from ktinfra.image import build as build_mod
 from ktinfra.image import verify as verify_mod
 from ktinfra.profiles import DEFAULT_PROFILE
@@ -42,7 +42,7 @@ def build(
     playbook: Annotated[Path, typer.Option(help="Play that provisions.")] = REPO_ROOT
     / "playbooks"
     / "image.yml",
-    out: Annotated[Path, typer.Option(help="Where build directories go.")] = REPO_ROOT / "out" / "image",
+    out: Annotated[Path, typer.Option(help="Where build directories go.")] = OUT_ROOT,
     repository: Annotated[str, typer.Option(help="docker: repository of the image tag.")] = "ktinfra/kt",
     tag: Annotated[str | None, typer.Option(help="docker: image tag (default: the profile name).")] = None,
     systemd: Annotated[bool, typer.Option(help="docker: build with systemd as PID 1 (else a shell).")] = True,
@@ -128,9 +128,7 @@ def verify(
         Path | None,
         typer.Option(help="Build manifest (default: the one under --out whose image id is IMAGE's)."),
     ] = None,
-    out: Annotated[Path, typer.Option(help="Where build directories are (build's --out).")] = REPO_ROOT
-    / "out"
-    / "image",
+    out: Annotated[Path, typer.Option(help="Where build directories are (build's --out).")] = OUT_ROOT,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Start IMAGE with systemd in docker and run the testinfra suite against it (docker:// backend)."""
@@ -159,7 +157,7 @@ def list_(
     """Builds with a manifest, and local docker images labelled by ktinfra."""
     if out is not None and not out.exists():  # a typo; the default is simply absent before the first build
         _fail(f"--out {out} does not exist")
-    out = REPO_ROOT / "out" / "image" if out is None else out
+    out = OUT_ROOT if out is None else out
     if out.exists() and not out.is_dir():
         _fail(f"--out {out} is not a directory")
     try:

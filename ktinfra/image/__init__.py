@@ -11,4 +11,5 @@ class ImageError(ValueError):
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "images" / "kt.pkr.hcl"
+OUT_ROOT = REPO_ROOT / "out" / "image"  # build directories: build --out, verify/list --out
 SOURCES = ("docker", "amazon-ebs")

@@ -78,9 +78,15 @@ def find_source_ami(
                 "created": best.get("CreationDate"),
                 "pattern": pattern,
             }
+    skipped = [p for p in name_patterns if p not in usable]
+    skipped_note = (
+        f"; not tried: {' | '.join(skipped)} (their python3 is not Python {' or '.join(pythons or [])})"
+        if skipped
+        else ""
+    )
     raise ImageError(
         f"no NVIDIA Deep Learning base AMI found in region {region} (owners {', '.join(owners)}; "
-        f"names {' | '.join(name_patterns)}); pass --source-ami ami-... to choose one"
+        f"names {' | '.join(usable)}{skipped_note}); pass --source-ami ami-... to choose one"
     )
 
 

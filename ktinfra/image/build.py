@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ktinfra import __version__
-from ktinfra.image import REPO_ROOT, SOURCES, TEMPLATE, ImageError, aws, dockercli, manifest, spec
+from ktinfra.image import OUT_ROOT, REPO_ROOT, SOURCES, TEMPLATE, ImageError, aws, dockercli, manifest, spec
 from ktinfra.image.packer_adapter import Packer, ensure_available
 from ktinfra.profiles import DEFAULT_PROFILE, python_versions
 
@@ -48,7 +48,7 @@ class BuildRequest:
     source: str = "docker"
     profile: str = DEFAULT_PROFILE
     envs: list[str] = field(default_factory=list)
-    out_root: Path = REPO_ROOT / "out" / "image"
+    out_root: Path = OUT_ROOT
     playbook: Path = REPO_ROOT / "playbooks" / "image.yml"
     keep: list[str] = field(default_factory=list)
     packer: str = "packer"

@@ -14,13 +14,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ktinfra.image import REPO_ROOT, ImageError, dockercli
+from ktinfra.image import OUT_ROOT, REPO_ROOT, ImageError, dockercli
 from ktinfra.image import manifest as manifest_mod
 
 HOST_SUITE = REPO_ROOT / "tests" / "infra"
 # Not named test_*.py so that `pytest tests/integration/image` does not collect it without a container.
 IMAGE_SUITE = REPO_ROOT / "tests" / "integration" / "image" / "testinfra" / "image_checks.py"
-OUT_ROOT = REPO_ROOT / "out" / "image"
 
 
 def find_manifest(image_id: str, out_root: Path = OUT_ROOT) -> Path | None:

@@ -11,6 +11,7 @@ import jinja2
 
 from ktinfra import __version__
 from ktinfra.facts.gpus import MIG_UUID
+from ktinfra.profiles import UnknownProfileError, checkout_dir
 from ktinfra.shown import json_shown
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
@@ -120,6 +121,14 @@ def check_abs_path(what: str, value: str | None) -> str:
     if not value.startswith("/"):
         raise RenderError(f"{what} must be an absolute path, got {value!r}")
     return value
+
+
+def legacy_checkout(repository: str, src_dir: str, instead: str) -> str:
+    """Where kt_python_env checks out the legacy profile's git source of REPOSITORY under --src-dir."""
+    try:
+        return checkout_dir(repository, check_abs_path("--src-dir", src_dir))
+    except UnknownProfileError as exc:
+        raise RenderError(f"{exc}: pass {instead}") from exc
 
 
 def check_apart(output_opt: str, output: str, source_opt: str, source: str, why: str) -> None:

@@ -14,7 +14,7 @@ import math
 import posixpath
 from pathlib import Path, PurePosixPath
 
-from ktinfra.profiles import SRC_DIR, UnknownProfileError, checkout_dir
+from ktinfra.profiles import SRC_DIR, checkout_dir
 from ktinfra.render.common import (
     Rendered,
     RenderError,
@@ -23,6 +23,7 @@ from ktinfra.render.common import (
     check_instance_name,
     check_user,
     env_line,
+    legacy_checkout,
     render_template,
     unit_literal,
 )
@@ -192,14 +193,6 @@ def _current_lora_script(python: str, script: str | None) -> tuple[str, str]:
     )
 
 
-def _legacy_lora_script(src_dir: str) -> str:
-    try:
-        checkout = checkout_dir("sglang", check_abs_path("--src-dir", src_dir))
-    except UnknownProfileError as exc:
-        raise RenderError(f"{exc}: pass --script") from exc
-    return f"{checkout}/{LEGACY_LORA_SCRIPT_NAME}"
-
-
 def render_lora_convert(
     *,
     adapter: str,
@@ -227,7 +220,10 @@ def render_lora_convert(
             raise RenderError(
                 "--lora-alpha and --overwrite apply to the current converter only (drop --legacy)"
             )
-        script = check_abs_path("--script", script) if script else _legacy_lora_script(src_dir)
+        if script:
+            script = check_abs_path("--script", script)
+        else:
+            script = f"{legacy_checkout('sglang', src_dir, '--script')}/{LEGACY_LORA_SCRIPT_NAME}"
         args = [adapter, output]
         documentation = "https://github.com/kvcache-ai/sglang/blob/main/convert_lora.py"
     else:

@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
-from ktinfra.profiles import SRC_DIR, UnknownProfileError, checkout_dir
+from ktinfra.profiles import SRC_DIR, checkout_dir
 from ktinfra.render.common import (
     Rendered,
     RenderError,
@@ -25,6 +25,7 @@ from ktinfra.render.common import (
     check_word,
     env_line,
     gpu_visibility,
+    legacy_checkout,
     render_template,
     unit_literal,
 )
@@ -197,13 +198,6 @@ def _converted_experts(kt_config: dict, weight_path: object, weight_format: str 
     if expert_format:
         config["kt_expert_weight_format"] = expert_format
     return config
-
-
-def _llamafactory_checkout(src_dir: str) -> str:
-    try:
-        return checkout_dir("LLaMA-Factory", src_dir)
-    except UnknownProfileError as exc:
-        raise RenderError(f"{exc}: pass --llamafactory-dir") from exc
 
 
 def _datasets(value: str) -> str:
@@ -396,7 +390,7 @@ def render_train(
     llamafactory_dir = (
         check_abs_path("--llamafactory-dir", llamafactory_dir)
         if llamafactory_dir is not None
-        else _llamafactory_checkout(check_abs_path("--src-dir", src_dir))
+        else legacy_checkout("LLaMA-Factory", src_dir, "--llamafactory-dir")
     )
     python = check_abs_path("--python", python)
     user = check_user(user)

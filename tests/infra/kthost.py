@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ktinfra.plan.formats import NON_AMX_VARIANTS
+
 PROBES = Path(__file__).parent / "probes"
 ROLES = ("serve", "sft", "any")
 AMX_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
@@ -114,15 +116,10 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 
 def expected_kt_variant(flags: set[str]) -> str:
-    """The kt-kernel CPU variant a host with these /proc/cpuinfo flags should load (best first)."""
-    ladder = [
-        ("amx", [*AMX_FLAGS, "avx512f", "avx512bw", "avx512_vnni", "avx512_vbmi", "avx512_bf16"]),
-        ("avx512_bf16", ["avx512f", "avx512bw", "avx512_vnni", "avx512_vbmi", "avx512_bf16"]),
-        ("avx512_vbmi", ["avx512f", "avx512bw", "avx512_vnni", "avx512_vbmi"]),
-        ("avx512_vnni", ["avx512f", "avx512bw", "avx512_vnni"]),
-        ("avx512_base", ["avx512f", "avx512bw"]),
-    ]
-    for variant, needed in ladder:
+    """The kt-kernel CPU variant a host with these /proc/cpuinfo flags should load (best first): amx, then the
+    planner's own ladder of kt-kernel's other libraries (cpuinfo writes some flags without the underscore)."""
+    best_non_amx = NON_AMX_VARIANTS[0][1]
+    for variant, needed in [("amx", (*AMX_FLAGS, *best_non_amx)), *NON_AMX_VARIANTS]:
         if all(f in flags or f.replace("_", "") in flags for f in needed):
             return variant
     return "avx2"

@@ -71,7 +71,7 @@ def _syntax_check(tmp: Path, playbook: str, with_collections: bool) -> subproces
 
 
 @pytest.mark.parametrize("playbook", ["provision.yml", "site.yml", "image.yml"])
-def test_a_controller_without_ansible_posix_is_refused_before_any_task(tmp_path, playbook):
+def test_a_controller_without_ansible_posix_is_refused_when_the_playbook_is_parsed(tmp_path, playbook):
     """kt_host_tuning imports persist.yml statically: the playbook is refused while it is parsed, before the
     first task of any play (a parse error, as --syntax-check shows), naming the module and the missing
     collection; persist.yml's comment above the task names the requirements file."""

@@ -128,8 +128,13 @@ def test_kt_07_gets_the_ubuntu_2404_ami_though_a_2204_one_is_newer():
 
 def test_region_with_only_2204_amis_is_refused_for_kt_07():
     ec2 = FakeEC2([_image("ami-2204", U2204.format("20261101"), "2026-11-01")])
-    with pytest.raises(ImageError, match="no NVIDIA Deep Learning base AMI found in region eu-west-1"):
+    refused = "no NVIDIA Deep Learning base AMI found in region eu-west-1"
+    with pytest.raises(ImageError, match=refused) as error:
         aws.find_source_ami(ec2, "eu-west-1", pythons=["3.11", "3.12"])
+    # the 22.04 images were there: the message says they were skipped for their python3, not missing
+    names, not_tried = str(error.value).split("; not tried: ")
+    assert "22.04" not in names and "(Ubuntu 24.04)" in names
+    assert "(Ubuntu 22.04)" in not_tried and "their python3 is not Python 3.11 or 3.12" in not_tried
 
 
 def test_profile_whose_python_no_base_ami_ships_is_refused_before_aws():

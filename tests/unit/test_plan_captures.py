@@ -66,7 +66,14 @@ def test_kt_cpuinfer_reason_compares_kt_runs_default_with_the_planned_workers(ca
 
 
 def test_only_a_kernel_that_cannot_grant_amx_forces_a_kt_kernel_library():
-    for capture in ("h100-xeon-amx-16c", "synthetic-autodl-6430-4090", "synthetic-autodl-8352v-4090"):
+    # AMX on kernels that grant it, and CPUs without AMX (8352V, EPYC): nothing forced; the forced case (AMX
+    # flags on kernel 5.15) is test_amx_host_on_a_pre_5_16_kernel_serves_without_amx_and_cannot_fine_tune
+    for capture in (
+        "h100-xeon-amx-16c",
+        "synthetic-autodl-6430-4090",
+        "synthetic-autodl-8352v-4090",
+        "epyc-2c-nogpu",
+    ):
         result = plan(captured(capture), "Qwen3-30B-A3B", "serve")
         assert "kt_cpu_variant" not in result["serve"] and "kt_cpu_variant" not in result["reasons"]
 
