@@ -67,6 +67,7 @@ def run_role(tmp: Path, extra: dict) -> tuple[int, str]:
         "kt_serve_config_dir": str(tmp / "cfg"),
         "kt_serve_render_dir": str(tmp / "render"),
         "kt_serve_store_state_file": str(tmp / "no-store.json"),
+        "kt_preflight_stack_arg": PREFLIGHT["kt_preflight_stack_arg"],  # render.yml plans for it
     } | extra
     (tmp / "vars.json").write_text(json.dumps(extra_vars))
     env = dict(os.environ, ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_LOCALHOST_WARNING="false")
