@@ -224,10 +224,7 @@ def test_missing_packer_keeps_the_last_failure_log(tmp_path, fake_docker):
 
 
 def test_failed_build_log_says_why(tmp_path, fake_docker):
-    packer = tmp_path / "packer"
-    script = '#!/bin/sh\ncase "$1" in version) echo "Packer v1.6.6"; exit 0;; esac\n'
-    packer.write_text(script + 'echo "template broken" >&2\nexit 1\n')
-    packer.chmod(0o755)
+    packer = _fake_packer(tmp_path / "packer")
     out = tmp_path / "out"
     req = build.BuildRequest(profile=str(SMOKE), out_root=out, wheelhouse=tmp_path / "wh", packer=str(packer))
     with pytest.raises(ImageError, match="packer validate failed"):
@@ -246,13 +243,9 @@ def _fake_packer(path: Path, version_rc: int = 0) -> Path:
     return path
 
 
-def test_relative_packer_path_runs_from_the_checkout(tmp_path, fake_docker, monkeypatch):
-    """Before: `--packer fp/packer` was found from the caller's directory but run from the checkout, and
-    the build ended in an sh.ErrorReturnCode traceback."""
-    _fake_packer(tmp_path / "fp" / "packer")
-    monkeypatch.chdir(tmp_path)
-    out = tmp_path / "out"
-    args = [
+def _smoke_build(tmp_path: Path, out: Path) -> list[str]:
+    """`ktinfra image build` of the smoke profile into OUT (its --packer given by the test)."""
+    return [
         "image",
         "build",
         "--profile",
@@ -262,6 +255,15 @@ def test_relative_packer_path_runs_from_the_checkout(tmp_path, fake_docker, monk
         "--wheelhouse",
         str(tmp_path / "wh"),
     ]
+
+
+def test_relative_packer_path_runs_from_the_checkout(tmp_path, fake_docker, monkeypatch):
+    """Before: `--packer fp/packer` was found from the caller's directory but run from the checkout, and
+    the build ended in an sh.ErrorReturnCode traceback."""
+    _fake_packer(tmp_path / "fp" / "packer")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    args = _smoke_build(tmp_path, out)
     result = CliRunner().invoke(app, [*args, "--packer", "fp/packer"])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     assert result.stderr.splitlines()[-2:] == ["error: packer validate failed:", "template broken"]
@@ -271,16 +273,7 @@ def test_relative_packer_path_runs_from_the_checkout(tmp_path, fake_docker, monk
 def test_packer_whose_version_fails_is_one_error_line(tmp_path, fake_docker):
     packer = _fake_packer(tmp_path / "packer", version_rc=3)
     out = tmp_path / "out"
-    args = [
-        "image",
-        "build",
-        "--profile",
-        str(SMOKE),
-        "--out",
-        str(out),
-        "--wheelhouse",
-        str(tmp_path / "wh"),
-    ]
+    args = _smoke_build(tmp_path, out)
     result = CliRunner().invoke(app, [*args, "--packer", str(packer)])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     assert result.stderr.splitlines()[-2:] == ["error: packer version failed (exit 3):", "Packer v1.6.6"]
@@ -321,16 +314,7 @@ def test_unusable_build_outputs_are_one_error_line(tmp_path, fake_docker, monkey
     packer.chmod(0o755)
     monkeypatch.setenv("FAKE_OUTPUTS", json.dumps(outputs))
     out = tmp_path / "out"
-    args = [
-        "image",
-        "build",
-        "--profile",
-        str(SMOKE),
-        "--out",
-        str(out),
-        "--wheelhouse",
-        str(tmp_path / "wh"),
-    ]
+    args = _smoke_build(tmp_path, out)
     result = CliRunner().invoke(app, [*args, "--packer", str(packer), "--tag", "t1"])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
     last = result.stderr.splitlines()[-1]

@@ -11,20 +11,13 @@ from pathlib import Path
 
 import yaml
 from role_play import REPO, run_play
+from test_kt_python_env_site_profile import PROFILE  # the same small site profile
 
 PREFLIGHT = [
     {"ansible.builtin.setup": {"gather_subset": ["min"]}},
     {"ansible.builtin.include_role": {"name": "kt_preflight"}},
 ]
 H100 = REPO / "tests" / "fixtures" / "facts" / "h100-amx.json"
-PROFILE = {
-    "name": "site",
-    "generation": "current",
-    "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-    "glibc_min": "2.17",
-    "kernel_min": "3.10",
-    "envs": {"inference": {"name": "probe", "packages": ["six==1.16.0"]}},
-}
 
 
 def _extra(tmp: Path) -> dict:
