@@ -31,8 +31,8 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed ## create .venv with ktinfra and its dev/ops dependencies
 
 lint: venv ## ruff over the package and tests; ansible-lint (production profile) over every Ansible file
-	$(VENV)/bin/ruff check ktinfra tests scripts
-	$(VENV)/bin/ruff format --check ktinfra tests scripts
+	$(VENV)/bin/ruff check ktinfra tests scripts roles/kt_preflight/files
+	$(VENV)/bin/ruff format --check ktinfra tests scripts roles/kt_preflight/files
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint --nocolor
 
 unit: venv ## fast unit tests (captures, planner, rendering)

@@ -23,6 +23,17 @@ ENV = {
 }
 
 
+PROBE_WHEEL = "/srv/wheels/ktprobe-0.4.2+cpu-py3-none-any.whl"  # _shared/site-profile.yaml's local wheel
+
+
+def probe_pin(host) -> dict:
+    """kt_python_env_wheels pinning the site profile's local wheel to its checksum, as a user's group_vars
+    would: the converges set it as a fact (pin-probe-wheel.yml), which a later ansible-playbook run lacks, and
+    every run that reaches preflight (train.yml --tags train too) checks the profile's pins."""
+    sha = host.check_output(f"sha256sum {PROBE_WHEEL}").split()[0]
+    return {"kt_python_env_wheels": {"ktprobe": {"sha256": sha}}}
+
+
 def _command(playbook: Path, extra: dict | None, args: tuple[str, ...]) -> list[str]:
     playbook_exe = Path(sys.executable).parent / "ansible-playbook"
     command = [str(playbook_exe), "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(playbook), *args]

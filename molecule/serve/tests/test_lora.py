@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_run import REPO, main_pid, run_playbook, serve_args_of
+from ansible_run import REPO, main_pid, probe_pin, run_playbook, serve_args_of
 
 PLAYBOOKS = REPO / "playbooks"
 KT_ENV = "/opt/kt/envs/kt-kernel"
@@ -108,7 +108,7 @@ def test_interrupted_conversion_is_redone_and_never_served_half_written(host):
     host.check_output(f"mv {ADAPTER} /tmp/tiny-sft.done && mkdir {staging} && head -c 4096 /dev/urandom > "
                       f"{staging}/adapter_model.safetensors")  # fmt: skip
     try:
-        rc, output = run_playbook(PLAYBOOKS / "train.yml", None, "--tags", "train")
+        rc, output = run_playbook(PLAYBOOKS / "train.yml", probe_pin(host), "--tags", "train")
     finally:
         host.run(f"test -e {ADAPTER} || mv /tmp/tiny-sft.done {ADAPTER}")
     assert rc == 0, output[-3000:]
@@ -139,7 +139,7 @@ def test_a_retrained_run_is_converted_again_and_restarts_its_instance(host):
         main_pid(host, serve),
     )
     host.check_output(f"touch {OUTPUT}/fused_expert_lora.safetensors {OUTPUT}/adapter_model.safetensors")
-    rc, output = run_playbook(PLAYBOOKS / "train.yml", None, "--tags", "train")
+    rc, output = run_playbook(PLAYBOOKS / "train.yml", probe_pin(host), "--tags", "train")
     assert rc == 0, output[-3000:]
     assert _count(host, convert, converted) == conversions + 1
     source = json.loads(host.file(record).content_string)["source"]
@@ -152,6 +152,6 @@ def test_a_retrained_run_is_converted_again_and_restarts_its_instance(host):
     assert _count(host, serve, stopped) == stops + 1 and main_pid(host, serve) != pid
     assert "--enable-lora --lora-paths tiny-sft=/srv/ktinfra/loras/tiny-sft" in running_env(host, "tiny")
     pid = main_pid(host, serve)
-    rc, output = run_playbook(PLAYBOOKS / "train.yml", None, "--tags", "train")
+    rc, output = run_playbook(PLAYBOOKS / "train.yml", probe_pin(host), "--tags", "train")
     assert rc == 0, output[-3000:]
     assert _count(host, convert, converted) == conversions + 1 and main_pid(host, serve) == pid
