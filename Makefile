@@ -36,7 +36,7 @@ lint: venv ## ruff over the package and tests; ansible-lint (production profile)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint --nocolor
 
 unit: venv ## fast unit tests (captures, planner, rendering)
-	$(VENV)/bin/pytest -q tests/unit
+	$(VENV)/bin/pytest -q --durations=25 tests/unit
 
 plan: venv ## facts of this very host and a Qwen3-30B-A3B serve plan for it (exit 2 = not feasible here)
 	$(KTINFRA) facts
