@@ -111,3 +111,28 @@ def test_env_checks_off_need_no_install_plan(tmp_path):
     rc, output = run_play(tmp_path, [{"ansible.builtin.include_role": {"name": "kt_model_store"}}], extra)
     assert rc == 0, output[-3000:]
     assert (tmp_path / "store.json").exists()
+
+
+def _site_check(tmp: Path, tags: str) -> tuple[int, str]:
+    """site.yml --check --tags TAGS with this host in kt_train only; a --check preflight on a host without
+    ktinfra stops at once, before changing anything."""
+    inventory = tmp / "hosts"
+    inventory.write_text(
+        f"[kt_train]\nlocalhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+        "[kt_serve]\n[kt_router]\n"
+    )
+    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_NOCOLOR="1")
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), str(REPO / "playbooks" / "site.yml")]
+    command += ["-i", str(inventory), "--check", "--tags", tags]
+    command += ["-e", f"kt_preflight_tool_dir={tmp / 'tool'}"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp, timeout=300)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_a_serve_run_of_site_yml_leaves_train_only_hosts_alone(tmp_path):
+    """Before: site.yml --tags serve reached train.yml's provision import too, whose preflight (tagged serve
+    for serve.yml's sake) installed, checked and planned training on hosts that serve nothing."""
+    rc, output = _site_check(tmp_path, "serve")
+    assert rc == 0 and "TASK [kt_preflight" not in output, output[-3000:]
+    rc, output = _site_check(tmp_path, "train")  # the same host in a run that trains: preflight first
+    assert rc != 0 and "--check cannot go further on this host" in " ".join(output.split()), output[-3000:]
