@@ -113,13 +113,13 @@ def test_env_checks_off_need_no_install_plan(tmp_path):
     assert (tmp_path / "store.json").exists()
 
 
-def _site_check(tmp: Path, tags: str) -> tuple[int, str]:
-    """site.yml --check --tags TAGS with this host in kt_train only; a --check preflight on a host without
-    ktinfra stops at once, before changing anything."""
+def _site_check(tmp: Path, tags: str, groups: tuple[str, ...] = ("kt_train",)) -> tuple[int, str]:
+    """site.yml --check --tags TAGS with this host in `groups`; a --check preflight on a host without ktinfra
+    stops at once, before changing anything."""
+    host = f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}"
     inventory = tmp / "hosts"
     inventory.write_text(
-        f"[kt_train]\nlocalhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
-        "[kt_serve]\n[kt_router]\n"
+        "".join(f"[{g}]\n{host if g in groups else ''}\n" for g in ("kt_serve", "kt_train", "kt_router"))
     )
     env = dict(os.environ, ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_NOCOLOR="1")
     command = [str(Path(sys.executable).parent / "ansible-playbook"), str(REPO / "playbooks" / "site.yml")]
@@ -129,10 +129,21 @@ def _site_check(tmp: Path, tags: str) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+STOPPED_AT_PREFLIGHT = "--check cannot go further on this host"
+
+
 def test_a_serve_run_of_site_yml_leaves_train_only_hosts_alone(tmp_path):
     """Before: site.yml --tags serve reached train.yml's provision import too, whose preflight (tagged serve
     for serve.yml's sake) installed, checked and planned training on hosts that serve nothing."""
     rc, output = _site_check(tmp_path, "serve")
     assert rc == 0 and "TASK [kt_preflight" not in output, output[-3000:]
     rc, output = _site_check(tmp_path, "train")  # the same host in a run that trains: preflight first
-    assert rc != 0 and "--check cannot go further on this host" in " ".join(output.split()), output[-3000:]
+    assert rc != 0 and STOPPED_AT_PREFLIGHT in " ".join(output.split()), output[-3000:]
+
+
+@pytest.mark.parametrize("tags", ["serve", "train", "store"])
+def test_a_host_that_serves_and_trains_gets_preflight_under_either_tag(tmp_path, tags):
+    """serve.yml's import skips the host under --tags train; it must not count as provisioned then, or
+    train.yml's import skipped it too and kt_train refused for want of preflight's facts."""
+    rc, output = _site_check(tmp_path, tags, ("kt_serve", "kt_train"))
+    assert rc != 0 and STOPPED_AT_PREFLIGHT in " ".join(output.split()), output[-3000:]
