@@ -25,11 +25,16 @@ INVENTORY = REPO / "inventories" / "example" / "hosts"
 PREFLIGHT_TASK = "kt_preflight : Look for the installed ktinfra"
 
 
-def _listed(playbook: str, tags: str) -> str:
-    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(REPO / "roles"))
+def _playbook(playbook: str, inventory: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """ansible-playbook of this checkout's playbooks/PLAYBOOK with its roles."""
+    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_NOCOLOR="1")
     command = [str(Path(sys.executable).parent / "ansible-playbook"), str(REPO / "playbooks" / playbook)]
-    command += ["-i", str(INVENTORY), "--list-tasks", "--tags", tags]
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    command += ["-i", str(inventory), *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def _listed(playbook: str, tags: str) -> str:
+    proc = _playbook(playbook, INVENTORY, "--list-tasks", "--tags", tags, cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -121,11 +126,8 @@ def _site_check(tmp: Path, tags: str, groups: tuple[str, ...] = ("kt_train",)) -
     inventory.write_text(
         "".join(f"[{g}]\n{host if g in groups else ''}\n" for g in ("kt_serve", "kt_train", "kt_router"))
     )
-    env = dict(os.environ, ANSIBLE_ROLES_PATH=str(REPO / "roles"), ANSIBLE_NOCOLOR="1")
-    command = [str(Path(sys.executable).parent / "ansible-playbook"), str(REPO / "playbooks" / "site.yml")]
-    command += ["-i", str(inventory), "--check", "--tags", tags]
-    command += ["-e", f"kt_preflight_tool_dir={tmp / 'tool'}"]
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp, timeout=300)
+    tool_dir = f"kt_preflight_tool_dir={tmp / 'tool'}"
+    proc = _playbook("site.yml", inventory, "--check", "--tags", tags, "-e", tool_dir, cwd=tmp)
     return proc.returncode, proc.stdout + proc.stderr
 
 
