@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 
 def start_in_own_group(command: list[str], env: dict, stdout) -> subprocess.Popen:
@@ -37,3 +38,31 @@ def ctrl_c_until_exit(proc: subprocess.Popen, seconds: float = 300) -> None:
         except subprocess.TimeoutExpired:
             pass
     proc.wait(timeout=60)
+    _kill_what_outlived(proc.pid)
+
+
+def _kill_what_outlived(group: int) -> None:
+    """SIGKILL what the play started and left running in its process group (seen: the pip that `python -m
+    venv` runs went on writing into the venv after ansible-playbook exited, and the next run's `venv --clear`
+    failed with "Directory not empty"), then wait until it is gone: the next run meets what the cut-off run
+    left, not a race with it."""
+    deadline = time.monotonic() + 30
+    while _members(group) and time.monotonic() < deadline:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
+def _members(group: int) -> list[int]:
+    """The live (not zombie) processes of process group `group`, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError, ValueError):
+            continue  # ended while read
+        if int(pgrp) == group and state != "Z":
+            found.append(int(stat.parent.name))
+    return found
