@@ -100,10 +100,17 @@ def is_amx_family(instance_type: str) -> bool:
     return int(m["gen"]) >= 7 and m["attrs"].startswith("i")
 
 
-def check_instance_type(ec2, instance_type: str) -> dict:
-    """Refuse an instance type whose CPUs lack AMX; returns {type, manufacturer, vcpus, gpus}."""
+_AMX_FAMILIES = "(needs Intel Sapphire Rapids or later: m7i/c7i/r7i/m8i/..., or p5en for H200 GPUs)"
+
+
+def _check_type_syntax(instance_type: str) -> None:
     if not _TYPE_RE.match(instance_type):
         raise ImageError(f"{instance_type!r} is not an EC2 instance type (like m7i.8xlarge)")
+
+
+def check_instance_type(ec2, instance_type: str) -> dict:
+    """Refuse an instance type whose CPUs lack AMX; returns {type, manufacturer, vcpus, gpus}."""
+    _check_type_syntax(instance_type)
     try:
         resp = ec2.describe_instance_types(InstanceTypes=[instance_type])
     except ec2.exceptions.ClientError as exc:
@@ -119,10 +126,7 @@ def check_instance_type(ec2, instance_type: str) -> dict:
             f"{instance_type} is not x86_64 ({cpu.get('SupportedArchitectures')}): kt-kernel needs AMX"
         )
     if manufacturer != "Intel" or not is_amx_family(instance_type):
-        raise ImageError(
-            f"{instance_type} has {manufacturer} CPUs without AMX (needs Intel Sapphire Rapids or later: "
-            "m7i/c7i/r7i/m8i/..., or p5en for H200 GPUs)"
-        )
+        raise ImageError(f"{instance_type} has {manufacturer} CPUs without AMX {_AMX_FAMILIES}")
     gpus = [
         {
             "name": g.get("Name"),
@@ -156,13 +160,9 @@ def look_up(
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
     # what the name tells needs no AWS: refused before credentials are looked for
-    if not _TYPE_RE.match(instance_type):
-        raise ImageError(f"{instance_type!r} is not an EC2 instance type (like m7i.8xlarge)")
+    _check_type_syntax(instance_type)
     if not is_amx_family(instance_type):
-        raise ImageError(
-            f"{instance_type} is not a family with AMX CPUs (needs Intel Sapphire Rapids or later: "
-            "m7i/c7i/r7i/m8i/..., or p5en for H200 GPUs)"
-        )
+        raise ImageError(f"{instance_type} is not a family with AMX CPUs {_AMX_FAMILIES}")
     try:
         ec2 = ec2 or ec2_client(region)
         itype = check_instance_type(ec2, instance_type)
