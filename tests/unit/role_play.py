@@ -58,6 +58,27 @@ def interrupt_play(tmp: Path, tasks: list, extra: dict, when_exists: Path) -> tu
     return proc.returncode, log.read_text()
 
 
+def logging_ktinfra(path: Path) -> Path:
+    """A ktinfra at `path` that runs this checkout and logs each call's arguments to <path>.log and the last
+    plan it printed to <path>.plan.json."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    log, plan = path.with_name(path.name + ".log"), path.with_name(path.name + ".plan.json")
+    path.write_text(
+        f'#!/bin/bash\necho "$*" >> {log}\n'
+        f'[ "$1" = plan ] || PYTHONPATH={REPO} exec {sys.executable} -m ktinfra "$@"\n'
+        f'PYTHONPATH={REPO} {sys.executable} -m ktinfra "$@" > {plan}\nrc=$?\ncat {plan}\nexit $rc\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
+def stacks_planned(ktinfra: Path) -> list[str]:
+    """The --stack of each `plan` the logging_ktinfra at `ktinfra` ran, in order ("" for none)."""
+    calls = ktinfra.with_name(ktinfra.name + ".log").read_text().splitlines()
+    words = [call.split() for call in calls if call.startswith("plan ")]
+    return [w[w.index("--stack") + 1] if "--stack" in w else "" for w in words]
+
+
 def task_output(output: str, name: str) -> str:
     """What the play printed under the first task whose name (after "role : ") starts with `name`; "" when
     no such task ran."""

@@ -5,12 +5,11 @@ not the controller path; --check plans against a staged copy and installs nothin
 from __future__ import annotations
 
 import json
-import stat
 import sys
 from pathlib import Path
 
 import yaml
-from role_play import REPO, run_play
+from role_play import REPO, logging_ktinfra, run_play, stacks_planned
 from test_kt_python_env_site_profile import PROFILE  # the same small site profile
 
 PREFLIGHT = [
@@ -23,14 +22,9 @@ H100 = REPO / "tests" / "fixtures" / "facts" / "h100-amx.json"
 def _extra(tmp: Path) -> dict:
     """The tool venv under tmp/tool; the plans' ktinfra is a stand-in in tmp/kt/bin that logs its arguments
     and runs this checkout (site profiles then go to tmp/kt/profiles); the H100 capture's facts."""
-    for sub in ("wheelhouse", "scratch", "kt/bin"):
+    for sub in ("wheelhouse", "scratch"):
         (tmp / sub).mkdir(parents=True, exist_ok=True)
-    wrapper = tmp / "kt" / "bin" / "ktinfra"
-    log = tmp / "ktinfra.log"
-    wrapper.write_text(
-        f'#!/bin/sh\necho "$*" >> {log}\nPYTHONPATH={REPO} exec {sys.executable} -m ktinfra "$@"\n'
-    )
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    wrapper = logging_ktinfra(tmp / "kt" / "bin" / "ktinfra")
     (tmp / "site.yaml").write_text(yaml.safe_dump(PROFILE))
     return {
         "kt_preflight_tool_dir": str(tmp / "tool"),
@@ -53,15 +47,14 @@ def _preflight(tmp: Path, extra: dict, flags: list[str] | None = None) -> tuple[
     out = tmp / "seen.json"
     out.unlink(missing_ok=True)
     plans = "kt_preflight_plans | map(attribute='stack') | list"
-    seen = "{{ {'stack': kt_preflight_stack_arg | default(none), 'plans': " + plans + "} | to_json }}"
+    seen = (
+        "{{ {'stack': kt_preflight_stack_arg | default(none), 'plans': "
+        + plans
+        + ", 'pending': kt_preflight_stack_pending | default(none)} | to_json }}"
+    )
     dump = {"ansible.builtin.copy": {"content": seen, "dest": str(out)}, "check_mode": False}
     rc, output = run_play(tmp, [*PREFLIGHT, dump], extra, env={"TMPDIR": str(tmp / "scratch")}, flags=flags)
     return rc, output, json.loads(out.read_text()) if out.exists() else {}
-
-
-def _plan_stacks(tmp: Path) -> list[str]:
-    log = (tmp / "ktinfra.log").read_text().splitlines()
-    return [line.split("--stack ", 1)[1] for line in log if line.startswith("plan ")]
 
 
 def test_a_site_profile_file_is_planned_from_its_copy_on_the_target(tmp_path):
@@ -72,15 +65,17 @@ def test_a_site_profile_file_is_planned_from_its_copy_on_the_target(tmp_path):
     installed = tmp_path / "kt" / "profiles" / "site.yaml"
     rc, output, seen = _preflight(tmp_path, extra)
     assert rc == 0, output[-3000:]
-    assert seen == {"stack": str(installed), "plans": ["site"]}
+    assert seen == {"stack": str(installed), "plans": ["site"], "pending": ""}
     assert installed.read_text() == (tmp_path / "site.yaml").read_text()
-    assert _plan_stacks(tmp_path) == [str(installed)]
-    # a changed file under --check: the plans read a staged copy of it; nothing is installed, no stage is left
+    assert stacks_planned(tmp_path / "kt" / "bin" / "ktinfra") == [str(installed)]
+    # a changed file under --check: the plans read a staged copy of it; nothing is installed, none is left;
+    # kt_serve and kt_train are told to plan from a staged copy too (kt_common's plan_stack)
     (tmp_path / "site.yaml").write_text(yaml.safe_dump(PROFILE | {"name": "site-next"}))
     rc, output, seen = _preflight(tmp_path, extra, ["--check"])
     assert rc == 0, output[-3000:]
     assert seen["plans"] == ["site-next"] and yaml.safe_load(installed.read_text())["name"] == "site"
-    staged = _plan_stacks(tmp_path)[-1]
+    assert seen["pending"] == str(tmp_path / "site.yaml")
+    staged = stacks_planned(tmp_path / "kt" / "bin" / "ktinfra")[-1]
     assert Path(staged).parent == tmp_path / "scratch" and not Path(staged).exists()
     assert not [p for p in (tmp_path / "scratch").iterdir() if p.name.startswith("ktinfra-profile.")]
 

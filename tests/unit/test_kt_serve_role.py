@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from role_play import PREFLIGHT, run_play
+from role_play import PREFLIGHT, logging_ktinfra, run_play, stacks_planned
 from test_kt_python_env_rerun import ENV
 from test_kt_python_env_rerun import _setup as env_setup
 
@@ -31,6 +31,7 @@ PLAY = [
             {"ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "validate"}},
             {
                 "ansible.builtin.tempfile": {"state": "directory", "prefix": "ktinfra-serve."},
+                "check_mode": False,
                 "register": "kt_serve__scratch",
             },
             {
@@ -44,7 +45,10 @@ PLAY = [
                     {"ansible.builtin.include_role": {"name": "kt_serve", "tasks_from": "publish"}},
                 ],
                 "always": [
-                    {"ansible.builtin.file": {"path": "{{ kt_serve__scratch.path }}", "state": "absent"}}
+                    {
+                        "ansible.builtin.file": {"path": "{{ kt_serve__scratch.path }}", "state": "absent"},
+                        "check_mode": False,
+                    }
                 ],
             },
         ],
@@ -52,7 +56,7 @@ PLAY = [
 ]
 
 
-def run_role(tmp: Path, extra: dict) -> tuple[int, str]:
+def run_role(tmp: Path, extra: dict, flags: list[str] | None = None) -> tuple[int, str]:
     for sub in ("model", "weights", "lora", "cfg", "render"):
         (tmp / sub).mkdir(exist_ok=True)
     wrapper = tmp / "ktinfra"
@@ -74,7 +78,7 @@ def run_role(tmp: Path, extra: dict) -> tuple[int, str]:
     env.pop("ANSIBLE_STDOUT_CALLBACK", None)
     command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local"]
     proc = subprocess.run(
-        [*command, str(play), "-e", f"@{tmp / 'vars.json'}"],
+        [*command, str(play), "-e", f"@{tmp / 'vars.json'}", *(flags or [])],
         capture_output=True,
         text=True,
         env=env,
@@ -239,6 +243,45 @@ def test_instances_are_planned_for_the_stack_preflight_validated(tmp_path):
         "legacy": ("kt-0.4-autodl", "legacy"),
         "own": ("kt-0.7", "current"),
     }
+
+
+def test_a_site_profile_that_check_did_not_install_is_planned_from_a_staged_copy(tmp_path):
+    """kt_preflight installs a site profile file next to ktinfra and plans with that copy. Before, under
+    --check a changed file (kt_preflight_stack_pending) left kt_serve planning with the old copy and a new one
+    with a file that does not exist ("gave no plan"). Now the plan reads a copy staged in the run's scratch
+    directory, gone with it; a real run plans with the installed copy."""
+    from test_kt_python_env_site_profile import PROFILE
+
+    _store(tmp_path)
+    entry = {"name": "site", "port": 30010, "model": "Qwen3-30B-A3B", "plan_args": ["--from", str(H100)]}
+    ktinfra = logging_ktinfra(tmp_path / "kt" / "bin" / "ktinfra")
+    installed = tmp_path / "kt" / "profiles" / "site.yaml"
+    installed.parent.mkdir()
+    installed.write_text(yaml.safe_dump(PROFILE))
+    controller = tmp_path / "site.yaml"
+    controller.write_text(yaml.safe_dump(PROFILE | {"name": "site-next"}))
+    extra = _with_store(tmp_path, entry) | {
+        "kt_serve_ktinfra": str(ktinfra),
+        "kt_preflight_stack_arg": str(installed),
+    }
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+
+    rc, output = run_role(tmp_path, extra)
+    assert rc == 0, output[-3000:]
+    assert stacks_planned(ktinfra) == [str(installed)]
+    assert json.loads((tmp_path / "cfg" / "site.plan.json").read_text())["stack"] == "site"
+
+    pending = extra | {"kt_preflight_stack_pending": str(controller)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(scratch))  # where the run's scratch directory goes, seen to be removed
+        rc, output = run_role(tmp_path, pending, ["--check"])
+    assert rc == 0, output[-3000:]
+    staged = Path(stacks_planned(ktinfra)[-1])
+    assert staged.name == ".stack-site.yaml" and staged.parent.parent == scratch
+    assert json.loads((tmp_path / "kt" / "bin" / "ktinfra.plan.json").read_text())["stack"] == "site-next"
+    assert list(scratch.iterdir()) == [] and yaml.safe_load(installed.read_text())["name"] == "site"
+    assert json.loads((tmp_path / "cfg" / "site.plan.json").read_text())["stack"] == "site"
 
 
 NO_AMX = REPO / "tests" / "fixtures" / "facts" / "xeon8352v-4090-noamx.json"

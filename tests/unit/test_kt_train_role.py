@@ -11,7 +11,8 @@ from pathlib import Path
 
 import env_layout
 import yaml
-from role_play import PREFLIGHT, REPO, run_play, task_output
+from role_play import PREFLIGHT, REPO, logging_ktinfra, run_play, stacks_planned, task_output
+from test_kt_python_env_site_profile import PROFILE  # a small site profile of the current generation
 
 FILES = REPO / "molecule" / "serve" / "files"
 # A unit this stand-in started shows as active (as a started training run does); a (re)start of
@@ -253,6 +254,54 @@ def test_runs_are_planned_for_the_stack_preflight_validated(tmp_path):
     assert rc == 0, output[-3000:]
     recipe = yaml.safe_load((tmp_path / "cfg" / "legacy.yaml").read_text())
     assert "kt_optimize_rule" in recipe and not (tmp_path / "cfg" / "legacy.accelerate.yaml").exists()
+
+
+def test_a_site_profile_that_check_did_not_install_is_planned_from_a_staged_copy(tmp_path):
+    """kt_preflight installs a site profile file next to ktinfra and plans with that copy. Before, under
+    --check a changed file (kt_preflight_stack_pending) left kt_train planning with the old copy and a new one
+    with a file that does not exist ("gave no plan"). Now the plan reads a copy staged in the run's scratch
+    directory, gone after the run; a real run plans with the installed copy."""
+    from ktinfra import catalog
+
+    model = tmp_path / "qwen3"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
+    hosts = REPO / "tests" / "fixtures" / "hosts" / "h100-xeon-amx-16c"
+    planned = {k: v for k, v in run("site").items() if k != "plan_file"}
+    planned |= {"model_path": str(model), "plan_args": ["--from", str(hosts)]}
+    ktinfra = logging_ktinfra(tmp_path / "kt" / "bin" / "ktinfra")
+    installed = tmp_path / "kt" / "profiles" / "site.yaml"
+    installed.parent.mkdir()
+    installed.write_text(yaml.safe_dump(PROFILE))
+    controller = tmp_path / "site.yaml"
+    controller.write_text(yaml.safe_dump(PROFILE | {"name": "site-next"}))
+    stack = {"kt_train_ktinfra": str(ktinfra), "kt_preflight_stack_arg": str(installed)}
+
+    rc, output = train(tmp_path, [planned], **stack)
+    assert rc == 0, output[-3000:]
+    assert stacks_planned(ktinfra) == [str(installed)]
+    assert json.loads((tmp_path / "kt" / "bin" / "ktinfra.plan.json").read_text())["stack"] == "site"
+    recipe = (tmp_path / "cfg" / "site.yaml").read_text()
+
+    rc, output = train(
+        tmp_path, [planned], flags=["--check"], **stack, kt_preflight_stack_pending=str(controller)
+    )
+    assert rc == 0, output[-3000:]
+    staged = Path(stacks_planned(ktinfra)[-1])
+    assert staged.name == ".stack-site.yaml" and staged.parent.parent == tmp_path / "scratch"
+    assert json.loads((tmp_path / "kt" / "bin" / "ktinfra.plan.json").read_text())["stack"] == "site-next"
+    assert not staged.exists() and scratch_left(tmp_path) == []
+    assert yaml.safe_load(installed.read_text())["name"] == "site"
+    assert (tmp_path / "cfg" / "site.yaml").read_text() == recipe
+
+    # a run whose plan_args name their own --stack is planned for it, and nothing is staged
+    own = planned | {"plan_args": [*planned["plan_args"], "--stack", "kt-0.7"]}
+    rc, output = train(
+        tmp_path, [own], flags=["--check"], **stack, kt_preflight_stack_pending=str(controller)
+    )
+    assert rc == 0, output[-3000:]
+    assert stacks_planned(ktinfra)[-1] == "kt-0.7"
+    assert "skipping: [localhost]" in task_output(output, "Stage the site profile file that --check")
 
 
 def test_several_runs_of_one_generation_share_the_unit(tmp_path):
