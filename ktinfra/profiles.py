@@ -42,13 +42,19 @@ def list_profiles() -> list[str]:
     return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
 
 
+def is_profile_file(name: str) -> bool:
+    """Whether `name` is a site's profile file (a path) rather than a shipped profile's name. kt_common's
+    ktinfra_site_profile filter answers the same for the roles (a test keeps them equal)."""
+    return name.endswith((".yaml", ".yml"))
+
+
 def load_profile(name: str = DEFAULT_PROFILE) -> dict:
     """A shipped profile by name, or a site's own profile file when `name` is a path ending in .yaml.
 
     Every value is checked to be what the readers of the profile expect (strings where a string is read,
     whole numbers of bytes, ...) and the whole file to be plain JSON data: no YAML dates, binary, sets,
     NaN/inf or non-string keys, at most MAX_DEPTH levels deep; anything else is an UnknownProfileError."""
-    if name.endswith((".yaml", ".yml")):
+    if is_profile_file(name):
         path = Path(name)
         if not path.is_file():
             missing = "is not a regular file" if path.exists() else "does not exist"

@@ -14,11 +14,21 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from role_play import ROLES, run_play
 
-PLUGIN = ROLES / "kt_common" / "filter_plugins" / "ktinfra_list.py"
-_spec = importlib.util.spec_from_file_location("ktinfra_list_plugin", PLUGIN)
-plugin = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(plugin)
+from ktinfra import profiles
+
+FILTERS = ROLES / "kt_common" / "filter_plugins"
+
+
+def _plugin(name: str):
+    spec = importlib.util.spec_from_file_location(f"{name}_plugin", FILTERS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+plugin = _plugin("ktinfra_list")
 ktinfra_list = plugin.ktinfra_list
+profile_plugin = _plugin("ktinfra_profile")
 
 
 @pytest.mark.parametrize(
@@ -123,18 +133,64 @@ def test_without_kt_common_the_filter_is_unknown(tmp_path):
     assert rc != 0 and "No filter named 'ktinfra_list'" in output, output[-3000:]
 
 
-def test_every_role_using_the_filter_lists_kt_common():
-    users = {
+@pytest.mark.parametrize(
+    ("name", "users"),
+    [
+        ("ktinfra_list", {"kt_preflight", "kt_python_env", "kt_router"}),
+        ("ktinfra_site_profile", {"kt_preflight", "kt_python_env"}),
+        ("ktinfra_profile_copy", {"kt_preflight", "kt_python_env"}),
+    ],
+)
+def test_every_role_using_a_filter_lists_kt_common(name, users):
+    found = {
         path.relative_to(ROLES).parts[0]
         for path in ROLES.rglob("*")
         if path.suffix in {".yml", ".j2"}
         and path.relative_to(ROLES).parts[0] != "kt_common"
-        and "ktinfra_list" in path.read_text()
+        and name in path.read_text()
     }
-    assert users == {"kt_preflight", "kt_python_env", "kt_router"}
-    for role in users:
+    assert found == users
+    for role in found:
         meta = yaml.safe_load((ROLES / role / "meta" / "main.yml").read_text())
         assert "kt_common" in meta["dependencies"], role
+
+
+NAMES = ["kt-0.7", "kt-0.4-autodl", "site.yaml", "/srv/lab/site.yml", "site.YAML", "site.yaml.bak",
+         "site.json", "yaml", "./profiles/kt-0.7.yaml"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_roles_take_a_stack_for_a_file_where_ktinfra_does(name):
+    """kt_preflight and kt_python_env decide with ktinfra_site_profile whether to stage, check and install a
+    file; `ktinfra plan --stack` (load_profile) with profiles.is_profile_file whether to read one."""
+    assert profile_plugin.ktinfra_site_profile(name) is profiles.is_profile_file(name)
+
+
+def test_the_installed_copy_of_a_site_profile_sits_next_to_ktinfra():
+    copy = profile_plugin.ktinfra_profile_copy
+    assert (
+        copy("/home/me/lab/site.yaml", "/opt/ktinfra/tool/bin/ktinfra")
+        == "/opt/ktinfra/tool/profiles/site.yaml"
+    )
+    assert copy("site.yml", "/x/bin/ktinfra") == "/x/profiles/site.yml"
+
+
+def test_the_profile_filters_answer_in_a_play_of_a_role_that_lists_kt_common(tmp_path):
+    """What kt_preflight's plans and kt_python_env's install read, through real ansible."""
+    out = tmp_path / "out"
+    show = ("{{ [stack | ktinfra_site_profile, 'kt-0.7' | ktinfra_site_profile, "
+            "stack | ktinfra_profile_copy('/opt/t/bin/ktinfra')] | to_json }}")  # fmt: skip
+    role = tmp_path / "roles" / "uses_profile"
+    (role / "meta").mkdir(parents=True)
+    (role / "tasks").mkdir()
+    (role / "meta" / "main.yml").write_text("dependencies: [kt_common]\n")
+    task = {"ansible.builtin.copy": {"content": show, "dest": str(out)}, "check_mode": False}
+    (role / "tasks" / "main.yml").write_text(yaml.safe_dump([task]))
+    env = {"ANSIBLE_ROLES_PATH": f"{tmp_path / 'roles'}:{ROLES}"}
+    rc, output = run_play(tmp_path, [{"ansible.builtin.include_role": {"name": "uses_profile"}}],
+                          {"stack": "/lab/site.yaml"}, env=env)  # fmt: skip
+    assert rc == 0, output[-3000:]
+    assert json.loads(out.read_text()) == [True, False, "/opt/t/profiles/site.yaml"]
 
 
 def test_no_role_or_playbook_splits_a_list_variable_by_hand():
@@ -154,3 +210,15 @@ def test_no_role_or_playbook_splits_a_list_variable_by_hand():
         if re.search(r"\.split\(\s*['\"],['\"]\s*\)", line)
     ]
     assert files and hand == []
+
+
+def test_no_role_decides_by_hand_whether_a_stack_is_a_file():
+    """One place answers in the roles, ktinfra_site_profile (before: a regex in kt_preflight and in
+    kt_python_env), and one says where the installed copy is, ktinfra_profile_copy."""
+    hand = [
+        f"{path.relative_to(ROLES)}:{n}"
+        for path in ROLES.rglob("*.yml")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "ya?ml" in line or "'/profiles" in line or '/profiles"' in line
+    ]
+    assert hand == []
