@@ -30,9 +30,13 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed ## create .venv with ktinfra and its dev/ops dependencies
 
-lint: venv ## ruff over the package and tests; ansible-lint (production profile) over every Ansible file
-	$(VENV)/bin/ruff check ktinfra tests scripts roles/kt_preflight/files
-	$(VENV)/bin/ruff format --check ktinfra tests scripts roles/kt_preflight/files
+# every folder with Python: the package, tests, scripts, the roles' filters and files, molecule's verify tests,
+# the image build's checks, the benchmarks (before: only the first four, so molecule/ and roles' filters were not read)
+PY_DIRS := ktinfra tests scripts roles molecule images benchmarks
+
+lint: venv ## ruff over every Python file; ansible-lint (production profile) over every Ansible file
+	$(VENV)/bin/ruff check $(PY_DIRS)
+	$(VENV)/bin/ruff format --check $(PY_DIRS)
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint --nocolor
 
 # Workers for the unit suite (pytest-xdist; 0 runs it in this process). worksteal: the real-ansible role tests

@@ -1,31 +1,18 @@
 """A provision run that failed half-way (the package index down) is finished by the next run: before, the
 new env pins and the new ktinfra wheel were written first, so the next run took them as installed."""
 
-import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import yaml
+from ansible_run import REPO, probe_pin, run_playbook
 
-PROJECT = Path(__file__).resolve().parents[3]
-PROFILE = PROJECT / "molecule" / "_shared" / "site-profile.yaml"
-PROBE = "/srv/wheels/ktprobe-0.4.2+cpu-py3-none-any.whl"
+PROFILE = REPO / "molecule" / "_shared" / "site-profile.yaml"
 DEAD_INDEX = {"kt_python_env_pip_index_url": "http://127.0.0.1:9/simple"}
 
 
 def provision(host, *args: str, **extra) -> tuple[int, str]:
-    sha = host.check_output(f"sha256sum {PROBE}").split()[0]
-    extra = {"kt_python_env_wheels": {"ktprobe": {"sha256": sha}}} | extra
-    playbook = str(Path(sys.executable).parent / "ansible-playbook")
-    inventory = os.environ["MOLECULE_INVENTORY_FILE"]
-    command = [playbook, "-i", inventory, str(PROJECT / "playbooks" / "provision.yml"), *args]
-    command += ["-e", json.dumps(extra)]
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(PROJECT / "roles"), "ANSIBLE_NOCOLOR": "1"}
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
-    return proc.returncode, re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+    """playbooks/provision.yml with the scenario's probe wheel pinned (ansible_run.probe_pin)."""
+    return run_playbook(REPO / "playbooks" / "provision.yml", probe_pin(host) | extra, *args)
 
 
 def six_in(host) -> str:
