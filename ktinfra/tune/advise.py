@@ -232,15 +232,8 @@ def _token_cap(log: ServerLog, cap: int, free: float) -> list[dict]:
     )
     pool = log.kv_pool
     evidence = [line for line in (log.config_line, log.kv_pool_line) if line]
-    threshold = _arg(log, "kt_gpu_prefill_token_threshold")
-    if free > high and threshold is not None:
-        # the layerwise prefill loads one MoE layer at the first long prompt into memory still free at start
-        reason += (
-            f"but this server runs layerwise GPU prefill (--kt-gpu-prefill-token-threshold {threshold}): the "
-            f"first prompt of {threshold} or more tokens loads one MoE layer's weights into memory that is "
-            "free now, which `ktinfra plan` keeps out of the pool; measure after such a prompt, or re-plan, "
-            "before giving the pool more"
-        )
+    if free > high and (held := _held_layer(log)):
+        reason += "but " + held
     elif pool.get("tokens") and pool.get("gib", 0) > 0:
         per_token, page = pool["gib"] / pool["tokens"], _page(log)
         suggested = max(page, int((cap + (free - target) / per_token) // page * page))
@@ -252,6 +245,27 @@ def _token_cap(log: ServerLog, cap: int, free: float) -> list[dict]:
     else:
         reason += f"{'raise' if free > high else 'lower'} it; the log has no `KV Cache is allocated` line"
     return [_rec("--max-total-tokens", cap, suggested, reason, evidence, direction=1 if free > high else -1)]
+
+
+def _held_layer(log: ServerLog) -> str | None:
+    """Why memory free after loading may not be free for the pool: the layerwise GPU prefill loads one MoE
+    layer's weights at the first long prompt into memory still free at start (`ktinfra plan` keeps it out of
+    the pool). None when the server args say it is off."""
+    threshold = _arg(log, "kt_gpu_prefill_token_threshold")
+    if threshold is not None:
+        return (
+            f"this server runs layerwise GPU prefill (--kt-gpu-prefill-token-threshold {threshold}): the "
+            f"first prompt of {threshold} or more tokens loads one MoE layer's weights into memory that is "
+            "free now, which `ktinfra plan` keeps out of the pool; measure after such a prompt, or re-plan, "
+            "before giving the pool more"
+        )
+    if log.server_args_line is None:
+        return (
+            "the log has no server_args=ServerArgs(...) line, so whether this server runs layerwise GPU "
+            "prefill (--kt-gpu-prefill-token-threshold) is unknown; if it does, its first long prompt loads "
+            "one MoE layer's weights into memory that is free now: measure after such a prompt first"
+        )
+    return None
 
 
 def _mem_fraction(log: ServerLog, gpu_memory_gb: float | None) -> list[dict]:
@@ -282,11 +296,19 @@ def _mem_fraction(log: ServerLog, gpu_memory_gb: float | None) -> list[dict]:
             f"available_gpu_mem={free:.2f} GB after loading is below the {low:g}-{high:g} GB needed for "
             "activations and CUDA graphs: expect OOM under load, shrink the static pool"
         )
-    if suggested is None:
-        reason += (
-            f"; {_unknown_note(log, 'mem_fraction_static')}: "
-            f"{'raise' if free > high else 'lower'} it a little (0.02-0.03) from what the server runs with"
-        )
+    held = _held_layer(log) if free > high else None
+    if held and _arg(log, "kt_gpu_prefill_token_threshold") is not None:
+        suggested = None  # the free memory is the held layer's until a long prompt has been served
+        reason += f", but {held}"
+    else:
+        if suggested is None:
+            way = "raise" if free > high else "lower"
+            reason += (
+                f"; {_unknown_note(log, 'mem_fraction_static')}: "
+                f"{way} it a little (0.02-0.03) from what the server runs with"
+            )
+        if held:  # no server_args line: layerwise prefill unknown
+            reason += f"; {held}"
     direction = 1 if free > high else -1
     return [_rec("--mem-fraction-static", current, suggested, reason, [log.config_line], direction)]
 

@@ -181,6 +181,43 @@ def test_conservative_scheduler_and_spare_memory():
     assert small["suggested"] == 0.95
 
 
+def test_spare_memory_of_a_layerwise_prefill_server_is_not_given_to_the_pool():
+    """Before: only a pool capped by --max-total-tokens kept the held MoE layer in mind; a layerwise-prefill
+    server sized by --mem-fraction-static was told to raise it into the memory its first long prompt needs."""
+    text = (LOGS / "conservative.log").read_text()
+    layerwise = text.replace(
+        "mem_fraction_static=0.85", "mem_fraction_static=0.85, kt_gpu_prefill_token_threshold=1024"
+    )
+    result = tune.advise(tune.parse_text(layerwise), gpu_memory_gb=80.0)
+    assert "--mem-fraction-static" not in _by_param(result)
+    advice = {a["parameter"]: a for a in result["advice"]}["--mem-fraction-static"]
+    assert advice["current"] == 0.85 and advice["suggested"] is None
+    assert "layerwise GPU prefill (--kt-gpu-prefill-token-threshold 1024)" in advice["reason"]
+    off = text.replace(
+        "mem_fraction_static=0.85", "mem_fraction_static=0.85, kt_gpu_prefill_token_threshold=None"
+    )
+    rec = _by_param(tune.advise(tune.parse_text(off), gpu_memory_gb=80.0))["--mem-fraction-static"]
+    assert rec["suggested"] == pytest.approx(0.85 + 7.6 / 80, abs=0.01) and "layerwise" not in rec["reason"]
+
+
+def test_without_server_args_spare_memory_advice_says_the_held_layer_is_unknown():
+    """A log whose start rotated away (no server_args line): the pool advice says that a layerwise prefill,
+    if the server runs one, still needs memory that is free now."""
+    text = "\n".join(
+        line for line in (LOGS / "conservative.log").read_text().splitlines() if "server_args=" not in line
+    )
+    result = tune.advise(tune.parse_text(text), gpu_memory_gb=80.0)
+    advice = {a["parameter"]: a for a in result["advice"]}["--mem-fraction-static"]
+    assert advice["suggested"] is None and "raise it a little" in advice["reason"]
+    assert (
+        "whether this server runs layerwise GPU prefill (--kt-gpu-prefill-token-threshold) is unknown"
+        in (advice["reason"])
+    )
+    short = text.replace("available_gpu_mem=14.10 GB", "available_gpu_mem=3.10 GB")
+    low = {a["parameter"]: a for a in tune.advise(tune.parse_text(short))["advice"]}["--mem-fraction-static"]
+    assert "layerwise" not in low["reason"]  # shrinking the pool is right whatever the prefill does
+
+
 def test_requests_queued_at_the_running_cap_are_not_a_conservativeness_problem():
     """A busy ktinfra server: 8 of 9 decode lines at its planned cap of 16 running requests, 9 queued, KV
     a third full. SGLang admits nothing at the cap whatever its conservativeness, so lowering it to 0.3 is
