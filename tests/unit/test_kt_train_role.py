@@ -391,7 +391,12 @@ def test_a_retrained_run_is_converted_again_and_handed_over(tmp_path):
     adapter, record = tmp_path / "loras" / "done", tmp_path / "cfg" / "serve" / "tiny--done.lora.json"
     first = json.loads(record.read_text())["source"]
     assert json.loads((adapter / ".ktinfra-convert-done").read_text()) == first
-    files = ["adapter_config.json", "adapter_model.safetensors", "fused_expert_lora.safetensors"]
+    files = [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "conversion",
+        "fused_expert_lora.safetensors",
+    ]
     assert sorted(first) == files
     (adapter / "adapter_model.safetensors").write_text("old conversion")
 
@@ -413,6 +418,35 @@ def test_a_retrained_run_is_converted_again_and_handed_over(tmp_path):
     assert sorted(p.name for p in (tmp_path / "loras").iterdir()) == ["done"]  # no staging, nothing set aside
 
     rc, output = train(tmp_path, runs)
+    assert rc == 0 and "changed=0" in output, output[-3000:]
+    assert len(convert_calls(tmp_path, "done")) == 2 and not handed_over(output)
+
+
+def test_another_converter_or_base_model_converts_the_same_output_again(tmp_path):
+    """Before, the fingerprint was the training output's files only: a run handed over with a broken
+    converter (or converted against another base model) kept that adapter after kt_train_lora_converter or
+    the model was fixed, as nothing in the output changed."""
+    finished(tmp_path, "done")
+    runs = [run("done", serve_instance="tiny")]
+    fixed = tmp_path / "convert_fixed.py"
+    fixed.write_text("# a converter\n")
+    rc, output = train(tmp_path, runs)
+    assert rc == 0 and len(convert_calls(tmp_path, "done")) == 1, output[-3000:]
+    record = tmp_path / "cfg" / "serve" / "tiny--done.lora.json"
+    first = json.loads(record.read_text())["source"]
+
+    rc, output = train(tmp_path, runs, kt_train_lora_converter=str(fixed))
+    assert rc == 0, output[-3000:]
+    assert len(convert_calls(tmp_path, "done")) == 2 and handed_over(output)
+    second = json.loads(record.read_text())["source"]
+    assert second["conversion"][1] == str(fixed) and first["conversion"][1] != str(fixed)
+    assert {k: v for k, v in second.items() if k != "conversion"} == {
+        k: v for k, v in first.items() if k != "conversion"
+    }
+    marker = tmp_path / "loras" / "done" / ".ktinfra-convert-done"
+    assert json.loads(marker.read_text()) == second
+
+    rc, output = train(tmp_path, runs, kt_train_lora_converter=str(fixed))  # unchanged: nothing to do
     assert rc == 0 and "changed=0" in output, output[-3000:]
     assert len(convert_calls(tmp_path, "done")) == 2 and not handed_over(output)
 
