@@ -76,7 +76,11 @@ def test_adapter_handed_to_the_serve_instance(host):
     source = handover.pop("source")  # fingerprint of the output converted, as in the adapter's done marker
     assert handover == {"instance": "tiny", "name": "tiny-sft", "path": ADAPTER}
     files = ["adapter_config.json", "adapter_model.safetensors", "fused_expert_lora.safetensors"]
-    assert sorted(source) == files
+    assert sorted(source) == sorted([*files, "conversion"])
+    # and the command that converted it: kt-kernel's converter, against the store's base model
+    conversion = source["conversion"]
+    assert conversion[:2] == [f"{KT_ENV}/bin/python", CONVERTER]
+    assert conversion[conversion.index("--base-model-name-or-path") + 1] == MODEL
     assert json.loads(host.file(f"{ADAPTER}/.ktinfra-convert-done").content_string) == source
     plan = json.loads(host.file("/etc/ktinfra/serve/tiny.plan.json").content_string)
     lora = {"paths": {"tiny-sft": ADAPTER}, "max_loras_per_batch": 1, "backend": "triton"}
