@@ -72,6 +72,18 @@ def logging_ktinfra(path: Path) -> Path:
     return path
 
 
+def changed_site_profile(tmp: Path, profile: dict) -> tuple[Path, Path, Path]:
+    """A logging_ktinfra in tmp/kt/bin, `profile` installed next to it (tmp/kt/profiles/site.yaml) and the
+    controller's file tmp/site.yaml changed since (named site-next): (ktinfra, installed, controller)."""
+    ktinfra = logging_ktinfra(tmp / "kt" / "bin" / "ktinfra")
+    installed = tmp / "kt" / "profiles" / "site.yaml"
+    installed.parent.mkdir()
+    installed.write_text(yaml.safe_dump(profile))
+    controller = tmp / "site.yaml"
+    controller.write_text(yaml.safe_dump(profile | {"name": "site-next"}))
+    return ktinfra, installed, controller
+
+
 def stacks_planned(ktinfra: Path) -> list[str]:
     """The --stack of each `plan` the logging_ktinfra at `ktinfra` ran, in order ("" for none)."""
     calls = ktinfra.with_name(ktinfra.name + ".log").read_text().splitlines()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from role_play import PREFLIGHT, logging_ktinfra, run_play, stacks_planned
+from role_play import PREFLIGHT, changed_site_profile, run_play, stacks_planned
 from test_kt_python_env_rerun import ENV
 from test_kt_python_env_rerun import _setup as env_setup
 
@@ -254,12 +254,7 @@ def test_a_site_profile_that_check_did_not_install_is_planned_from_a_staged_copy
 
     _store(tmp_path)
     entry = {"name": "site", "port": 30010, "model": "Qwen3-30B-A3B", "plan_args": ["--from", str(H100)]}
-    ktinfra = logging_ktinfra(tmp_path / "kt" / "bin" / "ktinfra")
-    installed = tmp_path / "kt" / "profiles" / "site.yaml"
-    installed.parent.mkdir()
-    installed.write_text(yaml.safe_dump(PROFILE))
-    controller = tmp_path / "site.yaml"
-    controller.write_text(yaml.safe_dump(PROFILE | {"name": "site-next"}))
+    ktinfra, installed, controller = changed_site_profile(tmp_path, PROFILE)
     extra = _with_store(tmp_path, entry) | {
         "kt_serve_ktinfra": str(ktinfra),
         "kt_preflight_stack_arg": str(installed),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import env_layout
 import yaml
-from role_play import PREFLIGHT, REPO, logging_ktinfra, run_play, stacks_planned, task_output
+from role_play import PREFLIGHT, REPO, changed_site_profile, run_play, stacks_planned, task_output
 from test_kt_python_env_site_profile import PROFILE  # a small site profile of the current generation
 
 FILES = REPO / "molecule" / "serve" / "files"
@@ -269,12 +269,7 @@ def test_a_site_profile_that_check_did_not_install_is_planned_from_a_staged_copy
     hosts = REPO / "tests" / "fixtures" / "hosts" / "h100-xeon-amx-16c"
     planned = {k: v for k, v in run("site").items() if k != "plan_file"}
     planned |= {"model_path": str(model), "plan_args": ["--from", str(hosts)]}
-    ktinfra = logging_ktinfra(tmp_path / "kt" / "bin" / "ktinfra")
-    installed = tmp_path / "kt" / "profiles" / "site.yaml"
-    installed.parent.mkdir()
-    installed.write_text(yaml.safe_dump(PROFILE))
-    controller = tmp_path / "site.yaml"
-    controller.write_text(yaml.safe_dump(PROFILE | {"name": "site-next"}))
+    ktinfra, installed, controller = changed_site_profile(tmp_path, PROFILE)
     stack = {"kt_train_ktinfra": str(ktinfra), "kt_preflight_stack_arg": str(installed)}
 
     rc, output = train(tmp_path, [planned], **stack)
