@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mini_hub import MiniHub
 from role_play import PREFLIGHT, interrupt_play, run_play, task_output
+from test_store_hub_fetch import V1, V2
 
 FETCHER = """#!/bin/sh
 env | grep '^HF_' | sort > "$KT_TEST_FETCH_ENV"
@@ -185,3 +187,37 @@ def test_the_store_description_is_written_into_a_new_directory(tmp_path):
     rc, output = run_play(tmp_path, TASKS, extra)
     assert rc == 0, output[-3000:]
     assert json.loads(state.read_text())["models"]["m"]["path"] == str(tmp_path / "store" / "models" / "m")
+
+
+def test_a_hub_model_moved_to_another_revision_is_converted_from_that_revision_alone(tmp_path):
+    """The whole hub path: the role makes the fetcher's venv, installs huggingface_hub from PyPI, writes the
+    token file and fetches from a gated hub on loopback. Before: v1's shards stayed in models/m beside v2's,
+    and the CPU weights converted after the move held v1's second shard too (the converter, like kt-kernel's,
+    reads every *.safetensors in the folder)."""
+    script = tmp_path / "conv" / "convert_cpu_weights.py"
+    script.parent.mkdir()
+    script.write_text(CONVERTER)
+    convert = {"kt_model_store_convert_python": sys.executable, "kt_model_store_convert_script": str(script)}
+    convert |= {f"kt_model_store_convert_{k}": 0 for k in ("min_shm_bytes", "threads", "threadpools")}
+    experts = tmp_path / "store" / "cpu-weights" / "m-INT8" / "experts.bin"
+    with MiniHub(token="hf_role_secret") as hub:
+        hub.commit("org/m", V1, "v1")
+        hub.commit("org/m", V2, "v2")
+        hub_vars = {"kt_model_store_hf_endpoint": hub.url, "kt_model_store_hf_token": "hf_role_secret"}
+        for revision, files in (("v1", V1), ("v2", V2)):
+            model = {"name": "m", "source": "hf", "repo": "org/m", "revision": revision}
+            model["cpu_weights"] = "int8"
+            rc, output = run_play(tmp_path, TASKS, role_vars(tmp_path, [model], **hub_vars, **convert))
+            assert rc == 0, output[-3000:]
+            assert "hf_role_secret" not in output
+            stored = tmp_path / "store" / "models" / "m"
+            assert sorted(p.name for p in stored.iterdir() if not p.name.startswith(".")) == sorted(files)
+            shards = [data for name, data in sorted(files.items()) if name.endswith(".safetensors")]
+            assert experts.read_bytes() == b"".join(shards)
+        sent = {auth for _, path, auth in hub.requests if not path.startswith("/api/agent")}  # 2.x's probe
+        assert sent == {"Bearer hf_role_secret"}
+        hub.requests.clear()
+        rc, output = run_play(tmp_path, TASKS, role_vars(tmp_path, [model], **hub_vars, **convert))
+        assert rc == 0, output[-3000:]
+        assert "changed: [" not in task_output(output, "Fetch models into the store")
+        assert hub.requests == []

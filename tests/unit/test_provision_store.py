@@ -83,8 +83,14 @@ def test_damaged_or_different_request_is_fetched_again(tmp_path: Path) -> None:
 def test_empty_fetch_is_an_error_not_a_complete_model(tmp_path: Path) -> None:
     src, dest = model(tmp_path), tmp_path / "tiny"
     rc, out = fetch(src, dest, "--allow-pattern", "*.gguf")
-    assert rc == 1 and "nothing was fetched" in out["error"]
-    assert not (dest / MARKER).exists()
+    assert rc == 1 and "nothing to fetch" in out["error"] and "allow_patterns ['*.gguf']" in out["error"]
+    assert not dest.exists()
+    # a complete model stays as it was (before: its marker was removed before the empty copy)
+    assert fetch(src, dest)[0] == 0
+    before = {p.name: p.read_bytes() for p in dest.iterdir()}
+    rc, out = fetch(src, dest, "--allow-pattern", "*.gguf")
+    assert (rc, out["changed"]) == (1, False)
+    assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
     rc, out = fetch(tmp_path / "absent", tmp_path / "x")
     assert rc == 1 and "not a directory" in out["error"]
 

@@ -8,7 +8,11 @@ file arrived. A stale marker is removed before any new byte is written, so an in
 never mistaken for a complete one; a re-run resumes (huggingface_hub/modelscope keep partial files,
 local copies skip files already copied whole: the source file's size and mtime).
 
-Secrets: the hub token is read from HF_TOKEN / MODELSCOPE_API_TOKEN in the environment, never argv.
+The folder holds exactly the files the request selects: the source's listing (a hub revision's files, the
+local directory's) is read first, and files it lacks (another revision's shards) are removed before the
+download. A listing that fails or selects nothing changes nothing.
+
+Secrets: the hub token is read from HF_TOKEN_PATH's file / HF_TOKEN / MODELSCOPE_API_TOKEN, never argv.
 """
 
 from __future__ import annotations
@@ -78,12 +82,28 @@ def write_marker(dest: Path, name: str, request: dict) -> dict:
     return marker
 
 
-def fetch_hf(args: argparse.Namespace, dest: Path) -> None:
+def selected(files: list[str], args: argparse.Namespace) -> set[str]:
+    """The files of a hub listing that `allow_patterns` select, matched as huggingface_hub matches them."""
+    from huggingface_hub.utils import filter_repo_objects
+
+    return set(filter_repo_objects(files, allow_patterns=args.allow_pattern or None))
+
+
+def list_hf(args: argparse.Namespace) -> tuple[str, set[str]]:
+    """The commit the revision names now, and the files of it to fetch."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=os.environ.get("HF_TOKEN") or None)
+    sha = api.repo_info(args.repo, revision=args.revision).sha
+    return sha, selected(api.list_repo_files(args.repo, revision=sha), args)
+
+
+def fetch_hf(args: argparse.Namespace, dest: Path, commit: str, wanted: set[str]) -> None:
     from huggingface_hub import snapshot_download
 
     snapshot_download(
         repo_id=args.repo,
-        revision=args.revision,
+        revision=commit,  # the commit listed, even where a branch moves while the files arrive
         local_dir=str(dest),
         allow_patterns=args.allow_pattern or None,
         token=os.environ.get("HF_TOKEN") or None,
@@ -91,38 +111,52 @@ def fetch_hf(args: argparse.Namespace, dest: Path) -> None:
     )
 
 
-def fetch_modelscope(args: argparse.Namespace, dest: Path) -> None:
+def list_modelscope(args: argparse.Namespace) -> tuple[str | None, set[str]]:
+    from modelscope.hub.api import HubApi
+
+    revision = {"revision": args.revision} if args.revision else {}
+    entries = HubApi().get_model_files(args.repo, recursive=True, **revision)
+    return args.revision, selected([e["Path"] for e in entries if e.get("Type", "blob") != "tree"], args)
+
+
+def fetch_modelscope(args: argparse.Namespace, dest: Path, revision: str | None, wanted: set[str]) -> None:
     from modelscope import snapshot_download
 
     snapshot_download(
         model_id=args.repo,
-        revision=args.revision,
+        revision=revision,
         local_dir=str(dest),
         allow_patterns=args.allow_pattern or None,
     )
 
 
-def same_file(a: os.stat_result, b: os.stat_result) -> bool:
-    return (a.st_size, a.st_mtime_ns) == (b.st_size, b.st_mtime_ns)
-
-
-def copy_local(args: argparse.Namespace, dest: Path) -> None:
-    """Copy the source's files, each with the source's mtime: a file already there with the source file's
-    size and mtime is kept (a copy cut off resumes), any other is copied (another source whose files have the
-    same sizes). dest's files the source does not have (an earlier source's) are removed; hidden ones (the
-    marker) are kept."""
+def list_local(args: argparse.Namespace) -> tuple[None, set[str]]:
     src = Path(args.repo)
     if not src.is_dir():
         raise FileNotFoundError(f"local model source {src} is not a directory")
     wanted = set()
-    for path in sorted(src.rglob("*")):
+    for path in src.rglob("*"):
         rel = path.relative_to(src).as_posix()
         if not path.is_file() or rel.startswith(".") or rel == MARKER:
             continue
         if args.allow_pattern and not any(fnmatch.fnmatch(rel, p) for p in args.allow_pattern):
             continue
         wanted.add(rel)
-        target, have = dest / rel, path.stat()
+    return None, wanted
+
+
+def same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_size, a.st_mtime_ns) == (b.st_size, b.st_mtime_ns)
+
+
+def copy_local(args: argparse.Namespace, dest: Path, _: None, wanted: set[str]) -> None:
+    """Copy the source's files, each with the source's mtime: a file already there with the source file's
+    size and mtime is kept (a copy cut off resumes), any other is copied (another source whose files have the
+    same sizes)."""
+    src = Path(args.repo)
+    for rel in sorted(wanted):
+        path, target = src / rel, dest / rel
+        have = path.stat()
         if target.is_file() and same_file(target.stat(), have):
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -130,23 +164,40 @@ def copy_local(args: argparse.Namespace, dest: Path) -> None:
         shutil.copyfile(path, part)
         os.utime(part, ns=(have.st_atime_ns, have.st_mtime_ns))
         os.replace(part, target)
+
+
+def remove_unwanted(dest: Path, wanted: set[str]) -> list[str]:
+    """Remove dest's files that are not `wanted` (an earlier revision's, repo's or source's: kt-kernel's
+    converter loads every *.safetensors under the folder, so a stale shard would be converted too) and the
+    directories that leaves empty. Hidden top-level entries (the marker, the hub client's .cache) are kept,
+    but for a removed file's download record."""
+    removed = []
     for path in sorted(dest.rglob("*"), reverse=True):  # deepest first: a directory after its files
         rel = path.relative_to(dest).as_posix()
         if rel.startswith(".") or rel in wanted:
             continue
         if not path.is_dir() or path.is_symlink():
             path.unlink()
+            removed.append(rel)
+            for record in (".metadata", ".lock"):
+                (dest / ".cache" / "huggingface" / "download" / (rel + record)).unlink(missing_ok=True)
         elif not any(path.iterdir()):
             path.rmdir()
+    return sorted(removed)
 
 
-FETCHERS = {"hf": fetch_hf, "modelscope": fetch_modelscope, "local": copy_local}
+# source -> (list: the revision to fetch and the files it selects, fetch: bring those files into dest)
+SOURCES = {
+    "hf": (list_hf, fetch_hf),
+    "modelscope": (list_modelscope, fetch_modelscope),
+    "local": (list_local, copy_local),
+}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", required=True)
-    parser.add_argument("--source", choices=sorted(FETCHERS), required=True)
+    parser.add_argument("--source", choices=sorted(SOURCES), required=True)
     parser.add_argument("--repo", required=True, help="hub repo id, or a directory for --source local")
     parser.add_argument("--revision", default=None)
     parser.add_argument("--allow-pattern", action="append", help="glob of files to fetch (repeatable)")
@@ -166,13 +217,23 @@ def main(argv: list[str]) -> int:
     if args.check:
         print(json.dumps({"changed": False, "complete": False, "dest": str(dest)}))
         return 3
-    dest.mkdir(parents=True, exist_ok=True)
-    (dest / MARKER).unlink(missing_ok=True)
+    list_files, fetch_files = SOURCES[args.source]
+    removed: list[str] = []
+    started = False  # the listing is read before anything in dest changes
     try:
-        FETCHERS[args.source](args, dest)
+        revision, wanted = list_files(args)
+        if not wanted:
+            patterns = f" match allow_patterns {args.allow_pattern}" if args.allow_pattern else " are listed"
+            raise RuntimeError(f"nothing to fetch: no files of {args.repo}{patterns}; {dest} left as it was")
+        started = True
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / MARKER).unlink(missing_ok=True)
+        removed = remove_unwanted(dest, wanted)
+        fetch_files(args, dest, revision, wanted)
         marker = write_marker(dest, args.name, request)
     except Exception as exc:  # noqa: BLE001 - reported to Ansible as one clear line
-        print(json.dumps({"changed": True, "complete": False, "dest": str(dest), "error": f"{exc}"}))
+        report = {"changed": started, "complete": False, "dest": str(dest)}
+        print(json.dumps(report | {"removed": removed, "error": f"{exc}"}))
         return 1
     size = sum(marker["files"].values())
     print(
@@ -183,6 +244,7 @@ def main(argv: list[str]) -> int:
                 "dest": str(dest),
                 "files": len(marker["files"]),
                 "bytes": size,
+                "removed": removed,
             }
         )
     )
