@@ -63,7 +63,7 @@ def converting(tmp: Path, repo: Path, **more) -> dict:
     model = {"name": "m", "source": "local", "repo": str(repo), "cpu_weights": "int8"}
     convert = {"kt_model_store_convert_python": sys.executable, "kt_model_store_convert_script": str(script)}
     convert |= {f"kt_model_store_convert_{k}": 0 for k in ("min_shm_bytes", "threads", "threadpools")}
-    return role_vars(tmp, [model], **convert) | more
+    return role_vars(tmp, [model], **convert, kt_model_store_convert_poll=1) | more
 
 
 def source(tmp: Path, name: str, weights: bytes, **more: bytes) -> Path:
@@ -145,9 +145,23 @@ def test_a_model_from_another_source_is_converted_again(tmp_path):
     rc, output = run_play(tmp_path, TASKS, tuned)
     assert rc == 0 and "changed:" in task_output(output, "Convert CPU expert weights"), output[-3000:]
     assert weights.read_bytes() == b"TUNED-WEIGHTS-version2"
-    rc, output = run_play(tmp_path, TASKS, tuned)
-    assert rc == 0 and "ok:" in task_output(output, "Convert CPU expert weights"), output[-3000:]
-    assert "changed: [" not in task_output(output, "Convert CPU expert weights")
+    # the re-run looks (synchronously) and starts no conversion. Before: the async conversion ran for the
+    # complete output too, and Ansible's first look at it came one poll interval (30 s) later
+    rc, output = run_play(tmp_path, TASKS, tuned | {"kt_model_store_convert_poll": 3600})
+    assert rc == 0, output[-3000:]
+    looked = task_output(output, "Look for CPU weights already converted")
+    assert "ok: [localhost] => (item=m -> int8)" in looked, output[-3000:]
+    assert "skipping: [localhost]" in task_output(output, "Convert CPU expert weights"), output[-3000:]
+    assert "(item=" not in task_output(output, "Convert CPU expert weights")
+
+
+def test_a_conversion_poll_interval_under_one_second_is_refused(tmp_path):
+    """Ansible's poll 0 starts the job and goes on: the play would record CPU weights not yet written."""
+    extra = converting(tmp_path, source(tmp_path, "base", b"W"), kt_model_store_convert_poll=0)
+    rc, output = run_play(tmp_path, TASKS, extra)
+    assert rc != 0, output[-3000:]
+    assert "kt_model_store_convert_poll must be at least 1 second, not 0" in output, output[-3000:]
+    assert not (tmp_path / "store").exists()
 
 
 def test_another_local_source_with_files_of_the_same_sizes_is_copied(tmp_path):
@@ -199,6 +213,7 @@ def test_a_hub_model_moved_to_another_revision_is_converted_from_that_revision_a
     script.write_text(CONVERTER)
     convert = {"kt_model_store_convert_python": sys.executable, "kt_model_store_convert_script": str(script)}
     convert |= {f"kt_model_store_convert_{k}": 0 for k in ("min_shm_bytes", "threads", "threadpools")}
+    convert["kt_model_store_convert_poll"] = 1
     experts = tmp_path / "store" / "cpu-weights" / "m-INT8" / "experts.bin"
     with MiniHub(token="hf_role_secret") as hub:
         hub.commit("org/m", V1, "v1")

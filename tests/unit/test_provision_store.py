@@ -142,6 +142,21 @@ def test_failed_conversion_leaves_nothing_and_success_is_renamed_into_place(tmp_
     assert (rc, out["changed"]) == (0, False)
 
 
+def test_convert_check_says_whether_the_output_is_complete_and_runs_nothing(tmp_path: Path) -> None:
+    model(tmp_path)
+    (tmp_path / "cpu").mkdir()
+    script = converter(tmp_path, 0)
+    rc, out = convert(tmp_path, script, "--check")
+    assert (rc, out["complete"], out["changed"]) == (3, False, False)
+    assert list((tmp_path / "cpu").iterdir()) == []
+    assert convert(tmp_path, script)[0] == 0
+    rc, out = convert(tmp_path, script, "--check", "--python", "/bin/false")
+    assert (rc, out["complete"]) == (0, True)
+    (tmp_path / "src" / "config.json").write_text('{"model_type": "qwen3_moe", "changed": 1}')
+    rc, out = convert(tmp_path, script, "--check", "--python", "/bin/false")
+    assert (rc, out["complete"]) == (3, False)  # no fetch marker: the input's files and mtimes decide
+
+
 def test_convert_passes_the_plans_threads_and_refuses_zero(tmp_path: Path) -> None:
     model(tmp_path)
     (tmp_path / "cpu").mkdir()

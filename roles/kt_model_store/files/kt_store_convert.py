@@ -144,6 +144,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--min-shm-bytes", type=int, default=0)
     parser.add_argument("--shm-path", default="/dev/shm")
     parser.add_argument("--dry-run", action="store_true", help="check only, print the converter command")
+    parser.add_argument("--check", action="store_true", help="only say if the output is complete (3: not)")
     return parser.parse_args(argv)
 
 
@@ -154,6 +155,9 @@ def main(argv: list[str]) -> int:
     if complete(args.output, request):
         print(json.dumps({"changed": False, "complete": True, "output": str(args.output)}))
         return 0
+    if args.check:
+        print(json.dumps({"changed": False, "complete": False, "output": str(args.output)}))
+        return 3
     tmp = args.output.with_name(f".{args.output.name}.tmp-ktinfra")
     problems = preflight(args, input_bytes(args.input_path), tmp)
     cmd = [args.python, str(args.script), "--input-path", str(args.input_path), "--input-type",
