@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mini_hub import MiniHub
 
 FETCH = Path(__file__).resolve().parents[2] / "roles" / "kt_model_store" / "files" / "kt_store_fetch.py"
@@ -77,29 +78,32 @@ def test_another_revision_replaces_the_old_revisions_files(tmp_path):
         assert not (records / "model-00002-of-00002.safetensors.metadata").exists()
 
 
-def test_a_complete_model_asks_the_hub_nothing(tmp_path):
+@pytest.fixture
+def v2_fetched(tmp_path):
+    """A hub whose main is V2, fetched whole into models/m; the hub's request log starts empty."""
     dest = tmp_path / "models" / "m"
     with MiniHub() as hub:
         hub.commit("org/m", V2, "main")
         assert fetch(hub, dest)[0] == 0
         hub.requests.clear()
-        rc, out = fetch(hub, dest)
-        assert (rc, out["changed"], out["complete"]) == (0, False, True)
-        assert hub.requests == []
+        yield hub, dest
 
 
-def test_narrower_allow_patterns_remove_what_they_leave_out(tmp_path):
-    dest = tmp_path / "models" / "m"
-    with MiniHub() as hub:
-        hub.commit("org/m", V2, "main")
-        assert fetch(hub, dest)[0] == 0
-        hub.requests.clear()
-        rc, out = fetch(hub, dest, "--allow-pattern", "*.json")
-        assert (rc, out["complete"]) == (0, True), out
-        assert files_in(dest) == {k: v for k, v in V2.items() if k.endswith(".json")}
-        marker = json.loads((dest / MARKER).read_text())
-        assert set(marker["files"]) == {"config.json", "model.safetensors.index.json"}
-        assert not [path for path in hub.files_sent() if path.endswith(".safetensors")]
+def test_a_complete_model_asks_the_hub_nothing(v2_fetched):
+    hub, dest = v2_fetched
+    rc, out = fetch(hub, dest)
+    assert (rc, out["changed"], out["complete"]) == (0, False, True)
+    assert hub.requests == []
+
+
+def test_narrower_allow_patterns_remove_what_they_leave_out(v2_fetched):
+    hub, dest = v2_fetched
+    rc, out = fetch(hub, dest, "--allow-pattern", "*.json")
+    assert (rc, out["complete"]) == (0, True), out
+    assert files_in(dest) == {k: v for k, v in V2.items() if k.endswith(".json")}
+    marker = json.loads((dest / MARKER).read_text())
+    assert set(marker["files"]) == {"config.json", "model.safetensors.index.json"}
+    assert not [path for path in hub.files_sent() if path.endswith(".safetensors")]
 
 
 def test_a_listing_that_fails_or_selects_nothing_leaves_the_model_as_it_was(tmp_path):
