@@ -21,6 +21,7 @@ class MiniHub:
     def __init__(self, token: str | None = None):
         self.repos: dict[str, dict] = {}  # repo -> {"refs": {name: sha}, "commits": {sha: {path: bytes}}}
         self.token = token  # when set, requests without `Bearer token` get 401
+        self.unserved: set[str] = set()  # listed, but resolve answers 404 (listing out of step with storage)
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -125,7 +126,7 @@ class MiniHub:
 
             def _file(self, repo: str, rev: str, name: str, body: bool) -> None:
                 found = hub._resolve(repo, rev)
-                if found is None or name not in found[1]:
+                if found is None or name not in found[1] or name in hub.unserved:
                     self._missing(body, "EntryNotFound")
                     return
                 sha, data = found[0], found[1][name]

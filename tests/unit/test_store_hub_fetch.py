@@ -3,6 +3,7 @@ the model folder holds exactly the requested revision's files, and a listing tha
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -62,7 +63,7 @@ def test_another_revision_replaces_the_old_revisions_files(tmp_path):
     dest = tmp_path / "models" / "m"
     with MiniHub() as hub:
         hub.commit("org/m", V1, "v1")
-        hub.commit("org/m", V2, "v2", "main")
+        v2 = hub.commit("org/m", V2, "v2", "main")
         rc, out = fetch(hub, dest, "--revision", "v1")
         assert (rc, out["complete"], out["files"]) == (0, True, 4), out
         assert files_in(dest) == V1
@@ -73,6 +74,7 @@ def test_another_revision_replaces_the_old_revisions_files(tmp_path):
         assert files_in(dest) == V2
         marker = json.loads((dest / MARKER).read_text())
         assert set(marker["files"]) == set(V2) and marker["request"]["revision"] == "v2"
+        assert marker["commit"] == v2  # the commit the tag named when it was fetched
         assert sorted(p.name for p in dest.glob("*.safetensors")) == ["model-00001-of-00001.safetensors"]
         records = dest / ".cache" / "huggingface" / "download"
         assert not (records / "model-00002-of-00002.safetensors.metadata").exists()
@@ -138,3 +140,31 @@ def test_a_gated_repo_is_fetched_with_the_token_file_and_refused_without(tmp_pat
         hub_calls = [r for r in hub.requests if not r[1].startswith("/api/agent")]  # 2.x's harness probe
         assert hub_calls and {auth for _, _, auth in hub_calls} == {"Bearer hf_gated_secret"}
         assert "hf_gated_secret" not in json.dumps(out)
+
+
+def test_a_listed_file_the_hub_does_not_serve_fails_the_fetch(tmp_path):
+    """A listing out of step with the hub's storage: the client's 404 fails the fetch, and the model is not
+    marked complete without that shard (the fetcher also compares the folder with the listing before it
+    writes the marker, for a client that would skip a file silently)."""
+    dest = tmp_path / "models" / "m"
+    with MiniHub() as hub:
+        hub.commit("org/m", V2, "main")
+        hub.unserved.add("model-00001-of-00001.safetensors")
+        rc, out = fetch(hub, dest)
+        assert (rc, out["complete"]) == (1, False), out
+        assert "model-00001-of-00001.safetensors" in out["error"]
+        assert not (dest / MARKER).exists()
+
+
+def test_the_marker_is_written_only_when_every_listed_file_is_there(tmp_path):
+    """For a hub client that would skip a listed file without an error: the folder is compared with the
+    listing before the marker is written."""
+    spec = importlib.util.spec_from_file_location("kt_store_fetch", FETCH)
+    fetcher = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fetcher)
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(RuntimeError, match=r"1 listed file\(s\) missing.*model.safetensors"):
+        fetcher.write_marker(tmp_path, "m", {}, {"config.json", "model.safetensors"}, "abc")
+    assert not (tmp_path / MARKER).exists()
+    marker = fetcher.write_marker(tmp_path, "m", {}, {"config.json"}, "abc")
+    assert marker["commit"] == "abc" and json.loads((tmp_path / MARKER).read_text()) == marker

@@ -67,7 +67,8 @@ def is_complete(dest: Path, request: dict) -> bool:
     return bool(marker.get("files"))
 
 
-def write_marker(dest: Path, name: str, request: dict) -> dict:
+def write_marker(dest: Path, name: str, request: dict, wanted: set[str], commit: str | None) -> dict:
+    """`commit`: what the revision named when it was listed (hf: the commit sha), kept for the record."""
     leftovers = [p.name for p in dest.rglob("*") if p.is_file() and p.name.endswith(PARTIAL_SUFFIXES)]
     leftovers = [n for n in leftovers if not n.endswith(".lock")]
     if leftovers:
@@ -75,7 +76,12 @@ def write_marker(dest: Path, name: str, request: dict) -> dict:
     files = listed_files(dest)
     if not files:
         raise RuntimeError(f"nothing was fetched into {dest} (check repo name and allow patterns)")
+    missing = sorted(wanted - set(files))
+    if missing:
+        raise RuntimeError(f"{len(missing)} listed file(s) missing, not marked complete: {missing[:5]}")
     marker = {"name": name, "request": request, "files": files, "completed_at": int(time.time())}
+    if commit:
+        marker["commit"] = commit
     tmp = dest / (MARKER + ".tmp")
     tmp.write_text(json.dumps(marker, indent=1, sort_keys=True))
     os.replace(tmp, dest / MARKER)
@@ -230,7 +236,7 @@ def main(argv: list[str]) -> int:
         (dest / MARKER).unlink(missing_ok=True)
         removed = remove_unwanted(dest, wanted)
         fetch_files(args, dest, revision, wanted)
-        marker = write_marker(dest, args.name, request)
+        marker = write_marker(dest, args.name, request, wanted, revision)
     except Exception as exc:  # noqa: BLE001 - reported to Ansible as one clear line
         report = {"changed": started, "complete": False, "dest": str(dest)}
         print(json.dumps(report | {"removed": removed, "error": f"{exc}"}))
