@@ -182,6 +182,21 @@ def test_another_local_source_with_files_of_the_same_sizes_is_copied(tmp_path):
     assert experts.read_bytes() == b"TUNED-WEIGHTS-2"
 
 
+def test_a_local_source_rewritten_in_place_is_copied_and_converted_again(tmp_path):
+    """Train, merge into /data/merged, serve; train again, merge into the same directory: the shard has the
+    same size. Before: the fetch marker's request and sizes matched, so models/m and its CPU weights stayed
+    the first merge's."""
+    merged = source(tmp_path, "merged", b"MERGE-1")
+    experts = tmp_path / "store" / "cpu-weights" / "m-INT8" / "experts.bin"
+    rc, output = run_play(tmp_path, TASKS, converting(tmp_path, merged))
+    assert rc == 0 and experts.read_bytes() == b"MERGE-1", output[-3000:]
+    (merged / "model.safetensors").write_bytes(b"MERGE-2")
+    rc, output = run_play(tmp_path, TASKS, converting(tmp_path, merged))
+    assert rc == 0, output[-3000:]
+    assert (tmp_path / "store" / "models" / "m" / "model.safetensors").read_bytes() == b"MERGE-2"
+    assert experts.read_bytes() == b"MERGE-2"
+
+
 def test_a_missing_converter_or_python_is_refused_before_anything_changes(tmp_path):
     """Before: the store was laid out and the model fetched, and only then the converter (or its python)
     was found missing."""

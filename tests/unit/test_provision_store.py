@@ -52,6 +52,40 @@ def test_fetch_marks_complete_and_is_idempotent(tmp_path: Path) -> None:
     assert (rc, out["changed"]) == (0, False)
 
 
+def test_a_local_source_rewritten_in_place_with_the_same_sizes_is_copied_again(tmp_path: Path) -> None:
+    """A LoRA merged into the same directory again: same shard sizes, new bytes and mtime. Before: the
+    request and the copied sizes matched, so the old copy was kept (and, in the role, its CPU weights)."""
+    src, dest = model(tmp_path), tmp_path / "models" / "tiny"
+    assert fetch(src, dest)[0] == 0
+    shard = src / "model-00001-of-00001.safetensors"
+    new = os.urandom(shard.stat().st_size)
+    shard.write_bytes(new)
+    os.utime(shard, ns=(time.time_ns(), time.time_ns() + 10**9))
+    rc, out = fetch(src, dest, "--check")
+    assert (rc, out["complete"]) == (3, False)
+    rc, out = fetch(src, dest)
+    assert (rc, out["changed"], out["complete"]) == (0, True, True), out
+    assert (dest / shard.name).read_bytes() == new
+    assert fetch(src, dest)[1]["changed"] is False
+
+
+def test_a_marker_from_before_source_files_is_trusted_until_the_source_changes(tmp_path: Path) -> None:
+    """An older ktinfra's marker has no source_files: a copy whose source did not change since it was
+    written is not copied again (nor its conversion redone); a source file written after it is."""
+    src, dest = model(tmp_path), tmp_path / "models" / "tiny"
+    assert fetch(src, dest)[0] == 0
+    marker = json.loads((dest / MARKER).read_text())
+    del marker["source_files"]
+    (dest / MARKER).write_text(json.dumps(marker))
+    assert fetch(src, dest)[1]["changed"] is False
+    (src / "config.json").write_text('{"model_type": "qwen3_moX"}')  # same size
+    os.utime(src / "config.json", ns=(time.time_ns(), (marker["completed_at"] + 5) * 10**9))
+    rc, out = fetch(src, dest)
+    assert (rc, out["changed"]) == (0, True)
+    assert json.loads((dest / "config.json").read_text())["model_type"] == "qwen3_moX"
+    assert "source_files" in json.loads((dest / MARKER).read_text())
+
+
 def test_interrupted_fetch_is_not_complete_and_rerun_resumes(tmp_path: Path) -> None:
     src, dest = model(tmp_path), tmp_path / "models" / "tiny"
     rc, _ = fetch(src, dest, fsize_limit=1 << 20)

@@ -164,7 +164,7 @@ def test_the_marker_is_written_only_when_every_listed_file_is_there(tmp_path):
     spec.loader.exec_module(fetcher)
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(RuntimeError, match=r"1 listed file\(s\) missing.*model.safetensors"):
-        fetcher.write_marker(tmp_path, "m", {}, {"config.json", "model.safetensors"}, "abc")
+        fetcher.write_marker(tmp_path, "m", {}, {"config.json", "model.safetensors"}, "abc", None)
     assert not (tmp_path / MARKER).exists()
-    marker = fetcher.write_marker(tmp_path, "m", {}, {"config.json"}, "abc")
+    marker = fetcher.write_marker(tmp_path, "m", {}, {"config.json"}, "abc", None)
     assert marker["commit"] == "abc" and json.loads((tmp_path / MARKER).read_text()) == marker

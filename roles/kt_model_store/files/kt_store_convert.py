@@ -37,11 +37,15 @@ def read_json(path: Path) -> dict | None:
 
 def source_of(model: Path) -> dict:
     """What the conversion is made from: the fetch marker's request and file sizes (kt_store_fetch.py writes
-    them last), so another repo, revision or file list makes the conversion due. Without a fetch marker (the
-    input was not put there by the fetcher): the input's files with their sizes and mtimes."""
+    them last), so another repo, revision, file list or local source content makes the conversion due.
+    Without a fetch marker (the input was not put there by the fetcher): the input's files with their sizes
+    and mtimes."""
     fetched = read_json(model / MARKER)
     if fetched and "request" in fetched:
-        return {"request": fetched["request"], "files": fetched.get("files", {})}
+        made_from = {"request": fetched["request"], "files": fetched.get("files", {})}
+        # a local source's sizes and mtimes: its files rewritten in place keep their sizes. Only where the
+        # marker has them, so outputs converted before the fetcher recorded them are not converted again
+        return made_from | ({"source_files": fetched["source_files"]} if "source_files" in fetched else {})
     files = {}
     for path in sorted(p for p in model.rglob("*") if p.is_file() and p.name != MARKER):
         files[path.relative_to(model).as_posix()] = [path.stat().st_size, path.stat().st_mtime_ns]

@@ -67,8 +67,34 @@ def is_complete(dest: Path, request: dict) -> bool:
     return bool(marker.get("files"))
 
 
-def write_marker(dest: Path, name: str, request: dict, wanted: set[str], commit: str | None) -> dict:
-    """`commit`: what the revision named when it was listed (hf: the commit sha), kept for the record."""
+def local_state(args: argparse.Namespace, wanted: set[str]) -> dict[str, list[int]]:
+    """Size and mtime of each selected file of a local source: a file rewritten in place (a LoRA merged into
+    the same directory again) keeps its size but not its mtime."""
+    src = Path(args.repo)
+    return {rel: [(src / rel).stat().st_size, (src / rel).stat().st_mtime_ns] for rel in sorted(wanted)}
+
+
+def source_unchanged(dest: Path, args: argparse.Namespace) -> bool:
+    """Whether a local source still holds what was copied (hubs: a revision's files are the request's).
+    A marker of an older ktinfra has no source_files: the source's files then must have the sizes it lists
+    and no mtime after it was written. A source removed since the copy leaves the copy as it is."""
+    if args.source != "local" or not Path(args.repo).is_dir():
+        return True
+    marker = read_marker(dest) or {}
+    now = local_state(args, list_local(args)[1])
+    if "source_files" in marker:
+        return marker["source_files"] == now
+    copied = marker.get("files", {})
+    newest = max((mtime for _, mtime in now.values()), default=0)
+    same_sizes = {rel: size for rel, (size, _) in now.items()} == copied
+    return same_sizes and newest < (marker.get("completed_at", 0) + 1) * 10**9  # completed_at: whole seconds
+
+
+def write_marker(
+    dest: Path, name: str, request: dict, wanted: set[str], commit: str | None, source_files: dict | None
+) -> dict:
+    """`commit`: what the revision named when it was listed (hf: the commit sha), kept for the record;
+    `source_files`: a local source's local_state, which later runs compare."""
     leftovers = [p.name for p in dest.rglob("*") if p.is_file() and p.name.endswith(PARTIAL_SUFFIXES)]
     leftovers = [n for n in leftovers if not n.endswith(".lock")]
     if leftovers:
@@ -82,6 +108,8 @@ def write_marker(dest: Path, name: str, request: dict, wanted: set[str], commit:
     marker = {"name": name, "request": request, "files": files, "completed_at": int(time.time())}
     if commit:
         marker["commit"] = commit
+    if source_files is not None:
+        marker["source_files"] = source_files
     tmp = dest / (MARKER + ".tmp")
     tmp.write_text(json.dumps(marker, indent=1, sort_keys=True))
     os.replace(tmp, dest / MARKER)
@@ -217,7 +245,7 @@ def main(argv: list[str]) -> int:
     args = parse(argv)
     request = request_of(args)
     dest = args.dest
-    if is_complete(dest, request):
+    if is_complete(dest, request) and source_unchanged(dest, args):
         print(json.dumps({"changed": False, "complete": True, "dest": str(dest)}))
         return 0
     if args.check:
@@ -235,8 +263,9 @@ def main(argv: list[str]) -> int:
         dest.mkdir(parents=True, exist_ok=True)
         (dest / MARKER).unlink(missing_ok=True)
         removed = remove_unwanted(dest, wanted)
-        fetch_files(args, dest, revision, wanted)
-        marker = write_marker(dest, args.name, request, wanted, revision)
+        state = local_state(args, wanted) if args.source == "local" else None  # before the copy: a file
+        fetch_files(args, dest, revision, wanted)  # rewritten while it is copied is copied again next time
+        marker = write_marker(dest, args.name, request, wanted, revision, state)
     except Exception as exc:  # noqa: BLE001 - reported to Ansible as one clear line
         report = {"changed": started, "complete": False, "dest": str(dest)}
         print(json.dumps(report | {"removed": removed, "error": f"{exc}"}))
