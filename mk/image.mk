@@ -27,7 +27,7 @@ image-verify: venv ## boot the built docker image with systemd and run the testi
 	$(KTINFRA) image verify $(IMAGE_REPO):$(IMAGE_TAG)
 
 image-test: image-deps ## CI stage: template + adapter against real packer, docker build of the smoke profile
-	$(VENV)/bin/pytest -q tests/integration/image
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/image
 
 image-measure: image-deps ## cold build, warm rebuild and a naive-Dockerfile build of IMAGE_PROFILE (slow)
 	bash images/scripts/measure.sh '$(IMAGE_PROFILE)'

@@ -15,7 +15,11 @@ SERVE_PKGS := torch==2.13.0 'transformers[serving]==5.23.0' peft==0.21.2 sglang-
 # --no-deps keeps torch 2.13 CPU (the wheel pins 2.9.1); its native extension is never imported. The wheelhouse
 # copy (roles I stage cache) is taken when present, else PyPI.
 KT_WHEELHOUSE ?= /var/cache/ktinfra/wheelhouse
-KT_KERNEL := $(firstword $(wildcard $(KT_WHEELHOUSE)/kt_kernel-0.7.2-cp311-*.whl) kt-kernel==0.7.2)
+# a wheel that is not a whole zip (roles1's envs scenario may be writing it: `make test` runs both at once) is
+# left for PyPI's
+KT_KERNEL_WHEEL = $(firstword $(wildcard $(KT_WHEELHOUSE)/kt_kernel-0.7.2-cp311-*.whl))
+KT_KERNEL = $(if $(KT_KERNEL_WHEEL),$$($(PYTHON) -m zipfile -t $(KT_KERNEL_WHEEL) >/dev/null 2>&1 \
+  && echo $(KT_KERNEL_WHEEL) || echo kt-kernel==0.7.2),kt-kernel==0.7.2)
 
 .PHONY: serve-venv tiny-model test-operate
 

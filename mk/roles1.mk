@@ -5,7 +5,9 @@
 # `envs` installs both real kt-0.7 envs (~19 GB) with uv from the wheelhouse: reused when
 # KTINFRA_WHEELHOUSE already holds the wheels, filled from PyPI (pip wheel) when it does not; part of
 # `make test` since uv made it fit CI's 90 minutes (docs/readme/roles1.md has the measured times).
-ROLES1_SCENARIOS ?= bad-input provision envs
+# envs first: it fills the wheelhouse that roles2's serve scenario and the operate venv read, and `make test`
+# runs this lane beside theirs (scripts/test-lanes.sh)
+ROLES1_SCENARIOS ?= envs bad-input provision
 KTINFRA_WHEELHOUSE ?= /var/cache/ktinfra/wheelhouse
 # removing the envs container (~20 GB written) outlasts the docker modules' default 60 s API timeout
 ROLES1_DOCKER_TIMEOUT ?= 900

@@ -12,6 +12,11 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # The image is rebuilt whenever this script changes.
 RECIPE_HASH=$(sha256sum "$HERE/docker-ready.sh" | cut -c1-12)
 
+# `make test` runs its lanes at once (scripts/test-lanes.sh) and two of them start here: one at a time, or both
+# would start dockerd and build the base image
+exec 9>"${TMPDIR:-/tmp}/ktinfra-docker-ready.lock"
+flock 9
+
 need_root() { [ "$(id -u)" = 0 ] || { echo "docker-ready: must run as root (apt-get, dockerd)" >&2; exit 1; }; }
 
 if ! command -v dockerd >/dev/null || ! command -v mmdebstrap >/dev/null; then
