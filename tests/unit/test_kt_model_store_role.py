@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mini_hub import MiniHub
 from role_play import PREFLIGHT, interrupt_play, run_play, task_output
 from test_store_hub_fetch import V1, V2
@@ -86,6 +87,7 @@ def store(tmp: Path, token: str) -> tuple[int, str]:
     return run_play(tmp, TASKS, extra, env={"KT_TEST_FETCH_ENV": str(tmp / "fetch.env")})
 
 
+@pytest.mark.slow
 def test_a_removed_token_is_removed_from_the_host(tmp_path):
     """Before: with kt_model_store_hf_token emptied, the old token stayed in etc/hf-token and HF_TOKEN_PATH
     still pointed the fetcher at it."""
@@ -115,6 +117,7 @@ def test_a_gguf_model_with_cpu_weights_is_refused_before_anything_is_fetched(tmp
     assert not (tmp_path / "store").exists() and not (tmp_path / "prefix").exists()
 
 
+@pytest.mark.slow
 def test_a_fetch_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     """Ctrl-C while the fetcher's venv was created left bin/python without pip or activate. Before: `creates:
     bin/python` kept that venv, and every re-run failed installing the hub client (the pip module, finding
@@ -135,6 +138,7 @@ def test_a_fetch_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     assert not (tmp_path / "store" / "models" / "m" / MARKER).exists()
 
 
+@pytest.mark.slow
 def test_a_model_from_another_source_is_converted_again(tmp_path):
     """models/m fetched from base/, converted; then fetched from tuned/. Before: the conversion's marker held
     only the input path, input type and quant, so cpu-weights/m-INT8 stayed base's. A re-run with nothing
@@ -165,6 +169,7 @@ def test_a_conversion_poll_interval_under_one_second_is_refused(tmp_path):
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.slow
 def test_another_local_source_with_files_of_the_same_sizes_is_copied(tmp_path):
     """A fine-tune of the same architecture has shards of the same sizes. Before: every file whose size
     matched was skipped and a fresh marker was written for tuned/ over base's bytes; base's files that
@@ -182,6 +187,7 @@ def test_another_local_source_with_files_of_the_same_sizes_is_copied(tmp_path):
     assert experts.read_bytes() == b"TUNED-WEIGHTS-2"
 
 
+@pytest.mark.slow
 def test_a_local_source_rewritten_in_place_is_copied_and_converted_again(tmp_path):
     """Train, merge into /data/merged, serve; train again, merge into the same directory: the shard has the
     same size. Before: the fetch marker's request and sizes matched, so models/m and its CPU weights stayed
@@ -219,6 +225,7 @@ def test_the_store_description_is_written_into_a_new_directory(tmp_path):
     assert json.loads(state.read_text())["models"]["m"]["path"] == str(tmp_path / "store" / "models" / "m")
 
 
+@pytest.mark.slow
 def test_a_hub_model_moved_to_another_revision_is_converted_from_that_revision_alone(tmp_path):
     """The whole hub path: the role makes the fetcher's venv, installs huggingface_hub from PyPI, writes the
     token file and fetches from a gated hub on loopback. Before: v1's shards stayed in models/m beside v2's,

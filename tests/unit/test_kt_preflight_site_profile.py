@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from role_play import REPO, logging_ktinfra, run_play, stacks_planned
 from test_kt_python_env_site_profile import PROFILE  # the same small site profile
@@ -57,6 +58,7 @@ def _preflight(tmp: Path, extra: dict, flags: list[str] | None = None) -> tuple[
     return rc, output, json.loads(out.read_text()) if out.exists() else {}
 
 
+@pytest.mark.slow
 def test_a_site_profile_file_is_planned_from_its_copy_on_the_target(tmp_path):
     """Before: `ktinfra plan --stack <controller path>` ran on the target, before kt_python_env's checks
     copied the file there: on every remote host "stack profile file ... does not exist", then "gave no
@@ -80,6 +82,7 @@ def test_a_site_profile_file_is_planned_from_its_copy_on_the_target(tmp_path):
     assert not [p for p in (tmp_path / "scratch").iterdir() if p.name.startswith("ktinfra-profile.")]
 
 
+@pytest.mark.slow
 def test_a_site_profile_file_is_installed_for_the_plans_without_the_env_checks(tmp_path):
     """kt_preflight_check_envs false skipped kt_python_env's checks, and with them the only copy of the file
     to the target; a stack of another file than kt_python_env_profile is refused with both names."""

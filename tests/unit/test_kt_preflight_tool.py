@@ -30,6 +30,7 @@ def _tool_vars(tmp_path: Path) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_a_first_install_that_failed_is_installed_by_the_next_run(tmp_path):
     """Before: the wheel copy had landed, so the next run skipped the install and preflight passed with no
     ktinfra in the venv (every later role then failed on the missing executable)."""
@@ -47,6 +48,7 @@ def test_a_first_install_that_failed_is_installed_by_the_next_run(tmp_path):
     assert rc == 0 and "changed=0" in output, output[-3000:]
 
 
+@pytest.mark.slow
 def test_a_tool_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     """Ctrl-C while the tool venv was created left bin/python without pip (the rescue that removes a venv this
     run made does not run on Ctrl-C). Before: `creates: bin/python` kept that venv, and every re-run failed

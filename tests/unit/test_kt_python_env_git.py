@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from role_play import run_play, task_output
 from test_kt_python_env_rerun import ENV, _setup
@@ -53,6 +54,7 @@ def _probe_version(tmp: Path) -> str:
     return subprocess.check_output([python, "-c", code], text=True).strip()
 
 
+@pytest.mark.slow
 def test_a_new_ref_of_a_git_source_is_checked_out_and_installed(tmp_path):
     """Before: the install was due only when a pin or wheel changed, so a profile that moved a git source to
     a new ref (the legacy LLaMA-Factory SHA) left every installed host on the old checkout, saying nothing."""
@@ -77,6 +79,7 @@ def test_a_new_ref_of_a_git_source_is_checked_out_and_installed(tmp_path):
     assert rc == 0 and "changed=0" in output, output[-3000:]
 
 
+@pytest.mark.slow
 def test_a_clone_killed_after_git_init_is_completed_by_the_next_run(tmp_path):
     """What a clone killed outright (SIGKILL, the OOM killer; git removes its folder itself on Ctrl-C or
     SIGHUP) leaves: a repository with its origin and no commit. The run it was part of recorded no finished

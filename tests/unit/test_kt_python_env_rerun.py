@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from role_play import REPO, interrupt_play, run_play, task_output
 
@@ -48,6 +49,7 @@ def six_in(tmp: Path) -> str:
     return subprocess.check_output([python, "-c", "import six; print(six.__version__)"], text=True).strip()
 
 
+@pytest.mark.slow
 def test_a_pin_bump_is_previewed_by_check_and_a_failed_install_is_redone(tmp_path):
     """Before: the new pins were written before the install, so after a failed install the next run took
     them as installed and failed on drift for ever; and --check of a pin bump (a new record task) errored."""
@@ -72,6 +74,7 @@ def test_a_pin_bump_is_previewed_by_check_and_a_failed_install_is_redone(tmp_pat
     assert rc == 0 and "changed=0" in output, output[-3000:]
 
 
+@pytest.mark.slow
 def test_a_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     """Ctrl-C while `python -m venv` ran left bin/python without pip. Before: `creates: bin/python` skipped
     the venv from then on, and every re-run failed (pip wheel: no such file <env>/bin/pip)."""
@@ -95,6 +98,7 @@ def test_a_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     assert six_in(tmp_path) == "1.16.0"
 
 
+@pytest.mark.slow
 def test_a_truncated_wheel_in_the_wheelhouse_is_fetched_again(tmp_path):
     """A pip wheel cut off while it copied a finished download into the wheelhouse leaves the file half
     written: the offline install fails on it, and the fill (pip wheel) writes it again. (uv's own wheel,
@@ -133,6 +137,7 @@ def _with_wheel_build(tmp: Path, build: str) -> dict:
     return extra
 
 
+@pytest.mark.slow
 def test_another_build_of_the_same_wheel_version_is_installed(tmp_path):
     """A wheel file replaced by another build of the same version (an AVX2 build by the AMX one, say):
     name==version was satisfied by the old build, so nothing reinstalled it and the env ran the old one."""

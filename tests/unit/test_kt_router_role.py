@@ -303,6 +303,7 @@ def _restarts(tmp_path) -> int:
     return sum(line == "restart ktinfra-router.service" for line in log)
 
 
+@pytest.mark.slow
 def test_a_changed_package_list_restarts_the_router(tmp_path):
     """Before: sglang-router 0.3.2 -> 0.3.3 was installed (pip changed) and no handler was notified: the
     router went on running 0.3.2 until its next crash or reboot."""
@@ -318,6 +319,7 @@ def test_a_changed_package_list_restarts_the_router(tmp_path):
     assert _restarts(tmp_path) == first + 1
 
 
+@pytest.mark.slow
 def test_a_run_cut_off_between_the_install_and_the_restart_is_restarted_by_the_next(tmp_path):
     """Before: a run that installed 0.3.3 and stopped before its handlers left the router on 0.3.2, and the
     next run (pip, router.env and unit unchanged, their started-with record equal) queued no restart."""

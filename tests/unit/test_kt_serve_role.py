@@ -498,6 +498,7 @@ def test_a_health_wait_that_cannot_work_is_refused_before_any_change(tmp_path, i
     assert list((tmp_path / "cfg").iterdir()) == [] and list((tmp_path / "render").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_an_env_whose_install_did_not_finish_is_not_served(tmp_path):
     """kt_python_env's first install of the serving env failed (its index down): the env has its pins and no
     finished install. Before: kt_serve planned, rendered and kept units that would start on that half-built

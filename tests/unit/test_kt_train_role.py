@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import env_layout
+import pytest
 import yaml
 from role_play import PREFLIGHT, REPO, changed_site_profile, run_play, stacks_planned, task_output
 from test_kt_python_env_site_profile import PROFILE  # a small site profile of the current generation
@@ -256,6 +257,7 @@ def test_runs_are_planned_for_the_stack_preflight_validated(tmp_path):
     assert "kt_optimize_rule" in recipe and not (tmp_path / "cfg" / "legacy.accelerate.yaml").exists()
 
 
+@pytest.mark.slow
 def test_a_site_profile_that_check_did_not_install_is_planned_from_a_staged_copy(tmp_path):
     """kt_preflight installs a site profile file next to ktinfra and plans with that copy. Before, under
     --check a changed file (kt_preflight_stack_pending) left kt_train planning with the old copy and a new one
@@ -337,6 +339,7 @@ def test_an_adapter_conversion_that_fails_to_render_installs_no_run(tmp_path):
     assert scratch_left(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_finished_run_is_converted_and_handed_over_once(tmp_path):
     finished(tmp_path, "done")
     runs = [run("done", serve_instance="tiny"), run("fresh")]
@@ -373,6 +376,7 @@ def handed_over(output: str) -> bool:
     return "ok: [localhost]" in block
 
 
+@pytest.mark.slow
 def test_a_retrained_run_is_converted_again_and_handed_over(tmp_path):
     """Review repro (test_rev_train): before, loras/NAME existing was the only check, so a run trained again
     kept its old converted adapter and no hand-over was made. Now the fingerprint of the output a conversion
@@ -417,6 +421,7 @@ def test_a_retrained_run_is_converted_again_and_handed_over(tmp_path):
     assert len(convert_calls(tmp_path, "done")) == 2 and not handed_over(output)
 
 
+@pytest.mark.slow
 def test_another_converter_or_base_model_converts_the_same_output_again(tmp_path):
     """Before, the fingerprint was the training output's files only: a run handed over with a broken
     converter (or converted against another base model) kept that adapter after kt_train_lora_converter or
@@ -446,6 +451,7 @@ def test_another_converter_or_base_model_converts_the_same_output_again(tmp_path
     assert len(convert_calls(tmp_path, "done")) == 2 and not handed_over(output)
 
 
+@pytest.mark.slow
 def test_an_adapter_converted_without_a_fingerprint_is_converted_once_more(tmp_path):
     """loras/NAME as the role before the fingerprint left it (an empty done marker): it cannot tell which
     output it came from, so it is converted again, once. A staging directory of another conversion (a done
@@ -481,6 +487,7 @@ def test_a_run_this_play_starts_is_not_handed_over(tmp_path):
     assert not (tmp_path / "cfg" / "serve").exists() and list((tmp_path / "loras").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_check_mode_on_a_fresh_host_renders_every_run_and_writes_nothing(tmp_path):
     """Before: --check copied the renders into configuration directories that --check had not made, and failed
     ("Destination directory ... does not exist"); a finished run's conversion was then looked for as done."""
