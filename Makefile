@@ -51,8 +51,8 @@ UNIT_MARK ?= not slow
 unit: venv ## unit tests (captures, planner, rendering, roles under real ansible) but the slow ones; UNIT_WORKERS=0: serially
 	$(VENV)/bin/pytest -q -n $(UNIT_WORKERS) --dist worksteal --durations=25 -m '$(UNIT_MARK)' tests/unit
 
-unit-slow: venv ## the 25 slow real-ansible role tests (re-runs, cut-off runs, conversions again); in make test-full
-	$(VENV)/bin/pytest -q -n $(UNIT_WORKERS) --dist worksteal --durations=25 -m slow tests/unit
+unit-slow: ## the 25 slow real-ansible role tests (re-runs, cut-off runs, conversions again); in make test-full
+	$(MAKE) --no-print-directory unit UNIT_MARK=slow
 
 plan: venv ## facts of this very host and a Qwen3-30B-A3B serve plan for it (exit 2 = not feasible here)
 	$(KTINFRA) facts
@@ -70,21 +70,21 @@ docker-ready: ## install and start docker, build the local Debian 12 systemd bas
 # and provision scenarios. `make test-full` runs all of it (lanes too); TEST_LANES=0 runs the stages one after
 # the other.
 TEST_LANES ?= 1
-FIRST_LANE := lint unit
-HOST_STAGES = $(filter-out test-roles1 test-operate roles2-test,$(TEST_TARGETS))
-SECOND_LANE = docker-ready test-roles1 ROLES1_SCENARIOS=envs $(HOST_STAGES)
-THIRD_LANE := docker-ready test-operate roles2-test
+UNIT_LANE := lint unit
+SHORT_STAGES = $(filter-out test-roles1 test-operate roles2-test,$(TEST_TARGETS))
+ENVS_LANE = docker-ready test-roles1 ROLES1_SCENARIOS=envs $(SHORT_STAGES)
+SITE_LANE := docker-ready test-operate roles2-test
 
 test: venv ## everything CI runs (lanes; the slow tier is make test-full)
 ifeq ($(TEST_LANES),0)
-	$(MAKE) --no-print-directory -j1 $(FIRST_LANE) $(filter-out docker-ready,$(SECOND_LANE) $(THIRD_LANE))
+	$(MAKE) --no-print-directory -j1 $(UNIT_LANE) $(filter-out docker-ready,$(ENVS_LANE) $(SITE_LANE))
 else
-	bash scripts/test-lanes.sh 'unit=$(FIRST_LANE)' 'roles1=$(SECOND_LANE)' 'host=$(THIRD_LANE)'
+	bash scripts/test-lanes.sh 'unit=$(UNIT_LANE)' 'envs=$(ENVS_LANE)' 'site=$(SITE_LANE)'
 endif
 
 test-full: venv ## make test plus the slow unit tests and roles1's bad-input and provision scenarios (~2 h on 2 cores)
-	bash scripts/test-lanes.sh 'unit=$(FIRST_LANE) unit-slow' 'roles1=docker-ready test-roles1 $(HOST_STAGES)' \
-	  'host=$(THIRD_LANE)'
+	bash scripts/test-lanes.sh 'unit=$(UNIT_LANE) unit-slow' 'envs=docker-ready test-roles1 $(SHORT_STAGES)' \
+	  'site=$(SITE_LANE)'
 
 clean: ## remove build outputs (keeps the wheelhouse cache)
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache out
