@@ -28,9 +28,30 @@ done
 mkdir -p "$LANES_OUT"
 rm -f "$LANES_OUT"/*.status
 
+summary() {
+  echo "== lanes (goals in order within a lane, lanes side by side)"
+  for spec in "$@"; do
+    name=${spec%%=*}
+    if read -r rc secs 2>/dev/null < "$LANES_OUT/$name.status"; then
+      printf '%-8s exit %-3s %5s min  %s\n' "$name" "$rc" "$(awk "BEGIN { printf \"%.1f\", $secs / 60 }")" "${spec#*=}"
+    else
+      printf '%-8s stopped %5s min  %s; its last lines:\n' "$name" \
+        "$(awk "BEGIN { printf \"%.1f\", $(($(date +%s) - started)) / 60 }")" "${spec#*=}"
+      tail -n "${LANES_TAIL:-5}" "$LANES_OUT/$name.log" 2>/dev/null | sed "s/^/  [$name] /"
+    fi
+  done
+}
+
 # Ctrl-C or CI's stop takes every lane down (each lane's make, molecule and pytest are in its process group)
+# and still prints the summary: a CI log may keep only its last lines, and they should say where each lane was
 pids=()
-trap 'for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done; exit 130' INT TERM
+started=$(date +%s)
+stop() {
+  for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
+  summary "$@"
+  exit 130
+}
+trap 'stop "$@"' INT TERM
 for spec in "$@"; do
   setsid bash "$0" --lane "${spec%%=*}" "${spec#*=}" &
   pids+=($!)
@@ -41,10 +62,5 @@ for pid in "${pids[@]}"; do
   wait "$pid" || failed=1
 done
 
-echo "== lanes (goals in order within a lane, lanes side by side)"
-for spec in "$@"; do
-  name=${spec%%=*}
-  read -r rc secs < "$LANES_OUT/$name.status" 2>/dev/null || { rc="?"; secs=0; }
-  printf '%-8s exit %-3s %5s min  %s\n' "$name" "$rc" "$(awk "BEGIN { printf \"%.1f\", $secs / 60 }")" "${spec#*=}"
-done
+summary "$@"
 exit "$failed"

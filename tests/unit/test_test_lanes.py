@@ -1,5 +1,6 @@
 """scripts/test-lanes.sh (`make test`'s lanes) with real make on a small Makefile: goals in order within a
-lane, lanes at the same time, every lane's failure reported, and a stop taking every lane's processes down."""
+lane, lanes at the same time, every lane's failure reported, and a stop taking every lane's processes down and
+still saying where each lane was."""
 
 from __future__ import annotations
 
@@ -84,8 +85,13 @@ def test_a_stop_takes_down_every_lane_and_its_children(tmp_path):
     time.sleep(0.5)  # both lanes' sleeps started (they write the same file)
     sleeper = int(pid_file.read_text())
     os.kill(proc.pid, signal.SIGTERM)
-    proc.communicate(timeout=30)
+    out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130
+    # the summary still ends the output: which lanes were stopped, and where each one was
+    summary = out.split("== lanes", 1)[1].splitlines()
+    assert summary[1].split()[:2] == ["one", "stopped"] and summary[1].endswith("hang; its last lines:")
+    assert summary[2] == "  [one] sleep 300 & echo $! > hang.pid; wait"
+    assert summary[3].split()[:2] == ["two", "stopped"]
     deadline = time.monotonic() + 10
     while Path(f"/proc/{sleeper}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
