@@ -64,16 +64,16 @@ docker-ready: ## install and start docker, build the local Debian 12 systemd bas
 -include mk/*.mk
 
 # `make test` (CI) runs its stages in three lanes side by side (scripts/test-lanes.sh): lint + the unit suite
-# (both cores); roles1's envs scenario, then the short container and host stages; the operate stage (it makes
-# the tiny model) and roles2's site.yml scenarios. It leaves out what CI's 90 minutes cannot hold on a 2-core VM
-# (serially everything took 107 min there, in these lanes 95): the 25 `slow` unit tests and roles1's bad-input
-# and provision scenarios. `make test-full` runs all of it (lanes too); TEST_LANES=0 runs the stages one after
-# the other.
+# (both cores); roles1's envs scenario, the short container and host stages and roles2's serve-supervisor
+# scenario; the operate stage (it makes the tiny model) and roles2's serve scenario (site.yml). It leaves out
+# what CI's 90 minutes cannot hold on a 2-core VM (serially everything took 107 min there): the 25 `slow` unit
+# tests and roles1's bad-input and provision scenarios. `make test-full` runs all of it (lanes too); TEST_LANES=0
+# runs the stages one after the other.
 TEST_LANES ?= 1
 UNIT_LANE := lint unit
 SHORT_STAGES = $(filter-out test-roles1 test-operate roles2-test,$(TEST_TARGETS))
-ENVS_LANE = docker-ready test-roles1 ROLES1_SCENARIOS=envs $(SHORT_STAGES)
-SITE_LANE := docker-ready test-operate roles2-test
+ENVS_LANE = docker-ready test-roles1 ROLES1_SCENARIOS=envs $(SHORT_STAGES) roles2-supervisor-test
+SITE_LANE := docker-ready test-operate roles2-serve-test
 
 test: venv ## everything CI runs (lanes; the slow tier is make test-full)
 ifeq ($(TEST_LANES),0)
@@ -83,7 +83,7 @@ else
 endif
 
 test-full: venv ## make test plus the slow unit tests and roles1's bad-input and provision scenarios (~2 h on 2 cores)
-	bash scripts/test-lanes.sh 'unit=$(UNIT_LANE) unit-slow' 'envs=docker-ready test-roles1 $(SHORT_STAGES)' \
+	bash scripts/test-lanes.sh 'unit=$(UNIT_LANE) unit-slow' 'envs=docker-ready test-roles1 $(SHORT_STAGES) roles2-supervisor-test' \
 	  'site=$(SITE_LANE)'
 
 clean: ## remove build outputs (keeps the wheelhouse cache)

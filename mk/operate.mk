@@ -23,22 +23,39 @@ KT_KERNEL = $(if $(KT_KERNEL_WHEEL),$$($(PYTHON) -m zipfile -t $(KT_KERNEL_WHEEL
 
 .PHONY: serve-venv tiny-model test-operate
 
+# The serve venv and the tiny model are built under a lock: `make test`'s lanes may ask for them at once (the
+# operate stage and the serve scenario in one lane, the serve-supervisor scenario in another). The outer rule
+# takes the lock and runs make again on the same target, which finds it up to date when another lane has
+# just built it; each is marked done by a stamp written last, so a half-built one is never taken as done.
+TINY_DONE := $(OPERATE_DIR)/.tiny-model.done
+locked_make = mkdir -p $(OPERATE_DIR) && flock $(OPERATE_DIR)/.build.lock $(MAKE) --no-print-directory OPERATE_LOCKED=1 $@
+
+ifeq ($(OPERATE_LOCKED),1)
 $(SERVE_VENV)/.installed: mk/operate.mk
+	rm -rf $(SERVE_VENV)
 	$(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_PY) -m pip install -q $(SERVE_PKGS)
 	$(SERVE_PY) -m pip install -q --no-deps $(KT_KERNEL)
 	touch $@
 
-serve-venv: $(SERVE_VENV)/.installed ## venv for the tiny test servers (torch CPU, transformers serve, sglang-router, kt-kernel)
-
-$(TINY_MODEL)/config.json: scripts/tiny_model.py $(SERVE_VENV)/.installed
-	rm -rf $(TINY_MODEL) $(TINY_LORA) $(TINY_KT_LORA)
+$(TINY_DONE): scripts/tiny_model.py $(SERVE_VENV)/.installed
+	rm -rf $@ $(TINY_MODEL) $(TINY_LORA) $(TINY_KT_LORA)
 	HF_HUB_OFFLINE=1 $(SERVE_PY) scripts/tiny_model.py $(TINY_MODEL) --lora-out $(TINY_LORA) \
 		--kt-lora-out $(TINY_KT_LORA)
+	touch $@
+else
+$(SERVE_VENV)/.installed: mk/operate.mk
+	$(locked_make)
 
-tiny-model: $(TINY_MODEL)/config.json ## random-weight Qwen3-MoE + tokenizer + PEFT adapter + KT-format LoRA output
+$(TINY_DONE): scripts/tiny_model.py $(SERVE_VENV)/.installed
+	$(locked_make)
+endif
 
-test-operate: venv docker-ready $(TINY_MODEL)/config.json ## real tiny servers + router (bench, capacity, LoRA), tune --unit on a real journal
+serve-venv: $(SERVE_VENV)/.installed ## venv for the tiny test servers (torch CPU, transformers serve, sglang-router, kt-kernel)
+
+tiny-model: $(TINY_DONE) ## random-weight Qwen3-MoE + tokenizer + PEFT adapter + KT-format LoRA output
+
+test-operate: venv docker-ready $(TINY_DONE) ## real tiny servers + router (bench, capacity, LoRA), tune --unit on a real journal
 	KTINFRA_SERVE_PYTHON=$(abspath $(SERVE_PY)) KTINFRA_TINY_MODEL=$(abspath $(TINY_MODEL)) \
 	KTINFRA_TINY_LORA=$(abspath $(TINY_LORA)) KTINFRA_TINY_KT_LORA=$(abspath $(TINY_KT_LORA)) timeout 540 $(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/operate
 
