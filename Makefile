@@ -83,7 +83,7 @@ else
 endif
 
 test-full: venv ## make test plus the slow unit tests and roles1's bad-input and provision scenarios (~2 h on 2 cores)
-	bash scripts/test-lanes.sh 'unit=$(UNIT_LANE) unit-slow' 'envs=docker-ready test-roles1 $(SHORT_STAGES) roles2-supervisor-test' \
+	bash scripts/test-lanes.sh 'unit=$(UNIT_LANE) unit-slow' 'envs=$(filter-out ROLES1_SCENARIOS=envs,$(ENVS_LANE))' \
 	  'site=$(SITE_LANE)'
 
 clean: ## remove build outputs (keeps the wheelhouse cache)

@@ -30,24 +30,24 @@ KT_KERNEL = $(if $(KT_KERNEL_WHEEL),$$($(PYTHON) -m zipfile -t $(KT_KERNEL_WHEEL
 TINY_DONE := $(OPERATE_DIR)/.tiny-model.done
 locked_make = mkdir -p $(OPERATE_DIR) && flock $(OPERATE_DIR)/.build.lock $(MAKE) --no-print-directory OPERATE_LOCKED=1 $@
 
-ifeq ($(OPERATE_LOCKED),1)
 $(SERVE_VENV)/.installed: mk/operate.mk
+$(TINY_DONE): scripts/tiny_model.py $(SERVE_VENV)/.installed
+
+ifeq ($(OPERATE_LOCKED),1)
+$(SERVE_VENV)/.installed:
 	rm -rf $(SERVE_VENV)
 	$(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_PY) -m pip install -q $(SERVE_PKGS)
 	$(SERVE_PY) -m pip install -q --no-deps $(KT_KERNEL)
 	touch $@
 
-$(TINY_DONE): scripts/tiny_model.py $(SERVE_VENV)/.installed
+$(TINY_DONE):
 	rm -rf $@ $(TINY_MODEL) $(TINY_LORA) $(TINY_KT_LORA)
 	HF_HUB_OFFLINE=1 $(SERVE_PY) scripts/tiny_model.py $(TINY_MODEL) --lora-out $(TINY_LORA) \
 		--kt-lora-out $(TINY_KT_LORA)
 	touch $@
 else
-$(SERVE_VENV)/.installed: mk/operate.mk
-	$(locked_make)
-
-$(TINY_DONE): scripts/tiny_model.py $(SERVE_VENV)/.installed
+$(SERVE_VENV)/.installed $(TINY_DONE):
 	$(locked_make)
 endif
 

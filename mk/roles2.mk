@@ -14,11 +14,9 @@ roles2-lint: venv ## ruff over the roles' helper scripts and molecule tests of r
 
 roles2-test: roles2-serve-test roles2-supervisor-test ## molecule: site.yml under systemd (provision..router, LoRA hand-off); supervisor fallback
 
-roles2-serve-test: venv roles2-lint $(TINY_DONE) ## molecule serve: site.yml end to end in a systemd container
-	bash scripts/docker-ready.sh
+roles2-serve-test: venv roles2-lint docker-ready $(TINY_DONE) ## molecule serve: site.yml end to end in a systemd container
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH KTINFRA_GENERATOR_PYTHON=$(abspath $(SERVE_PY)) \
 	  $(VENV)/bin/molecule test -s serve
 
-roles2-supervisor-test: venv roles2-lint $(TINY_DONE) ## molecule serve-supervisor: the serve role in a container without systemd
-	bash scripts/docker-ready.sh
+roles2-supervisor-test: venv roles2-lint docker-ready $(TINY_DONE) ## molecule serve-supervisor: the serve role in a container without systemd
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/molecule test -s serve-supervisor
