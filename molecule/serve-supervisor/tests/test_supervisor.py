@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 from ansible_run import KT_SERVE, interrupt_playbook, run_playbook, serve_args_of
 
 CONF = "/etc/ktinfra/supervisor/supervisord.conf"
 CTL = f"/opt/ktinfra/envs/supervisor/bin/supervisorctl -c {CONF}"
+# the start-up command docs/readme/roles2.md tells users to put in the container's entrypoint
+SUPERVISORD = f"/opt/ktinfra/envs/supervisor/bin/supervisord -c {CONF}"
 
 
 def test_systemd_is_not_init(host):
@@ -112,3 +115,66 @@ def test_a_change_a_cut_off_run_wrote_reaches_the_running_program(host):
     assert program not in host.run(f"{CTL} status").stdout
     assert not host.file("/etc/ktinfra/serve/cut.env").exists
     assert not host.file("/etc/ktinfra/serve/cut.started-with").exists
+
+
+def _restart_container(host) -> None:
+    """What a container's stop and start (`docker restart`) does: every process ends, the files stay,
+    /run's stale supervisord socket and pid file included."""
+    container = host.ansible.get_variables()["inventory_hostname"]  # molecule names the container so
+    restart = ["docker", "restart", "-t", "5", container]
+    subprocess.run(restart, check=True, capture_output=True, timeout=180)
+
+
+RESULTS = ("ok", "changed", "failed", "fatal", "skipping")
+START_SUPERVISORD = "kt_serve : Start supervisord unless it runs"
+
+
+def _task_status(output: str, task: str) -> str:
+    """ok/changed/failed/skipping: the first result line after the header of `task` ("role : name")."""
+    after = output.split(f"TASK [{task}]", 1)[1]
+    return next(line.split(":")[0] for line in after.splitlines() if line.split(":")[0] in RESULTS)
+
+
+def _answers(host, port: int) -> int:
+    url = f"http://127.0.0.1:{port}/"
+    fetch = f"import urllib.request; print(urllib.request.urlopen('{url}', timeout=5).status)"
+    return int(host.check_output(f'python3 -c "{fetch}"'))
+
+
+def test_programs_come_back_after_a_container_restart(host):
+    """Nothing starts supervisord at boot without systemd: after a restart the documented start-up command
+    (or the next kt_serve run) must bring the programs back with their environment files, whatever the
+    restart left in /run."""
+    tiny = next(i for i in host.ansible.get_variables()["kt_serve_instances"] if i["name"] == "tiny")
+    probe = {**tiny, "name": "boot", "port": 30021, "overrides": {"chunked_prefill_size": 1024}}
+    extra = {"kt_serve_python": _standin_python(host), "kt_serve_instances": [probe]}
+    program = "ktinfra-serve-boot"
+    try:
+        rc, output = run_playbook(KT_SERVE, extra)
+        assert rc == 0, output[-3000:]
+        _running_pid(host, program)
+
+        _restart_container(host)
+        assert not host.run(f"{CTL} pid").stdout.strip().isdigit()  # nothing runs supervisord now
+        assert host.file("/run/ktinfra-supervisor.sock").exists  # but the gone one's socket is still there
+        host.check_output(SUPERVISORD)
+        started = _running_pid(host, program)
+        assert "--chunked-prefill-size 1024" in serve_args_of(host, started)
+        assert _answers(host, 30021) == 200
+        assert "ktinfra-serve-tiny" in host.run(f"{CTL} status").stdout  # every program, not just one
+
+        _restart_container(host)
+        rc, output = run_playbook(KT_SERVE, extra)
+        assert rc == 0, output[-3000:]
+        assert _task_status(output, START_SUPERVISORD) == "changed", output[-3000:]
+        again = _running_pid(host, program)  # pids start over in the new pid namespace: not compared
+        assert _answers(host, 30021) == 200
+
+        rc, output = run_playbook(KT_SERVE, extra)  # and then nothing more to do
+        assert rc == 0 and _task_status(output, START_SUPERVISORD) == "ok", output[-3000:]
+        assert host.check_output(f"{CTL} pid {program}") == again, output[-3000:]
+    finally:
+        rc, output = run_playbook(KT_SERVE, {**extra, "kt_serve_instances": [{**probe, "state": "absent"}]})
+        host.run(f"rm -rf {STANDIN}")
+    assert rc == 0, output[-3000:]
+    assert program not in host.run(f"{CTL} status").stdout
