@@ -51,6 +51,15 @@ def run_playbook(playbook: Path, extra: dict | None = None, *args: str) -> tuple
     return proc.returncode, _plain(proc.stdout + proc.stderr)
 
 
+def task_output(output: str, name: str) -> str:
+    """What the play printed under the first task whose name (after "role : ") starts with `name`; "" when
+    no such task ran."""
+    for block in output.split("TASK [")[1:]:
+        if block.split(" : ", 1)[-1].startswith(name):
+            return block
+    return ""
+
+
 def interrupt_playbook(playbook: Path, extra: dict | None, at_task: str) -> tuple[int, str]:
     """As run_playbook, pressing Ctrl-C (ctrl_c.ctrl_c_until_exit) as soon as the play prints the header of
     the task named `at_task` ("role : name"), i.e. once the task before it finished."""
@@ -77,3 +86,9 @@ def serve_args_of(host, pid: str) -> str:
     """KT_SERVE_ARGS as process `pid` of the testinfra `host` got it from its env file when it started."""
     environ = host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ")
     return next(line for line in environ.splitlines() if line.startswith("KT_SERVE_ARGS="))
+
+
+def http_status(host, port: int, path: str = "/") -> int:
+    """The HTTP status a GET of 127.0.0.1:`port``path` gets on the testinfra `host` (0: no answer)."""
+    fetch = f"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}{path}', timeout=5).status)"
+    return int(host.run(f'python3 -c "{fetch}"').stdout.strip() or 0)

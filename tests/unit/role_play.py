@@ -13,6 +13,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "molecule" / "_shared"))  # ctrl_c, shared with the molecule verify tests
+from ansible_run import task_output  # noqa: E402,F401  (the unit tests import it from here)
 from ctrl_c import ctrl_c_until_exit, start_in_own_group  # noqa: E402
 
 ROLES = REPO / "roles"
@@ -89,15 +90,6 @@ def stacks_planned(ktinfra: Path) -> list[str]:
     calls = ktinfra.with_name(ktinfra.name + ".log").read_text().splitlines()
     words = [call.split() for call in calls if call.startswith("plan ")]
     return [w[w.index("--stack") + 1] if "--stack" in w else "" for w in words]
-
-
-def task_output(output: str, name: str) -> str:
-    """What the play printed under the first task whose name (after "role : ") starts with `name`; "" when
-    no such task ran."""
-    for block in output.split("TASK [")[1:]:
-        if block.split(" : ", 1)[-1].startswith(name):
-            return block
-    return ""
 
 
 def _playbook(tmp, tasks, extra, cli, inventory, env, flags) -> tuple[list[str], dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from ansible_run import KT_SERVE, interrupt_playbook, run_playbook, serve_args_of
+from ansible_run import KT_SERVE, http_status, interrupt_playbook, run_playbook, serve_args_of, task_output
 
 CONF = "/etc/ktinfra/supervisor/supervisord.conf"
 CTL = f"/opt/ktinfra/envs/supervisor/bin/supervisorctl -c {CONF}"
@@ -126,19 +126,13 @@ def _restart_container(host) -> None:
 
 
 RESULTS = ("ok", "changed", "failed", "fatal", "skipping")
-START_SUPERVISORD = "kt_serve : Start supervisord unless it runs"
+START_SUPERVISORD = "Start supervisord unless it runs"
 
 
 def _task_status(output: str, task: str) -> str:
-    """ok/changed/failed/skipping: the first result line after the header of `task` ("role : name")."""
-    after = output.split(f"TASK [{task}]", 1)[1]
-    return next(line.split(":")[0] for line in after.splitlines() if line.split(":")[0] in RESULTS)
-
-
-def _answers(host, port: int) -> int:
-    url = f"http://127.0.0.1:{port}/"
-    fetch = f"import urllib.request; print(urllib.request.urlopen('{url}', timeout=5).status)"
-    return int(host.check_output(f'python3 -c "{fetch}"'))
+    """ok/changed/failed/skipping: the first result line the play printed under `task`."""
+    lines = task_output(output, task).splitlines()
+    return next(word for word in (line.split(":")[0] for line in lines) if word in RESULTS)
 
 
 def test_programs_come_back_after_a_container_restart(host):
@@ -160,7 +154,7 @@ def test_programs_come_back_after_a_container_restart(host):
         host.check_output(SUPERVISORD)
         started = _running_pid(host, program)
         assert "--chunked-prefill-size 1024" in serve_args_of(host, started)
-        assert _answers(host, 30021) == 200
+        assert http_status(host, 30021) == 200
         assert "ktinfra-serve-tiny" in host.run(f"{CTL} status").stdout  # every program, not just one
 
         _restart_container(host)
@@ -168,7 +162,7 @@ def test_programs_come_back_after_a_container_restart(host):
         assert rc == 0, output[-3000:]
         assert _task_status(output, START_SUPERVISORD) == "changed", output[-3000:]
         again = _running_pid(host, program)  # pids start over in the new pid namespace: not compared
-        assert _answers(host, 30021) == 200
+        assert http_status(host, 30021) == 200
 
         rc, output = run_playbook(KT_SERVE, extra)  # and then nothing more to do
         assert rc == 0 and _task_status(output, START_SUPERVISORD) == "ok", output[-3000:]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 
+from ansible_run import http_status
+
 STORE = "/srv/ktinfra"
 SUBDIRS = ["models", "cpu-weights", "gguf", "loras", "datasets", "outputs", "wheelhouse", "hf-cache"]
 MODEL = f"{STORE}/models/tiny-qwen3-moe"
@@ -95,10 +97,7 @@ def test_bind_addresses(host):
 
 
 def health(host, port: int) -> int:
-    out = host.run(
-        f"python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/health').status)\""
-    )
-    return int(out.stdout.strip() or 0)
+    return http_status(host, port, "/health")
 
 
 def show(host, name: str, prop: str) -> str:
