@@ -23,6 +23,7 @@ from ktinfra.bench.reply import (
     _object,
     _usage,
     _whole_text,
+    estimate_from_chars,
     estimate_tokens,
 )
 
@@ -272,6 +273,8 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                     last = now
                     chunks += 1
                 prompt_toks, completion_toks = stream.prompt_tokens, stream.completion_tokens
+                # a chunk is at least one token, and several with SGLang's --stream-interval above 1
+                chunks = max(chunks, estimate_from_chars(stream.chars)) if chunks else 0
             else:
                 reply = _object(_json(_joined(pieces)), "reply")
                 failure = _failure(sc, reply)

@@ -141,7 +141,11 @@ def _failure(sc: Scenario, event: dict) -> str | None:
 
 def estimate_tokens(text: str) -> int:
     """Output tokens of a reply the server sent no usage for: about 4 characters per token."""
-    return max(1, round(len(text) / 4)) if text.strip() else 0
+    return estimate_from_chars(len(text)) if text.strip() else 0
+
+
+def estimate_from_chars(chars: int) -> int:
+    return max(1, round(chars / 4)) if chars else 0
 
 
 class Stream:
@@ -152,6 +156,7 @@ class Stream:
         self.events = 0
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
+        self.chars = 0  # characters of generated text: the token estimate when the server sends no counts
         self._last = ""  # the previous /generate event's text
         self._incremental = False  # /generate events carry only their new text
 
@@ -186,7 +191,9 @@ class Stream:
 
     def _new_output(self, event: dict, count: int | None) -> bool:
         if self.sc.api != "sglang":
-            return bool(_delta_text(event))
+            new = _delta_text(event)
+            self.chars += len(new)
+            return bool(new)
         # /generate streams the text so far, or with --incremental-streaming-output each event's new text.
         # The text so far only grows: an event whose text does not extend the previous one's is a delta. The
         # text cannot prove the reverse (deltas " the", " the" read as text that did not grow), so where the
@@ -195,4 +202,5 @@ class Stream:
         self._incremental = self._incremental or not text.startswith(self._last)
         new = text if self._incremental else text[len(self._last) :]
         self._last = text
+        self.chars += len(new)
         return bool(new) if count is None else count > (self.completion_tokens or 0)

@@ -247,7 +247,7 @@ def _report(
     if estimated:
         out.print(
             f"{estimated} completed request(s) came without usage from the server: "
-            "output tokens counted from the reply (streamed chunks, or ~4 characters per token)"
+            "output tokens estimated from the reply (~4 characters a token, at least 1 a streamed chunk)"
         )
     estimated = sum(lv.get("input_tokens_estimated", 0) for lv in levels)
     if estimated:

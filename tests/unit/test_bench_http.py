@@ -194,6 +194,19 @@ def test_streamed_reply_without_usage_counts_chunks_and_says_so(server):
     assert bench.run_level(scenario(server), users=1, requests_per_user=1)["output_tokens_estimated"] == 0
 
 
+def test_streamed_reply_without_usage_counts_the_tokens_of_chunks_that_carry_several(server):
+    # SGLang with --stream-interval 8 sends 8 tokens per event: counting events made 2 chunks of 40
+    # characters 2 output tokens and the output throughput a tenth of what it was
+    server.reply = lambda h, body: sse(h, [delta("x" * 40), delta("y" * 40), DONE])
+    result = send(requests.Session(), scenario(server), "hi")
+    assert (result.ok, result.output_tokens, result.tokens_estimated) == (True, 20, True), result.error
+    assert len(result.itl_s) == 1  # timing stays per chunk
+    events = [b'data: {"text": "' + b"z" * n + b'"}\n\n' for n in (40, 80)] + [DONE]
+    server.reply = lambda h, body: sse(h, events)
+    result = send(requests.Session(), scenario(server, api="sglang"), "hi")
+    assert (result.ok, result.output_tokens, result.tokens_estimated) == (True, 20, True), result.error
+
+
 def test_whole_reply_reports_no_ttft(server):
     # it reported the whole-reply latency as TTFT (526 ms for both): a whole reply has no first token
     server.reply = lambda h, body: whole(
