@@ -6,17 +6,19 @@ A session from `new_session()` arms a timer while the headers are read: at the d
 thread has set with `request_deadline()`, it shuts the socket down and the read ends at once as a timeout
 (requests.ReadTimeout, or a ConnectionError where the server was cut mid-status-line). The caller reads
 the body under the same deadline (client._reads).
-Requests through an HTTP proxy are watched too, plain or in a CONNECT tunnel (not the proxy's answer to
-CONNECT itself); through a SOCKS proxy they are not (urllib3's SOCKS manager brings its own classes).
+Requests through a proxy are watched too: an HTTP proxy, plain or in a CONNECT tunnel (not the proxy's answer
+to CONNECT itself), and a SOCKS proxy (PySocks, the `socks` extra) once the tunnel is up.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 
 import requests
 import urllib3
@@ -93,6 +95,29 @@ class _HTTPSPool(urllib3.HTTPSConnectionPool):
 _POOLS = {"http": _HTTPPool, "https": _HTTPSPool}
 
 
+@cache
+def _socks_pools() -> dict:
+    """urllib3's SOCKS pools with watched connections; imported only once a SOCKS proxy is in use (requests
+    has imported the module for its proxy manager by then, so PySocks is there)."""
+    from urllib3.contrib import socks
+
+    class _SOCKSConnection(socks.SOCKSConnection):
+        def getresponse(self):
+            return _response_in_time(self, super().getresponse)
+
+    class _SOCKSHTTPSConnection(socks.SOCKSHTTPSConnection):
+        def getresponse(self):
+            return _response_in_time(self, super().getresponse)
+
+    class _SOCKSHTTPPool(socks.SOCKSHTTPConnectionPool):
+        ConnectionCls = _SOCKSConnection
+
+    class _SOCKSHTTPSPool(socks.SOCKSHTTPSConnectionPool):
+        ConnectionCls = _SOCKSHTTPSConnection
+
+    return {"http": _SOCKSHTTPPool, "https": _SOCKSHTTPSPool}
+
+
 class _DeadlineAdapter(HTTPAdapter):
     def init_poolmanager(self, *args, **kwargs) -> None:
         super().init_poolmanager(*args, **kwargs)
@@ -100,9 +125,18 @@ class _DeadlineAdapter(HTTPAdapter):
 
     def proxy_manager_for(self, proxy, **proxy_kwargs):
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        if not proxy.lower().startswith("socks"):
-            manager.pool_classes_by_scheme = _POOLS
+        manager.pool_classes_by_scheme = _socks_pools() if proxy.lower().startswith("socks") else _POOLS
         return manager
+
+
+def unusable_socks_proxy(url: str) -> str | None:
+    """The SOCKS proxy the environment (ALL_PROXY, HTTP_PROXY, ...) routes `url` through when PySocks is
+    missing, credentials left out: requests would fail every request with it."""
+    proxy = requests.utils.select_proxy(url, requests.utils.get_environ_proxies(url))
+    if not proxy or not proxy.lower().startswith("socks") or importlib.util.find_spec("socks") is not None:
+        return None
+    parsed = urllib3.util.parse_url(proxy)
+    return f"{parsed.scheme}://{parsed.host}" + (f":{parsed.port}" if parsed.port else "")
 
 
 def new_session() -> requests.Session:

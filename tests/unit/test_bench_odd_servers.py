@@ -5,16 +5,22 @@ dripping or huge error body, JSON nested deeper than Python's recursion limit, a
 from __future__ import annotations
 
 import json
+import ssl
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
+from socks_proxy import SocksProxy
 from test_bench_http import scenario, whole
 from typer.testing import CliRunner
 
 from ktinfra import bench
 from ktinfra.bench.client import send
-from ktinfra.bench.deadline import new_session
+from ktinfra.bench.deadline import new_session, unusable_socks_proxy
 from ktinfra.bench.reply import _short
 from ktinfra.cli import app
 from ktinfra.commands.bench import _finite
@@ -246,3 +252,79 @@ def test_headers_through_an_http_proxy_end_at_the_deadline(server):
     assert time.perf_counter() - t0 < 5.0  # the headers took 10 s
     assert not result.ok and result.error == "timed out after 1 s (no answer)", result.error
     assert server.connections == 1  # it went through the proxy, not to the .invalid host
+
+
+@pytest.fixture
+def socks_proxy() -> Iterator[SocksProxy]:
+    proxy = SocksProxy()
+    yield proxy
+    proxy.stop()
+
+
+def port_of(server) -> int:
+    return server.httpd.server_address[1]
+
+
+def test_a_reply_comes_through_a_socks_proxy(server, socks_proxy):
+    server.reply = lambda h, _body: whole(h, b'{"choices": [{"message": {"content": "hi there"}}]}')
+    # socks5h: the proxy resolves the name
+    target = bench.Scenario(url=f"http://localhost:{port_of(server)}", model="m", stream=False)
+    with new_session() as session:
+        session.proxies = {"http": socks_proxy.url}
+        result = send(session, target, "hi")
+    assert result.ok and result.output_tokens == 2, result.error
+    assert socks_proxy.tunnels == [("localhost", port_of(server))]
+
+
+def serve_tls(server, tmp_path: Path, monkeypatch) -> str:
+    """Turns the test server into an HTTPS one for localhost; returns the CA file that trusts it."""
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):  # requests lets these override session.verify
+        monkeypatch.delenv(name, raising=False)
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.httpd.socket = context.wrap_socket(server.httpd.socket, server_side=True)
+    return str(cert)
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_headers_through_a_socks_proxy_end_at_the_deadline(
+    server, socks_proxy, scheme, tmp_path, monkeypatch
+):
+    # urllib3's SOCKS pools bring their own connection classes: the deadline did not watch them, and
+    # header lines 0.3 s apart held a 1 s request for all their 10 s
+    server.reply = drip_headers
+    target = bench.Scenario(url=f"{scheme}://localhost:{port_of(server)}", model="m", timeout_s=1.0)
+    t0 = time.perf_counter()
+    with new_session() as session:
+        if scheme == "https":
+            session.verify = serve_tls(server, tmp_path, monkeypatch)
+        session.proxies = {scheme: socks_proxy.url}
+        result = send(session, target, "hi")
+    assert time.perf_counter() - t0 < 5.0  # the headers took 10 s
+    assert not result.ok and result.error == "timed out after 1 s (no answer)", result.error
+    assert len(socks_proxy.tunnels) == 1
+
+
+def test_a_socks_proxy_without_pysocks_is_refused_before_any_request(server, monkeypatch):
+    # requests failed every request "InvalidSchema: Missing dependencies for SOCKS support." one by one
+    monkeypatch.setitem(sys.modules, "socks", None)  # PySocks not installed
+    monkeypatch.setenv("ALL_PROXY", "socks5h://user:secret@127.0.0.1:1080")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    target = "http://ktinfra-socks-test.invalid:8000"
+    result = cli("--url", target, "--users", "1")
+    assert result.exit_code == 1 and server.requests == 0
+    message = " ".join(result.output.split())
+    assert (
+        f"error: the environment routes {target} through the SOCKS proxy socks5h://127.0.0.1:1080 and "
+        "PySocks is not installed: pip install 'ktinfra[socks]'" in message
+    ), message
+    assert "secret" not in result.output
+    monkeypatch.setenv("NO_PROXY", "ktinfra-socks-test.invalid")
+    assert unusable_socks_proxy(target) is None
