@@ -23,7 +23,6 @@ from functools import cache
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
 
 _local = threading.local()
 
@@ -74,48 +73,28 @@ def _response_in_time(connection, getresponse):
     return response
 
 
-class _HTTPConnection(HTTPConnection):
-    def getresponse(self):
-        return _response_in_time(self, super().getresponse)
+def _watching(pool: type) -> type:
+    """`pool` whose connections read response headers under the thread's deadline."""
+
+    class Connection(pool.ConnectionCls):
+        def getresponse(self):
+            return _response_in_time(self, super().getresponse)
+
+    Connection.__name__ = Connection.__qualname__ = f"Watched{pool.ConnectionCls.__name__}"
+    return type(f"Watched{pool.__name__}", (pool,), {"ConnectionCls": Connection})
 
 
-class _HTTPSConnection(HTTPSConnection):
-    def getresponse(self):
-        return _response_in_time(self, super().getresponse)
-
-
-class _HTTPPool(urllib3.HTTPConnectionPool):
-    ConnectionCls = _HTTPConnection
-
-
-class _HTTPSPool(urllib3.HTTPSConnectionPool):
-    ConnectionCls = _HTTPSConnection
-
-
-_POOLS = {"http": _HTTPPool, "https": _HTTPSPool}
+_POOLS = {"http": _watching(urllib3.HTTPConnectionPool), "https": _watching(urllib3.HTTPSConnectionPool)}
 
 
 @cache
 def _socks_pools() -> dict:
-    """urllib3's SOCKS pools with watched connections; imported only once a SOCKS proxy is in use (requests
-    has imported the module for its proxy manager by then, so PySocks is there)."""
+    """urllib3's SOCKS pools, watched; imported only once a SOCKS proxy is in use (requests has imported the
+    module for its proxy manager by then, so PySocks is there)."""
     from urllib3.contrib import socks
 
-    class _SOCKSConnection(socks.SOCKSConnection):
-        def getresponse(self):
-            return _response_in_time(self, super().getresponse)
-
-    class _SOCKSHTTPSConnection(socks.SOCKSHTTPSConnection):
-        def getresponse(self):
-            return _response_in_time(self, super().getresponse)
-
-    class _SOCKSHTTPPool(socks.SOCKSHTTPConnectionPool):
-        ConnectionCls = _SOCKSConnection
-
-    class _SOCKSHTTPSPool(socks.SOCKSHTTPSConnectionPool):
-        ConnectionCls = _SOCKSHTTPSConnection
-
-    return {"http": _SOCKSHTTPPool, "https": _SOCKSHTTPSPool}
+    pools = socks.SOCKSProxyManager.pool_classes_by_scheme
+    return {scheme: _watching(pool) for scheme, pool in pools.items()}
 
 
 class _DeadlineAdapter(HTTPAdapter):
