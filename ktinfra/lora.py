@@ -26,7 +26,7 @@ from pathlib import Path
 import requests
 
 from ktinfra.bench.client import MAX_TIMEOUT_S, TimedOut, UnexpectedReply, check_url, error_body, whole_body
-from ktinfra.bench.deadline import new_session, request_deadline
+from ktinfra.bench.deadline import new_session, request_deadline, socks_proxy_problem
 from ktinfra.bench.reply import token_counts
 from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS, deferred_experts
 from ktinfra.render.common import INSTANCE_NAME
@@ -643,6 +643,9 @@ def check_endpoint(url: str, timeout_s: float) -> None:
             f"--timeout must be a finite number of seconds above 0 and at most {MAX_TIMEOUT_S:g} (one day), "
             f"not {timeout_s!r}"
         )
+    problem = socks_proxy_problem(url)
+    if problem:
+        raise LoraError(problem)
 
 
 def _shown(data: object) -> str:

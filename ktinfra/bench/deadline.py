@@ -108,14 +108,19 @@ class _DeadlineAdapter(HTTPAdapter):
         return manager
 
 
-def unusable_socks_proxy(url: str) -> str | None:
-    """The SOCKS proxy the environment (ALL_PROXY, HTTP_PROXY, ...) routes `url` through when PySocks is
-    missing, credentials left out: requests would fail every request with it."""
+def socks_proxy_problem(url: str) -> str | None:
+    """Why requests to `url` cannot work: the environment (ALL_PROXY, HTTP_PROXY, ...) routes them through
+    a SOCKS proxy and PySocks is missing, so requests would fail each one. The proxy's credentials are
+    left out of the message."""
     proxy = requests.utils.select_proxy(url, requests.utils.get_environ_proxies(url))
     if not proxy or not proxy.lower().startswith("socks") or importlib.util.find_spec("socks") is not None:
         return None
     parsed = urllib3.util.parse_url(proxy)
-    return f"{parsed.scheme}://{parsed.host}" + (f":{parsed.port}" if parsed.port else "")
+    shown = f"{parsed.scheme}://{parsed.host}" + (f":{parsed.port}" if parsed.port else "")
+    return (
+        f"the environment routes {url} through the SOCKS proxy {shown} and PySocks is not installed: "
+        "pip install 'ktinfra[socks]', or add the host to NO_PROXY"
+    )
 
 
 def new_session() -> requests.Session:

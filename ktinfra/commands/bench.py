@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ktinfra import bench
-from ktinfra.bench.deadline import unusable_socks_proxy
+from ktinfra.bench.deadline import socks_proxy_problem
 from ktinfra.bench.plot import check_plot_path, plot_levels
 from ktinfra.commands import non_empty_text
 from ktinfra.render.common import RenderError, read_api_key_file
@@ -173,12 +173,9 @@ def bench_command(
         )
     except ValueError as exc:
         _fail(str(exc))
-    socks = unusable_socks_proxy(sc.url)
-    if socks:
-        _fail(
-            f"the environment routes {url} through the SOCKS proxy {socks} and PySocks is not installed: "
-            "pip install 'ktinfra[socks]', or add the host to NO_PROXY"
-        )
+    problem = socks_proxy_problem(sc.url)
+    if problem:
+        _fail(problem)
 
     console = Console(stderr=True)
     progress = Progress(

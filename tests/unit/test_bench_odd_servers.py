@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from ktinfra import bench
 from ktinfra.bench.client import send
-from ktinfra.bench.deadline import new_session, unusable_socks_proxy
+from ktinfra.bench.deadline import new_session, socks_proxy_problem
 from ktinfra.bench.reply import _short
 from ktinfra.cli import app
 from ktinfra.commands.bench import _finite
@@ -327,4 +327,4 @@ def test_a_socks_proxy_without_pysocks_is_refused_before_any_request(server, mon
     ), message
     assert "secret" not in result.output
     monkeypatch.setenv("NO_PROXY", "ktinfra-socks-test.invalid")
-    assert unusable_socks_proxy(target) is None
+    assert socks_proxy_problem(target) is None

@@ -269,6 +269,17 @@ def test_check_refuses_what_no_http_client_can_send(tmp_path, args, message):
     assert "ключ" not in result.output and result.output.count("\n") == 1
 
 
+def test_check_refuses_a_socks_proxy_without_pysocks(monkeypatch):
+    # requests failed the chat request "InvalidSchema: Missing dependencies for SOCKS support."
+    monkeypatch.setitem(sys.modules, "socks", None)  # PySocks not installed
+    monkeypatch.setenv("ALL_PROXY", "socks5://user:secret@127.0.0.1:1080")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    result = invoke(["lora", "check", "--url", "http://10.0.0.9:30000", "--model", "m", "--timeout", "2"])
+    assert_clean_error(result, "through the SOCKS proxy socks5://127.0.0.1:1080 and PySocks is not installed")
+    assert "secret" not in result.output
+
+
 def test_lora_serve_refuses_a_key_no_http_client_can_send(tmp_path):
     (tmp_path / "key").write_text("ключ123")
     args = serve_args(peft_dir(tmp_path / "a"), "--host", "0.0.0.0", "--api-key-file", str(tmp_path / "key"))
