@@ -13,7 +13,13 @@ from ktinfra.commands import non_empty_path
 from ktinfra.profiles import SRC_DIR
 from ktinfra.render import RenderError, load_plan, write_bundle
 from ktinfra.render.common import read_api_key_file
-from ktinfra.render.convert import CONVERT_SCRIPT, LEGACY_LORA_SCRIPT, render_convert, render_lora_convert
+from ktinfra.render.convert import (
+    CONVERT_SCRIPT,
+    DEFAULT_KTINFRA,
+    LEGACY_LORA_SCRIPT,
+    render_convert,
+    render_lora_convert,
+)
 from ktinfra.render.files import install_map
 from ktinfra.render.plans import resolve_plan
 from ktinfra.render.serve import DEFAULT_SERVE_PYTHON, render_serve
@@ -164,9 +170,16 @@ def convert_cmd(
     python: PythonOpt = DEFAULT_SERVE_PYTHON,
     script: Annotated[str, typer.Option("--script", help="Path of convert_cpu_weights.py.")] = CONVERT_SCRIPT,
     user: UserOpt = None,
+    ktinfra: Annotated[
+        str,
+        typer.Option(
+            "--ktinfra", help="ktinfra on the target; int8 runs its `weights manifest` after converting."
+        ),
+    ] = DEFAULT_KTINFRA,
     as_json: JsonFlag = False,
 ) -> None:
-    """CPU expert weight conversion: ktinfra-convert@.service (oneshot) + env."""
+    """CPU expert weight conversion: ktinfra-convert@.service (oneshot) + env. int8 is written as layer
+    folders plus kt-weight-manifest.json, the layout kt-kernel also trains from."""
     try:
         rendered = render_convert(
             model_path=model_path,
@@ -180,6 +193,7 @@ def convert_cmd(
             python=python,
             script=script,
             user=user,
+            ktinfra=ktinfra,
         )
         _emit(rendered, out, as_json)
     except RenderError as exc:

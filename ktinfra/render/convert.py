@@ -14,6 +14,7 @@ import math
 import posixpath
 from pathlib import Path, PurePosixPath
 
+from ktinfra.int8_weights import MANIFEST_NAME
 from ktinfra.profiles import SRC_DIR, checkout_dir
 from ktinfra.render.common import (
     Rendered,
@@ -42,6 +43,8 @@ PLAN_METHODS = {"AMXINT8": "int8", "AMXINT4": "int4"}
 # What convert_cpu_weights.py's int8/int4 quantization reads; its awq input goes only with --quant-method awq.
 INPUT_TYPES = ("bf16", "fp16", "fp8")
 DONE_MARKER = ".ktinfra-convert-done"
+# kt_preflight's tool venv: `ktinfra weights manifest` finishes an int8 conversion there
+DEFAULT_KTINFRA = "/opt/ktinfra/tool/bin/ktinfra"
 
 
 MAX_CONVERT_THREADS = 8192  # the kernel's CPU limit (facts/cpulist.py)
@@ -136,7 +139,12 @@ def render_convert(
     python: str = DEFAULT_SERVE_PYTHON,
     script: str = CONVERT_SCRIPT,
     user: str | None = None,
+    ktinfra: str = DEFAULT_KTINFRA,
 ) -> Rendered:
+    """int8 is converted to the layer-folder layout (--no-merge-safetensor) and finished by a
+    kt-weight-manifest.json, which is then the done marker: kt-kernel 0.7.2 trains from INT8 experts (and
+    sglang-kt serves a LoRA on them) only so, refusing merged safetensors and anything else in the directory
+    (ktinfra/int8_weights.py); plain AMXINT8 serving reads that layout too."""
     method = _method(plan, method)
     model_path, output = _distinct_dirs("--model-path", model_path, output)
     name = _name_from(output, name)
@@ -147,6 +155,17 @@ def render_convert(
     python = check_abs_path("--python", python)
     script = check_abs_path("--script", script)
     user = check_user(user)
+    post = []
+    if method == "int8":
+        args.append("--no-merge-safetensor")
+        post = [
+            check_abs_path("--ktinfra", ktinfra),
+            "weights",
+            "manifest",
+            output,
+            "--model-path",
+            model_path,
+        ]
     out = Rendered()
     out.add(
         "ktinfra-convert@.service",
@@ -158,16 +177,18 @@ def render_convert(
             user=user and unit_literal(user),
         ),
     )
-    marker = f"{output}/{DONE_MARKER}"
+    marker = f"{output}/{MANIFEST_NAME if post else DONE_MARKER}"
     env = [
         f"# ktinfra convert instance {name}; install as {CONVERT_ENV_DIR}/{name}.env",
         env_line("KT_CONVERT_ARGS", " ".join(args)),
+        env_line("KT_CONVERT_FINISH", " ".join(post)),
         env_line("KT_CONVERT_MARKER", marker),
     ]
     out.add(f"ktinfra-convert-{name}.env", "\n".join(env) + "\n", mode=0o600)
     out.info = {
         "unit": f"ktinfra-convert@{name}.service",
         "argv": [python, script, *args],
+        "finish_argv": post,
         "env_file": f"{CONVERT_ENV_DIR}/{name}.env",
         "done_marker": marker,
         "kt_weight_path": output,

@@ -9,10 +9,11 @@ Launchers: legacy `USE_KT=1 llamafactory-cli train FILE`; current (ktransformers
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import yaml
 
+from ktinfra import int8_weights
 from ktinfra.profiles import SRC_DIR, checkout_dir
 from ktinfra.render.common import (
     Rendered,
@@ -193,11 +194,38 @@ def _converted_experts(kt_config: dict, weight_path: object, weight_format: str 
             f"--weight-format must be {' or '.join(CONVERTED_EXPERT_BACKENDS)}, got {weight_format!r}"
         )
     backend, expert_format = CONVERTED_EXPERT_BACKENDS[weight_format]
+    if expert_format == "int8":
+        _check_int8_tree(str(weight_path), kt_config.get("kt_threadpool_count", 1))
     config = {key: value for key, value in kt_config.items() if key != "kt_expert_weight_format"}
     config["kt_backend"] = backend
     if expert_format:
         config["kt_expert_weight_format"] = expert_format
     return config
+
+
+def _check_int8_tree(weight_path: str, pools: object) -> None:
+    """Where the INT8 tree is on this machine: kt-kernel 0.7.2 loads it only with its kt-weight-manifest.json,
+    split over the kt_threadpool_count NUMA pools it trains with (sft/weight_manifest.py); else the run would
+    fail while the model loads. Rendering for another host, the path is not here and not checked."""
+    root = Path(weight_path)
+    if not root.is_dir():
+        return
+    try:
+        manifest = int8_weights.read_manifest(root)
+    except int8_weights.WeightsError as exc:
+        raise RenderError(str(exc)) from None
+    if manifest is None:
+        raise RenderError(
+            f"kt_weight_path {root} has no {int8_weights.MANIFEST_NAME}: kt-kernel trains from INT8 experts "
+            "only as convert_cpu_weights.py --no-merge-safetensor output with that manifest (what `ktinfra "
+            "render convert` and kt_model_store write; `ktinfra weights manifest` adds it to such a tree)"
+        )
+    if manifest.get("threadpool_count") != pools:
+        raise RenderError(
+            f"kt_weight_path {root} is split over {manifest.get('threadpool_count')} NUMA pools, the plan "
+            f"trains with kt_threadpool_count {pools}: kt-kernel loads it only with the same count (convert "
+            "again with the sft plan's pools)"
+        )
 
 
 def _datasets(value: str) -> str:

@@ -19,7 +19,12 @@ from pathlib import Path
 
 import pytest
 
-PLANS = Path(__file__).resolve().parent.parent / "fixtures" / "plans"
+REPO = Path(__file__).resolve().parents[2]
+PLANS = REPO / "tests" / "fixtures" / "plans"
+sys.path.insert(0, str(REPO / "tests" / "unit"))
+from int8_tree import CONVERTER as INT8_CONVERTER  # noqa: E402
+from int8_tree import TINY  # noqa: E402
+
 IMAGE = os.environ.get("KTINFRA_BASE_IMAGE", "ktinfra/debian12-systemd:latest")
 PY = "/opt/kt/envs/kt-kernel/bin/python"
 SFT_BIN = "/opt/kt/envs/kt-sft/bin"
@@ -69,17 +74,6 @@ with open(out, "a") as fh:
     fh.write(json.dumps({{"argv": sys.argv, "env": {{k: v for k, v in os.environ.items()
               if k.startswith(("KT_", "USE_KT", "ACCELERATE", "CUDA"))}}}}) + "\\n")
 {extra}
-"""
-CONVERTER_EXTRA = """
-import argparse, pathlib
-p = argparse.ArgumentParser()
-for flag in ("--input-path", "--input-type", "--output", "--quant-method"):
-    p.add_argument(flag, required=True)
-p.add_argument("--cpuinfer-threads", type=int, required=True)
-p.add_argument("--threadpool-count", type=int, required=True)
-a = p.parse_args()
-pathlib.Path(a.output).mkdir(parents=True, exist_ok=True)
-(pathlib.Path(a.output) / "model.safetensors").write_text("converted")
 """
 
 
@@ -224,9 +218,31 @@ def test_serve_crash_during_load_fails_the_start_quickly(box, tmp_path):
     sh(box, "systemctl stop ktinfra-serve@broken.service", check=False)
 
 
+# `ktinfra weights manifest` as the int8 convert unit runs it after the converter: the real
+# ktinfra/int8_weights.py (stdlib only), put in the box; the box has no typer/rich for the whole CLI.
+KTINFRA_LAUNCHER = """#!/usr/bin/python3
+import sys
+from pathlib import Path
+sys.path.insert(0, "/opt/ktinfra/tool/lib")
+import int8_weights
+assert sys.argv[1:3] == ["weights", "manifest"], sys.argv
+model = Path(sys.argv[sys.argv.index("--model-path") + 1])
+try:
+    print(int8_weights.write_manifest(Path(sys.argv[3]), model))
+except int8_weights.WeightsError as exc:
+    sys.exit(f"error: {exc}")
+"""
+
+
 def test_convert_runs_once_then_is_skipped(box, tmp_path):
+    """int8: the converter writes the layer tree (stand-in, tests/unit/int8_tree.py), the unit's
+    ExecStartPost writes kt-weight-manifest.json with ktinfra's code, and that manifest is the done marker.
+    A conversion whose tree the manifest refuses fails the unit and leaves no marker: the next start runs."""
     script = "/opt/ktinfra/src/ktransformers/kt-kernel/scripts/convert_cpu_weights.py"
-    put(box, script, RECORDER.format(python=PY, tag="convert", extra=CONVERTER_EXTRA), "0755")
+    put(box, script, RECORDER.format(python=PY, tag="convert", extra="") + INT8_CONVERTER, "0755")
+    put(box, "/opt/ktinfra/tool/lib/int8_weights.py", (REPO / "ktinfra" / "int8_weights.py").read_text())
+    put(box, "/opt/ktinfra/tool/bin/ktinfra", KTINFRA_LAUNCHER, "0755")
+    put(box, "/models/Qwen3-30B-A3B/config.json", json.dumps(TINY))
     rendered = ktinfra(
         "render", "convert", "--plan", str(PLANS / "seed002-qwen3-30b-a3b-serve.json"),
         "--model-path", "/models/Qwen3-30B-A3B", "--output", "/models/Qwen3-30B-A3B-INT8", "--method", "int8",
@@ -234,13 +250,24 @@ def test_convert_runs_once_then_is_skipped(box, tmp_path):
     )  # fmt: skip
     install(box, rendered)
     unit = rendered["unit"]
+    put(box, f"/etc/systemd/system/{unit}.d/cut.conf", "[Service]\nEnvironment=STANDIN_CUT=1\n")
+    sh(box, "systemctl daemon-reload")
+    failed = sh(box, f"systemctl start {unit}", check=False)
+    assert failed.returncode != 0
+    assert "lacks 1 of its .kt files" in sh(box, f"journalctl -u {unit} --no-pager -o cat").stdout
+    sh(box, f"test ! -e {rendered['done_marker']}")
+    sh(box, f"rm /etc/systemd/system/{unit}.d/cut.conf && systemctl daemon-reload")
+    sh(box, f"systemctl reset-failed {unit}")
     sh(box, f"systemctl start {unit}")
     sh(box, f"systemctl stop {unit} && systemctl start {unit}")
     runs = sh(box, "cat /run/standin-convert.jsonl").stdout.splitlines()
-    assert len(runs) == 1, runs
-    assert json.loads(runs[0])["argv"][1:] == rendered["argv"][2:]
-    assert sh(box, "cat /models/Qwen3-30B-A3B-INT8/model.safetensors").stdout == "converted"
-    sh(box, f"test -e {rendered['done_marker']}")
+    assert len(runs) == 2, runs  # the cut one, the good one; the third start was skipped
+    assert json.loads(runs[1])["argv"][1:] == rendered["argv"][2:]
+    assert rendered["done_marker"] == "/models/Qwen3-30B-A3B-INT8/kt-weight-manifest.json"
+    listing = sh(box, "ls -A /models/Qwen3-30B-A3B-INT8").stdout.split()
+    assert sorted(listing) == ["_layer_0", "_layer_1", "kt-weight-manifest.json"]
+    manifest = json.loads(sh(box, f"cat {rendered['done_marker']}").stdout)
+    assert (manifest["threadpool_count"], len(manifest["layers"])) == (2, 2)  # seed 002's 2 pools
     assert "exec-condition" in sh(box, f"journalctl -u {unit} --no-pager -o cat").stdout
 
 

@@ -55,14 +55,15 @@ def fetcher_python(tmp: Path, script: str) -> None:
 
 
 def converting(tmp: Path, repo: Path, **more) -> dict:
-    """A local model with cpu_weights int8, fetched by the real fetcher (run by this test's python, no venv to
-    make) and converted by the stand-in CONVERTER."""
+    """A local model with cpu_weights int4 (a merged output, one file: int8 is a layer tree with a manifest,
+    see test_kt_store_int8.py), fetched by the real fetcher (run by this test's python, no venv to make) and
+    converted by the stand-in CONVERTER."""
     fetcher_python(tmp, f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     script = tmp / "conv" / "convert_cpu_weights.py"
     if not script.exists():
         script.parent.mkdir(parents=True)
         script.write_text(CONVERTER)
-    model = {"name": "m", "source": "local", "repo": str(repo), "cpu_weights": "int8"}
+    model = {"name": "m", "source": "local", "repo": str(repo), "cpu_weights": "int4"}
     convert = {"kt_model_store_convert_python": sys.executable, "kt_model_store_convert_script": str(script)}
     convert |= {f"kt_model_store_convert_{k}": 0 for k in ("min_shm_bytes", "threads", "threadpools")}
     return role_vars(tmp, [model], **convert, kt_model_store_convert_poll=1) | more
@@ -143,7 +144,7 @@ def test_a_model_from_another_source_is_converted_again(tmp_path):
     """models/m fetched from base/, converted; then fetched from tuned/. Before: the conversion's marker held
     only the input path, input type and quant, so cpu-weights/m-INT8 stayed base's. A re-run with nothing
     changed converts nothing."""
-    weights = tmp_path / "store" / "cpu-weights" / "m-INT8" / "experts.bin"
+    weights = tmp_path / "store" / "cpu-weights" / "m-INT4" / "experts.bin"
     rc, output = run_play(tmp_path, TASKS, converting(tmp_path, source(tmp_path, "base", b"BASE-WEIGHTS-v1")))
     assert rc == 0 and weights.read_bytes() == b"BASE-WEIGHTS-v1", output[-3000:]
     tuned = converting(tmp_path, source(tmp_path, "tuned", b"TUNED-WEIGHTS-version2"))
@@ -155,7 +156,7 @@ def test_a_model_from_another_source_is_converted_again(tmp_path):
     rc, output = run_play(tmp_path, TASKS, tuned | {"kt_model_store_convert_poll": 3600})
     assert rc == 0, output[-3000:]
     looked = task_output(output, "Look for CPU weights already converted")
-    assert "ok: [localhost] => (item=m -> int8)" in looked, output[-3000:]
+    assert "ok: [localhost] => (item=m -> int4)" in looked, output[-3000:]
     assert "skipping: [localhost]" in task_output(output, "Convert CPU expert weights"), output[-3000:]
     assert "(item=" not in task_output(output, "Convert CPU expert weights")
 
@@ -183,7 +184,7 @@ def test_another_local_source_with_files_of_the_same_sizes_is_copied(tmp_path):
     model = tmp_path / "store" / "models" / "m"
     assert (model / "model.safetensors").read_bytes() == b"TUNED-WEIGHTS-2"
     assert sorted(p.name for p in model.iterdir()) == [MARKER, "config.json", "model.safetensors"]
-    experts = tmp_path / "store" / "cpu-weights" / "m-INT8" / "experts.bin"
+    experts = tmp_path / "store" / "cpu-weights" / "m-INT4" / "experts.bin"
     assert experts.read_bytes() == b"TUNED-WEIGHTS-2"
 
 
@@ -193,7 +194,7 @@ def test_a_local_source_rewritten_in_place_is_copied_and_converted_again(tmp_pat
     same size. Before: the fetch marker's request and sizes matched, so models/m and its CPU weights stayed
     the first merge's."""
     merged = source(tmp_path, "merged", b"MERGE-1")
-    experts = tmp_path / "store" / "cpu-weights" / "m-INT8" / "experts.bin"
+    experts = tmp_path / "store" / "cpu-weights" / "m-INT4" / "experts.bin"
     rc, output = run_play(tmp_path, TASKS, converting(tmp_path, merged))
     assert rc == 0 and experts.read_bytes() == b"MERGE-1", output[-3000:]
     (merged / "model.safetensors").write_bytes(b"MERGE-2")
@@ -237,14 +238,14 @@ def test_a_hub_model_moved_to_another_revision_is_converted_from_that_revision_a
     convert = {"kt_model_store_convert_python": sys.executable, "kt_model_store_convert_script": str(script)}
     convert |= {f"kt_model_store_convert_{k}": 0 for k in ("min_shm_bytes", "threads", "threadpools")}
     convert["kt_model_store_convert_poll"] = 1
-    experts = tmp_path / "store" / "cpu-weights" / "m-INT8" / "experts.bin"
+    experts = tmp_path / "store" / "cpu-weights" / "m-INT4" / "experts.bin"
     with MiniHub(token="hf_role_secret") as hub:
         hub.commit("org/m", V1, "v1")
         hub.commit("org/m", V2, "v2")
         hub_vars = {"kt_model_store_hf_endpoint": hub.url, "kt_model_store_hf_token": "hf_role_secret"}
         for revision, files in (("v1", V1), ("v2", V2)):
             model = {"name": "m", "source": "hf", "repo": "org/m", "revision": revision}
-            model["cpu_weights"] = "int8"
+            model["cpu_weights"] = "int4"
             rc, output = run_play(tmp_path, TASKS, role_vars(tmp_path, [model], **hub_vars, **convert))
             assert rc == 0, output[-3000:]
             assert "hf_role_secret" not in output

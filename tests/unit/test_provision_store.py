@@ -131,8 +131,8 @@ def test_empty_fetch_is_an_error_not_a_complete_model(tmp_path: Path) -> None:
 
 def convert(tmp_path: Path, script: Path, *extra: str) -> tuple[int, dict]:
     argv = [sys.executable, str(CONVERT), "--python", sys.executable, "--script", str(script)]
-    paths = ["--input-path", str(tmp_path / "src"), "--output", str(tmp_path / "cpu" / "tiny-INT8")]
-    proc = subprocess.run([*argv, *paths, "--quant-method", "int8", *extra], capture_output=True, text=True)
+    paths = ["--input-path", str(tmp_path / "src"), "--output", str(tmp_path / "cpu" / "tiny-INT4")]
+    proc = subprocess.run([*argv, *paths, "--quant-method", "int4", *extra], capture_output=True, text=True)
     return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -168,9 +168,9 @@ def test_failed_conversion_leaves_nothing_and_success_is_renamed_into_place(tmp_
     assert list((tmp_path / "cpu").iterdir()) == []
     rc, out = convert(tmp_path, converter(tmp_path, 0))
     assert (rc, out["changed"]) == (0, True)
-    assert sorted(p.name for p in (tmp_path / "cpu" / "tiny-INT8").iterdir()) == [MARKER, "layer0.bin"]
-    assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT8"]
-    assert (tmp_path / "cpu" / "tiny-INT8" / "layer0.bin").stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in (tmp_path / "cpu" / "tiny-INT4").iterdir()) == [MARKER, "layer0.bin"]
+    assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT4"]
+    assert (tmp_path / "cpu" / "tiny-INT4" / "layer0.bin").stat().st_mode & 0o777 == 0o644
     # complete output of this converter: not run again (it would fail with /bin/false as its python)
     rc, out = convert(tmp_path, converter(tmp_path, 0), "--python", "/bin/false")
     assert (rc, out["changed"]) == (0, False)
@@ -222,10 +222,10 @@ def test_a_conversion_cut_off_leaves_space_the_next_one_counts_as_free(tmp_path:
         "(out / 'part').write_bytes(b'x' * (1 << 20))\n(out / 'part').rename(out / 'layer0.bin')\n"
         "time.sleep(120)\n"
     )
-    paths = ["--input-path", str(tmp_path / "src"), "--output", str(tmp_path / "cpu" / "tiny-INT8")]
+    paths = ["--input-path", str(tmp_path / "src"), "--output", str(tmp_path / "cpu" / "tiny-INT4")]
     argv = [sys.executable, str(CONVERT), "--python", sys.executable, "--script", str(script), *paths]
-    argv += ["--quant-method", "int8"]
-    leftover = tmp_path / "cpu" / ".tiny-INT8.tmp-ktinfra"
+    argv += ["--quant-method", "int4"]
+    leftover = tmp_path / "cpu" / ".tiny-INT4.tmp-ktinfra"
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
     while not (leftover / "layer0.bin").exists() and time.monotonic() < deadline:
@@ -241,7 +241,7 @@ def test_a_conversion_cut_off_leaves_space_the_next_one_counts_as_free(tmp_path:
     os.truncate(weights, 4 << 20)
     rc, out = convert(tmp_path, converter(tmp_path, 0))
     assert (rc, out["changed"]) == (0, True)
-    assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT8"]
+    assert [p.name for p in (tmp_path / "cpu").iterdir()] == ["tiny-INT4"]
 
 
 def test_another_source_with_files_of_the_same_sizes_is_copied_and_old_files_removed(tmp_path: Path) -> None:
@@ -296,8 +296,8 @@ def test_a_conversion_marked_by_an_older_ktinfra_is_kept_unless_the_model_was_fe
     fetch(src, src)
     script = converter(tmp_path, 0)
     convert(tmp_path, script)
-    out_marker = cpu / "tiny-INT8" / MARKER
-    legacy = {"input": str(src), "input_type": "bf16", "quant": "int8"}
+    out_marker = cpu / "tiny-INT4" / MARKER
+    legacy = {"input": str(src), "input_type": "bf16", "quant": "int4"}
     out_marker.write_text(json.dumps({"request": legacy, "seconds": 1}))
     assert convert(tmp_path, script)[1]["changed"] is False
     assert json.loads(out_marker.read_text())["request"]["source"]["request"]["repo"] == str(src)
@@ -313,8 +313,8 @@ def test_convert_reports_a_missing_python_before_writing(tmp_path: Path) -> None
     model(tmp_path)
     (tmp_path / "cpu").mkdir()
     argv = [sys.executable, str(CONVERT), "--python", str(tmp_path / "no-python"), "--script"]
-    argv += [str(converter(tmp_path, 0)), "--input-path", str(tmp_path / "src"), "--quant-method", "int8"]
-    argv += ["--output", str(tmp_path / "cpu" / "tiny-INT8")]
+    argv += [str(converter(tmp_path, 0)), "--input-path", str(tmp_path / "src"), "--quant-method", "int4"]
+    argv += ["--output", str(tmp_path / "cpu" / "tiny-INT4")]
     proc = subprocess.run(argv, capture_output=True, text=True)
     out = json.loads(proc.stdout)
     assert proc.returncode == 1 and out["complete"] is False

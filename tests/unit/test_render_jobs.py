@@ -9,8 +9,10 @@ from pathlib import Path
 import env_layout
 import pytest
 import yaml
+from int8_tree import moe_model, write_tree
 from test_render_support import load_fixture_plan
 
+from ktinfra import int8_weights
 from ktinfra.render import RenderError
 from ktinfra.render.convert import render_convert, render_lora_convert
 from ktinfra.render.train import render_train
@@ -37,14 +39,45 @@ def test_convert_reproduces_seed002_and_takes_threads_from_the_plan():
     assert rendered.info["argv"][2:] == [
         "--input-path", "/root/autodl-tmp/Qwen3-30B-A3B", "--input-type", "bf16",
         "--output", "/root/autodl-tmp/Qwen3-30B-A3B-INT8", "--quant-method", "int8",
-        "--cpuinfer-threads", "8", "--threadpool-count", "2",
+        "--cpuinfer-threads", "8", "--threadpool-count", "2", "--no-merge-safetensor",
     ]  # fmt: skip
     assert rendered.info["argv"][1].endswith("kt-kernel/scripts/convert_cpu_weights.py")
     env = env_values(rendered.files["ktinfra-convert-Qwen3-30B-A3B-INT8.env"][0])
     assert env["KT_CONVERT_ARGS"].split() == rendered.info["argv"][2:]
-    assert env["KT_CONVERT_MARKER"] == "/root/autodl-tmp/Qwen3-30B-A3B-INT8/.ktinfra-convert-done"
+    # int8: layer folders finished by the manifest kt-kernel 0.7.2 trains from, which is the done marker (a
+    # marker file beside it in that directory would make kt-kernel refuse the tree)
+    finish = ["/opt/ktinfra/tool/bin/ktinfra", "weights", "manifest", "/root/autodl-tmp/Qwen3-30B-A3B-INT8",
+              "--model-path", "/root/autodl-tmp/Qwen3-30B-A3B"]  # fmt: skip
+    assert rendered.info["finish_argv"] == finish and env["KT_CONVERT_FINISH"].split() == finish
+    assert env["KT_CONVERT_MARKER"] == "/root/autodl-tmp/Qwen3-30B-A3B-INT8/kt-weight-manifest.json"
     unit = rendered.files["ktinfra-convert@.service"][0]
     assert "Type=oneshot" in unit and "ExecCondition=" in unit and "TimeoutStartSec=infinity" in unit
+    posts = [line for line in unit.splitlines() if line.startswith("ExecStartPost=")]
+    assert posts[0].endswith(" $KT_CONVERT_FINISH") and posts[1].endswith(" ${KT_CONVERT_MARKER}")
+
+
+def test_convert_int4_stays_merged_with_its_own_marker():
+    """AMXINT4's merged safetensors are what kt-kernel's SFT loader reads (blk.N keys): no manifest step."""
+    rendered = render_convert(
+        model_path="/m/q", output="/m/q-INT4", method="int4", cpuinfer_threads=8, threadpool_count=1,
+        ktinfra="/usr/local/bin/ktinfra",
+    )  # fmt: skip
+    assert "--no-merge-safetensor" not in rendered.info["argv"] and rendered.info["finish_argv"] == []
+    env = env_values(rendered.files["ktinfra-convert-q-INT4.env"][0])
+    assert env["KT_CONVERT_FINISH"] == "" and env["KT_CONVERT_MARKER"] == "/m/q-INT4/.ktinfra-convert-done"
+
+
+def test_convert_int8_runs_the_ktinfra_given():
+    rendered = render_convert(
+        model_path="/m/q", output="/m/q-INT8", method="int8", cpuinfer_threads=8, threadpool_count=1,
+        ktinfra="/usr/local/bin/ktinfra",
+    )  # fmt: skip
+    assert rendered.info["finish_argv"][:3] == ["/usr/local/bin/ktinfra", "weights", "manifest"]
+    with pytest.raises(RenderError, match="--ktinfra must be an absolute path"):
+        render_convert(
+            model_path="/m/q", output="/m/q-INT8", method="int8", cpuinfer_threads=8, threadpool_count=1,
+            ktinfra="ktinfra",
+        )  # fmt: skip
 
 
 def test_convert_fp8_model_uses_the_plans_native_dtype():
@@ -386,3 +419,25 @@ def test_kimi_k2_gets_no_deepseek_template(plan_name):
     assert yaml.safe_load(render_train(plan, **args, template="moonlight").files["r.yaml"][0])[
         "template"
     ] == ("moonlight")
+
+
+def test_int8_experts_on_this_machine_need_their_manifest_and_pools(tmp_path):
+    """kt-kernel 0.7.2 validates kt-weight-manifest.json (pools included) before it loads INT8 experts: a
+    tree without it, a merged output, or one split over other pools fails while the model loads. Rendered on
+    the host that has the tree, that is said here; a path not on this machine is not checked."""
+    model = moe_model(tmp_path / "m")
+    tree = write_tree(tmp_path / "m-INT8", numa=1)
+    with pytest.raises(RenderError, match=r"has no kt-weight-manifest.json: kt-kernel trains from INT8"):
+        _train("h100-qwen3-30b-a3b-sft-current.json", weight_path=str(tree))
+    int8_weights.write_manifest(tree, model)
+    rendered = _train("h100-qwen3-30b-a3b-sft-current.json", weight_path=str(tree))
+    assert yaml.safe_load(rendered.files["med-r8.yaml"][0])["kt_config"]["kt_backend"] == "INT8"
+    two = write_tree(tmp_path / "two-INT8", numa=2)
+    int8_weights.write_manifest(two, model)
+    with pytest.raises(
+        RenderError, match="split over 2 NUMA pools, the plan trains with kt_threadpool_count 1"
+    ):
+        _train("h100-qwen3-30b-a3b-sft-current.json", weight_path=str(two))
+    int4 = tmp_path / "m-INT4"  # AMXINT4 reads merged shards: nothing to check
+    int4.mkdir()
+    assert _train("h100-qwen3-30b-a3b-sft-current.json", weight_path=str(int4))

@@ -5,6 +5,11 @@ Run on the target by the kt_model_store role. The converter writes into a tempor
 is renamed into place only after it exits 0, and a marker is written last; a complete output is skipped.
 Free disk (estimated from the input size and the quant method) and /dev/shm are checked before anything
 is written. Prints one JSON line.
+
+int8 is written as layer folders (--no-merge-safetensor) finished by `ktinfra weights manifest`: kt-kernel
+0.7.2 trains from INT8 experts (and sglang-kt serves a LoRA on them) only as that tree with its
+kt-weight-manifest.json and nothing else in the directory, so the marker goes beside it
+(.NAME.ktinfra-complete.json). An int8 output of the merged kind (ktinfra before this) is converted again.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import time
 from pathlib import Path
 
 MARKER = ".ktinfra-complete.json"
+INT8_MANIFEST = "kt-weight-manifest.json"  # ktinfra/int8_weights.py
 # output size relative to a bf16 input, plus headroom for scales and metadata
 SIZE_FACTOR = {"int8": 0.55, "int4": 0.3}
 
@@ -64,12 +70,33 @@ def converter_of(args: argparse.Namespace) -> dict:
 LEGACY_KEYS = {"input", "input_type", "quant"}  # the request of a marker written before source/converter
 
 
+def marker_of(out: Path, quant: str) -> Path:
+    """int8: beside the tree, which kt-kernel wants holding nothing but its layers and manifest."""
+    return out.with_name(f".{out.name}{MARKER}") if quant == "int8" else out / MARKER
+
+
+def native_input_type(model: Path) -> str:
+    """The checkpoint's weight dtype as convert_cpu_weights.py's --input-type names it: fp8 checkpoints must
+    be dequantized with their weight_scale_inv (read as bf16, their bytes would be quantized as they are)."""
+    config = read_json(model / "config.json") or {}
+    config = config.get("text_config") or config
+    quant = config.get("quantization_config") or {}
+    method = str(quant.get("quant_method") or "").lower() if isinstance(quant, dict) else ""
+    if method == "fp8":
+        return "fp8"
+    if method:
+        raise ValueError(f"{model}: quantization {method} is read in place by kt-kernel, not converted")
+    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower()
+    return "fp16" if dtype == "float16" else "bf16"
+
+
 def complete(out: Path, request: dict) -> bool:
     """A marker written before the request held the source and the converter (ktinfra up to this change) is
     taken when its fields match and it was written after the model's current fetch completed (so it was
     made from these files); it is rewritten with the full request, which later runs compare."""
-    marker = read_json(out / MARKER)
-    if not marker:
+    marker_path = marker_of(out, request["quant"])
+    marker = read_json(marker_path)
+    if not marker or (request["quant"] == "int8" and not (out / INT8_MANIFEST).is_file()):
         return False
     if marker.get("request") == request:
         return True
@@ -77,9 +104,9 @@ def complete(out: Path, request: dict) -> bool:
     if not isinstance(old, dict) or set(old) != LEGACY_KEYS or old != {k: request[k] for k in LEGACY_KEYS}:
         return False
     fetched = read_json(Path(request["input"]) / MARKER) or {}
-    if (out / MARKER).stat().st_mtime < fetched.get("completed_at", float("inf")):
+    if marker_path.stat().st_mtime < fetched.get("completed_at", float("inf")):
         return False
-    (out / MARKER).write_text(json.dumps(marker | {"request": request}))
+    marker_path.write_text(json.dumps(marker | {"request": request}))
     return True
 
 
@@ -115,6 +142,10 @@ def preflight(args: argparse.Namespace, model_bytes: int, leftover: Path) -> lis
         problems.append(f"converter {args.script} not found (set kt_model_store_convert_script)")
     if not shutil.which(args.python):
         problems.append(f"python {args.python} not found or not executable (kt_model_store_convert_python)")
+    if args.quant_method == "int8" and not shutil.which(args.ktinfra):
+        problems.append(
+            f"ktinfra {args.ktinfra} not found: it writes the int8 manifest (kt_preflight's tool)"
+        )
     need = int(model_bytes * SIZE_FACTOR[args.quant_method])
     reclaimed = disk_bytes(leftover)
     free = shutil.disk_usage(args.output.parent).free + reclaimed
@@ -133,13 +164,25 @@ def preflight(args: argparse.Namespace, model_bytes: int, leftover: Path) -> lis
     return problems
 
 
+def finish(args: argparse.Namespace, tmp: Path) -> str | None:
+    """int8: check the tree and write its manifest (None: done; else why not)."""
+    if args.quant_method != "int8":
+        return None
+    cmd = [args.ktinfra, "weights", "manifest", str(tmp), "--model-path", str(args.input_path), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode == 0:
+        return None
+    return f"ktinfra weights manifest: {(proc.stderr.strip() or proc.stdout.strip())[-2000:]}"
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", required=True, help="interpreter with kt-kernel installed")
     parser.add_argument("--script", required=True, type=Path, help="path of convert_cpu_weights.py")
     parser.add_argument("--converter-version", default="", help="tag the converter was cloned at, if any")
     parser.add_argument("--input-path", required=True, type=Path)
-    parser.add_argument("--input-type", default="bf16")
+    parser.add_argument("--input-type", help="bf16 | fp16 | fp8 (default: the model's config.json)")
+    parser.add_argument("--ktinfra", default="ktinfra", help="ktinfra, which writes the int8 manifest")
     parser.add_argument("--quant-method", choices=sorted(SIZE_FACTOR), required=True)
     parser.add_argument("--output", required=True, type=Path)
     # the converter's own defaults (60 threads, 2 pools) oversubscribe most hosts: the role passes the plan's
@@ -154,6 +197,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
+    try:
+        args.input_type = args.input_type or native_input_type(args.input_path)
+    except ValueError as exc:
+        print(json.dumps({"changed": False, "complete": False, "problems": [str(exc)]}))
+        return 1
     request = {"input": str(args.input_path), "input_type": args.input_type, "quant": args.quant_method,
                "source": source_of(args.input_path), "converter": converter_of(args)}  # fmt: skip
     if complete(args.output, request):
@@ -168,23 +216,31 @@ def main(argv: list[str]) -> int:
            args.input_type, "--output", str(tmp), "--quant-method", args.quant_method]  # fmt: skip
     for flag, value in thread_flags(args):
         cmd += [flag, str(value)]
+    if args.quant_method == "int8":
+        cmd.append("--no-merge-safetensor")
     if problems or args.dry_run:
         print(json.dumps({"changed": False, "complete": False, "problems": problems, "command": cmd}))
         return 1 if problems else 0
     shutil.rmtree(tmp, ignore_errors=True)
     started = time.time()
     proc = subprocess.run(cmd, cwd=args.script.parent.parent)
-    if proc.returncode != 0:
+    error = f"converter exited {proc.returncode}" if proc.returncode else finish(args, tmp)
+    if error:
         shutil.rmtree(tmp, ignore_errors=True)
-        print(
-            json.dumps({"changed": False, "complete": False, "error": f"converter exited {proc.returncode}"})
-        )
+        print(json.dumps({"changed": False, "complete": False, "error": error}))
         return 1
     readable_by_all(tmp)
-    (tmp / MARKER).write_text(json.dumps({"request": request, "seconds": round(time.time() - started)}))
+    record = json.dumps({"request": request, "seconds": round(time.time() - started)})
+    marker = marker_of(args.output, args.quant_method)
+    if args.quant_method == "int8":
+        marker.unlink(missing_ok=True)  # beside the output it describes: gone before that output is
+    else:
+        (tmp / MARKER).write_text(record)  # renamed into place with the tree
     if args.output.exists():
         shutil.rmtree(args.output)
     os.replace(tmp, args.output)
+    if args.quant_method == "int8":
+        marker.write_text(record)
     print(json.dumps({"changed": True, "complete": True, "output": str(args.output)}))
     return 0
 

@@ -1,0 +1,258 @@
+"""The manifest kt-kernel requires beside INT8 expert weights it trains from (kt-weight-manifest.json).
+
+kt-kernel 0.7.2 fine-tunes from INT8 experts (kt_expert_weight_format: int8), and sglang-kt 0.7.2 serves a
+LoRA on AMXINT8 experts, only from convert_cpu_weights.py's layer-folder output (--no-merge-safetensor):
+_layer_N/_numa_M/INT8_{gate,up,down}_E_SIZEByte_{quant,scale}_.kt. Its SFT loader then wants a schema-2
+kt-weight-manifest.json beside the folders, listing every file with its size and sha256, and nothing else in
+that directory (kt_kernel/sft/weight_manifest.py); merged safetensors are refused ("INT8_SFT requires
+pre-quantized .kt files", sft/amx.py). No upstream tool writes that manifest for a kept (persistent) tree:
+this checks a converted tree against the model's sizes and writes it. Plain serving reads the same tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+MANIFEST_NAME = "kt-weight-manifest.json"
+SCHEMA_VERSION = 2
+LAYOUT = "kt-int8-n32-k64-vnni-v1"  # kt_kernel/sft/backend.py INT8_WEIGHT_LAYOUT (kt-kernel 0.7.2)
+PROJECTIONS = ("gate", "up", "down")
+KINDS = ("quant", "scale")
+_FILE = re.compile(r"INT8_(gate|up|down)_(\d+)_(\d+)Byte_(quant|scale)_\.kt")
+_LAYER = re.compile(r"_layer_(\d+)")
+_NUMA = re.compile(r"_numa_(\d+)")
+
+
+class WeightsError(Exception):
+    """An INT8 tree or model config that cannot make a manifest kt-kernel accepts."""
+
+
+@dataclass(frozen=True)
+class ExpertShape:
+    expert_num: int
+    hidden_size: int
+    intermediate_size: int  # the MoE (per expert) intermediate size
+    moe_layers: tuple[int, ...]
+
+
+def _positive(config: dict, *keys: str) -> int:
+    for key in keys:
+        value = config.get(key)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise WeightsError(f"config.json {key} must be a positive integer, got {value!r}")
+            return value
+    raise WeightsError(f"config.json has no {' or '.join(keys)}: not a MoE model kt-kernel converts")
+
+
+def expert_shape(model_path: Path) -> ExpertShape:
+    """The routed experts' sizes and the MoE layers of the model in `model_path`, from its config.json."""
+    try:
+        config = json.loads((model_path / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise WeightsError(f"cannot read {model_path / 'config.json'}: {exc}") from None
+    if not isinstance(config, dict):
+        raise WeightsError(f"{model_path / 'config.json'} is not a JSON object")
+    config = config.get("text_config") or config
+    layers = _positive(config, "num_hidden_layers")
+    first_dense = config.get("first_k_dense_replace") or 0
+    step = config.get("decoder_sparse_step") or 1  # Qwen MoE: layer i is MoE when (i + 1) % step == 0
+    freq = config.get("moe_layer_freq") or 1  # DeepSeek: when i % freq == 0
+    dense = set(config.get("mlp_only_layers") or [])
+    moe = tuple(
+        i
+        for i in range(layers)
+        if i >= first_dense and i not in dense and (i + 1) % step == 0 and i % freq == 0
+    )
+    return ExpertShape(
+        expert_num=_positive(config, "n_routed_experts", "num_experts", "num_local_experts"),
+        hidden_size=_positive(config, "hidden_size"),
+        intermediate_size=_positive(config, "moe_intermediate_size"),
+        moe_layers=moe,
+    )
+
+
+def _file_size(shape: ExpertShape, numa_count: int, projection: str, kind: str) -> int:
+    """Bytes of one .kt file: int8 weights of each NUMA part's share of the intermediate size, fp32 scales
+    per output row (kt_kernel/sft/weight_manifest.py's size contract)."""
+    part = shape.intermediate_size // numa_count
+    if kind == "quant":
+        return shape.hidden_size * part
+    return (shape.hidden_size if projection == "down" else part) * 4
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(8 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _numa_count(root: Path, layer: int) -> int:
+    names = sorted(p.name for p in (root / f"_layer_{layer}").iterdir())
+    parts = [int(m.group(1)) for n in names if (m := _NUMA.fullmatch(n))]
+    if len(parts) != len(names) or sorted(parts) != list(range(len(parts))) or not parts:
+        raise WeightsError(f"{root}/_layer_{layer} must hold only _numa_0 .. _numa_N-1, has {names}")
+    return len(parts)
+
+
+def _scan_layer(root: Path, layer: int, shape: ExpertShape, numa_count: int, hashes: bool) -> dict:
+    files, seen = [], set()
+    for numa in range(numa_count):
+        folder = root / f"_layer_{layer}" / f"_numa_{numa}"
+        for path in sorted(folder.iterdir()):
+            rel = path.relative_to(root).as_posix()
+            found = _FILE.fullmatch(path.name)
+            if path.is_symlink() or not path.is_file() or not found:
+                raise WeightsError(f"{rel} is not an INT8 .kt weight file of convert_cpu_weights.py")
+            projection, expert, encoded, kind = found.groups()
+            expected = _file_size(shape, numa_count, projection, kind)
+            size = path.stat().st_size
+            if int(expert) >= shape.expert_num or int(encoded) != expected or size != expected:
+                raise WeightsError(
+                    f"{rel}: {size} bytes for expert {expert}, the model's sizes give {expected} bytes and "
+                    f"experts 0..{shape.expert_num - 1}: converted from another model or cut off?"
+                )
+            seen.add((numa, projection, int(expert), kind))
+            entry = {"path": rel, "size_bytes": size}
+            files.append(entry | ({"sha256": _sha256(path)} if hashes else {}))
+    missing = numa_count * len(PROJECTIONS) * shape.expert_num * len(KINDS) - len(seen)
+    if missing:
+        raise WeightsError(
+            f"{root}/_layer_{layer} lacks {missing} of its .kt files: the conversion did not finish"
+        )
+    return {
+        "index": layer,
+        "state": "ready",
+        "numa_count": numa_count,
+        "files": files,
+        "bytes": sum(f["size_bytes"] for f in files),
+    }
+
+
+def build_manifest(root: Path, model_path: Path, *, hashes: bool = True) -> dict:
+    """The schema-2 manifest of the converted tree `root` of the model in `model_path`; WeightsError names
+    what kt-kernel would refuse (a merged or foreign file, a missing layer or file, a size off)."""
+    shape = expert_shape(model_path)
+    if not root.is_dir():
+        raise WeightsError(f"{root} is not a directory")
+    entries = sorted(p.name for p in root.iterdir() if p.name != MANIFEST_NAME)
+    stray = [n for n in entries if not _LAYER.fullmatch(n) or not (root / n).is_dir()]
+    if stray:
+        raise WeightsError(
+            f"{root} holds {', '.join(stray[:3])}{' ...' if len(stray) > 3 else ''}: kt-kernel takes INT8 "
+            "experts for training only as convert_cpu_weights.py --no-merge-safetensor output (_layer_N "
+            "folders and nothing else): remove the directory and convert again"
+        )
+    layers = sorted(int(_LAYER.fullmatch(n).group(1)) for n in entries)
+    if tuple(layers) != shape.moe_layers:
+        raise WeightsError(
+            f"{root} has expert layers {_ranges(layers)}, the model's config.json has "
+            f"{_ranges(shape.moe_layers)}: the conversion did not finish, or was made from another model"
+        )
+    numa_count = _numa_count(root, layers[0])
+    if shape.intermediate_size % numa_count:
+        raise WeightsError(
+            f"moe_intermediate_size {shape.intermediate_size} does not split over {numa_count} pools"
+        )
+    scanned = []
+    for layer in layers:
+        if _numa_count(root, layer) != numa_count:
+            raise WeightsError(
+                f"{root}/_layer_{layer} is split over another number of NUMA pools than layer {layers[0]}"
+            )
+        scanned.append(_scan_layer(root, layer, shape, numa_count, hashes))
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "state": "ready",
+        "expert_weight_format": "int8",
+        "backend": "INT8",
+        "layout": LAYOUT,
+        "threadpool_count": numa_count,
+        "expert_num": shape.expert_num,
+        "hidden_size": shape.hidden_size,
+        "intermediate_size": shape.intermediate_size,
+        "layers": scanned,
+        "bytes": sum(layer["bytes"] for layer in scanned),
+    }
+
+
+def _ranges(layers) -> str:
+    layers = list(layers)
+    if not layers:
+        return "none"
+    if layers == list(range(layers[0], layers[-1] + 1)):
+        return f"{layers[0]}-{layers[-1]}" if len(layers) > 1 else str(layers[0])
+    return ",".join(map(str, layers[:8])) + (" ..." if len(layers) > 8 else "")
+
+
+def write_manifest(root: Path, model_path: Path) -> dict:
+    """Check the tree, then write its manifest atomically (a cut-off run leaves none, which the convert unit
+    and kt-kernel both take as "not converted"). Returns a summary."""
+    manifest = build_manifest(root, model_path)
+    target = root / MANIFEST_NAME
+    tmp = (
+        root.parent / f".{root.name}.{MANIFEST_NAME}.{os.getpid()}.tmp"
+    )  # outside root: kt-kernel wants it bare
+    try:
+        with tmp.open("w") as handle:
+            json.dump(manifest, handle, sort_keys=True, separators=(",", ":"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.chmod(0o644)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return summary(manifest, target)
+
+
+def summary(manifest: dict, path: Path) -> dict:
+    return {
+        "manifest": str(path),
+        "layers": len(manifest["layers"]),
+        "threadpool_count": manifest["threadpool_count"],
+        "files": sum(len(layer["files"]) for layer in manifest["layers"]),
+        "bytes": manifest["bytes"],
+    }
+
+
+def read_manifest(root: Path) -> dict | None:
+    """The manifest in `root` (None when there is none); WeightsError when it is unreadable."""
+    path = root / MANIFEST_NAME
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise WeightsError(f"cannot read {path}: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEMA_VERSION:
+        raise WeightsError(f"{path} is not a schema-{SCHEMA_VERSION} INT8 weight manifest")
+    return manifest
+
+
+def check_manifest(root: Path, model_path: Path) -> dict:
+    """The tree as it is now against its manifest (sizes, file set; not the hashes, kt-kernel checks them)."""
+    recorded = read_manifest(root)
+    if recorded is None:
+        raise WeightsError(f"{root} has no {MANIFEST_NAME}: write it with `ktinfra weights manifest`")
+    current = build_manifest(root, model_path, hashes=False)
+    try:
+        listed = [
+            {k: v for k, v in f.items() if k != "sha256"}
+            for layer in recorded["layers"]
+            for f in layer["files"]
+        ]
+    except (KeyError, TypeError, AttributeError):
+        listed = None
+    if listed != [f for layer in current["layers"] for f in layer["files"]] or any(
+        recorded.get(k) != current[k]
+        for k in ("threadpool_count", "expert_num", "hidden_size", "intermediate_size")
+    ):
+        raise WeightsError(f"{root / MANIFEST_NAME} does not describe the files there now: write it again")
+    return summary(recorded, root / MANIFEST_NAME)

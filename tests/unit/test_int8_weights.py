@@ -1,0 +1,163 @@
+"""`ktinfra weights manifest|check`: the kt-weight-manifest.json kt-kernel 0.7.2 requires beside INT8 experts
+it trains from. The manifest's validation by kt-kernel's own code runs in the operate stage
+(tests/integration/operate/test_int8_manifest_upstream.py) and on the AMX host (docs/results)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from int8_tree import moe_model, write_tree
+from typer.testing import CliRunner
+
+from ktinfra import int8_weights
+from ktinfra.cli import app
+from ktinfra.int8_weights import MANIFEST_NAME, WeightsError
+
+
+def cli(*args):
+    return CliRunner().invoke(app, ["weights", *map(str, args)])
+
+
+@pytest.fixture
+def model(tmp_path):
+    return moe_model(tmp_path / "m")
+
+
+def test_manifest_lists_every_file_with_size_and_hash(tmp_path, model):
+    root = write_tree(tmp_path / "m-INT8", numa=2)
+    res = cli("manifest", root, "--model-path", model, "--json")
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert summary == {"ok": True, "manifest": str(root / MANIFEST_NAME), "layers": 2, "threadpool_count": 2,
+                       "files": 2 * 2 * 3 * 4 * 2, "bytes": summary["bytes"]}  # fmt: skip
+    manifest = json.loads((root / MANIFEST_NAME).read_text())
+    keys = ("schema_version", "state", "expert_weight_format", "layout", "backend")
+    assert {k: manifest[k] for k in keys} == {
+        "schema_version": 2, "state": "ready", "expert_weight_format": "int8",
+        "layout": "kt-int8-n32-k64-vnni-v1", "backend": "INT8",
+    }  # fmt: skip
+    assert (manifest["expert_num"], manifest["hidden_size"], manifest["intermediate_size"]) == (4, 64, 32)
+    assert [layer["index"] for layer in manifest["layers"]] == [0, 1]
+    entry = manifest["layers"][1]["files"][0]
+    path = root / entry["path"]
+    assert entry["path"].startswith("_layer_1/_numa_0/INT8_")
+    assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert entry["size_bytes"] == path.stat().st_size
+    assert manifest["bytes"] == sum(p.stat().st_size for p in root.rglob("*.kt")) == summary["bytes"]
+    # nothing but the layers and the manifest: kt-kernel refuses any other entry there
+    assert sorted(p.name for p in root.iterdir()) == ["_layer_0", "_layer_1", MANIFEST_NAME]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "m-INT8"]
+    assert cli("check", root, "--model-path", model).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (
+            lambda r: (r / "model-00001-of-00001.safetensors").write_bytes(b"x"),
+            "model-00001-of-00001.safetensors",
+        ),
+        (lambda r: (r / ".ktinfra-convert-done").touch(), ".ktinfra-convert-done"),
+        (lambda r: next(r.rglob("*.kt")).unlink(), "lacks 1 of its .kt files"),
+        (lambda r: next(r.rglob("*quant_.kt")).write_bytes(b"short"), "5 bytes for expert"),
+        (lambda r: (r / "_layer_1" / "_numa_0" / "notes.txt").write_text("x"), "notes.txt is not an INT8"),
+        (
+            lambda r: __import__("shutil").rmtree(r / "_layer_1"),
+            "has expert layers 0, the model's config.json has 0-1",
+        ),
+    ],
+)
+def test_a_tree_kt_kernel_would_refuse_gets_no_manifest(tmp_path, model, damage, message):
+    root = write_tree(tmp_path / "m-INT8")
+    damage(root)
+    res = cli("manifest", root, "--model-path", model)
+    assert res.exit_code == 1 and message in res.stderr, res.output
+    assert not (root / MANIFEST_NAME).exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_merged_output_is_refused_with_the_fix(tmp_path, model):
+    """convert_cpu_weights.py's default (merged shards, ktinfra before this) cannot be trained from."""
+    root = tmp_path / "m-INT8"
+    root.mkdir()
+    (root / "model-00001-of-00002.safetensors").write_bytes(b"x")
+    (root / "model.safetensors.index.json").write_text("{}")
+    res = cli("manifest", root, "--model-path", model, "--json")
+    assert res.exit_code == 1 and res.stdout == ""  # bad input: stderr only, --json or not
+    error = res.stderr
+    assert "--no-merge-safetensor" in error and "remove the directory and convert again" in error
+
+
+def test_layers_follow_the_models_dense_layers(tmp_path):
+    """DeepSeek's first_k_dense_replace and Qwen's mlp_only_layers / decoder_sparse_step have no experts."""
+    deepseek = moe_model(tmp_path / "ds", num_experts=None, n_routed_experts=4, num_hidden_layers=4,
+                         first_k_dense_replace=1)  # fmt: skip
+    assert int8_weights.expert_shape(deepseek).moe_layers == (1, 2, 3)
+    qwen = moe_model(tmp_path / "qw", num_hidden_layers=6, decoder_sparse_step=2, mlp_only_layers=[3])
+    assert int8_weights.expert_shape(qwen).moe_layers == (1, 5)
+    root = write_tree(tmp_path / "ds-INT8", layers=(1, 2, 3))
+    assert cli("manifest", root, "--model-path", deepseek).exit_code == 0
+    layers = [layer["index"] for layer in json.loads((root / MANIFEST_NAME).read_text())["layers"]]
+    assert layers == [1, 2, 3]
+
+
+def test_a_tree_of_another_model_is_refused(tmp_path, model):
+    root = write_tree(tmp_path / "m-INT8", hidden=128)
+    res = cli("manifest", root, "--model-path", model)
+    assert res.exit_code == 1 and "converted from another model or cut off?" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"moe_intermediate_size": None}, "config.json has no moe_intermediate_size"),
+        ({"hidden_size": "64"}, "config.json hidden_size must be a positive integer, got '64'"),
+        ({"num_experts": None}, "has no n_routed_experts or num_experts or num_local_experts"),
+    ],
+)
+def test_a_config_without_expert_sizes_is_refused(tmp_path, config, message):
+    root = write_tree(tmp_path / "m-INT8")
+    res = cli("manifest", root, "--model-path", moe_model(tmp_path / "m", **config))
+    assert res.exit_code == 1 and message in res.stderr
+    assert not (root / MANIFEST_NAME).exists()
+
+
+def test_missing_inputs_are_refused(tmp_path, model):
+    res = cli("manifest", tmp_path / "absent", "--model-path", model)
+    assert res.exit_code == 1 and "is not a directory" in res.stderr
+    res = cli("manifest", write_tree(tmp_path / "t"), "--model-path", tmp_path / "nomodel")
+    assert res.exit_code == 1 and "cannot read" in res.stderr and "config.json" in res.stderr
+
+
+def test_check_sees_a_tree_changed_after_its_manifest(tmp_path, model):
+    root = write_tree(tmp_path / "m-INT8")
+    assert cli("manifest", root, "--model-path", model).exit_code == 0
+    res = cli("check", root, "--model-path", model, "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["files"] == 2 * 3 * 4 * 2
+    next(root.rglob("*scale_.kt")).write_bytes(b"")
+    res = cli("check", root, "--model-path", model)
+    assert res.exit_code == 1 and "0 bytes for expert" in res.stderr
+    fresh = write_tree(tmp_path / "other")
+    res = cli("check", fresh, "--model-path", model)
+    assert res.exit_code == 1 and f"has no {MANIFEST_NAME}" in res.stderr
+
+
+def test_check_sees_a_manifest_of_other_files(tmp_path, model):
+    root = write_tree(tmp_path / "m-INT8")
+    assert cli("manifest", root, "--model-path", model).exit_code == 0
+    manifest = json.loads((root / MANIFEST_NAME).read_text())
+    manifest["layers"][0]["files"][0]["size_bytes"] += 1
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest))
+    res = cli("check", root, "--model-path", model)
+    assert res.exit_code == 1 and "does not describe the files there now" in res.stderr
+
+
+def test_write_replaces_an_old_manifest_atomically(tmp_path, model):
+    root = write_tree(tmp_path / "m-INT8")
+    (root / MANIFEST_NAME).write_text("{old")
+    with pytest.raises(WeightsError):
+        int8_weights.check_manifest(root, model)
+    int8_weights.write_manifest(root, model)
+    assert json.loads((root / MANIFEST_NAME).read_text())["schema_version"] == 2
