@@ -309,6 +309,11 @@ def test_a_changed_package_list_restarts_the_router(tmp_path):
     router went on running 0.3.2 until its next crash or reboot."""
     rc, output = _install(tmp_path, "0.3.2")
     assert rc == 0, output[-3000:]
+    # the workers' key goes to the unit's launch code through the environment, not into the router's argv
+    # (ps, /proc/PID/cmdline; the launch code is run for real in tests/integration/operate)
+    env = tmp_path / "cfg" / "router.env"
+    assert 'KT_ROUTER_API_KEY="k3y"' in env.read_text() and "--api-key" not in env.read_text()
+    assert env.stat().st_mode & 0o777 == 0o600
     first = _restarts(tmp_path)
     rc, output = _install(tmp_path, "0.3.3")
     assert rc == 0, output[-3000:]
