@@ -176,7 +176,15 @@ def test_workers_of_another_type_are_named(tmp_path):
 SYSTEMCTL = """#!/bin/sh
 [ -n "$KT_SYSTEMCTL_LOG" ] && echo "$*" >> "$KT_SYSTEMCTL_LOG"
 [ "$1" = "$KT_SYSTEMCTL_FAIL" ] && exit 1
-[ "$1" = show ] && printf 'Id=x\\nLoadState=loaded\\nActiveState=active\\nSubState=running\\n'
+# like systemd: a unit whose file is not in KT_UNIT_DIR (when set) is not-found
+if [ "$1" = show ]; then
+  unit=$(echo "$*" | grep -o '[^ ]*\\.service' | head -1)
+  if [ -n "$KT_UNIT_DIR" ] && [ ! -e "$KT_UNIT_DIR/$unit" ]; then
+    printf 'Id=%s\\nLoadState=not-found\\nActiveState=inactive\\nSubState=dead\\n' "$unit"
+  else
+    printf 'Id=x\\nLoadState=loaded\\nActiveState=active\\nSubState=running\\n'
+  fi
+fi
 exit 0
 """
 
@@ -206,7 +214,9 @@ def test_check_diff_does_not_print_the_workers_api_key(tmp_path):
         tmp_path,
         [{"ansible.builtin.include_role": {"name": "kt_router"}}],
         extra,
-        env=fake_systemctl(tmp_path),
+        # the unit is not installed yet: systemd says not-found. Before, the dry run failed at 'Enable and
+        # start the router' ("Could not find the requested service"): systemd_service checks that in --check
+        env=fake_systemctl(tmp_path) | {"KT_UNIT_DIR": str(fresh / "units")},
         flags=["--check", "--diff"],
     )
     assert rc == 0, output[-3000:]
