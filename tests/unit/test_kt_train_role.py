@@ -129,8 +129,10 @@ def test_kt_train_start_false_as_a_string_does_not_start(tmp_path):
 def test_run_problems_name_the_run_and_the_dataset(tmp_path):
     """Before: the messages read `\\1: run name must match …` and `dataset \\1 is not registered`."""
     runs = [run("Bad_Name"), run("other", model="absent"), run("third", dataset="tiny_alpaca, nope")]
+    runs.append(run("fourth", dataset=["tiny_alpaca", "nope"]))  # before: the check crashed on 'split'
     rc, output = train(tmp_path, runs)
     assert rc != 0
+    assert "fourth: dataset must be one string, the names separated by commas (a,b), not a list" in output
     assert "Bad_Name: run name must match [a-z0-9][a-z0-9_-]*" in output, output[-3000:]
     assert "other: model is not in the model store and no model_path is given" in output
     assert "dataset nope is not registered" in output
