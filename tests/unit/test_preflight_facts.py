@@ -55,6 +55,15 @@ def test_a_tagged_run_runs_preflight_first(playbook, tags):
         assert not uses or preflight[0] < uses[0], (role, "\n".join(lines))
 
 
+def test_the_router_run_contacts_the_router_hosts_alone():
+    """Before: a first play gathered facts on every kt_serve host, of which workers.json reads none (its
+    addresses are inventory variables): one serving host down failed the router's run (exit 4)."""
+    proc = _playbook("router.yml", INVENTORY, "--list-hosts", cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    hosts = {line.strip() for line in proc.stdout.splitlines() if line.startswith("      ")}
+    assert hosts == {"gateway"}, proc.stdout
+
+
 def test_the_router_needs_no_preflight():
     """router.yml reads no fact of kt_preflight: --tags router does not install and check on every host."""
     assert PREFLIGHT_TASK not in _listed("site.yml", "router")
