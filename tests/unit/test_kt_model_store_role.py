@@ -161,6 +161,18 @@ def test_a_model_from_another_source_is_converted_again(tmp_path):
     assert "(item=" not in task_output(output, "Convert CPU expert weights")
 
 
+def test_a_store_without_a_directory_the_roles_use_is_refused_before_any_change(tmp_path):
+    """kt_model_store_subdirs is a free list; before, leaving out datasets (say) laid the store out and failed
+    later in kt_train on an undefined dirs.datasets, and loras/ missing gave adapter paths like /NAME."""
+    extra = converting(
+        tmp_path, source(tmp_path, "base", b"W"), kt_model_store_subdirs=["models", "cpu-weights"]
+    )
+    rc, output = run_play(tmp_path, TASKS, extra)
+    assert rc != 0, output[-3000:]
+    assert "kt_model_store_subdirs must include gguf, loras, datasets, outputs" in output, output[-3000:]
+    assert not (tmp_path / "store").exists()
+
+
 def test_a_conversion_poll_interval_under_one_second_is_refused(tmp_path):
     """Ansible's poll 0 starts the job and goes on: the play would record CPU weights not yet written."""
     extra = converting(tmp_path, source(tmp_path, "base", b"W"), kt_model_store_convert_poll=0)
