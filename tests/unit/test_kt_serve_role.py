@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from role_play import PREFLIGHT, changed_site_profile, run_play, stacks_planned
+from role_play import PREFLIGHT, changed_site_profile, run_play, stacks_planned, task_output
 from test_kt_python_env_rerun import ENV
 from test_kt_python_env_rerun import _setup as env_setup
 
@@ -550,3 +550,20 @@ def test_check_before_the_store_is_laid_names_what_cannot_be_previewed(tmp_path)
     assert f"missing on localhost: {fresh / 'store' / 'models' / 'm' / '.ktinfra-complete.json'}" in output
     assert "(--check cannot preview an instance before its model is in the store" in output, output[-3000:]
     assert not fresh.exists()
+
+
+def test_check_on_a_host_kt_serve_never_ran_on_previews_without_failing(tmp_path):
+    """serve.yml --check before the first real run: the configuration and render directories are not there.
+    Before: 'Keep the plan of each instance' failed "Destination directory .../cfg-new does not exist" (the
+    directory task before it makes nothing under --check). Now the copies into a directory still to be made
+    are skipped; that directory's task reports the change. Nothing is written."""
+    extra = {
+        "kt_serve_config_dir": str(tmp_path / "cfg-new"),
+        "kt_serve_render_dir": str(tmp_path / "render-new"),
+        "kt_serve_instances": [instance(tmp_path, "a", 30000, host="0.0.0.0", api_key="k3y-123")],
+    }
+    rc, output = run_role(tmp_path, extra, ["--check"])
+    assert rc == 0, output[-3000:]
+    assert "changed: [localhost] => (item=" in task_output(output, "Create the configuration directories")
+    assert "skipping" in task_output(output, "Keep the plan of each instance"), output[-3000:]
+    assert not (tmp_path / "cfg-new").exists() and not (tmp_path / "render-new").exists()
