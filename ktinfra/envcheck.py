@@ -3,26 +3,18 @@ every reason the install would fail (missing interpreter, conda needed, wheel sh
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import shutil
 from pathlib import Path
 
+from ktinfra.digest import sha256_of
 from ktinfra.profiles import env_spec, python_versions, wheel_version
 
 CONDA_CANDIDATES = ("/root/miniconda3/bin/conda", "/opt/conda/bin/conda", "/root/anaconda3/bin/conda")
 MANAGERS = ("auto", "conda", "venv")
 FREEZE_FILE = "ktinfra-freeze.txt"
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _executable_file(path: str) -> bool:

@@ -11,12 +11,13 @@ this checks a converted tree against the model's sizes and writes it. Plain serv
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from ktinfra.digest import sha256_of
 
 MANIFEST_NAME = "kt-weight-manifest.json"
 SCHEMA_VERSION = 2
@@ -86,14 +87,6 @@ def _file_size(shape: ExpertShape, numa_count: int, projection: str, kind: str) 
     return (shape.hidden_size if projection == "down" else part) * 4
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(8 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _numa_count(root: Path, layer: int) -> int:
     names = sorted(p.name for p in (root / f"_layer_{layer}").iterdir())
     parts = [int(m.group(1)) for n in names if (m := _NUMA.fullmatch(n))]
@@ -121,7 +114,7 @@ def _scan_layer(root: Path, layer: int, shape: ExpertShape, numa_count: int, has
                 )
             seen.add((numa, projection, int(expert), kind))
             entry = {"path": rel, "size_bytes": size}
-            files.append(entry | ({"sha256": _sha256(path)} if hashes else {}))
+            files.append(entry | ({"sha256": sha256_of(path)} if hashes else {}))
     missing = numa_count * len(PROJECTIONS) * shape.expert_num * len(KINDS) - len(seen)
     if missing:
         raise WeightsError(

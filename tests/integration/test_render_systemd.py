@@ -219,12 +219,13 @@ def test_serve_crash_during_load_fails_the_start_quickly(box, tmp_path):
 
 
 # `ktinfra weights manifest` as the int8 convert unit runs it after the converter: the real
-# ktinfra/int8_weights.py (stdlib only), put in the box; the box has no typer/rich for the whole CLI.
+# ktinfra/int8_weights.py (stdlib only, with ktinfra/digest.py), put in the box; the box has no typer/rich for
+# the whole CLI.
 KTINFRA_LAUNCHER = """#!/usr/bin/python3
 import sys
 from pathlib import Path
 sys.path.insert(0, "/opt/ktinfra/tool/lib")
-import int8_weights
+from ktinfra import int8_weights
 assert sys.argv[1:3] == ["weights", "manifest"], sys.argv
 model = Path(sys.argv[sys.argv.index("--model-path") + 1])
 try:
@@ -240,7 +241,8 @@ def test_convert_runs_once_then_is_skipped(box, tmp_path):
     A conversion whose tree the manifest refuses fails the unit and leaves no marker: the next start runs."""
     script = "/opt/ktinfra/src/ktransformers/kt-kernel/scripts/convert_cpu_weights.py"
     put(box, script, RECORDER.format(python=PY, tag="convert", extra="") + INT8_CONVERTER, "0755")
-    put(box, "/opt/ktinfra/tool/lib/int8_weights.py", (REPO / "ktinfra" / "int8_weights.py").read_text())
+    for module in ("__init__.py", "digest.py", "int8_weights.py"):
+        put(box, f"/opt/ktinfra/tool/lib/ktinfra/{module}", (REPO / "ktinfra" / module).read_text())
     put(box, "/opt/ktinfra/tool/bin/ktinfra", KTINFRA_LAUNCHER, "0755")
     put(box, "/models/Qwen3-30B-A3B/config.json", json.dumps(TINY))
     rendered = ktinfra(
