@@ -25,7 +25,15 @@ from pathlib import Path
 
 import requests
 
-from ktinfra.bench.client import MAX_TIMEOUT_S, TimedOut, UnexpectedReply, check_url, error_body, whole_body
+from ktinfra.bench.client import (
+    MAX_TIMEOUT_S,
+    TimedOut,
+    UnexpectedReply,
+    check_not_v1,
+    check_url,
+    error_body,
+    whole_body,
+)
 from ktinfra.bench.deadline import new_session, request_deadline, socks_proxy_problem
 from ktinfra.bench.reply import token_counts
 from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS, deferred_experts
@@ -636,6 +644,7 @@ def check_endpoint(url: str, timeout_s: float) -> None:
     """--url: an http(s) base URL with a host (bench's check); --timeout: finite, above 0, at most a day."""
     try:
         check_url(url)
+        check_not_v1(url, "lora check")
     except ValueError as exc:
         raise LoraError(str(exc)) from None
     if not _is_number(timeout_s) or timeout_s <= 0 or timeout_s > MAX_TIMEOUT_S:

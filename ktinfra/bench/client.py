@@ -59,12 +59,8 @@ class Scenario:
         if self.api not in APIS:
             raise ValueError(f"api must be one of {', '.join(APIS)}, not {self.api!r}")
         check_url(self.url)
-        if self.api == "openai" and urlsplit(self.url).path.rstrip("/").endswith("/v1"):
-            # an OpenAI client's base_url: every request would go to .../v1/v1/chat/completions and get 404
-            raise ValueError(
-                f"url {self.url!r} ends in /v1: give the server's base URL without it "
-                "(bench appends /v1/chat/completions)"
-            )
+        if self.api == "openai":
+            check_not_v1(self.url, "bench")
         if self.prompt_tokens < 1 or self.gen_tokens < 1:
             raise ValueError("prompt and generated token counts must be at least 1")
         if not (isinstance(self.timeout_s, int | float) and math.isfinite(self.timeout_s)) or (
@@ -73,6 +69,15 @@ class Scenario:
             raise ValueError(f"timeout must be a finite number of seconds above 0, not {self.timeout_s!r}")
         if self.timeout_s > MAX_TIMEOUT_S:
             raise ValueError(f"timeout must be at most {MAX_TIMEOUT_S:g} s (one day), not {self.timeout_s:g}")
+
+
+def check_not_v1(url: str, who: str) -> None:
+    """An OpenAI client's base_url (.../v1): every request would go to .../v1/v1/chat/completions, a 404."""
+    if urlsplit(url).path.rstrip("/").endswith("/v1"):
+        raise ValueError(
+            f"url {url!r} ends in /v1: give the server's base URL without it "
+            f"({who} appends /v1/chat/completions)"
+        )
 
 
 def check_url(url: str, base: bool = True) -> None:

@@ -17,7 +17,7 @@ from rich.table import Table
 from ktinfra import bench
 from ktinfra.bench.deadline import socks_proxy_problem
 from ktinfra.bench.plot import check_plot_path, plot_levels
-from ktinfra.commands import non_empty_text
+from ktinfra.commands import non_empty_path, non_empty_text
 from ktinfra.render.common import RenderError, read_api_key_file
 
 # One thread per user; SGLang's own --max-running-requests is in the hundreds at most
@@ -130,8 +130,12 @@ def bench_command(
     ] = None,
     as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
     plot: Annotated[
-        Path | None,
-        typer.Option("--plot", help="Write a plot (.png, .svg or .pdf): tok/s per user and TTFT vs users."),
+        str | None,
+        typer.Option(
+            "--plot",
+            callback=non_empty_path,
+            help="Write a plot (.png, .svg or .pdf): tok/s per user and TTFT vs users.",
+        ),
     ] = None,
 ) -> None:
     """Benchmark an OpenAI-compatible or SGLang endpoint: one level (--users) or a capacity search."""

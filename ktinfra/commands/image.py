@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 
+from ktinfra.commands import non_empty_path
 from ktinfra.image import OUT_ROOT, REPO_ROOT, ImageError, listing
 from ktinfra.image import build as build_mod
 from ktinfra.image import verify as verify_mod
@@ -39,19 +40,21 @@ def build(
     keep: Annotated[
         list[str] | None, typer.Option(help="Keep in the image: wheelhouse, models, tokens.")
     ] = None,
-    playbook: Annotated[Path, typer.Option(help="Play that provisions.")] = REPO_ROOT
-    / "playbooks"
-    / "image.yml",
-    out: Annotated[Path, typer.Option(help="Where build directories go.")] = OUT_ROOT,
+    playbook: Annotated[str, typer.Option(callback=non_empty_path, help="Play that provisions.")] = str(
+        REPO_ROOT / "playbooks" / "image.yml"
+    ),
+    out: Annotated[str, typer.Option(callback=non_empty_path, help="Where build directories go.")] = str(
+        OUT_ROOT
+    ),
     repository: Annotated[str, typer.Option(help="docker: repository of the image tag.")] = "ktinfra/kt",
     tag: Annotated[str | None, typer.Option(help="docker: image tag (default: the profile name).")] = None,
     systemd: Annotated[bool, typer.Option(help="docker: build with systemd as PID 1 (else a shell).")] = True,
     base_image: Annotated[
         str, typer.Option(help="docker: source image.")
     ] = "ktinfra/debian12-systemd:latest",
-    wheelhouse: Annotated[Path, typer.Option(help="docker: host wheel cache.")] = REPO_ROOT
-    / ".cache"
-    / "wheelhouse",
+    wheelhouse: Annotated[str, typer.Option(callback=non_empty_path, help="docker: host wheel cache.")] = str(
+        REPO_ROOT / ".cache" / "wheelhouse"
+    ),
     region: Annotated[str, typer.Option(help="amazon-ebs: region.")] = "us-east-1",
     instance_type: Annotated[
         str, typer.Option(help="amazon-ebs: build instance (must have AMX).")

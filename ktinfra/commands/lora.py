@@ -127,10 +127,16 @@ def serve(
         ),
     ],
     adapter: Annotated[list[str], typer.Option("--adapter", help="NAME=TRAIN_OUTPUT_DIR (repeatable).")],
-    plan: Annotated[Path | None, typer.Option("--plan", help="`ktinfra plan --json` output.")] = None,
+    plan: Annotated[
+        str | None, typer.Option("--plan", callback=non_empty_path, help="`ktinfra plan --json` output.")
+    ] = None,
     model: Annotated[str | None, typer.Option("--model", help="Plan on the fly for this model.")] = None,
-    facts: Annotated[Path | None, typer.Option("--facts", help="Facts JSON for planning.")] = None,
-    from_dir: Annotated[Path | None, typer.Option("--from", help="Capture folder for planning.")] = None,
+    facts: Annotated[
+        str | None, typer.Option("--facts", callback=non_empty_path, help="Facts JSON for planning.")
+    ] = None,
+    from_dir: Annotated[
+        str | None, typer.Option("--from", callback=non_empty_path, help="Capture folder for planning.")
+    ] = None,
     stack: str | None = typer.Option(None, "--stack", help="Stack profile for planning (kt-0.7 | ...)."),
     legacy: bool = typer.Option(False, "--legacy", help="Legacy 0.4.x stack: sglang fork's convert_lora.py."),
     converter: Annotated[
@@ -273,7 +279,10 @@ def _adapters_on(plan_doc: dict, specs: list[str]) -> dict[str, Path]:
 
 @lora_app.command("plan")
 def plan_cmd(
-    plan: Annotated[Path, typer.Option("--plan", help="`ktinfra plan --json` output (mode serve).")],
+    plan: Annotated[
+        str,
+        typer.Option("--plan", callback=non_empty_path, help="`ktinfra plan --json` output (mode serve)."),
+    ],
     adapter: Annotated[
         list[str], typer.Option("--adapter", help="NAME=DIR of an adapter SGLang loads (repeatable).")
     ],

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ktinfra.commands import non_empty_text
+from ktinfra.commands import non_empty_path, non_empty_text
 
 EXIT_BAD_INPUT = 1
 EXIT_INFEASIBLE = 2
@@ -156,10 +156,14 @@ def register(app: typer.Typer) -> None:
         ],
         mode: Annotated[str, typer.Option("--mode", help="serve | sft (any case)")] = "serve",
         facts_file: Annotated[
-            Path | None, typer.Option("--facts", help="Facts JSON (`ktinfra facts --json`).")
+            str | None,
+            typer.Option("--facts", callback=non_empty_path, help="Facts JSON (`ktinfra facts --json`)."),
         ] = None,
         capture_dir: Annotated[
-            Path | None, typer.Option("--from", help="A capture folder (`ktinfra facts --capture`).")
+            str | None,
+            typer.Option(
+                "--from", callback=non_empty_path, help="A capture folder (`ktinfra facts --capture`)."
+            ),
         ] = None,
         stack: Annotated[
             str,

@@ -37,10 +37,17 @@ OutDir = Annotated[
         "--out", metavar="DIR", callback=non_empty_path, help="Directory to write into (created if missing)."
     ),
 ]
-PlanFile = Annotated[Path | None, typer.Option("--plan", help="Plan JSON from `ktinfra plan --json`.")]
+PlanFile = Annotated[
+    str | None, typer.Option("--plan", callback=non_empty_path, help="Plan JSON from `ktinfra plan --json`.")
+]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Plan on the fly for this model (no --plan).")]
-FactsOpt = Annotated[Path | None, typer.Option("--facts", help="Facts JSON for on-the-fly planning.")]
-FromOpt = Annotated[Path | None, typer.Option("--from", help="Capture folder for on-the-fly planning.")]
+FactsOpt = Annotated[
+    str | None, typer.Option("--facts", callback=non_empty_path, help="Facts JSON for on-the-fly planning.")
+]
+FromOpt = Annotated[
+    str | None,
+    typer.Option("--from", callback=non_empty_path, help="Capture folder for on-the-fly planning."),
+]
 SrcDirOpt = Annotated[
     str,
     typer.Option(
@@ -153,8 +160,12 @@ def convert_cmd(
         typer.Option("--method", help="int8 (AMXINT8) or int4 (AMXINT4); default: the --plan's kt_method."),
     ] = None,
     plan_file: Annotated[
-        Path | None,
-        typer.Option("--plan", help="Serve plan: converter threads = its kt_cpuinfer/threadpools."),
+        str | None,
+        typer.Option(
+            "--plan",
+            callback=non_empty_path,
+            help="Serve plan: converter threads = its kt_cpuinfer/threadpools.",
+        ),
     ] = None,
     name: NameOpt = None,
     input_type: Annotated[

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -12,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ktinfra import tune
+from ktinfra.commands import non_empty_path
 
 
 def _table(columns: tuple[str, ...], rows: list[tuple]) -> Table:
@@ -49,13 +49,17 @@ def _show(result: dict, console: Console) -> None:
 
 
 def tune_command(
-    log: Annotated[Path | None, typer.Option("--log", help="SGLang server log file.")] = None,
+    log: Annotated[
+        str | None, typer.Option("--log", callback=non_empty_path, help="SGLang server log file.")
+    ] = None,
     unit: str | None = typer.Option(None, "--unit", help="systemd unit; reads `journalctl -u UNIT`."),
     as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
     ansible_vars: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            "--ansible-vars", help="Also write the server-side recommendations as kt_serve role vars (YAML)."
+            "--ansible-vars",
+            callback=non_empty_path,
+            help="Also write the server-side recommendations as kt_serve role vars (YAML).",
         ),
     ] = None,
     gpu_memory_gb: float | None = typer.Option(
@@ -71,6 +75,7 @@ def tune_command(
         check_gpu_memory(gpu_memory_gb)
         if ansible_vars is not None:
             tune.check_vars_path(ansible_vars)
+            tune.check_not_the_log(ansible_vars, log)
         text = tune.read_log_file(log) if log is not None else tune.read_unit_log(unit)
         server_log = tune.parse_text(text)
         free = server_log.config.get("available_gpu_mem_gb")

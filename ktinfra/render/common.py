@@ -175,8 +175,8 @@ def check_user(value: str | None) -> str | None:
 def check_instance_name(what: str, value: str | None) -> str:
     if not isinstance(value, str) or not INSTANCE_NAME.fullmatch(value):
         raise RenderError(
-            f"{what} {value!r} must be 1-64 characters of letters, digits, '.', '_' or '-' "
-            "(it names the systemd instance and its files)"
+            f"{what} {value!r} must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit (it names the systemd instance and its files)"
         )
     return value
 

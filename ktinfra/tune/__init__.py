@@ -114,6 +114,18 @@ def vars_target(path: Path) -> Path:
         raise LogSourceError(f"--ansible-vars {loop}") from None
 
 
+def check_not_the_log(path: Path, log: Path | None) -> None:
+    """--ansible-vars naming the --log file (or a link to it) would replace the server log with the vars."""
+    try:
+        same = log is not None and vars_target(path).exists() and os.path.samefile(vars_target(path), log)
+    except OSError:  # the log is unreadable or gone: read_log_file says so
+        same = False
+    if same:
+        raise LogSourceError(
+            f"--ansible-vars {path} is the --log file {log}: writing it would replace the log"
+        )
+
+
 def check_vars_path(path: Path) -> None:
     """Refuse a --ansible-vars path that cannot become a file, before the log is read or anything written."""
     try:
