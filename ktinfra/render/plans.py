@@ -154,6 +154,29 @@ def host_section(plan: dict) -> dict:
     return _object_section(plan, "host")
 
 
+def host_gpu_indices(plan: dict) -> list[int]:
+    """The indices of the GPUs the plan's host has (host.gpus; [] when the plan lists none)."""
+    host_gpus = host_section(plan).get("gpus") or []
+    if not isinstance(host_gpus, list) or not all(isinstance(g, dict) for g in host_gpus):
+        raise RenderError(f"plan host.gpus must be a list of GPU objects, not {host_gpus!r}")
+    indices = [g.get("index", i) for i, g in enumerate(host_gpus)]
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+        raise RenderError(f"plan host.gpus[].index must be integers, not {indices!r}")
+    return indices
+
+
+def check_gpus_on_host(plan: dict, indices: object, where: str) -> None:
+    """GPU indices (already checked as a list of ints) must be GPUs of the plan's host, when it lists any:
+    CUDA_VISIBLE_DEVICES naming one it lacks leaves the server no GPU (or another one)."""
+    host = host_gpu_indices(plan)
+    if host and isinstance(indices, list):
+        absent = ", ".join(str(i)[:20] for i in indices if i not in host)
+        if absent:
+            raise RenderError(
+                f"plan {where} names GPU {absent}, which the plan's host does not have (host.gpus: {host})"
+            )
+
+
 def model_section(plan: dict) -> dict:
     return _object_section(plan, "model")
 

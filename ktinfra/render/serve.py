@@ -27,6 +27,7 @@ from ktinfra.render.common import (
     unit_literal,
 )
 from ktinfra.render.plans import (
+    check_gpus_on_host,
     comment_text,
     host_section,
     model_section,
@@ -223,6 +224,7 @@ def sglang_argv(
     gpus = gpu_visibility(
         serve.get("gpu_indices"), "serve.gpu_indices", serve.get("mig_uuids"), "serve.mig_uuids"
     )
+    check_gpus_on_host(plan, serve.get("gpu_indices"), "serve.gpu_indices")
     if gpus and len(serve["gpu_indices"]) != tp_size:
         raise RenderError(
             f"plan serve.tensor_parallel_size {tp_size} does not match serve.gpu_indices "

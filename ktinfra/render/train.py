@@ -31,7 +31,9 @@ from ktinfra.render.common import (
     unit_literal,
 )
 from ktinfra.render.plans import (
+    check_gpus_on_host,
     comment_text,
+    host_gpu_indices,
     host_section,
     model_section,
     optional_int,
@@ -286,16 +288,6 @@ def _launcher(sft: dict, generation: str) -> dict:
     return launcher
 
 
-def _host_gpu_indices(plan: dict) -> list[int]:
-    host_gpus = host_section(plan).get("gpus") or []
-    if not isinstance(host_gpus, list) or not all(isinstance(g, dict) for g in host_gpus):
-        raise RenderError(f"plan host.gpus must be a list of GPU objects, not {host_gpus!r}")
-    indices = [g.get("index", i) for i, g in enumerate(host_gpus)]
-    if not all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
-        raise RenderError(f"plan host.gpus[].index must be integers, not {indices!r}")
-    return indices
-
-
 def _sections(
     plan: dict,
     sft: dict,
@@ -430,9 +422,10 @@ def render_train(
     header = f"# LLaMA-Factory + KT LoRA recipe for {model_name} ({stack}), rendered by ktinfra\n"
     gpus, mig = sft.get("gpu_indices"), sft.get("mig_uuids")
     if gpus is None and mig is None:  # plans made before sft.gpu_indices: every GPU of the host
-        gpus = _host_gpu_indices(plan) or None
+        gpus = host_gpu_indices(plan) or None
     # [] in the plan is refused, not "every GPU"; mig_uuids: the planned MIG instance of each GPU
     visibility = gpu_visibility(gpus, "sft.gpu_indices", mig, "sft.mig_uuids")
+    check_gpus_on_host(plan, gpus, "sft.gpu_indices")
     launcher = _launcher(sft, generation)
     bindir = str(PurePosixPath(python).parent)
     out = Rendered()

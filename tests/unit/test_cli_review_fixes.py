@@ -79,3 +79,23 @@ def test_an_instance_name_message_states_the_rule_it_breaks(tmp_path, name):
         "render", "serve", "--plan", PLAN, "--name", name, "--model-path", "/m", "--out", tmp_path / "o"
     )
     assert res.exit_code == 1 and "starting with a letter or digit" in res.stderr, res.output
+
+
+@pytest.mark.parametrize("section", ["serve", "sft"])
+def test_gpu_indices_must_be_gpus_of_the_plans_host(tmp_path, section):
+    """Before: a 1-GPU plan edited to gpu_indices [3] rendered CUDA_VISIBLE_DEVICES="3" (rc 0)."""
+    import json
+
+    name = "seed002-qwen3-30b-a3b-serve.json" if section == "serve" else "h100-qwen3-30b-a3b-sft-current.json"
+    plan = json.loads((PLAN.parent / name).read_text())
+    assert [g["index"] for g in plan["host"]["gpus"]] == [0]
+    plan[section]["gpu_indices"] = [3]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    command = ["render", section if section == "serve" else "train", "--plan", path, "--out", tmp_path / "o"]
+    command += ["--name", "q", "--model-path", "/m"]
+    command += [] if section == "serve" else ["--dataset", "d", "--dataset-dir", "/d", "--output-dir", "/o"]
+    res = cli(*command)
+    assert res.exit_code == 1, res.output
+    assert f"plan {section}.gpu_indices names GPU 3, which the plan's host does not have" in res.stderr
+    assert not (tmp_path / "o").exists()

@@ -391,6 +391,7 @@ def test_every_expert_on_the_gpu_renders(seed002, num_experts):
 
 
 def test_consistent_gpu_indices_still_render(seed002):
+    seed002["host"]["gpus"].append(seed002["host"]["gpus"][0] | {"index": 1})  # a second GPU to list
     seed002["serve"].update(tensor_parallel_size=2, gpu_indices=[1, 0])
     rendered = render_serve(seed002, name="q", model_path="/m", weight_path="/w")
     assert 'CUDA_VISIBLE_DEVICES="1,0"' in rendered.files["ktinfra-serve-q.env"][0]

@@ -137,6 +137,7 @@ def test_process_count_must_match_the_gpus():
     plan["sft"]["launcher"] = {**(plan["sft"].get("launcher") or {}), "num_processes": 4}
     with pytest.raises(RenderError, match=r"num_processes 4 does not match sft.gpu_indices \[0\]"):
         render_train(plan, name="r1", **TRAIN)
+    plan["host"]["gpus"] = [plan["host"]["gpus"][0] | {"index": i} for i in range(4)]  # a 4-GPU host
     plan["sft"]["gpu_indices"] = [0, 1, 2, 3]
     config = yaml.safe_load(render_train(plan, name="r1", **TRAIN).files["r1.accelerate.yaml"][0])
     assert config["num_processes"] == 4
