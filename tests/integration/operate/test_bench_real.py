@@ -49,7 +49,9 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_capacity_search_and_plot(tiny_server, tiny_model, tmp_path):
     single = bench.run_level(scenario(tiny_server, tiny_model), users=1, requests_per_user=1)
-    min_tps = round(single["user_tps"]["min"] / 4, 2)  # well below one user's speed (the box is shared)
+    # well below one user's speed: the box is shared (CI's lanes run at once), and 1/4 failed once at level 1
+    # while another pytest ran beside CI
+    min_tps = round(single["user_tps"]["min"] / 10, 2)
     png = tmp_path / "capacity.png"
     proc = run_cli(
         "--url", tiny_server.url, "--model", str(tiny_model), "--capacity", "--min-tps", str(min_tps),
