@@ -144,6 +144,8 @@ def build_manifest(root: Path, model_path: Path, *, hashes: bool = True) -> dict
             "folders and nothing else): remove the directory and convert again"
         )
     layers = sorted(int(_LAYER.fullmatch(n).group(1)) for n in entries)
+    if not shape.moe_layers:
+        raise WeightsError(f"{model_path / 'config.json'} has no MoE layer: nothing kt-kernel converts")
     if tuple(layers) != shape.moe_layers:
         raise WeightsError(
             f"{root} has expert layers {_ranges(layers)}, the model's config.json has "

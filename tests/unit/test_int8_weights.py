@@ -161,3 +161,11 @@ def test_write_replaces_an_old_manifest_atomically(tmp_path, model):
         int8_weights.check_manifest(root, model)
     int8_weights.write_manifest(root, model)
     assert json.loads((root / MANIFEST_NAME).read_text())["schema_version"] == 2
+
+
+def test_a_model_without_moe_layers_is_named_not_a_crash(tmp_path):
+    """Before: an empty tree of such a model matched its (empty) layer list and failed with IndexError."""
+    model = moe_model(tmp_path / "dense", num_hidden_layers=1, first_k_dense_replace=1)
+    (tmp_path / "t").mkdir()
+    res = cli("manifest", tmp_path / "t", "--model-path", model)
+    assert res.exit_code == 1 and "has no MoE layer" in res.stderr, res.output
