@@ -9,21 +9,25 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ktinfra.commands import non_empty_path
+from ktinfra.commands import non_empty_path, non_empty_text
 from ktinfra.profiles import SRC_DIR
 from ktinfra.render import RenderError, load_plan, write_bundle
 from ktinfra.render.common import read_api_key_file
 from ktinfra.render.convert import (
+    CONVERT_ENV_DIR,
     CONVERT_SCRIPT,
     DEFAULT_KTINFRA,
     LEGACY_LORA_SCRIPT,
+    LORA_ENV_DIR,
     render_convert,
     render_lora_convert,
 )
 from ktinfra.render.files import install_map
 from ktinfra.render.plans import resolve_plan
 from ktinfra.render.serve import DEFAULT_SERVE_PYTHON, render_serve
+from ktinfra.render.serve import ENV_DIR as SERVE_ENV_DIR
 from ktinfra.render.train import DEFAULT_SFT_PYTHON, LLAMAFACTORY_DIR, render_train
+from ktinfra.render.train import ENV_DIR as TRAIN_ENV_DIR
 
 render_app = typer.Typer(
     help="Render systemd units, EnvironmentFiles and LLaMA-Factory recipes from a plan.",
@@ -55,6 +59,16 @@ SrcDirOpt = Annotated[
         help="Where kt_python_env checked out the legacy profile's git sources (kt_python_env_src_dir).",
     ),
 ]
+
+
+def _env_dir_opt(role_var: str) -> object:
+    where = f" (the roles pass {role_var})" if role_var else ""
+    return typer.Option(
+        "--env-dir",
+        metavar="DIR",
+        callback=non_empty_text,
+        help=f"Where the EnvironmentFile goes on the target; the unit's EnvironmentFile= names it{where}.",
+    )
 
 
 def _fail(message: str) -> None:
@@ -119,6 +133,7 @@ def serve_cmd(
         int, typer.Option("--start-timeout", help="TimeoutStartSec (model loading).")
     ] = 3600,
     numa: Annotated[str, typer.Option("--numa", help="auto | interleave | none (see docs).")] = "auto",
+    env_dir: Annotated[str, _env_dir_opt("kt_serve_config_dir")] = SERVE_ENV_DIR,
     as_json: JsonFlag = False,
 ) -> None:
     """SGLang + kt-kernel server: ktinfra-serve@.service + ktinfra-serve-NAME.env (0600)."""
@@ -137,6 +152,7 @@ def serve_cmd(
             user=user,
             start_timeout_s=start_timeout,
             numa=numa,
+            env_dir=env_dir,
         )
         _emit(rendered, out, as_json)
     except RenderError as exc:
@@ -187,6 +203,7 @@ def convert_cmd(
             "--ktinfra", help="ktinfra on the target; int8 runs its `weights manifest` after converting."
         ),
     ] = DEFAULT_KTINFRA,
+    env_dir: Annotated[str, _env_dir_opt("")] = CONVERT_ENV_DIR,
     as_json: JsonFlag = False,
 ) -> None:
     """CPU expert weight conversion: ktinfra-convert@.service (oneshot) + env. int8 is written as layer
@@ -205,6 +222,7 @@ def convert_cmd(
             script=script,
             user=user,
             ktinfra=ktinfra,
+            env_dir=env_dir,
         )
         _emit(rendered, out, as_json)
     except RenderError as exc:
@@ -239,6 +257,7 @@ def lora_convert_cmd(
         bool,
         typer.Option("--overwrite", help="Let the converter delete a non-empty --output first (current)."),
     ] = False,
+    env_dir: Annotated[str, _env_dir_opt("kt_train_lora_config_dir")] = LORA_ENV_DIR,
     as_json: JsonFlag = False,
 ) -> None:
     """LoRA adapter conversion for SGLang: ktinfra-lora-convert@.service (oneshot) + env."""
@@ -255,6 +274,7 @@ def lora_convert_cmd(
             src_dir=src_dir,
             user=user,
             overwrite=overwrite,
+            env_dir=env_dir,
         )
         _emit(rendered, out, as_json)
     except RenderError as exc:
@@ -295,6 +315,7 @@ def train_cmd(
     ] = None,
     src_dir: SrcDirOpt = SRC_DIR,
     user: UserOpt = None,
+    env_dir: Annotated[str, _env_dir_opt("kt_train_config_dir")] = TRAIN_ENV_DIR,
     as_json: JsonFlag = False,
 ) -> None:
     """LoRA SFT run: RUN.yaml (LLaMA-Factory) + ktinfra-train@.service + env."""
@@ -314,6 +335,7 @@ def train_cmd(
             llamafactory_dir=llamafactory_dir,
             src_dir=src_dir,
             user=user,
+            env_dir=env_dir,
         )
         _emit(rendered, out, as_json)
     except RenderError as exc:

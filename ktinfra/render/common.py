@@ -123,6 +123,16 @@ def check_abs_path(what: str, value: str | None) -> str:
     return value
 
 
+def check_env_dir(value: str | None) -> str:
+    """--env-dir: where the instance's EnvironmentFile (and a run's recipe) is installed on the target; the
+    unit template names it in EnvironmentFile=, so it is written into the unit. Normalized ('..', '//',
+    a trailing '/'); the root itself is refused."""
+    path = posixpath.normpath("/" + check_abs_path("--env-dir", value).lstrip("/"))
+    if path == "/":
+        raise RenderError("--env-dir must be a directory below /, not / itself")
+    return path
+
+
 def legacy_checkout(repository: str, src_dir: str, instead: str) -> str:
     """Where kt_python_env checks out the legacy profile's git source of REPOSITORY under --src-dir."""
     try:

@@ -21,6 +21,7 @@ from ktinfra.render.common import (
     RenderError,
     check_abs_path,
     check_apart,
+    check_env_dir,
     check_instance_name,
     check_user,
     env_line,
@@ -140,6 +141,7 @@ def render_convert(
     script: str = CONVERT_SCRIPT,
     user: str | None = None,
     ktinfra: str = DEFAULT_KTINFRA,
+    env_dir: str = CONVERT_ENV_DIR,
 ) -> Rendered:
     """int8 is converted to the layer-folder layout (--no-merge-safetensor) and finished by a
     kt-weight-manifest.json, which is then the done marker: kt-kernel 0.7.2 trains from INT8 experts (and
@@ -155,6 +157,7 @@ def render_convert(
     python = check_abs_path("--python", python)
     script = check_abs_path("--script", script)
     user = check_user(user)
+    env_dir = check_env_dir(env_dir)
     post = []
     if method == "int8":
         args.append("--no-merge-safetensor")
@@ -173,13 +176,13 @@ def render_convert(
             "systemd/ktinfra-convert@.service.j2",
             python=unit_literal(python),
             script=unit_literal(script),
-            env_dir=unit_literal(CONVERT_ENV_DIR),
+            env_dir=unit_literal(env_dir),
             user=user and unit_literal(user),
         ),
     )
     marker = f"{output}/{MANIFEST_NAME if post else DONE_MARKER}"
     env = [
-        f"# ktinfra convert instance {name}; install as {CONVERT_ENV_DIR}/{name}.env",
+        f"# ktinfra convert instance {name}; install as {env_dir}/{name}.env",
         env_line("KT_CONVERT_ARGS", " ".join(args)),
         env_line("KT_CONVERT_FINISH", " ".join(post)),
         env_line("KT_CONVERT_MARKER", marker),
@@ -189,7 +192,7 @@ def render_convert(
         "unit": f"ktinfra-convert@{name}.service",
         "argv": [python, script, *args],
         "finish_argv": post,
-        "env_file": f"{CONVERT_ENV_DIR}/{name}.env",
+        "env_file": f"{env_dir}/{name}.env",
         "done_marker": marker,
         "kt_weight_path": output,
     }
@@ -227,6 +230,7 @@ def render_lora_convert(
     src_dir: str = SRC_DIR,
     user: str | None = None,
     overwrite: bool = False,
+    env_dir: str = LORA_ENV_DIR,
 ) -> Rendered:
     """script: the converter; None: kt-kernel's (current), or convert_lora.py of the sglang checkout that
     kt_python_env makes under src_dir (legacy)."""
@@ -234,12 +238,14 @@ def render_lora_convert(
     name = _name_from(output, name)
     python = check_abs_path("--python", python)
     user = check_user(user)
+    env_dir = check_env_dir(env_dir)
     converter_source = "explicit" if script else "checkout"
     if legacy:
         # sglang fork's convert_lora.py: positional adapter_path [output_path]; strips PEFT key prefixes.
-        if lora_alpha is not None or overwrite:
+        if lora_alpha is not None or overwrite or model_path is not None:
             raise RenderError(
-                "--lora-alpha and --overwrite apply to the current converter only (drop --legacy)"
+                "--model-path, --lora-alpha and --overwrite apply to the current converter only "
+                "(drop --legacy, or them)"
             )
         if script:
             script = check_abs_path("--script", script)
@@ -272,13 +278,13 @@ def render_lora_convert(
             script_name=unit_literal(script_name),
             generation="legacy" if legacy else "current",
             documentation=unit_literal(documentation),
-            env_dir=unit_literal(LORA_ENV_DIR),
+            env_dir=unit_literal(env_dir),
             user=user and unit_literal(user),
         ),
     )
     marker = f"{output}/{DONE_MARKER}"
     env = [
-        f"# ktinfra lora-convert instance {name}; install as {LORA_ENV_DIR}/{name}.env",
+        f"# ktinfra lora-convert instance {name}; install as {env_dir}/{name}.env",
         env_line("KT_LORA_CONVERT_ARGS", " ".join(args)),
         env_line("KT_LORA_MARKER", marker),
     ]
@@ -286,7 +292,7 @@ def render_lora_convert(
     out.info = {
         "unit": f"ktinfra-lora-convert@{name}.service",
         "argv": [python, script, *args],
-        "env_file": f"{LORA_ENV_DIR}/{name}.env",
+        "env_file": f"{env_dir}/{name}.env",
         "done_marker": marker,
         "lora_path": output,
         "converter_source": converter_source,

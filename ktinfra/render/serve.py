@@ -17,6 +17,7 @@ from ktinfra.render.common import (
     Rendered,
     RenderError,
     check_abs_path,
+    check_env_dir,
     check_instance_name,
     check_secret,
     check_user,
@@ -436,8 +437,10 @@ def render_serve(
     user: str | None = None,
     start_timeout_s: int = 3600,
     numa: str = "auto",
+    env_dir: str = ENV_DIR,
 ) -> Rendered:
     name = check_instance_name("--name", name)
+    env_dir = check_env_dir(env_dir)
     python = check_abs_path("--python", python)
     user = check_user(user)
     plan = _with_overrides(plan, name, host, port)
@@ -461,14 +464,14 @@ def render_serve(
             python=unit_literal(python),
             numactl=unit_literal(NUMACTL),
             launch_code=unit_literal(LAUNCH_CODE),
-            env_dir=unit_literal(ENV_DIR),
+            env_dir=unit_literal(env_dir),
             user=user and unit_literal(user),
             **_restart_policy(start_timeout_s),
         ),
     )
     env = [
         f"# ktinfra serve instance {name}: model {comment_text(model_section(plan), 'name', 'model.name')}, "
-        f"stack {comment_text(plan, 'stack', 'stack')}; install as {ENV_DIR}/{name}.env (mode 0600)",
+        f"stack {comment_text(plan, 'stack', 'stack')}; install as {env_dir}/{name}.env (mode 0600)",
         env_line("KT_SERVE_ARGS", " ".join(argv[3:] + extra)),
         env_line("KT_NUMACTL_ARGS", " ".join(placement)),
         env_line("KT_HEALTH_URL", url),
@@ -494,7 +497,7 @@ def render_serve(
         # the unit's command line, for runners without systemd (source the env file first)
         "exec_argv": [NUMACTL, *placement, python, "-c", LAUNCH_CODE, *argv[3:], *extra],
         "health_url": url,
-        "env_file": f"{ENV_DIR}/{name}.env",
+        "env_file": f"{env_dir}/{name}.env",
         "numactl_args": placement,
         "numa": placement_reason,
     }

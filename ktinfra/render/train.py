@@ -20,6 +20,7 @@ from ktinfra.render.common import (
     RenderError,
     check_abs_path,
     check_apart,
+    check_env_dir,
     check_env_name,
     check_instance_name,
     check_user,
@@ -391,6 +392,7 @@ def render_train(
     llamafactory_dir: str | None = None,
     src_dir: str = SRC_DIR,
     user: str | None = None,
+    env_dir: str = ENV_DIR,
 ) -> Rendered:
     """llamafactory_dir: the LLaMA-Factory checkout; None: the one kt_python_env checks out under src_dir."""
     sft = plan_section(plan, "sft")
@@ -414,6 +416,7 @@ def render_train(
     )
     python = check_abs_path("--python", python)
     user = check_user(user)
+    env_dir = check_env_dir(env_dir)
     chat_template = _template(plan, sft, generation, template)
     sections = _sections(plan, sft, generation, model_path, dataset, dataset_dir, chat_template, output_dir)
     sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path, weight_format)
@@ -430,7 +433,7 @@ def render_train(
     bindir = str(PurePosixPath(python).parent)
     out = Rendered()
     out.add(f"{name}.yaml", _yaml(sections, header))
-    variables = {"USE_KT": "1", "KT_TRAIN_CONFIG": f"{ENV_DIR}/{name}.yaml"}
+    variables = {"USE_KT": "1", "KT_TRAIN_CONFIG": f"{env_dir}/{name}.yaml"}
     if generation == "current":
         processes = optional_int(launcher, "num_processes", "sft.launcher", 1) or max(1, len(gpus or []))
         if gpus and processes != len(gpus):  # FSDP runs one process per GPU
@@ -440,10 +443,10 @@ def render_train(
             )
         out.add(f"{name}.accelerate.yaml", _accelerate_config(processes))
         variables["ACCELERATE_USE_KT"] = "true"
-        variables["KT_ACCELERATE_CONFIG"] = f"{ENV_DIR}/{name}.accelerate.yaml"
+        variables["KT_ACCELERATE_CONFIG"] = f"{env_dir}/{name}.accelerate.yaml"
     variables.update(visibility)
     variables.update(_launcher_env(launcher, variables))
-    env = [f"# ktinfra train run {name}; install as {ENV_DIR}/{name}.env"]
+    env = [f"# ktinfra train run {name}; install as {env_dir}/{name}.env"]
     env += [
         env_line(check_env_name(key), check_word(f"launcher env {key}", value))
         for key, value in variables.items()
@@ -455,21 +458,21 @@ def render_train(
             "systemd/ktinfra-train@.service.j2",
             generation=generation,
             bindir=unit_literal(bindir),
-            env_dir=unit_literal(ENV_DIR),
+            env_dir=unit_literal(env_dir),
             workdir="/var/lib/ktinfra/train/%i",  # %i: the instance, as systemd expands it
             user=user and unit_literal(user),
         ),
     )
     if generation == "current":
-        argv = [f"{bindir}/accelerate", "launch", "--config_file", f"{ENV_DIR}/{name}.accelerate.yaml"]
-        argv += ["-m", "llamafactory.cli", "train", f"{ENV_DIR}/{name}.yaml"]
+        argv = [f"{bindir}/accelerate", "launch", "--config_file", f"{env_dir}/{name}.accelerate.yaml"]
+        argv += ["-m", "llamafactory.cli", "train", f"{env_dir}/{name}.yaml"]
     else:
-        argv = [f"{bindir}/llamafactory-cli", "train", f"{ENV_DIR}/{name}.yaml"]
+        argv = [f"{bindir}/llamafactory-cli", "train", f"{env_dir}/{name}.yaml"]
     out.info = {
         "unit": f"ktinfra-train@{name}.service",
         "argv": argv,
-        "env_file": f"{ENV_DIR}/{name}.env",
-        "config_file": f"{ENV_DIR}/{name}.yaml",
+        "env_file": f"{env_dir}/{name}.env",
+        "config_file": f"{env_dir}/{name}.yaml",
         "stack_generation": generation,
     }
     return out

@@ -273,19 +273,31 @@ def test_convert_runs_once_then_is_skipped(box, tmp_path):
     assert "exec-condition" in sh(box, f"journalctl -u {unit} --no-pager -o cat").stdout
 
 
+# env_dir: kt_train_config_dir moved elsewhere; '%' checks that the unit's EnvironmentFile= is escaped
 @pytest.mark.parametrize(
-    "plan_name", ["h100-qwen3-30b-a3b-sft-current.json", "seed002-qwen3-30b-a3b-sft-legacy.json"]
+    ("plan_name", "env_dir"),
+    [
+        ("h100-qwen3-30b-a3b-sft-current.json", None),
+        ("seed002-qwen3-30b-a3b-sft-legacy.json", None),
+        ("h100-qwen3-30b-a3b-sft-current.json", "/srv/lab%i/train"),
+    ],
 )
-def test_train_unit_launches_with_kt_environment(box, tmp_path, plan_name):
-    tag = plan_name.split("-sft-")[1].removesuffix(".json")
+def test_train_unit_launches_with_kt_environment(box, tmp_path, plan_name, env_dir):
+    tag = plan_name.split("-sft-")[1].removesuffix(".json") + ("-moved" if env_dir else "")
     sh(box, f"mkdir -p {SFT_BIN} && ln -sf {PY} {SFT_BIN}/python && rm -f /run/standin-train.jsonl")
     for program in ("accelerate", "llamafactory-cli"):
         put(box, f"{SFT_BIN}/{program}", RECORDER.format(python=PY, tag="train", extra=""), "0755")
+    moved = ["--env-dir", env_dir] if env_dir else []
     rendered = ktinfra(
         "render", "train", "--plan", str(PLANS / plan_name), "--name", f"run-{tag}",
         "--model-path", "/models/Qwen3-30B-A3B", "--dataset", "identity", "--dataset-dir", "/data",
-        "--output-dir", f"/runs/{tag}", "--out", str(tmp_path / tag),
+        "--output-dir", f"/runs/{tag}", "--out", str(tmp_path / tag), *moved,
     )  # fmt: skip
+    if env_dir:
+        assert set(rendered["install"].values()) - {"/etc/systemd/system/ktinfra-train@.service"} == {
+            f"{env_dir}/run-{tag}{suffix}" for suffix in (".env", ".yaml", ".accelerate.yaml")
+        }
+        assert rendered["config_file"] == f"{env_dir}/run-{tag}.yaml"
     install(box, rendered)
     sh(box, f"systemctl start {rendered['unit']}")
     for _ in range(30):

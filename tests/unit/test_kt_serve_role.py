@@ -152,6 +152,12 @@ def test_kt_serve_overrides_reach_the_rendered_command_line(rendered):
     assert plan["serve"]["max_running_requests"] == 7 and plan["serve"]["port"] == 30000
 
 
+def test_the_unit_reads_its_env_from_kt_serve_config_dir(rendered):
+    """Before: `render serve` always wrote EnvironmentFile=/etc/ktinfra/serve/%i.env into the unit."""
+    unit = (rendered / "render" / "plain" / "ktinfra-serve@.service").read_text()
+    assert f"EnvironmentFile={rendered / 'cfg'}/%i.env" in unit and "/etc/ktinfra/serve" not in unit
+
+
 def test_an_instances_own_overrides_win(rendered):
     args = serve_args(rendered, "own")
     assert "--chunked-prefill-size 4096 --max-running-requests 3 --context-length 32768" in args

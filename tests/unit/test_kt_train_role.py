@@ -116,6 +116,11 @@ def test_a_run_is_installed_and_started_when_asked(tmp_path):
         tmp_path / "units" / "ktinfra-train@.service"
     ).exists()
     assert "start ktinfra-train@tiny-sft.service" in systemctl_calls(tmp_path)
+    # the unit reads its env where the role put it: kt_train_config_dir, not render's default /etc/ktinfra
+    unit = (tmp_path / "units" / "ktinfra-train@.service").read_text()
+    assert f"EnvironmentFile={tmp_path / 'cfg'}/%i.env" in unit
+    env = (tmp_path / "cfg" / "tiny-sft.env").read_text()
+    assert f'KT_TRAIN_CONFIG="{tmp_path / "cfg"}/tiny-sft.yaml"' in env
 
 
 def test_kt_train_start_false_as_a_string_does_not_start(tmp_path):
@@ -355,7 +360,8 @@ def test_a_finished_run_is_converted_and_handed_over_once(tmp_path):
     assert source["adapter_config.json"] == {"sha256": hashlib.sha256(b"{}").hexdigest()}
     assert source["fused_expert_lora.safetensors"]["size"] == 2
     assert (tmp_path / "cfg" / "lora" / "done.env").stat().st_mode & 0o777 == 0o600
-    assert (tmp_path / "units" / "ktinfra-lora-convert@.service").exists()
+    lora_unit = (tmp_path / "units" / "ktinfra-lora-convert@.service").read_text()
+    assert f"EnvironmentFile={tmp_path / 'cfg' / 'lora'}/%i.env" in lora_unit
     for name in ("done", "fresh"):
         assert (tmp_path / "cfg" / f"{name}.yaml").exists()
         assert (tmp_path / "cfg" / f"{name}.plan.json").exists()
