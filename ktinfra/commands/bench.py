@@ -22,6 +22,7 @@ from ktinfra.render.common import RenderError, read_api_key_file
 
 # One thread per user; SGLang's own --max-running-requests is in the hundreds at most
 MAX_USERS = 4096
+DEFAULT_MAX_USERS = 64
 # 2^20 tokens: beyond any served context length (the prompt is built in memory before the first request)
 MAX_TOKENS = 1 << 20
 MAX_REQUESTS = 1_000_000
@@ -101,8 +102,8 @@ def bench_command(
     min_tps: float | None = typer.Option(
         None, "--min-tps", help="Output tok/s every user must get (--capacity only)."
     ),
-    max_users: int = typer.Option(
-        64, "--max-users", min=1, max=MAX_USERS, help="Upper bound for the capacity search."
+    max_users: int | None = typer.Option(
+        None, "--max-users", min=1, max=MAX_USERS, help="Upper bound for the capacity search [default: 64]."
     ),
     prompt_tokens: int = typer.Option(
         500, "--prompt-tokens", min=1, max=MAX_TOKENS, help="Prompt length in tokens (approx.)."
@@ -145,6 +146,10 @@ def bench_command(
         _fail("--capacity needs --min-tps")
     if not capacity and min_tps is not None:
         _fail("--min-tps is the target of --capacity; with --users the table shows each user's tok/s")
+    if not capacity and max_users is not None:
+        _fail("--max-users bounds the --capacity search; --users N runs that one level")
+    if max_users is None:
+        max_users = DEFAULT_MAX_USERS
     if requests_per_user is not None and duration is not None:
         _fail("give at most one of --requests or --duration")
     _positive("--min-tps", min_tps)

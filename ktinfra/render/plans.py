@@ -73,6 +73,13 @@ def resolve_plan(
     if plan_file is not None:
         if model is not None:
             raise RenderError("give either --plan or --model, not both")
+        planning = [
+            opt
+            for opt, value in (("--facts", facts), ("--from", from_dir), ("--stack", stack))
+            if value is not None
+        ]
+        if planning:  # they only feed on-the-fly planning: with --plan they would be ignored
+            raise RenderError(f"{' and '.join(planning)} plan with --model; --plan FILE is already a plan")
         return load_plan(plan_file)
     if model is None:
         raise RenderError("a plan is required: --plan FILE.json (from `ktinfra plan --json`) or --model M")

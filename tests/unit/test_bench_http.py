@@ -324,6 +324,13 @@ def test_sizes_no_server_takes_are_refused_before_any_request(server, args, opti
     assert server.requests == 0
 
 
+def test_max_users_without_capacity_is_refused_not_ignored(server):
+    """Before: --users 2 --max-users 8 ran the one level at 2 users and dropped --max-users."""
+    res = cli("--url", server.url, "--users", "2", "--max-users", "8")
+    assert res.exit_code == 1 and "--max-users bounds the --capacity search" in res.output
+    assert server.requests == 0
+
+
 def test_url_with_a_path_prefix_is_kept(server):
     server.reply = lambda h, body: (
         sse(h, [delta("a"), USAGE, DONE]) if h.path == "/api/v1/chat/completions" else whole(h, b"no", 404)

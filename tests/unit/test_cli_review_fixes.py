@@ -99,3 +99,39 @@ def test_gpu_indices_must_be_gpus_of_the_plans_host(tmp_path, section):
     assert res.exit_code == 1, res.output
     assert f"plan {section}.gpu_indices names GPU 3, which the plan's host does not have" in res.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--facts", "FACTS"], "--facts"),
+        (["--from", "CAPTURE"], "--from"),
+        (["--facts", "FACTS", "--from", "CAPTURE"], "--facts and --from"),
+    ],
+)
+@pytest.mark.parametrize("command", ["serve", "train"])
+def test_render_with_a_plan_refuses_planning_inputs_it_would_ignore(tmp_path, command, extra, named):
+    """Before: render --plan P --facts F used P and dropped F without a word."""
+    facts = tmp_path / "facts.json"
+    facts.write_text("{}")
+    capture = tmp_path / "capture"
+    capture.mkdir()
+    extra = [{"FACTS": facts, "CAPTURE": capture}.get(arg, arg) for arg in extra]
+    if command == "serve":
+        args = ["render", "serve", "--plan", PLAN, "--name", "q", "--model-path", "/m", "--weight-path", "/w"]
+    else:
+        train_plan = PLAN.with_name("h100-qwen3-30b-a3b-sft-current.json")
+        args = ["render", "train", "--plan", train_plan, "--name", "r", "--model-path", "/m",
+                "--dataset", "identity", "--dataset-dir", "/d", "--output-dir", "/o"]  # fmt: skip
+    res = cli(*args, *extra, "--out", tmp_path / "out")
+    assert res.exit_code == 1 and f"{named} plan with --model" in res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_lora_serve_with_a_plan_refuses_stack(tmp_path):
+    """Before: lora serve --plan P --stack S served P's stack and dropped --stack."""
+    from ktinfra.render import RenderError
+    from ktinfra.render.plans import resolve_plan
+
+    with pytest.raises(RenderError, match="--stack plan with --model"):
+        resolve_plan(PLAN, None, None, None, "serve", "kt-0.7")
