@@ -5,13 +5,14 @@ lent host, docs/results/2026-11-29-h200-int8-sft-layout)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from int8_tree import CONVERTER, moe_model
+from int8_tree import CONVERTER, TINY, moe_model
 
 from ktinfra.int8_weights import MANIFEST_NAME
 
@@ -107,7 +108,10 @@ def test_int8_without_ktinfra_is_refused_before_converting(setup):
         ({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}, "fp8"),
         ({"torch_dtype": "float16"}, "fp16"),
         ({"torch_dtype": None, "dtype": "bfloat16"}, "bf16"),
-        ({"text_config": {"quantization_config": {"quant_method": "fp8"}}}, "fp8"),
+        (
+            {"hidden_size": None, "text_config": TINY | {"quantization_config": {"quant_method": "fp8"}}},
+            "fp8",
+        ),
     ],
 )
 def test_the_input_type_is_the_checkpoints(setup, config, expected):
@@ -126,3 +130,58 @@ def test_a_checkpoint_read_in_place_is_not_converted(setup):
     rc, result, record = run(setup)
     assert rc == 1 and "quantization compressed-tensors is read in place" in result["problems"][0]
     assert not record.exists()
+
+
+def _store_convert_module():
+    spec = importlib.util.spec_from_file_location("kt_store_convert", WRAPPER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+FULL = TINY | {"num_attention_heads": 4, "num_experts_per_tok": 2, "vocab_size": 128}
+WRAPPED = {"model_type": "qwen3_5_moe", "vision_config": {}}
+FP8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+CONFIGS = {
+    "bf16": FULL | {"torch_dtype": "bfloat16"},
+    "fp16": FULL | {"torch_dtype": "float16"},
+    "dtype key": FULL | {"dtype": "float16"},
+    "no dtype": FULL,
+    "fp32": FULL | {"torch_dtype": "float32"},
+    "fp8": FULL | {"quantization_config": FP8},
+    "int4": FULL | {"quantization_config": {"quant_method": "compressed-tensors"}},
+    # before: the wrapper's top-level FP8 quantization_config was missed (text_config was read alone)
+    "wrapper, fp8 at the top": WRAPPED
+    | {"text_config": FULL, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}},
+    "wrapper, fp8 inside": WRAPPED
+    | {
+        "text_config": FULL
+        | {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+    },
+    "wrapper, fp16 text": WRAPPED
+    | {"text_config": FULL | {"torch_dtype": "float16"}, "torch_dtype": "bfloat16"},
+}
+
+
+@pytest.mark.parametrize("case", CONFIGS)
+def test_the_store_reads_the_dtype_as_the_catalog_does(tmp_path, case):
+    """kt_store_convert.py runs on the target without ktinfra's package, so it reads the checkpoint dtype
+    itself; it must agree with the catalog (what plans and `render convert` use): the same dtype, or a
+    refusal where the converter has no --input-type for it (before: float32 was passed on as bf16)."""
+    from ktinfra.catalog import ModelConfigError, from_config
+
+    config = CONFIGS[case]
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config))
+    try:
+        native = from_config(config, name="m").native_dtype
+    except ModelConfigError:
+        native = None
+    converted = native if native in ("bf16", "fp16", "fp8") else None
+    store = _store_convert_module()
+    if converted is None:
+        with pytest.raises(ValueError):
+            store.native_input_type(model)
+    else:
+        assert store.native_input_type(model) == converted

@@ -75,19 +75,36 @@ def marker_of(out: Path, quant: str) -> Path:
     return out.with_name(f".{out.name}{MARKER}") if quant == "int8" else out / MARKER
 
 
+CONVERTED_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
+
+
 def native_input_type(model: Path) -> str:
     """The checkpoint's weight dtype as convert_cpu_weights.py's --input-type names it: fp8 checkpoints must
-    be dequantized with their weight_scale_inv (read as bf16, their bytes would be quantized as they are)."""
+    be dequantized with their weight_scale_inv (read as bf16, their bytes would be quantized as they are).
+    Read as ktinfra's catalog reads it (tests/unit/test_kt_store_int8.py holds the two together): a
+    multimodal wrapper's text_config, with the quantization_config at the top (Qwen3.5) or inside (Kimi)."""
     config = read_json(model / "config.json") or {}
-    config = config.get("text_config") or config
+    text = config.get("text_config")
+    if isinstance(text, dict) and "hidden_size" not in config:
+        config = {
+            **text,
+            "quantization_config": config.get("quantization_config") or text.get("quantization_config"),
+        }
     quant = config.get("quantization_config") or {}
     method = str(quant.get("quant_method") or "").lower() if isinstance(quant, dict) else ""
     if method == "fp8":
         return "fp8"
     if method:
         raise ValueError(f"{model}: quantization {method} is read in place by kt-kernel, not converted")
-    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower()
-    return "fp16" if dtype == "float16" else "bf16"
+    dtype = config.get("torch_dtype") if config.get("torch_dtype") is not None else config.get("dtype")
+    dtype = str(dtype or "bfloat16").lower()
+    if dtype not in CONVERTED_DTYPES:
+        # the converter hands bf16 tensors to kt-kernel as they are: float32 bytes would be read as bf16
+        raise ValueError(
+            f"{model}: config.json dtype {dtype}: convert_cpu_weights.py quantizes bfloat16, float16 and fp8 "
+            "checkpoints; save the model in bfloat16 first"
+        )
+    return CONVERTED_DTYPES[dtype]
 
 
 def complete(out: Path, request: dict) -> bool:
