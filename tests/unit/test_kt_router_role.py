@@ -124,6 +124,32 @@ def test_health_is_waited_for_on_the_bound_address_with_string_extra_vars(tmp_pa
     assert Health.seen == [("/health", "Bearer k3y")]
 
 
+class Unready(Health):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        Health.seen.append((self.path, self.headers.get("Authorization")))
+        self.send_response(503)
+        self.end_headers()
+
+
+def test_a_failed_wait_says_why_without_showing_the_key(tmp_path):
+    """Before: no_log (the request carries the key) hid the whole result: "the output has been hidden"."""
+    server = HTTPServer(("127.0.0.1", 0), Unready)
+    Health.seen = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cli = ["kt_router_host=127.0.0.1", f"kt_router_port={server.server_address[1]}",
+               "kt_router_health_timeout=5", "kt_router_wait_health=true",
+               "kt_router_worker_api_key=s3cr3t-k3y"]  # fmt: skip
+        rc, output = wait(tmp_path, cli)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert rc != 0
+    assert "did not answer 200 within 5 s" in output and "(status 503)" in output, output[-3000:]
+    assert "s3cr3t-k3y" not in output
+    assert Health.seen and all(seen == ("/health", "Bearer s3cr3t-k3y") for seen in Health.seen)
+
+
 def test_wait_health_false_given_as_a_string_skips_the_wait(tmp_path):
     """Before: `when: kt_router_wait_health` with -e kt_router_wait_health=false (a string) waited."""
     port = socket.socket()
