@@ -50,7 +50,10 @@ def _show(result: dict, console: Console) -> None:
 
 def tune_command(
     log: Annotated[
-        str | None, typer.Option("--log", callback=non_empty_path, help="SGLang server log file.")
+        str | None,
+        typer.Option(
+            "--log", callback=non_empty_path, help="SGLang server log: a file, a pipe, or - (standard input)."
+        ),
     ] = None,
     unit: str | None = typer.Option(None, "--unit", help="systemd unit; reads `journalctl -u UNIT`."),
     as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),

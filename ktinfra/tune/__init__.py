@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 import yaml
 
@@ -46,22 +49,53 @@ class LogSourceError(RuntimeError):
 # The advisor reads the last server run; its start-up lines come within the first MiB of a run, and a run
 # logs far less than this. Past it only the tail is read (an 8 GB log took 2.5x its size in memory).
 MAX_LOG_BYTES = 256 << 20
+READ_CHUNK = 1 << 20
 
 
 def read_log_file(path: Path) -> str:
+    """The log's text, its last MAX_LOG_BYTES at most. A regular file is read from its tail; a pipe
+    (`--log <(docker logs sglang 2>&1)`) or standard input (`--log -`) is read to its end, keeping the tail.
+    Anything else (a directory, /dev/zero) is refused."""
+    if str(path) == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise LogSourceError("--log - reads the log from standard input, which is a terminal here")
+        return _read_stream(sys.stdin.buffer, "standard input")
     try:
-        if not path.is_file():
-            if path.exists():
-                raise LogSourceError(f"log file {path} is not a regular file")
-            raise LogSourceError(f"log file not found: {path}")
+        mode = os.stat(path).st_mode
+        if stat.S_ISFIFO(mode):
+            with path.open("rb") as handle:
+                return _read_stream(handle, str(path))
+        if not stat.S_ISREG(mode):
+            raise LogSourceError(f"log file {path} is not a regular file or a pipe")
         with path.open("rb") as handle:
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - MAX_LOG_BYTES))
             data = handle.read(MAX_LOG_BYTES)
-    except OSError as error:  # ENAMETOOLONG, EACCES: is_file() only swallows "not found"
+    except FileNotFoundError:
+        raise LogSourceError(f"log file not found: {path}") from None
+    except OSError as error:  # ENAMETOOLONG, EACCES
         raise LogSourceError(f"cannot read log file {path}: {error.strerror or error}") from None
+    return _text(data, cut=size > MAX_LOG_BYTES)
+
+
+def _read_stream(handle: BinaryIO, what: str) -> str:
+    """A pipe read to its end in chunks, keeping the last MAX_LOG_BYTES (its size is known only then)."""
+    tail = bytearray()
+    cut = False
+    try:
+        while chunk := handle.read(READ_CHUNK):
+            tail += chunk
+            if len(tail) > MAX_LOG_BYTES:
+                del tail[: len(tail) - MAX_LOG_BYTES]
+                cut = True
+    except OSError as error:
+        raise LogSourceError(f"cannot read {what}: {error.strerror or error}") from None
+    return _text(bytes(tail), cut)
+
+
+def _text(data: bytes, cut: bool) -> str:
     text = data.decode("utf-8", errors="replace")
-    return text if size <= MAX_LOG_BYTES else text.partition("\n")[2]  # drop the cut first line
+    return text.partition("\n")[2] if cut else text  # drop the cut first line
 
 
 def _load_state(unit: str) -> str | None:

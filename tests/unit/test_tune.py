@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -505,7 +507,7 @@ def test_a_log_past_the_read_limit_is_read_from_its_tail(tmp_path, monkeypatch):
     ("args", "message"),
     [
         (["--unit=--help"], "error: --unit '--help' is not a unit name"),  # systemctl printed its help: "ok"
-        (["--log", "/dev/zero"], "error: log file /dev/zero is not a regular file"),
+        (["--log", "/dev/zero"], "error: log file /dev/zero is not a regular file or a pipe"),
         (
             ["--log", "x" * 300 + ".log"],
             "error: cannot read log file " + "x" * 300 + ".log: File name too long",
@@ -526,3 +528,34 @@ def test_a_gpu_smaller_than_what_the_log_says_was_free_is_refused():
     )
     ok = CliRunner().invoke(app, ["tune", "--log", str(LOGS / "conservative.log"), "--gpu-memory-gb", "24"])
     assert ok.exit_code == 0, ok.output
+
+
+def test_a_log_from_a_pipe_or_standard_input_is_read(tmp_path):
+    """Before: `--log <(docker logs sglang 2>&1)` and `--log -` were refused ("not a regular file"), so a log
+    held by docker, kubectl or a remote journal had to be saved to a file first."""
+    text = (LOGS / "decode-oom.log").read_text()
+    expected = CliRunner().invoke(app, ["tune", "--log", str(LOGS / "decode-oom.log"), "--json"])
+    assert expected.exit_code == 0, expected.output
+    res = CliRunner().invoke(app, ["tune", "--log", "-", "--json"], input=text)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == json.loads(expected.stdout)
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=pipe.write_text, args=(text,))
+    writer.start()
+    res = CliRunner().invoke(app, ["tune", "--log", str(pipe), "--json"])
+    writer.join(timeout=30)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == json.loads(expected.stdout)
+
+
+def test_a_piped_log_keeps_only_its_tail(monkeypatch):
+    monkeypatch.setattr(tune, "MAX_LOG_BYTES", 1000)
+    monkeypatch.setattr(tune, "READ_CHUNK", 64)
+    lines = [f"line {i:04d}" for i in range(500)]
+    data = ("\n".join(lines) + "\n").encode()
+    text = tune._read_stream(io.BytesIO(data), "test")
+    kept = text.splitlines()
+    assert kept[-1] == "line 0499" and len(text.encode()) <= 1000
+    assert kept == lines[-len(kept) :]  # whole lines only: the cut first one is dropped
+    assert tune._read_stream(io.BytesIO(b"a\nb\n"), "test") == "a\nb\n"
