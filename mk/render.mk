@@ -2,8 +2,8 @@
 .PHONY: render-systemd
 TEST_TARGETS += render-systemd
 
-render-systemd: venv docker-ready ## rendered serve/convert/train units run under systemd in a container
-	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_render_systemd.py
+render-systemd: venv docker-ready ## rendered units under systemd in a container; OS package installs against real apt
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_render_systemd.py tests/integration/test_os_packages.py
 
 # LLaMA-Factory 0.9.4 (PyPI) reads the legacy recipes. Installed --no-deps plus the dependencies its argument
 # parser imports, at the upper bounds 0.9.4 declares: the web UI and multimodal ones (gradio, torchvision,
