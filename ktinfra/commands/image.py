@@ -38,7 +38,7 @@ def build(
         list[str] | None, typer.Option("--env", help="Only these envs of the profile (role or name).")
     ] = None,
     keep: Annotated[
-        list[str] | None, typer.Option(help="Keep in the image: wheelhouse, models, tokens.")
+        list[str] | None, typer.Option(help="Keep in the image: wheelhouse, models, tokens (repeat, or comma-separated).")
     ] = None,
     playbook: Annotated[str, typer.Option(callback=non_empty_path, help="Play that provisions.")] = str(
         REPO_ROOT / "playbooks" / "image.yml"
@@ -70,7 +70,7 @@ def build(
         source=source,
         profile=profile,
         envs=env or [],
-        keep=keep or [],
+        keep=[item.strip() for value in keep or [] for item in value.split(",") if item.strip()],
         playbook=playbook,
         out_root=out,
         repository=repository,

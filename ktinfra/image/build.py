@@ -22,7 +22,7 @@ from pathlib import Path
 from ktinfra import __version__
 from ktinfra.image import OUT_ROOT, REPO_ROOT, SOURCES, TEMPLATE, ImageError, aws, dockercli, manifest, spec
 from ktinfra.image.packer_adapter import Packer, ensure_available
-from ktinfra.profiles import DEFAULT_PROFILE, python_versions
+from ktinfra.profiles import DEFAULT_PROFILE, is_profile_file, python_versions
 
 KEEP_CHOICES = ("wheelhouse", "models", "tokens")
 # docker's reference grammar (distribution/reference): packer validate accepts any string, and the
@@ -82,6 +82,12 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
     bad_keep = sorted(set(req.keep) - set(KEEP_CHOICES))
     if bad_keep:
         raise ImageError(f"--keep accepts {', '.join(KEEP_CHOICES)}; got {', '.join(bad_keep)}")
+    if req.source == "docker" and "wheelhouse" in req.keep:
+        # cleanup.sh leaves a mounted wheelhouse alone and docker commit leaves mounts out: it would not be kept
+        raise ImageError(
+            f"--keep wheelhouse: the docker build mounts the wheelhouse from this host ({req.wheelhouse}), and "
+            "docker commit leaves mounts out of the image; the wheels stay there (amazon-ebs keeps them)"
+        )
     if not req.playbook.is_file():
         raise ImageError(f"playbook {req.playbook} not found")
     profile = spec.load(req.profile)
@@ -229,8 +235,11 @@ def _check_out(out_root: Path, name: str) -> None:
 
 
 def profile_ref(prep: Prepared) -> str:
-    path = Path(prep.request.profile)
-    return str(path.resolve()) if path.is_file() else prep.profile["name"]
+    """A profile file's absolute path, or a shipped profile's name: decided as load_profile decides (by the
+    name's suffix), not by whether a file of that name happens to be in the working directory."""
+    if is_profile_file(prep.request.profile):
+        return str(Path(prep.request.profile).resolve())
+    return prep.profile["name"]
 
 
 def write_inputs(prep: Prepared, stage: Path) -> Path:
@@ -317,11 +326,36 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
         shutil.rmtree(stage, ignore_errors=True)
         raise
     log.close()
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(stage, final)
     result["build"]["output_dir"] = str(final)
-    (final / "manifest.json").write_text(json.dumps(result, indent=1) + "\n")
+    try:
+        publish(stage, final, json.dumps(result, indent=1) + "\n")
+    except OSError as exc:
+        raise ImageError(
+            f"the image was built, but its output could not be put at {final} ({exc.strerror or exc}); "
+            f"manifest and log are in {stage}, and {final} holds the previous build as it was"
+        ) from exc
     return result
+
+
+def publish(stage: Path, final: Path, manifest_text: str) -> None:
+    """Make the finished stage directory, its manifest written first, the output at `final`: the previous
+    build is renamed aside (a rename, which files a user cannot delete do not stop) and put back if the new
+    one cannot take its place, so `final` always holds one whole build with its manifest."""
+    tmp = stage / ".manifest.json.tmp"
+    tmp.write_text(manifest_text)
+    os.replace(tmp, stage / "manifest.json")
+    old = None
+    if os.path.lexists(final):
+        old = final.with_name(f".{final.name}.old-{secrets.token_hex(4)}")
+        os.replace(final, old)
+    try:
+        os.replace(stage, final)
+    except OSError:
+        if old is not None:
+            os.replace(old, final)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _unusable(prep: Prepared, exc: Exception) -> str:

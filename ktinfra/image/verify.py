@@ -79,6 +79,10 @@ def verify(
     # a manifest or suite given on the command line is checked before docker is asked anything
     data = load_manifest(manifest) if manifest else None
     suites = suites or [s for s in (HOST_SUITE, IMAGE_SUITE) if s.exists()]
+    # pytest runs in the checkout (REPO_ROOT): paths relative to the caller's directory are made absolute
+    suites = [Path(s).resolve() for s in suites]
+    manifest = manifest.resolve() if manifest else None
+    out_root = out_root.resolve()
     missing = [str(s) for s in suites if not Path(s).exists()]
     if missing:
         raise ImageError(f"testinfra suite not found: {', '.join(missing)}")

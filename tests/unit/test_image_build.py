@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -53,6 +54,10 @@ def test_bad_input_refused(kwargs, message):
         (["--tag", "t" * 129], "is not a docker tag"),
         (["--repository", "Bad/Repo"], "error: --repository 'Bad/Repo' is not a docker repository name"),
         (["--repository", "ktinfra//kt"], "is not a docker repository name"),
+        # the docs' comma list is read as one (before: "got models,weights"), each name checked
+        (["--keep", "models,weights"], "error: --keep accepts wheelhouse, models, tokens; got weights"),
+        # before: accepted, and the image shipped an empty wheelhouse (a mount is not committed)
+        (["--keep", "models,wheelhouse"], "error: --keep wheelhouse: the docker build mounts the wheelhouse"),
     ],
 )
 def test_bad_docker_tag_or_repository_is_refused_before_packer(tmp_path, fake_docker, args, message):
@@ -416,3 +421,82 @@ def test_cleanup_removes_ansible_state_and_python_history_of_every_home():
         "/root/.python_history",
         "/home/*/.python_history",
     } <= removed
+
+
+def _stage(tmp_path: Path, name: str = "kt-0.7-docker") -> Path:
+    stage = tmp_path / f"{name}.partial"
+    stage.mkdir()
+    (stage / "build.log").write_text("new build\n")
+    return stage
+
+
+def _old_build(tmp_path: Path, name: str = "kt-0.7-docker") -> Path:
+    final = tmp_path / name
+    (final / "sub").mkdir(parents=True)
+    (final / "manifest.json").write_text('{"old": true}\n')
+    (final / "sub" / "kept").write_text("x")
+    return final
+
+
+def test_publish_replaces_the_previous_build_with_its_manifest(tmp_path):
+    stage, final = _stage(tmp_path), _old_build(tmp_path)
+    build.publish(stage, final, '{"new": true}\n')
+    assert json.loads((final / "manifest.json").read_text()) == {"new": True}
+    assert (final / "build.log").read_text() == "new build\n" and not (final / "sub").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kt-0.7-docker"]  # no stage, no old copy left
+
+
+def _immutable(path: Path) -> None:
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip(f"chattr +i is not supported on the filesystem of {path}")
+
+
+def test_publish_that_cannot_move_the_previous_build_keeps_both_whole(tmp_path):
+    """Before: rmtree(final, ignore_errors=True) then os.replace: a previous build with files the user cannot
+    delete (root-owned after `sudo make image`; here immutable) lost its manifest, the replace failed with a
+    traceback ('Directory not empty') and the new build's manifest was never written."""
+    stage, final = _stage(tmp_path), _old_build(tmp_path)
+    _immutable(final)
+    try:
+        with pytest.raises(OSError):
+            build.publish(stage, final, '{"new": true}\n')
+    finally:
+        subprocess.run(["chattr", "-i", str(final)], check=True)
+    assert json.loads((final / "manifest.json").read_text()) == {"old": True}
+    assert (final / "sub" / "kept").exists()
+    assert json.loads((stage / "manifest.json").read_text()) == {"new": True}  # the new one is kept whole
+
+
+def test_publish_puts_the_previous_build_back_when_the_new_one_cannot_take_its_place(tmp_path, monkeypatch):
+    """The stage's own rename failing (EXDEV, say: an --out the stage was not made beside) is simulated; the
+    previous build must come back from where it was moved aside."""
+    stage, final = _stage(tmp_path), _old_build(tmp_path)
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if Path(src) == stage:
+            raise OSError(18, "Invalid cross-device link")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(build.os, "replace", replace)
+    with pytest.raises(OSError):
+        build.publish(stage, final, '{"new": true}\n')
+    assert json.loads((final / "manifest.json").read_text()) == {"old": True}
+    assert (final / "sub" / "kept").exists() and not list(tmp_path.glob(".kt-0.7-docker.old-*"))
+    assert json.loads((stage / "manifest.json").read_text()) == {"new": True}
+
+
+def test_a_file_named_like_a_shipped_profile_in_the_working_directory_is_not_taken_for_it(
+    tmp_path, monkeypatch, fake_docker
+):
+    """Before: profile_ref checked Path(name).is_file(): with a file `kt-0.7` in the working directory the
+    image play was told to use /cwd/kt-0.7 (no .yaml: the role takes it for a shipped name) and failed after
+    the container had started, while the build itself loaded the shipped profile."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kt-0.7").write_text("not a profile\n")
+    prep = build.prepare(build.BuildRequest(source="docker", profile="kt-0.7", out_root=tmp_path / "out"))
+    assert build.profile_ref(prep) == "kt-0.7"
+    site = tmp_path / "site.yaml"
+    shutil.copy(SMOKE, site)
+    prep = build.prepare(build.BuildRequest(source="docker", profile="site.yaml", out_root=tmp_path / "out"))
+    assert build.profile_ref(prep) == str(site)

@@ -159,3 +159,35 @@ def test_manifest_help_says_where_it_is_looked_up():
     result = CliRunner().invoke(app, ["image", "verify", "--help"])
     shown = " ".join(result.stdout.replace("│", " ").split())
     assert "labels" not in shown and "--out" in shown
+
+
+def test_relative_suite_and_manifest_are_found_by_the_pytest_verify_runs(
+    tmp_path, docker_with_image, monkeypatch
+):
+    """Before: pytest ran in the checkout with the caller's relative paths: "file or directory not found"
+    (exit 4), read as a failed image. The suite here is real and runs in a real pytest; it checks the
+    manifest path it is handed."""
+    (tmp_path / "mysuite").mkdir()
+    (tmp_path / "mysuite" / "test_x.py").write_text(
+        "import json, os\n\n\ndef test_manifest_is_readable():\n"
+        "    assert json.load(open(os.environ['KTINFRA_IMAGE_MANIFEST']))['profile']\n"
+    )
+    (tmp_path / "m.json").write_text(json.dumps(MANIFEST))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(
+        app,
+        [
+            "image",
+            "verify",
+            "ktinfra/kt:smoke",
+            "--manifest",
+            "m.json",
+            "--suite",
+            "mysuite/test_x.py",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["manifest"] == str(tmp_path / "m.json")
+    assert [r["rc"] for r in doc["suites"]] == [0] and doc["passed"], doc
