@@ -224,6 +224,7 @@ def image_settings(profile: dict, where: str) -> dict:
 # Each list field of an env and the string keys every entry of it needs (None: the entries are strings).
 _ENV_LISTS = {
     "packages": None,
+    "os_packages": None,  # OS packages its git sources build with (kt_python_env installs them first)
     "exclude": None,
     "wheels": ("name", "file"),
     "git": ("name", "repo"),
@@ -259,8 +260,15 @@ def _check_envs(profile: dict, path: Path) -> None:
     where = f"profile file {path}"
     if not isinstance(envs, dict):
         raise UnknownProfileError(f"{where}: envs must map env keys ({', '.join(ENV_KEYS)}) to env settings")
+    seen: dict[str, str] = {}
     for key, env in envs.items():
         _check_env(where, key, env)
+        if env["name"] in seen:  # one directory, one image env: the second would silently replace the first
+            raise UnknownProfileError(
+                f"{where}: envs.{seen[env['name']]} and envs.{key} are both named {env['name']!r} "
+                "(the name is the env's directory)"
+            )
+        seen[env["name"]] = key
 
 
 def _check_env(where: str, key: object, env: object) -> None:
@@ -395,7 +403,7 @@ def env_spec(profile: dict, key: str) -> dict:
     _check_env(f"profile {profile.get('name')}", key, envs[key])
     env = dict(envs[key])
     env["key"] = key
-    for field in ("packages", "exclude", "wheels", "git", "conda_patches"):
+    for field in ("packages", "os_packages", "exclude", "wheels", "git", "conda_patches"):
         env[field] = list(env.get(field) or [])
     env["wheels"] = [dict(w, version=w.get("version") or wheel_version(w["file"])) for w in env["wheels"]]
     env["git"] = [_git_source(g) for g in env["git"]]

@@ -166,6 +166,18 @@ def test_an_env_key_that_is_not_a_string_is_refused(tmp_path):
         _refused(runner.invoke(app, argv), "env key 1 of envs must be a string such as inference, sft")
 
 
+def test_two_envs_of_one_name_are_refused(tmp_path):
+    """Before: accepted; both envs went to one directory, and the image build baked only the second
+    (its env table is keyed by name) without a word."""
+    site = _site(tmp_path, HEAD + "envs:\n  inference:\n    name: kt\n  sft:\n    name: kt\n")
+    for argv in (["profile", "show", str(site), "--json"], _check_argv(tmp_path, str(site))):
+        _refused(
+            runner.invoke(app, argv),
+            f"profile file {site}",
+            "envs.inference and envs.sft are both named 'kt'",
+        )
+
+
 def test_a_profile_name_that_is_not_a_word_is_refused(tmp_path):
     site = _site(tmp_path, 'name: 5\ngeneration: current\npython: "3.11"\n')
     with pytest.raises(profiles.UnknownProfileError, match="name must be letters, digits"):
