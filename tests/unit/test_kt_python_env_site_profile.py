@@ -167,3 +167,22 @@ def test_the_other_roles_run_the_envs_where_this_host_has_them(tmp_path):
         "kt_train_serve_python": f"{envs}/probe/bin/python",
         "kt_model_store_convert_python": f"{envs}/probe/bin/python",
     }
+
+
+def test_os_packages_of_a_profile_env_are_installed_with_the_roles_own(tmp_path):
+    """A profile env's os_packages (the legacy inference env's kt-kernel build needs libhwloc-dev,
+    pkg-config, g++) reach kt_common's os_packages with the role's own, before any env is made: under --check
+    the run names the one missing here and changes nothing (git and python3-venv are installed)."""
+    env = dict(PROFILE["envs"]["inference"], os_packages=["git", "no-such-package-ktinfra"])
+    profile = dict(PROFILE, envs={"inference": env})
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(profile))
+    main = [
+        {"ansible.builtin.setup": {"gather_subset": ["min"]}},  # the OS vars are chosen by these facts
+        {"ansible.builtin.include_role": {"name": "kt_python_env"}},
+    ]
+    rc, output = run_play(
+        tmp_path, main, _setup(tmp_path), env={"TMPDIR": str(tmp_path / "scratch")}, flags=["--check"]
+    )
+    assert rc == 0, output[-3000:]
+    assert "a real run refreshes the apt lists and installs no-such-package-ktinfra" in output, output[-3000:]
+    assert not (tmp_path / "envs").exists()

@@ -71,6 +71,37 @@ def test_legacy_stack_carries_the_seed_wheels_and_conda_patches():
     assert sft["git"][0]["repo"] == "https://github.com/hiyouga/LLaMA-Factory.git"
 
 
+def test_legacy_inference_env_builds_kt_kernel_as_seed_002_did():
+    """Before: the legacy inference env held the sglang fork alone (at its moving main, since 2026-03 the
+    sglang-kt of the 0.7 stack): no kt-kernel, so `--kt-method` serving could not import kt_kernel, and the
+    drift check could not see it missing. Now kt-kernel is built from the ktransformers commit seed 002
+    deployed, with the OS packages its CMake build needs, and the fork is pinned to a commit of that week."""
+    profile = profiles.load_profile("kt-0.4-autodl")
+    env = profiles.env_spec(profile, "inference")
+    sglang, kt_kernel = env["git"]
+    assert (sglang["name"], sglang["ref"]) == ("sglang", "eaf832efc2ecbdd0b12f691fdf2608d4baf5b3c5")
+    assert kt_kernel == {"name": "kt-kernel", "repo": "https://github.com/kvcache-ai/ktransformers.git",
+                         "ref": "v0.4.4", "subdir": "kt-kernel", "editable": False, "extras": []}  # fmt: skip
+    assert profile["upstream"]["ref"] == kt_kernel["ref"]  # the converter writes what this kt-kernel reads
+    assert {"build-essential", "libhwloc-dev", "pkg-config"} <= set(env["os_packages"])
+    sglang_only = "-e git+https://github.com/kvcache-ai/sglang.git@eaf832e#egg=sglang&subdirectory=python\n"
+    problems = profiles.freeze_drift(env, sglang_only)
+    assert problems == [
+        "kt-kernel: kt-kernel from https://github.com/kvcache-ai/ktransformers.git is not installed"
+    ]
+    built = sglang_only + "kt-kernel @ file:///opt/kt/src/kt-kernel/kt-kernel\n"
+    assert profiles.freeze_drift(env, built) == []
+
+
+@pytest.mark.parametrize("value", ["build-essential", [1], [{"name": "x"}]])
+def test_os_packages_must_list_package_names(value):
+    profile = profiles.load_profile("kt-0.7")
+    profile["envs"]["inference"]["os_packages"] = value
+    with pytest.raises(profiles.UnknownProfileError, match="envs.inference.os_packages must"):
+        profiles.env_spec(profile, "inference")
+    assert profiles.env_spec(profiles.load_profile("kt-0.7"), "inference")["os_packages"] == []
+
+
 def test_a_git_source_gets_every_setting_the_installer_reads():
     """kt_python_env reads ref, subdir, editable and extras of each source; before, a source without a ref
     passed the profile check and stopped the play at the checkout, after the wheels were installed ('dict
