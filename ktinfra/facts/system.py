@@ -65,7 +65,11 @@ GOVERNORS = {"performance", "powersave", "ondemand", "schedutil", "conservative"
 def memory_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
     meminfo = _meminfo(files.get("meminfo.txt"))
     total = within(meminfo.get("MemTotal"), 1, MAX_MEMORY_BYTES)
-    candidates = [v for v in (total, limits.memory_limit_bytes) if v is not None]
+    hugetlb = _hugetlb_bytes(meminfo)
+    # MemTotal counts the static hugetlb pool, which ordinary allocations (the expert weights, the KV
+    # pool, page cache) cannot use; MemAvailable already leaves it out
+    usable = max(total - hugetlb, 1) if total is not None else None
+    candidates = [v for v in (usable, limits.memory_limit_bytes) if v is not None]
     # /proc/meminfo is the host's in a container: what the cgroup limit leaves caps it
     available = [v for v in (meminfo.get("MemAvailable"), limits.memory_free_bytes) if v is not None]
     return {
@@ -74,7 +78,16 @@ def memory_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
         "cgroup_limit_bytes": limits.memory_limit_bytes,
         "available_bytes": min(available) if available else None,
         "hugepages_total": meminfo.get("HugePages_Total"),
+        "hugetlb_bytes": hugetlb,
     }
+
+
+def _hugetlb_bytes(meminfo: dict[str, int]) -> int:
+    """Memory held by huge pages: Hugetlb (every page size, Linux 4.16+), else the default-size pool."""
+    if "Hugetlb" in meminfo:
+        return meminfo["Hugetlb"]
+    pages, size = meminfo.get("HugePages_Total", 0), meminfo.get("Hugepagesize", 0)
+    return min(pages * size, MAX_MEMORY_BYTES)
 
 
 def _meminfo(text: str | None) -> dict[str, int]:

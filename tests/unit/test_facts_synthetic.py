@@ -268,3 +268,25 @@ def test_counts_from_plain_lscpu_when_no_per_cpu_topology(tmp_path, host, expect
         cpu["cores_per_numa_node"],
     ) == expected
     assert "no per-CPU core ids" in cpu["physical_cores_basis"]
+
+
+@pytest.mark.parametrize("with_hugetlb_line", [True, False])
+def test_a_static_hugepage_pool_is_not_counted_as_usable_memory(tmp_path, with_hugetlb_line):
+    """Before: total_bytes was MemTotal, which counts the reserved hugetlb pool that ordinary allocations
+    (expert weights, KV pool) cannot use: 100 x 1 GiB pages on the 128 GB H100 host left ~26 GB, and the plan
+    for a model needing 61 GB of RAM said feasible. Synthetic: the H100 capture with that pool (and, for
+    kernels before 4.16, without the Hugetlb line)."""
+    host = tmp_path / "h100-hugepages"
+    shutil.copytree(HOSTS / "h100-xeon-amx-16c", host)
+    meminfo = (host / "meminfo.txt").read_text()
+    meminfo = meminfo.replace("HugePages_Total:       0", "HugePages_Total:     100")
+    meminfo = meminfo.replace("Hugepagesize:       2048 kB", "Hugepagesize:    1048576 kB")
+    hugetlb = "Hugetlb:        104857600 kB" if with_hugetlb_line else ""
+    meminfo = meminfo.replace("Hugetlb:               0 kB", hugetlb)
+    (host / "meminfo.txt").write_text(meminfo)
+    memory = from_capture(host)["memory"]
+    assert memory["hugetlb_bytes"] == 100 * GIB
+    assert memory["total_bytes"] == 131981020 * 1024 - 100 * GIB
+    assert memory["meminfo_total_bytes"] == 131981020 * 1024
+    plain = from_capture(HOSTS / "h100-xeon-amx-16c")["memory"]
+    assert plain["hugetlb_bytes"] == 0 and plain["total_bytes"] == 131981020 * 1024
