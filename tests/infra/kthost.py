@@ -37,6 +37,46 @@ class ProbeError(RuntimeError):
     pass
 
 
+GPU_QUERY = ("index", "name", "memory.total", "compute_cap", "driver_version", "uuid", "mig.mode.current")
+
+
+def parse_gpu_rows(stdout: str) -> tuple[list[dict], list[str]]:
+    """`nvidia-smi --query-gpu=<GPU_QUERY> --format=csv,noheader,nounits` -> one dict per GPU, and the lines
+    that are no GPU row (nvidia-smi prints warnings such as "WARNING: infoROM is corrupted" on stdout)."""
+    rows, other = [], []
+    for line in stdout.splitlines():
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) == len(GPU_QUERY) and cells[0].isdigit():
+            rows.append(dict(zip(GPU_QUERY, cells, strict=True)))
+        elif line.strip():
+            other.append(line.strip())
+    return rows, other
+
+
+def torch_gpu_problems(devices: list[dict], gpus: list[dict]) -> list[str]:
+    """How torch's view (probes/pyenv.py --torch: PCI bus order, no CUDA_VISIBLE_DEVICES) differs from
+    nvidia-smi's GPUs. Devices are matched by UUID where torch reports it, else by position; a GPU in MIG
+    mode shows as its MIG instances (or none), so it is left out of the count."""
+    whole = [g for g in gpus if g.get("mig.mode.current", "").lower() != "enabled"]
+    if len(whole) < len(gpus):
+        return [] if devices else ["torch sees no CUDA device, nvidia-smi lists MIG-enabled GPUs"]
+    if len(devices) != len(gpus):
+        return [f"torch sees {len(devices)} GPUs ({[d['name'] for d in devices]}), nvidia-smi {len(gpus)}"]
+    by_uuid = {g.get("uuid", "").removeprefix("GPU-"): g for g in gpus}
+    problems = []
+    for position, device in enumerate(devices):
+        uuid = (device.get("uuid") or "").removeprefix("GPU-")
+        gpu = by_uuid.get(uuid) if uuid else gpus[position]
+        if gpu is None:
+            problems.append(f"torch device {position} ({device['name']}, {uuid}) is no GPU nvidia-smi lists")
+        elif ".".join(map(str, device["capability"])) != gpu["compute_cap"]:
+            problems.append(
+                f"torch device {position} {device['name']}: capability {device['capability']}, "
+                f"nvidia-smi GPU {gpu['index']} {gpu['name']}: {gpu['compute_cap']}"
+            )
+    return problems
+
+
 @dataclass(frozen=True)
 class Expect:
     """What a host of this role must have. Absent parts a role needs FAIL; others are not applicable.

@@ -3,26 +3,25 @@
 import re
 
 import pytest
-from kthost import MIN_COMPUTE_CAPABILITY, run_probe
-
-QUERY = "index,name,memory.total,compute_cap,driver_version"
+from kthost import GPU_QUERY, MIN_COMPUTE_CAPABILITY, parse_gpu_rows, run_probe, torch_gpu_problems
 
 
 @pytest.fixture(scope="module")
 def gpus(host) -> dict:
     if host.run("command -v nvidia-smi").rc != 0:
         return {"gpus": [], "why": "nvidia-smi not on PATH (no NVIDIA driver)"}
-    listed = host.run(f"nvidia-smi --query-gpu={QUERY} --format=csv,noheader,nounits")
+    listed = host.run(f"nvidia-smi --query-gpu={','.join(GPU_QUERY)} --format=csv,noheader,nounits")
     if listed.rc != 0:
         return {"gpus": [], "why": f"nvidia-smi failed: {(listed.stderr or listed.stdout).strip()[:300]}"}
-    lines = [line for line in listed.stdout.strip().splitlines() if line.strip()]
-    rows = [[c.strip() for c in line.split(",")] for line in lines]
+    rows, other = parse_gpu_rows(listed.stdout)
+    for line in other:
+        print(f"nvidia-smi also said: {line}")
     header = host.run("nvidia-smi").stdout
     cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)
     return {
-        "gpus": [dict(zip(QUERY.split(","), row, strict=True)) for row in rows],
+        "gpus": rows,
         "cuda_version": cuda.group(1) if cuda else None,
-        "why": "nvidia-smi lists no GPU",
+        "why": "nvidia-smi lists no GPU" + (f" (it said: {other[0][:200]})" if other else ""),
     }
 
 
@@ -53,9 +52,7 @@ def test_torch_sees_gpu(host, gpus, expect, kt_python):
     view = env["torch_cuda"]
     assert view is not None, f"{kt_python} has no torch"
     assert view["available"], f"torch {view['torch']} (CUDA build {view['cuda_build']}) sees no GPU"
-    seen = f"torch sees {view['devices']}, nvidia-smi {gpus['gpus']}"
-    assert len(view["devices"]) == len(gpus["gpus"]), seen
-    for dev, gpu in zip(view["devices"], gpus["gpus"], strict=True):
-        assert ".".join(map(str, dev["capability"])) == gpu["compute_cap"], (dev, gpu)
+    problems = torch_gpu_problems(view["devices"], gpus["gpus"])
+    assert not problems, "; ".join(problems)
     names = [d["name"] for d in view["devices"]]
     print(f"torch {view['torch']} CUDA build {view['cuda_build']} sees {names}")

@@ -7,8 +7,10 @@ is there. Stdlib only, so it runs in any env before anything is known about it.
 import importlib.metadata as md
 import importlib.util
 import json
+import os
 import platform
 import sys
+import uuid
 
 MODULES = ("kt_kernel", "sglang", "torch", "llamafactory", "ktransformers")
 
@@ -20,18 +22,41 @@ def dist_version(name: str):
         return None
 
 
+def device_uuid(properties):
+    """The device's UUID as nvidia-smi prints it without "GPU-"; None where torch does not say. torch 2.11
+    gives a _CUuuid whose str() is its repr, with the 16 bytes in .bytes."""
+    raw = getattr(properties, "uuid", None)
+    data = getattr(raw, "bytes", None)
+    if data is not None and len(bytes(data)) == 16:
+        return str(uuid.UUID(bytes=bytes(data)))
+    text = str(raw) if raw is not None else ""
+    try:
+        return str(uuid.UUID(text.removeprefix("GPU-")))
+    except ValueError:
+        return None
+
+
 def torch_cuda():
     if importlib.util.find_spec("torch") is None:
         return None
+    # every GPU of the host, in nvidia-smi's order: the caller's CUDA_VISIBLE_DEVICES would hide some, and
+    # CUDA's default order (fastest first) differs from nvidia-smi's on mixed GPUs
+    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     import torch
 
     info = {"torch": torch.__version__, "cuda_build": torch.version.cuda}
     info["available"] = torch.cuda.is_available()
     if info["available"]:
-        info["devices"] = [
-            {"name": torch.cuda.get_device_name(i), "capability": list(torch.cuda.get_device_capability(i))}
-            for i in range(torch.cuda.device_count())
-        ]
+        info["devices"] = []
+        for i in range(torch.cuda.device_count()):
+            info["devices"].append(
+                {
+                    "name": torch.cuda.get_device_name(i),
+                    "capability": list(torch.cuda.get_device_capability(i)),
+                    "uuid": device_uuid(torch.cuda.get_device_properties(i)),
+                }
+            )
     return info
 
 
