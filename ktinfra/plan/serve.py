@@ -10,6 +10,7 @@ from ktinfra.architecture import Architecture
 from ktinfra.plan import formats
 from ktinfra.plan.host import (
     GB,
+    MIB,
     compute_capability,
     cpu_worker_threads,
     gb,
@@ -395,6 +396,23 @@ def _token_cap(arch: Architecture, tp: int, kv_space: float, requests: int, held
     return tokens
 
 
+def busy_gpu_warnings(gpus: list[dict], frac: float) -> list[str]:
+    """GPUs whose memory others already use beyond what mem_fraction_static leaves: SGLang takes that
+    fraction of the whole GPU at start and fails there when it is not free. A MIG-enabled GPU reports the
+    whole GPU's use, not its instance's: not judged."""
+    warnings = []
+    for gpu in gpus:
+        used = gpu.get("memory_used_mib")
+        if gpu.get("mig") or not used or used * MIB <= gpu["memory_mib"] * MIB * (1 - frac):
+            continue
+        warnings.append(
+            f"GPU {gpu['index']} had {gb(used * MIB)} of {gb(gpu['memory_mib'] * MIB)} in use when the "
+            f"facts were taken; the server takes mem_fraction_static {frac} of it at start and fails if that "
+            "is not free: stop what holds it, or lower mem_fraction_static (kt_serve_overrides)"
+        )
+    return warnings
+
+
 def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems, warnings) -> None:
     gpus, reasons["gpu_indices"], reasons["tensor_parallel_size"] = choose_gpus(arch, facts["gpus"], dtype)
     tp = len(gpus)
@@ -408,6 +426,7 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
         f"leaves {gb(gpu_bytes * (1 - frac))} of each {gb(gpu_bytes)} GPU for activations and CUDA graphs "
         "(seed 001: 5-8 GB on large GPUs; seed 002 ran 0.92 on a 24 GB RTX 4090)"
     )
+    warnings += busy_gpu_warnings(gpus, frac)
     chunk = chunked_prefill(gpu_bytes)
     reasons["chunked_prefill_size"] = f"{chunk} tokens per prefill chunk on a {gb(gpu_bytes)} GPU"
 

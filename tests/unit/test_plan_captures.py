@@ -194,3 +194,25 @@ def test_cli_from_a_missing_folder_is_bad_input(tmp_path):
         text=True,
     )
     assert proc.returncode == 1 and "not a directory" in proc.stderr
+
+
+@pytest.mark.parametrize(("used_mib", "warned"), [(0, False), (5000, False), (60000, True)])
+def test_gpu_memory_others_hold_is_named(tmp_path, used_mib, warned):
+    """Before: memory.used was captured and ignored: with 60 GB of the H100 held by another process the plan
+    kept mem_fraction_static 0.92 without a word, and SGLang fails at start. Synthetic: the H100 capture
+    with that use (CSV and XML alike); 5 GB fits in what 0.92 leaves."""
+    import shutil
+
+    host = tmp_path / "busy"
+    shutil.copytree(HOSTS / "h100-xeon-amx-16c", host)
+    csv = (host / "nvidia-smi-query.csv").read_text().replace(" 0 MiB,", f" {used_mib} MiB,")
+    (host / "nvidia-smi-query.csv").write_text(csv)
+    xml = (host / "nvidia-smi-q.xml").read_text()
+    fb = "<reserved>480 MiB</reserved>\n\t\t\t<used>0 MiB</used>"
+    assert fb in xml
+    busy = fb.replace("0 MiB</used>", f"{used_mib} MiB</used>")
+    (host / "nvidia-smi-q.xml").write_text(xml.replace(fb, busy))
+    doc = plan(facts.from_capture(host), "Qwen3-30B-A3B", "serve")
+    named = [w for w in doc["warnings"] if "in use when the facts were taken" in w]
+    assert bool(named) == warned, doc["warnings"]
+    assert doc["serve"]["mem_fraction_static"] == 0.92
