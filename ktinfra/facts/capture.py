@@ -142,6 +142,10 @@ SOURCES: dict[str, CommandOrReader] = {
     "nvidia-smi-topo.txt": ["nvidia-smi", "topo", "-m"],
     # the MIG devices' UUIDs, which CUDA_VISIBLE_DEVICES needs to select one (the XML lists no MIG UUID)
     "nvidia-smi-L.txt": ["nvidia-smi", "-L"],
+    # only when set: the GPUs a shared server handed this user (facts keep those alone)
+    "cuda-visible-devices.txt": lambda: (
+        os.environ["CUDA_VISIBLE_DEVICES"] + "\n" if "CUDA_VISIBLE_DEVICES" in os.environ else None
+    ),
     "cgroup.txt": _cgroup_limits,
     "proc-self-status.txt": _proc_status,
     "proc-self-cgroup.txt": lambda: _read("/proc/self/cgroup"),

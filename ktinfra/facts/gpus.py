@@ -71,6 +71,33 @@ def gpu_facts(files: dict[str, str]) -> tuple[list[dict], dict]:
     return gpus, driver if gpus else {"driver_version": None, "cuda_version": None}
 
 
+def cuda_visible(gpus: list[dict], text: str | None) -> tuple[list[dict], dict | None]:
+    """The GPUs the capturing process's CUDA_VISIBLE_DEVICES left it (cuda-visible-devices.txt, written only
+    when the variable was set), and what was read. A shared server hands each user some GPUs this way: a
+    plan over all of them would take the others' (the rendered units set CUDA_VISIBLE_DEVICES themselves).
+    Entries are nvidia-smi indices (the units run with CUDA_DEVICE_ORDER=PCI_BUS_ID, nvidia-smi's order) or
+    GPU/MIG UUIDs, whole or as a unique prefix; as in CUDA, the list ends at the first entry that names no
+    GPU. None: the variable was not set, every GPU is the planner's."""
+    if text is None:
+        return gpus, None
+    raw = text.strip()
+    kept: list[dict] = []
+    for entry in (e.strip() for e in raw.split(",")) if raw else ():
+        match = [g for g in gpus if _names_gpu(entry, g)]
+        if len(match) != 1 or match[0] in kept:
+            break
+        kept.append(match[0])
+    hidden = [g["index"] for g in gpus if g not in kept]
+    return kept, {"value": raw, "hidden_indices": hidden}
+
+
+def _names_gpu(entry: str, gpu: dict) -> bool:
+    if entry.isdigit():
+        return gpu.get("index") == int(entry)
+    uuids = [gpu.get("uuid") or ""] + [d.get("uuid") or "" for d in gpu.get("mig_devices") or []]
+    return bool(entry) and any(u.startswith(entry) for u in uuids if u)
+
+
 def _mig_memory(gpu: dict) -> None:
     """A MIG-enabled GPU's memory_mib: a process gets one instance (CUDA shows it one), not the card."""
     if gpu["mig"] is not True:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from ktinfra.facts.cgroup import parse_cgroup
 from ktinfra.facts.cpu import cpu_facts
-from ktinfra.facts.gpus import gpu_facts
+from ktinfra.facts.gpus import cuda_visible, gpu_facts
 from ktinfra.facts.system import (
     container_evidence,
     df_rows,
@@ -25,6 +25,7 @@ def parse_files(files: Mapping[str, str | None], source: str) -> dict:
     limits = parse_cgroup(files.get("cgroup.txt"))
     cpu = cpu_facts(files, limits)
     gpus, nvidia = gpu_facts(files)
+    gpus, visible = cuda_visible(gpus, files.get("cuda-visible-devices.txt"))
     disks, shm = disk_facts(df_rows(files.get("df.txt")))
     evidence = container_evidence(files, limits.quota_cpus, cpu["online_cpus"], disks)
     return {
@@ -34,6 +35,7 @@ def parse_files(files: Mapping[str, str | None], source: str) -> dict:
         "memory": memory_facts(files, limits),
         "gpus": gpus,
         "nvidia": nvidia,
+        "cuda_visible_devices": visible,
         "container": any(not reason.startswith("ignored:") for reason in evidence),
         "container_evidence": evidence,
         "init": init_name(files),

@@ -584,6 +584,14 @@ def platform_checks(facts: dict, profile: dict, *, needs_amx_kernel: bool) -> tu
             f"glibc {os_facts['glibc']} is older than {profile['glibc_min']}, which the {profile['name']} "
             "wheels (manylinux) need"
         )
+    visible = facts.get("cuda_visible_devices")
+    if isinstance(visible, dict) and visible.get("hidden_indices"):
+        hidden = ", ".join(str(i) for i in visible["hidden_indices"])
+        warnings.append(
+            f"planned without GPU(s) {hidden}: CUDA_VISIBLE_DEVICES={visible.get('value')!r} was set where "
+            "the facts were taken (the GPUs this user was given; the units select the planned ones "
+            "themselves); unset it there to plan for every GPU"
+        )
     kernel, kernel_min = _version(os_facts.get("kernel")), _version(profile.get("kernel_min"))
     if needs_amx_kernel and kernel and kernel_min and kernel < kernel_min:
         problems.append(

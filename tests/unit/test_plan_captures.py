@@ -216,3 +216,50 @@ def test_gpu_memory_others_hold_is_named(tmp_path, used_mib, warned):
     named = [w for w in doc["warnings"] if "in use when the facts were taken" in w]
     assert bool(named) == warned, doc["warnings"]
     assert doc["serve"]["mem_fraction_static"] == 0.92
+
+
+@pytest.mark.parametrize(
+    ("visible", "kept"),
+    [
+        (None, [0, 1]),
+        ("1", [1]),
+        ("GPU-59fc4ea4", [1]),  # a UUID prefix, as CUDA takes it
+        ("1,7,0", [1]),  # CUDA ends the list at the first entry that names no GPU
+        ("0,1", [0, 1]),
+        ("", []),
+    ],
+)
+def test_cuda_visible_devices_of_the_capture_narrows_the_gpus(tmp_path, visible, kept):
+    """Before: CUDA_VISIBLE_DEVICES was not captured: with =1 on the 2xH200 host (one GPU handed to this
+    user) the plan took both GPUs (TP 2) and the rendered unit's CUDA_VISIBLE_DEVICES=0,1 took the other
+    user's GPU. Synthetic: the 2xH200 capture plus cuda-visible-devices.txt, as `ktinfra facts --capture`
+    writes it when the variable is set."""
+    import shutil
+
+    host = tmp_path / "shared"
+    shutil.copytree(HOSTS / "2xh200-xeon-amx-32c", host)
+    if visible is not None:
+        (host / "cuda-visible-devices.txt").write_text(visible + "\n")
+    found = facts.from_capture(host)
+    assert [g["index"] for g in found["gpus"]] == kept
+    doc = plan(found, "Qwen3-30B-A3B", "serve")
+    named = [w for w in doc["warnings"] if "CUDA_VISIBLE_DEVICES" in w]
+    if visible is None or kept == [0, 1]:
+        assert not named
+    else:
+        assert named and f"CUDA_VISIBLE_DEVICES={visible!r}" in named[0]
+    if kept:
+        assert set(doc["serve"]["gpu_indices"]) <= set(kept)
+    else:
+        assert not doc["feasible"]
+
+
+def test_the_capture_keeps_cuda_visible_devices_only_when_set(monkeypatch):
+    from ktinfra.facts.capture import SOURCES
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert SOURCES["cuda-visible-devices.txt"]() is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert SOURCES["cuda-visible-devices.txt"]() == "\n"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert SOURCES["cuda-visible-devices.txt"]() == "1\n"
