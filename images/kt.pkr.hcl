@@ -101,6 +101,11 @@ variable "aws_instance_type" {
   default = "m7i.8xlarge"
 }
 
+variable "aws_root_device_name" {
+  type    = string
+  default = "/dev/sda1"
+}
+
 variable "aws_ssh_username" {
   type    = string
   default = "ubuntu"
@@ -145,7 +150,7 @@ source "amazon-ebs" "kt" {
   ami_name      = "${var.aws_ami_name}-${var.profile}-{{timestamp}}"
   tags          = var.labels
   launch_block_device_mappings {
-    device_name           = "/dev/sda1"
+    device_name           = var.aws_root_device_name
     volume_size           = var.aws_root_volume_gb
     volume_type           = "gp3"
     throughput            = 250

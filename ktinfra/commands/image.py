@@ -38,7 +38,8 @@ def build(
         list[str] | None, typer.Option("--env", help="Only these envs of the profile (role or name).")
     ] = None,
     keep: Annotated[
-        list[str] | None, typer.Option(help="Keep in the image: wheelhouse, models, tokens (repeat, or comma-separated).")
+        list[str] | None,
+        typer.Option(help="Keep in the image: wheelhouse, models, tokens (repeat, or comma-separated)."),
     ] = None,
     playbook: Annotated[str, typer.Option(callback=non_empty_path, help="Play that provisions.")] = str(
         REPO_ROOT / "playbooks" / "image.yml"
@@ -62,6 +63,9 @@ def build(
     source_ami: Annotated[
         str | None, typer.Option(help="amazon-ebs: base AMI (default: looked up with boto3).")
     ] = None,
+    ssh_username: Annotated[
+        str, typer.Option(help="amazon-ebs: the base AMI's login user (ubuntu on Ubuntu AMIs).")
+    ] = "ubuntu",
     packer: Annotated[str, typer.Option(help="packer executable.")] = "packer",
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
 ) -> None:
@@ -81,6 +85,7 @@ def build(
         region=region,
         instance_type=instance_type,
         source_ami=source_ami,
+        ssh_username=ssh_username,
         packer=packer,
     )
     on_line = None if as_json else _echo

@@ -47,6 +47,9 @@ def _releases_for(pythons: list[str]) -> str:
     return " or ".join(releases) or f"a release with Python {' or '.join(pythons)}"
 
 
+DEFAULT_ROOT_DEVICE = "/dev/sda1"  # the Ubuntu AMIs' root device
+
+
 def find_source_ami(
     ec2, region: str, name_patterns=AMI_NAME_PATTERNS, owners=AMI_OWNERS, pythons: list[str] | None = None
 ) -> dict:
@@ -77,6 +80,7 @@ def find_source_ami(
                 "name": best["Name"],
                 "created": best.get("CreationDate"),
                 "pattern": pattern,
+                "root_device": best.get("RootDeviceName") or DEFAULT_ROOT_DEVICE,
             }
     skipped = [p for p in name_patterns if p not in usable]
     skipped_note = (
@@ -144,11 +148,26 @@ def check_instance_type(ec2, instance_type: str) -> dict:
 
 
 def describe_ami(ec2, ami_id: str) -> dict:
-    """{id, name, created} of an AMI given with --source-ami."""
+    """{id, name, created, root_device} of an AMI given with --source-ami, refused unless it is an available
+    x86_64 image (an arm64 one cannot boot on the AMX instance types; a pending one fails the launch)."""
     images = ec2.describe_images(ImageIds=[ami_id]).get("Images", [])
     if not images:
         raise ImageError(f"--source-ami {ami_id} is not an AMI this account can use")
-    return {"id": ami_id, "name": images[0].get("Name"), "created": images[0].get("CreationDate")}
+    image = images[0]
+    arch, state = image.get("Architecture"), image.get("State")
+    if arch != "x86_64":
+        raise ImageError(
+            f"--source-ami {ami_id} ({image.get('Name')}) is {arch}: the AMX instance types are x86_64"
+        )
+    if state not in (None, "available"):
+        raise ImageError(f"--source-ami {ami_id} ({image.get('Name')}) is {state}, not available")
+    return {
+        "id": ami_id,
+        "name": image.get("Name"),
+        "created": image.get("CreationDate"),
+        # the root volume is sized by its device name: another name would add a second, empty disk
+        "root_device": image.get("RootDeviceName") or DEFAULT_ROOT_DEVICE,
+    }
 
 
 def look_up(

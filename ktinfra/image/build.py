@@ -25,6 +25,7 @@ from ktinfra.image.packer_adapter import Packer, ensure_available
 from ktinfra.profiles import DEFAULT_PROFILE, is_profile_file, python_versions
 
 KEEP_CHOICES = ("wheelhouse", "models", "tokens")
+SSH_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # the base AMI's login: ubuntu, ec2-user, admin, ...
 # docker's reference grammar (distribution/reference): packer validate accepts any string, and the
 # docker-tag post-processor refuses a bad one only after the whole build and its `docker commit`
 _DOCKER_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -79,14 +80,16 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
     """Every check that can refuse the build, before anything is started or written."""
     if req.source not in SOURCES:
         raise ImageError(f"unknown source {req.source!r}; choose one of: {', '.join(SOURCES)}")
+    if not SSH_USER.fullmatch(req.ssh_username):
+        raise ImageError(f"--ssh-username {req.ssh_username!r} is not a user name")
     bad_keep = sorted(set(req.keep) - set(KEEP_CHOICES))
     if bad_keep:
         raise ImageError(f"--keep accepts {', '.join(KEEP_CHOICES)}; got {', '.join(bad_keep)}")
     if req.source == "docker" and "wheelhouse" in req.keep:
-        # cleanup.sh leaves a mounted wheelhouse alone and docker commit leaves mounts out: it would not be kept
+        # cleanup.sh leaves a mounted wheelhouse alone, and docker commit leaves mounts out: never kept
         raise ImageError(
-            f"--keep wheelhouse: the docker build mounts the wheelhouse from this host ({req.wheelhouse}), and "
-            "docker commit leaves mounts out of the image; the wheels stay there (amazon-ebs keeps them)"
+            f"--keep wheelhouse: the docker build mounts the wheelhouse from this host ({req.wheelhouse}), "
+            "and docker commit leaves mounts out of the image; the wheels stay there (amazon-ebs keeps them)"
         )
     if not req.playbook.is_file():
         raise ImageError(f"playbook {req.playbook} not found")
@@ -148,6 +151,7 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
             "aws_source_ami": ami["id"],
             "aws_instance_type": req.instance_type,
             "aws_ssh_username": req.ssh_username,
+            "aws_root_device_name": ami["root_device"],
             "aws_root_volume_gb": spec.root_volume_gb(profile, envs),
         }
     return Prepared(req, profile, envs, name, variables, extra)

@@ -59,7 +59,8 @@ def install(tmp_path: Path, host: str, packages: list[str], *flags: str) -> tupl
         }
     ]
     (tmp_path / "play.yml").write_text(json.dumps(play))
-    inventory = f"{host} ansible_connection=community.docker.docker ansible_python_interpreter=/usr/bin/python3\n"
+    connection = "ansible_connection=community.docker.docker ansible_python_interpreter=/usr/bin/python3"
+    inventory = f"{host} {connection}\n"
     (tmp_path / "hosts").write_text(inventory)
     env = dict(os.environ, ANSIBLE_ROLES_PATH=str(REPO / "roles"))
     env.pop("ANSIBLE_STDOUT_CALLBACK", None)

@@ -108,7 +108,9 @@ class FakeEC2:
 
 
 def _image(ami_id: str, name: str, created: str) -> dict:
-    return {"ImageId": ami_id, "Name": name, "CreationDate": created}
+    """An Images entry as DescribeImages returns it (the fields ktinfra reads)."""
+    return {"ImageId": ami_id, "Name": name, "CreationDate": created, "Architecture": "x86_64",
+            "State": "available", "RootDeviceName": "/dev/sda1"}  # fmt: skip
 
 
 def test_kt_07_gets_the_ubuntu_2404_ami_though_a_2204_one_is_newer():

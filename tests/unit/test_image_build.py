@@ -500,3 +500,31 @@ def test_a_file_named_like_a_shipped_profile_in_the_working_directory_is_not_tak
     shutil.copy(SMOKE, site)
     prep = build.prepare(build.BuildRequest(source="docker", profile="site.yaml", out_root=tmp_path / "out"))
     assert build.profile_ref(prep) == str(site)
+
+
+def test_a_source_ami_that_cannot_boot_the_build_is_refused_before_packer(ec2):
+    """Before: describe_ami only checked that the AMI existed: an arm64 AMI was accepted for an x86_64 AMX
+    instance (the launch fails, or a paid instance waits out the SSH timeout)."""
+    publish_ami(
+        "eu-north-1", "ami-0000000000000arm", DLAMI.format("20261001"), "2026-10-01T00:00:00", arch="arm64"
+    )
+    args = {"source": "amazon-ebs", "profile": SMOKE, "region": "eu-north-1"}
+    with pytest.raises(ImageError, match=r"--source-ami ami-0000000000000arm \(.*\) is arm64"):
+        build.prepare(build.BuildRequest(**args, source_ami="ami-0000000000000arm"), ec2=ec2)
+    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    prep = build.prepare(build.BuildRequest(**args, source_ami="ami-00000000000000dl"), ec2=ec2)
+    # the launch mapping sizes the AMI's own root device (moto's default, as Ubuntu AMIs have it)
+    assert prep.variables["aws_root_device_name"] == "/dev/sda1"
+    assert prep.variables["aws_ssh_username"] == "ubuntu"
+    prep = build.prepare(
+        build.BuildRequest(**args, source_ami="ami-00000000000000dl", ssh_username="admin"), ec2=ec2
+    )
+    assert prep.variables["aws_ssh_username"] == "admin"
+    with pytest.raises(ImageError, match="--ssh-username 'bad user' is not a user name"):
+        build.prepare(build.BuildRequest(**args, ssh_username="bad user"), ec2=ec2)
+
+
+def test_the_template_sizes_the_root_device_ktinfra_read_from_the_ami():
+    template = (REPO_ROOT / "images" / "kt.pkr.hcl").read_text()
+    assert "device_name           = var.aws_root_device_name" in template
+    assert "/dev/sda1" not in template.split('variable "aws_root_device_name"', 1)[1].split("source ", 1)[1]

@@ -192,7 +192,7 @@ def test_lora_convert_legacy_uses_the_sglang_fork_script():
         ({"legacy": True, "lora_alpha": 16.0}, "--lora-alpha and --overwrite apply to the current converter"),
         ({"legacy": True, "overwrite": True}, "--lora-alpha and --overwrite apply to the current converter"),
         # before: the legacy converter takes no base model; --model-path was dropped without a word
-        ({"legacy": True, "model_path": "/m"}, "--model-path, --lora-alpha and --overwrite apply to the current"),
+        ({"legacy": True, "model_path": "/m"}, "--model-path, --lora-alpha and --overwrite apply to the"),
         ({"model_path": "/m", "lora_alpha": -1.0}, "--lora-alpha must be a finite number above 0"),
     ],
 )
