@@ -18,13 +18,23 @@ image-deps: venv ## packer (Debian's 1.6.6 when none is installed); docker + bas
 	@packer version
 	$(if $(filter docker,$(IMAGE_SOURCE)),bash scripts/docker-ready.sh)
 
-image: image-deps ## bake the KT image (IMAGE_PROFILE=kt-0.7, IMAGE_SOURCE=docker) and verify it
-	$(KTINFRA) image build --source $(IMAGE_SOURCE) --profile '$(IMAGE_PROFILE)' --repository $(IMAGE_REPO) \
-	  --tag $(IMAGE_TAG) --playbook '$(IMAGE_PLAYBOOK)' $(IMAGE_ARGS)
+# build and verify share these: verify finds the manifest under IMAGE_OUT and boots IMAGE_REPO:IMAGE_TAG, so
+# IMAGE_ARGS may not set them (it would build one image and verify another)
+IMAGE_OUT ?= out/image
+IMAGE_BUILD = $(KTINFRA) image build --source $(IMAGE_SOURCE) --profile '$(IMAGE_PROFILE)' \
+  --repository $(IMAGE_REPO) --tag $(IMAGE_TAG) --playbook '$(IMAGE_PLAYBOOK)' --out '$(IMAGE_OUT)' $(IMAGE_ARGS)
+IMAGE_SHARED_ARGS = $(filter --tag --tag=% --repository --repository=% --out --out=%,$(IMAGE_ARGS))
+
+# what was typed is checked (--check: no docker, AWS or packer) before image-deps installs anything
+image: venv ## bake the KT image (IMAGE_PROFILE=kt-0.7, IMAGE_SOURCE=docker) and verify it
+	$(if $(IMAGE_SHARED_ARGS),$(error IMAGE_ARGS sets $(IMAGE_SHARED_ARGS): use IMAGE_TAG, IMAGE_REPO, IMAGE_OUT, which image-verify reads too))
+	$(IMAGE_BUILD) --check
+	$(MAKE) --no-print-directory image-deps
+	$(IMAGE_BUILD)
 	@if [ "$(IMAGE_SOURCE)" = docker ]; then $(MAKE) --no-print-directory image-verify; fi
 
 image-verify: venv ## boot the built docker image with systemd and run the testinfra suites against it
-	$(KTINFRA) image verify $(IMAGE_REPO):$(IMAGE_TAG)
+	$(KTINFRA) image verify $(IMAGE_REPO):$(IMAGE_TAG) --out '$(IMAGE_OUT)'
 
 image-test: image-deps ## CI stage: template + adapter against real packer, docker build of the smoke profile
 	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/image

@@ -67,6 +67,13 @@ def build(
         str, typer.Option(help="amazon-ebs: the base AMI's login user (ubuntu on Ubuntu AMIs).")
     ] = "ubuntu",
     packer: Annotated[str, typer.Option(help="packer executable.")] = "packer",
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Only check what was typed (no docker, AWS or packer asked; `make image` runs it first).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
 ) -> None:
     """Bake the image: playbooks/image.yml through Packer, then validate, clean up and write a manifest."""
@@ -88,6 +95,13 @@ def build(
         ssh_username=ssh_username,
         packer=packer,
     )
+    if check:
+        try:
+            _, _, name = build_mod.check_input(req)
+        except ImageError as exc:
+            _fail(exc)
+        typer.echo(json.dumps({"ok": True, "build": name}) if as_json else f"input ok: build {name}")
+        return
     on_line = None if as_json else _echo
     try:
         result = build_mod.run(req, on_line=on_line)

@@ -170,6 +170,13 @@ def describe_ami(ec2, ami_id: str) -> dict:
     }
 
 
+def check_type_name(instance_type: str) -> None:
+    """An instance type name that is well formed and of a family with AMX CPUs (no AWS asked)."""
+    _check_type_syntax(instance_type)
+    if not is_amx_family(instance_type):
+        raise ImageError(f"{instance_type} is not a family with AMX CPUs {_AMX_FAMILIES}")
+
+
 def look_up(
     region: str, instance_type: str, source_ami: str | None, ec2=None, pythons: list[str] | None = None
 ) -> tuple[dict, dict]:
@@ -178,10 +185,9 @@ def look_up(
     ImageError."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-    # what the name tells needs no AWS: refused before credentials are looked for
-    _check_type_syntax(instance_type)
-    if not is_amx_family(instance_type):
-        raise ImageError(f"{instance_type} is not a family with AMX CPUs {_AMX_FAMILIES}")
+    check_type_name(
+        instance_type
+    )  # what the name tells needs no AWS: refused before credentials are looked for
     try:
         ec2 = ec2 or ec2_client(region)
         itype = check_instance_type(ec2, instance_type)

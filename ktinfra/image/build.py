@@ -76,8 +76,10 @@ class Prepared:
     extra: dict = field(default_factory=dict)
 
 
-def prepare(req: BuildRequest, ec2=None) -> Prepared:
-    """Every check that can refuse the build, before anything is started or written."""
+def check_input(req: BuildRequest) -> tuple[dict, dict, str]:
+    """The checks that need neither docker, AWS nor packer (what was typed: source, profile, envs, tag,
+    --keep, --out, ...): `image build --check` and `make image` run them before anything is installed.
+    Returns (profile, envs, build name)."""
     if req.source not in SOURCES:
         raise ImageError(f"unknown source {req.source!r}; choose one of: {', '.join(SOURCES)}")
     if not SSH_USER.fullmatch(req.ssh_username):
@@ -110,6 +112,14 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
     _check_out(req.out_root, name)
     if req.source == "docker":
         _check_dir(req.wheelhouse, "--wheelhouse")
+    if req.source == "amazon-ebs":
+        aws.check_type_name(req.instance_type)
+    return profile, envs, name
+
+
+def prepare(req: BuildRequest, ec2=None) -> Prepared:
+    """Every check that can refuse the build, before anything is started or written."""
+    profile, envs, name = check_input(req)
     git = manifest.git_revision()  # once: the label and the manifest name the same commit
     labels = {
         "ktinfra.profile": profile["name"],

@@ -267,13 +267,57 @@ def _make_n(*args: str) -> list[list[str]]:
 
 def test_make_image_passes_a_profile_path_with_spaces_whole(tmp_path):
     profile = "/srv/lab profiles/site.yaml"
-    [cmd] = _make_n("image", "IMAGE_SOURCE=amazon-ebs", f"IMAGE_PROFILE={profile}")
+    check, cmd = _make_n("image", "IMAGE_SOURCE=amazon-ebs", f"IMAGE_PROFILE={profile}")
+    assert check == [*cmd, "--check"]
     assert cmd[cmd.index("--profile") + 1] == profile
     assert cmd[cmd.index("--tag") + 1] == "site"
     [verify] = _make_n("image-verify", f"IMAGE_PROFILE={profile}")
-    assert verify[-1] == "ktinfra/kt:site"
+    assert verify[-3:] == ["ktinfra/kt:site", "--out", "out/image"]
     [default] = _make_n("image-verify")
-    assert default[-1] == "ktinfra/kt:kt-0.7"
+    assert default[-3] == "ktinfra/kt:kt-0.7"
+
+
+def test_make_image_checks_the_input_before_image_deps_installs_anything():
+    """Before: image-deps (apt-get install packer, docker, the base image) ran first; a typo in
+    IMAGE_PROFILE was found only after the host had been changed."""
+    proc = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), "image"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    lines = proc.stdout.splitlines()
+    first_check = next(i for i, line in enumerate(lines) if line.endswith("--check"))
+    deps = next(i for i, line in enumerate(lines) if "image-deps" in line or "apt-get" in line)
+    assert first_check < deps
+
+
+@pytest.mark.parametrize("args", ["--tag mine", "--out=/tmp/x", "--repository lab/kt --keep models"])
+def test_make_image_refuses_image_args_that_verify_would_not_see(args):
+    """Before: IMAGE_ARGS reached the build only: with --out or --tag, verify looked for another manifest or
+    booted the stale ktinfra/kt:kt-0.7."""
+    proc = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), "image", f"IMAGE_ARGS={args}"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "use IMAGE_TAG, IMAGE_REPO, IMAGE_OUT" in proc.stderr
+    assert "ktinfra image build" not in proc.stdout
+
+
+def test_image_build_check_asks_no_docker_aws_or_packer(tmp_path, monkeypatch):
+    def asked(*_args, **_kwargs):
+        raise AssertionError("--check asked docker or AWS")
+
+    monkeypatch.setattr(dockercli, "ensure_daemon", asked)
+    monkeypatch.setattr(dockercli, "_docker", asked)
+    monkeypatch.setattr(build.aws, "ec2_client", asked)
+    out = tmp_path / "out"
+    base = ["image", "build", "--profile", SMOKE, "--out", str(out), "--packer", "/nonexistent", "--check"]
+    result = CliRunner().invoke(app, base)
+    assert result.exit_code == 0 and "input ok: build smoke-docker" in result.output, result.output
+    result = CliRunner().invoke(app, [*base, "--source", "amazon-ebs", "--instance-type", "g6e.xlarge"])
+    assert result.exit_code == 1 and "g6e.xlarge is not a family with AMX CPUs" in result.output
+    result = CliRunner().invoke(app, ["image", "build", "--profile", "kt-9", "--check"])
+    assert result.exit_code == 1 and "unknown stack profile 'kt-9'" in result.output
+    assert not out.exists()
 
 
 def test_build_summary_names_pins_whose_imports_were_not_checked(capsys):
@@ -331,7 +375,7 @@ def test_profile_name_with_plus_is_refused_for_amazon_ebs_before_aws_or_packer(t
 def test_make_image_for_amazon_ebs_is_refused_before_aws_or_packer(tmp_path, no_aws):
     # the arguments `make image IMAGE_SOURCE=amazon-ebs` passes (and --tag, which amazon-ebs ignores)
     site = _site_profile(tmp_path, "site+cu128")
-    [cmd] = _make_n("image", "IMAGE_SOURCE=amazon-ebs", f"IMAGE_PROFILE={site}")
+    _, cmd = _make_n("image", "IMAGE_SOURCE=amazon-ebs", f"IMAGE_PROFILE={site}")
     out = tmp_path / "out"
     args = [*cmd[cmd.index("image") :], "--out", str(out), "--packer", "/nonexistent"]
     result = CliRunner().invoke(app, args)
