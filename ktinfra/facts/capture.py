@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -17,6 +18,7 @@ from ktinfra.facts.gpus import QUERY_FIELDS, QUERY_FIELDS_BEFORE_MIG
 from ktinfra.links import LinkLoop
 
 CommandOrReader = list[str] | Callable[[], str | None]
+SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18  # x86_64 (asm/prctl.h)
 
 
 def _read(path: str) -> str | None:
@@ -49,6 +51,23 @@ def _proc_status() -> str | None:
         return None
     keep = [line for line in text.splitlines() if line.startswith(("Cpus_allowed_list", "Mems_allowed_list"))]
     return "\n".join(keep) + "\n"
+
+
+def _amx_permission() -> str | None:
+    """arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) in this process: whether the kernel grants AMX
+    tiles. The release alone misleads (distribution kernels before 5.16 carry the backport). Only asked on
+    an x86_64 CPU whose flags show amx_tile; the permission stays with this short-lived process."""
+    if platform.machine() != "x86_64" or " amx_tile" not in (_read("/proc/cpuinfo") or ""):
+        return None
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        rc = libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, ctypes.c_ulong(XFEATURE_XTILEDATA))
+    except (OSError, AttributeError):
+        return None
+    return "granted\n" if rc == 0 else f"refused: {os.strerror(ctypes.get_errno())}\n"
 
 
 def _cgroup_dirs() -> list[Path]:
@@ -164,6 +183,7 @@ SOURCES: dict[str, CommandOrReader] = {
     "numa_balancing.txt": lambda: _read("/proc/sys/kernel/numa_balancing"),
     "cpufreq.txt": _cpufreq,
     "pid1.txt": lambda: _read("/proc/1/comm"),
+    "amx-permission.txt": _amx_permission,
 }
 
 

@@ -67,6 +67,7 @@ def cpu_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
         "sockets": counts.pop("sockets") or within(lscpu_int(fields, "Socket(s)"), 1, MAX_CPUS),
         "threads_per_core": threads_per_core,
         "online_cpus": len(online) or None,
+        "amx_permission": _amx_permission(files.get("amx-permission.txt")),
         **counts,
         "quota_cpus": limits.quota_cpus,
         "hypervisor": fields.get("Hypervisor vendor"),
@@ -203,6 +204,12 @@ def _usable_counts(
         "numa_node_cpus": {str(node): format_cpulist(cpus) for node, cpus in sorted(node_cpus.items())},
         "numa_node_physical_cores": {str(node): count for node, count in sorted(per_node_cores.items())},
     }
+
+
+def _amx_permission(text: str | None) -> str | None:
+    """ "granted", "refused: <why>" (the capture's arch_prctl answer), or None where it was not asked."""
+    line = (text or "").strip().splitlines()[0][:200] if (text or "").strip() else ""
+    return line if line == "granted" or line.startswith("refused") else None
 
 
 def _per_core(value: Fraction | int) -> str:

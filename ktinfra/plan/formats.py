@@ -159,7 +159,7 @@ def forced_cpu_variant(facts: dict) -> tuple[str | None, str | None]:
         (name for name, needs in NON_AMX_VARIANTS if all(isa_flag(facts, f) for f in needs)), "avx2"
     )
     return variant, (
-        f"{variant}: kernel {old_kernel} < 5.16 cannot grant AMX tiles, but kt-kernel picks its library from "
+        f"{variant}: kernel {old_kernel} does not grant AMX tiles, but kt-kernel picks its library from "
         f"the CPU flags alone and would load the amx one; {CPU_VARIANT_ENV}={variant} (the best library "
         "these flags run) is set in the server's environment"
     )

@@ -245,8 +245,15 @@ AMX_PERMISSION_KERNEL = (5, 16)  # ARCH_REQ_XCOMP_PERM for XTILEDATA
 
 
 def amx_blocked_by_kernel(facts: dict) -> str | None:
-    """The kernel release when it is known and too old to grant AMX tiles to a process, else None."""
+    """Why the kernel does not grant AMX tiles to a process ("<release>", or "<release> (refused: ...)"),
+    else None. The capture's own arch_prctl answer (cpu.amx_permission) wins over the release: distribution
+    kernels before 5.16 carry the backport, and a new kernel can still refuse (a seccomp filter, say)."""
     release = (facts.get("os") or {}).get("kernel")
+    permission = (facts.get("cpu") or {}).get("amx_permission")
+    if permission == "granted":
+        return None
+    if isinstance(permission, str) and permission.startswith("refused"):
+        return f"{release or 'unknown'} ({permission})"
     version = _version(release)
     return release if version and version < AMX_PERMISSION_KERNEL else None
 
@@ -593,7 +600,15 @@ def platform_checks(facts: dict, profile: dict, *, needs_amx_kernel: bool) -> tu
             "themselves); unset it there to plan for every GPU"
         )
     kernel, kernel_min = _version(os_facts.get("kernel")), _version(profile.get("kernel_min"))
-    if needs_amx_kernel and kernel and kernel_min and kernel < kernel_min:
+    permission = (facts.get("cpu") or {}).get("amx_permission")
+    if needs_amx_kernel and isinstance(permission, str) and permission.startswith("refused"):
+        problems.append(
+            f"kernel {os_facts.get('kernel')} refused ARCH_REQ_XCOMP_PERM (AMX tiles) when the facts were "
+            f"taken ({permission.removeprefix('refused: ')}); kt-kernel's AMX code would die with SIGILL"
+        )
+    elif needs_amx_kernel and permission == "granted":
+        pass  # the kernel granted tiles, whatever its release says (a backport)
+    elif needs_amx_kernel and kernel and kernel_min and kernel < kernel_min:
         problems.append(
             f"kernel {os_facts['kernel']} is older than {profile['kernel_min']}: AMX tiles need "
             "ARCH_REQ_XCOMP_PERM (Linux 5.16+)"

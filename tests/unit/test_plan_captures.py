@@ -263,3 +263,46 @@ def test_the_capture_keeps_cuda_visible_devices_only_when_set(monkeypatch):
     assert SOURCES["cuda-visible-devices.txt"]() == "\n"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert SOURCES["cuda-visible-devices.txt"]() == "1\n"
+
+
+@pytest.mark.parametrize(
+    ("kernel", "permission", "usable", "problem"),
+    [
+        ("6.8.0-60-generic", None, True, None),
+        ("5.14.0-427.13.1.el9_4.x86_64", None, False, "older than 5.16"),  # no probe: the release decides
+        ("5.14.0-427.13.1.el9_4.x86_64", "granted", True, None),  # RHEL 9's backport, seen by the probe
+        ("6.8.0-60-generic", "refused: Invalid argument", False, "refused ARCH_REQ_XCOMP_PERM"),
+    ],
+)
+def test_the_captures_amx_permission_answer_wins_over_the_kernel_release(
+    tmp_path, kernel, permission, usable, problem
+):
+    """Before: AMX was judged by the release alone: a RHEL 9 kernel (5.14 with the XTILEDATA backport) got a
+    forced non-AMX kt-kernel and an infeasible SFT plan. Synthetic: the H100 capture with another uname and
+    the amx-permission.txt `ktinfra facts --capture` writes on AMX CPUs."""
+    import shutil
+
+    host = tmp_path / "amx"
+    shutil.copytree(HOSTS / "h100-xeon-amx-16c", host)
+    uname = (host / "uname.txt").read_text().split()
+    uname[2] = kernel
+    (host / "uname.txt").write_text(" ".join(uname) + "\n")
+    if permission:
+        (host / "amx-permission.txt").write_text(permission + "\n")
+    found = facts.from_capture(host)
+    assert found["cpu"]["amx_permission"] == permission
+    doc = plan(found, "Qwen3-30B-A3B", "sft")
+    assert doc["host"]["amx_usable"] is usable
+    kernel_problems = [p for p in doc["problems"] if "kernel" in p]
+    if problem:
+        assert kernel_problems and problem in kernel_problems[0], doc["problems"]
+    else:
+        assert not kernel_problems, doc["problems"]
+
+
+def test_the_live_capture_asks_the_kernel_only_on_amx_cpus():
+    from ktinfra.facts.capture import SOURCES
+
+    answer = SOURCES["amx-permission.txt"]()
+    has_amx = " amx_tile" in Path("/proc/cpuinfo").read_text()
+    assert (answer is None) is not has_amx  # this machine (EPYC, no AMX): not asked
