@@ -306,3 +306,24 @@ def test_the_live_capture_asks_the_kernel_only_on_amx_cpus():
     answer = SOURCES["amx-permission.txt"]()
     has_amx = " amx_tile" in Path("/proc/cpuinfo").read_text()
     assert (answer is None) is not has_amx  # this machine (EPYC, no AMX): not asked
+
+
+@pytest.mark.parametrize(
+    ("driver", "problem", "warning"),
+    [("580.159.04", False, False), ("550.163.01", False, True), ("470.256.02", True, False)],
+)
+def test_the_nvidia_driver_is_checked_against_the_profiles_cuda_builds(tmp_path, driver, problem, warning):
+    """Before: the plan read no driver version: a 470 driver (CUDA 11.4) got a feasible kt-0.7 plan, whose
+    torch 2.9.1 CUDA 12.8 build cannot start there. Synthetic: the H100 capture with another driver."""
+    import shutil
+
+    host = tmp_path / "driver"
+    shutil.copytree(HOSTS / "h100-xeon-amx-16c", host)
+    for name in ("nvidia-smi-q.xml", "nvidia-smi-query.csv"):
+        (host / name).write_text((host / name).read_text().replace("580.159.04", driver))
+    doc = plan(facts.from_capture(host), "Qwen3-30B-A3B", "serve")
+    problems = [p for p in doc["problems"] if "NVIDIA driver" in p]
+    warnings = [w for w in doc["warnings"] if "NVIDIA driver" in w]
+    assert bool(problems) == problem and bool(warnings) == warning, (doc["problems"], doc["warnings"])
+    if problem:
+        assert "older than 525.60.13" in problems[0] and not doc["feasible"]
