@@ -68,6 +68,10 @@ def cpu_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
         "threads_per_core": threads_per_core,
         "online_cpus": len(online) or None,
         "amx_permission": _amx_permission(files.get("amx-permission.txt")),
+        # NUMA nodes this process may allocate memory on (the cpuset's mems); None: not captured
+        "memory_nodes_allowed": format_cpulist(mems)
+        if (mems := parse_cpulist(_status_field(files, "Mems_allowed_list")))
+        else None,
         **counts,
         "quota_cpus": limits.quota_cpus,
         "hypervisor": fields.get("Hypervisor vendor"),

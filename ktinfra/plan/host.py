@@ -259,7 +259,21 @@ def amx_blocked_by_kernel(facts: dict) -> str | None:
 
 
 def numa_node_cores(facts: dict) -> dict[int, int]:
-    """Usable physical cores per NUMA node, for the nodes that hold any."""
+    """Usable physical cores per NUMA node, for the nodes that hold any and whose memory this process may
+    use: kt-kernel binds each thread pool's threads and its expert weights to one node, and a node outside
+    the cpuset's mems cannot hold them (when no node is left, the CPUs' nodes are taken as they are)."""
+    cores = _cpu_node_cores(facts)
+    allowed = memory_nodes_allowed(facts)
+    kept = {node: n for node, n in cores.items() if allowed is None or node in allowed}
+    return kept or cores
+
+
+def memory_nodes_allowed(facts: dict) -> set[int] | None:
+    text = facts["cpu"].get("memory_nodes_allowed")
+    return parse_cpulist(text) or None if isinstance(text, str) else None
+
+
+def _cpu_node_cores(facts: dict) -> dict[int, int]:
     cpu = facts["cpu"]
     counted = cpu.get("numa_node_physical_cores")
     if isinstance(counted, dict) and counted:
@@ -618,6 +632,14 @@ def platform_checks(facts: dict, profile: dict, *, needs_amx_kernel: bool) -> tu
     problems_driver, warnings_driver = _driver_checks(facts, profile)
     problems += problems_driver
     warnings += warnings_driver
+    memoryless = sorted(set(_cpu_node_cores(facts)) - set(numa_node_cores(facts)))
+    if memoryless:
+        warnings.append(
+            f"NUMA node(s) {_nodes(memoryless)} hold CPUs this process may use, but not memory it may "
+            f"allocate (Mems_allowed_list {facts['cpu'].get('memory_nodes_allowed')}): no thread pool is "
+            "planned there, since kt-kernel puts a pool's expert weights on its own node; widen the "
+            "cpuset's mems to use them"
+        )
     visible = facts.get("cuda_visible_devices")
     if isinstance(visible, dict) and visible.get("hidden_indices"):
         hidden = ", ".join(str(i) for i in visible["hidden_indices"])

@@ -327,3 +327,28 @@ def test_the_nvidia_driver_is_checked_against_the_profiles_cuda_builds(tmp_path,
     assert bool(problems) == problem and bool(warnings) == warning, (doc["problems"], doc["warnings"])
     if problem:
         assert "older than 525.60.13" in problems[0] and not doc["feasible"]
+
+
+@pytest.mark.parametrize(("mems", "pools", "warned"), [("0-1", 2, False), ("0", 1, True), ("1", 1, True)])
+def test_thread_pools_go_only_to_nodes_whose_memory_the_process_may_use(tmp_path, mems, pools, warned):
+    """Before: Mems_allowed_list was captured and ignored: with the cpuset's mems 0 on the 2-socket host the
+    plan bound pool 1 to node 1, where this process may not allocate, so its expert weights could not go
+    where kt-kernel puts them. Synthetic: the 2-socket capture with another Mems_allowed_list."""
+    import shutil
+
+    host = tmp_path / "mems"
+    shutil.copytree(HOSTS / "synthetic-2s-8470q-amx", host)
+    status = (
+        (host / "proc-self-status.txt")
+        .read_text()
+        .replace("Mems_allowed_list:\t0-1", f"Mems_allowed_list:\t{mems}")
+    )
+    (host / "proc-self-status.txt").write_text(status)
+    found = facts.from_capture(host)
+    assert found["cpu"]["memory_nodes_allowed"] == mems
+    doc = plan(found, "Qwen3-30B-A3B", "serve")
+    assert doc["serve"]["kt_threadpool_count"] == pools
+    named = [w for w in doc["warnings"] if "Mems_allowed_list" in w]
+    assert bool(named) == warned, doc["warnings"]
+    if pools == 1 and doc["serve"].get("kt_numa_nodes") is not None:
+        assert doc["serve"]["kt_numa_nodes"] == [int(mems)]
