@@ -70,6 +70,14 @@ def _amx_permission() -> str | None:
     return "granted\n" if rc == 0 else f"refused: {os.strerror(ctypes.get_errno())}\n"
 
 
+def _cuda_visible_devices() -> str | None:
+    """CUDA_VISIBLE_DEVICES when set (its numbers count in CUDA_DEVICE_ORDER, on a second line when set)."""
+    if "CUDA_VISIBLE_DEVICES" not in os.environ:
+        return None
+    order = os.environ.get("CUDA_DEVICE_ORDER")
+    return os.environ["CUDA_VISIBLE_DEVICES"] + "\n" + (f"CUDA_DEVICE_ORDER={order}\n" if order else "")
+
+
 def _cgroup_dirs() -> list[Path]:
     """Own cgroup directories and their ancestors, per controller (v1) or unified (v2)."""
     root = Path("/sys/fs/cgroup")
@@ -162,9 +170,7 @@ SOURCES: dict[str, CommandOrReader] = {
     # the MIG devices' UUIDs, which CUDA_VISIBLE_DEVICES needs to select one (the XML lists no MIG UUID)
     "nvidia-smi-L.txt": ["nvidia-smi", "-L"],
     # only when set: the GPUs a shared server handed this user (facts keep those alone)
-    "cuda-visible-devices.txt": lambda: (
-        os.environ["CUDA_VISIBLE_DEVICES"] + "\n" if "CUDA_VISIBLE_DEVICES" in os.environ else None
-    ),
+    "cuda-visible-devices.txt": _cuda_visible_devices,
     "cgroup.txt": _cgroup_limits,
     "proc-self-status.txt": _proc_status,
     "proc-self-cgroup.txt": lambda: _read("/proc/self/cgroup"),

@@ -73,22 +73,48 @@ def gpu_facts(files: dict[str, str]) -> tuple[list[dict], dict]:
 
 def cuda_visible(gpus: list[dict], text: str | None) -> tuple[list[dict], dict | None]:
     """The GPUs the capturing process's CUDA_VISIBLE_DEVICES left it (cuda-visible-devices.txt, written only
-    when the variable was set), and what was read. A shared server hands each user some GPUs this way: a
-    plan over all of them would take the others' (the rendered units set CUDA_VISIBLE_DEVICES themselves).
-    Entries are nvidia-smi indices (the units run with CUDA_DEVICE_ORDER=PCI_BUS_ID, nvidia-smi's order) or
-    GPU/MIG UUIDs, whole or as a unique prefix; as in CUDA, the list ends at the first entry that names no
+    when the variable was set: its value, then CUDA_DEVICE_ORDER=... when that was set), and what was read.
+    A shared server hands each user some GPUs this way: a plan over all of them would take the others' (the
+    rendered units set CUDA_VISIBLE_DEVICES themselves). Entries are nvidia-smi indices (the units run with
+    CUDA_DEVICE_ORDER=PCI_BUS_ID, nvidia-smi's order) or GPU/MIG UUIDs, whole or as a unique prefix; a MIG
+    UUID keeps its GPU with that instance alone. As in CUDA, the list ends at the first entry that names no
     GPU. None: the variable was not set, every GPU is the planner's."""
     if text is None:
         return gpus, None
-    raw = text.strip()
+    lines = text.splitlines() or [""]
+    raw = lines[0].strip()
+    order = next(
+        (ln.split("=", 1)[1].strip() for ln in lines[1:] if ln.startswith("CUDA_DEVICE_ORDER=")), None
+    )
     kept: list[dict] = []
+    instances: dict[int, list[dict]] = {}
     for entry in (e.strip() for e in raw.split(",")) if raw else ():
         match = [g for g in gpus if _names_gpu(entry, g)]
-        if len(match) != 1 or match[0] in kept:
+        if len(match) != 1:
             break
-        kept.append(match[0])
-    hidden = [g["index"] for g in gpus if g not in kept]
-    return kept, {"value": raw, "hidden_indices": hidden}
+        gpu = match[0]
+        named = [d for d in gpu.get("mig_devices") or [] if entry and (d.get("uuid") or "").startswith(entry)]
+        if gpu in kept and not named:
+            break
+        if gpu not in kept:
+            kept.append(gpu)
+        if named:
+            instances.setdefault(id(gpu), []).extend(named)
+    narrowed = []
+    for gpu in kept:
+        if id(gpu) in instances:  # only the instances named: the others are someone else's
+            gpu = dict(gpu, mig_devices=instances[id(gpu)])
+            _mig_memory(gpu)
+        narrowed.append(gpu)
+    info = {"value": raw, "hidden_indices": [g["index"] for g in gpus if g not in kept]}
+    mixed = len({(g.get("name"), g.get("memory_mib")) for g in gpus}) > 1
+    if mixed and order != "PCI_BUS_ID" and any(e.strip().isdigit() for e in raw.split(",")):
+        info["note"] = (
+            "its numbers were read in nvidia-smi's (PCI bus) order, while the capturing process counted in "
+            f"CUDA's {order or 'default (fastest first)'} order: on these mixed GPUs they may name others; "
+            "give GPU UUIDs"
+        )
+    return narrowed, info
 
 
 def _names_gpu(entry: str, gpu: dict) -> bool:

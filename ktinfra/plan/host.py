@@ -265,7 +265,7 @@ def numa_node_cores(facts: dict) -> dict[int, int]:
     cores = _cpu_node_cores(facts)
     allowed = memory_nodes_allowed(facts)
     kept = {node: n for node, n in cores.items() if allowed is None or node in allowed}
-    return kept or cores
+    return kept or cores  # no CPU node has allowed memory (memory-only nodes?): the CPUs' nodes, as before
 
 
 def memory_nodes_allowed(facts: dict) -> set[int] | None:
@@ -356,9 +356,10 @@ def sequential_thread_pools(facts: dict, threads: int) -> tuple[int, int, str | 
     if not fit:
         warning = (
             "kt-kernel binds fine-tuning thread pool 0 to NUMA node 0 (kt_kernel/sft/base.py names no nodes, "
-            f"unlike serving's --kt-numa-nodes), and this process has no cores there: its {threads} workers "
-            f"are usable on node(s) {_nodes(cores)} only, so they run away from the node kt-kernel binds "
-            "them and their expert weights to; fine-tune where node 0's CPUs are usable"
+            f"unlike serving's --kt-numa-nodes), and this process has no usable cores there, or may not "
+            f"allocate its memory: its {threads} workers are usable on node(s) {_nodes(cores)} only, so they "
+            "run away from the node kt-kernel binds them and their expert weights to; fine-tune where node "
+            "0's CPUs and memory are this process's"
         )
         return 1, threads, warning
     limited = _pools_limited(cores, nodes, fit, threads)
@@ -633,6 +634,13 @@ def platform_checks(facts: dict, profile: dict, *, needs_amx_kernel: bool) -> tu
     problems += problems_driver
     warnings += warnings_driver
     memoryless = sorted(set(_cpu_node_cores(facts)) - set(numa_node_cores(facts)))
+    allowed = memory_nodes_allowed(facts)
+    if allowed is not None and _cpu_node_cores(facts) and not allowed & set(numa_node_cores(facts)):
+        warnings.append(
+            "no NUMA node with CPUs this process may use is one whose memory it may allocate "
+            f"(Mems_allowed_list {facts['cpu'].get('memory_nodes_allowed')}): thread pools are planned on "
+            "the CPUs' nodes, and their expert weights land on other nodes"
+        )
     if memoryless:
         warnings.append(
             f"NUMA node(s) {_nodes(memoryless)} hold CPUs this process may use, but not memory it may "
@@ -648,6 +656,8 @@ def platform_checks(facts: dict, profile: dict, *, needs_amx_kernel: bool) -> tu
             "the facts were taken (the GPUs this user was given; the units select the planned ones "
             "themselves); unset it there to plan for every GPU"
         )
+    if isinstance(visible, dict) and visible.get("note"):
+        warnings.append(f"CUDA_VISIBLE_DEVICES={visible.get('value')!r}: {visible['note']}")
     kernel, kernel_min = _version(os_facts.get("kernel")), _version(profile.get("kernel_min"))
     permission = (facts.get("cpu") or {}).get("amx_permission")
     if needs_amx_kernel and isinstance(permission, str) and permission.startswith("refused"):

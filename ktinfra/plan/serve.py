@@ -408,7 +408,8 @@ def busy_gpu_warnings(gpus: list[dict], frac: float) -> list[str]:
         warnings.append(
             f"GPU {gpu['index']} had {gb(used * MIB)} of {gb(gpu['memory_mib'] * MIB)} in use when the "
             f"facts were taken; the server takes mem_fraction_static {frac} of it at start and fails if that "
-            "is not free: stop what holds it, or lower mem_fraction_static (kt_serve_overrides)"
+            "is not free: unless that was this plan's own server running already, stop what holds it, or "
+            "lower mem_fraction_static (kt_serve_overrides)"
         )
     return warnings
 

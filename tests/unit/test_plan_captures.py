@@ -329,7 +329,9 @@ def test_the_nvidia_driver_is_checked_against_the_profiles_cuda_builds(tmp_path,
         assert "older than 525.60.13" in problems[0] and not doc["feasible"]
 
 
-@pytest.mark.parametrize(("mems", "pools", "warned"), [("0-1", 2, False), ("0", 1, True), ("1", 1, True)])
+@pytest.mark.parametrize(
+    ("mems", "pools", "warned"), [("0-1", 2, False), ("0", 1, True), ("1", 1, True), ("2", 2, True)]
+)
 def test_thread_pools_go_only_to_nodes_whose_memory_the_process_may_use(tmp_path, mems, pools, warned):
     """Before: Mems_allowed_list was captured and ignored: with the cpuset's mems 0 on the 2-socket host the
     plan bound pool 1 to node 1, where this process may not allocate, so its expert weights could not go
@@ -352,3 +354,42 @@ def test_thread_pools_go_only_to_nodes_whose_memory_the_process_may_use(tmp_path
     assert bool(named) == warned, doc["warnings"]
     if pools == 1 and doc["serve"].get("kt_numa_nodes") is not None:
         assert doc["serve"]["kt_numa_nodes"] == [int(mems)]
+
+
+def test_a_mig_uuid_in_cuda_visible_devices_keeps_that_instance_alone(tmp_path):
+    """Before: a MIG UUID kept its whole GPU with every instance, and the plan chose the first/largest one
+    (someone else's). Synthetic: the 2x3g MIG capture with the second instance handed to this user."""
+    import shutil
+
+    host = tmp_path / "mig"
+    shutil.copytree(HOSTS / "synthetic-h100-mig-2x3g", host)
+    (host / "cuda-visible-devices.txt").write_text("MIG-d9d7d000\n")
+    found = facts.from_capture(host)
+    (gpu,) = found["gpus"]
+    assert [d["uuid"] for d in gpu["mig_devices"]] == ["MIG-d9d7d000-7324-555b-9b15-aa9d35017479"]
+    doc = plan(found, "Qwen3-30B-A3B", "serve")
+    assert doc["serve"]["mig_uuids"] == ["MIG-d9d7d000-7324-555b-9b15-aa9d35017479"]
+    whole = plan(facts.from_capture(HOSTS / "synthetic-h100-mig-2x3g"), "Qwen3-30B-A3B", "serve")
+    assert whole["serve"]["mig_uuids"] == ["MIG-978553c0-9f55-5ab9-b2cd-da525c211123"]
+
+
+@pytest.mark.parametrize(("order", "noted"), [(None, True), ("FASTEST_FIRST", True), ("PCI_BUS_ID", False)])
+def test_numbers_in_cuda_visible_devices_on_mixed_gpus_are_noted_unless_in_pci_order(tmp_path, order, noted):
+    """CUDA numbers GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID; facts read the numbers in
+    nvidia-smi's order. Synthetic: the 4x5090 capture with GPU 3 a 24 GB RTX 4090."""
+    import shutil
+
+    host = tmp_path / "mixed"
+    shutil.copytree(HOSTS / "synthetic-4x5090-8470q", host)
+    csv = (host / "nvidia-smi-query.csv").read_text()
+    uuid = "GPU-9d3a1b2c-3d4e-5f60-7182-93a4b5c6d7e3"
+    csv = csv.replace(
+        f"3, NVIDIA GeForce RTX 5090, {uuid}, 32607 MiB", f"3, NVIDIA GeForce RTX 4090, {uuid}, 24564 MiB"
+    )
+    (host / "nvidia-smi-query.csv").write_text(csv)
+    (host / "cuda-visible-devices.txt").write_text("1\n" + (f"CUDA_DEVICE_ORDER={order}\n" if order else ""))
+    found = facts.from_capture(host)
+    assert [g["index"] for g in found["gpus"]] == [1]
+    assert ("note" in found["cuda_visible_devices"]) is noted
+    warned = [w for w in plan(found, "Qwen3-30B-A3B", "serve")["warnings"] if "give GPU UUIDs" in w]
+    assert bool(warned) is noted
