@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -100,9 +101,32 @@ def _check_can_start() -> None:
         raise lora.LoraError("--start needs root (it installs into /etc/systemd/system and /etc/ktinfra)")
 
 
+UNIT_DIR = Path("/etc/systemd/system")
+_ENV_FILE_LINE = re.compile(r"^EnvironmentFile=(.*)/%i\.env$", re.MULTILINE)
+
+
+def _check_template(rendered) -> None:
+    """Refuse to replace an installed ktinfra-serve@.service whose instances read their env files from
+    another directory (kt_serve_config_dir moved): every other instance would lose its EnvironmentFile."""
+    name = "ktinfra-serve@.service"
+    try:
+        installed = (UNIT_DIR / name).read_text()
+    except FileNotFoundError:
+        return
+    theirs = _ENV_FILE_LINE.search(installed)
+    ours = _ENV_FILE_LINE.search(rendered.files[name][0])
+    if theirs and ours and theirs.group(1) != ours.group(1):
+        where = theirs.group(1).replace("%%", "%")
+        raise lora.LoraError(
+            f"{UNIT_DIR / name} reads its instances' env files from {where} (kt_serve_config_dir): "
+            f"installing this one would point every instance at {ours.group(1).replace('%%', '%')}; "
+            f"pass --env-dir {where}"
+        )
+
+
 def _install_and_start(rendered, name: str) -> None:
     """Install the rendered unit template + env file and start the instance (serve ran _check_can_start)."""
-    unit_dir, env_dir = Path("/etc/systemd/system"), Path(ENV_DIR)
+    unit_dir, env_dir = UNIT_DIR, Path(rendered.info["env_file"]).parent
     try:
         env_dir.mkdir(parents=True, exist_ok=True)
         for file_name, (content, mode) in rendered.files.items():
@@ -174,6 +198,9 @@ def serve(
         False, "--start", help="Install and start ktinfra-serve@NAME (root, systemd)."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show; convert and write nothing."),
+    env_dir: str = typer.Option(
+        ENV_DIR, "--env-dir", help="Where the instance's env file goes (kt_serve's kt_serve_config_dir)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
 ) -> None:
     """Validate training outputs, convert them for SGLang, render the LoRA serve unit (no GPU experts)."""
@@ -209,11 +236,13 @@ def serve(
             api_key=api_key,
             host=host,
             port=port,
+            env_dir=env_dir,
         )
         rendered.add("plan-lora.json", json.dumps(plan_doc, indent=2) + "\n")
         conversions = [{"adapter": a.name, "output": str(t), "command": c(t)} for a, t, c in steps]
         if start and not dry_run:
             _check_can_start()
+            _check_template(rendered)
         if out is not None:
             check_bundle(out, rendered)  # a bundle that cannot be written stops the run before converting
         if not dry_run:

@@ -566,3 +566,19 @@ def test_a_run_on_an_env_whose_install_did_not_finish_is_refused_before_any_chan
     (env / "ktinfra-freeze.txt").write_text("six==1.17.0\n")  # an env installed before the record existed
     rc, output = train(tmp_path, [run()], **python)
     assert rc == 0 and (tmp_path / "cfg" / "tiny-sft.yaml").exists(), output[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("serve_dir", "expected"), [(None, "/etc/ktinfra/serve"), ("/srv/lab/serve", "/srv/lab/serve")]
+)
+def test_the_hand_over_goes_where_kt_serve_looks(tmp_path, serve_dir, expected):
+    """kt_serve reads the <instance>--<run>.lora.json records from kt_serve_config_dir; before, kt_train wrote
+    them to its own /etc/ktinfra/serve, so a moved kt_serve_config_dir never saw a trained adapter."""
+    out = tmp_path / "dir.txt"
+    tasks = [
+        {"ansible.builtin.include_vars": str(REPO / "roles" / "kt_train" / "defaults" / "main.yml")},
+        {"ansible.builtin.copy": {"content": "{{ kt_train_serve_config_dir }}", "dest": str(out)}},
+    ]
+    rc, output = run_play(tmp_path, tasks, {"kt_serve_config_dir": serve_dir} if serve_dir else {})
+    assert rc == 0, output[-3000:]
+    assert out.read_text() == expected

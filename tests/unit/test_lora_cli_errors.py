@@ -326,3 +326,27 @@ def test_adapter_names_that_are_no_instance_names_are_refused_first(tmp_path, na
     args[args.index("--adapter") + 1] = f"{name}={tmp_path / 'a'}"
     result = invoke([*args, "--dry-run"])
     assert_clean_error(result, "must start with a letter or digit")
+
+
+def test_start_refuses_to_repoint_an_installed_serve_template(tmp_path, monkeypatch):
+    """The serve unit template is shared by every instance: kt_serve renders it with its
+    kt_serve_config_dir (render --env-dir). Before, `lora serve --start` installed its own with
+    /etc/ktinfra/serve, and every kt_serve instance of a moved config directory lost its EnvironmentFile."""
+    from ktinfra.commands import lora as lora_cmd
+    from ktinfra.lora import LoraError
+    from ktinfra.render import render_serve
+    from ktinfra.render.plans import load_plan
+
+    plan = load_plan(
+        Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "seed002-qwen3-30b-a3b-serve.json"
+    )
+    args = {"name": "q", "model_path": "/m", "weight_path": "/w"}
+    installed = render_serve(plan, **args, env_dir="/srv/lab/serve")
+    monkeypatch.setattr(lora_cmd, "UNIT_DIR", tmp_path)
+    lora_cmd._check_template(installed)  # nothing installed yet: nothing to keep
+    (tmp_path / "ktinfra-serve@.service").write_text(installed.files["ktinfra-serve@.service"][0])
+    lora_cmd._check_template(render_serve(plan, **args, env_dir="/srv/lab/serve"))  # the same directory
+    with pytest.raises(
+        LoraError, match="reads its instances' env files from /srv/lab/serve .*--env-dir /srv/lab/serve"
+    ):
+        lora_cmd._check_template(render_serve(plan, **args))
