@@ -342,19 +342,25 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
     log.close()
     result["build"]["output_dir"] = str(final)
     try:
-        publish(stage, final, json.dumps(result, indent=1) + "\n")
+        left = publish(stage, final, json.dumps(result, indent=1) + "\n")
     except OSError as exc:
+        before = "holds the previous build" if (final / "manifest.json").is_file() else "holds no build now"
         raise ImageError(
             f"the image was built, but its output could not be put at {final} ({exc.strerror or exc}); "
-            f"manifest and log are in {stage}, and {final} holds the previous build as it was"
+            f"manifest and log are in {stage}, and {final} {before}"
         ) from exc
+    if left is not None:
+        if on_line:  # the build log is closed by now
+            on_line(f"warning: the previous build could not be removed entirely; it is left in {left}")
+        result["build"]["previous_left_in"] = str(left)
     return result
 
 
-def publish(stage: Path, final: Path, manifest_text: str) -> None:
+def publish(stage: Path, final: Path, manifest_text: str) -> Path | None:
     """Make the finished stage directory, its manifest written first, the output at `final`: the previous
     build is renamed aside (a rename, which files a user cannot delete do not stop) and put back if the new
-    one cannot take its place, so `final` always holds one whole build with its manifest."""
+    one cannot take its place, so `final` always holds one whole build with its manifest. Returns where the
+    previous build is left when it could not be removed entirely (image list and verify pass over it)."""
     tmp = stage / ".manifest.json.tmp"
     tmp.write_text(manifest_text)
     os.replace(tmp, stage / "manifest.json")
@@ -370,6 +376,9 @@ def publish(stage: Path, final: Path, manifest_text: str) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+        if os.path.lexists(old):
+            return old
+    return None
 
 
 def _unusable(prep: Prepared, exc: Exception) -> str:

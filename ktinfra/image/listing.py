@@ -18,6 +18,8 @@ def builds(out_root: Path, warn: Callable[[str], None] | None = None) -> list[di
     follow when docker answers; when its daemon does not, `warn` is told and the manifests' rows stand."""
     rows, seen = [], set()
     for path in sorted(out_root.glob("*/manifest.json")):
+        if path.parent.name.startswith("."):  # a previous build publish() could not remove (.NAME.old-*)
+            continue
         try:
             row = build_row(path)
         except ImageError as exc:

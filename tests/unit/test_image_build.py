@@ -572,3 +572,24 @@ def test_the_template_sizes_the_root_device_ktinfra_read_from_the_ami():
     template = (REPO_ROOT / "images" / "kt.pkr.hcl").read_text()
     assert "device_name           = var.aws_root_device_name" in template
     assert "/dev/sda1" not in template.split('variable "aws_root_device_name"', 1)[1].split("source ", 1)[1]
+
+
+def test_a_previous_build_that_cannot_be_removed_is_reported_and_listed_no_more(tmp_path, monkeypatch):
+    """publish() renames the previous build aside; a file in it the user cannot delete (here immutable) kept
+    .NAME.old-* with its manifest, which `image list` and verify's manifest search (glob */manifest.json)
+    then took for another build."""
+    from ktinfra.image import listing, verify
+
+    stage, final = _stage(tmp_path), _old_build(tmp_path)
+    _immutable(final / "manifest.json")
+    left = None
+    try:
+        left = build.publish(stage, final, json.dumps({"new": True}) + "\n")
+        assert left is not None and left.name.startswith(".kt-0.7-docker.old-")
+        assert (left / "manifest.json").exists()
+        assert json.loads((final / "manifest.json").read_text()) == {"new": True}
+        monkeypatch.setattr(listing.shutil, "which", lambda _name: None)  # the manifests' rows only
+        assert [row["manifest"] for row in listing.builds(tmp_path)] == [str(final / "manifest.json")]
+        assert verify.find_manifest("sha256:none", tmp_path) is None
+    finally:
+        subprocess.run(["chattr", "-i", str((left or final) / "manifest.json")], check=False)
