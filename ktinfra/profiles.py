@@ -191,7 +191,7 @@ def _check_fields(profile: dict, where: str) -> None:
     """The top-level settings other code reads: planner (glibc_min, kernel_min), model store (upstream.ref),
     installer (pip), image build (image.root_volume_gb), `profile list` (description)."""
     _check_string(where, profile, "description", "description")
-    for field in ("glibc_min", "kernel_min", "nvidia_driver_min", "nvidia_driver_recommended"):
+    for field in ("glibc_min", "kernel_min", "nvidia_driver_min"):
         _check_string(
             where, profile, field, field, pattern=_MIN_VERSION, wanted='a version string like "2.35"'
         )

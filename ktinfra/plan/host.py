@@ -593,27 +593,20 @@ def _version(text: str | None) -> tuple[int, ...] | None:
 
 
 def _driver_checks(facts: dict, profile: dict) -> tuple[list[str], list[str]]:
-    """The NVIDIA driver against the profile's CUDA builds: too old to start them (problem), or older than
-    their CUDA release's own minimum (warning: minor-version compatibility runs them, PTX JIT does not)."""
-    least, wanted = profile.get("nvidia_driver_min"), profile.get("nvidia_driver_recommended")
-    if not facts.get("gpus") or not (least or wanted):
+    """The NVIDIA driver against the oldest that starts the profile's CUDA builds (problems, warnings)."""
+    least = profile.get("nvidia_driver_min")
+    if not facts.get("gpus") or not least:
         return [], []
     driver = (facts.get("nvidia") or {}).get("driver_version") or next(
         (g.get("driver_version") for g in facts["gpus"] if g.get("driver_version")), None
     )
-    found, stack = _version(driver), profile["name"]
-    if found is None:  # hand-written facts often leave it out: nothing to judge
+    found = _version(driver)
+    if found is None or found >= _version(least):  # hand-written facts often leave it out: nothing to judge
         return [], []
-    if least and found < _version(least):
-        problem = f"NVIDIA driver {driver} is older than {least}, the oldest that runs the {stack} envs' CUDA"
-        return [f"{problem} 12 builds: update the driver"], []
-    if wanted and found < _version(wanted):
-        return [], [
-            f"NVIDIA driver {driver} is older than {wanted}: the {stack} envs' CUDA 12.8 builds run through "
-            "minor-version compatibility, but kernels JIT-compiled from PTX (flashinfer, triton) may fail to "
-            "load; update the driver"
-        ]
-    return [], []
+    return [
+        f"NVIDIA driver {driver} is older than {least}, the oldest that runs the {profile['name']} envs' "
+        "CUDA 12 builds: update the driver"
+    ], []
 
 
 def platform_checks(facts: dict, profile: dict, *, needs_amx_kernel: bool) -> tuple[list[str], list[str]]:
