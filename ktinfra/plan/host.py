@@ -592,21 +592,61 @@ def _version(text: str | None) -> tuple[int, ...] | None:
     return tuple(parts) or None
 
 
-def _driver_checks(facts: dict, profile: dict) -> tuple[list[str], list[str]]:
-    """The NVIDIA driver against the oldest that starts the profile's CUDA builds (problems, warnings)."""
+def _driver_problems(facts: dict, profile: dict) -> list[str]:
+    """The NVIDIA driver against the oldest that starts the profile's CUDA builds."""
     least = profile.get("nvidia_driver_min")
     if not facts.get("gpus") or not least:
-        return [], []
+        return []
     driver = (facts.get("nvidia") or {}).get("driver_version") or next(
         (g.get("driver_version") for g in facts["gpus"] if g.get("driver_version")), None
     )
     found = _version(driver)
     if found is None or found >= _version(least):  # hand-written facts often leave it out: nothing to judge
-        return [], []
+        return []
     return [
         f"NVIDIA driver {driver} is older than {least}, the oldest that runs the {profile['name']} envs' "
         "CUDA 12 builds: update the driver"
-    ], []
+    ]
+
+
+def _memory_node_warnings(facts: dict) -> list[str]:
+    """NUMA nodes numa_node_cores left out for the cpuset's mems, or could not leave out."""
+    allowed = memory_nodes_allowed(facts)
+    if allowed is None:
+        return []
+    on_cpus, planned = set(_cpu_node_cores(facts)), set(numa_node_cores(facts))
+    mems = facts["cpu"].get("memory_nodes_allowed")
+    if on_cpus and not allowed & planned:
+        return [
+            "no NUMA node with CPUs this process may use is one whose memory it may allocate "
+            f"(Mems_allowed_list {mems}): thread pools are planned on the CPUs' nodes, and their expert "
+            "weights land on other nodes"
+        ]
+    if on_cpus - planned:
+        return [
+            f"NUMA node(s) {_nodes(on_cpus - planned)} hold CPUs this process may use, but not memory it may "
+            f"allocate (Mems_allowed_list {mems}): no thread pool is planned there, since kt-kernel puts a "
+            "pool's expert weights on its own node; widen the cpuset's mems to use them"
+        ]
+    return []
+
+
+def _visibility_warnings(facts: dict) -> list[str]:
+    """What the capturing process's CUDA_VISIBLE_DEVICES left out of the facts, and how its numbers read."""
+    visible = facts.get("cuda_visible_devices")
+    if not isinstance(visible, dict):
+        return []
+    warnings = []
+    if visible.get("hidden_indices"):
+        hidden = ", ".join(str(i) for i in visible["hidden_indices"])
+        warnings.append(
+            f"planned without GPU(s) {hidden}: CUDA_VISIBLE_DEVICES={visible.get('value')!r} was set where "
+            "the facts were taken (the GPUs this user was given; the units select the planned ones "
+            "themselves); unset it there to plan for every GPU"
+        )
+    if visible.get("note"):
+        warnings.append(f"CUDA_VISIBLE_DEVICES={visible.get('value')!r}: {visible['note']}")
+    return warnings
 
 
 def platform_checks(facts: dict, profile: dict, *, needs_amx_kernel: bool) -> tuple[list[str], list[str]]:
@@ -623,34 +663,8 @@ def platform_checks(facts: dict, profile: dict, *, needs_amx_kernel: bool) -> tu
             f"glibc {os_facts['glibc']} is older than {profile['glibc_min']}, which the {profile['name']} "
             "wheels (manylinux) need"
         )
-    problems_driver, warnings_driver = _driver_checks(facts, profile)
-    problems += problems_driver
-    warnings += warnings_driver
-    memoryless = sorted(set(_cpu_node_cores(facts)) - set(numa_node_cores(facts)))
-    allowed = memory_nodes_allowed(facts)
-    if allowed is not None and _cpu_node_cores(facts) and not allowed & set(numa_node_cores(facts)):
-        warnings.append(
-            "no NUMA node with CPUs this process may use is one whose memory it may allocate "
-            f"(Mems_allowed_list {facts['cpu'].get('memory_nodes_allowed')}): thread pools are planned on "
-            "the CPUs' nodes, and their expert weights land on other nodes"
-        )
-    if memoryless:
-        warnings.append(
-            f"NUMA node(s) {_nodes(memoryless)} hold CPUs this process may use, but not memory it may "
-            f"allocate (Mems_allowed_list {facts['cpu'].get('memory_nodes_allowed')}): no thread pool is "
-            "planned there, since kt-kernel puts a pool's expert weights on its own node; widen the "
-            "cpuset's mems to use them"
-        )
-    visible = facts.get("cuda_visible_devices")
-    if isinstance(visible, dict) and visible.get("hidden_indices"):
-        hidden = ", ".join(str(i) for i in visible["hidden_indices"])
-        warnings.append(
-            f"planned without GPU(s) {hidden}: CUDA_VISIBLE_DEVICES={visible.get('value')!r} was set where "
-            "the facts were taken (the GPUs this user was given; the units select the planned ones "
-            "themselves); unset it there to plan for every GPU"
-        )
-    if isinstance(visible, dict) and visible.get("note"):
-        warnings.append(f"CUDA_VISIBLE_DEVICES={visible.get('value')!r}: {visible['note']}")
+    problems += _driver_problems(facts, profile)
+    warnings += _memory_node_warnings(facts) + _visibility_warnings(facts)
     kernel, kernel_min = _version(os_facts.get("kernel")), _version(profile.get("kernel_min"))
     permission = (facts.get("cpu") or {}).get("amx_permission")
     if needs_amx_kernel and isinstance(permission, str) and permission.startswith("refused"):
