@@ -14,6 +14,7 @@ MAX_EVIDENCE = 5
 USAGE_GOOD = 0.9  # token usage above this means the KV cache is well used
 LOW_USAGE_SHARE = 0.3  # share of decode lines with low usage + queued requests that counts as "frequent"
 RETRACTS_PER_MINUTE_OK = 1.0  # about one retraction a minute is fine
+RETRACT_WINDOW_MINUTES = 5  # judged over the busiest 5 minutes, not the whole log
 ACTIVATION_GB = (5.0, 8.0)  # free GPU memory to keep for activations and CUDA graphs
 QUEUE_HEALTHY = (100, 2000)
 IDLE_QUEUE_SHARE = 0.9  # #queue-req == 0 on this share of decode lines ...
@@ -107,12 +108,21 @@ def _current(log: ServerLog, key: str):
 
 
 def _retract_rate(log: ServerLog) -> float | None:
-    stamps = [ts for _, ts, _ in log.retracts if ts is not None]
+    """Retractions per minute in the busiest RETRACT_WINDOW_MINUTES of the log (or the whole log when it is
+    shorter). An average over the whole log would hide a burst in a long one: 30 in one minute of a
+    4-hour log average 0.125/min; one pair a few hours apart is not a burst."""
+    stamps = sorted(ts for _, ts, _ in log.retracts if ts is not None)
     first, last = log.first_ts, log.last_ts
     if len(stamps) < len(log.retracts) or first is None or last is None:
         return None
-    minutes = max((last - first).total_seconds() / 60.0, 1.0)
-    return len(log.retracts) / minutes
+    window = RETRACT_WINDOW_MINUTES * 60.0
+    peak, start = 0, 0
+    for end, stamp in enumerate(stamps):
+        while (stamp - stamps[start]).total_seconds() >= window:
+            start += 1
+        peak = max(peak, end - start + 1)
+    minutes = max(min((last - first).total_seconds(), window) / 60.0, 1.0)
+    return peak / minutes
 
 
 def _conservativeness(log: ServerLog) -> list[dict]:
@@ -128,7 +138,7 @@ def _conservativeness(log: ServerLog) -> list[dict]:
         rate is None and len(log.retracts) >= 5
     )
     if frequent:
-        how = f"{rate:.1f}/min" if rate is not None else f"{len(log.retracts)} times"
+        how = f"{rate:.1f}/min at the busiest" if rate is not None else f"{len(log.retracts)} times"
         return [
             _rec(
                 "--schedule-conservativeness",

@@ -92,3 +92,29 @@ def test_an_oom_while_loading_is_not_called_a_prefill_oom():
     log = tune.parse_text("\n".join([args(), "torch.OutOfMemoryError: CUDA out of memory."]) + "\n")
     assert [o.phase for o in log.ooms] == ["unknown"]  # the server_args line holds chunked_prefill_size=
     assert "--chunked-prefill-size" not in changes
+
+
+DECODE = (
+    "[2025-11-11 {h:02d}:{m:02d}:00 TP0] Decode batch. #running-req: 8, #token: 9000, token usage: 0.50, "
+    "cuda graph: True, gen throughput (token/s): 300.00, #queue-req: 0,"
+)
+
+
+def _retract_at(h: int, m: int, s: int) -> str:
+    return RETRACT.replace("13:02:{s:02d}", f"{h:02d}:{m:02d}:{s:02d}")
+
+
+def test_a_burst_of_retractions_in_a_long_log_is_frequent():
+    """30 retractions in one minute of a 4-hour log: the whole-log average (0.125/min) hid them."""
+    burst = [_retract_at(14, 0, s) for s in range(0, 60, 2)]
+    changes, _ = advise(args(), DECODE.format(h=12, m=0), *burst, DECODE.format(h=16, m=0))
+    rec = changes["--schedule-conservativeness"]
+    assert rec["suggested"] == 1.3
+    assert "6.0/min at the busiest" in rec["reason"]  # 30 in the busiest 5 minutes
+
+
+def test_retractions_hours_apart_are_not_frequent():
+    spread = [_retract_at(h, 30, 0) for h in (12, 13, 14, 15)]
+    changes, advice = advise(args(), DECODE.format(h=12, m=0), *spread, DECODE.format(h=16, m=0))
+    assert "--schedule-conservativeness" not in changes
+    assert "--schedule-conservativeness" not in advice
