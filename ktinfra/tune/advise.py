@@ -12,6 +12,7 @@ from ktinfra.tune.parse import ServerLog
 
 MAX_EVIDENCE = 5
 USAGE_GOOD = 0.9  # token usage above this means the KV cache is well used
+LOW_POOL_USAGE = 0.5  # an uncapped KV pool never used above this has memory GPU experts would use better
 LOW_USAGE_SHARE = 0.3  # share of decode lines with low usage + queued requests that counts as "frequent"
 RETRACTS_PER_MINUTE_OK = 1.0  # about one retraction a minute is fine
 RETRACT_WINDOW_MINUTES = 5  # judged over the busiest 5 minutes, not the whole log
@@ -48,6 +49,8 @@ ARG_CHECKS = {
     "max_total_tokens": lambda v: _is_int(v) and v > 0,
     "page_size": lambda v: _is_int(v) and v > 0,
     "kt_gpu_prefill_token_threshold": lambda v: _is_int(v) and v > 0,
+    "kt_gpu_experts_ratio": lambda v: _is_number(v) and 0 <= v <= 1,
+    "disable_cuda_graph": lambda v: isinstance(v, bool),
 }
 
 
@@ -284,8 +287,8 @@ def _mem_fraction(log: ServerLog, gpu_memory_gb: float | None) -> list[dict]:
         return []
     current = _arg(log, "mem_fraction_static")
     low, high = ACTIVATION_GB
-    if low <= free <= high:
-        return []
+    if low <= free <= high or (free > high and log.ooms):
+        return []  # after an OOM, memory free at start is no memory to give away
     if (cap := _capped_pool(log)) is not None:
         return _token_cap(log, cap, free)
     target = (low + high) / 2
@@ -335,6 +338,7 @@ def _oom(log: ServerLog) -> list[dict]:
     recs = []
     prefill = [o for o in log.ooms if o.phase == "prefill"]
     decode = [o for o in log.ooms if o.phase == "decode"]
+    slots = [o for o in log.ooms if o.phase == "req_slots"]
     unknown = [o for o in log.ooms if o.phase == "unknown"]
     if prefill:
         current = _current(log, "chunked_prefill_size")
@@ -349,31 +353,35 @@ def _oom(log: ServerLog) -> list[dict]:
                 direction=-1,
             )
         )
-    if decode:
+    if decode or slots:
         current = _current(log, "max_running_requests")
         peak = max((b.running_req or 0 for b in log.decodes), default=0)
         base = current if current and current > 0 else peak
+        what = [f"{len(decode)} out-of-memory error(s) during decode"] if decode else []
+        if slots:
+            what.append(f"{len(slots)} time(s) the request slots ran out (alloc_req_slots)")
         recs.append(
             _rec(
                 "--max-running-requests",
                 current,
                 max(1, base // 2) if base else None,
-                f"{len(decode)} out-of-memory error(s) during decode (peak #running-req {peak}): "
-                "halve the number of requests decoded at once",
-                [o.line for o in decode],
+                f"{' and '.join(what)} (peak #running-req {peak}): halve the number of requests decoded at "
+                "once",
+                [o.line for o in decode + slots],
                 direction=-1,
             )
         )
     experts = _current(log, "kt_num_gpu_experts")
-    if log.ooms and _is_int(experts) and experts > 0:
+    if log.ooms and _is_int(experts) and experts > 0 and _capped_pool(log) is not None and not _ratio(log):
         recs.append(
             _rec(
                 "--kt-num-gpu-experts",
                 experts,
                 experts // 2,
-                "GPU ran out of memory and some MoE experts sit on the GPU: moving half of them back to the "
-                "CPU (kt-kernel) frees VRAM for the KV cache and activations",
-                [o.line for o in (prefill + decode + unknown)],
+                "GPU ran out of memory, some MoE experts sit on the GPU and --max-total-tokens caps the KV "
+                "pool: moving half of the experts back to the CPU (kt-kernel) leaves that VRAM free for "
+                "activations (without the cap SGLang would size the pool into it)",
+                [o.line for o in (prefill + decode + slots + unknown)],
                 direction=-1,
             )
         )
@@ -395,29 +403,58 @@ def _oom(log: ServerLog) -> list[dict]:
     return recs
 
 
+def _ratio(log: ServerLog):
+    """--kt-gpu-experts-ratio when set: sglang-kt then ignores --kt-num-gpu-experts (kt_ep_wrapper.py)."""
+    return _arg(log, "kt_gpu_experts_ratio")
+
+
 def _spare_vram_experts(log: ServerLog) -> list[dict]:
+    """More GPU experts when the log shows memory they could use. SGLang sizes the KV pool from what is free
+    after the weights (GPU experts included) minus total x (1 - mem_fraction_static), so without a
+    --max-total-tokens cap more experts shrink the pool and leave available_gpu_mem as it is: then the
+    sign is a pool that never fills, not free memory."""
     free = log.config.get("available_gpu_mem_gb")
     experts = _current(log, "kt_num_gpu_experts")
     usage = [b.token_usage for b in log.decodes if b.token_usage is not None]
-    if free is None or not _is_int(experts) or log.ooms or free <= 2 * ACTIVATION_GB[1]:
-        return []
-    if usage and max(usage) >= USAGE_GOOD:
-        return []  # the KV cache is the bottleneck: spare memory belongs to --mem-fraction-static
-    return [
-        _rec(
-            "--kt-num-gpu-experts",
-            experts,
-            max(1, experts * 2),
-            f"available_gpu_mem={free:.2f} GB is far above what activations need and the KV cache never "
-            f"filled (max token usage {max(usage, default=0):.2f}): put more experts on the GPU; raise in "
-            "steps and keep available_gpu_mem >= 5 GB",
-            [log.config_line],
-            direction=+1,
+    if not _is_int(experts) or log.ooms or (usage and max(usage) >= USAGE_GOOD):
+        return []  # an OOM, or the KV cache is the bottleneck: spare memory belongs to the pool
+    if (ratio := _ratio(log)) is not None:
+        return [
+            _rec(
+                "--kt-num-gpu-experts",
+                experts,
+                None,
+                f"the KV cache never filled, but --kt-gpu-experts-ratio {ratio:g} is set and sglang-kt then "
+                "ignores --kt-num-gpu-experts: raise the ratio to put more experts on the GPU",
+                [log.server_args_line or ""],
+            )
+        ]
+    if _capped_pool(log) is not None:
+        if free is None or free <= 2 * ACTIVATION_GB[1] or _held_layer(log):
+            return []  # not far above what activations need, or held for the layerwise prefill's MoE layer
+        reason = (
+            f"available_gpu_mem={free:.2f} GB is far above what activations need, --max-total-tokens caps "
+            f"the KV pool and it never filled (max token usage {max(usage, default=0):.2f}): put more "
+            "experts on the GPU; raise in steps and keep available_gpu_mem >= 5 GB"
         )
-    ]
+        evidence = [log.config_line]
+    elif len(usage) >= 3 and max(usage) < LOW_POOL_USAGE and not _queued_with_room(log)[3]:
+        # (requests queued at the --max-running-requests cap: the cap, not demand, kept the pool empty)
+        reason = (
+            f"the KV pool never went above {max(usage):.2f} token usage over {len(usage)} decode batches: "
+            "GPU experts would use its memory better. SGLang sizes the pool after the weights, so each "
+            "expert comes out of the pool (available_gpu_mem stays as it is): raise in steps and watch "
+            "token usage and max_total_num_tokens at the next start"
+        )
+        evidence = [line for line in (log.config_line, log.kv_pool_line) if line]
+    else:
+        return []
+    return [_rec("--kt-num-gpu-experts", experts, max(1, experts * 2), reason, evidence, direction=+1)]
 
 
 def _cuda_graph(log: ServerLog) -> list[dict]:
+    if _arg(log, "disable_cuda_graph") or log.graph_off_line:
+        return []  # off on purpose (KT LoRA, --disable-cuda-graph): a larger capture size changes nothing
     decodes = [b for b in log.decodes if b.graph is not None and (b.running_req or 0) > 0]
     no_graph = [b for b in decodes if b.graph is False]
     if not decodes or len(no_graph) / len(decodes) < 0.2:
@@ -475,6 +512,14 @@ def _request_rate(log: ServerLog) -> list[dict]:
     return []
 
 
+POOL_FLAGS = ("--mem-fraction-static", "--max-total-tokens")
+
+
+def _raises(rec: dict) -> bool:
+    current, suggested = rec["current"], rec["suggested"]
+    return _is_number(current) and _is_number(suggested) and suggested > current
+
+
 def summarize(log: ServerLog) -> dict:
     decodes = log.decodes
     usage = [b.token_usage for b in decodes if b.token_usage is not None]
@@ -487,7 +532,8 @@ def summarize(log: ServerLog) -> dict:
         "prefill_batches": len(log.batches) - len(decodes),
         "retractions": len(log.retracts),
         "oom_errors": {
-            phase: sum(1 for o in log.ooms if o.phase == phase) for phase in ("prefill", "decode", "unknown")
+            phase: sum(1 for o in log.ooms if o.phase == phase)
+            for phase in ("prefill", "decode", "req_slots", "unknown")
         },
         "token_usage": {"mean": round(mean(usage), 3), "max": max(usage)} if usage else None,
         "queue_req": {"median": median(queue), "max": max(queue)} if queue else None,
@@ -515,6 +561,9 @@ def advise(log: ServerLog, gpu_memory_gb: float | None = None) -> dict:
         + _cuda_graph(log)
         + _request_rate(log)
     )
+    if any(r["parameter"] == "--kt-num-gpu-experts" and _raises(r) for r in recs):
+        # the pool never filled, so the spare memory goes to experts; growing the pool too claims it twice
+        recs = [r for r in recs if not (r["parameter"] in POOL_FLAGS and _raises(r))]
     # One recommendation per parameter: OOM fixes come first and win over capacity tweaks.
     seen, unique = set(), []
     for rec in recs:

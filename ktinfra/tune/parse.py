@@ -32,7 +32,10 @@ _RETRACT = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_re
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
 _ARG = re.compile(r"\b([a-z_]+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^,()]+)")
 _CAPTURE_BS = re.compile(r"Capture (?:cuda|cpu|npu) graph bs \[([\d, ]+)\]")
-_OOM_TEXT = re.compile(r"(Prefill|Decode) out of memory|CUDA out of memory|OutOfMemoryError")
+_OOM_TEXT = re.compile(
+    r"(Prefill|Decode) out of memory|CUDA out of memory|OutOfMemoryError|alloc_req_slots runs out of memory"
+)
+_GRAPH_OFF = re.compile(r"Cuda graph is disabled|disable_cuda_graph=True")
 _RUNTIME_OOM = re.compile(r"\bRuntimeError: (Prefill|Decode) out of memory")
 
 OOM_SAME_EVENT_LINES = 30
@@ -48,6 +51,8 @@ TRACKED_ARGS = (
     "max_total_tokens",
     "page_size",
     "kt_gpu_prefill_token_threshold",
+    "kt_gpu_experts_ratio",
+    "disable_cuda_graph",
 )
 
 
@@ -65,7 +70,7 @@ class BatchLine:
 
 @dataclass
 class OomEvent:
-    phase: str  # "prefill" | "decode" | "unknown"
+    phase: str  # "prefill" | "decode" | "req_slots" | "unknown"
     line: str
     ts: datetime | None
     line_no: int = 0
@@ -82,6 +87,7 @@ class ServerLog:
     server_args_line: str | None = None
     capture_bs: list[int] = field(default_factory=list)
     capture_line: str | None = None
+    graph_off_line: str | None = None  # the server said CUDA graphs are off (KT LoRA, --disable-cuda-graph)
     kv_pool: dict = field(default_factory=dict)  # {"tokens", "gib"}: the pool SGLang allocated
     kv_pool_line: str | None = None
     lines_read: int = 0
@@ -195,6 +201,8 @@ def _scalar(raw: str):
 
 def _oom_phase(lines: list[str], index: int, run_start: int = 0) -> str:
     line = lines[index]
+    if "alloc_req_slots runs out of memory" in line:  # the request pool: --max-running-requests
+        return "req_slots"
     if "Prefill out of memory" in line:
         return "prefill"
     if "Decode out of memory" in line:
@@ -239,6 +247,8 @@ def _parse_event(log: ServerLog, line: str, ts: datetime | None) -> bool:
             log.config[f"available_{mem.group(2)}_mem_gb"] = free
         log.config_line = line.strip()
         return True
+    if _GRAPH_OFF.search(line):
+        log.graph_off_line = line.strip()
     if match := _SERVER_ARGS.search(line):
         found = dict(_ARG.findall(match.group(1)))
         log.server_args = {k: _scalar(found[k]) for k in TRACKED_ARGS if k in found}

@@ -103,7 +103,7 @@ def test_only_the_last_server_start_counts():
     assert result["recommendations"] == [] and result["advice"] == []
     summary = result["summary"]
     assert summary["earlier_runs_ignored"] == 1
-    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "unknown": 0}
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "req_slots": 0, "unknown": 0}
     assert summary["message"] == (
         "nothing to fix: no rule fired on this log "
         "(last server start only: 1 earlier run(s) in this log ignored)"
@@ -130,16 +130,16 @@ def test_a_restart_with_the_same_args_keeps_the_oom_that_caused_it():
     before it still describe these flags, so `tune --unit` must halve --max-running-requests."""
     result = _advice("oom-restart.log")
     summary = result["summary"]
-    assert summary["oom_errors"] == {"prefill": 0, "decode": 1, "unknown": 0}
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 1, "req_slots": 0, "unknown": 0}
     assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (1, 0)
     assert summary["decode_batches"] == 10 and summary["running_req_max"] == 32
     recs = _by_param(result)
     running = recs["--max-running-requests"]
     assert (running["current"], running["suggested"]) == (32, 16)
     assert "peak #running-req 32" in running["reason"]
-    assert (recs["--kt-num-gpu-experts"]["current"], recs["--kt-num-gpu-experts"]["suggested"]) == (8, 4)
+    assert "--kt-num-gpu-experts" not in recs  # no --max-total-tokens: the pool would take what they free
     assert summary["message"] == (
-        "2 change(s) recommended (last server start and 1 earlier run(s) with the same server args counted, "
+        "1 change(s) recommended (last server start and 1 earlier run(s) with the same server args counted, "
         "as restarts of one configuration)"
     )
 
@@ -148,7 +148,12 @@ def test_a_run_with_other_args_before_the_restarts_is_still_ignored():
     text = (LOGS / "prefill-oom.log").read_text() + (LOGS / "oom-restart.log").read_text()
     result = tune.advise(tune.parse_text(text))
     summary = result["summary"]
-    assert summary["oom_errors"] == {"prefill": 0, "decode": 1, "unknown": 0}  # not prefill-oom's
+    assert summary["oom_errors"] == {
+        "prefill": 0,
+        "decode": 1,
+        "req_slots": 0,
+        "unknown": 0,
+    }  # not prefill-oom's
     assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (1, 1)
     assert summary["message"].endswith(
         "(last server start and 1 earlier run(s) with the same server args counted, as restarts of one "
@@ -158,7 +163,7 @@ def test_a_run_with_other_args_before_the_restarts_is_still_ignored():
     changed = text + (LOGS / "healthy.log").read_text().replace("[2025-11-11 13:", "[2025-11-11 14:")
     summary = tune.advise(tune.parse_text(changed))["summary"]
     assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (0, 3)
-    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "unknown": 0}
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "req_slots": 0, "unknown": 0}
 
 
 def test_healthy_log_has_nothing_to_fix():
@@ -278,13 +283,14 @@ def test_prefill_oom_shrinks_chunked_prefill():
     assert result["summary"]["oom_errors"]["decode"] == 0
 
 
-def test_decode_oom_halves_running_requests_and_gpu_experts():
+def test_decode_oom_halves_running_requests_not_gpu_experts_of_an_uncapped_pool():
+    """Without --max-total-tokens SGLang sizes the KV pool into whatever fewer experts free, so halving them
+    gives activations nothing (model_runner_kv_cache_mixin.profile_max_num_token)."""
     recs = _by_param(_advice("decode-oom.log"))
     mrr = recs["--max-running-requests"]
     assert (mrr["current"], mrr["suggested"]) == (48, 24)
     assert "CUDA out of memory" in mrr["evidence"][0]
-    experts = recs["--kt-num-gpu-experts"]
-    assert (experts["current"], experts["suggested"]) == (32, 16)
+    assert "--kt-num-gpu-experts" not in recs
     assert "--chunked-prefill-size" not in recs
 
 
@@ -314,7 +320,7 @@ def test_cli_json_shape_and_ansible_vars(tmp_path):
     for rec in data["recommendations"]:
         assert set(rec) == {"parameter", "current", "suggested", "reason", "evidence"}
     written = yaml.safe_load(out.read_text())
-    assert written == {"kt_serve_overrides": {"max_running_requests": 24, "kt_num_gpu_experts": 16}}
+    assert written == {"kt_serve_overrides": {"max_running_requests": 24}}
 
 
 def test_cli_rejects_missing_log_and_writes_nothing(tmp_path):
@@ -342,7 +348,7 @@ def test_an_oom_with_its_radix_tree_dump_is_one_event():
     """sglang-kt 0.7.2 logs `Prefill out of memory`, prints the radix tree (one line a node, here 41), then
     the scheduler's traceback ends in `RuntimeError: Prefill out of memory`: one OOM, not two."""
     result = _advice("prefill-oom-radix.log")
-    assert result["summary"]["oom_errors"] == {"prefill": 1, "decode": 0, "unknown": 0}
+    assert result["summary"]["oom_errors"] == {"prefill": 1, "decode": 0, "req_slots": 0, "unknown": 0}
     rec = _by_param(result)["--chunked-prefill-size"]
     assert (rec["current"], rec["suggested"]) == (4096, 2048)
     assert rec["reason"].startswith("1 out-of-memory error(s) during prefill")
