@@ -120,6 +120,12 @@ class RequestResult:
     tokens_estimated: bool = False  # the server sent no usage: output tokens counted from the reply
     prompt_estimated: bool = False  # no usage.prompt_tokens: the requested prompt length (words, not tokens)
     answered: bool = False  # the server sent a status line (any code): it is there
+    status: int | None = None  # that status code
+
+    @property
+    def retry_later(self) -> bool:
+        """No answer, or one saying to come back later (429, 503): the user pauses before the next."""
+        return not self.answered or self.status in (429, 503)
 
     @property
     def user_tps(self) -> float:
@@ -260,7 +266,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                 sc.url.rstrip("/") + path, json=body, headers=headers, stream=True, timeout=sc.timeout_s
             ) as resp,
         ):
-            result.answered = True
+            result.answered, result.status = True, resp.status_code
             if resp.status_code != 200:
                 result.error = f"HTTP {resp.status_code}: {error_body(resp, sc.timeout_s, deadline)}"
                 return result
@@ -269,12 +275,12 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
             pieces = _reads(resp, sc.timeout_s, deadline)
             if sc.stream:
                 stream, last = Stream(sc), None
-                for _ in stream.outputs(_lines(pieces)):
+                for tokens in stream.outputs(_lines(pieces)):
                     now = time.perf_counter()
                     if last is None:
                         result.ttft_s = now - t0
-                    else:
-                        result.itl_s.append(now - last)
+                    else:  # a chunk of n tokens: n gaps of 1/n each, as SGLang's bench_serving counts
+                        result.itl_s.extend([(now - last) / tokens] * tokens)
                     last = now
                     chunks += 1
                 prompt_toks, completion_toks = stream.prompt_tokens, stream.completion_tokens

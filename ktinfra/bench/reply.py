@@ -160,9 +160,10 @@ class Stream:
         self._last = ""  # the previous /generate event's text
         self._incremental = False  # /generate events carry only their new text
 
-    def outputs(self, lines: Iterator[bytes]) -> Iterator[None]:
-        """Yields as each event with new output arrives; raises for a failure the server reports, an event
-        of the wrong shape, and a stream that ends before it said it was complete."""
+    def outputs(self, lines: Iterator[bytes]) -> Iterator[int]:
+        """Yields, as each event with new output arrives, how many tokens it brought (1 where the server
+        counts nothing; more with SGLang's --stream-interval above 1); raises for a failure the server
+        reports, an event of the wrong shape, and a stream that ends before it said it was complete."""
         complete = False
         for raw in lines:
             if not raw.startswith(b"data:"):
@@ -180,9 +181,10 @@ class Stream:
             complete = complete or _finish_reason(self.sc, event) is not None
             p, c = _usage(self.sc, event)
             new = self._new_output(event, c)
+            before = self.completion_tokens or 0
             self.prompt_tokens, self.completion_tokens = p or self.prompt_tokens, c or self.completion_tokens
             if new:
-                yield
+                yield max(1, (c or 0) - before) if c else 1
         if not self.events:
             raise UnexpectedReply("no 'data:' event in the streamed reply")
         if not complete:

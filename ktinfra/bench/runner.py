@@ -59,7 +59,8 @@ def run_level(
                 if on_result is not None:
                     on_result(result)
                 n += 1
-                pause = 0.0 if result.answered else min(max(2 * pause, BACKOFF_FIRST_S), BACKOFF_MAX_S)
+                retry = result.retry_later  # no answer, or 429/503: do not hammer a server that is down
+                pause = min(max(2 * pause, BACKOFF_FIRST_S), BACKOFF_MAX_S) if retry else 0.0
 
     def guarded(index: int) -> None:
         try:

@@ -112,8 +112,12 @@ def bench_command(
         500, "--gen-tokens", min=1, max=MAX_TOKENS, help="Tokens to generate per request."
     ),
     stream: bool = typer.Option(True, "--stream/--no-stream", help="Stream tokens (needed for TTFT/ITL)."),
-    ignore_eos: bool = typer.Option(
-        False, "--ignore-eos/--no-ignore-eos", help="Ask SGLang to ignore EOS (fixed output length)."
+    ignore_eos: bool | None = typer.Option(
+        None,
+        "--ignore-eos/--no-ignore-eos",
+        help="Ask SGLang to ignore EOS (fixed output length). Default: on with --capacity, where a reply "
+        "that stops early would count as a slow user; off with --users.",
+        show_default=False,
     ),
     requests_per_user: int | None = typer.Option(
         None, "--requests", min=1, max=MAX_REQUESTS, help="Requests per user (default 2)."
@@ -164,6 +168,8 @@ def bench_command(
             _fail(str(exc))
     if requests_per_user is None and duration is None:
         requests_per_user = 2
+    if ignore_eos is None:
+        ignore_eos = capacity
     try:
         api_key = read_api_key_file(api_key_file)
     except RenderError as exc:
@@ -205,17 +211,24 @@ def bench_command(
         progress.update(task, total=result["completed"] + result["failed"])
         return result
 
+    finished: list[dict] = []
     try:
         with progress:
             if capacity:
-                result = bench.search(level, min_tps=min_tps, max_users=max_users)
+                result = bench.search(level, min_tps=min_tps, max_users=max_users, on_level=finished.append)
                 levels = result["levels"]
             else:
                 levels = [level(users)]
                 result = {"levels": levels}
     except KeyboardInterrupt:
-        typer.echo("error: interrupted: no result (requests in flight were abandoned)", err=True)
-        raise typer.Exit(130) from None
+        if not finished:
+            typer.echo("error: interrupted: no result (requests in flight were abandoned)", err=True)
+            raise typer.Exit(130) from None
+        # minutes of load already measured: show them, then exit as interrupted
+        levels = sorted(finished, key=lambda lv: lv["concurrency"])
+        result = {"interrupted": True, "min_tps": min_tps, "levels": levels}
+        passed = [lv["concurrency"] for lv in levels if lv.get("pass")]
+        result["capacity_at_least"] = max(passed, default=0)
     result["scenario"] = {
         "url": url,
         "api": api,
@@ -223,6 +236,7 @@ def bench_command(
         "prompt_tokens": prompt_tokens,
         "gen_tokens": gen_tokens,
         "stream": stream,
+        "ignore_eos": ignore_eos,
         "requests_per_user": requests_per_user,
         "duration_s": duration,
     }
@@ -240,6 +254,13 @@ def bench_command(
         _report(result, levels, capacity, min_tps, plot)
     if plot_error is not None:
         _fail(plot_error)
+    if result.get("interrupted"):
+        typer.echo(
+            f"error: interrupted after {len(levels)} finished level(s); the search did not end "
+            "(requests in flight were abandoned)",
+            err=True,
+        )
+        raise typer.Exit(130)
     if not any(lv["completed"] for lv in levels):
         raise typer.Exit(1)  # nothing got through: endpoint down or rejecting requests
 
@@ -249,7 +270,12 @@ def _report(
 ) -> None:
     out = Console()
     out.print(_level_table(levels, min_tps if capacity else None))
-    if capacity and result["limited_by_max_users"]:
+    if result.get("interrupted"):
+        out.print(
+            f"capacity: [bold]>= {result['capacity_at_least']}[/bold] users at >= {min_tps:g} tok/s each "
+            "(interrupted: the search did not finish)"
+        )
+    elif capacity and result["limited_by_max_users"]:
         out.print(
             f"capacity: [bold]>= {result['capacity']}[/bold] users at >= {min_tps:g} tok/s each "
             "(stopped at --max-users; raise it to search further)"

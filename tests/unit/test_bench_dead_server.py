@@ -47,14 +47,26 @@ def test_a_pause_ends_at_the_deadline(monkeypatch):
 
 
 def test_http_errors_the_server_answers_get_no_pause(server, monkeypatch):
-    # a 503 is an answer: were it paused like a refused connection (20 s here), 3 requests would take 40 s
+    # a 500 is an answer: were it paused like a refused connection (20 s here), 3 requests would take 40 s
     monkeypatch.setattr(runner, "BACKOFF_FIRST_S", 20.0)
     monkeypatch.setattr(runner, "BACKOFF_MAX_S", 20.0)
-    server.reply = lambda h, body: whole(h, b"overloaded", 503)
+    server.reply = lambda h, body: whole(h, b"broken", 500)
     t0 = time.perf_counter()
     level = bench.run_level(scenario(server), users=1, requests_per_user=3)
     assert time.perf_counter() - t0 < 10.0
-    assert level["failed"] == 3 and level["errors"] == ["HTTP 503: overloaded"], level
+    assert level["failed"] == 3 and level["errors"] == ["HTTP 500: broken"], level
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_come_back_later_answers_are_paused_like_no_answer(server, monkeypatch, status):
+    """Before: 4 users sent 178 requests in 2 s to a server answering 503. With a fixed 0.4 s pause a
+    user sends at most 3 requests in 1 s (at 0, 0.4, 0.8 s)."""
+    monkeypatch.setattr(runner, "BACKOFF_FIRST_S", 0.4)
+    monkeypatch.setattr(runner, "BACKOFF_MAX_S", 0.4)
+    server.reply = lambda h, body: whole(h, b"later", status)
+    level = bench.run_level(scenario(server), users=2, requests_per_user=None, duration_s=1.0)
+    assert level["completed"] == 0
+    assert 2 <= level["failed"] <= 6, level
 
 
 def test_a_user_stops_pausing_once_the_server_answers(monkeypatch):

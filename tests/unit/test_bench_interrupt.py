@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -43,3 +44,39 @@ def test_ctrl_c_stops_the_load_at_once(server):
     assert bench.returncode == 130
     assert "error: interrupted" in err and "Traceback" not in err
     assert server.requests == 2  # no request was started after Ctrl-C
+
+
+def test_ctrl_c_during_a_capacity_search_keeps_the_finished_levels(server):
+    """Before: levels already measured were dropped ("interrupted: no result")."""
+    served = []
+
+    def reply(h, body):
+        served.append(1)
+        gap = 0.0 if len(served) == 1 else 0.5  # level 1 is quick, level 2 streams for 30 s
+        sse(h, [delta("a ")] * (1 if gap == 0 else 60) + [USAGE, DONE], gap_s=gap)
+
+    server.reply = reply
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "ktinfra", "bench", "--url", server.url, "--model", "m"]
+        + ["--capacity", "--min-tps", "0.001", "--requests", "1", "--json"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        started = time.monotonic()
+        while server.requests < 3 and time.monotonic() - started < 60:  # level 1 done, level 2 sent
+            time.sleep(0.05)
+        assert server.requests == 3
+        bench.send_signal(signal.SIGINT)
+        out, err = bench.communicate(timeout=120)
+    finally:
+        bench.kill()
+    assert bench.returncode == 130
+    result = json.loads(out)
+    assert result["interrupted"] is True and result["capacity_at_least"] == 1
+    assert [(lv["concurrency"], lv["completed"], lv["pass"]) for lv in result["levels"]] == [(1, 1, True)]
+    assert "interrupted after 1 finished level(s)" in err and "Traceback" not in err

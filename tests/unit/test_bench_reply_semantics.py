@@ -203,3 +203,39 @@ def test_an_openai_base_url_with_v1_is_refused_before_any_request(server, suffix
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "ends in /v1: give the server's base URL without it" in res.output
     assert server.requests == 0
+
+
+def test_a_chunk_of_several_tokens_counts_as_that_many_gaps(server):
+    """SGLang --stream-interval 5: each event brings 5 tokens. bench_serving spreads the gap over them
+    (5 gaps of 1/5); the old client took one 0.3 s gap per chunk, 5x SGLang's ITL."""
+    events = [native(" w" * n, n) for n in (5, 10, 15)]
+    events.append(native(" w" * 20, 20, {"type": "length", "length": 20}))
+    server.reply = lambda h, body: sse(h, [*events, DONE], gap_s=0.3)
+    result = send(requests.Session(), scenario(server, api="sglang"), "hi")
+    assert (result.ok, result.output_tokens) == (True, 20), result.error
+    assert len(result.itl_s) == 15 and all(0.03 < gap < 0.2 for gap in result.itl_s), result.itl_s
+
+
+@pytest.mark.parametrize(
+    ("args", "sent"),
+    [
+        (["--capacity", "--min-tps", "0.001", "--max-users", "1"], True),
+        (["--capacity", "--min-tps", "0.001", "--max-users", "1", "--no-ignore-eos"], False),
+        (["--users", "1"], False),
+        (["--users", "1", "--ignore-eos"], True),
+    ],
+)
+def test_the_capacity_search_asks_for_fixed_length_replies_by_default(server, args, sent):
+    """A reply that stopped at its 2nd token scored 2 tokens / end-to-end time and failed the whole level
+    while every other user streamed fast: the search keeps the output length fixed unless told not to."""
+    bodies = []
+
+    def reply(h, body):
+        bodies.append(body)
+        sse(h, [delta("a"), USAGE, DONE])
+
+    server.reply = reply
+    res = cli("--url", server.url, "--requests", "1", "--json", *args)
+    assert res.exit_code == 0, res.output
+    assert [b.get("ignore_eos", False) for b in bodies] == [sent]
+    assert json.loads(res.stdout)["scenario"]["ignore_eos"] is sent
