@@ -70,7 +70,7 @@ def test_health_endpoint_answers(host, pytestconfig, units):
     explicit = pytestconfig.getoption("kt_health_url")
     urls = [explicit] if explicit else sorted({unit_health_url(host, u) for u in units})
     if not urls:
-        pytest.skip("no serve unit installed and no --kt-health-url given")
+        pytest.skip("no serve unit installed and no --health-url given (pytest: --kt-health-url)")
     bad = []
     for url in urls:
         answer = host.run(f"python3 -c {shlex.quote(HEALTH_CHECK)} {shlex.quote(url)}")
