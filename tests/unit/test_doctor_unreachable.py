@@ -56,3 +56,16 @@ def test_a_password_is_masked_in_bad_host_errors():
     assert "s3cret" not in str(caught.value) and "ssh://kt:***@gpu1:99999" in str(caught.value)
     assert doctor.mask_password("ssh://kt:p@ss@gpu1:22?sudo=true") == "ssh://kt:***@gpu1:22?sudo=true"
     assert doctor.mask_password("ssh://kt@gpu1") == "ssh://kt@gpu1"
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the ssh client")
+def test_the_table_does_not_call_failed_checks_unchecked():
+    """Every check errored; the summary said "nothing was checked: no check passed", as if all skipped."""
+    from typer.testing import CliRunner
+
+    from ktinfra.cli import app
+
+    res = CliRunner().invoke(app, ["doctor", "--hosts", "ssh://127.0.0.1:1", "-k", "amx_cpu_flags"])
+    assert res.exit_code == 1
+    assert "0 passed, 0 failed, 1 error, 0 skipped" in res.stdout
+    assert "nothing was checked" not in res.stdout
