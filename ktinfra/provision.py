@@ -232,6 +232,34 @@ def roles_path_for(playbook: Path) -> str | None:
     return None
 
 
+# ansible-core's default roles_path (its ANSIBLE_HOME is ~/.ansible unless set)
+DEFAULT_ROLES_PATH = ("{home}/roles", "/usr/share/ansible/roles", "/etc/ansible/roles")
+
+
+def configured_roles_path() -> list[str]:
+    """roles_path as ansible-playbook run from here would take it (ansible.cfg of the cwd, ~/.ansible.cfg,
+    ANSIBLE_CONFIG, ...); ansible-core's default where nothing sets it."""
+    try:
+        from ansible.config.manager import ConfigManager
+    except ImportError:  # ansible-playbook from another environment: its defaults
+        value, origin = None, "default"
+    else:
+        value, origin = ConfigManager().get_config_value_and_origin("DEFAULT_ROLES_PATH")
+    if origin == "default" or not value:  # the default is a template ConfigManager does not render
+        home = os.environ.get("ANSIBLE_HOME") or os.path.expanduser("~/.ansible")
+        return [path.format(home=home) for path in DEFAULT_ROLES_PATH]
+    return [str(path) for path in value]
+
+
+def roles_path_env(playbook: Path) -> str | None:
+    """ANSIBLE_ROLES_PATH for the run: the checkout's roles/ first, then what is configured (replacing it
+    made a cwd ansible.cfg's roles_path and ~/.ansible/roles unreachable: "the role 'x' was not found")."""
+    ours = roles_path_for(playbook)
+    if ours is None:
+        return None
+    return os.pathsep.join([ours, *(path for path in configured_roles_path() if path != ours)])
+
+
 def ansible_playbook() -> str:
     """ansible-playbook on PATH, else the one installed beside this interpreter (an unactivated venv)."""
     beside = Path(sys.executable).parent / "ansible-playbook"
@@ -333,7 +361,7 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
         return True
 
     envvars = {"PATH": os.pathsep.join([str(Path(playbook_exe).parent), os.environ.get("PATH", "")])}
-    roles = roles_path_for(request.playbook)
+    roles = roles_path_env(request.playbook)
     if roles and "ANSIBLE_ROLES_PATH" not in os.environ:
         envvars["ANSIBLE_ROLES_PATH"] = roles
     started = time.time()

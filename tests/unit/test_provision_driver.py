@@ -149,8 +149,32 @@ def test_each_run_gets_only_its_own_environment(site: Path, monkeypatch: pytest.
         result = run(ProvisionRequest(playbook, site / "hosts", "localhost", artifacts=site / "runs"))
         return (Path(result["artifacts"]) / "stdout").read_text()
 
-    assert f'"msg": "roles={checkout / "roles"}"' in roles_seen(checkout / "playbooks" / "show.yml")
+    assert f'"msg": "roles={checkout / "roles"}:' in roles_seen(checkout / "playbooks" / "show.yml")
     assert '"msg": "roles="' in roles_seen(site / "show.yml")
+
+
+def test_the_configured_roles_path_stays_reachable(
+    site: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """ANSIBLE_ROLES_PATH replaced the cwd ansible.cfg's roles_path: a playbook that plain ansible-playbook
+    ran failed with "the role 'extra' was not found"."""
+    monkeypatch.delenv("ANSIBLE_ROLES_PATH", raising=False)
+    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
+    checkout = site / "checkout"
+    (checkout / "roles").mkdir(parents=True)
+    (checkout / "playbooks").mkdir()
+    uses = "- hosts: all\n  gather_facts: false\n  roles: [extra]\n"
+    (checkout / "playbooks" / "uses.yml").write_text(uses)
+    work = tmp_path / "work"
+    tasks = work / "more" / "extra" / "tasks"
+    tasks.mkdir(parents=True)
+    (tasks / "main.yml").write_text("- ansible.builtin.debug:\n    msg: extra ran\n")
+    (work / "ansible.cfg").write_text("[defaults]\nroles_path = ./more\n")
+    monkeypatch.chdir(work)
+    result = run(ProvisionRequest(checkout / "playbooks" / "uses.yml", site / "hosts", "localhost",
+                                  artifacts=site / "runs"))  # fmt: skip
+    out = (Path(result["artifacts"]) / "stdout").read_text()
+    assert result["rc"] == 0 and '"msg": "extra ran"' in out, out[-2000:]
 
 
 @pytest.mark.parametrize("where", ["file", "under-file", "proc"])
