@@ -87,6 +87,18 @@ def test_synthetic_autodl_6430_capture_reproduces_the_seed_002_decisions():
     assert result["feasible"], result["problems"]
 
 
+@pytest.mark.parametrize("capture, size, gpu", [
+    ("h100-xeon-amx-16c", 8192, "85.5 GB"),  # 80 GiB of HBM: under the 100 GB tier
+    ("h200-xeon-amx-16c", 16384, "151 GB"),  # 141 GiB of HBM: the 16384 tier
+    ("2xh200-xeon-amx-32c", 16384, "151 GB"),
+])  # fmt: skip
+def test_chunked_prefill_size_tier_follows_the_gpu_memory_of_the_real_captures(capture, size, gpu):
+    result = plan(captured(capture), "Qwen3-30B-A3B", "serve")
+    assert result["feasible"], result["problems"]
+    assert result["serve"]["chunked_prefill_size"] == size
+    assert result["reasons"]["chunked_prefill_size"] == f"{size} tokens per prefill chunk on a {gpu} GPU"
+
+
 def test_a_gqa_pool_is_capped_to_leave_the_layerwise_prefill_layer_free():
     """sglang-kt 0.7.2's KV pool takes all of mem_fraction_static after the weights (only MXFP4 reserves
     the layer), so the MoE layer held for layerwise prefill is kept out of it by --max-total-tokens."""
@@ -252,6 +264,23 @@ def test_cuda_visible_devices_of_the_capture_narrows_the_gpus(tmp_path, visible,
         assert set(doc["serve"]["gpu_indices"]) <= set(kept)
     else:
         assert not doc["feasible"]
+
+
+def test_a_real_capture_under_cuda_visible_devices_1_plans_only_gpu_1():
+    """Real: `CUDA_VISIBLE_DEVICES=1 ktinfra facts --capture` on the 2xH200 host (nvidia-h200-x2 kind,
+    2026-11-29; docs/results/2026-11-29-h200x2-visibility). nvidia-smi lists both GPUs; the plan takes the
+    second alone, as the unit's CUDA_VISIBLE_DEVICES will."""
+    found = facts.from_capture(HOSTS / "2xh200-cvd1-xeon-amx-32c")
+    assert found["cuda_visible_devices"] == {"value": "1", "hidden_indices": [0]}
+    assert [(g["index"], g["uuid"]) for g in found["gpus"]] == [
+        (1, "GPU-6b528e68-6fa2-beb6-4582-a6b7d3ef5889")
+    ]
+    doc = plan(found, "Qwen3-30B-A3B", "serve")
+    assert doc["feasible"], doc["problems"]
+    assert (doc["serve"]["gpu_indices"], doc["serve"]["tensor_parallel_size"]) == ([1], 1)
+    assert any("CUDA_VISIBLE_DEVICES='1'" in w for w in doc["warnings"])
+    both = plan(facts.from_capture(HOSTS / "2xh200-xeon-amx-32c"), "Qwen3-30B-A3B", "serve")
+    assert (both["serve"]["gpu_indices"], both["serve"]["tensor_parallel_size"]) == ([0, 1], 2)
 
 
 def test_the_capture_keeps_cuda_visible_devices_only_when_set(monkeypatch):

@@ -6,6 +6,7 @@ Prints one JSON line (diagnostics go to stderr).
 """
 
 import json
+import os
 import sys
 import time
 
@@ -40,6 +41,46 @@ def make_cpu_infer(ext, threads: int, numa_nodes: list):
     return ext.CPUInfer(cfg)
 
 
+def _tasks() -> set:
+    return set(os.listdir("/proc/self/task"))
+
+
+def _cpulist(text: str) -> set:
+    cpus = set()
+    for part in filter(None, text.strip().split(",")):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def _nodes_of(cpus: set) -> list:
+    """NUMA nodes (from sysfs) whose CPUs intersect CPUS."""
+    nodes = []
+    root = "/sys/devices/system/node"
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        if name.startswith("node") and name[4:].isdigit():
+            with open(f"{root}/{name}/cpulist") as f:
+                if _cpulist(f.read()) & cpus:
+                    nodes.append(int(name[4:]))
+    return nodes
+
+
+def _pool_threads(before: set) -> dict:
+    """The threads CPUInfer started (read from /proc, not echoed from the request) and the NUMA nodes
+    their CPU affinity allows."""
+    new = _tasks() - before
+    cpus = set()
+    for tid in new:
+        try:
+            with open(f"/proc/self/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("Cpus_allowed_list:"):
+                        cpus |= _cpulist(line.split(":", 1)[1])
+        except FileNotFoundError:  # a thread that ended
+            continue
+    return {"threads_started": len(new), "allowed_nodes": _nodes_of(cpus)}
+
+
 def reference(x, ids, w, gate, up, down):
     """Float32 MoE: sum_k w[t,k] * down_e(silu(gate_e x_t) * up_e x_t)."""
     import torch
@@ -69,7 +110,9 @@ def forward(args: dict) -> dict:
     qlens = args.get("qlens", [1, 7, 64])
     torch.manual_seed(args.get("seed", 0))
     t0 = time.perf_counter()
+    before = _tasks()
     cpu_infer = make_cpu_infer(ext, args["threads"], args["numa_nodes"])
+    pool = _pool_threads(before)
     # Weights scaled so activations stay O(1), as in a trained layer; bf16 is what KT quantizes from.
     gate = (torch.randn(experts, inter, hidden) / hidden**0.5).to(torch.bfloat16).contiguous()
     up = (torch.randn(experts, inter, hidden) / hidden**0.5).to(torch.bfloat16).contiguous()
@@ -110,6 +153,7 @@ def forward(args: dict) -> dict:
     return {
         "threads": args["threads"],
         "numa_nodes": args["numa_nodes"],
+        **pool,
         "shape": {"experts": experts, "topk": topk, "hidden": hidden, "intermediate": inter},
         "cases": cases,
         "seconds": round(time.perf_counter() - t0, 2),
