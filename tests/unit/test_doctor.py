@@ -75,6 +75,14 @@ def test_report_fails_on_any_failure_and_on_nothing_checked():
     assert not skipped_only.ok
     passed = doctor.DoctorReport(["local://"], "any", "kt-0.7", [doctor.Check("x.y", "local", "passed")])
     assert passed.ok
+    passed_and_error = doctor.DoctorReport(
+        ["local://"],
+        "any",
+        "kt-0.7",
+        [doctor.Check("x.y", "local", "passed"), doctor.Check("x.z", "local", "error")],
+    )
+    assert not passed_and_error.ok and not passed_and_error.to_dict()["ok"]
+    assert passed_and_error.to_dict()["summary"] == {"passed": 1, "failed": 0, "error": 1, "skipped": 0}
 
 
 def no_suite_run(monkeypatch):

@@ -371,8 +371,16 @@ def test_two_kt_adapters_in_one_server_are_refused_before_converting(tmp_path):
 
 def test_two_plain_adapters_share_a_server(tmp_path):
     one, two = peft_dir(tmp_path / "one"), peft_dir(tmp_path / "two")
-    res = CliRunner().invoke(app, [*serve_args(one, "--adapter", f"b={two}"), "--dry-run", "--json"])
+    args = serve_args(one, "--adapter", f"b={two}", "--max-loras-per-batch", "2")
+    res = CliRunner().invoke(app, [*args, "--dry-run", "--json"])
     assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    paths = {"mine": str(one.resolve()), "b": str(two.resolve())}
+    assert data["serve"]["lora"] == {"paths": paths, "max_loras_per_batch": 2, "backend": "triton"}
+    command = data["command"]
+    at = command.index("--lora-paths")
+    assert command[at + 1 : at + 3] == [f"mine={one.resolve()}", f"b={two.resolve()}"]
+    assert command[at + 3 : at + 5] == ["--max-loras-per-batch", "2"]
 
 
 def test_a_kt_adapter_on_a_backend_without_sft_kernels_is_refused(tmp_path):
