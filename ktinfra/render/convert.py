@@ -30,7 +30,7 @@ from ktinfra.render.common import (
     unit_literal,
 )
 from ktinfra.render.plans import model_section, plan_section, require_int
-from ktinfra.render.serve import DEFAULT_SERVE_PYTHON
+from ktinfra.render.serve import CONVERT_DONE_MARKER, DEFAULT_SERVE_PYTHON
 
 CONVERT_SCRIPT = "/opt/ktinfra/src/ktransformers/kt-kernel/scripts/convert_cpu_weights.py"
 KT_LORA_SCRIPT = "/opt/ktinfra/src/ktransformers/kt-kernel/scripts/convert_kt_to_sglang_adapter.py"
@@ -43,7 +43,7 @@ QUANT_METHODS = ("int8", "int4")
 PLAN_METHODS = {"AMXINT8": "int8", "AMXINT4": "int4"}
 # What convert_cpu_weights.py's int8/int4 quantization reads; its awq input goes only with --quant-method awq.
 INPUT_TYPES = ("bf16", "fp16", "fp8")
-DONE_MARKER = ".ktinfra-convert-done"
+DONE_MARKER = CONVERT_DONE_MARKER
 # kt_preflight's tool venv: `ktinfra weights manifest` finishes an int8 conversion there
 DEFAULT_KTINFRA = "/opt/ktinfra/tool/bin/ktinfra"
 

@@ -9,8 +9,10 @@ import copy
 import ipaddress
 import math
 import re
+from pathlib import Path
 
 from ktinfra.facts.cpulist import parse_cpulist
+from ktinfra.int8_weights import MANIFEST_NAME
 from ktinfra.plan.formats import CPU_VARIANT_ENV, CPU_VARIANTS
 from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS
 from ktinfra.render.common import (
@@ -44,6 +46,7 @@ from ktinfra.sizing import STATE_SLOTS_PER_REQUEST
 DEFAULT_SERVE_PYTHON = "/opt/kt/envs/kt-kernel/bin/python"
 ENV_DIR = "/etc/ktinfra/serve"
 UNIT_TEMPLATE = "ktinfra-serve@.service"
+CONVERT_DONE_MARKER = ".ktinfra-convert-done"  # what `render convert` leaves in a finished output
 # kt-kernel backends that read converted CPU weights (convert_cpu_weights.py output or GGUF) from their own
 # directory; the others (kt-kernel NativeMoEWrapper) read the model's own safetensors.
 CONVERTED_WEIGHT_METHODS = frozenset({"AMXINT4", "AMXINT8", "LLAMAFILE", "MOE_INT4", "MOE_INT8"})
@@ -121,10 +124,52 @@ def _optional_positive(serve: dict, key: str) -> float | None:
     return float(value)
 
 
+_CONVERTED_NAME = re.compile(r"(?i)(?:^|[-_.])(?:AMX)?(INT[48])$|gguf")
+
+
+def _weight_kind(path: str) -> str | None:
+    """What a weight directory holds, as far as its name or (where it exists here) its files tell:
+    "INT8"/"INT4" (a converted tree, by name), "converted", "GGUF", or None (the model's own, or unknown)."""
+    folder = Path(path)
+    if folder.is_dir():
+        names = {child.name for child in folder.iterdir()}
+        if any(name.lower().endswith(".gguf") for name in names):
+            return "GGUF"
+        if names & {MANIFEST_NAME, CONVERT_DONE_MARKER} or any(name.startswith("_layer_") for name in names):
+            return "converted"
+    match = _CONVERTED_NAME.search(folder.name)
+    if match:
+        return match.group(1).upper() if match.group(1) else "GGUF"
+    return None
+
+
+def _check_weight_format(method: str, path: str) -> None:
+    """A plan's kt_method with another format's weights starts a server that fails while loading."""
+    kind = _weight_kind(path)
+    if kind is None:
+        return
+    wrong = (
+        method in NATIVE_WEIGHT_METHODS
+        or (method in ("AMXINT8", "AMXINT4") and kind in ("INT8", "INT4", "GGUF") and kind != method[3:])
+        or (method == "LLAMAFILE" and kind != "GGUF")
+    )
+    if wrong:
+        what = {"GGUF": "GGUF weights", "converted": "converted CPU weights"}.get(kind, f"{kind} weights")
+        raise RenderError(
+            f"the plan's kt_method is {method}, but --weight-path {path} holds {what} (by its "
+            f"{'files' if Path(path).is_dir() and kind in ('GGUF', 'converted') else 'name'}): plan with the "
+            "--cpu-format those weights are in, or pass the weights this method reads"
+            + (" (the model's own directory for a native method)" if method in NATIVE_WEIGHT_METHODS else "")
+        )
+
+
 def _kt_weight_path(serve: dict, method: str, model_path: str, weight_path: str | None) -> str:
     path = weight_path or serve.get("kt_weight_path")
     if path:
-        return check_abs_path("weight path", path)
+        path = check_abs_path("weight path", path)
+        if path != model_path:
+            _check_weight_format(method, path)
+        return path
     if method in NATIVE_WEIGHT_METHODS:
         return model_path
     raise RenderError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -437,6 +438,44 @@ KT_KERNEL_INFERENCE_METHODS = (
 def test_every_kt_kernel_inference_method_renders(seed002, method):
     """Before: NVFP4 was refused as 'not a kt-kernel method'."""
     seed002["serve"]["kt_method"] = method
-    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=WEIGHTS)
+    weights = {"AMXINT4": "/models/q-INT4", "LLAMAFILE": "/models/q-GGUF"}.get(method, "/models/q-cpu")
+    rendered = render_serve(seed002, name="q", model_path=MODEL, weight_path=weights)
     argv = rendered.info["argv"]
     assert argv[argv.index("--kt-method") + 1] == method
+
+
+@pytest.mark.parametrize(
+    ("method", "weights", "holds"),
+    [
+        ("BF16", "/models/Qwen3-30B-A3B-INT8", "INT8 weights (by its name)"),
+        ("FP8", "/models/DeepSeek-V3-gguf", "GGUF weights (by its name)"),
+        ("AMXINT8", "/models/Qwen3-30B-A3B-AMXINT4", "INT4 weights (by its name)"),
+        ("AMXINT4", "/models/Qwen3-30B-A3B-INT8", "INT8 weights (by its name)"),
+        ("LLAMAFILE", "/models/Qwen3-30B-A3B-INT8", "INT8 weights (by its name)"),
+    ],
+)
+def test_weights_of_another_format_are_refused(seed002, method, weights, holds):
+    """The docs' own example planned BF16 and rendered `--kt-method BF16 --kt-weight-path …-INT8`, exit 0: a
+    server that fails while loading. render convert and the kt_serve role already refused the mismatch."""
+    seed002["serve"]["kt_method"] = method
+    with pytest.raises(RenderError, match=re.escape(f"holds {holds}")):
+        render_serve(seed002, name="q", model_path=MODEL, weight_path=weights)
+
+
+def test_weights_are_judged_by_their_files_where_they_are_here(seed002, tmp_path):
+    converted, gguf, own = tmp_path / "converted", tmp_path / "quant", tmp_path / "own"
+    (converted / "_layer_0" / "_numa_0").mkdir(parents=True)
+    gguf.mkdir()
+    (gguf / "model-Q4_K_M.gguf").write_bytes(b"GGUF")
+    own.mkdir()
+    (own / "config.json").write_text("{}")
+    seed002["serve"]["kt_method"] = "BF16"
+    with pytest.raises(RenderError, match="holds converted CPU weights \\(by its files\\)"):
+        render_serve(seed002, name="q", model_path=MODEL, weight_path=str(converted))
+    render_serve(seed002, name="q", model_path=MODEL, weight_path=str(own))
+    seed002["serve"]["kt_method"] = "AMXINT8"
+    with pytest.raises(RenderError, match="holds GGUF weights \\(by its files\\)"):
+        render_serve(seed002, name="q", model_path=MODEL, weight_path=str(gguf))
+    render_serve(seed002, name="q", model_path=MODEL, weight_path=str(converted))
+    seed002["serve"]["kt_method"] = "LLAMAFILE"
+    render_serve(seed002, name="q", model_path=MODEL, weight_path=str(gguf))
