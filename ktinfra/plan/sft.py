@@ -112,7 +112,7 @@ def kt_keys(
     arch: Architecture, facts: dict, profile: dict, gpus: int, warnings: list
 ) -> tuple[dict, dict, str, list]:
     """(kt keys, launcher, reason, problems) for the profile's generation; appends to `warnings`."""
-    cores, _ = cpu_worker_threads(facts)
+    cores, threads_note = cpu_worker_threads(facts)
     if profile["generation"] == "legacy":
         rules = arch.legacy_sft_rules
         counts = sorted(c for c in rules if c <= max(gpus, 1))
@@ -124,8 +124,8 @@ def kt_keys(
         launcher = {"kind": "llamafactory-cli", "env": {"USE_KT": "1"}, "command": "llamafactory-cli train"}
         reason = (
             f"legacy KT keys (LLaMA-Factory <= 2025-12 examples): placement rule for {gpus} GPU(s), "
-            "cpu_infer = "
-            f"{cores} physical cores, chunk_size {LEGACY_CHUNK_SIZE}"
+            f"chunk_size {LEGACY_CHUNK_SIZE}, cpu_infer = {cores} worker threads of "
+            f"{facts['cpu']['physical_cores']} usable physical cores: {threads_note}"
         )
         return keys, launcher, reason, problems
     usable = cores

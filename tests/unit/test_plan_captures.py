@@ -423,3 +423,15 @@ def test_numbers_in_cuda_visible_devices_on_mixed_gpus_are_noted_unless_in_pci_o
     assert ("note" in found["cuda_visible_devices"]) is noted
     warned = [w for w in plan(found, "Qwen3-30B-A3B", "serve")["warnings"] if "give GPU UUIDs" in w]
     assert bool(warned) is noted
+
+
+def test_the_legacy_sft_reason_states_the_threads_it_chose():
+    """Before: "cpu_infer = 30 physical cores" on a host of 32 (2 are kept free, as for serving)."""
+    doc = plan(
+        facts.from_capture(HOSTS / "2xh200-xeon-amx-32c"), "Qwen3-30B-A3B", "sft", stack="kt-0.4-autodl"
+    )
+    assert doc["sft"]["kt"]["cpu_infer"] == 30
+    assert (
+        "cpu_infer = 30 worker threads of 32 usable physical cores: 2 core(s) kept free"
+        in doc["reasons"]["kt"]
+    )
