@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -441,15 +442,42 @@ def list_models() -> list[Architecture]:
 
 def entry_config(name: str) -> dict:
     """A catalog model's config.json keys (its `extends` parent's merged in), a copy the caller may change."""
-    arch = resolve(name)
-    config = next((e["config"] for e in _load_entries() if e["name"] == arch.name), None)
-    if config is None:
+    resolve(name)  # unknown names and directories fail as --model does
+    entry = _catalog_entry(name)
+    if entry is None:
         raise UnknownModelError(f"{name} is not a catalog model")
-    return config
+    return entry["config"]
 
 
 def _keys(entry: dict) -> list[str]:
     return [entry["name"], entry.get("hf_repo") or "", *entry.get("aliases", [])]
+
+
+def _catalog_entry(model: str) -> dict | None:
+    wanted = model.strip().lower()
+    return next((e for e in _load_entries() if wanted in (k.lower() for k in _keys(e) if k)), None)
+
+
+def _as_asked(entry: dict, model: str) -> Architecture:
+    """The entry's architecture under the name the user asked for when that names another checkpoint of it
+    (DeepSeek-R1 is DeepSeek-V3's architecture, not its weights): the plan names, downloads and serves that
+    one. A nickname of the entry's own checkpoint (DeepSeek-V3-671B) keeps the entry's name and repos."""
+    arch = _from_entry(entry)
+    wanted = model.strip().lower()
+    repo = entry.get("hf_repo") or ""
+    if wanted in (entry["name"].lower(), repo.lower(), repo.rsplit("/", 1)[-1].lower()):
+        return arch
+    aliases = entry.get("aliases", [])
+    asked = next(a for a in aliases if a.lower() == wanted)
+    other = (
+        asked
+        if "/" in asked
+        else next((a for a in aliases if "/" in a and a.rsplit("/", 1)[-1].lower() == wanted), None)
+    )
+    if other is None:
+        return arch
+    # its own GGUF conversion is another repo, unknown here
+    return replace(arch, name=other.rsplit("/", 1)[-1], hf_repo=other, gguf_repo=None)
 
 
 def resolve(model: str) -> Architecture:
@@ -463,10 +491,9 @@ def resolve(model: str) -> Architecture:
         raise UnknownModelError(f"--model {model[:80]!r}: {exc.strerror or exc}") from None
     if is_dir:
         return _from_directory(local)
-    wanted = model.strip().lower()
-    for entry in _load_entries():
-        if wanted in (k.lower() for k in _keys(entry) if k):
-            return _from_entry(entry)
+    entry = _catalog_entry(model)
+    if entry is not None:
+        return _as_asked(entry, model)
     known = ", ".join(e["name"] for e in _load_entries())
     hint = " (a local path must be a directory with config.json)" if "/" in model else ""
     raise UnknownModelError(f"unknown model {model!r}{hint}; known: {known}")

@@ -41,7 +41,8 @@ def test_deepseek_v3_checkpoint_carries_the_mtp_layer():
         ("qwen3-30b-a3b", "Qwen3-30B-A3B"),
         ("Qwen/Qwen3-30B-A3B", "Qwen3-30B-A3B"),
         ("DEEPSEEK-V3", "DeepSeek-V3"),
-        ("deepseek-ai/DeepSeek-R1", "DeepSeek-V3"),
+        ("deepseek-ai/DeepSeek-R1", "DeepSeek-R1"),  # V3's architecture, its own checkpoint
+        ("DeepSeek-V3-671B", "DeepSeek-V3"),  # a nickname of V3's own checkpoint
         ("kimi-k2", "Kimi-K2"),
         ("moonshotai/Kimi-K2-Instruct", "Kimi-K2"),
         ("DeepSeek-V2-Lite", "DeepSeek-V2-Lite"),
@@ -50,6 +51,28 @@ def test_deepseek_v3_checkpoint_carries_the_mtp_layer():
 )
 def test_short_names_aliases_and_repo_ids_resolve(spelling, name):
     assert catalog.resolve(spelling).name == name
+
+
+@pytest.mark.parametrize(
+    ("asked", "name", "repo", "entry"),
+    [
+        ("deepseek-ai/DeepSeek-R1", "DeepSeek-R1", "deepseek-ai/DeepSeek-R1", "DeepSeek-V3"),
+        ("deepseek-r1-0528", "DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1-0528", "DeepSeek-V3"),
+        ("Kimi-K2-Base", "Kimi-K2-Base", "moonshotai/Kimi-K2-Base", "Kimi-K2"),
+        ("Kimi-K2-Instruct", "Kimi-K2", "moonshotai/Kimi-K2-Instruct", "Kimi-K2"),
+        ("DeepSeek-V2-Lite-14B", "DeepSeek-V2-Lite", "deepseek-ai/DeepSeek-V2-Lite", "DeepSeek-V2-Lite"),
+    ],
+)
+def test_an_alias_naming_another_checkpoint_keeps_its_repo(asked, name, repo, entry):
+    """Before: `plan -m deepseek-ai/DeepSeek-R1` planned, downloaded and served deepseek-ai/DeepSeek-V3."""
+    arch, base = catalog.resolve(asked), catalog.resolve(entry)
+    assert (arch.name, arch.hf_repo) == (name, repo)
+    assert (arch.total_params, arch.num_experts, arch.legacy_sft_rules) == (
+        base.total_params,
+        base.num_experts,
+        base.legacy_sft_rules,
+    )
+    assert catalog.entry_config(asked) == catalog.entry_config(entry)
 
 
 def test_2507_refresh_inherits_the_architecture_with_its_longer_context():
