@@ -215,3 +215,17 @@ def test_a_key_file_longer_than_any_key_is_refused_after_a_bounded_read(tmp_path
     result = run([*SERVE, "--plan", SEED002, "--api-key-file", key, "--out", str(tmp_path / "o")])
     assert result.exit_code == 1 and "is longer than 4096 bytes: not a key file" in result.output
     assert not (tmp_path / "o").exists()
+
+
+def test_a_tilde_the_shell_left_alone_is_the_home_directory(tmp_path, monkeypatch):
+    """`--out=~/units` (bash expands no ~ after `=`) and quoted '~/…' made a literal ./~/units folder."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    plan = tmp_path / "home" / "plan.json"
+    plan.parent.mkdir()
+    plan.write_text((PLANS / "seed002-qwen3-30b-a3b-serve.json").read_text())
+    args = ["render", "serve", "--plan=~/plan.json", "--name", "q", "--model-path", "/models/q"]
+    res = CliRunner().invoke(app, [*args, "--weight-path", "/models/q-INT8", "--out=~/units"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "home" / "units" / "ktinfra-serve-q.env").is_file()
+    assert not (tmp_path / "~").exists()
