@@ -103,7 +103,11 @@ def bench_command(
         None, "--min-tps", help="Output tok/s every user must get (--capacity only)."
     ),
     max_users: int | None = typer.Option(
-        None, "--max-users", min=1, max=MAX_USERS, help="Upper bound for the capacity search [default: 64]."
+        None,
+        "--max-users",
+        min=1,
+        max=MAX_USERS,
+        help=f"Upper bound for the capacity search (default {DEFAULT_MAX_USERS}).",
     ),
     prompt_tokens: int = typer.Option(
         500, "--prompt-tokens", min=1, max=MAX_TOKENS, help="Prompt length in tokens (approx.)."

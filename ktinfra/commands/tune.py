@@ -28,7 +28,8 @@ def _show(result: dict, console: Console) -> None:
     console.print(f"[bold]{escape(summary['message'])}[/bold]")
     console.print(
         f"decode batches {summary['decode_batches']}, prefill batches {summary['prefill_batches']}, "
-        f"retractions {summary['retractions']}, OOM {escape(str(summary['oom_errors']))}"
+        f"retractions {summary['retractions']}, OOM errors "
+        + (", ".join(f"{phase} {n}" for phase, n in summary["oom_errors"].items() if n) or "none")
     )
     first = lambda rec: rec["evidence"][0] if rec["evidence"] else ""  # noqa: E731
     if result["recommendations"]:

@@ -183,6 +183,12 @@ def _running_cap(log: ServerLog) -> int | None:
     return cap if _is_int(cap) and cap > 0 else None
 
 
+def _at_running_cap(log: ServerLog) -> list:
+    """Decode lines that ran as many requests as the scheduler's cap allows."""
+    cap = _running_cap(log)
+    return [] if cap is None else [b for b in log.decodes if (b.running_req or 0) >= cap]
+
+
 def _queued_with_room(log: ServerLog):
     """(cap, decode lines below the cap, those of them with KV room (usage < 0.9) and requests queued, lines
     at the cap with KV room and requests queued). At the cap SGLang admits nothing whatever its
@@ -438,15 +444,16 @@ def _spare_vram_experts(log: ServerLog) -> list[dict]:
             "experts on the GPU; raise in steps and keep available_gpu_mem >= 5 GB"
         )
         evidence = [log.config_line]
-    elif len(usage) >= 3 and max(usage) < LOW_POOL_USAGE and not _queued_with_room(log)[3]:
-        # (requests queued at the --max-running-requests cap: the cap, not demand, kept the pool empty)
+    elif usage and len(full := _at_running_cap(log)) >= 3 and max(usage) < LOW_POOL_USAGE:
+        # only at the cap is low usage the pool's size and not a light load (an idle client fills nothing)
         reason = (
-            f"the KV pool never went above {max(usage):.2f} token usage over {len(usage)} decode batches: "
-            "GPU experts would use its memory better. SGLang sizes the pool after the weights, so each "
-            "expert comes out of the pool (available_gpu_mem stays as it is): raise in steps and watch "
-            "token usage and max_total_num_tokens at the next start"
+            f"{len(full)} decode batches ran at the --max-running-requests cap of {_running_cap(log)} and "
+            f"the KV pool never went above {max(usage):.2f} token usage: the cap cannot use the pool, GPU "
+            "experts would use its memory better. SGLang sizes the pool after the weights, so each expert "
+            "comes out of the pool (available_gpu_mem stays as it is): raise in steps and watch token usage "
+            "and max_total_num_tokens at the next start"
         )
-        evidence = [line for line in (log.config_line, log.kv_pool_line) if line]
+        evidence = [line for line in (log.config_line, log.kv_pool_line) if line] + [b.line for b in full]
     else:
         return []
     return [_rec("--kt-num-gpu-experts", experts, max(1, experts * 2), reason, evidence, direction=+1)]
@@ -579,7 +586,10 @@ def advise(log: ServerLog, gpu_memory_gb: float | None = None) -> dict:
     elif not unique:
         message = "nothing to fix: no rule fired on this log"
     else:
-        parts = [f"{len(changes)} change(s) recommended"]
+        client = sum(1 for r in changes if not r["parameter"].startswith("--"))
+        parts = [f"{len(changes) - client} change(s) recommended"]
+        if client:
+            parts.append(f"{client} for the client (request rate), not the server")
         if advice:
             parts.append(f"{len(advice)} note(s) without a value to suggest (see advice)")
         message = "; ".join(parts)

@@ -228,9 +228,14 @@ def test_without_server_args_spare_memory_advice_says_the_held_layer_is_unknown(
 def test_requests_queued_at_the_running_cap_are_not_a_conservativeness_problem():
     """A busy ktinfra server: 8 of 9 decode lines at its planned cap of 16 running requests, 9 queued, KV
     a third full. SGLang admits nothing at the cap whatever its conservativeness, so lowering it to 0.3 is
-    no fix; the output says the cap is the limit, as an observation, not a change."""
+    no fix; the output says the cap is the limit, as an observation, not a change. The pool the cap cannot
+    fill is memory for GPU experts (SGLang sizes it after the weights), the one change."""
     result = _advice("capped-queue.log")
-    assert result["recommendations"] == [] and result["advice"] == []
+    assert [(r["parameter"], r["current"], r["suggested"]) for r in result["recommendations"]] == [
+        ("--kt-num-gpu-experts", 4, 8)
+    ]
+    assert "cap of 16 and the KV pool never went above" in result["recommendations"][0]["reason"]
+    assert result["advice"] == []
     (seen,) = result["summary"]["observations"]
     assert seen["observation"].startswith(
         "8 of 9 decode batches ran at the --max-running-requests cap of 16 with token usage < 0.9 while "
@@ -238,9 +243,9 @@ def test_requests_queued_at_the_running_cap_are_not_a_conservativeness_problem()
     )
     assert len(seen["evidence"]) == 5 and all("#running-req: 16," in line for line in seen["evidence"])
     assert result["summary"]["message"] == (
-        "nothing to fix: no rule fired on this log; 1 observation(s), no change (see observations)"
+        "1 change(s) recommended; 1 observation(s), no change (see observations)"
     )
-    assert tune.ansible_vars(result) == {"kt_serve_overrides": {}}
+    assert tune.ansible_vars(result) == {"kt_serve_overrides": {"kt_num_gpu_experts": 8}}
     res = CliRunner().invoke(app, ["tune", "--log", str(LOGS / "capped-queue.log")], terminal_width=200)
     assert res.exit_code == 0 and "observations (no change)" in res.output
 
@@ -297,6 +302,8 @@ def test_decode_oom_halves_running_requests_not_gpu_experts_of_an_uncapped_pool(
 def test_idle_client_and_missing_cuda_graphs():
     recs = _by_param(_advice("idle-client.log"))
     rate = recs["request rate (client)"]
+    message = _advice("idle-client.log")["summary"]["message"]  # an idle client: no expert change
+    assert message.startswith("1 change(s) recommended; 1 for the client (request rate)"), message
     assert "stayed 0 on 14 of 14" in rate["reason"]
     graph = recs["--cuda-graph-max-bs"]
     assert (graph["current"], graph["suggested"]) == (160, 256)

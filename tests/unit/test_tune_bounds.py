@@ -165,14 +165,20 @@ def test_gpu_experts_are_halved_after_an_oom_only_when_the_pool_is_capped():
 def test_an_unfilled_uncapped_pool_gives_experts_its_memory_once():
     """Free memory after start-up stays total x (1 - mem_fraction_static) whatever the expert count, so the
     sign is the pool's usage; raising the fraction in the same run would claim the same memory twice."""
-    decodes = [GRAPH.format(s=s, u=0.3, g="True") for s in range(10, 50, 10)]
-    changes, _ = advise(args(mem_fraction_static=0.8), CONFIG.format(chunk=4096, free=18.0), *decodes)
+    decodes = [GRAPH.format(s=s, u=0.3, g="True") for s in range(10, 50, 10)]  # 40 running each
+    at_cap = CONFIG.format(chunk=4096, free=18.0).replace(
+        "max_running_requests=4096", "max_running_requests=40"
+    )
+    changes, _ = advise(args(mem_fraction_static=0.8), at_cap, *decodes)
     experts = changes["--kt-num-gpu-experts"]
     assert (experts["current"], experts["suggested"]) == (32, 64)
-    assert "never went above 0.30" in experts["reason"]
+    assert "cap of 40 and the KV pool never went above 0.30" in experts["reason"]
     assert "--mem-fraction-static" not in changes
+    # below the cap low usage is a light load (an idle client), not a pool too big for the server
+    changes, _ = advise(args(mem_fraction_static=0.8), CONFIG.format(chunk=4096, free=18.0), *decodes)
+    assert "--kt-num-gpu-experts" not in changes
     busy = [GRAPH.format(s=s, u=0.95, g="True") for s in range(10, 50, 10)]
-    changes, _ = advise(args(mem_fraction_static=0.8), CONFIG.format(chunk=4096, free=18.0), *busy)
+    changes, _ = advise(args(mem_fraction_static=0.8), at_cap, *busy)
     assert "--kt-num-gpu-experts" not in changes
     assert changes["--mem-fraction-static"]["suggested"] > 0.8
 
