@@ -61,6 +61,8 @@ def load_profile(name: str = DEFAULT_PROFILE) -> dict:
             raise UnknownProfileError(f"stack profile file {name} {missing}")
         expected = None
     else:
+        # shipped names in any case, as --model and --cpu-format take theirs (KT-0.7 is kt-0.7)
+        name = next((known for known in list_profiles() if known.lower() == name.lower()), name)
         path = PROFILE_DIR / f"{name}.yaml"
         if not path.is_file() and Path(name).exists():  # a file meant as a profile, but not *.yaml/*.yml
             raise UnknownProfileError(

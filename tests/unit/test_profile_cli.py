@@ -154,3 +154,13 @@ def test_drift_names_a_freeze_it_cannot_read(tmp_path, name, content, message):
         assert res.stderr == f"error: --freeze {freeze}: {message}\n"
     res = runner.invoke(app, [*argv, ""])
     assert res.exit_code == 1 and res.stdout == "" and res.stderr == "error: --freeze is empty\n"
+
+
+def test_shipped_profile_names_take_any_case():
+    """--model and --cpu-format took any case, --stack KT-0.7 said "unknown stack profile"."""
+    from ktinfra.profiles import load_profile
+
+    assert load_profile("KT-0.7")["name"] == "kt-0.7"
+    assert load_profile("Kt-0.4-AutoDL")["name"] == "kt-0.4-autodl"
+    res = CliRunner().invoke(app, ["profile", "show", "KT-0.7", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["name"] == "kt-0.7"
