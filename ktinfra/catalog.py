@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -495,7 +496,14 @@ def resolve(model: str) -> Architecture:
     if entry is not None:
         return _as_asked(entry, model)
     known = ", ".join(e["name"] for e in _load_entries())
-    hint = " (a local path must be a directory with config.json)" if "/" in model else ""
+    hint = ""
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", model.strip()) and not model.startswith("."):
+        hint = (
+            f" (not a catalog repo id and no directory here: download it, e.g. `hf download {model.strip()} "
+            "--local-dir DIR`, and pass --model DIR: its config.json is read)"
+        )
+    elif "/" in model:
+        hint = " (a local path must be a directory with config.json)"
     raise UnknownModelError(f"unknown model {model!r}{hint}; known: {known}")
 
 

@@ -262,3 +262,12 @@ def test_ling_counts_its_shared_expert(tmp_path):
     }
     arch = catalog.resolve(str(_write_config(tmp_path, config)))
     assert arch.shared_intermediate_size == 512
+
+
+def test_a_repo_id_outside_the_catalog_says_how_to_plan_it():
+    """Before: "a local path must be a directory with config.json" for Qwen/Qwen3-30B-A3B-FP8."""
+    with pytest.raises(catalog.UnknownModelError) as caught:
+        catalog.resolve("Qwen/Qwen3-30B-A3B-FP8")
+    assert "hf download Qwen/Qwen3-30B-A3B-FP8 --local-dir DIR`, and pass --model DIR" in str(caught.value)
+    with pytest.raises(catalog.UnknownModelError, match="a local path must be a directory with config.json"):
+        catalog.resolve("/nope/Qwen3")
