@@ -233,6 +233,8 @@ def read_manifest(root: Path) -> dict | None:
 
 def check_manifest(root: Path, model_path: Path) -> dict:
     """The tree as it is now against its manifest (sizes, file set; not the hashes, kt-kernel checks them)."""
+    if not root.is_dir():
+        raise WeightsError(f"{root} is not a directory" if root.exists() else f"{root} does not exist")
     recorded = read_manifest(root)
     if recorded is None:
         raise WeightsError(f"{root} has no {MANIFEST_NAME}: write it with `ktinfra weights manifest`")

@@ -28,6 +28,10 @@ def load_facts(path: str | Path) -> dict:
     try:
         with Path(path).open("rb") as handle:  # bounded: --facts /dev/zero took all memory
             raw = handle.read(MAX_FACTS_BYTES + 1)
+    except IsADirectoryError:
+        raise PlanInputError(
+            f"facts file {path} is a directory: a capture folder (`ktinfra facts --capture`) goes to --from"
+        ) from None
     except OSError as exc:
         raise PlanInputError(f"cannot read facts file {path}: {exc.strerror or exc}") from exc
     if len(raw) > MAX_FACTS_BYTES:

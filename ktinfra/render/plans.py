@@ -119,6 +119,11 @@ def plan_section(plan: dict, mode: str) -> dict:
     if not isinstance(plan, dict):
         raise RenderError("plan must be a JSON object (the output of `ktinfra plan --json`)")
     actual = plan.get("mode")
+    if actual is None and {"cpu", "memory", "gpus"} <= plan.keys():
+        raise RenderError(
+            "this is a facts document (`ktinfra facts --json`), not a plan: plan from it with --model M "
+            "--facts FILE, or pass `ktinfra plan --json` output as --plan"
+        )
     if actual not in MODES:
         raise RenderError(f"plan has unknown mode {actual!r}; expected one of {', '.join(MODES)}")
     if actual != mode:

@@ -169,3 +169,12 @@ def test_a_model_without_moe_layers_is_named_not_a_crash(tmp_path):
     (tmp_path / "t").mkdir()
     res = cli("manifest", tmp_path / "t", "--model-path", model)
     assert res.exit_code == 1 and "has no MoE layer" in res.stderr, res.output
+
+
+def test_check_of_a_missing_tree_says_so(tmp_path, model):
+    """Before: "has no kt-weight-manifest.json: write it with `ktinfra weights manifest`" for a typo."""
+    with pytest.raises(int8_weights.WeightsError, match="does not exist$"):
+        int8_weights.check_manifest(tmp_path / "nope", model)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(int8_weights.WeightsError, match="is not a directory$"):
+        int8_weights.check_manifest(tmp_path / "file", model)

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from ktinfra.cli import app
 
 SEED002 = str(PLANS / "seed002-qwen3-30b-a3b-serve.json")
+CAPTURE = PLANS.parent / "hosts" / "h100-xeon-amx-16c"
 SERVE = ["render", "serve", "--name", "Qwen3-30B-A3B", "--model-path", "/models/Qwen3-30B-A3B"]
 SERVE += ["--weight-path", "/models/Qwen3-30B-A3B-INT8"]
 
@@ -229,3 +230,34 @@ def test_a_tilde_the_shell_left_alone_is_the_home_directory(tmp_path, monkeypatc
     assert res.exit_code == 0, res.output
     assert (tmp_path / "home" / "units" / "ktinfra-serve-q.env").is_file()
     assert not (tmp_path / "~").exists()
+
+
+def test_a_facts_document_given_as_a_plan_is_named(tmp_path):
+    """Before: "plan has unknown mode None" for `render serve --plan facts.json`."""
+    facts = tmp_path / "facts.json"
+    res = CliRunner().invoke(app, ["facts", "--from", str(CAPTURE), "--json"])
+    facts.write_text(res.stdout)
+    res = CliRunner().invoke(
+        app,
+        [
+            "render",
+            "serve",
+            "--plan",
+            str(facts),
+            "--name",
+            "q",
+            "--model-path",
+            "/m",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
+    assert res.exit_code == 1
+    assert "this is a facts document (`ktinfra facts --json`), not a plan" in res.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_capture_folder_given_as_facts_points_to_from():
+    res = CliRunner().invoke(app, ["plan", "-m", "Qwen3-30B-A3B", "--mode", "serve", "--facts", str(CAPTURE)])
+    assert res.exit_code == 1
+    assert "is a directory: a capture folder (`ktinfra facts --capture`) goes to --from" in res.stderr
