@@ -249,6 +249,7 @@ _ENTRY_FIELDS = {
         "subdir": "str",
         "editable": "bool",
         "extras": "strs",
+        "host_cpu": "bool",  # built for the CPU it is built on (-march=native): never copied to another host
     },
     "conda_patches": {"channel": "str", "packages": "strs"},
 }

@@ -50,11 +50,9 @@ def _releases_for(pythons: list[str]) -> str:
 DEFAULT_ROOT_DEVICE = "/dev/sda1"  # the Ubuntu AMIs' root device
 
 
-def find_source_ami(
-    ec2, region: str, name_patterns=AMI_NAME_PATTERNS, owners=AMI_OWNERS, pythons: list[str] | None = None
-) -> dict:
-    """Newest available x86_64 NVIDIA/Deep-Learning base AMI of the region whose Ubuntu python3 is one of
-    `pythons` (any when None): {id, name, created, pattern}."""
+def usable_ami_patterns(pythons: list[str] | None, name_patterns=AMI_NAME_PATTERNS) -> list[str]:
+    """The base AMI name patterns whose Ubuntu python3 is one of `pythons` (all when None); ImageError when
+    none is: known from the names alone, so `image build --check` refuses it before AWS is asked."""
     usable = [p for p in name_patterns if not pythons or base_python(p)[1] in (None, *pythons)]
     if not usable:
         shipped = ", ".join(f"Ubuntu {r} {py}" for r, py in UBUNTU_PYTHON.items())
@@ -63,6 +61,15 @@ def find_source_ami(
             f"needs (python3 of {shipped}; the image build makes venvs of it); pass --source-ami ami-... "
             "of an image that has it"
         )
+    return usable
+
+
+def find_source_ami(
+    ec2, region: str, name_patterns=AMI_NAME_PATTERNS, owners=AMI_OWNERS, pythons: list[str] | None = None
+) -> dict:
+    """Newest available x86_64 NVIDIA/Deep-Learning base AMI of the region whose Ubuntu python3 is one of
+    `pythons` (any when None): {id, name, created, pattern}."""
+    usable = usable_ami_patterns(pythons, name_patterns)
     for pattern in usable:
         resp = ec2.describe_images(
             Owners=list(owners),

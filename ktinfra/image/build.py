@@ -114,6 +114,8 @@ def check_input(req: BuildRequest) -> tuple[dict, dict, str]:
         _check_dir(req.wheelhouse, "--wheelhouse")
     if req.source == "amazon-ebs":
         aws.check_type_name(req.instance_type)
+        if req.source_ami is None:
+            aws.usable_ami_patterns(python_versions(profile))
     return profile, envs, name
 
 

@@ -64,6 +64,12 @@ def bake_problems(profile: dict, envs: dict) -> list[str]:
             problems.append(
                 f"env {env.get('name', spec['role'])} has wheel files without sha256: {', '.join(unpinned)}"
             )
+        native = [g["name"] for g in env.get("git") or [] if g.get("host_cpu")]
+        if native:
+            problems.append(
+                f"env {env.get('name', spec['role'])} builds {', '.join(native)} from source for the CPU it "
+                "is built on (host_cpu), so an image would carry the build machine's kernels"
+            )
     return problems
 
 

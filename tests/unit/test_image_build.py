@@ -192,10 +192,41 @@ def test_a_profile_the_image_build_cannot_install_is_refused_before_packer(tmp_p
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1 and not out.exists()
     assert result.output.startswith(
-        "error: profile kt-0.4-autodl cannot be baked into an image: env kt-sft is patched with conda "
-        "(libstdcxx-ng, gcc_impl_linux-64, cuda-runtime); env kt-sft has wheel files without sha256: "
-        "ktransformers, flash-attn."
+        "error: profile kt-0.4-autodl cannot be baked into an image: env kt-kernel builds kt-kernel from "
+        "source for the CPU it is built on (host_cpu), so an image would carry the build machine's kernels; "
+        "env kt-sft is patched with conda (libstdcxx-ng, gcc_impl_linux-64, cuda-runtime); env kt-sft has "
+        "wheel files without sha256: ktransformers, flash-attn."
     )
+
+
+@pytest.mark.parametrize("source", ["docker", "amazon-ebs"])
+def test_the_legacy_inference_env_is_refused_by_the_check_alone(source):
+    """Its kt-kernel is compiled -march=native where the build runs (CI: an AMD EPYC without AVX-512);
+    `image build --check --env inference` said "input ok"."""
+    args = [
+        "image",
+        "build",
+        "--check",
+        "--profile",
+        "kt-0.4-autodl",
+        "--env",
+        "inference",
+        "--source",
+        source,
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert "env kt-kernel builds kt-kernel from source for the CPU it is built on" in result.output
+
+
+def test_no_base_ami_with_the_profiles_python_is_known_from_the_names():
+    """A profile of Python 3.11 (no Deep Learning AMI ships it) passed --check and failed after make image
+    had installed packer; with --source-ami the AMI's own name is checked later, against AWS."""
+    from ktinfra.image import aws
+
+    with pytest.raises(ImageError, match="no NVIDIA Deep Learning base AMI ships Python 3.11"):
+        aws.usable_ami_patterns(["3.11"])
+    assert aws.usable_ami_patterns(["3.12"]) and aws.usable_ami_patterns(None) == list(aws.AMI_NAME_PATTERNS)
 
 
 def test_cli_reports_missing_aws_credentials_cleanly(tmp_path, monkeypatch):

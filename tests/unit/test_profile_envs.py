@@ -81,7 +81,8 @@ def test_legacy_inference_env_builds_kt_kernel_as_seed_002_did():
     sglang, kt_kernel = env["git"]
     assert (sglang["name"], sglang["ref"]) == ("sglang", "eaf832efc2ecbdd0b12f691fdf2608d4baf5b3c5")
     assert kt_kernel == {"name": "kt-kernel", "repo": "https://github.com/kvcache-ai/ktransformers.git",
-                         "ref": "v0.4.4", "subdir": "kt-kernel", "editable": False, "extras": []}  # fmt: skip
+                         "ref": "v0.4.4", "subdir": "kt-kernel", "editable": False, "host_cpu": True,
+                         "extras": []}  # fmt: skip
     assert profile["upstream"]["ref"] == kt_kernel["ref"]  # the converter writes what this kt-kernel reads
     assert {"build-essential", "libhwloc-dev", "pkg-config"} <= set(env["os_packages"])
     sglang_only = "-e git+https://github.com/kvcache-ai/sglang.git@eaf832e#egg=sglang&subdirectory=python\n"
