@@ -76,6 +76,15 @@ class Prepared:
     extra: dict = field(default_factory=dict)
 
 
+def default_tag(profile: dict, envs: dict) -> str:
+    """The profile's name, and the envs baked when they are not all of them: `--env inference` no longer
+    takes the full image's tag and build folder (kt-0.7 -> kt-0.7-inference)."""
+    roles = sorted(spec["role"] for spec in envs.values())
+    if set(roles) == set(profile.get("envs") or {}):
+        return profile["name"]
+    return "-".join([profile["name"], *roles])
+
+
 def check_input(req: BuildRequest) -> tuple[dict, dict, str]:
     """The checks that need neither docker, AWS nor packer (what was typed: source, profile, envs, tag,
     --keep, --out, ...): `image build --check` and `make image` run them before anything is installed.
@@ -104,9 +113,10 @@ def check_input(req: BuildRequest) -> tuple[dict, dict, str]:
             "build makes venvs from pinned wheels; provision such a host with playbooks/provision.yml "
             "(conda, kt_python_env_wheels), or bake only its other envs (--env)"
         )
-    name = f"{profile['name']}-{req.source}"
+    base = default_tag(profile, envs)
+    name = f"{base}-{req.source}"
     if req.source == "docker":
-        _check_reference(req.repository, req.tag or profile["name"], tag_given=req.tag is not None)
+        _check_reference(req.repository, req.tag or base, tag_given=req.tag is not None)
     else:
         _check_ami_name(profile["name"])
     _check_out(req.out_root, name)
@@ -147,7 +157,7 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
         variables |= {
             "docker_base_image": req.base_image,
             "docker_repository": req.repository,
-            "docker_tag": req.tag or profile["name"],
+            "docker_tag": req.tag or default_tag(profile, envs),
             # a container name takes [a-zA-Z0-9_.-]: a profile name's + becomes _
             "docker_container_name": f"image-build-{container}-{secrets.token_hex(3)}",
             "docker_systemd": req.systemd,

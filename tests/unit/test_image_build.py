@@ -624,3 +624,18 @@ def test_a_previous_build_that_cannot_be_removed_is_reported_and_listed_no_more(
         assert verify.find_manifest("sha256:none", tmp_path) is None
     finally:
         subprocess.run(["chattr", "-i", str((left or final) / "manifest.json")], check=False)
+
+
+@pytest.mark.parametrize(
+    ("envs", "name"),
+    [
+        ([], "kt-0.7-docker"),
+        (["inference"], "kt-0.7-inference-docker"),
+        (["sft", "inference"], "kt-0.7-docker"),
+    ],
+)
+def test_a_partial_image_gets_its_own_tag_and_build_folder(envs, name):
+    """Before: `--env inference` took the full image's tag ktinfra/kt:kt-0.7 and replaced its build folder."""
+    args = ["image", "build", "--check", *(a for env in envs for a in ("--env", env))]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0 and result.output.strip() == f"input ok: build {name}", result.output
