@@ -11,6 +11,7 @@ import pytest
 
 UNIT_PATTERNS = ("ktinfra-serve*", "sglang*")
 DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health"
+SERVE_ENV_DIR = "/etc/ktinfra/serve"  # kt_serve_config_dir's default: where render's env files go
 HEALTH_CHECK = (
     "import sys,urllib.request\n"
     "try:\n"
@@ -66,9 +67,18 @@ def test_units_enabled_and_active(host, units, init_name):
     print(f"units enabled and active: {', '.join(units)}")
 
 
-def test_health_endpoint_answers(host, pytestconfig, units):
+def env_file_health_urls(host) -> list[str]:
+    """KT_HEALTH_URL of every serve env file ktinfra installed: where PID 1 is not systemd kt_serve runs the
+    same instances under supervisord, which no unit list shows."""
+    listed = host.run(f"grep -h '^KT_HEALTH_URL=' {SERVE_ENV_DIR}/*.env 2>/dev/null").stdout
+    return sorted({m.group(1) for m in re.finditer(r"^KT_HEALTH_URL=['\"]?([^'\"\s]+)", listed, re.M)})
+
+
+def test_health_endpoint_answers(host, pytestconfig, units, init_name):
     explicit = pytestconfig.getoption("kt_health_url")
     urls = [explicit] if explicit else sorted({unit_health_url(host, u) for u in units})
+    if not urls and init_name != "systemd":
+        urls = env_file_health_urls(host)
     if not urls:
         pytest.skip("no serve unit installed and no --health-url given (pytest: --kt-health-url)")
     bad = []
