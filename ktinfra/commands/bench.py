@@ -172,6 +172,7 @@ def bench_command(
             _fail(str(exc))
     if requests_per_user is None and duration is None:
         requests_per_user = 2
+    eos_by_default = ignore_eos is None and capacity
     if ignore_eos is None:
         ignore_eos = capacity
     try:
@@ -256,6 +257,13 @@ def bench_command(
         typer.echo(json.dumps(_finite(result), indent=2, allow_nan=False))
     else:
         _report(result, levels, capacity, min_tps, plot)
+    refused = [e for lv in levels for e in lv["errors"] if e.startswith("HTTP 4")]
+    if eos_by_default and refused and not any(lv["completed"] for lv in levels):
+        typer.echo(
+            f"error: the server refused every request ({refused[0][:120]}): --capacity asks for fixed-length "
+            "replies with SGLang's ignore_eos by default; pass --no-ignore-eos to a server without it",
+            err=True,
+        )
     if plot_error is not None:
         _fail(plot_error)
     if result.get("interrupted"):

@@ -239,3 +239,13 @@ def test_the_capacity_search_asks_for_fixed_length_replies_by_default(server, ar
     assert res.exit_code == 0, res.output
     assert [b.get("ignore_eos", False) for b in bodies] == [sent]
     assert json.loads(res.stdout)["scenario"]["ignore_eos"] is sent
+
+
+def test_a_server_refusing_ignore_eos_is_told_the_flag(server):
+    """transformers serve answers 422 to SGLang's ignore_eos, which --capacity sends by default."""
+    server.reply = lambda h, body: whole(h, b'{"detail": "extra fields not permitted: ignore_eos"}', 422)
+    res = cli("--url", server.url, "--capacity", "--min-tps", "1", "--max-users", "1", "--requests", "1")
+    assert res.exit_code == 1
+    assert "pass --no-ignore-eos to a server without it" in res.stderr
+    res = cli("--url", server.url, "--users", "1", "--requests", "1")  # not sent unless asked: no hint
+    assert res.exit_code == 1 and "--no-ignore-eos" not in res.stderr

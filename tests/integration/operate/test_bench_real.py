@@ -56,7 +56,7 @@ def test_capacity_search_and_plot(tiny_server, tiny_model, tmp_path):
     proc = run_cli(
         "--url", tiny_server.url, "--model", str(tiny_model), "--capacity", "--min-tps", str(min_tps),
         "--max-users", "6", "--prompt-tokens", "32", "--gen-tokens", str(GEN), "--requests", "1",
-        "--plot", str(png), "--json",
+        "--plot", str(png), "--json", "--no-ignore-eos",  # transformers serve refuses SGLang's ignore_eos
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -75,3 +75,14 @@ def test_server_rejection_is_reported(tiny_server):
     )
     assert proc.returncode == 1
     assert "HTTP 400" in proc.stdout
+
+
+def test_a_server_refusing_ignore_eos_gets_the_way_out_named(tiny_server, tiny_model):
+    """--capacity asks for fixed-length replies (SGLang's ignore_eos) by default; a server that refuses the
+    field fails every request: the error says which flag turns it off."""
+    proc = run_cli(
+        "--url", tiny_server.url, "--model", str(tiny_model), "--capacity", "--min-tps", "0.01",
+        "--max-users", "1", "--prompt-tokens", "8", "--gen-tokens", "4", "--requests", "1",
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "--no-ignore-eos" in proc.stderr, proc.stderr

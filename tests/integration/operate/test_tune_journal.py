@@ -63,10 +63,8 @@ def test_unit_journal_gives_the_same_advice_as_the_file(container):
     from_journal = json.loads(proc.stdout)
     from_file = json.loads(tune_in_container(container, "--log", LOG, "--json").stdout)
     assert from_journal["recommendations"] == from_file["recommendations"]
-    assert {r["parameter"] for r in from_journal["recommendations"]} == {
-        "--max-running-requests",
-        "--kt-num-gpu-experts",
-    }
+    # a decode OOM; no --max-total-tokens, so halving the GPU experts would only grow the KV pool
+    assert {r["parameter"] for r in from_journal["recommendations"]} == {"--max-running-requests"}
 
 
 def test_unknown_unit_is_an_error(container):
