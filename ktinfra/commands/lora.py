@@ -124,19 +124,33 @@ def _check_template(rendered) -> None:
         )
 
 
+def _installed_text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError):
+        return ""  # unreadable or not text: taken as changed
+
+
 def _install_and_start(rendered, name: str) -> None:
-    """Install the rendered unit template + env file and start the instance (serve ran _check_can_start)."""
+    """Install the rendered unit template + env file and start the instance (serve ran _check_can_start).
+    An instance already running on other files is restarted: `enable --now` alone leaves it serving the
+    adapters it was started with. One whose files did not change keeps running (no model reload)."""
     unit_dir, env_dir = UNIT_DIR, Path(rendered.info["env_file"]).parent
+    changed = False
     try:
         env_dir.mkdir(parents=True, exist_ok=True)
         for file_name, (content, mode) in rendered.files.items():
             if file_name.endswith((".service", ".env")):
                 target = env_dir / f"{name}.env" if file_name.endswith(".env") else unit_dir / file_name
+                changed = changed or _installed_text(target) != content
                 _install_file(target, content, mode)
     except OSError as exc:
         raise lora.LoraError(f"cannot install the unit (--start needs root): {exc}") from exc
     unit = rendered.info["unit"]
-    for cmd in (["systemctl", "daemon-reload"], ["systemctl", "enable", "--now", unit]):
+    restart = [["systemctl", "try-restart", unit]] if changed else []  # nothing when it is not running
+    for cmd in (["systemctl", "daemon-reload"], *restart, ["systemctl", "enable", "--now", unit]):
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise lora.LoraError(f"{shlex.join(cmd)} failed: {proc.stderr.strip()}")

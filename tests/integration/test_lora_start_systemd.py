@@ -278,6 +278,27 @@ def test_start_installs_enables_and_starts_the_lora_server(box):
     assert record["env_api_key"] is None
 
 
+def test_a_second_start_with_other_adapters_restarts_the_running_instance(box):
+    """`--start` again for a running instance: it serves what this run asked for. Before, `enable --now`
+    left the server running on the adapters it was started with, and the run said "started": true. The
+    same run once more changes no file, and the instance keeps running (no model reload)."""
+    pid = sh(box, "systemctl show -P MainPID ktinfra-serve@q30.service").stdout.strip()
+    args = ("--adapter", "math=/srv/train/math", "--name", "q30", "--host", "0.0.0.0",
+            "--api-key-file", "/root/key", "--out", "/srv/out-math", "--start")  # fmt: skip
+    res = lora_serve(box, *args)
+    assert res.returncode == 0, res.stderr + journal(box, "q30")
+    argv = standin(box, "q30")["argv"]
+    assert argv[argv.index("--enable-lora") :] == [
+        "--enable-lora", "--lora-paths", "math=/srv/train/math", "--max-loras-per-batch", "1",
+        "--lora-backend", "triton",
+    ]  # fmt: skip
+    restarted = sh(box, "systemctl show -P MainPID ktinfra-serve@q30.service").stdout.strip()
+    assert restarted not in ("0", pid)
+    assert sh(box, "systemctl is-active ktinfra-serve@q30.service").stdout.strip() == "active"
+    assert lora_serve(box, *args).returncode == 0
+    assert sh(box, "systemctl show -P MainPID ktinfra-serve@q30.service").stdout.strip() == restarted
+
+
 def test_a_kt_adapter_is_served_from_its_converted_directory(box):
     """The KT SFT output the failed run left alone: converted now (no --overwrite needed), and the second
     instance shares the installed template."""
