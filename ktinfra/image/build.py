@@ -88,7 +88,7 @@ def default_tag(profile: dict, envs: dict) -> str:
 def check_input(req: BuildRequest) -> tuple[dict, dict, str]:
     """The checks that need neither docker, AWS nor packer (what was typed: source, profile, envs, tag,
     --keep, --out, ...): `image build --check` and `make image` run them before anything is installed.
-    Returns (profile, envs, build name)."""
+    Returns (profile, envs, build name: the default tag and the source)."""
     if req.source not in SOURCES:
         raise ImageError(f"unknown source {req.source!r}; choose one of: {', '.join(SOURCES)}")
     if not SSH_USER.fullmatch(req.ssh_username):
@@ -132,6 +132,7 @@ def check_input(req: BuildRequest) -> tuple[dict, dict, str]:
 def prepare(req: BuildRequest, ec2=None) -> Prepared:
     """Every check that can refuse the build, before anything is started or written."""
     profile, envs, name = check_input(req)
+    base_tag = name.removesuffix(f"-{req.source}")
     git = manifest.git_revision()  # once: the label and the manifest name the same commit
     labels = {
         "ktinfra.profile": profile["name"],
@@ -157,7 +158,7 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
         variables |= {
             "docker_base_image": req.base_image,
             "docker_repository": req.repository,
-            "docker_tag": req.tag or default_tag(profile, envs),
+            "docker_tag": req.tag or base_tag,
             # a container name takes [a-zA-Z0-9_.-]: a profile name's + becomes _
             "docker_container_name": f"image-build-{container}-{secrets.token_hex(3)}",
             "docker_systemd": req.systemd,

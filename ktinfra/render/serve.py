@@ -127,25 +127,25 @@ def _optional_positive(serve: dict, key: str) -> float | None:
 _CONVERTED_NAME = re.compile(r"(?i)(?:^|[-_.])(?:AMX)?(INT[48])$|gguf")
 
 
-def _weight_kind(path: str) -> str | None:
-    """What a weight directory holds, as far as its name or (where it exists here) its files tell:
-    "INT8"/"INT4" (a converted tree, by name), "converted", "GGUF", or None (the model's own, or unknown)."""
+def _weight_kind(path: str) -> tuple[str | None, str]:
+    """What a weight directory holds and what told it: ("INT8"/"INT4", "name") for a converted tree named so,
+    ("converted" or "GGUF", "files") where it exists here, or (None, "") for the model's own or unknown."""
     folder = Path(path)
     if folder.is_dir():
         names = {child.name for child in folder.iterdir()}
         if any(name.lower().endswith(".gguf") for name in names):
-            return "GGUF"
+            return "GGUF", "files"
         if names & {MANIFEST_NAME, CONVERT_DONE_MARKER} or any(name.startswith("_layer_") for name in names):
-            return "converted"
+            return "converted", "files"
     match = _CONVERTED_NAME.search(folder.name)
     if match:
-        return match.group(1).upper() if match.group(1) else "GGUF"
-    return None
+        return (match.group(1).upper() if match.group(1) else "GGUF"), "name"
+    return None, ""
 
 
 def _check_weight_format(method: str, path: str) -> None:
     """A plan's kt_method with another format's weights starts a server that fails while loading."""
-    kind = _weight_kind(path)
+    kind, told_by = _weight_kind(path)
     if kind is None:
         return
     wrong = (
@@ -157,7 +157,7 @@ def _check_weight_format(method: str, path: str) -> None:
         what = {"GGUF": "GGUF weights", "converted": "converted CPU weights"}.get(kind, f"{kind} weights")
         raise RenderError(
             f"the plan's kt_method is {method}, but --weight-path {path} holds {what} (by its "
-            f"{'files' if Path(path).is_dir() and kind in ('GGUF', 'converted') else 'name'}): plan with the "
+            f"{told_by}): plan with the "
             "--cpu-format those weights are in, or pass the weights this method reads"
             + (" (the model's own directory for a native method)" if method in NATIVE_WEIGHT_METHODS else "")
         )

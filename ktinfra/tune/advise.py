@@ -183,10 +183,14 @@ def _running_cap(log: ServerLog) -> int | None:
     return cap if _is_int(cap) and cap > 0 else None
 
 
+def _is_at_cap(batch, cap: int | None) -> bool:
+    """A decode line that ran as many requests as the scheduler's cap allows."""
+    return cap is not None and (batch.running_req or 0) >= cap
+
+
 def _at_running_cap(log: ServerLog) -> list:
-    """Decode lines that ran as many requests as the scheduler's cap allows."""
     cap = _running_cap(log)
-    return [] if cap is None else [b for b in log.decodes if (b.running_req or 0) >= cap]
+    return [b for b in log.decodes if _is_at_cap(b, cap)]
 
 
 def _queued_with_room(log: ServerLog):
@@ -196,7 +200,7 @@ def _queued_with_room(log: ServerLog):
     cap = _running_cap(log)
     below_cap, idle_kv, at_cap = [], [], []
     for batch in log.decodes:
-        capped = cap is not None and (batch.running_req or 0) >= cap
+        capped = _is_at_cap(batch, cap)
         if not capped:
             below_cap.append(batch)
         if batch.token_usage is not None and batch.token_usage < USAGE_GOOD and (batch.queue_req or 0) > 0:
