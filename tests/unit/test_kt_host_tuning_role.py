@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from role_play import ROLES, run_play
 
 ROLE = ROLES / "kt_host_tuning"
@@ -125,3 +126,52 @@ def test_a_nofile_above_the_hosts_nr_open_is_refused_unless_the_role_raises_it(t
     rc, output = render(tmp_path, [*limits, json.dumps({"kt_host_tuning_sysctls": {"fs.nr_open": above}})])
     assert rc == 0, output[-3000:]
     assert f"*    hard nofile  {above}\n" in (tmp_path / "limits.conf").read_text()
+
+
+SHM_TASK = "Persist the /dev/shm size"
+DISTRO_FSTAB = (
+    "# /etc/fstab: static file system information.\n"
+    "UUID=0a1b2c3d / ext4 errors=remount-ro 0 1\n"
+    "tmpfs /dev/shm tmpfs defaults 0 0\n"
+    "UUID=4e5f6a7b /data xfs defaults,nofail 0 2\n"
+)
+
+
+def persist_shm(tmp: Path, fstab: Path, shm: str, container: bool) -> tuple[int, str]:
+    """The role's own fstab task (tasks/persist.yml, its module arguments and `when` as written), with only
+    the file it edits pointed at `fstab` (ansible.posix.mount's fstab=): the host's is never touched."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "persist.yml").read_text())
+    task = next(t for t in tasks if t.get("name") == SHM_TASK)
+    task["ansible.posix.mount"]["fstab"] = str(fstab)
+    extra = {"kt_host_tuning_shm_size": shm, "kt_preflight_facts": {"container": container}}
+    return run_play(tmp, [task], extra)
+
+
+def shm_lines(fstab: Path) -> list[str]:
+    return [line for line in fstab.read_text().splitlines() if " /dev/shm " in f" {line} "]
+
+
+def test_the_shm_size_replaces_the_distros_fstab_line_once(tmp_path):
+    fstab = tmp_path / "fstab"
+    fstab.write_text(DISTRO_FSTAB)
+    rc, output = persist_shm(tmp_path, fstab, "75%", container=False)
+    assert rc == 0 and "changed=1" in output, output[-3000:]
+    assert shm_lines(fstab) == ["tmpfs /dev/shm tmpfs defaults,size=75% 0 0"], fstab.read_text()
+    others = [line for line in DISTRO_FSTAB.splitlines() if "/dev/shm" not in line]
+    assert [line for line in fstab.read_text().splitlines() if "/dev/shm" not in line] == others
+
+    rc, output = persist_shm(tmp_path, fstab, "75%", container=False)  # idempotent
+    assert rc == 0 and "changed=0" in output, output[-3000:]
+    rc, output = persist_shm(tmp_path, fstab, "64G", container=False)  # a new size replaces, never adds
+    assert rc == 0 and "changed=1" in output, output[-3000:]
+    assert shm_lines(fstab) == ["tmpfs /dev/shm tmpfs defaults,size=64G 0 0"], fstab.read_text()
+
+
+@pytest.mark.parametrize(("shm", "container"), [("75%", True), ("", False)])
+def test_a_container_or_an_empty_size_leaves_fstab_alone(tmp_path, shm, container):
+    """A container's /dev/shm is the runtime's (docker --shm-size); an empty size means leave it."""
+    fstab = tmp_path / "fstab"
+    fstab.write_text(DISTRO_FSTAB)
+    rc, output = persist_shm(tmp_path, fstab, shm, container=container)
+    assert rc == 0 and "skipping" in output, output[-3000:]
+    assert fstab.read_text() == DISTRO_FSTAB
