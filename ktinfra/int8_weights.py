@@ -51,6 +51,20 @@ def _positive(config: dict, *keys: str) -> int:
     raise WeightsError(f"config.json has no {' or '.join(keys)}: not a MoE model kt-kernel converts")
 
 
+def _is_whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _whole(config: dict, key: str, default: int) -> int:
+    """An optional whole number (null: the default) that decides which layers have experts."""
+    value = config.get(key)
+    if value is None:
+        return default
+    if not _is_whole(value):
+        raise WeightsError(f"config.json {key} must be a whole number, got {value!r}")
+    return value
+
+
 def expert_shape(model_path: Path) -> ExpertShape:
     """The routed experts' sizes and the MoE layers of the model in `model_path`, from its config.json."""
     try:
@@ -59,12 +73,18 @@ def expert_shape(model_path: Path) -> ExpertShape:
         raise WeightsError(f"cannot read {model_path / 'config.json'}: {exc}") from None
     if not isinstance(config, dict):
         raise WeightsError(f"{model_path / 'config.json'} is not a JSON object")
-    config = config.get("text_config") or config
+    text = config.get("text_config")
+    if text is not None and not isinstance(text, dict):
+        raise WeightsError(f"config.json text_config must be a JSON object, got {text!r}")
+    config = text or config
     layers = _positive(config, "num_hidden_layers")
-    first_dense = config.get("first_k_dense_replace") or 0
-    step = config.get("decoder_sparse_step") or 1  # Qwen MoE: layer i is MoE when (i + 1) % step == 0
-    freq = config.get("moe_layer_freq") or 1  # DeepSeek: when i % freq == 0
-    dense = set(config.get("mlp_only_layers") or [])
+    first_dense = _whole(config, "first_k_dense_replace", 0)
+    step = _whole(config, "decoder_sparse_step", 1) or 1  # Qwen MoE: layer i is MoE when (i + 1) % step == 0
+    freq = _whole(config, "moe_layer_freq", 1) or 1  # DeepSeek: when i % freq == 0
+    dense = config.get("mlp_only_layers") or []
+    if not isinstance(dense, list) or not all(_is_whole(i) for i in dense):
+        raise WeightsError(f"config.json mlp_only_layers must be a list of layer numbers, got {dense!r}")
+    dense = set(dense)
     moe = tuple(
         i
         for i in range(layers)

@@ -8,7 +8,7 @@ import hashlib
 import json
 
 import pytest
-from int8_tree import moe_model, write_tree
+from int8_tree import TINY, moe_model, write_tree
 from typer.testing import CliRunner
 
 from ktinfra import int8_weights
@@ -122,6 +122,31 @@ def test_a_config_without_expert_sizes_is_refused(tmp_path, config, message):
     res = cli("manifest", root, "--model-path", moe_model(tmp_path / "m", **config))
     assert res.exit_code == 1 and message in res.stderr
     assert not (root / MANIFEST_NAME).exists()
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"text_config": [1]}, "config.json text_config must be a JSON object, got [1]"),
+        ({"first_k_dense_replace": "1"}, "config.json first_k_dense_replace must be a whole number, got '1'"),
+        ({"decoder_sparse_step": "2"}, "config.json decoder_sparse_step must be a whole number, got '2'"),
+        ({"moe_layer_freq": 1.5}, "config.json moe_layer_freq must be a whole number, got 1.5"),
+        ({"mlp_only_layers": 5}, "config.json mlp_only_layers must be a list of layer numbers, got 5"),
+        ({"mlp_only_layers": [[1]]}, "config.json mlp_only_layers must be a list of layer numbers"),
+    ],
+)
+def test_a_config_with_odd_layer_fields_is_named_not_a_crash(tmp_path, config, message):
+    """Before: AttributeError / TypeError tracebacks ('>=' not supported between 'int' and 'str', unhashable
+    type: 'list', ...) instead of an error line naming the field."""
+    root = write_tree(tmp_path / "m-INT8")
+    res = cli("manifest", root, "--model-path", moe_model(tmp_path / "m", **config))
+    assert res.exit_code == 1 and message in res.stderr, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert not (root / MANIFEST_NAME).exists()
+    # null is what the field's absence means
+    nulls = {"first_k_dense_replace": None, "decoder_sparse_step": None, "mlp_only_layers": None}
+    (tmp_path / "m" / "config.json").write_text(json.dumps({"text_config": None} | TINY | nulls))
+    assert int8_weights.expert_shape(tmp_path / "m").moe_layers == (0, 1)
 
 
 def test_missing_inputs_are_refused(tmp_path, model):
