@@ -24,9 +24,10 @@ SCHEMA_VERSION = 2
 LAYOUT = "kt-int8-n32-k64-vnni-v1"  # kt_kernel/sft/backend.py INT8_WEIGHT_LAYOUT (kt-kernel 0.7.2)
 PROJECTIONS = ("gate", "up", "down")
 KINDS = ("quant", "scale")
-_FILE = re.compile(r"INT8_(gate|up|down)_(\d+)_(\d+)Byte_(quant|scale)_\.kt")
-_LAYER = re.compile(r"_layer_(\d+)")
-_NUMA = re.compile(r"_numa_(\d+)")
+_FILE = re.compile(r"INT8_(gate|up|down)_(0|[1-9]\d*)_(\d+)Byte_(quant|scale)_\.kt")
+# the names kt-kernel reads (f"_layer_{index}"): it would look for _layer_01 as _layer_1, which is not there
+_LAYER = re.compile(r"_layer_(0|[1-9]\d*)")
+_NUMA = re.compile(r"_numa_(0|[1-9]\d*)")
 
 
 class WeightsError(Exception):
@@ -107,11 +108,20 @@ def _file_size(shape: ExpertShape, numa_count: int, projection: str, kind: str) 
     return (shape.hidden_size if projection == "down" else part) * 4
 
 
+def _real_dir(path: Path) -> bool:
+    """A directory that is not a symlink: kt-kernel refuses symlinks anywhere in the tree."""
+    return path.is_dir() and not path.is_symlink()
+
+
 def _numa_count(root: Path, layer: int) -> int:
-    names = sorted(p.name for p in (root / f"_layer_{layer}").iterdir())
-    parts = [int(m.group(1)) for n in names if (m := _NUMA.fullmatch(n))]
+    entries = sorted((root / f"_layer_{layer}").iterdir())
+    names = [p.name for p in entries]
+    parts = [int(m.group(1)) for p in entries if (m := _NUMA.fullmatch(p.name)) and _real_dir(p)]
     if len(parts) != len(names) or sorted(parts) != list(range(len(parts))) or not parts:
-        raise WeightsError(f"{root}/_layer_{layer} must hold only _numa_0 .. _numa_N-1, has {names}")
+        raise WeightsError(
+            f"{root}/_layer_{layer} must hold only the folders _numa_0 .. _numa_N-1 (no files, no symlinks), "
+            f"has {names}"
+        )
     return len(parts)
 
 
@@ -155,13 +165,18 @@ def build_manifest(root: Path, model_path: Path, *, hashes: bool = True) -> dict
     shape = expert_shape(model_path)
     if not root.is_dir():
         raise WeightsError(f"{root} is not a directory")
+    if root.is_symlink():
+        raise WeightsError(
+            f"{root} is a symlink, which kt-kernel refuses as an INT8 weight root: give the directory it "
+            f"points to ({root.resolve()})"
+        )
     entries = sorted(p.name for p in root.iterdir() if p.name != MANIFEST_NAME)
-    stray = [n for n in entries if not _LAYER.fullmatch(n) or not (root / n).is_dir()]
+    stray = [n for n in entries if not _LAYER.fullmatch(n) or not _real_dir(root / n)]
     if stray:
         raise WeightsError(
             f"{root} holds {', '.join(stray[:3])}{' ...' if len(stray) > 3 else ''}: kt-kernel takes INT8 "
             "experts for training only as convert_cpu_weights.py --no-merge-safetensor output (_layer_N "
-            "folders and nothing else): remove the directory and convert again"
+            "folders, no symlinks, and nothing else): remove the directory and convert again"
         )
     layers = sorted(int(_LAYER.fullmatch(n).group(1)) for n in entries)
     if not shape.moe_layers:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 
 import pytest
 from int8_tree import TINY, moe_model, write_tree
@@ -76,6 +77,60 @@ def test_a_tree_kt_kernel_would_refuse_gets_no_manifest(tmp_path, model, damage,
     assert res.exit_code == 1 and message in res.stderr, res.output
     assert not (root / MANIFEST_NAME).exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def _rename(path, name):
+    path.rename(path.with_name(name))
+
+
+def _link_out(root, folder):
+    """Move the folder out of the tree and leave a symlink to it in its place."""
+    path = root / folder
+    moved = path.rename(root.parent / f"moved{path.name}")
+    path.symlink_to(moved, target_is_directory=True)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda r: _rename(r / "_layer_0", "_layer_00"), "holds _layer_00"),
+        (lambda r: _rename(r / "_layer_1" / "_numa_0", "_numa_00"), "has ['_numa_00']"),
+        (
+            lambda r: (shutil.rmtree(r / "_layer_1" / "_numa_0"), (r / "_layer_1" / "_numa_0").touch()),
+            "must hold only the folders _numa_0 .. _numa_N-1",
+        ),
+        (lambda r: _link_out(r, "_layer_1"), "holds _layer_1"),
+        (lambda r: _link_out(r, "_layer_1/_numa_0"), "(no files, no symlinks), has ['_numa_0']"),
+        (
+            lambda r: _rename(
+                next((r / "_layer_1" / "_numa_0").glob("INT8_gate_1_*quant_.kt")),
+                "INT8_gate_01_2048Byte_quant_.kt",
+            ),
+            "INT8_gate_01_2048Byte_quant_.kt is not an INT8 .kt weight file",
+        ),
+    ],
+)
+def test_folders_kt_kernel_does_not_read_get_no_manifest(tmp_path, model, damage, message):
+    """kt-kernel reads _layer_{N}/_numa_{M} by those exact names and refuses symlinks in the tree (its
+    weight_manifest.py). Before: _layer_00, _numa_00 or a file named _numa_0 ended in a FileNotFoundError /
+    NotADirectoryError traceback; a symlinked _layer_N or _numa_M folder, and an expert numbered 01, got a
+    manifest kt-kernel then refused (or, for the expert, never found)."""
+    root = write_tree(tmp_path / "m-INT8")
+    damage(root)
+    res = cli("manifest", root, "--model-path", model)
+    assert res.exit_code == 1 and message in res.stderr, res.output
+    assert isinstance(res.exception, SystemExit), res.exception
+    assert not (root / MANIFEST_NAME).exists()
+
+
+def test_a_symlinked_root_is_refused_with_its_target(tmp_path, model):
+    """kt-kernel: "persistent INT8 weight root must not be a symlink"; before, the manifest was written."""
+    real = write_tree(tmp_path / "m-INT8")
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    res = cli("manifest", tmp_path / "link", "--model-path", model)
+    assert res.exit_code == 1 and "is a symlink" in res.stderr and f"({real})" in res.stderr, res.output
+    assert not (real / MANIFEST_NAME).exists()
+    assert cli("manifest", real, "--model-path", model).exit_code == 0
 
 
 def test_merged_output_is_refused_with_the_fix(tmp_path, model):
