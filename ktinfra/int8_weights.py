@@ -267,24 +267,71 @@ def read_manifest(root: Path) -> dict | None:
 
 
 def check_manifest(root: Path, model_path: Path) -> dict:
-    """The tree as it is now against its manifest (sizes, file set; not the hashes, kt-kernel checks them)."""
+    """The tree as it is now against its manifest: every setting and count kt-kernel validates (layers,
+    pools, file set, sizes, byte totals, layout), and a sha256 of the form it requires for every file; not
+    the hashes' values (kt-kernel checks them when it loads)."""
     if not root.is_dir():
         raise WeightsError(f"{root} is not a directory" if root.exists() else f"{root} does not exist")
     recorded = read_manifest(root)
     if recorded is None:
         raise WeightsError(f"{root} has no {MANIFEST_NAME}: write it with `ktinfra weights manifest`")
     current = build_manifest(root, model_path, hashes=False)
+    wrong = _difference(recorded, current)
+    if wrong:
+        raise WeightsError(
+            f"{root / MANIFEST_NAME} does not describe the files there now ({wrong}): write it again"
+        )
+    return summary(current, root / MANIFEST_NAME)
+
+
+_LAYER_KEYS = ("index", "state", "numa_count", "bytes")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _by_index(layer: dict) -> tuple:
+    """Recorded layers in build_manifest's order (in any order, they are the same manifest to kt-kernel)."""
+    index = layer["index"]
+    return (0, index, "") if type(index) is int else (1, 0, str(index))
+
+
+def _shown(indices: list) -> str:
+    return _ranges(indices) if all(type(i) is int for i in indices) else repr(indices)
+
+
+def _by_path(files: list[dict]) -> list[dict]:
+    return sorted(files, key=lambda f: str(f["path"]))
+
+
+def _difference(recorded: dict, current: dict) -> str | None:
+    """What of `recorded` (a manifest read back) kt-kernel would find off against `current` (the tree as it is
+    now, without hashes); None when nothing is."""
+    backend = recorded.get("backend", "INT8")
+    if not isinstance(backend, str) or backend.strip().lower() not in ("int8", "auto"):
+        return f"backend {backend!r}"
+    for key, value in current.items():
+        if key not in ("backend", "layers") and recorded.get(key) != value:
+            return f"{key} {recorded.get(key)!r}, the tree gives {value!r}"
     try:
-        listed = [
-            {k: v for k, v in f.items() if k != "sha256"}
+        layers = [
+            {k: layer.get(k) for k in _LAYER_KEYS}
+            | {"files": [{"path": f["path"], "size_bytes": f["size_bytes"]} for f in layer["files"]]}
             for layer in recorded["layers"]
-            for f in layer["files"]
         ]
+        hashes = [f.get("sha256") for layer in recorded["layers"] for f in layer["files"]]
     except (KeyError, TypeError, AttributeError):
-        listed = None
-    if listed != [f for layer in current["layers"] for f in layer["files"]] or any(
-        recorded.get(k) != current[k]
-        for k in ("threadpool_count", "expert_num", "hidden_size", "intermediate_size")
-    ):
-        raise WeightsError(f"{root / MANIFEST_NAME} does not describe the files there now: write it again")
-    return summary(recorded, root / MANIFEST_NAME)
+        return "its layers are not lists of files"
+    indices = [layer["index"] for layer in sorted(layers, key=_by_index)]
+    if indices != [layer["index"] for layer in current["layers"]] or not all(type(i) is int for i in indices):
+        return (
+            f"layers {_shown(indices)}, the tree has {_ranges(layer['index'] for layer in current['layers'])}"
+        )
+    for was, now in zip(sorted(layers, key=_by_index), current["layers"], strict=True):
+        for k in _LAYER_KEYS[1:]:
+            if was[k] != now[k] or type(was[k]) is not type(now[k]):  # kt-kernel refuses true for 1
+                return f"layer {now['index']}: {k} {was[k]!r}, the tree gives {now[k]!r}"
+        if _by_path(was["files"]) != _by_path(now["files"]):
+            return f"layer {now['index']}: other files or sizes"
+    bad = next((h for h in hashes if not isinstance(h, str) or not _SHA256.fullmatch(h)), False)
+    if bad is not False:
+        return f"a file's sha256 is {bad!r}, not 64 lowercase hex digits"
+    return None

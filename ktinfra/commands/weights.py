@@ -63,7 +63,7 @@ def manifest(root: Root, model_path: ModelPath, as_json: AsJson = False) -> None
 
 @weights_app.command("check")
 def check(root: Root, model_path: ModelPath, as_json: AsJson = False) -> None:
-    """Check that the tree still matches its manifest (files, sizes, pools); exit 1 when not."""
+    """Check that the tree still matches its manifest as kt-kernel checks it; exit 1 when not."""
     _run(int8_weights.check_manifest, root, model_path, as_json, "matches")
 
 

@@ -234,6 +234,69 @@ def test_check_sees_a_manifest_of_other_files(tmp_path, model):
     assert res.exit_code == 1 and "does not describe the files there now" in res.stderr
 
 
+def _edit(**changes):
+    """A change to a manifest: top-level keys, or `layer0` / `file0` for the first layer / file."""
+
+    def edit(manifest):
+        for key, value in changes.items():
+            where = {"layer0": manifest["layers"][0], "file0": manifest["layers"][0]["files"][0]}.get(key)
+            if where is None:
+                manifest.pop(key) if value is _edit else manifest.__setitem__(key, value)
+            else:
+                where.update(value)
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_edit(bytes=5), "bytes 5, the tree gives 53248"),
+        (_edit(bytes=_edit), "bytes None, the tree gives 53248"),
+        (_edit(bytes="53248"), "bytes '53248', the tree gives 53248"),
+        (_edit(layout="kt-int8-other"), "layout 'kt-int8-other'"),
+        (_edit(state="writing"), "state 'writing'"),
+        (_edit(expert_weight_format="int4"), "expert_weight_format 'int4'"),
+        (_edit(backend="AMXINT8"), "backend 'AMXINT8'"),
+        (_edit(layer0={"index": 7}), "layers 1,7, the tree has 0-1"),
+        (_edit(layer0={"index": True}), "layers [1, True], the tree has 0-1"),
+        (_edit(layer0={"bytes": 1}), "layer 0: bytes 1, the tree gives 26624"),
+        (_edit(layer0={"state": "partial"}), "layer 0: state 'partial'"),
+        (_edit(layer0={"numa_count": 2}), "layer 0: numa_count 2, the tree gives 1"),
+        (_edit(file0={"sha256": "abc"}), "a file's sha256 is 'abc', not 64 lowercase hex digits"),
+        (_edit(file0={"sha256": "A" * 64}), "not 64 lowercase hex digits"),
+        (_edit(layers=[]), "layers none, the tree has 0-1"),
+        (_edit(layers=[[1]]), "its layers are not lists of files"),
+    ],
+)
+def test_check_refuses_a_manifest_kt_kernel_would_refuse(tmp_path, model, edit, message):
+    """kt-kernel's validator compares these with the tree (weight_manifest.py). Before, `check` compared only
+    the file list and four sizes: it said "matches" (exit 0, with the manifest's own byte count, even "x")
+    for all of these, and a manifest without `bytes` ended in a KeyError traceback."""
+    root = write_tree(tmp_path / "m-INT8")
+    assert cli("manifest", root, "--model-path", model).exit_code == 0
+    manifest = json.loads((root / MANIFEST_NAME).read_text())
+    edit(manifest)
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest))
+    res = cli("check", root, "--model-path", model, "--json")
+    assert res.exit_code == 1 and res.stdout == "", res.output
+    assert "does not describe the files there now" in res.stderr and message in res.stderr, res.stderr
+
+
+def test_check_takes_a_manifest_in_any_order(tmp_path, model):
+    """Layer and file order, and backend 'auto', are the same manifest to kt-kernel."""
+    root = write_tree(tmp_path / "m-INT8", numa=2)
+    assert cli("manifest", root, "--model-path", model).exit_code == 0
+    manifest = json.loads((root / MANIFEST_NAME).read_text())
+    manifest["layers"].reverse()
+    manifest["layers"][0]["files"].reverse()
+    manifest["backend"] = "auto"
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest))
+    res = cli("check", root, "--model-path", model, "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["bytes"] == manifest["bytes"]
+
+
 def test_write_replaces_an_old_manifest_atomically(tmp_path, model):
     root = write_tree(tmp_path / "m-INT8")
     (root / MANIFEST_NAME).write_text("{old")
