@@ -51,6 +51,10 @@ def _run(action, root: Path, model_path: Path, as_json: bool, verb: str) -> None
     except int8_weights.WeightsError as exc:  # bad input: stderr only, --json or not (README's contract)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    except OSError as exc:  # a file that cannot be read, a directory where the manifest cannot be written
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.echo(f"error: {where}{exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
     _report({"ok": True} | result, as_json, verb)
 
 

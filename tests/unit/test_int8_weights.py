@@ -297,6 +297,25 @@ def test_check_takes_a_manifest_in_any_order(tmp_path, model):
     assert json.loads(res.stdout)["bytes"] == manifest["bytes"]
 
 
+@pytest.mark.parametrize("where", ["sha256_of", "os.fsync"])
+def test_a_file_that_cannot_be_read_or_written_is_an_error_line(tmp_path, model, monkeypatch, where):
+    """Before: a PermissionError traceback (a .kt file of another user, a parent directory the manifest's
+    temporary file cannot be made in). Tests run as root, where chmod stops nothing: the OS call fails."""
+    root = write_tree(tmp_path / "m-INT8")
+
+    def refuse(*args):
+        raise PermissionError(13, "Permission denied", str(root / "_layer_0"))
+
+    monkeypatch.setattr(
+        int8_weights if where == "sha256_of" else int8_weights.os, where.split(".")[-1], refuse
+    )
+    res = cli("manifest", root, "--model-path", model, "--json")
+    assert res.exit_code == 1 and res.stdout == "", res.output
+    assert res.stderr == f"error: {root / '_layer_0'}: Permission denied\n"
+    assert sorted(p.name for p in root.iterdir()) == ["_layer_0", "_layer_1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "m-INT8"]  # no temporary file left
+
+
 def test_write_replaces_an_old_manifest_atomically(tmp_path, model):
     root = write_tree(tmp_path / "m-INT8")
     (root / MANIFEST_NAME).write_text("{old")
