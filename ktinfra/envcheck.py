@@ -212,6 +212,11 @@ def check_install(
             conda_root / "envs" / env["name"] if conda_root and resolved == "conda" else root / env["name"]
         )
         env["prefix"] = str(prefix)
+        if prefix.exists() and not prefix.is_dir():  # no env can be made there
+            problems.append(
+                f"{env['name']}: {prefix} is a file, not an env directory: remove it or install into another "
+                "root (kt_python_env_root, --root)"
+            )
         made = made_with_python(prefix)
         if made and made not in versions:
             problems.append(

@@ -71,6 +71,15 @@ def test_check_reports_root_and_wheelhouse_that_are_files(tmp_path):
     ]
 
 
+def test_check_reports_an_env_path_that_is_a_file(tmp_path):
+    """Before: "no problems" (exit 0) with a file where the env goes; the install then failed there."""
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs" / "kt-kernel").write_text("x")
+    res = _check(tmp_path)
+    assert res.exit_code == 2, res.output
+    assert f"kt-kernel: {tmp_path / 'envs' / 'kt-kernel'} is a file, not an env directory" in res.stdout
+
+
 def test_check_with_directories_has_no_directory_problem(tmp_path):
     res = _check(tmp_path)
     assert not any("is not a directory" in p for p in json.loads(res.stdout)["problems"])
