@@ -1,4 +1,5 @@
-"""Services: KT serve units enabled and active; each serve health endpoint answers.
+"""Services: KT serve units enabled and active (or, where PID 1 is not systemd, kt_serve's supervisord programs
+running); each serve health endpoint answers.
 
 Serve units are ktinfra-serve@NAME.service (ktinfra render) or hand-made sglang*.service; the one-shot job
 units (ktinfra-convert@, ktinfra-train@) are not expected to stay active and are not checked here.
@@ -12,6 +13,9 @@ import pytest
 UNIT_PATTERNS = ("ktinfra-serve*", "sglang*")
 DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health"
 SERVE_ENV_DIR = "/etc/ktinfra/serve"  # kt_serve_config_dir's default: where render's env files go
+SUPERVISOR_DIR = "/etc/ktinfra/supervisor"  # kt_serve_supervisor_dir's default
+SUPERVISORCTL = "/opt/ktinfra/envs/supervisor/bin/supervisorctl"  # in kt_serve_supervisor_venv's default
+SUPERVISOR_STATES = ("STOPPED", "STARTING", "RUNNING", "BACKOFF", "STOPPING", "EXITED", "FATAL", "UNKNOWN")
 HEALTH_CHECK = (
     "import sys,urllib.request\n"
     "try:\n"
@@ -65,6 +69,52 @@ def test_units_enabled_and_active(host, units, init_name):
             bad.append(f"{unit} {state}")
     assert not bad, "; ".join(bad)
     print(f"units enabled and active: {', '.join(units)}")
+
+
+def autostart_programs(host) -> list[str]:
+    """The ktinfra-serve-* programs kt_serve told supervisord to start (state: started -> autostart=true)."""
+    listed = host.run(f"grep -H -E '^(\\[program:|autostart=)' {SUPERVISOR_DIR}/conf.d/*.conf 2>/dev/null")
+    names, wanted = {}, []
+    for line in listed.stdout.splitlines():
+        path, _, text = line.partition(":")
+        if text.startswith("[program:"):
+            names[path] = text.removeprefix("[program:").rstrip("]").strip()
+        elif text.strip() == "autostart=true" and path in names:
+            wanted.append(names[path])
+    return sorted(wanted)
+
+
+def test_supervised_programs_running(host, init_name):
+    """Where PID 1 is not systemd kt_serve runs its instances under supervisord, which nothing starts at
+    boot: a container restart leaves the programs down until its start-up command runs."""
+    if init_name == "systemd":
+        pytest.skip("PID 1 is systemd: kt_serve runs units there, not supervisord programs")
+    conf = f"{SUPERVISOR_DIR}/supervisord.conf"
+    if not host.file(conf).exists:
+        pytest.skip(f"no {conf}: kt_serve's supervisord fallback is not installed")
+    wanted = autostart_programs(host)
+    if not wanted:
+        pytest.skip(f"no program in {SUPERVISOR_DIR}/conf.d is to be started")
+    if not host.file(SUPERVISORCTL).exists:
+        pytest.fail(f"{SUPERVISORCTL} is missing (kt_serve_supervisor_venv)", pytrace=False)
+    status = host.run(f"{SUPERVISORCTL} -c {conf} status")  # exits 3 when a program is not running
+    states = {}
+    for line in status.stdout.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[1] in SUPERVISOR_STATES:
+            states[fields[0]] = " ".join(fields[1:])
+    if not states:
+        supervisord = SUPERVISORCTL.replace("supervisorctl", "supervisord")
+        said = (status.stdout.strip() or status.stderr.strip())[-300:]
+        pytest.fail(
+            f"supervisord does not answer ({said}): nothing starts it without systemd; run "
+            f"{supervisord} -c {conf}",
+            pytrace=False,
+        )
+    bad = [f"{name} {states.get(name, 'not known to supervisord (supervisorctl update)')}" for name in wanted
+           if not states.get(name, "").startswith("RUNNING")]  # fmt: skip
+    assert not bad, "; ".join(bad)
+    print(f"supervised programs running: {', '.join(wanted)}")
 
 
 def env_file_health_urls(host) -> list[str]:

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import time
 
-from ansible_run import KT_SERVE, http_status, interrupt_playbook, run_playbook, serve_args_of, task_output
+from ansible_run import (
+    KT_SERVE,
+    REPO,
+    http_status,
+    interrupt_playbook,
+    run_playbook,
+    serve_args_of,
+    task_output,
+)
 
 CONF = "/etc/ktinfra/supervisor/supervisord.conf"
 CTL = f"/opt/ktinfra/envs/supervisor/bin/supervisorctl -c {CONF}"
@@ -172,3 +182,53 @@ def test_programs_come_back_after_a_container_restart(host):
         host.run(f"rm -rf {STANDIN}")
     assert rc == 0, output[-3000:]
     assert program not in host.run(f"{CTL} status").stdout
+
+
+def _doctor_services(host) -> tuple[int, dict]:
+    """`ktinfra doctor -k services` from this checkout over docker://, as a user runs it against the box."""
+    container = host.ansible.get_variables()["inventory_hostname"]
+    command = [sys.executable, "-m", "ktinfra", "doctor", "--hosts", f"docker://{container}", "--role", "any",
+               "-k", "services", "--json"]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600)
+    report = json.loads(proc.stdout)
+    return proc.returncode, {c["id"]: (c["status"], c["message"]) for c in report["checks"]}
+
+
+CHECK = "services.supervised_programs_running"
+
+
+def test_doctor_reports_the_supervised_programs(host):
+    """Without systemd no unit list shows the instances: doctor asks supervisord. tiny cannot start (no
+    sglang), a stand-in instance runs; then supervisord down; then tiny on the stand-in too."""
+    tiny = next(i for i in host.ansible.get_variables()["kt_serve_instances"] if i["name"] == "tiny")
+    probe = {**tiny, "name": "doc", "port": 30022}
+    extra = {"kt_serve_python": _standin_python(host)}
+    try:
+        rc, output = run_playbook(KT_SERVE, extra | {"kt_serve_instances": [probe]})
+        assert rc == 0, output[-3000:]
+        _running_pid(host, "ktinfra-serve-doc")
+        rc, checks = _doctor_services(host)
+        status, message = checks[CHECK]
+        assert rc == 1 and status == "failed", checks
+        assert "ktinfra-serve-tiny" in message and "ktinfra-serve-doc" not in message, message
+        assert checks["services.units_enabled_and_active"][0] == "skipped"
+
+        host.check_output(f"{CTL} shutdown")
+        rc, checks = _doctor_services(host)
+        status, message = checks[CHECK]
+        assert status == "failed" and SUPERVISORD in message, message
+        host.check_output(SUPERVISORD)
+
+        rc, output = run_playbook(KT_SERVE, extra | {"kt_serve_instances": [tiny]})  # tiny on the stand-in
+        assert rc == 0, output[-3000:]
+        _running_pid(host, "ktinfra-serve-tiny")
+        rc, checks = _doctor_services(host)
+        assert checks[CHECK][0] == "passed", checks
+    finally:
+        absent = {"kt_serve_instances": [{**probe, "state": "absent"}]}
+        rc, output = run_playbook(KT_SERVE, extra | absent)
+        assert rc == 0, output[-3000:]
+        rc, output = run_playbook(KT_SERVE)  # tiny back on the inventory's own python
+        host.run(f"rm -rf {STANDIN}")
+    assert rc == 0, output[-3000:]
+    assert "ktinfra-serve-doc" not in host.run(f"{CTL} status").stdout
