@@ -1,5 +1,5 @@
-"""Services: KT serve units enabled and active (or, where PID 1 is not systemd, kt_serve's supervisord programs
-running); each serve health endpoint answers.
+"""Services: KT serve units enabled and active (or, where PID 1 is not systemd, kt_serve's supervisord
+programs running); each serve health endpoint answers.
 
 Serve units are ktinfra-serve@NAME.service (ktinfra render) or hand-made sglang*.service; the one-shot job
 units (ktinfra-convert@, ktinfra-train@) are not expected to stay active and are not checked here.
