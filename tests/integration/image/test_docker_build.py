@@ -114,19 +114,15 @@ def test_image_boots_systemd_and_keeps_labels(built):
 
 
 def test_verify_runs_testinfra_against_the_image(built, out):
+    """--out, as after `make image`: the manifest is the one whose image id is the real image's (--manifest
+    PATH is read as given, tests/unit/test_image_verify.py)."""
     # The smoke envs hold no kt-kernel: only the image checks apply (make image runs both suites on kt-0.7).
     proc = ktinfra(
-        "image",
-        "verify",
-        "--json",
-        built["image"]["tag"],
-        "--suite",
-        str(IMAGE_CHECKS),
-        "--manifest",
-        str(out / "smoke-docker" / "manifest.json"),
+        "image", "verify", "--json", built["image"]["tag"], "--suite", str(IMAGE_CHECKS), "--out", str(out)
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(proc.stdout)
+    assert result["manifest"] == str(out / "smoke-docker" / "manifest.json")
     assert result["passed"] and result["systemd"] in ("running", "degraded")
     assert [s["suite"] for s in result["suites"]] == [str(IMAGE_CHECKS)]
     assert " passed" in result["suites"][0]["summary"] and "failed" not in result["suites"][0]["summary"]
