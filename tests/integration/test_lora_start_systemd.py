@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 import subprocess
 import sys
 import time
@@ -28,6 +27,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "unit"))
+from safetensors_file import write_safetensors  # noqa: E402
+
 H100 = REPO / "tests" / "fixtures" / "hosts" / "h100-xeon-amx-16c"
 IMAGE = "ktinfra/debian12-systemd:latest"
 SERVER_ENV = "/opt/kt/envs/kt-kernel"
@@ -100,18 +102,6 @@ KT_ARGS = (
     "--converter-python", f"{SERVER_ENV}/bin/python",
     "--output-dir", "/srv/converted", "--out", "/srv/out-kt", "--start",
 )  # fmt: skip
-
-
-def write_safetensors(path: Path, shapes: dict[str, list[int]]) -> None:
-    header, offset = {}, 0
-    for name, shape in shapes.items():
-        size = 4
-        for dim in shape:
-            size *= dim
-        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + size]}
-        offset += size
-    raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset))
 
 
 def peft_adapter(root: Path, rank: int = 2) -> Path:

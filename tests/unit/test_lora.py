@@ -4,28 +4,16 @@ server are used in tests/integration/operate; here adapters are written byte by 
 from __future__ import annotations
 
 import json
-import struct
 import sys
 from pathlib import Path
 
 import env_layout
 import pytest
+from safetensors_file import write_safetensors
 from typer.testing import CliRunner
 
 from ktinfra import lora
 from ktinfra.cli import app
-
-
-def write_safetensors(path: Path, shapes: dict[str, list[int]]) -> None:
-    header, offset = {}, 0
-    for name, shape in shapes.items():
-        size = 4
-        for dim in shape:
-            size *= dim
-        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + size]}
-        offset += size
-    raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * offset)
 
 
 def peft_dir(root: Path, rank: int = 4, alpha: float | None = 8, base: str = "/models/tiny") -> Path:
