@@ -21,7 +21,6 @@ import json
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -29,6 +28,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "unit"))
 from safetensors_file import write_safetensors  # noqa: E402
+from systemd_box import systemd_box  # noqa: E402
 
 H100 = REPO / "tests" / "fixtures" / "hosts" / "h100-xeon-amx-16c"
 IMAGE = "ktinfra/debian12-systemd:latest"
@@ -169,20 +169,7 @@ def box(tmp_path_factory):
     mounts = {str(REPO), sys.prefix}
     if not sys.base_prefix.startswith("/usr"):
         mounts.add(sys.base_prefix)
-    name = f"lora-start-{uuid.uuid4().hex[:8]}"
-    subprocess.run(
-        ["docker", "run", "-d", "--name", name, "--tmpfs", "/run", "--tmpfs", "/run/lock",
-         "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--cgroupns=host",
-         *[f"-v{m}:{m}:ro" for m in sorted(mounts)], IMAGE],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    try:
-        for _ in range(60):
-            state = sh(name, "systemctl is-system-running", check=False).stdout.strip()
-            if state in ("running", "degraded"):
-                break
-            time.sleep(1)
-        assert state in ("running", "degraded"), state
+    with systemd_box("lora-start", [f"-v{m}:{m}:ro" for m in sorted(mounts)], image=IMAGE) as name:
         sh(name, f"python3 -m venv --without-pip {SERVER_ENV} && mkdir -p {SITE}/sglang {BASE} /srv/bin")
         inputs = tmp_path_factory.mktemp("inputs")
         (inputs / "sglang").mkdir()
@@ -198,8 +185,6 @@ def box(tmp_path_factory):
             subprocess.run(["docker", "cp", f"{inputs}/{source}", f"{name}:{target}"], check=True)
         sh(name, "chmod 600 /root/key")
         yield name
-    finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
 
 
 def journal(box: str, instance: str) -> str:

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ PLANS = REPO / "tests" / "fixtures" / "plans"
 sys.path.insert(0, str(REPO / "tests" / "unit"))
 from int8_tree import CONVERTER as INT8_CONVERTER  # noqa: E402
 from int8_tree import TINY  # noqa: E402
+from systemd_box import systemd_box  # noqa: E402
 
 IMAGE = os.environ.get("KTINFRA_BASE_IMAGE", "ktinfra/debian12-systemd:latest")
 PY = "/opt/kt/envs/kt-kernel/bin/python"
@@ -114,24 +114,11 @@ def install(container: str, rendered: dict) -> None:
 
 @pytest.fixture(scope="module")
 def box():
-    name = f"render-it-{uuid.uuid4().hex[:8]}"
-    subprocess.run(
-        ["docker", "run", "-d", "--name", name, "--tmpfs", "/run", "--tmpfs", "/run/lock",
-         "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--cgroupns=host", IMAGE],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    try:
-        for _ in range(60):
-            state = sh(name, "systemctl is-system-running", check=False).stdout.strip()
-            if state in ("running", "degraded"):
-                break
-            time.sleep(1)
+    with systemd_box("render-it", image=IMAGE) as name:
         sh(name, f"python3 -m venv --without-pip /opt/kt/envs/kt-kernel && mkdir -p {SITE}/sglang")
         put(name, f"{SITE}/sglang/__init__.py", "")
         put(name, f"{SITE}/sglang/launch_server.py", SGLANG_STANDIN)
         yield name
-    finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
 
 
 def _serve(tmp_path: Path, name: str, port: int, *extra: str) -> dict:
