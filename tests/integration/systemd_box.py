@@ -10,23 +10,16 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from ktinfra.image.dockercli import SYSTEMD_RUN_ARGS  # the run options `image verify` boots images with
+
 IMAGE = os.environ.get("KTINFRA_BASE_IMAGE", "ktinfra/debian12-systemd:latest")
-RUN_ARGS = (
-    "--tmpfs",
-    "/run",
-    "--tmpfs",
-    "/run/lock",
-    "-v",
-    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-    "--cgroupns=host",
-)
 
 
 @contextmanager
 def systemd_box(prefix: str, docker_args: Sequence[str] = (), image: str = IMAGE) -> Iterator[str]:
     """The container's name once systemd says running or degraded; removed afterwards whatever happened."""
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["docker", "run", "-d", "--name", name, *RUN_ARGS, *docker_args, image],
+    subprocess.run(["docker", "run", "-d", "--name", name, *SYSTEMD_RUN_ARGS, *docker_args, image],
                    check=True, capture_output=True)  # fmt: skip
     try:
         state = ""
