@@ -20,6 +20,7 @@ from pathlib import Path
 from ktinfra.digest import sha256_of
 
 MANIFEST_NAME = "kt-weight-manifest.json"
+LEGACY_MANIFEST_NAME = "kt-ephemeral-manifest.json"  # kt-kernel's schema-1 name
 SCHEMA_VERSION = 2
 LAYOUT = "kt-int8-n32-k64-vnni-v1"  # kt_kernel/sft/backend.py INT8_WEIGHT_LAYOUT (kt-kernel 0.7.2)
 PROJECTIONS = ("gate", "up", "down")
@@ -255,8 +256,20 @@ def summary(manifest: dict, path: Path) -> dict:
 def read_manifest(root: Path) -> dict | None:
     """The manifest in `root` (None when there is none); WeightsError when it is unreadable."""
     path = root / MANIFEST_NAME
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
+    # kt-kernel's sft/weight_manifest.py loads a tree only with exactly one manifest, a regular file
+    if path.is_symlink() or not path.is_file():
+        raise WeightsError(
+            f"{path} is {'a symlink' if path.is_symlink() else 'not a file'}: kt-kernel reads the manifest "
+            "only as a regular file in the tree (`ktinfra weights manifest` writes one there)"
+        )
+    legacy = root / LEGACY_MANIFEST_NAME
+    if legacy.exists() or legacy.is_symlink():
+        raise WeightsError(
+            f"{root} holds both {MANIFEST_NAME} and kt-kernel's older {LEGACY_MANIFEST_NAME}: kt-kernel "
+            f"loads a tree only with exactly one; remove {legacy}"
+        )
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as exc:

@@ -340,3 +340,30 @@ def test_check_of_a_missing_tree_says_so(tmp_path, model):
     (tmp_path / "file").write_text("x")
     with pytest.raises(int8_weights.WeightsError, match="is not a directory$"):
         int8_weights.check_manifest(tmp_path / "file", model)
+
+
+def test_a_manifest_kt_kernel_would_not_load_is_refused_where_it_is_read(tmp_path, model):
+    """kt-kernel loads a tree only with exactly one manifest, a regular file (sft/weight_manifest.py). Before:
+    a symlinked manifest was read through and said to match; the schema-1 name beside it was not seen by
+    `render train`, which read only the schema-2 one."""
+    root = write_tree(tmp_path / "m-INT8")
+    assert cli("manifest", root, "--model-path", model).exit_code == 0
+    kept = tmp_path / "kept.json"
+    (root / MANIFEST_NAME).rename(kept)
+    (root / MANIFEST_NAME).symlink_to(kept)
+    res = cli("check", root, "--model-path", model)
+    assert res.exit_code == 1 and f"{root / MANIFEST_NAME} is a symlink" in res.stderr, res.output
+    with pytest.raises(WeightsError, match="is a symlink"):
+        int8_weights.read_manifest(root)
+
+    (root / MANIFEST_NAME).unlink()
+    (root / MANIFEST_NAME).mkdir()
+    with pytest.raises(WeightsError, match="is not a file"):
+        int8_weights.read_manifest(root)
+
+    (root / MANIFEST_NAME).rmdir()
+    kept.rename(root / MANIFEST_NAME)
+    assert int8_weights.read_manifest(root)["threadpool_count"] == 1
+    (root / int8_weights.LEGACY_MANIFEST_NAME).write_text("{}")
+    with pytest.raises(WeightsError, match="holds both kt-weight-manifest.json and kt-kernel's older"):
+        int8_weights.read_manifest(root)
