@@ -111,8 +111,12 @@ def _wheel_problems(wheel: dict) -> list[str]:
     if not path:
         return [] if wheel.get("url") else [f"wheel {wheel['name']} has neither url nor path"]
     if not Path(path).is_file():
-        return [f"wheel {wheel['name']}: {path} does not exist"]
-    actual = sha256_of(Path(path))
+        what = "is not a file (the wheel itself, not its folder)" if Path(path).exists() else "does not exist"
+        return [f"wheel {wheel['name']}: {path} {what}"]
+    try:
+        actual = sha256_of(Path(path))
+    except OSError as exc:
+        return [f"wheel {wheel['name']}: cannot read {path}: {exc.strerror or exc}"]
     if actual != wheel["sha256"]:
         return [f"wheel {wheel['name']}: sha256 of {path} is {actual}, expected {wheel['sha256']}"]
     return []

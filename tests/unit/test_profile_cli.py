@@ -173,3 +173,23 @@ def test_shipped_profile_names_take_any_case():
     assert load_profile("Kt-0.4-AutoDL")["name"] == "kt-0.4-autodl"
     res = CliRunner().invoke(app, ["profile", "show", "KT-0.7", "--json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["name"] == "kt-0.7"
+
+
+def test_a_wheel_path_that_is_a_folder_is_named_so(tmp_path):
+    """Before: a folder (named as a wheel: other names are refused earlier) was said not to exist."""
+    folder = tmp_path / "flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl"
+    folder.mkdir()
+
+    def problems(path):
+        argv = ["profile", "check", "kt-0.4-autodl", "--env", "sft", "--root", str(tmp_path / "envs"),
+                "--wheelhouse", str(tmp_path / "wh"), "--json",
+                "--wheel", f"flash-attn={path}#sha256={'ab' * 32}"]  # fmt: skip
+        res = runner.invoke(app, argv)
+        assert res.exit_code == 2, res.output
+        return json.loads(res.stdout)["problems"]
+
+    said = problems(folder)
+    assert f"wheel flash-attn: {folder} is not a file (the wheel itself, not its folder)" in said, said
+    gone = tmp_path / "gone" / folder.name
+    said = problems(gone)
+    assert f"wheel flash-attn: {gone} does not exist" in said, said
