@@ -331,7 +331,7 @@ LORA = {"paths": {"a": "/srv/lora/a"}, "max_loras_per_batch": 1, "backend": "tri
         (_set("serve", "gpu_indices", [-1]), "must be a list of GPU indices"),
         (_set("serve", "gpu_indices", [True]), "must be a list of GPU indices"),
         (_set("serve", "kt_threadpool_count", 9), "kt_threadpool_count 9 exceeds serve.kt_cpuinfer 8"),
-        (_set("serve", "lora", dict(LORA)), "kt_num_gpu_experts is 32"),
+        (_set("serve", "lora", dict(LORA)), "kt_num_gpu_experts is 31"),
         (_set("serve", "kt_num_gpu_experts", 129), "kt_num_gpu_experts 129 exceeds model.num_experts 128"),
         (_set("serve", "lora", "yes"), "serve.lora must be an object"),
         (_set("host", "numa_nodes", "x"), "host.numa_nodes must be an integer >= 0, got 'x'"),

@@ -89,7 +89,7 @@ def test_convert_fp8_model_uses_the_plans_native_dtype():
     )
     argv = rendered.info["argv"]
     assert argv[argv.index("--input-type") + 1] == "fp8"
-    assert argv[argv.index("--cpuinfer-threads") + 1] == "16"
+    assert argv[argv.index("--cpuinfer-threads") + 1] == "14"  # the plan's kt_cpuinfer
 
 
 @pytest.mark.parametrize(
@@ -230,7 +230,7 @@ def test_train_current_stack_recipe_and_launcher():
     assert recipe["overwrite_output_dir"] is False
     assert recipe["use_kt"] is True
     assert recipe["kt_config"]["kt_backend"] == "AMXBF16"
-    assert recipe["kt_config"]["kt_num_threads"] == 16
+    assert recipe["kt_config"]["kt_num_threads"] == 14  # the plan's: 16 cores, 2 kept free
     assert "kt_optimize_rule" not in recipe
     accelerate = yaml.safe_load(rendered.files["med-r8.accelerate.yaml"][0])
     assert accelerate["distributed_type"] == "FSDP" and accelerate["num_processes"] == 1
@@ -255,12 +255,13 @@ def test_train_current_stack_recipe_and_launcher():
 def test_train_legacy_stack_recipe_and_launcher():
     rendered = _train("seed002-qwen3-30b-a3b-sft-legacy.json", python="/opt/conda/envs/kt-sft/bin/python")
     recipe = yaml.safe_load(rendered.files["med-r8.yaml"][0])
-    assert recipe["template"] == "qwen3_nothink"
+    assert recipe["template"] == "qwen3"  # the plan's sft.template (the catalog's, for Qwen3-30B-A3B)
     assert recipe["kt_optimize_rule"] == (
         f"{env_layout.checkout('LLaMA-Factory')}/examples/kt_optimize_rules/Qwen3Moe-sft-amx.yaml"
     )
     assert (recipe["use_kt"], recipe["cpu_infer"], recipe["chunk_size"]) == (True, 8, 8192)
-    assert (recipe["gradient_accumulation_steps"], recipe["cutoff_len"]) == (16, 1024)
+    assert (recipe["per_device_train_batch_size"], recipe["gradient_accumulation_steps"]) == (2, 4)
+    assert recipe["cutoff_len"] == 2048
     assert "kt_config" not in recipe
     assert "med-r8.accelerate.yaml" not in rendered.files
     unit = rendered.files["ktinfra-train@.service"][0]
@@ -270,12 +271,34 @@ def test_train_legacy_stack_recipe_and_launcher():
     ]  # fmt: skip
 
 
+def _no_template(architecture: str):
+    """A plan without sft.template (the planner's, which render follows) for `architecture`."""
+
+    def change(plan: dict) -> None:
+        plan["model"] = {"architecture": architecture}
+        del plan["sft"]["template"]
+
+    return change
+
+
+def test_train_template_without_one_in_the_plan_follows_the_stack_generation():
+    """Plans without sft.template (older planners) get the KT examples' template of their generation."""
+    for plan_name, template in (
+        ("h100-qwen3-30b-a3b-sft-current.json", "qwen3"),
+        ("seed002-qwen3-30b-a3b-sft-legacy.json", "qwen3_nothink"),
+    ):
+        plan = load_fixture_plan(plan_name)
+        del plan["sft"]["template"]
+        args = {"name": "r", "model_path": "/m", "dataset": "d", "dataset_dir": "/d", "output_dir": "/o"}
+        assert yaml.safe_load(render_train(plan, **args).files["r.yaml"][0])["template"] == template
+
+
 @pytest.mark.parametrize(
     ("plan_name", "change", "overrides", "message"),
     [
         ("h100-qwen3-30b-a3b-serve.json", {}, {}, "needs a sft plan, got a serve plan"),
         ("h100-qwen3-30b-a3b-sft-current.json", {"stack_generation": "next"}, {}, "stack_generation 'next'"),
-        ("h100-qwen3-30b-a3b-sft-current.json", {"model": {"architecture": "llama"}}, {}, "pass --template"),
+        ("h100-qwen3-30b-a3b-sft-current.json", _no_template("llama"), {}, "pass --template"),
         ("h100-qwen3-30b-a3b-sft-current.json", {}, {"dataset_dir": "data"}, "--dataset-dir must be an abs"),
         ("h100-qwen3-30b-a3b-sft-current.json", {}, {"dataset": "a b"}, "--dataset 'a b' contains ' '"),
         (
@@ -288,7 +311,10 @@ def test_train_legacy_stack_recipe_and_launcher():
 )
 def test_train_bad_inputs(plan_name, change, overrides, message):
     plan = load_fixture_plan(plan_name)
-    plan.update(change)
+    if callable(change):
+        change(plan)
+    else:
+        plan.update(change)
     args = {"name": "r", "model_path": "/m", "dataset": "d", "dataset_dir": "/d", "output_dir": "/o"}
     args.update(overrides)
     with pytest.raises(RenderError, match=message):
