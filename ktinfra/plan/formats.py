@@ -165,6 +165,16 @@ def forced_cpu_variant(facts: dict) -> tuple[str | None, str | None]:
     )
 
 
+def usable_native(arch: Architecture, facts: dict) -> sizing.CpuFormat | None:
+    """The checkpoint's own BF16/FP8 format where this CPU runs its backend and RAM and disk hold it."""
+    if arch.native_dtype not in ("bf16", "fp8"):
+        return None
+    native = sizing.CPU_FORMATS["FP8" if arch.native_dtype == "fp8" else "BF16"]
+    if isa_missing(facts, native) or isa_unknown(facts, native) or not fits(facts, estimate(arch, native)):
+        return None
+    return native
+
+
 def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizing.CpuFormat, str, list]:
     """(format, reason, problems). AMXINT8 on AMX unless only a native format fits the disk/RAM; without
     AMX the native BF16/FP8 backend where the ISA has it, else LLAMAFILE with GGUF Q4_K_M."""

@@ -502,6 +502,13 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     spare = static - weights - kv_budget
     threshold, held = _prefill_threshold(fmt, arch, dtype, spare, lora, pin_problem, reasons)
     gpu_experts = _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons)
+    if gpu_experts == arch.num_experts and (fmt.converted or fmt.gguf):
+        unread = gb(est.breakdown["cpu_weights_on_disk"])
+        warnings.append(
+            f"every expert fits on the GPU: kt-kernel runs none, so the {unread} of {fmt.weight_format} CPU "
+            f"weights would be {'downloaded' if fmt.gguf else 'converted'} and never read; a native "
+            "--cpu-format (BF16/FP8, the model's own weights) needs none where this CPU runs it"
+        )
     if arch.mla or held:  # a pool SGLang would oversize, or one that would take the prefill layer's room
         experts = gpu_experts * _expert_in_every_layer(arch, dtype)
         kv_space = static - weights - experts - held - requests * state
@@ -558,7 +565,33 @@ def _weight_path(
 def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> tuple:
     """(serve section, estimate, reasons, problems); appends to `warnings`. opts["gguf"]: the GGUF model
     --weight-path holds (ktinfra.plan.gguf_dir.HeldGguf), whose quant is the format and whose expert tensors
-    are the RAM."""
+    are the RAM. Where the default converted format would leave kt-kernel no expert to run (every one fits
+    on the GPU), the checkpoint's own format is planned instead: it needs no conversion."""
+    said: list[str] = []
+    planned = _plan_serve(arch, facts, opts, said)
+    serve, est = planned[0], planned[1]
+    native = formats.usable_native(arch, facts)
+    chosen = opts.get("cpu_format") or opts.get("gguf")
+    if not chosen and native and _runs_no_expert(arch, serve) and serve["kt_method"] != native.kt_method:
+        said_native: list[str] = []
+        alt = _plan_serve(arch, facts, {**opts, "cpu_format": native.name}, said_native)
+        if _runs_no_expert(arch, alt[0]) and not alt[3]:
+            unread = gb(est.breakdown["cpu_weights_on_disk"])
+            alt[2]["kt_method"] = (
+                f"every expert fits on the GPU ({arch.num_experts} per MoE layer), so kt-kernel runs none: "
+                f"{native.kt_method} reads the {native.native_dtype} checkpoint in place instead of a "
+                f"{serve['kt_method']} conversion of {unread} that would never be read"
+            )
+            planned, said = alt, said_native
+    warnings += said
+    return planned
+
+
+def _runs_no_expert(arch: Architecture, serve: dict) -> bool:
+    return serve.get("kt_num_gpu_experts") == arch.num_experts
+
+
+def _plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> tuple:
     reasons: dict[str, str] = {}
     held = opts.get("gguf")
     requested = held.fmt.name if held else opts.get("cpu_format")

@@ -97,10 +97,30 @@ def test_h100_qwen3_30b_reads_bf16_in_place_because_the_disk_cannot_hold_int8_co
     assert serve["kt_num_gpu_experts"] == 128 and serve["kt_max_deferred_experts_per_token"] == 0
 
 
-def test_h100_with_room_on_disk_uses_amxint8():
+def test_h100_with_room_on_disk_uses_amxint8_where_kt_kernel_runs_experts():
     host = facts("h100-amx")
     host["disks"][0]["avail_bytes"] = 500 * 10**9
-    assert plan(host, "Qwen3-30B-A3B", "serve")["serve"]["kt_method"] == "AMXINT8"
+    assert plan(host, "Qwen3-235B-A22B", "serve")["serve"]["kt_method"] == "AMXINT8"  # most on the CPU
+
+
+def test_every_expert_on_the_gpu_plans_the_checkpoints_format_not_a_conversion():
+    """Before: an H100 with room on disk planned AMXINT8 for Qwen3-30B-A3B with all 128 experts on the GPU:
+    a 29 GB conversion kt-kernel would never read."""
+    host = facts("h100-amx")
+    host["disks"][0]["avail_bytes"] = 500 * 10**9
+    result = plan(host, "Qwen3-30B-A3B", "serve")
+    serve = result["serve"]
+    assert result["feasible"] and serve["kt_method"] == "BF16" and serve["kt_num_gpu_experts"] == 128
+    assert serve["kt_weight_format"] == "bf16" and serve["kt_gpu_prefill_token_threshold"] is None
+    assert result["reasons"]["kt_method"] == (
+        "every expert fits on the GPU (128 per MoE layer), so kt-kernel runs none: BF16 reads the bf16 "
+        "checkpoint in place instead of a AMXINT8 conversion of 29.0 GB that would never be read"
+    )
+    assert not result["warnings"]
+    asked = plan(host, "Qwen3-30B-A3B", "serve", cpu_format="AMXINT8")  # asked for: kept, with a warning
+    assert asked["serve"]["kt_method"] == "AMXINT8" and asked["serve"]["kt_num_gpu_experts"] == 128
+    unread = "29.0 GB of int8 CPU weights would be converted and never read"
+    assert any(unread in w for w in asked["warnings"]), asked["warnings"]
 
 
 def test_h100_deepseek_v3_is_infeasible_with_numbers():
@@ -122,7 +142,8 @@ def _local_copy(tmp_path: Path, name: str, **changes) -> str:
 def test_a_local_model_directory_is_not_charged_its_download_again(tmp_path):
     """Before: the 61.1 GB already on disk was counted again, so the H100 (68.7 GB free) fell back to BF16
     (60.98 GB RAM) and kt_serve, which plans after the model store has downloaded, saw a false shortage."""
-    result = plan(facts("h100-amx"), _local_copy(tmp_path, "Qwen3-30B-A3B"), "serve")
+    local = _local_copy(tmp_path, "Qwen3-30B-A3B")
+    result = plan(facts("h100-amx"), local, "serve", cpu_format="AMXINT8")
     breakdown = result["requirements_breakdown"]
     assert result["feasible"] and result["serve"]["kt_method"] == "AMXINT8"
     assert breakdown["download"] == 0
@@ -130,6 +151,9 @@ def test_a_local_model_directory_is_not_charged_its_download_again(tmp_path):
     assert round(result["requirements"]["disk_bytes"] / GB, 1) == 30.0
     catalog_plan = plan(facts("h100-amx"), "Qwen3-30B-A3B", "serve")
     assert catalog_plan["requirements_breakdown"]["download"] > 61 * GB  # by name it still has to come
+    # unasked, every expert fits the H100: no conversion at all, only the outputs on disk
+    default = plan(facts("h100-amx"), local, "serve")
+    assert default["serve"]["kt_method"] == "BF16" and default["requirements_breakdown"]["download"] == 0
 
 
 def test_a_local_fp8_model_for_sft_is_charged_only_its_bf16_copy(tmp_path):
