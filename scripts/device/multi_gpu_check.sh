@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a lent multi-GPU host (nvidia-h200-x2): CUDA_VISIBLE_DEVICES as the capture, facts, plan and the host
+# On a lent multi-GPU host (nvidia-h200-x2, -x4): CUDA_VISIBLE_DEVICES as the capture, facts, plan and the host
 # suite's GPU helpers see it, on real GPUs instead of synthetic captures. Writes $OUT/multi-gpu.json and
 # $OUT/captures.tgz (a capture as is and one under CUDA_VISIBLE_DEVICES=1).
 # usage (device tool): bash scripts/device/multi_gpu_check.sh   (PYTHONPATH holds .devcarry/site and the repo)
@@ -17,13 +17,17 @@ import json, subprocess, sys
 run = lambda *a: json.loads(subprocess.run([sys.executable, "-m", "ktinfra", *a, "--json"],
                                            capture_output=True, text=True).stdout or "null")
 f = run("facts")
-p = run("plan", "--model", "Qwen3-30B-A3B", "--mode", "serve")
-s = (p or {}).get("serve", {})
+keys = ("kt_method", "gpu_indices", "tensor_parallel_size", "kt_num_gpu_experts", "mem_fraction_static",
+        "kt_cpuinfer", "max_running_requests")
+plans = {}
+for model in ("Qwen3-30B-A3B", "Qwen3-235B-A22B"):
+    p = run("plan", "--model", model, "--mode", "serve") or {}
+    s = p.get("serve") or {}
+    plans[model] = {"serve": {k: s.get(k) for k in keys}, "feasible": p.get("feasible"),
+                    "problems": p.get("problems"), "warnings": p.get("warnings")}
 print(json.dumps({"case": sys.argv[1], "gpus": [(g["index"], g.get("uuid")) for g in f["gpus"]],
                   "cuda_visible_devices": f.get("cuda_visible_devices"),
-                  "plan": {k: s.get(k) for k in ("gpu_indices", "tensor_parallel_size", "kt_num_gpu_experts",
-                                                 "mem_fraction_static", "kt_cpuinfer")},
-                  "feasible": (p or {}).get("feasible"), "problems": (p or {}).get("problems")}))
+                  "memory_total_bytes": f["memory"]["total_bytes"], "plans": plans}))
 PY
 }
 {
@@ -31,6 +35,7 @@ PY
   summary cvd-1 CUDA_VISIBLE_DEVICES=1
   summary cvd-uuid0 CUDA_VISIBLE_DEVICES="$uuid0"
   summary cvd-empty CUDA_VISIBLE_DEVICES=
+  [ "$(nvidia-smi -L | wc -l)" -ge 4 ] && summary cvd-2-3 CUDA_VISIBLE_DEVICES=2,3
 } > "$work/cases.jsonl"
 python3 scripts/device/gpu_checks.py > "$work/gpu_checks.json" 2>"$work/gpu_checks.err"
 python3 -m ktinfra facts --capture "$work/cap-all" >/dev/null 2>&1

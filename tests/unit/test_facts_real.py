@@ -72,6 +72,23 @@ def test_gpu_amx_vm_captures(host, cpus, mem_kib, gpu_name, gpu_mib, gpu_count, 
     assert facts["tuning"] == {"numa_balancing": 0, "thp": "madvise", "cpufreq_governor": None}
 
 
+def test_four_h200_capture():
+    """nvidia-h200-x4 (2026-11-29): four NVLinked H200s, 64 cores on one node, and a cgroup memory limit above
+    MemTotal (the 2x H200 VM had none)."""
+    facts = from_capture(HOSTS / "4xh200-xeon-amx-64c")
+    cpu = facts["cpu"]
+    assert (cpu["physical_cores"], cpu["numa_nodes"], cpu["usable_cpus"]) == (64, 1, "0-63")
+    assert all(cpu["isa"][flag] for flag in ALL_ISA)
+    assert facts["memory"]["total_bytes"] == 528231220 * 1024  # MemTotal, under the 512 GiB cgroup limit
+    assert facts["memory"]["cgroup_limit_bytes"] == 512 * 2**30
+    assert [(g["index"], g["name"], g["memory_mib"]) for g in facts["gpus"]] == [
+        (i, "NVIDIA H200", 143771) for i in range(4)
+    ]
+    assert facts["gpus"][0]["links"] == {"GPU1": "NV18", "GPU2": "NV18", "GPU3": "NV18"}
+    assert [(d["mount"], d["avail_bytes"]) for d in facts["disks"]] == [("/", 252241244160)]
+    assert (facts["container"], facts["init"]) == (False, "process_api")
+
+
 def test_two_h200_are_nvlinked():
     gpus = from_capture(HOSTS / "2xh200-xeon-amx-32c")["gpus"]
     assert gpus[0]["links"] == {"GPU1": "NV18"}

@@ -46,6 +46,30 @@ def test_2xh200_capture_serves_qwen3_235b_over_two_gpus_but_needs_a_bigger_disk(
     ]
 
 
+def test_4xh200_capture_puts_126_of_128_qwen3_235b_experts_on_four_gpus():
+    """The real 4x H200 (nvidia-h200-x4, 2026-11-29): tensor parallel over all four, 62 of 64 cores; only
+    the 252 GB disk is short. Qwen3-30B-A3B fits each GPU whole: BF16 in place, no conversion."""
+    host = captured("4xh200-xeon-amx-64c")
+    big = plan(host, "Qwen3-235B-A22B", "serve")
+    serve = big["serve"]
+    assert (serve["kt_method"], serve["tensor_parallel_size"], serve["gpu_indices"]) == (
+        "AMXINT8",
+        4,
+        [0, 1, 2, 3],
+    )
+    assert (serve["kt_num_gpu_experts"], serve["kt_cpuinfer"], serve["max_running_requests"]) == (
+        126,
+        62,
+        128,
+    )
+    assert big["problems"] == [
+        "needs 698 GB disk (470 GB download + 227 GB CPU weights + 1.0 GB outputs), / has 252 GB free"
+    ]
+    small = plan(host, "Qwen3-30B-A3B", "serve")
+    assert small["feasible"] and small["serve"]["kt_method"] == "BF16"
+    assert (small["serve"]["tensor_parallel_size"], small["serve"]["kt_num_gpu_experts"]) == (4, 128)
+
+
 def test_development_machine_capture_has_no_gpu_and_no_amx():
     host = captured("epyc-2c-nogpu")
     serve = plan(host, "DeepSeek-V2-Lite", "serve")
@@ -91,6 +115,7 @@ def test_synthetic_autodl_6430_capture_reproduces_the_seed_002_decisions():
     ("h100-xeon-amx-16c", 8192, "85.5 GB"),  # 80 GiB of HBM: under the 100 GB tier
     ("h200-xeon-amx-16c", 16384, "151 GB"),  # 141 GiB of HBM: the 16384 tier
     ("2xh200-xeon-amx-32c", 16384, "151 GB"),
+    ("4xh200-xeon-amx-64c", 16384, "151 GB"),
 ])  # fmt: skip
 def test_chunked_prefill_size_tier_follows_the_gpu_memory_of_the_real_captures(capture, size, gpu):
     result = plan(captured(capture), "Qwen3-30B-A3B", "serve")

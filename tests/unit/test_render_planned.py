@@ -24,6 +24,7 @@ MODEL = "Qwen3-30B-A3B"
 SERVE_PROBLEMS = {
     "2xh200-cvd1-xeon-amx-32c": (),
     "2xh200-xeon-amx-32c": (),
+    "4xh200-xeon-amx-64c": (),
     "epyc-2c-nogpu": ("no NVIDIA GPU found",),
     "h100-xeon-amx-16c": (),
     "h200-xeon-amx-16c": (),
@@ -38,6 +39,7 @@ SHORT_OF_DISK = ("needs 83.3 GB disk (61.1 GB download + 22.3 GB outputs), / has
 SFT_PROBLEMS = {  # the same for both stacks
     "2xh200-cvd1-xeon-amx-32c": (),
     "2xh200-xeon-amx-32c": (),
+    "4xh200-xeon-amx-64c": (),
     "epyc-2c-nogpu": ("no NVIDIA GPU found", "KT fine-tuning needs AMX", "needs 67.6 GB RAM"),
     "h100-xeon-amx-16c": SHORT_OF_DISK,
     "h200-xeon-amx-16c": SHORT_OF_DISK,
