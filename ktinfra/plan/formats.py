@@ -182,14 +182,12 @@ def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizi
         return _requested(arch, facts, requested)
     if arch.native_dtype == "int4":
         return _int4(arch, facts)
-    native = sizing.CPU_FORMATS["FP8" if arch.native_dtype == "fp8" else "BF16"]
-    native_isa = not isa_missing(facts, native) and not isa_unknown(facts, native)
-    native_ok = native_isa and fits(facts, estimate(arch, native))
+    native = usable_native(arch, facts)
     old_kernel = amx_blocked_by_kernel(facts) if has_amx(facts) else None
     if has_amx(facts) and not old_kernel:
         int8 = sizing.CPU_FORMATS["AMXINT8"]
         int8_est = estimate(arch, int8)
-        if fits(facts, int8_est) or not native_ok:
+        if fits(facts, int8_est) or native is None:
             return int8, "host has AMX (amx_tile, amx_int8): AMXINT8 keeps accuracy at half BF16's RAM", []
         parts = "download + converted experts" if int8_est.breakdown["download"] else "converted experts"
         reason = (
@@ -202,7 +200,7 @@ def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizi
         no_amx = f"AMX unusable (kernel {old_kernel} < 5.16 cannot grant AMX tiles)"
     else:
         no_amx = "AMX flags unknown" if amx_unknown(facts) else "no AMX"
-    if native_ok:
+    if native:
         flags = ", ".join(isa_needs(native))
         return native, f"{no_amx}; the CPU has {flags} for the native {native.kt_method} backend", []
     gguf = sizing.CPU_FORMATS[sizing.DEFAULT_GGUF]
