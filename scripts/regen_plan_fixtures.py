@@ -18,8 +18,9 @@ Where a fixture needs a decision the capture alone would not give, the entry say
 (--cpu-format, --port, --stack) or, where the CLI has no flag, with `disk_avail_bytes`: the capture's facts
 (`ktinfra.facts.from_capture`, what `plan --from` reads) with that filesystem's free space replaced, written
 to a temporary file and passed as `plan --facts` (tests/unit/test_plan.py's
-test_h100_with_room_on_disk_uses_amxint8 does the same). Why: the real H100 capture has 68.7 GB free on /,
-and the planner rightly finds that too small for an AMXINT8 conversion (91.1 GB) or for SFT of Qwen3-30B-A3B
+test_h100_with_room_on_disk_uses_amxint8_where_kt_kernel_runs_experts does the same). Why: the real H100
+capture has 68.7 GB free on /, and the planner rightly finds that too small for an AMXINT8 conversion
+(91.1 GB) or for SFT of Qwen3-30B-A3B
 (83.3 GB with three saved LoRA checkpoints), which would leave no feasible H100 plan to render.
 """
 
