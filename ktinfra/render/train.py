@@ -340,7 +340,8 @@ def _sections(
             "num_train_epochs": 3.0,
             "lr_scheduler_type": "cosine",
             **warmup,
-            "bf16": True,
+            # transformers refuses fp16 and bf16 both true: a plan's fp16 replaces the bf16 default
+            "bf16": not recipe.get("fp16"),
             "ddp_timeout": 180000000,
             **recipe,
         },
@@ -354,8 +355,14 @@ def _yaml(sections: dict, header: str) -> str:
     return "\n".join(parts)
 
 
-def _accelerate_config(num_gpus: int) -> str:
-    """FSDP2 settings as in LLaMA-Factory examples/ktransformers/accelerate/fsdp2_kt_*.yaml (no KT keys)."""
+def _mixed_precision(train: dict) -> str:
+    """Accelerate's mixed_precision for the recipe's fp16/bf16 (transformers reads them the same way)."""
+    return "fp16" if train.get("fp16") else "bf16" if train.get("bf16") else "no"
+
+
+def _accelerate_config(num_gpus: int, mixed_precision: str = "bf16") -> str:
+    """FSDP2 settings as in LLaMA-Factory examples/ktransformers/accelerate/fsdp2_kt_*.yaml (no KT keys);
+    mixed_precision follows the recipe's fp16/bf16, else accelerate's env would still ask for bf16."""
     config = {
         "compute_environment": "LOCAL_MACHINE",
         "distributed_type": "FSDP",
@@ -367,7 +374,7 @@ def _accelerate_config(num_gpus: int) -> str:
             "fsdp_state_dict_type": "FULL_STATE_DICT",
             "fsdp_version": 2,
         },
-        "mixed_precision": "bf16",
+        "mixed_precision": mixed_precision,
         "num_machines": 1,
         "num_processes": num_gpus,
         "rdzv_backend": "static",
@@ -441,7 +448,7 @@ def render_train(
                 f"plan sft.launcher.num_processes {processes} does not match sft.gpu_indices {gpus} "
                 "(one process per GPU)"
             )
-        out.add(f"{name}.accelerate.yaml", _accelerate_config(processes))
+        out.add(f"{name}.accelerate.yaml", _accelerate_config(processes, _mixed_precision(sections["train"])))
         variables["ACCELERATE_USE_KT"] = "true"
         variables["KT_ACCELERATE_CONFIG"] = f"{env_dir}/{name}.accelerate.yaml"
     variables.update(visibility)
