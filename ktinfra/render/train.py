@@ -198,7 +198,10 @@ def _converted_experts(kt_config: dict, weight_path: object, weight_format: str 
         )
     backend, expert_format = CONVERTED_EXPERT_BACKENDS[weight_format]
     if expert_format == "int8":
-        _check_int8_tree(str(weight_path), kt_config.get("kt_threadpool_count", 1))
+        # kt-kernel 0.7.2 splits experts over kt_threadpool_count pools only with kt_tp_enabled (default
+        # false); else over one (sft/wrapper.py: `threadpool_count = ... if kt_tp_enabled else 1`)
+        pools = kt_config.get("kt_threadpool_count", 1) if kt_config.get("kt_tp_enabled") is True else 1
+        _check_int8_tree(str(weight_path), pools)
     config = {key: value for key, value in kt_config.items() if key != "kt_expert_weight_format"}
     config["kt_backend"] = backend
     if expert_format:
@@ -208,7 +211,7 @@ def _converted_experts(kt_config: dict, weight_path: object, weight_format: str 
 
 def _check_int8_tree(weight_path: str, pools: object) -> None:
     """Where the INT8 tree is on this machine: kt-kernel 0.7.2 loads it only with its kt-weight-manifest.json,
-    split over the kt_threadpool_count NUMA pools it trains with (sft/weight_manifest.py); else the run would
+    split over the `pools` NUMA pools it trains with (sft/weight_manifest.py); else the run would
     fail while the model loads. Rendering for another host, the path is not here and not checked."""
     root = Path(weight_path)
     if not root.is_dir():
@@ -226,8 +229,8 @@ def _check_int8_tree(weight_path: str, pools: object) -> None:
     if manifest.get("threadpool_count") != pools:
         raise RenderError(
             f"kt_weight_path {root} is split over {manifest.get('threadpool_count')} NUMA pools, the plan "
-            f"trains with kt_threadpool_count {pools}: kt-kernel loads it only with the same count (convert "
-            "again with the sft plan's pools)"
+            f"trains with {pools} (kt_threadpool_count with kt_tp_enabled, else 1): kt-kernel loads it only "
+            "with the same count (convert again with the sft plan's pools)"
         )
 
 
