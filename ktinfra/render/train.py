@@ -32,6 +32,7 @@ from ktinfra.render.common import (
     unit_literal,
 )
 from ktinfra.render.plans import (
+    MAX_PLAN_INT,
     check_gpus_on_host,
     comment_text,
     host_gpu_indices,
@@ -56,6 +57,33 @@ TEMPLATES = {
 }  # fmt: skip
 # none for kimi_k2: its chat format (<|im_user|>user<|im_middle|>...) is not DeepSeek's, and the plan says
 # "set `template` yourself"
+# The KT keys each stack's LLaMA-Factory takes at the top level of the recipe: HfArgumentParser refuses any
+# other key (no ALLOW_EXTRA_ARGS), and a key of another section would silently replace that one.
+KT_KEYS = {
+    # llamafactory-kt 0.9.6.dev0 hparams/model_args.py KTransformersArguments, + training_args' kt_config
+    "current": {"use_kt", "kt_config", "kt_cpu_activation", "kt_weight_path", "kt_non_expert_weight_path",
+                "kt_expert_checkpoint_path", "kt_use_lora_experts", "kt_lora_expert_num",
+                "kt_lora_expert_intermediate_size"},
+    # LLaMA-Factory 0.9.4 (the arguments of the pinned 000526908ae9) KTransformersArguments
+    "legacy": {"use_kt", "kt_optimize_rule", "cpu_infer", "chunk_size", "mode", "kt_maxlen",
+               "kt_use_cuda_graph", "kt_mode", "kt_force_think"},
+}  # fmt: skip
+# kt_config: the kt_kernel.sft.KTConfig fields (kt-kernel 0.7.2 sft/config.py) a recipe may set, with the kind
+# each takes. KTConfig refuses unknown fields; llamafactory-kt refuses those it derives from its own
+# arguments (kt_lora_rank, kt_weight_path, ...: KTransformersArguments._KT_DERIVED_KEYS).
+KT_CONFIG_KEYS = {
+    "kt_backend": "backend", "kt_expert_weight_format": "format", "kt_weight_lifecycle": "lifecycle",
+    "kt_num_threads": 1, "kt_threadpool_count": 1, "kt_max_cache_depth": 0, "kt_num_gpu_experts": 0,
+    "kt_model_max_length": 1, "kt_tp_enabled": bool, "kt_share_backward_bb": bool,
+    "kt_share_cache_pool": bool, "kt_force_fused_expert_lora": bool,
+}  # fmt: skip
+KT_CONFIG_WORDS = {  # sft/config.py _KNOWN_SFT_BACKENDS (any case), ExpertWeightFormat, WeightLifecycle
+    "backend": ("auto", "int8", "fp8", "amxbf16", "amxint8", "amxfp8", "amxint4", "rawint4", "mxfp4",
+                "amxint4_kgroup", "amxbf16_skiplora", "amxint8_skiplora", "amxint4_skiplora"),
+    "format": ("bf16", "int8", "fp8", "rawint4", "mxfp4"),
+    "lifecycle": ("persistent", "ephemeral"),
+}  # fmt: skip
+KT_PATH_KEYS = ("kt_weight_path", "kt_non_expert_weight_path", "kt_expert_checkpoint_path")
 # --weight-format of experts pre-converted by convert_cpu_weights.py -> (kt_backend, kt_expert_weight_format)
 CONVERTED_EXPERT_BACKENDS = {"int8": ("INT8", "int8"), "int4": ("AMXINT4", None)}
 # LLaMA-Factory arguments a plan's sft block may set; anything else there is planner bookkeeping.
@@ -168,6 +196,7 @@ def _kt_block(
             kt["kt_optimize_rule"] = f"{llamafactory_dir}/{rule}"
     elif not isinstance(kt.get("kt_config"), dict):
         raise RenderError("current-stack plan sft.kt must hold a kt_config mapping")
+    _check_kt_keys(kt, generation, sft.get("disable_gradient_checkpointing") is True)
     if weight_path:
         kt["kt_weight_path"] = check_abs_path("--weight-path", weight_path)
     if generation == "legacy":
@@ -232,6 +261,50 @@ def _check_int8_tree(weight_path: str, pools: object) -> None:
             f"trains with {pools} (kt_threadpool_count with kt_tp_enabled, else 1): kt-kernel loads it only "
             "with the same count (convert again with the sft plan's pools)"
         )
+
+
+def _check_kt_keys(kt: dict, generation: str, no_checkpointing: bool) -> None:
+    """Every key of the plan's KT block (and of kt_config) one the stack's LLaMA-Factory and kt-kernel take,
+    of the kind they read; the current stack's paths absolute (the unit runs in its state directory)."""
+    unknown = sorted(set(kt) - KT_KEYS[generation])
+    if unknown:
+        raise RenderError(
+            f"plan sft.kt.{unknown[0]} is not a KT argument of the {generation} stack's LLaMA-Factory "
+            f"(it takes {', '.join(sorted(KT_KEYS[generation]))})"
+        )
+    for key in KT_PATH_KEYS:
+        if key in kt:
+            check_abs_path(f"plan sft.kt.{key}", kt[key])
+    activation = kt.get("kt_cpu_activation")
+    if activation is not None and activation not in ("retain", "recompute"):
+        raise RenderError(
+            f"plan sft.kt.kt_cpu_activation must be retain or recompute, got {shown(activation)}"
+        )
+    if activation == "recompute" and no_checkpointing:  # llamafactory-kt get_kt_activation_policy
+        raise RenderError(
+            "plan sft.kt.kt_cpu_activation recompute needs GPU gradient checkpointing, but "
+            "sft.disable_gradient_checkpointing is true (use retain)"
+        )
+    for key, value in (kt.get("kt_config") or {}).items():
+        if key == "enabled" and value is True:  # llamafactory-kt drops it (transport metadata)
+            continue
+        kind = KT_CONFIG_KEYS.get(key)
+        if kind is None:
+            raise RenderError(
+                f"plan sft.kt.kt_config.{key} is not a kt_config key kt-kernel 0.7.2 takes from the recipe "
+                f"(it takes {', '.join(KT_CONFIG_KEYS)}; LLaMA-Factory sets the LoRA, path and mode keys "
+                "itself from its own arguments)"
+            )
+        if kind is bool:
+            ok, want = isinstance(value, bool), "true or false"
+        elif isinstance(kind, int):
+            ok = isinstance(value, int) and not isinstance(value, bool) and kind <= value <= MAX_PLAN_INT
+            want = f"an integer >= {kind}"
+        else:
+            words = KT_CONFIG_WORDS[kind]
+            ok, want = isinstance(value, str) and value.lower() in words, f"one of {', '.join(words)}"
+        if not ok:
+            raise RenderError(f"plan sft.kt.kt_config.{key} must be {want}, got {shown(value)}")
 
 
 def _datasets(value: str) -> str:

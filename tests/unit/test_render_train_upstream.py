@@ -77,3 +77,103 @@ def test_int8_experts_are_split_over_the_pools_kt_kernel_trains_with(tmp_path):
     assert _render(_pools(True, 2), weight_path=str(two))
     with pytest.raises(RenderError, match="split over 1 NUMA pools, the plan trains with 2 "):
         _render(_pools(True, 2), weight_path=str(one))
+
+
+def _kt(plan_name: str, change) -> dict:
+    plan = load_fixture_plan(plan_name)
+    change(plan["sft"])
+    return plan
+
+
+@pytest.mark.parametrize(
+    ("plan_name", "change", "message"),
+    [
+        # HfArgumentParser refuses a key no dataclass has (llamafactory-kt parser.py, no ALLOW_EXTRA_ARGS)
+        (
+            CURRENT,
+            lambda s: s["kt"].update(kt_optimize_rule="r.yaml"),
+            r"sft.kt.kt_optimize_rule is not a KT",
+        ),
+        (
+            LEGACY,
+            lambda s: s["kt"].update(kt_config={"kt_backend": "AMXBF16"}),
+            r"sft.kt.kt_config is not a KT",
+        ),
+        # a key of another section would replace that one (the YAML's last duplicate wins)
+        (CURRENT, lambda s: s["kt"].update(cutoff_len=4096), r"sft.kt.cutoff_len is not a KT argument"),
+        # llamafactory-kt _KT_DERIVED_KEYS: "These `kt_config` values are derived from LLaMA-Factory ..."
+        (CURRENT, lambda s: s["kt"]["kt_config"].update(kt_lora_rank=8), r"kt_config.kt_lora_rank is not a"),
+        (
+            CURRENT,
+            lambda s: s["kt"]["kt_config"].update(kt_weight_path="/w"),
+            r"kt_config.kt_weight_path is not",
+        ),
+        # kt-kernel KTConfig._validated_mapping: "Unknown KTConfig fields" (the old accelerate examples' key)
+        (
+            CURRENT,
+            lambda s: s["kt"]["kt_config"].update(lora_rank=8),
+            r"kt_config.lora_rank is not a kt_config",
+        ),
+        # KTConfig.__post_init__: unknown kt_backend / kt_expert_weight_format / kt_weight_lifecycle
+        (CURRENT, lambda s: s["kt"]["kt_config"].update(kt_backend="AMXBF17"), r"kt_backend must be one of"),
+        (
+            CURRENT,
+            lambda s: s["kt"]["kt_config"].update(kt_expert_weight_format="int16"),
+            r"format must be one",
+        ),
+        (
+            CURRENT,
+            lambda s: s["kt"]["kt_config"].update(kt_weight_lifecycle="lazy"),
+            r"lifecycle must be one",
+        ),
+        (
+            CURRENT,
+            lambda s: s["kt"]["kt_config"].update(kt_num_threads=0),
+            r"kt_num_threads must be an integer",
+        ),
+        (
+            CURRENT,
+            lambda s: s["kt"]["kt_config"].update(kt_tp_enabled="yes"),
+            r"kt_tp_enabled must be true or",
+        ),
+        # the unit runs in /var/lib/ktinfra/train/RUN: a relative path would be read from there
+        (
+            CURRENT,
+            lambda s: s["kt"].update(kt_weight_path="w-INT8"),
+            r"sft.kt.kt_weight_path must be an absolute",
+        ),
+        (
+            CURRENT,
+            lambda s: s["kt"].update(kt_non_expert_weight_path="cache"),
+            r"kt_non_expert_weight_path must be an absolute",
+        ),
+        # llamafactory-kt: Literal retain/recompute; recompute without GPU checkpointing raises
+        (CURRENT, lambda s: s["kt"].update(kt_cpu_activation="keep"), r"must be retain or recompute"),
+        (
+            CURRENT,
+            lambda s: (
+                s.update(disable_gradient_checkpointing=True) or s["kt"].update(kt_cpu_activation="recompute")
+            ),
+            r"recompute needs GPU gradient checkpointing",
+        ),
+    ],
+)
+def test_kt_keys_the_stack_would_refuse_are_refused_before_anything_is_written(plan_name, change, message):
+    with pytest.raises(RenderError, match=message):
+        _render(_kt(plan_name, change))
+
+
+@pytest.mark.parametrize(
+    ("plan_name", "change", "key", "value"),
+    [
+        (CURRENT, lambda s: s["kt"].update(kt_cpu_activation="retain"), "kt_cpu_activation", "retain"),
+        (CURRENT, lambda s: s["kt"]["kt_config"].update(enabled=True), "kt_config", None),
+        (LEGACY, lambda s: s["kt"].update(kt_maxlen=8192), "kt_maxlen", 8192),
+    ],
+)
+def test_kt_keys_the_stack_takes_pass_through(plan_name, change, key, value):
+    """What the stack's LLaMA-Factory takes passes as the plan has it (llamafactory-kt drops kt_config's
+    `enabled: true`, the old accelerate examples' transport key)."""
+    plan = _kt(plan_name, change)
+    recipe = yaml.safe_load(_render(plan).files["r.yaml"][0])
+    assert recipe[key] == (plan["sft"]["kt"][key] if value is None else value)
