@@ -165,14 +165,20 @@ def forced_cpu_variant(facts: dict) -> tuple[str | None, str | None]:
     )
 
 
-def usable_native(arch: Architecture, facts: dict) -> sizing.CpuFormat | None:
-    """The checkpoint's own BF16/FP8 format where this CPU runs its backend and RAM and disk hold it."""
+def native_backend(arch: Architecture, facts: dict) -> sizing.CpuFormat | None:
+    """The checkpoint's own BF16/FP8 format where this CPU runs its backend."""
     if arch.native_dtype not in ("bf16", "fp8"):
         return None
     native = sizing.CPU_FORMATS["FP8" if arch.native_dtype == "fp8" else "BF16"]
-    if isa_missing(facts, native) or isa_unknown(facts, native) or not fits(facts, estimate(arch, native)):
+    if isa_missing(facts, native) or isa_unknown(facts, native):
         return None
     return native
+
+
+def usable_native(arch: Architecture, facts: dict) -> sizing.CpuFormat | None:
+    """The checkpoint's own BF16/FP8 format where this CPU runs its backend and RAM and disk hold it."""
+    native = native_backend(arch, facts)
+    return native if native and fits(facts, estimate(arch, native)) else None
 
 
 def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizing.CpuFormat, str, list]:

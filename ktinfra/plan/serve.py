@@ -36,6 +36,9 @@ GPU_RESERVE_MIN = 1.5 * GB  # ... but at least this (CUDA context, activations o
 GPU_RESERVE_MAX = 8.0 * GB  # ... and no more than seed 001's "5-8 GB is enough"
 GPU_PREFILL_TOKEN_THRESHOLD = 2048  # kt-kernel README's example for the native backends
 MAX_DEFERRED = 2  # kt-kernel README and seed 002
+# At most this share of each layer's experts on the CPU, a converted CPU format's speed matters little beside
+# the conversion it costs: the plan keeps it but says what the checkpoint's own format would need instead.
+FEW_CPU_EXPERTS_SHARE = 1 / 16
 # sglang-kt 0.7.2 server_args.py _validate_kt_expert_lora_max_running_requests
 LORA_MIN_RUNNING_REQUESTS = 2
 FP8_MIN_CC = (8, 9)  # FP8 tensor cores: Ada and Hopper
@@ -570,21 +573,49 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
     said: list[str] = []
     planned = _plan_serve(arch, facts, opts, said)
     serve, est = planned[0], planned[1]
-    native = formats.usable_native(arch, facts)
+    native = formats.native_backend(arch, facts)
     chosen = opts.get("cpu_format") or opts.get("gguf")
-    if not chosen and native and _runs_no_expert(arch, serve) and serve["kt_method"] != native.kt_method:
+    converts = est.breakdown["cpu_weights_on_disk"]
+    if not chosen and native and converts and serve["kt_method"] != native.kt_method:
         said_native: list[str] = []
         alt = _plan_serve(arch, facts, {**opts, "cpu_format": native.name}, said_native)
-        if _runs_no_expert(arch, alt[0]) and not alt[3]:
-            unread = gb(est.breakdown["cpu_weights_on_disk"])
+        unread = gb(est.breakdown["cpu_weights_on_disk"])
+        in_place = _runs_no_expert(arch, serve) and _runs_no_expert(arch, alt[0]) and not alt[3]
+        if in_place and formats.usable_native(arch, facts):
             alt[2]["kt_method"] = (
                 f"every expert fits on the GPU ({arch.num_experts} per MoE layer), so kt-kernel runs none: "
-                f"{native.kt_method} reads the {native.native_dtype} checkpoint in place instead of a "
+                f"{native.kt_method} reads the {native.native_dtype} checkpoint in place instead of an "
                 f"{serve['kt_method']} conversion of {unread} that would never be read"
             )
             planned, said = alt, said_native
+        elif _runs_few_experts(arch, serve) and _runs_few_experts(arch, alt[0]) and _ram_holds(facts, alt[1]):
+            said.append(_native_in_place_hint(arch, native, serve, est, alt, unread))
     warnings += said
     return planned
+
+
+def _ram_holds(facts: dict, est: sizing.Estimate) -> bool:
+    return est.ram_bytes <= facts["memory"]["total_bytes"]
+
+
+def _runs_few_experts(arch: Architecture, serve: dict) -> bool:
+    """kt-kernel runs at most FEW_CPU_EXPERTS_SHARE of each MoE layer's experts (and at least one)."""
+    on_cpu = arch.num_experts - (serve.get("kt_num_gpu_experts") or 0)
+    return 0 < on_cpu <= arch.num_experts * FEW_CPU_EXPERTS_SHARE
+
+
+def _native_in_place_hint(arch: Architecture, native, serve: dict, est, alt: tuple, unread: str) -> str:
+    """A converted format kept for a CPU that runs little: the in-place native plan's price, for the user."""
+    on_cpu = arch.num_experts - serve["kt_num_gpu_experts"]
+    alt_serve, alt_est = alt[0], alt[1]
+    return (
+        f"kt-kernel runs only {on_cpu} of {arch.num_experts} experts per MoE layer on the CPU: "
+        f"--cpu-format {native.name} reads the {native.native_dtype} checkpoint in place "
+        f"({alt_serve['kt_num_gpu_experts']} on the GPU, {gb(alt_est.ram_bytes)} RAM, "
+        f"{gb(alt_est.disk_bytes)} disk) "
+        f"instead of this {serve['kt_method']} conversion of {unread} ({gb(est.ram_bytes)} RAM, "
+        f"{gb(est.disk_bytes)} disk)"
+    )
 
 
 def _runs_no_expert(arch: Architecture, serve: dict) -> bool:

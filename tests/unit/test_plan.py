@@ -114,7 +114,7 @@ def test_every_expert_on_the_gpu_plans_the_checkpoints_format_not_a_conversion()
     assert serve["kt_weight_format"] == "bf16" and serve["kt_gpu_prefill_token_threshold"] is None
     assert result["reasons"]["kt_method"] == (
         "every expert fits on the GPU (128 per MoE layer), so kt-kernel runs none: BF16 reads the bf16 "
-        "checkpoint in place instead of a AMXINT8 conversion of 29.0 GB that would never be read"
+        "checkpoint in place instead of an AMXINT8 conversion of 29.0 GB that would never be read"
     )
     assert not result["warnings"]
     asked = plan(host, "Qwen3-30B-A3B", "serve", cpu_format="AMXINT8")  # asked for: kept, with a warning

@@ -70,6 +70,33 @@ def test_4xh200_capture_puts_126_of_128_qwen3_235b_experts_on_four_gpus():
     assert (small["serve"]["tensor_parallel_size"], small["serve"]["kt_num_gpu_experts"]) == (4, 128)
 
 
+def test_4xh200_235b_plan_keeps_amxint8_but_says_what_bf16_in_place_would_need():
+    """kt-kernel runs 2 of 128 experts a layer there: the 227 GB conversion buys little CPU speed, so the
+    plan names the in-place BF16 alternative (one expert fewer on the GPUs, no conversion)."""
+    host = captured("4xh200-xeon-amx-64c")
+    hint = (
+        "kt-kernel runs only 2 of 128 experts per MoE layer on the CPU: --cpu-format BF16 reads the bf16 "
+        "checkpoint in place (125 on the GPU, 457 GB RAM, 471 GB disk) instead of this AMXINT8 conversion "
+        "of 227 GB (230 GB RAM, 698 GB disk)"
+    )
+    assert hint in plan(host, "Qwen3-235B-A22B", "serve")["warnings"]
+    in_place = plan(host, "Qwen3-235B-A22B", "serve", cpu_format="BF16")
+    assert in_place["serve"]["kt_num_gpu_experts"] == 125
+    assert in_place["requirements"]["disk_bytes"] == pytest.approx(471e9, rel=0.01)
+    assert not any("runs only" in w for w in in_place["warnings"])
+    asked = plan(host, "Qwen3-235B-A22B", "serve", cpu_format="AMXINT8")
+    assert not any("runs only" in w for w in asked["warnings"])  # the user chose the conversion
+    host["memory"]["total_bytes"] = 400 * 10**9  # BF16's 457 GB no longer fits: nothing to suggest
+    assert not any("runs only" in w for w in plan(host, "Qwen3-235B-A22B", "serve")["warnings"])
+
+
+def test_a_cpu_running_many_experts_gets_no_in_place_hint():
+    result = plan(captured("2xh200-xeon-amx-32c"), "Qwen3-235B-A22B", "serve")
+    on_cpu = 128 - result["serve"]["kt_num_gpu_experts"]
+    assert on_cpu > 128 / 16 and result["serve"]["kt_method"] == "AMXINT8"
+    assert not any("runs only" in w for w in result["warnings"])
+
+
 def test_development_machine_capture_has_no_gpu_and_no_amx():
     host = captured("epyc-2c-nogpu")
     serve = plan(host, "DeepSeek-V2-Lite", "serve")
