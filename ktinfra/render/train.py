@@ -206,7 +206,50 @@ def _kt_block(
         kt["kt_config"] = _converted_experts(kt["kt_config"], kt["kt_weight_path"], weight_format)
     elif weight_format:
         raise RenderError("--weight-format names the format of --weight-path: give both")
+    if generation == "current":
+        _check_expert_format(kt)
     return kt
+
+
+# kt_expert_weight_format -> the kt_backend values sft/config.py pairs with it (any case)
+FORMAT_BACKENDS = {
+    "bf16": ("auto", "amxbf16"), "int8": ("auto", "int8", "amxint8"), "fp8": ("auto", "fp8", "amxfp8"),
+    "rawint4": ("auto", "rawint4", "amxint4_kgroup"), "mxfp4": ("auto", "mxfp4"),
+}  # fmt: skip
+
+
+def _check_expert_format(kt: dict) -> None:
+    """The final kt_config as kt-kernel 0.7.2's KTConfig.__post_init__ checks it (sft/config.py): the
+    expert format fits the backend; INT8 trains from a kt_weight_path, with kt_share_backward_bb, no GPU
+    experts and no GPU LoRA experts; kt_non_expert_weight_path goes with int8 (or mxfp4) experts only."""
+    config = kt["kt_config"]
+    backend = str(config.get("kt_backend", "AMXBF16")).lower()
+    fmt = config.get("kt_expert_weight_format")
+    fmt = fmt.lower() if isinstance(fmt, str) else "int8" if backend in ("int8", "amxint8") else None
+    if fmt is not None and backend not in FORMAT_BACKENDS[fmt]:
+        raise RenderError(
+            f"plan sft.kt.kt_config: kt_expert_weight_format {fmt} does not go with kt_backend "
+            f"{config.get('kt_backend')} (kt-kernel pairs it with {' or '.join(FORMAT_BACKENDS[fmt][1:])})"
+        )
+    if kt.get("kt_non_expert_weight_path") and fmt not in ("int8", "mxfp4"):
+        raise RenderError(
+            "plan sft.kt.kt_non_expert_weight_path goes with int8 (or mxfp4) experts only (kt-kernel), "
+            f"the recipe trains {fmt or config.get('kt_backend')} experts"
+        )
+    if fmt != "int8":
+        return
+    problems = [
+        why
+        for why, bad in (
+            ("a kt_weight_path (pre-quantized experts: --weight-path)", not kt.get("kt_weight_path")),
+            ("kt_share_backward_bb: true", config.get("kt_share_backward_bb") is False),
+            ("kt_num_gpu_experts: 0", config.get("kt_num_gpu_experts", 0) != 0),
+            ("no kt_use_lora_experts", kt.get("kt_use_lora_experts") is True),
+        )
+        if bad
+    ]
+    if problems:
+        raise RenderError(f"INT8 experts train in kt-kernel 0.7.2 only with {', '.join(problems)}")
 
 
 def _converted_experts(kt_config: dict, weight_path: object, weight_format: str | None) -> dict:

@@ -177,3 +177,52 @@ def test_kt_keys_the_stack_takes_pass_through(plan_name, change, key, value):
     plan = _kt(plan_name, change)
     recipe = yaml.safe_load(_render(plan).files["r.yaml"][0])
     assert recipe[key] == (plan["sft"]["kt"][key] if value is None else value)
+
+
+def _config(**keys):
+    return lambda s: s["kt"]["kt_config"].update(keys)
+
+
+@pytest.mark.parametrize(
+    ("change", "overrides", "message"),
+    [
+        # KTConfig: "kt_expert_weight_format='int8' conflicts with kt_backend='AMXBF16'"
+        (
+            _config(kt_expert_weight_format="int8"),
+            {},
+            "kt_expert_weight_format int8 does not go with kt_backend",
+        ),
+        # KTConfig: "INT8 SFT requires kt_weight_path pointing to pre-quantized .kt weights"
+        (_config(kt_backend="INT8", kt_expert_weight_format="int8"), {}, "only with a kt_weight_path"),
+        # KTConfig: "INT8 SFT requires kt_share_backward_bb=true" / "kt_num_gpu_experts=0" / no LoRA experts
+        (
+            _config(kt_share_backward_bb=False),
+            {"weight_path": "/w-INT8"},
+            "only with kt_share_backward_bb: true",
+        ),
+        (_config(kt_num_gpu_experts=2), {"weight_path": "/w-INT8"}, "only with kt_num_gpu_experts: 0"),
+        (
+            lambda s: s["kt"].update(kt_use_lora_experts=True),
+            {"weight_path": "/w-INT8"},
+            "only with no kt_use_lora_experts",
+        ),
+        # KTConfig: "kt_non_expert_weight_path is supported only with kt_expert_weight_format='int8' ..."
+        (
+            lambda s: s["kt"].update(kt_non_expert_weight_path="/c"),
+            {},
+            "kt_non_expert_weight_path goes with int8",
+        ),
+    ],
+)
+def test_expert_formats_kt_kernel_refuses_are_refused(change, overrides, message):
+    with pytest.raises(RenderError, match=message):
+        _render(_kt(CURRENT, change), **overrides)
+
+
+def test_int8_experts_with_their_non_expert_cache_pass():
+    """LLaMA-Factory examples/ktransformers/train_lora/deepseek_v3_int8_lora_sft_kt.yaml: INT8 experts from
+    kt_weight_path beside a kt_non_expert_weight_path."""
+    plan = _kt(CURRENT, lambda s: s["kt"].update(kt_non_expert_weight_path="/cache"))
+    recipe = yaml.safe_load(_render(plan, weight_path="/w-INT8").files["r.yaml"][0])
+    assert (recipe["kt_weight_path"], recipe["kt_non_expert_weight_path"]) == ("/w-INT8", "/cache")
+    assert recipe["kt_config"]["kt_expert_weight_format"] == "int8"
