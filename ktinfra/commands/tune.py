@@ -30,6 +30,11 @@ def _show(result: dict, console: Console) -> None:
         f"decode batches {summary['decode_batches']}, prefill batches {summary['prefill_batches']}, "
         f"retractions {summary['retractions']}, OOM errors "
         + (", ".join(f"{phase} {n}" for phase, n in summary["oom_errors"].items() if n) or "none")
+        + (
+            f", no memory left for the KV pool at start {summary['no_kv_pool']}"
+            if summary["no_kv_pool"]
+            else ""
+        )
     )
     first = lambda rec: rec["evidence"][0] if rec["evidence"] else ""  # noqa: E731
     if result["recommendations"]:

@@ -413,6 +413,66 @@ def _oom(log: ServerLog) -> list[dict]:
     return recs
 
 
+NO_POOL_FRACTION_ROOM = 0.85  # below this --mem-fraction-static can still grow by 0.05 for the pool
+
+
+def _startup(log: ServerLog) -> list[dict]:
+    """A server that never started: its weights ran out of GPU memory while loading, or left none for the KV
+    pool ("Not enough memory. Please try to increase --mem-fraction-static"). Without this the log of a
+    crash-looping unit read "no SGLang scheduler lines found", and a weights OOM was taken for a pool one
+    (lower --mem-fraction-static, which SGLang applies only after the weights are in)."""
+    load = [o for o in log.ooms if o.phase == "load"]
+    experts = _current(log, "kt_num_gpu_experts")
+    has_experts = _is_int(experts) and experts > 0 and _ratio(log) is None
+    recs = []
+    if load:
+        reason = (
+            f"{len(load)} out-of-memory error(s) while loading the weights, before any KV pool or prefill "
+            "(--mem-fraction-static and --chunked-prefill-size do not apply yet): the weights do not fit"
+        )
+        if has_experts:
+            reason += ": move half of the GPU experts back to the CPU (kt-kernel)"
+            recs.append(
+                _rec("--kt-num-gpu-experts", experts, experts // 2, reason, [o.line for o in load], -1)
+            )
+        else:
+            reason += (
+                "; with no GPU experts to move (or their count unknown: "
+                f"{_unknown_note(log, 'kt_num_gpu_experts')}) the model needs a smaller weight format or "
+                "more GPUs"
+                if not _is_int(experts)
+                else "; with no GPU experts to move the model needs a smaller weight format or more GPUs"
+            )
+            if _ratio(log) is not None:
+                reason += f"; --kt-gpu-experts-ratio {_ratio(log):g} is set: lower it"
+            recs.append(_rec("--kt-num-gpu-experts", experts, None, reason, [o.line for o in load]))
+    if log.no_pool:
+        current = _arg(log, "mem_fraction_static")
+        reason = (
+            "the server stopped at start: after the weights no GPU memory was left for the KV cache pool "
+            "(SGLang: increase --mem-fraction-static)"
+        )
+        if current is not None and current < NO_POOL_FRACTION_ROOM:
+            recs.append(
+                _rec("--mem-fraction-static", current, round(current + 0.05, 2), reason, log.no_pool, +1)
+            )
+        elif has_experts:
+            reason += (
+                f"; --mem-fraction-static {current:g} leaves little for activations already, so free the "
+                "memory the GPU experts' weights take: move half of them back to the CPU (kt-kernel)"
+                if current is not None
+                else f"; {_unknown_note(log, 'mem_fraction_static')}: free the memory the GPU experts' "
+                "weights take instead, move half of them back to the CPU (kt-kernel)"
+            )
+            recs.append(_rec("--kt-num-gpu-experts", experts, experts // 2, reason, log.no_pool, -1))
+        else:
+            suggested = round(min(0.95, current + 0.03), 2) if current is not None else None
+            if current is None:
+                reason += f"; {_unknown_note(log, 'mem_fraction_static')}: raise it a little"
+            recs.append(_rec("--mem-fraction-static", current, suggested, reason, log.no_pool, +1))
+    return recs
+
+
 def _ratio(log: ServerLog):
     """--kt-gpu-experts-ratio when set: sglang-kt then ignores --kt-num-gpu-experts (kt_ep_wrapper.py)."""
     return _arg(log, "kt_gpu_experts_ratio")
@@ -544,8 +604,9 @@ def summarize(log: ServerLog) -> dict:
         "retractions": len(log.retracts),
         "oom_errors": {
             phase: sum(1 for o in log.ooms if o.phase == phase)
-            for phase in ("prefill", "decode", "req_slots", "unknown")
+            for phase in ("prefill", "decode", "req_slots", "load", "unknown")
         },
+        "no_kv_pool": len(log.no_pool),
         "token_usage": {"mean": round(mean(usage), 3), "max": max(usage)} if usage else None,
         "queue_req": {"median": median(queue), "max": max(queue)} if queue else None,
         "running_req_max": max((b.running_req or 0 for b in decodes), default=None) if decodes else None,
@@ -565,7 +626,8 @@ def summarize(log: ServerLog) -> dict:
 def advise(log: ServerLog, gpu_memory_gb: float | None = None) -> dict:
     gpu_memory_gb = check_gpu_memory(gpu_memory_gb)
     recs = (
-        _conservativeness(log)
+        _startup(log)
+        + _conservativeness(log)
         + _oom(log)
         + _mem_fraction(log, gpu_memory_gb)
         + _spare_vram_experts(log)
@@ -585,7 +647,7 @@ def advise(log: ServerLog, gpu_memory_gb: float | None = None) -> dict:
     changes = [r for r in unique if r["suggested"] is not None]
     advice = [r for r in unique if r["suggested"] is None]
     summary = summarize(log)
-    if not log.batches and not log.config and not log.ooms and not log.retracts:
+    if not log.batches and not log.config and not log.ooms and not log.retracts and not log.no_pool:
         message = "no SGLang scheduler lines found in this log"
     elif not unique:
         message = "nothing to fix: no rule fired on this log"

@@ -37,6 +37,13 @@ _OOM_TEXT = re.compile(
 )
 _GRAPH_OFF = re.compile(r"Cuda graph is disabled|disable_cuda_graph=True")
 _RUNTIME_OOM = re.compile(r"\bRuntimeError: (Prefill|Decode) out of memory")
+# model_runner.py load_model: between these two lines the weights (GPU experts included) are being loaded
+_LOAD_BEGIN = re.compile(r"\bLoad weight begin\b")
+_LOAD_END = re.compile(r"\bLoad weight end\b")
+_LOAD_FRAME = re.compile(r"\bin load_model\b")
+_RANK = re.compile(r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}([^\]]*)\]")
+# model_runner_kv_cache_mixin.py init_memory_pool: after the weights no memory was left for any KV pool
+_NO_POOL = re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")
 
 OOM_SAME_EVENT_LINES = 30
 
@@ -70,7 +77,7 @@ class BatchLine:
 
 @dataclass
 class OomEvent:
-    phase: str  # "prefill" | "decode" | "req_slots" | "unknown"
+    phase: str  # "prefill" | "decode" | "req_slots" | "load" (loading the weights) | "unknown"
     line: str
     ts: datetime | None
     line_no: int = 0
@@ -90,6 +97,9 @@ class ServerLog:
     graph_off_line: str | None = None  # the server said CUDA graphs are off (KT LoRA, --disable-cuda-graph)
     kv_pool: dict = field(default_factory=dict)  # {"tokens", "gib"}: the pool SGLang allocated
     kv_pool_line: str | None = None
+    # SGLang's start-up failure "Not enough memory. Please try to increase --mem-fraction-static": the weights
+    # left no memory for a KV pool (the server never starts, so the log has no scheduler line)
+    no_pool: list[str] = field(default_factory=list)
     lines_read: int = 0
     # Server starts (`server_args=` lines) before the last one. A start whose server args equal the run
     # before it is systemd's Restart=on-failure after a crash (an OOM) with the same flags: that run's events
@@ -209,6 +219,8 @@ def _oom_phase(lines: list[str], index: int, run_start: int = 0) -> str:
         return "decode"
     # A CUDA OOM traceback names the forward pass a few frames above the error line (never an earlier run's).
     context = "\n".join(lines[max(run_start, index - 30) : index + 1])
+    if _LOAD_FRAME.search(context):  # ModelRunner.load_model: the weights did not fit
+        return "load"
     if re.search(r"forward_decode|Decode out of memory", context):
         return "decode"
     # chunked_prefill, but not the chunked_prefill_size= of the startup lines (server_args, the config line)
@@ -227,7 +239,15 @@ def _same_args(dump: str, previous: str | None) -> bool:
 
 
 def _seen_anything(log: ServerLog) -> bool:
-    events = (log.batches, log.retracts, log.ooms, log.config, log.server_args_line, log.capture_bs)
+    events = (
+        log.batches,
+        log.retracts,
+        log.ooms,
+        log.config,
+        log.server_args_line,
+        log.capture_bs,
+        log.no_pool,
+    )
     return any(events)
 
 
@@ -265,6 +285,9 @@ def _parse_event(log: ServerLog, line: str, ts: datetime | None) -> bool:
             log.kv_pool = {"tokens": tokens, "gib": gib}
             log.kv_pool_line = line.strip()
         return True
+    if _NO_POOL.search(line):
+        log.no_pool.append(line.strip())
+        return True
     if match := _CAPTURE_BS.search(line):
         sizes = [_count(x) for x in match.group(1).replace(" ", "").split(",") if x]
         if None not in sizes:  # a damaged list is no list
@@ -281,8 +304,13 @@ def parse_lines(lines: list[str]) -> ServerLog:
     run_start = 0
     args_dump = None  # the current run's server_args=ServerArgs(...) text
     oom_open = False  # the last OOM event was followed by no other event yet (its traceback may follow)
+    loading: set[str] = set()  # ranks ("TP0", "DP0 TP1", ...) that began loading weights and did not end
     for index, line in enumerate(lines):
+        if _LOAD_BEGIN.search(line) or _LOAD_END.search(line):
+            rank = match.group(1).strip() if (match := _RANK.search(line)) else ""
+            (loading.add if _LOAD_BEGIN.search(line) else loading.discard)(rank)
         if match := _SERVER_ARGS.search(line):
+            loading.clear()
             if _seen_anything(log):
                 if _same_args(match.group(1), args_dump):
                     log.earlier_runs_carried += 1
@@ -296,7 +324,8 @@ def parse_lines(lines: list[str]) -> ServerLog:
             oom_open = False
             continue
         if _OOM_TEXT.search(line):
-            phase = _oom_phase(lines, index, run_start)
+            # while the weights load there is no KV pool, no prefill and no decode yet
+            phase = "load" if loading else _oom_phase(lines, index, run_start)
             # SGLang logs one OOM as an allocator error, then (mem_cache/common.py) the radix tree, one line a
             # node, then the scheduler's traceback ending in `RuntimeError: <Phase> out of memory`; a CUDA
             # OOM's traceback may follow a few lines after an allocator error: count each once.

@@ -103,7 +103,7 @@ def test_only_the_last_server_start_counts():
     assert result["recommendations"] == [] and result["advice"] == []
     summary = result["summary"]
     assert summary["earlier_runs_ignored"] == 1
-    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "req_slots": 0, "unknown": 0}
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "req_slots": 0, "load": 0, "unknown": 0}
     assert summary["message"] == (
         "nothing to fix: no rule fired on this log "
         "(last server start only: 1 earlier run(s) in this log ignored)"
@@ -130,7 +130,7 @@ def test_a_restart_with_the_same_args_keeps_the_oom_that_caused_it():
     before it still describe these flags, so `tune --unit` must halve --max-running-requests."""
     result = _advice("oom-restart.log")
     summary = result["summary"]
-    assert summary["oom_errors"] == {"prefill": 0, "decode": 1, "req_slots": 0, "unknown": 0}
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 1, "req_slots": 0, "load": 0, "unknown": 0}
     assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (1, 0)
     assert summary["decode_batches"] == 10 and summary["running_req_max"] == 32
     recs = _by_param(result)
@@ -152,6 +152,7 @@ def test_a_run_with_other_args_before_the_restarts_is_still_ignored():
         "prefill": 0,
         "decode": 1,
         "req_slots": 0,
+        "load": 0,
         "unknown": 0,
     }  # not prefill-oom's
     assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (1, 1)
@@ -163,7 +164,7 @@ def test_a_run_with_other_args_before_the_restarts_is_still_ignored():
     changed = text + (LOGS / "healthy.log").read_text().replace("[2025-11-11 13:", "[2025-11-11 14:")
     summary = tune.advise(tune.parse_text(changed))["summary"]
     assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (0, 3)
-    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "req_slots": 0, "unknown": 0}
+    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "req_slots": 0, "load": 0, "unknown": 0}
 
 
 def test_healthy_log_has_nothing_to_fix():
@@ -355,7 +356,13 @@ def test_an_oom_with_its_radix_tree_dump_is_one_event():
     """sglang-kt 0.7.2 logs `Prefill out of memory`, prints the radix tree (one line a node, here 41), then
     the scheduler's traceback ends in `RuntimeError: Prefill out of memory`: one OOM, not two."""
     result = _advice("prefill-oom-radix.log")
-    assert result["summary"]["oom_errors"] == {"prefill": 1, "decode": 0, "req_slots": 0, "unknown": 0}
+    assert result["summary"]["oom_errors"] == {
+        "prefill": 1,
+        "decode": 0,
+        "req_slots": 0,
+        "load": 0,
+        "unknown": 0,
+    }
     rec = _by_param(result)["--chunked-prefill-size"]
     assert (rec["current"], rec["suggested"]) == (4096, 2048)
     assert rec["reason"].startswith("1 out-of-memory error(s) during prefill")
