@@ -114,6 +114,8 @@ def _distinct_dirs(source_opt: str, source: str, output: str) -> tuple[str, str]
 
 
 def _input_type(plan: dict | None, input_type: str | None) -> str:
+    if input_type is not None and not str(input_type).strip():  # "" became bf16, whatever the plan's dtype
+        raise RenderError("--input-type is empty (leave it out to take the plan's native dtype, or bf16)")
     if input_type is None and plan is not None:
         input_type = model_section(plan).get("native_dtype")
     input_type = input_type or "bf16"

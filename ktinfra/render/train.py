@@ -522,6 +522,15 @@ def render_train(
 ) -> Rendered:
     """llamafactory_dir: the LLaMA-Factory checkout; None: the one kt_python_env checks out under src_dir."""
     sft = plan_section(plan, "sft")
+    for option, value in (
+        ("--template", template),
+        ("--weight-path", weight_path),
+        ("--weight-format", weight_format),
+    ):
+        if (
+            value is not None and not str(value).strip()
+        ):  # "" was read as not given: the plan's template, no weights
+            raise RenderError(f"{option} is empty (leave it out to go without it)")
     name = check_instance_name("--name", name)
     if name.endswith(".accelerate"):  # its recipe NAME.yaml would be run X's X.accelerate.yaml
         raise RenderError(f"--name {name!r} ends in '.accelerate', the suffix of a run's Accelerate config")

@@ -226,3 +226,11 @@ def test_int8_experts_with_their_non_expert_cache_pass():
     recipe = yaml.safe_load(_render(plan, weight_path="/w-INT8").files["r.yaml"][0])
     assert (recipe["kt_weight_path"], recipe["kt_non_expert_weight_path"]) == ("/w-INT8", "/cache")
     assert recipe["kt_config"]["kt_expert_weight_format"] == "int8"
+
+
+@pytest.mark.parametrize("option", ["template", "weight_path", "weight_format"])
+def test_an_empty_option_is_refused_not_read_as_left_out(option):
+    """`--weight-path ''` rendered a recipe without kt_weight_path (the run trained from the BF16 checkpoint
+    instead of the converted experts asked for) and `--template ''` took the plan's template."""
+    with pytest.raises(RenderError, match=f"--{option.replace('_', '-')} is empty"):
+        _render(load_fixture_plan(CURRENT), **{option: ""})
