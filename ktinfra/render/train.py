@@ -269,7 +269,8 @@ def _converted_experts(kt_config: dict, weight_path: object, weight_format: str 
             f"--weight-format must be {' or '.join(CONVERTED_EXPERT_BACKENDS)}, got {weight_format!r}"
         )
     backend, expert_format = CONVERTED_EXPERT_BACKENDS[weight_format]
-    if expert_format == "int8":
+    # an ephemeral INT8 tree has kt-kernel's own kt-ephemeral-manifest.json (sft/ephemeral.py), not this one
+    if expert_format == "int8" and str(kt_config.get("kt_weight_lifecycle", "")).lower() != "ephemeral":
         # kt-kernel 0.7.2 splits experts over kt_threadpool_count pools only with kt_tp_enabled (default
         # false); else over one (sft/wrapper.py: `threadpool_count = ... if kt_tp_enabled else 1`)
         pools = kt_config.get("kt_threadpool_count", 1) if kt_config.get("kt_tp_enabled") is True else 1

@@ -234,3 +234,14 @@ def test_an_empty_option_is_refused_not_read_as_left_out(option):
     instead of the converted experts asked for) and `--template ''` took the plan's template."""
     with pytest.raises(RenderError, match=f"--{option.replace('_', '-')} is empty"):
         _render(load_fixture_plan(CURRENT), **{option: ""})
+
+
+def test_an_ephemeral_int8_tree_is_not_asked_for_the_persistent_manifest(tmp_path):
+    """kt-kernel 0.7.2 validates kt-weight-manifest.json only for persistent INT8 weights; an ephemeral tree
+    is opened by its own kt-ephemeral-manifest.json (sft/wrapper.py, sft/ephemeral.py)."""
+    tree = write_tree(tmp_path / "eph-INT8", numa=1)
+    with pytest.raises(RenderError, match="has no kt-weight-manifest.json"):
+        _render(load_fixture_plan(CURRENT), weight_path=str(tree))
+    plan = _kt(CURRENT, _config(kt_weight_lifecycle="ephemeral"))
+    recipe = yaml.safe_load(_render(plan, weight_path=str(tree)).files["r.yaml"][0])
+    assert recipe["kt_config"]["kt_weight_lifecycle"] == "ephemeral"
