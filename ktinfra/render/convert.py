@@ -10,8 +10,10 @@ checkout (profiles.checkout_dir: /opt/kt/src/sglang, or under --src-dir).
 
 from __future__ import annotations
 
+import json
 import math
 import posixpath
+import re
 from pathlib import Path, PurePosixPath
 
 from ktinfra.int8_weights import MANIFEST_NAME
@@ -129,6 +131,54 @@ def _input_type(plan: dict | None, input_type: str | None) -> str:
     return input_type
 
 
+# convert_cpu_weights.py's int8/int4 read routed experts as model.layers.L.mlp.experts.E.{gate,up,down}_proj
+# .weight and take their dtype from --input-type alone: bf16 tensors as they are, fp16 cast to bf16, fp8
+# dequantized with weight_scale_inv. A dtype the flag does not name is handed to the kernel as bf16 bytes.
+EXPERT_WEIGHT = re.compile(r"\.mlp\.experts\.\d+\.gate_proj\.weight$")
+SAFETENSORS_INPUT_TYPES = {"BF16": "bf16", "F16": "fp16", "F8_E4M3": "fp8", "F8_E5M2": "fp8"}
+
+
+def _expert_dtype(model_path: str) -> tuple[str, str] | None:
+    """(safetensors dtype, tensor name) of a routed expert weight of the checkpoint where it is on this
+    machine; None where it is not here, or its files name no such tensor (rendering for another host)."""
+    from ktinfra.lora import safetensors_header
+
+    root = Path(model_path)
+    try:
+        index = root / "model.safetensors.index.json"
+        if index.is_file():
+            weight_map = json.loads(index.read_text()).get("weight_map") or {}
+            name = next((key for key in sorted(weight_map) if EXPERT_WEIGHT.search(key)), None)
+            shards = [root / weight_map[name]] if name else []
+        else:
+            shards = sorted(root.glob("*.safetensors")) if root.is_dir() else []
+        for shard in shards:
+            header = safetensors_header(shard)
+            name = next((key for key in sorted(header) if EXPERT_WEIGHT.search(key)), None)
+            if name and isinstance(header[name], dict) and isinstance(header[name].get("dtype"), str):
+                return header[name]["dtype"], name
+    except (OSError, ValueError, TypeError, AttributeError):  # unreadable here: the converter will say so
+        return None
+    return None
+
+
+def _check_input_dtype(model_path: str, input_type: str) -> None:
+    found = _expert_dtype(model_path)
+    if found is None or SAFETENSORS_INPUT_TYPES.get(found[0]) == input_type:
+        return
+    dtype, name = found
+    fits = SAFETENSORS_INPUT_TYPES.get(dtype)
+    raise RenderError(
+        f"input type {input_type} (--input-type, else the plan's native dtype) does not fit "
+        f"{model_path}: its expert weight {name} is {dtype}; "
+        + (
+            f"pass --input-type {fits}"
+            if fits
+            else f"convert_cpu_weights.py's int8/int4 read only {', '.join(INPUT_TYPES)} experts"
+        )
+    )
+
+
 def render_convert(
     *,
     model_path: str,
@@ -153,7 +203,9 @@ def render_convert(
     model_path, output = _distinct_dirs("--model-path", model_path, output)
     name = _name_from(output, name)
     threads, pools = _threads(plan, cpuinfer_threads, threadpool_count)
-    args = ["--input-path", model_path, "--input-type", _input_type(plan, input_type)]
+    input_type = _input_type(plan, input_type)
+    _check_input_dtype(model_path, input_type)
+    args = ["--input-path", model_path, "--input-type", input_type]
     args += ["--output", output, "--quant-method", method]
     args += ["--cpuinfer-threads", str(threads), "--threadpool-count", str(pools)]
     python = check_abs_path("--python", python)
