@@ -556,6 +556,9 @@ def render_train(
     chat_template = _template(plan, sft, generation, template)
     sections = _sections(plan, sft, generation, model_path, dataset, dataset_dir, chat_template, output_dir)
     sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path, weight_format)
+    for key in ("kt_weight_path", "kt_non_expert_weight_path"):  # kt-kernel validates what these hold
+        if sections["ktransformers"].get(key):
+            check_apart("--output-dir", output_dir, key, sections["ktransformers"][key], "kt-kernel reads it")
     model_name = comment_text(model_section(plan), "name", "model.name")
     stack = comment_text(plan, "stack", "stack")
     header = f"# LLaMA-Factory + KT LoRA recipe for {model_name} ({stack}), rendered by ktinfra\n"

@@ -245,3 +245,26 @@ def test_an_ephemeral_int8_tree_is_not_asked_for_the_persistent_manifest(tmp_pat
     plan = _kt(CURRENT, _config(kt_weight_lifecycle="ephemeral"))
     recipe = yaml.safe_load(_render(plan, weight_path=str(tree)).files["r.yaml"][0])
     assert recipe["kt_config"]["kt_weight_lifecycle"] == "ephemeral"
+
+
+@pytest.mark.parametrize(
+    ("weight_path", "output_dir", "cache"),
+    [
+        ("/store/q-INT8", "/store/q-INT8/run", None),  # checkpoints inside the expert tree
+        ("/store/q-INT8", "/store/q-INT8", None),
+        ("/store/runs/q-INT8", "/store/runs", None),  # the tree inside the output
+        ("/store/q-INT8", "/store/cache/run", "/store/cache"),  # inside the non-expert cache
+    ],
+)
+def test_the_output_dir_stays_apart_from_the_weights_kt_kernel_reads(weight_path, output_dir, cache):
+    """kt-kernel 0.7.2 trains from an INT8 tree only while the directory holds its files and manifest alone
+    (sft/weight_manifest.py), and prepares and validates the non-expert cache itself; a run writing its
+    checkpoints there broke its next start."""
+    plan = load_fixture_plan(CURRENT)
+    if cache:
+        plan["sft"]["kt"]["kt_non_expert_weight_path"] = cache
+    with pytest.raises(
+        RenderError, match="--output-dir .*kt_(non_expert_)?weight_path|--output-dir must differ"
+    ):
+        _render(plan, weight_path=weight_path, output_dir=output_dir)
+    assert _render(plan, weight_path=weight_path, output_dir="/runs/q")
