@@ -103,6 +103,16 @@ def check_url(url: str, base: bool = True) -> None:
             ) from None
 
 
+def shown_url(url: str) -> str:
+    """URL as printed in results: credentials in it (http://user:password@host/) replaced by ***, as the
+    API key is never printed; the request itself still sends them."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not at:
+        return url
+    return parts._replace(netloc=f"***@{hostport}").geturl()
+
+
 class TimedOut(Exception):
     pass
 

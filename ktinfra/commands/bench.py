@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ktinfra import bench
+from ktinfra.bench.client import shown_url
 from ktinfra.bench.deadline import socks_proxy_problem
 from ktinfra.bench.plot import check_plot_path, plot_levels
 from ktinfra.commands import non_empty_path, non_empty_text
@@ -235,7 +236,7 @@ def bench_command(
         passed = [lv["concurrency"] for lv in levels if lv.get("pass")]
         result["capacity_at_least"] = max(passed, default=0)
     result["scenario"] = {
-        "url": url,
+        "url": shown_url(url),
         "api": api,
         "model": model,
         "prompt_tokens": prompt_tokens,
@@ -248,7 +249,7 @@ def bench_command(
     plot_error = None
     if plot is not None:
         try:  # the results are printed either way: a failed plot must not lose minutes of load
-            plot_levels(levels, plot, min_tps=min_tps, title=f"{model} @ {url}")
+            plot_levels(levels, plot, min_tps=min_tps, title=f"{model} @ {shown_url(url)}")
             result["plot"] = str(plot)
         except (ValueError, OSError, RuntimeError) as exc:
             plot_error = f"no plot written to {plot}: {exc}"

@@ -1,0 +1,100 @@
+"""`ktinfra bench --url http://user:password@host/` (a server behind a proxy with basic auth): the credentials
+go to the server, but the results do not print them. Before, --json's scenario.url and the plot's title
+carried the password, while the API key of --api-key-file is never printed."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from test_bench_http import DONE, USAGE, delta, sse
+from typer.testing import CliRunner
+
+from ktinfra.cli import app
+
+SECRET = "s3cret-pw"
+
+
+def test_the_password_reaches_the_server_but_not_the_json(server):
+    seen = []
+
+    def reply(h, _body):
+        seen.append(h.headers.get("Authorization"))
+        sse(h, [delta("a"), delta("b"), USAGE, DONE])
+
+    server.reply = reply
+    url = server.url.replace("http://", f"http://alice:{SECRET}@")
+    res = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "--url",
+            url,
+            "--model",
+            "m",
+            "--users",
+            "1",
+            "--requests",
+            "1",
+            "--prompt-tokens",
+            "4",
+            "--gen-tokens",
+            "7",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert seen == ["Basic " + base64.b64encode(f"alice:{SECRET}".encode()).decode()]
+    result = json.loads(res.stdout)
+    assert result["levels"][0]["completed"] == 1
+    assert result["scenario"]["url"] == server.url.replace("http://", "http://***@")
+    assert SECRET not in res.output and "alice" not in res.output
+
+
+def test_the_plot_title_leaves_the_password_out(server, tmp_path, monkeypatch):
+    import matplotlib
+
+    monkeypatch.setitem(matplotlib.rcParams, "svg.fonttype", "none")  # text as <text>, not as paths
+    server.reply = lambda h, _body: sse(h, [delta("a"), delta("b"), USAGE, DONE])
+    plot = tmp_path / "cap.svg"
+    url = server.url.replace("http://", f"http://alice:{SECRET}@")
+    res = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "--url",
+            url,
+            "--model",
+            "m",
+            "--users",
+            "1",
+            "--requests",
+            "1",
+            "--prompt-tokens",
+            "4",
+            "--gen-tokens",
+            "7",
+            "--plot",
+            str(plot),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    svg = plot.read_text()
+    assert f"m @ {server.url.replace('http://', 'http://***@')}" in svg
+    assert SECRET not in svg and "alice" not in svg
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://127.0.0.1:30000", "http://127.0.0.1:30000"),
+        ("http://u:p@h:1/api/", "http://***@h:1/api/"),
+        ("https://token@[::1]:8443/", "https://***@[::1]:8443/"),
+        ("http://a@b:c@h/", "http://***@h/"),  # an @ inside the password: the host is after the last one
+    ],
+)
+def test_shown_url(url, shown):
+    from ktinfra.bench.client import shown_url
+
+    assert shown_url(url) == shown
