@@ -123,7 +123,17 @@ def _recipe_problem(key: str, value: object) -> str | None:
     )
 
 
-def _recipe(sft: dict) -> dict:
+# lr_scheduler_type: the transformers SchedulerType values each stack's transformers (4.56 / transformers-kt
+# 5.6) builds from this recipe's keys. The others refuse it at start: cosine_with_min_lr,
+# cosine_warmup_with_min_lr and warmup_stable_decay need lr_scheduler_kwargs (optimization.py: "One of min_lr
+# or min_lr_rate should be set", get_wsd_schedule's num_decay_steps), reduce_lr_on_plateau an eval strategy
+# (training_args.py); greedy is new in transformers 5.
+_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+               "inverse_sqrt")  # fmt: skip
+SCHEDULERS = {"legacy": _SCHEDULERS, "current": (*_SCHEDULERS, "greedy")}
+
+
+def _recipe(sft: dict, generation: str = "current") -> dict:
     recipe = {key: sft[key] for key in RECIPE_KEYS if sft.get(key) is not None}
     for key, value in recipe.items():
         if key in _COUNTS:
@@ -132,6 +142,12 @@ def _recipe(sft: dict) -> dict:
         problem = _recipe_problem(key, value)
         if problem:
             raise RenderError(f"plan sft.{key} must be {problem}, got {shown(value)}")
+    scheduler = recipe.get("lr_scheduler_type")
+    if scheduler is not None and scheduler not in SCHEDULERS[generation]:
+        raise RenderError(
+            f"plan sft.lr_scheduler_type {shown(scheduler)} is not one the {generation} stack's transformers "
+            f"runs from this recipe (it takes {', '.join(SCHEDULERS[generation])})"
+        )
     if recipe.get("bf16") and recipe.get("fp16"):
         raise RenderError("plan sft.bf16 and sft.fp16 are both true: pick one")
     return recipe
@@ -420,7 +436,7 @@ def _sections(
     output_dir: str,
 ):
     cores = optional_int(host_section(plan), "physical_cores", "host", 1) or 16
-    recipe = _recipe(sft)
+    recipe = _recipe(sft, generation)
     warmup = {} if {"warmup_ratio", "warmup_steps"} & set(recipe) else WARMUP[generation]
     return {
         "model": {"model_name_or_path": model_path, "trust_remote_code": True},

@@ -268,3 +268,26 @@ def test_the_output_dir_stays_apart_from_the_weights_kt_kernel_reads(weight_path
     ):
         _render(plan, weight_path=weight_path, output_dir=output_dir)
     assert _render(plan, weight_path=weight_path, output_dir="/runs/q")
+
+
+@pytest.mark.parametrize(
+    ("plan_name", "scheduler", "ok"),
+    [
+        (CURRENT, "linear", True),
+        (LEGACY, "constant_with_warmup", True),
+        (CURRENT, "greedy", True),  # transformers 5 (transformers-kt 5.6)
+        (LEGACY, "greedy", False),  # not in transformers 4.56's SchedulerType
+        (CURRENT, "cosine_with_min_lr", False),  # "One of min_lr or min_lr_rate should be set"
+        (CURRENT, "warmup_stable_decay", False),  # get_wsd_schedule needs num_decay_steps
+        (LEGACY, "reduce_lr_on_plateau", False),  # "requires an eval strategy"
+        (CURRENT, "cosine_annealing", False),  # no such SchedulerType
+    ],
+)
+def test_the_lr_scheduler_is_one_the_stacks_transformers_runs(plan_name, scheduler, ok):
+    plan = load_fixture_plan(plan_name)
+    plan["sft"]["lr_scheduler_type"] = scheduler
+    if ok:
+        assert yaml.safe_load(_render(plan).files["r.yaml"][0])["lr_scheduler_type"] == scheduler
+    else:
+        with pytest.raises(RenderError, match=f"lr_scheduler_type '{scheduler}' is not one the"):
+            _render(plan)
