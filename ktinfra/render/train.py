@@ -210,6 +210,13 @@ def _kt_block(
         if not rule.startswith("/"):
             # LLaMA-Factory resolves it against its working directory; pin it to the checkout instead.
             kt["kt_optimize_rule"] = f"{llamafactory_dir}/{rule}"
+        rule_file = Path(kt["kt_optimize_rule"])
+        here = Path(llamafactory_dir if not rule.startswith("/") else rule_file.parent)
+        if here.is_dir() and not rule_file.is_file():  # the checkout is here, without that rule
+            raise RenderError(
+                f"kt_optimize_rule {rule_file} is not on this machine, though {here} is: ktransformers would "
+                "fail to open it when the run starts (a checkout of another LLaMA-Factory commit?)"
+            )
     elif not isinstance(kt.get("kt_config"), dict):
         raise RenderError("current-stack plan sft.kt must hold a kt_config mapping")
     _check_kt_keys(kt, generation, sft.get("disable_gradient_checkpointing") is True)

@@ -291,3 +291,21 @@ def test_the_lr_scheduler_is_one_the_stacks_transformers_runs(plan_name, schedul
     else:
         with pytest.raises(RenderError, match=f"lr_scheduler_type '{scheduler}' is not one the"):
             _render(plan)
+
+
+def test_a_legacy_rule_missing_from_the_checkout_here_is_refused(tmp_path):
+    """LLaMA-Factory 0.9.4 hands kt_optimize_rule to ktransformers, which opens it when the model loads; where
+    the checkout is on the rendering machine (the kt_train role renders on the host), a rule file it lacks
+    is said before anything is written. A checkout not here is not judged."""
+    rules = tmp_path / "lf" / "examples" / "kt_optimize_rules"
+    rules.mkdir(parents=True)
+    plan = load_fixture_plan(LEGACY)  # examples/kt_optimize_rules/Qwen3Moe-sft-amx.yaml
+    with pytest.raises(RenderError, match="Qwen3Moe-sft-amx.yaml is not on this machine, though"):
+        _render(plan, llamafactory_dir=str(tmp_path / "lf"))
+    (rules / "Qwen3Moe-sft-amx.yaml").write_text("- match: {}\n")
+    recipe = yaml.safe_load(_render(plan, llamafactory_dir=str(tmp_path / "lf")).files["r.yaml"][0])
+    assert recipe["kt_optimize_rule"] == str(rules / "Qwen3Moe-sft-amx.yaml")
+    assert _render(plan, llamafactory_dir=str(tmp_path / "elsewhere"))
+    (tmp_path / "newer").mkdir()  # a LLaMA-Factory whose rules moved (v0.9.4: examples/ktransformers/)
+    with pytest.raises(RenderError, match="is not on this machine, though"):
+        _render(plan, llamafactory_dir=str(tmp_path / "newer"))
