@@ -34,9 +34,17 @@ _ARG = re.compile(r"\b([a-z_]+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^,()]+)")
 _CAPTURE_BS = re.compile(r"Capture (?:cuda|cpu|npu) graph bs \[([\d, ]+)\]")
 _OOM_TEXT = re.compile(
     r"(Prefill|Decode) out of memory|CUDA out of memory|OutOfMemoryError|alloc_req_slots runs out of memory"
+    # mem_cache/common.py alloc_token_slots (page size 1, since SGLang #11313 of 2025-10: no phase in it) and
+    # schedule_batch.py retract_decode (a decode batch that retraction could not shrink enough)
+    r"|Out of memory\. Try to lower your batch size|Out of memory even after retracting"
 )
 _GRAPH_OFF = re.compile(r"Cuda graph is disabled|disable_cuda_graph=True")
-_RUNTIME_OOM = re.compile(r"\bRuntimeError: (Prefill|Decode) out of memory")
+_RUNTIME_OOM = re.compile(
+    r"\bRuntimeError: (?:(?:Prefill|Decode) out of memory|Out of memory\. Try to lower)"
+)
+# the frames of the KV allocation that failed (mem_cache/common.py, schedule_batch.py)
+_DECODE_FRAMES = r"|alloc_for_decode|prepare_for_decode"
+_PREFILL_FRAMES = r"|alloc_for_extend|prepare_for_extend"
 # model_runner.py load_model: between these two lines the weights (GPU experts included) are being loaded
 _LOAD_BEGIN = re.compile(r"\bLoad weight begin\b")
 _LOAD_END = re.compile(r"\bLoad weight end\b")
@@ -215,16 +223,18 @@ def _oom_phase(lines: list[str], index: int, run_start: int = 0) -> str:
         return "req_slots"
     if "Prefill out of memory" in line:
         return "prefill"
-    if "Decode out of memory" in line:
+    if "Decode out of memory" in line or "Out of memory even after retracting" in line:
         return "decode"
     # A CUDA OOM traceback names the forward pass a few frames above the error line (never an earlier run's).
     context = "\n".join(lines[max(run_start, index - 30) : index + 1])
     if _LOAD_FRAME.search(context):  # ModelRunner.load_model: the weights did not fit
         return "load"
-    if re.search(r"forward_decode|Decode out of memory", context):
+    if re.search(r"forward_decode|Decode out of memory" + _DECODE_FRAMES, context):
         return "decode"
     # chunked_prefill, but not the chunked_prefill_size= of the startup lines (server_args, the config line)
-    if re.search(r"forward_extend|Prefill out of memory|chunked_prefill(?!_size=)", context):
+    if re.search(
+        r"forward_extend|Prefill out of memory|chunked_prefill(?!_size=)" + _PREFILL_FRAMES, context
+    ):
         return "prefill"
     return "unknown"
 
@@ -330,6 +340,9 @@ def parse_lines(lines: list[str]) -> ServerLog:
             # node, then the scheduler's traceback ending in `RuntimeError: <Phase> out of memory`; a CUDA
             # OOM's traceback may follow a few lines after an allocator error: count each once.
             last = log.ooms[-1] if oom_open else None
+            if last and _RUNTIME_OOM.search(line) and last.phase == "unknown" and phase != "unknown":
+                last.phase = phase  # the traceback names the step its allocator's error line did not
+                continue
             if last and (
                 (_RUNTIME_OOM.search(line) and phase == last.phase)
                 or (index - last.line_no <= OOM_SAME_EVENT_LINES and phase in (last.phase, "unknown"))
