@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the device host (GPU + AMX, no network), from the root of the checkout the device tool sent, with
 # .devcarry carried (see prepare.sh). Results: $OUT/log.txt and $OUT/results.tgz (re-packed after each phase).
-# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor validate stream moe-quick moe moe-repeat moe-headroom moe-concurrency rawint4]
+# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor validate stream moe-quick moe moe-repeat moe-headroom moe-concurrency moe-cpu-share rawint4]
 set -u
 carry=$(cd "$(dirname "$0")/../../.." && pwd)
 repo=$carry/repo
@@ -71,6 +71,9 @@ for phase in $phases; do
     moe-concurrency)
       python3 benchmarks/moe_concurrency.py --threads "$(( $(physical_cores) - 2 )),8" --out "$out/moe_concurrency.json"
       cp "$out/moe_concurrency.json" "$res/" ;;
+    moe-cpu-share)
+      python3 benchmarks/moe_cpu_share.py --threads "$(( $(physical_cores) - 2 ))" ${KT_SKIP_BY:+--skip-by "$KT_SKIP_BY"} --out "$out/moe_cpu_share.json"
+      cp "$out/moe_cpu_share.json" "$res/" ;;
     moe-quick)
       python3 benchmarks/moe_threads.py --threads 16 --pools 1 --numa-nodes "$(numa_nodes)" --out "$res/moe-t16.json"
       python3 -c 'import json,sys; [print(s) for s in json.load(open(sys.argv[1]))["shapes"]]' "$res/moe-t16.json" ;;
