@@ -59,6 +59,12 @@ class Scenario:
         if self.api not in APIS:
             raise ValueError(f"api must be one of {', '.join(APIS)}, not {self.api!r}")
         check_url(self.url)
+        if self.api_key and "@" in urlsplit(self.url).netloc:
+            # requests turns the URL's user:password into an Authorization header that replaces the Bearer one
+            raise ValueError(
+                "url carries credentials (user:password@) and an API key is given: the server would get the "
+                "URL's basic auth in place of the key; give one of them"
+            )
         if self.api == "openai":
             check_not_v1(self.url, "bench")
         if self.prompt_tokens < 1 or self.gen_tokens < 1:

@@ -98,3 +98,19 @@ def test_shown_url(url, shown):
     from ktinfra.bench.client import shown_url
 
     assert shown_url(url) == shown
+
+
+def test_url_credentials_beside_an_api_key_are_refused_before_any_request(server, tmp_path):
+    """requests sends the URL's user:password as basic auth in place of the Bearer key: the key would never
+    reach the server. Before, the run went on and every request carried Basic alice:..."""
+    seen = []
+    server.reply = lambda h, _body: (seen.append(h.headers.get("Authorization")), sse(h, [USAGE, DONE]))
+    key = tmp_path / "key"
+    key.write_text("sk-test\n")
+    key.chmod(0o600)
+    url = server.url.replace("http://", f"http://alice:{SECRET}@")
+    args = ["bench", "--url", url, "--model", "m", "--users", "1", "--requests", "1"]
+    res = CliRunner().invoke(app, [*args, "--api-key-file", str(key)])
+    assert res.exit_code == 1, res.output
+    assert "url carries credentials (user:password@) and an API key is given" in res.output
+    assert SECRET not in res.output and seen == []
