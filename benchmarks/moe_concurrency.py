@@ -53,7 +53,9 @@ def make_weights(shape: str) -> None:
         tmp.rename(path)
 
 
-def time_requests(cpu_infer, moes, dims, requests: int, budget_s: float = 2.0) -> dict:
+def time_requests(cpu_infer, moes, dims, requests: int, budget_s: float = 2.0, on_gpu=None) -> dict:
+    """Median forward time over fresh uniform routings; `on_gpu` (a bool mask over the experts): their ids
+    are handed over as -1, as kt-kernel skips an expert on the GPU."""
     import torch
 
     experts, topk, hidden, inter = dims
@@ -61,6 +63,8 @@ def time_requests(cpu_infer, moes, dims, requests: int, budget_s: float = 2.0) -
         torch.stack([torch.randperm(experts)[:topk] for _ in range(requests)]).to(torch.int64).contiguous()
         for _ in range(16)
     ]
+    if on_gpu is not None:
+        sets = [ids.masked_fill(on_gpu[ids], -1).contiguous() for ids in sets]
     weights = torch.softmax(torch.randn(requests, topk), dim=-1).contiguous()
     x = torch.randn(requests, hidden).to(torch.bfloat16).contiguous()
     out = torch.empty(requests, hidden, dtype=torch.bfloat16)
@@ -77,7 +81,7 @@ def time_requests(cpu_infer, moes, dims, requests: int, budget_s: float = 2.0) -
         cpu_infer.sync()
         if i >= 3:  # warm-up calls dropped
             times.append(time.perf_counter() - start)
-            unique.append(len(ids.unique()))
+            unique.append(len(ids[ids >= 0].unique()))
         i += 1
     median = statistics.median(times)
     expert_bytes = 3 * hidden * inter

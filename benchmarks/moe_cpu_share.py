@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from moe_concurrency import time_requests  # noqa: E402
 
 EXPERTS, TOPK, HIDDEN, INTER, MOE_LAYERS = 128, 8, 4096, 1536, 94
 CPU_EXPERTS = (128, 32, 8, 2, 0)
@@ -65,37 +67,6 @@ def build(ext, cpu_infer, method: str, weights, on_cpu: int):
     return moe, (mask, phys)
 
 
-def time_requests(cpu_infer, moe, requests: int, on_gpu=None, budget_s: float = 1.5) -> dict:
-    """Median forward time; `on_gpu` (a bool mask): those experts' ids are handed over as -1."""
-    import torch
-
-    sets = [
-        torch.stack([torch.randperm(EXPERTS)[:TOPK] for _ in range(requests)]).to(torch.int64).contiguous()
-        for _ in range(16)
-    ]
-    if on_gpu is not None:
-        sets = [ids.masked_fill(on_gpu[ids], -1).contiguous() for ids in sets]
-    weights = torch.softmax(torch.randn(requests, TOPK), dim=-1).contiguous()
-    x = torch.randn(requests, HIDDEN).to(torch.bfloat16).contiguous()
-    out = torch.empty(requests, HIDDEN, dtype=torch.bfloat16)
-    bsz = torch.tensor([requests], dtype=torch.int32)
-    times, begun, i = [], time.perf_counter(), 0
-    while i < 20 or (i < 300 and time.perf_counter() - begun < budget_s):
-        ids = sets[i % len(sets)]
-        task = moe.forward_task(
-            bsz.data_ptr(), TOPK, ids.data_ptr(), weights.data_ptr(), x.data_ptr(), out.data_ptr(), False
-        )
-        start = time.perf_counter()
-        cpu_infer.submit(task)
-        cpu_infer.sync()
-        if i >= 3:  # warm-up calls dropped
-            times.append(time.perf_counter() - start)
-        i += 1
-    median = statistics.median(times)
-    return {"requests": requests, "calls": len(times), "median_ms": median * 1e3,
-            "step_ms": median * 1e3 * MOE_LAYERS}  # fmt: skip
-
-
 def run_one(method: str, threads: int, skip_by: str) -> dict:
     import kt_kernel
     import torch
@@ -118,7 +89,9 @@ def run_one(method: str, threads: int, skip_by: str) -> dict:
         on_gpu = torch.arange(EXPERTS) < EXPERTS - on_cpu if skip_by == "ids" else None
         torch.manual_seed(1)
         for n in REQUESTS:
-            timed = time_requests(cpu_infer, moe, n, on_gpu)
+            timed = time_requests(cpu_infer, [moe], (EXPERTS, TOPK, HIDDEN, INTER), n, 1.5, on_gpu)
+            timed["step_ms"] = timed["median_ms"] * MOE_LAYERS
+            del timed["weight_gbps"]  # int8 bytes: not what a BF16 layer reads
             rows.append({"cpu_experts": on_cpu, "load_s": load_s, **build.seen, **timed})
         del moe, keep
     return {"method": method, "skip_by": skip_by, "threads": threads, "variant": kt_kernel.__cpu_variant__,

@@ -16,6 +16,13 @@ from ktinfra.cli import app
 SECRET = "s3cret-pw"
 
 
+def _bench_with_password(server, *extra: str):
+    """One request to the loopback server through a URL carrying alice's password."""
+    url = server.url.replace("http://", f"http://alice:{SECRET}@")
+    args = ["--users", "1", "--requests", "1", "--prompt-tokens", "4", "--gen-tokens", "7"]
+    return CliRunner().invoke(app, ["bench", "--url", url, "--model", "m", *args, *extra])
+
+
 def test_the_password_reaches_the_server_but_not_the_json(server):
     seen = []
 
@@ -24,26 +31,7 @@ def test_the_password_reaches_the_server_but_not_the_json(server):
         sse(h, [delta("a"), delta("b"), USAGE, DONE])
 
     server.reply = reply
-    url = server.url.replace("http://", f"http://alice:{SECRET}@")
-    res = CliRunner().invoke(
-        app,
-        [
-            "bench",
-            "--url",
-            url,
-            "--model",
-            "m",
-            "--users",
-            "1",
-            "--requests",
-            "1",
-            "--prompt-tokens",
-            "4",
-            "--gen-tokens",
-            "7",
-            "--json",
-        ],
-    )
+    res = _bench_with_password(server, "--json")
     assert res.exit_code == 0, res.output
     assert seen == ["Basic " + base64.b64encode(f"alice:{SECRET}".encode()).decode()]
     result = json.loads(res.stdout)
@@ -58,27 +46,7 @@ def test_the_plot_title_leaves_the_password_out(server, tmp_path, monkeypatch):
     monkeypatch.setitem(matplotlib.rcParams, "svg.fonttype", "none")  # text as <text>, not as paths
     server.reply = lambda h, _body: sse(h, [delta("a"), delta("b"), USAGE, DONE])
     plot = tmp_path / "cap.svg"
-    url = server.url.replace("http://", f"http://alice:{SECRET}@")
-    res = CliRunner().invoke(
-        app,
-        [
-            "bench",
-            "--url",
-            url,
-            "--model",
-            "m",
-            "--users",
-            "1",
-            "--requests",
-            "1",
-            "--prompt-tokens",
-            "4",
-            "--gen-tokens",
-            "7",
-            "--plot",
-            str(plot),
-        ],
-    )
+    res = _bench_with_password(server, "--plot", str(plot))
     assert res.exit_code == 0, res.output
     svg = plot.read_text()
     assert f"m @ {server.url.replace('http://', 'http://***@')}" in svg
@@ -108,9 +76,7 @@ def test_url_credentials_beside_an_api_key_are_refused_before_any_request(server
     key = tmp_path / "key"
     key.write_text("sk-test\n")
     key.chmod(0o600)
-    url = server.url.replace("http://", f"http://alice:{SECRET}@")
-    args = ["bench", "--url", url, "--model", "m", "--users", "1", "--requests", "1"]
-    res = CliRunner().invoke(app, [*args, "--api-key-file", str(key)])
+    res = _bench_with_password(server, "--api-key-file", str(key))
     assert res.exit_code == 1, res.output
     assert "url carries credentials (user:password@) and an API key is given" in res.output
     assert SECRET not in res.output and seen == []

@@ -20,6 +20,11 @@ from ktinfra.cli import app
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 
 
+def oom_counts(**counts: int) -> dict:
+    """summary.oom_errors with these counts, every other phase 0."""
+    return {phase: counts.get(phase, 0) for phase in ("prefill", "decode", "req_slots", "load", "unknown")}
+
+
 def _advice(name: str, **kwargs) -> dict:
     return tune.advise(tune.parse_text((LOGS / name).read_text()), **kwargs)
 
@@ -103,7 +108,7 @@ def test_only_the_last_server_start_counts():
     assert result["recommendations"] == [] and result["advice"] == []
     summary = result["summary"]
     assert summary["earlier_runs_ignored"] == 1
-    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "req_slots": 0, "load": 0, "unknown": 0}
+    assert summary["oom_errors"] == oom_counts()
     assert summary["message"] == (
         "nothing to fix: no rule fired on this log "
         "(last server start only: 1 earlier run(s) in this log ignored)"
@@ -130,7 +135,7 @@ def test_a_restart_with_the_same_args_keeps_the_oom_that_caused_it():
     before it still describe these flags, so `tune --unit` must halve --max-running-requests."""
     result = _advice("oom-restart.log")
     summary = result["summary"]
-    assert summary["oom_errors"] == {"prefill": 0, "decode": 1, "req_slots": 0, "load": 0, "unknown": 0}
+    assert summary["oom_errors"] == oom_counts(decode=1)
     assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (1, 0)
     assert summary["decode_batches"] == 10 and summary["running_req_max"] == 32
     recs = _by_param(result)
@@ -148,13 +153,7 @@ def test_a_run_with_other_args_before_the_restarts_is_still_ignored():
     text = (LOGS / "prefill-oom.log").read_text() + (LOGS / "oom-restart.log").read_text()
     result = tune.advise(tune.parse_text(text))
     summary = result["summary"]
-    assert summary["oom_errors"] == {
-        "prefill": 0,
-        "decode": 1,
-        "req_slots": 0,
-        "load": 0,
-        "unknown": 0,
-    }  # not prefill-oom's
+    assert summary["oom_errors"] == oom_counts(decode=1)  # not prefill-oom's
     assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (1, 1)
     assert summary["message"].endswith(
         "(last server start and 1 earlier run(s) with the same server args counted, as restarts of one "
@@ -164,7 +163,7 @@ def test_a_run_with_other_args_before_the_restarts_is_still_ignored():
     changed = text + (LOGS / "healthy.log").read_text().replace("[2025-11-11 13:", "[2025-11-11 14:")
     summary = tune.advise(tune.parse_text(changed))["summary"]
     assert (summary["earlier_runs_carried"], summary["earlier_runs_ignored"]) == (0, 3)
-    assert summary["oom_errors"] == {"prefill": 0, "decode": 0, "req_slots": 0, "load": 0, "unknown": 0}
+    assert summary["oom_errors"] == oom_counts()
 
 
 def test_healthy_log_has_nothing_to_fix():
@@ -356,13 +355,7 @@ def test_an_oom_with_its_radix_tree_dump_is_one_event():
     """sglang-kt 0.7.2 logs `Prefill out of memory`, prints the radix tree (one line a node, here 41), then
     the scheduler's traceback ends in `RuntimeError: Prefill out of memory`: one OOM, not two."""
     result = _advice("prefill-oom-radix.log")
-    assert result["summary"]["oom_errors"] == {
-        "prefill": 1,
-        "decode": 0,
-        "req_slots": 0,
-        "load": 0,
-        "unknown": 0,
-    }
+    assert result["summary"]["oom_errors"] == oom_counts(prefill=1)
     rec = _by_param(result)["--chunked-prefill-size"]
     assert (rec["current"], rec["suggested"]) == (4096, 2048)
     assert rec["reason"].startswith("1 out-of-memory error(s) during prefill")

@@ -8,6 +8,8 @@ a KV OOM read "nothing to fix"."""
 
 from __future__ import annotations
 
+from test_tune import oom_counts
+
 from ktinfra import tune
 
 ARGS = (
@@ -78,13 +80,7 @@ def by_param(result: dict) -> dict:
 
 def test_a_page_size_1_prefill_oom_is_one_prefill_oom():
     result = advise([ARGS, CONFIG, *(DECODE.format(s=s) for s in range(3)), *crash(PREFILL_FRAMES, 8192)])
-    assert result["summary"]["oom_errors"] == {
-        "prefill": 1,
-        "decode": 0,
-        "req_slots": 0,
-        "load": 0,
-        "unknown": 0,
-    }
+    assert result["summary"]["oom_errors"] == oom_counts(prefill=1)
     assert by_param(result)["--chunked-prefill-size"] == (8192, 4096)
     assert "--mem-fraction-static" not in by_param(result)  # not an unplaced OOM as well
     assert result["recommendations"][0]["evidence"][0].endswith(
@@ -94,13 +90,7 @@ def test_a_page_size_1_prefill_oom_is_one_prefill_oom():
 
 def test_a_page_size_1_decode_oom_halves_the_running_requests():
     result = advise([ARGS, CONFIG, *(DECODE.format(s=s) for s in range(3)), *crash(DECODE_FRAMES, 48)])
-    assert result["summary"]["oom_errors"] == {
-        "prefill": 0,
-        "decode": 1,
-        "req_slots": 0,
-        "load": 0,
-        "unknown": 0,
-    }
+    assert result["summary"]["oom_errors"] == oom_counts(decode=1)
     assert by_param(result) == {"--max-running-requests": (48, 24)}
 
 
