@@ -180,7 +180,8 @@ def convert_cmd(
         typer.Option(
             "--plan",
             callback=non_empty_path,
-            help="Serve plan: converter threads = its kt_cpuinfer/threadpools.",
+            help="Serve plan (threads = its kt_cpuinfer/threadpools) or current-stack sft plan (threads = "
+            "kt_num_threads, pools = those its run loads INT8 experts over).",
         ),
     ] = None,
     name: NameOpt = None,

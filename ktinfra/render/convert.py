@@ -31,7 +31,7 @@ from ktinfra.render.common import (
     render_template,
     unit_literal,
 )
-from ktinfra.render.plans import model_section, plan_section, require_int
+from ktinfra.render.plans import model_section, plan_section, require_int, sft_expert_pools
 from ktinfra.render.serve import CONVERT_DONE_MARKER, DEFAULT_SERVE_PYTHON
 
 CONVERT_SCRIPT = "/opt/ktinfra/src/ktransformers/kt-kernel/scripts/convert_cpu_weights.py"
@@ -62,11 +62,17 @@ def _name_from(path: str, name: str | None) -> str:
 def _threads(
     plan: dict | None, cpuinfer_threads: int | None, threadpool_count: int | None
 ) -> tuple[int, int]:
-    """Converter threads: explicit values win, else the serve plan's kt_cpuinfer / kt_threadpool_count."""
+    """Converter threads: explicit values win, else the serve plan's kt_cpuinfer / kt_threadpool_count, or the
+    sft plan's kt_num_threads and the pools its run splits the experts over (the tree's layout must match)."""
     for flag, value in (("--cpuinfer-threads", cpuinfer_threads), ("--threadpool-count", threadpool_count)):
         if value is not None and not 1 <= value <= MAX_CONVERT_THREADS:
             raise RenderError(f"{flag} must be from 1 to {MAX_CONVERT_THREADS}, got {str(value)[:20]}")
-    if plan is not None:
+    if _is_sft(plan):
+        kt_config, where = _sft_kt_config(plan), "sft.kt.kt_config"
+        cpuinfer_threads = cpuinfer_threads or require_int(kt_config, "kt_num_threads", where, 1)
+        pools = {"kt_threadpool_count": sft_expert_pools(kt_config)}  # 1 unless kt_tp_enabled
+        threadpool_count = threadpool_count or require_int(pools, "kt_threadpool_count", where, 1)
+    elif plan is not None:
         serve = plan_section(plan, "serve")
         cpuinfer_threads = cpuinfer_threads or require_int(serve, "kt_cpuinfer", "serve", 1)
         threadpool_count = threadpool_count or require_int(serve, "kt_threadpool_count", "serve", 1)
@@ -84,8 +90,30 @@ def _threads(
     return cpuinfer_threads, threadpool_count
 
 
+def _is_sft(plan: dict | None) -> bool:
+    return isinstance(plan, dict) and plan.get("mode") == "sft"
+
+
+def _sft_kt_config(plan: dict) -> dict:
+    """The current-stack sft plan's kt_config; a legacy-stack run reads the BF16 checkpoint itself."""
+    kt_config = (plan_section(plan, "sft").get("kt") or {}).get("kt_config")
+    if not isinstance(kt_config, dict):
+        raise RenderError(
+            "this sft plan has no kt_config (a legacy-stack run: ktransformers 0.4 trains from the BF16 "
+            "checkpoint): nothing to convert for it"
+        )
+    return kt_config
+
+
 def _method(plan: dict | None, method: str | None) -> str:
-    """--method, checked against the serve plan's kt_method; taken from it when not given."""
+    """--method, checked against the serve plan's kt_method; taken from it when not given. An sft plan
+    trains from either tree (render train --weight-format): int8 unless --method says int4."""
+    if _is_sft(plan):
+        _sft_kt_config(plan)
+        method = "int8" if method is None else method
+        if method not in QUANT_METHODS:
+            raise RenderError(f"--method {method!r} is not one of {', '.join(QUANT_METHODS)}")
+        return method
     planned = plan_section(plan, "serve").get("kt_method") if plan is not None else None
     if plan is not None and (not isinstance(planned, str) or planned not in PLAN_METHODS):
         raise RenderError(

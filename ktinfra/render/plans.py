@@ -248,3 +248,10 @@ def require_str(section: dict, key: str, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise RenderError(f"plan {where}.{key} must be a non-empty string, got {value!r}")
     return value
+
+
+def sft_expert_pools(kt_config: dict) -> object:
+    """The NUMA pools kt-kernel 0.7.2 splits an SFT run's experts over: kt_threadpool_count with kt_tp_enabled
+    (default false), else one (sft/wrapper.py: `threadpool_count = ... if kt_tp_enabled else 1`). An INT8
+    tree loads only when converted over as many (its kt-weight-manifest.json's threadpool_count)."""
+    return kt_config.get("kt_threadpool_count", 1) if kt_config.get("kt_tp_enabled") is True else 1

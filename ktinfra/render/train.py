@@ -42,6 +42,7 @@ from ktinfra.render.plans import (
     plan_section,
     real_number,
     require_int,
+    sft_expert_pools,
     shown,
 )
 
@@ -294,10 +295,7 @@ def _converted_experts(kt_config: dict, weight_path: object, weight_format: str 
     backend, expert_format = CONVERTED_EXPERT_BACKENDS[weight_format]
     # an ephemeral INT8 tree has kt-kernel's own kt-ephemeral-manifest.json (sft/ephemeral.py), not this one
     if expert_format == "int8" and str(kt_config.get("kt_weight_lifecycle", "")).lower() != "ephemeral":
-        # kt-kernel 0.7.2 splits experts over kt_threadpool_count pools only with kt_tp_enabled (default
-        # false); else over one (sft/wrapper.py: `threadpool_count = ... if kt_tp_enabled else 1`)
-        pools = kt_config.get("kt_threadpool_count", 1) if kt_config.get("kt_tp_enabled") is True else 1
-        _check_int8_tree(str(weight_path), pools)
+        _check_int8_tree(str(weight_path), sft_expert_pools(kt_config))
     config = {key: value for key, value in kt_config.items() if key != "kt_expert_weight_format"}
     config["kt_backend"] = backend
     if expert_format:

@@ -6,10 +6,14 @@ import json
 import struct
 
 import pytest
+import yaml
+from int8_tree import moe_model, write_tree
 from test_render_support import load_fixture_plan
 
+from ktinfra import int8_weights
 from ktinfra.render import RenderError
 from ktinfra.render.convert import render_convert
+from ktinfra.render.train import render_train
 
 
 def test_an_empty_input_type_is_refused_not_read_as_bf16():
@@ -67,3 +71,57 @@ def test_a_checkpoint_not_here_or_without_routed_experts_is_not_judged(tmp_path)
     assert _convert(tmp_path / "elsewhere", plan=serve)  # rendering for another host
     dense = _checkpoint(tmp_path / "dense", "F32", name="model.layers.0.mlp.gate_proj.weight")
     assert _convert(dense, plan=serve)  # no routed expert named: the converter will say what it misses
+
+
+def _sft_plan(tp_enabled: bool, pools: int) -> dict:
+    plan = load_fixture_plan("h100-qwen3-30b-a3b-sft-current.json")
+    plan["sft"]["kt"]["kt_config"].update(kt_tp_enabled=tp_enabled, kt_threadpool_count=pools)
+    return plan
+
+
+def _flags(rendered) -> dict:
+    argv = rendered.info["argv"]
+    return {
+        flag: argv[argv.index(flag) + 1]
+        for flag in ("--quant-method", "--cpuinfer-threads", "--threadpool-count")
+    }
+
+
+@pytest.mark.parametrize(("tp_enabled", "pools", "split"), [(False, 2, "1"), (True, 2, "2")])
+def test_an_sft_plan_converts_over_the_pools_its_run_loads(tp_enabled, pools, split):
+    """Before, render convert took serve plans only ('needs a serve plan, got a sft plan'), so an INT8 tree
+    for training needed --cpuinfer-threads/--threadpool-count by hand, and kt-kernel loads it only when split
+    over the pools the run uses: kt_threadpool_count with kt_tp_enabled, else one."""
+    rendered = render_convert(model_path="/m", output="/o", plan=_sft_plan(tp_enabled, pools))
+    assert _flags(rendered) == {
+        "--quant-method": "int8",
+        "--cpuinfer-threads": "14",
+        "--threadpool-count": split,
+    }
+    int4 = render_convert(model_path="/m", output="/o", plan=_sft_plan(tp_enabled, pools), method="int4")
+    assert _flags(int4)["--quant-method"] == "int4"
+    given = render_convert(
+        model_path="/m", output="/o", plan=_sft_plan(tp_enabled, pools), threadpool_count=1
+    )
+    assert _flags(given)["--threadpool-count"] == "1"  # explicit values win, as with a serve plan
+
+
+def test_an_sft_plans_converted_tree_is_the_one_render_train_loads(tmp_path):
+    """The tree written with render convert's --threadpool-count from an sft plan passes render train's
+    manifest check for that plan (both take the pools from kt_tp_enabled / kt_threadpool_count)."""
+    plan = _sft_plan(True, 2)
+    model = moe_model(tmp_path / "m")
+    split = int(_flags(render_convert(model_path=str(model), output="/o", plan=plan))["--threadpool-count"])
+    tree = write_tree(tmp_path / "m-INT8", numa=split)
+    int8_weights.write_manifest(tree, model)
+    args = {"name": "r", "model_path": str(model), "dataset": "d", "dataset_dir": "/d", "output_dir": "/o"}
+    recipe = yaml.safe_load(render_train(plan, **args, weight_path=str(tree)).files["r.yaml"][0])
+    assert recipe["kt_weight_path"] == str(tree)
+
+
+def test_a_legacy_sft_plan_has_nothing_to_convert():
+    plan = load_fixture_plan("seed002-qwen3-30b-a3b-sft-legacy.json")
+    with pytest.raises(
+        RenderError, match="legacy-stack run: ktransformers 0.4 trains from the BF16 checkpoint"
+    ):
+        render_convert(model_path="/m", output="/o", plan=plan)
