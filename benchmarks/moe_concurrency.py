@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from moe_threads import amx_int8_moe  # noqa: E402
+from moe_threads import amx_int8_moe, cpu_infer_pools  # noqa: E402
 
 SHAPES = {  # experts, top-k, hidden, moe_intermediate, MoE layers in the model, layers built here
     "qwen3-30b-a3b": (128, 8, 2048, 768, 48, 2),
@@ -100,11 +100,7 @@ def run_one(shape: str, threads: int) -> dict:
 
     experts, topk, hidden, inter, model_layers, layers = SHAPES[shape]
     ext = kt_kernel.kt_kernel_ext
-    cfg = ext.WorkerPoolConfig()
-    cfg.subpool_count = 1
-    cfg.subpool_numa_map = [0]
-    cfg.subpool_thread_count = [threads]
-    cpu_infer = ext.CPUInfer(cfg)
+    cpu_infer = cpu_infer_pools(ext, threads)
     size = experts * hidden * inter
     files = weight_files(shape)
     t0 = time.perf_counter()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from moe_concurrency import time_requests  # noqa: E402
+from moe_threads import cpu_infer_pools  # noqa: E402
 
 EXPERTS, TOPK, HIDDEN, INTER, MOE_LAYERS = 128, 8, 4096, 1536, 94
 CPU_EXPERTS = (128, 32, 8, 2, 0)
@@ -72,11 +73,7 @@ def run_one(method: str, threads: int, skip_by: str) -> dict:
     import torch
 
     ext = kt_kernel.kt_kernel_ext
-    cfg = ext.WorkerPoolConfig()
-    cfg.subpool_count = 1
-    cfg.subpool_numa_map = [0]
-    cfg.subpool_thread_count = [threads]
-    cpu_infer = ext.CPUInfer(cfg)
+    cpu_infer = cpu_infer_pools(ext, threads)
     t0 = time.perf_counter()
     weights = random_layer()
     made_s = time.perf_counter() - t0

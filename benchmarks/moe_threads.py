@@ -154,16 +154,21 @@ def start_spinners(count: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
 
 
+def cpu_infer_pools(ext, threads: int, pools: int = 1, nodes: list[int] | tuple[int, ...] = (0,)):
+    """kt-kernel's CPUInfer over `pools` worker pools on `nodes` (round robin), the threads shared evenly."""
+    cfg = ext.WorkerPoolConfig()
+    cfg.subpool_count = pools
+    cfg.subpool_numa_map = [nodes[i % len(nodes)] for i in range(pools)]
+    cfg.subpool_thread_count = [threads // pools + (1 if i < threads % pools else 0) for i in range(pools)]
+    return ext.CPUInfer(cfg)
+
+
 def run_one(threads: int, pools: int, nodes: list[int], spinners: int = 0) -> dict:
     import kt_kernel
     import torch
 
     ext = kt_kernel.kt_kernel_ext
-    cfg = ext.WorkerPoolConfig()
-    cfg.subpool_count = pools
-    cfg.subpool_numa_map = [nodes[i % len(nodes)] for i in range(pools)]
-    cfg.subpool_thread_count = [threads // pools + (1 if i < threads % pools else 0) for i in range(pools)]
-    cpu_infer = ext.CPUInfer(cfg)
+    cpu_infer = cpu_infer_pools(ext, threads, pools, nodes)
     t0 = time.perf_counter()
     layers = [load_layer(ext, cpu_infer, i, max(PREFILL)) for i in range(LAYERS)]
     load_s = time.perf_counter() - t0
@@ -184,7 +189,7 @@ def run_one(threads: int, pools: int, nodes: list[int], spinners: int = 0) -> di
         "threads": threads,
         "pools": pools,
         "spinners": spinners,
-        "numa_map": list(cfg.subpool_numa_map),
+        "numa_map": [nodes[i % len(nodes)] for i in range(pools)],
         "variant": kt_kernel.__cpu_variant__,
         "load_s": load_s,
         "tiny_layer_ms": overhead,
