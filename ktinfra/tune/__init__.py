@@ -15,7 +15,7 @@ import yaml
 
 from ktinfra.links import LinkLoop, written_file
 from ktinfra.tune.advise import advise
-from ktinfra.tune.parse import parse_lines, parse_text
+from ktinfra.tune.parse import BATCH_LINE, SERVER_ARGS_MARK, parse_lines, parse_text
 
 __all__ = [
     "advise",
@@ -122,7 +122,14 @@ def missing_unit(unit: str, journal: str, load_state: str | None) -> str | None:
     return f"unit {unit} not found: systemd does not know it and the journal has no lines for it"
 
 
+START_LINES = 5000  # at most this many start-up lines of the unit's current run are read (see read_unit_log)
+
+
 def read_unit_log(unit: str, lines: int = 20000) -> str:
+    """The last `lines` journal lines of UNIT. Where they hold no `server_args=` line (a server up for hours
+    logs more than that), the start-up lines of its current run come first: its flags, KV pool and CUDA
+    graph sizes, which most rules compare against. Those are the run's lines up to its first batch line, so
+    at most a few start-up lines (sizes, not events) can be read twice."""
     if not unit.strip() or unit.startswith("-"):  # systemctl/journalctl would read "--help" as an option
         raise LogSourceError(f"--unit {unit!r} is not a unit name")
     if not shutil.which("journalctl"):
@@ -137,7 +144,30 @@ def read_unit_log(unit: str, lines: int = 20000) -> str:
         raise LogSourceError(f"journalctl -u {unit} failed: {proc.stderr.strip() or proc.returncode}")
     if problem := missing_unit(unit, proc.stdout, None if proc.stdout.strip() else _load_state(unit)):
         raise LogSourceError(problem)
-    return proc.stdout
+    if SERVER_ARGS_MARK in proc.stdout:
+        return proc.stdout
+    start = _current_run_start(unit)
+    return start + proc.stdout if SERVER_ARGS_MARK in start else proc.stdout
+
+
+def _current_run_start(unit: str) -> str:
+    """The lines of UNIT's current run (its InvocationID) before its first batch line, at most START_LINES;
+    "" where systemd names no run."""
+    if not shutil.which("systemctl"):
+        return ""
+    show = ["systemctl", "show", "-p", "InvocationID", "--value", unit]
+    invocation = subprocess.run(show, capture_output=True, text=True, check=False).stdout.strip()
+    if not invocation:
+        return ""
+    read = ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "--no-pager", "-o", "cat"]
+    head: list[str] = []
+    with subprocess.Popen(read, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as journal:
+        for line in journal.stdout:  # type: ignore[union-attr]
+            if len(head) >= START_LINES or BATCH_LINE.search(line):
+                break
+            head.append(line)
+        journal.kill()
+    return "".join(head)
 
 
 def vars_target(path: Path) -> Path:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 _TS = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
-_BATCH_HEAD = re.compile(r"(Decode|Prefill) batch(?: \[\d+\])?[.,] ")
+BATCH_LINE = re.compile(r"(Decode|Prefill) batch(?: \[\d+\])?[.,] ")
 _FIELD = re.compile(
     r"(#[a-z-]+|token usage|full token usage|swa token usage|[a-z]+ graph|gen throughput \(token/s\)): "
     r"([^,]+)"
@@ -29,6 +29,7 @@ _KV_POOL = re.compile(
     r"(?:KV size: ([\d.]+) GB|K size: ([\d.]+) GB, V size: ([\d.]+) GB)"
 )
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+)")
+SERVER_ARGS_MARK = "server_args=ServerArgs("  # printed once at every server start
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
 _ARG = re.compile(r"\b([a-z_]+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^,()]+)")
 _CAPTURE_BS = re.compile(r"Capture (?:cuda|cpu|npu) graph bs \[([\d, ]+)\]")
@@ -263,7 +264,7 @@ def _seen_anything(log: ServerLog) -> bool:
 
 def _parse_event(log: ServerLog, line: str, ts: datetime | None) -> bool:
     """Record LINE when it is a scheduler event other than an OOM (a batch, a retraction, a startup line)."""
-    if head := _BATCH_HEAD.search(line):
+    if head := BATCH_LINE.search(line):
         log.batches.append(_parse_batch(line, head.group(1), ts))
         return True
     if (match := _RETRACT.search(line)) and (retracted := _count(match.group(1))) is not None:

@@ -77,3 +77,46 @@ def test_known_unit_without_scheduler_lines_says_so(container):
     proc = tune_in_container(container, "--unit", "systemd-journald.service", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["summary"]["message"] == "no SGLang scheduler lines found in this log"
+
+
+def long_up_server(container: str, unit: str, decodes: int) -> None:
+    """A unit that logs like an SGLang server up for a while: the start-up lines of the fixture log, then
+    `decodes` batch lines, then it stays up (its run keeps its InvocationID)."""
+    head = f"head -n 3 {LOG}"  # server_args=ServerArgs(...), Capture cuda graph bs, max_total_num_tokens=...
+    batches = f'yes "$(grep -m1 "Decode batch" {LOG})" 2>/dev/null | head -n {decodes}'  # no broken-pipe line
+    # journald's per-service rate limit (10000 lines in 30 s) would drop most of the burst
+    unlimited = ["-p", "LogRateLimitIntervalSec=0"]
+    started = sh("docker", "exec", container, "systemd-run", f"--unit={unit}", *unlimited,
+                 "bash", "-c", f"{head}; {batches}; exec sleep infinity")  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    count = f"journalctl -u {unit} -o cat --no-pager | grep -c 'Decode batch'"
+    for _ in range(120):
+        logged = sh("docker", "exec", container, "bash", "-c", count).stdout.strip()
+        if int(logged or 0) >= decodes:
+            return
+        sh("sleep", "1")
+    raise AssertionError(f"{unit} logged {logged} of {decodes} batch lines in 120 s")
+
+
+def test_a_server_up_longer_than_the_tail_is_read_with_its_start_up_lines(container):
+    """tune reads the last 20000 journal lines; a server up for hours logs more than that after its start-up
+    lines. Before, its flags and sizes were out of reach (summary.server_args None) and the rules comparing
+    against them went quiet; now the current run's lines before its first batch come first."""
+    long_up_server(container, "kt-long", 25000)
+    proc = tune_in_container(container, "--unit", "kt-long", "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)["summary"]
+    assert summary["server_args"]["mem_fraction_static"] == 0.92
+    assert summary["server_args"]["kt_num_gpu_experts"] == 32
+    assert summary["startup"]["max_total_num_tokens"] == 1522816
+    assert summary["decode_batches"] == 20000  # the tail's: the start-up lines add no batch
+    assert summary["lines_read"] == 20000 + 3
+
+
+def test_a_short_run_is_read_from_its_tail_alone(container):
+    long_up_server(container, "kt-short", 10)
+    proc = tune_in_container(container, "--unit", "kt-short", "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)["summary"]
+    assert summary["server_args"]["mem_fraction_static"] == 0.92
+    assert (summary["decode_batches"], summary["lines_read"] < 20) == (10, True)  # nothing read twice
