@@ -98,17 +98,22 @@ def _text(data: bytes, cut: bool) -> str:
     return text.partition("\n")[2] if cut else text  # drop the cut first line
 
 
-def _load_state(unit: str) -> str | None:
-    """systemd's LoadState of UNIT ("loaded", "not-found", ...), or None where systemctl cannot say."""
+def _unit_property(unit: str, name: str) -> str | None:
+    """systemd's property NAME of UNIT, or None where it is empty or systemctl cannot say."""
     if not shutil.which("systemctl"):
         return None
     proc = subprocess.run(
-        ["systemctl", "show", "-p", "LoadState", "--value", unit],
+        ["systemctl", "show", "-p", name, "--value", unit],
         capture_output=True,
         text=True,
         check=False,
     )
     return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def _load_state(unit: str) -> str | None:
+    """systemd's LoadState of UNIT ("loaded", "not-found", ...), or None where systemctl cannot say."""
+    return _unit_property(unit, "LoadState")
 
 
 def missing_unit(unit: str, journal: str, load_state: str | None) -> str | None:
@@ -153,10 +158,7 @@ def read_unit_log(unit: str, lines: int = 20000) -> str:
 def _current_run_start(unit: str) -> str:
     """The lines of UNIT's current run (its InvocationID) before its first batch line, at most START_LINES;
     "" where systemd names no run."""
-    if not shutil.which("systemctl"):
-        return ""
-    show = ["systemctl", "show", "-p", "InvocationID", "--value", unit]
-    invocation = subprocess.run(show, capture_output=True, text=True, check=False).stdout.strip()
+    invocation = _unit_property(unit, "InvocationID")
     if not invocation:
         return ""
     read = ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "--no-pager", "-o", "cat"]

@@ -30,7 +30,7 @@ _KV_POOL = re.compile(
 )
 _RETRACT = re.compile(r"KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+)")
 SERVER_ARGS_MARK = "server_args=ServerArgs("  # printed once at every server start
-_SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)")
+_SERVER_ARGS = re.compile(re.escape(SERVER_ARGS_MARK) + r"(.*)\)")
 _ARG = re.compile(r"\b([a-z_]+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|[^,()]+)")
 _CAPTURE_BS = re.compile(r"Capture (?:cuda|cpu|npu) graph bs \[([\d, ]+)\]")
 _OOM_TEXT = re.compile(
@@ -47,8 +47,7 @@ _RUNTIME_OOM = re.compile(
 _DECODE_FRAMES = r"|alloc_for_decode|prepare_for_decode"
 _PREFILL_FRAMES = r"|alloc_for_extend|prepare_for_extend"
 # model_runner.py load_model: between these two lines the weights (GPU experts included) are being loaded
-_LOAD_BEGIN = re.compile(r"\bLoad weight begin\b")
-_LOAD_END = re.compile(r"\bLoad weight end\b")
+_LOAD = re.compile(r"\bLoad weight (begin|end)\b")
 _LOAD_FRAME = re.compile(r"\bin load_model\b")
 _RANK = re.compile(r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}([^\]]*)\]")
 # model_runner_kv_cache_mixin.py init_memory_pool: after the weights no memory was left for any KV pool
@@ -317,9 +316,9 @@ def parse_lines(lines: list[str]) -> ServerLog:
     oom_open = False  # the last OOM event was followed by no other event yet (its traceback may follow)
     loading: set[str] = set()  # ranks ("TP0", "DP0 TP1", ...) that began loading weights and did not end
     for index, line in enumerate(lines):
-        if _LOAD_BEGIN.search(line) or _LOAD_END.search(line):
+        if load := _LOAD.search(line):
             rank = match.group(1).strip() if (match := _RANK.search(line)) else ""
-            (loading.add if _LOAD_BEGIN.search(line) else loading.discard)(rank)
+            (loading.add if load.group(1) == "begin" else loading.discard)(rank)
         if match := _SERVER_ARGS.search(line):
             loading.clear()
             if _seen_anything(log):
