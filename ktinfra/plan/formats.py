@@ -71,10 +71,14 @@ def estimate(arch: Architecture, fmt: sizing.CpuFormat) -> sizing.Estimate:
     return sizing.serve(arch, fmt, checkpoint_dtype=checkpoint_dtype(arch, fmt))
 
 
+def ram_holds(facts: dict, est: sizing.Estimate) -> bool:
+    return est.ram_bytes <= facts["memory"]["total_bytes"]
+
+
 def fits(facts: dict, est: sizing.Estimate) -> bool:
     disk = data_disk(facts)
     disk_ok = disk is None or est.disk_bytes <= disk["avail_bytes"]
-    return disk_ok and est.ram_bytes <= facts["memory"]["total_bytes"]
+    return disk_ok and ram_holds(facts, est)
 
 
 def _requested(arch: Architecture, facts: dict, requested: str):

@@ -579,7 +579,7 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
     if not chosen and native and converts and serve["kt_method"] != native.kt_method:
         said_native: list[str] = []
         alt = _plan_serve(arch, facts, {**opts, "cpu_format": native.name}, said_native)
-        unread = gb(est.breakdown["cpu_weights_on_disk"])
+        unread = gb(converts)
         in_place = _runs_no_expert(arch, serve) and _runs_no_expert(arch, alt[0]) and not alt[3]
         if in_place and formats.usable_native(arch, facts):
             alt[2]["kt_method"] = (
@@ -588,26 +588,24 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
                 f"{serve['kt_method']} conversion of {unread} that would never be read"
             )
             planned, said = alt, said_native
-        elif _runs_few_experts(arch, serve) and _runs_few_experts(arch, alt[0]) and _ram_holds(facts, alt[1]):
+        elif all(_runs_few_experts(arch, s) for s in (serve, alt[0])) and formats.ram_holds(facts, alt[1]):
             said.append(_native_in_place_hint(arch, native, serve, est, alt, unread))
     warnings += said
     return planned
 
 
-def _ram_holds(facts: dict, est: sizing.Estimate) -> bool:
-    return est.ram_bytes <= facts["memory"]["total_bytes"]
+def _cpu_experts(arch: Architecture, serve: dict) -> int:
+    return arch.num_experts - (serve.get("kt_num_gpu_experts") or 0)
 
 
 def _runs_few_experts(arch: Architecture, serve: dict) -> bool:
     """kt-kernel runs at most FEW_CPU_EXPERTS_SHARE of each MoE layer's experts (and at least one)."""
-    on_cpu = arch.num_experts - (serve.get("kt_num_gpu_experts") or 0)
-    return 0 < on_cpu <= arch.num_experts * FEW_CPU_EXPERTS_SHARE
+    return 0 < _cpu_experts(arch, serve) <= arch.num_experts * FEW_CPU_EXPERTS_SHARE
 
 
 def _native_in_place_hint(arch: Architecture, native, serve: dict, est, alt: tuple, unread: str) -> str:
     """A converted format kept for a CPU that runs little: the in-place native plan's price, for the user."""
-    on_cpu = arch.num_experts - serve["kt_num_gpu_experts"]
-    alt_serve, alt_est = alt[0], alt[1]
+    alt_serve, alt_est, on_cpu = alt[0], alt[1], _cpu_experts(arch, serve)
     return (
         f"kt-kernel runs only {on_cpu} of {arch.num_experts} experts per MoE layer on the CPU: "
         f"--cpu-format {native.name} reads the {native.native_dtype} checkpoint in place "
