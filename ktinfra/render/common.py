@@ -112,6 +112,12 @@ def read_api_key_file(path: Path | None) -> str | None:
     return check_secret(f"the key in --api-key-file {path}", secret)
 
 
+def refuse_empty(option: str, value: object, instead: str) -> None:
+    """An option given as "" (or blanks): callers read it as not given, so say so rather than fall back."""
+    if value is not None and not str(value).strip():
+        raise RenderError(f"{option} is empty (leave it out to {instead})")
+
+
 def check_abs_path(what: str, value: str | None) -> str:
     if not value:
         raise RenderError(f"{what} is required")

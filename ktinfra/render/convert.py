@@ -28,6 +28,7 @@ from ktinfra.render.common import (
     check_user,
     env_line,
     legacy_checkout,
+    refuse_empty,
     render_template,
     unit_literal,
 )
@@ -54,8 +55,7 @@ MAX_CONVERT_THREADS = 8192  # the kernel's CPU limit (facts/cpulist.py)
 
 
 def _name_from(path: str, name: str | None) -> str:
-    if name is not None and not name.strip():  # "" fell back to the output's name without a word
-        raise RenderError("--name is empty (leave it out to name the instance after the output)")
+    refuse_empty("--name", name, "name the instance after the output")
     return check_instance_name("--name", name or PurePosixPath(path).name)
 
 
@@ -144,8 +144,7 @@ def _distinct_dirs(source_opt: str, source: str, output: str) -> tuple[str, str]
 
 
 def _input_type(plan: dict | None, input_type: str | None) -> str:
-    if input_type is not None and not str(input_type).strip():  # "" became bf16, whatever the plan's dtype
-        raise RenderError("--input-type is empty (leave it out to take the plan's native dtype, or bf16)")
+    refuse_empty("--input-type", input_type, "take the plan's native dtype, or bf16")
     if input_type is None and plan is not None:
         input_type = model_section(plan).get("native_dtype")
     input_type = input_type or "bf16"

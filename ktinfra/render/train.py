@@ -28,6 +28,7 @@ from ktinfra.render.common import (
     env_line,
     gpu_visibility,
     legacy_checkout,
+    refuse_empty,
     render_template,
     unit_literal,
 )
@@ -549,10 +550,7 @@ def render_train(
         ("--weight-path", weight_path),
         ("--weight-format", weight_format),
     ):
-        if (
-            value is not None and not str(value).strip()
-        ):  # "" was read as not given: the plan's template, no weights
-            raise RenderError(f"{option} is empty (leave it out to go without it)")
+        refuse_empty(option, value, "go without it")
     name = check_instance_name("--name", name)
     if name.endswith(".accelerate"):  # its recipe NAME.yaml would be run X's X.accelerate.yaml
         raise RenderError(f"--name {name!r} ends in '.accelerate', the suffix of a run's Accelerate config")
