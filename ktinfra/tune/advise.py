@@ -395,6 +395,7 @@ def _oom(log: ServerLog) -> list[dict]:
                 direction=-1,
             )
         )
+    recs += _graph_capture_oom(log)
     if unknown and not prefill and not decode:
         current = _arg(log, "mem_fraction_static")
         reason = "GPU out of memory outside a recognisable prefill/decode step: lower the static pool"
@@ -411,6 +412,30 @@ def _oom(log: ServerLog) -> list[dict]:
             )
         )
     return recs
+
+
+def _graph_capture_oom(log: ServerLog) -> list[dict]:
+    """SGLang captures its CUDA graphs at start in what --mem-fraction-static left after the KV pool
+    ("Capture cuda graph failed: CUDA out of memory"). Its traceback runs the attention backend's
+    forward_decode, which read as a decode OOM: halving --max-running-requests did not shrink the graphs."""
+    graphs = [o for o in log.ooms if o.phase == "cuda_graph"]
+    if not graphs:
+        return []
+    current = _arg(log, "mem_fraction_static")
+    reason = (
+        f"{len(graphs)} out-of-memory error(s) while capturing CUDA graphs at start, in the memory the KV "
+        "pool left: lower the static pool so the graphs fit (the KV pool shrinks)"
+    )
+    top = _current(log, "cuda_graph_max_bs") or max(log.capture_bs, default=None)
+    if _is_int(top) and top > 1:
+        reason += (
+            f"; or capture smaller graphs, --cuda-graph-max-bs {top // 2} (decode batches above it then run "
+            "without CUDA graphs)"
+        )
+    if current is None:
+        reason += f"; {_unknown_note(log, 'mem_fraction_static')}: lower it by about 0.05"
+    suggested = round(max(0.5, current - 0.05), 2) if current is not None else None
+    return [_rec("--mem-fraction-static", current, suggested, reason, [o.line for o in graphs], direction=-1)]
 
 
 NO_POOL_FRACTION_ROOM = 0.85  # below this --mem-fraction-static can still grow by 0.05 for the pool
@@ -604,7 +629,7 @@ def summarize(log: ServerLog) -> dict:
         "retractions": len(log.retracts),
         "oom_errors": {
             phase: sum(1 for o in log.ooms if o.phase == phase)
-            for phase in ("prefill", "decode", "req_slots", "load", "unknown")
+            for phase in ("prefill", "decode", "req_slots", "load", "cuda_graph", "unknown")
         },
         "no_kv_pool": len(log.no_pool),
         "token_usage": {"mean": round(mean(usage), 3), "max": max(usage)} if usage else None,

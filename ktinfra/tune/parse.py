@@ -42,6 +42,7 @@ _OOM_TEXT = re.compile(
 _GRAPH_OFF = re.compile(r"Cuda graph is disabled|disable_cuda_graph=True")
 _RUNTIME_OOM = re.compile(
     r"\bRuntimeError: (?:(?:Prefill|Decode) out of memory|Out of memory\. Try to lower)"
+    r"|\bException: Capture cuda graph failed:"  # cuda_graph_runner.py re-raises the capture's OOM
 )
 # the frames of the KV allocation that failed (mem_cache/common.py, schedule_batch.py)
 _DECODE_FRAMES = r"|alloc_for_decode|prepare_for_decode"
@@ -49,6 +50,11 @@ _PREFILL_FRAMES = r"|alloc_for_extend|prepare_for_extend"
 # model_runner.py load_model: between these two lines the weights (GPU experts included) are being loaded
 _LOAD = re.compile(r"\bLoad weight (begin|end)\b")
 _LOAD_FRAME = re.compile(r"\bin load_model\b")
+# (piecewise_)cuda_graph_runner.py capturing its graphs (at start, after the KV pool took its share): any
+# frame of the runner but replay/can_run, which run a captured graph at decode time
+_GRAPH_FRAME = re.compile(
+    r'cuda_graph_runner\.py", line \d+, in (?!replay|can_run)|Capture cuda graph failed'
+)
 _RANK = re.compile(r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}([^\]]*)\]")
 # model_runner_kv_cache_mixin.py init_memory_pool: after the weights no memory was left for any KV pool
 _NO_POOL = re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")
@@ -85,7 +91,9 @@ class BatchLine:
 
 @dataclass
 class OomEvent:
-    phase: str  # "prefill" | "decode" | "req_slots" | "load" (loading the weights) | "unknown"
+    # "prefill" | "decode" | "req_slots" | "load" (loading the weights) | "cuda_graph" (capturing the graphs)
+    # | "unknown"
+    phase: str
     line: str
     ts: datetime | None
     line_no: int = 0
@@ -229,6 +237,8 @@ def _oom_phase(lines: list[str], index: int, run_start: int = 0) -> str:
     context = "\n".join(lines[max(run_start, index - 30) : index + 1])
     if _LOAD_FRAME.search(context):  # ModelRunner.load_model: the weights did not fit
         return "load"
+    if _GRAPH_FRAME.search(context):  # before decode: a capture runs the attention backend's forward_decode
+        return "cuda_graph"
     if re.search(r"forward_decode|Decode out of memory" + _DECODE_FRAMES, context):
         return "decode"
     # chunked_prefill, but not the chunked_prefill_size= of the startup lines (server_args, the config line)

@@ -22,7 +22,8 @@ LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 
 def oom_counts(**counts: int) -> dict:
     """summary.oom_errors with these counts, every other phase 0."""
-    return {phase: counts.get(phase, 0) for phase in ("prefill", "decode", "req_slots", "load", "unknown")}
+    phases = ("prefill", "decode", "req_slots", "load", "cuda_graph", "unknown")
+    return {phase: counts.get(phase, 0) for phase in phases}
 
 
 def _advice(name: str, **kwargs) -> dict:
