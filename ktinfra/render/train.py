@@ -15,6 +15,7 @@ import yaml
 
 from ktinfra import int8_weights
 from ktinfra.profiles import SRC_DIR, checkout_dir
+from ktinfra.render.chat_templates import unknown_template
 from ktinfra.render.common import (
     Rendered,
     RenderError,
@@ -573,6 +574,9 @@ def render_train(
     user = check_user(user)
     env_dir = check_env_dir(env_dir)
     chat_template = _template(plan, sft, generation, template)
+    if why := unknown_template(chat_template, generation, python, llamafactory_dir):
+        given = "--template" if template else "plan sft.template" if sft.get("template") else "the template"
+        raise RenderError(f"{given} {why}")
     sections = _sections(plan, sft, generation, model_path, dataset, dataset_dir, chat_template, output_dir)
     sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path, weight_format)
     for key in ("kt_weight_path", "kt_non_expert_weight_path"):  # kt-kernel validates what these hold
