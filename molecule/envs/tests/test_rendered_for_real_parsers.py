@@ -315,3 +315,19 @@ def test_the_train_cases_cover_one_and_several_gpus_and_pools(train_results):
 def test_kt_kernel_refuses_an_unknown_kt_config_key(train_results):
     _, loaded = train_results
     assert loaded["broken"]["error"] == "TypeError: Unknown KTConfig fields: ['kt_bogus']"
+
+
+def test_the_recorded_chat_templates_are_what_llamafactory_kt_registers(host):
+    """render train judges a template by ktinfra/data/llamafactory-templates.yaml where the env is not on the
+    rendering machine, and by reading data/template.py (ast) where it is: both must be the names the installed
+    llamafactory-kt registers when it runs."""
+    from ktinfra.render.chat_templates import recorded, registered
+
+    code = "import json, llamafactory.data.template as t; "
+    code += "print(json.dumps([t.__file__, sorted(t.TEMPLATES)]))"
+    out = host.run(f"{SFT} -c {shlex.quote(code)}")
+    assert out.rc == 0, out.stderr[-3000:]
+    path, names = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(names) > 100
+    assert registered(host.file(path).content_string) == names
+    assert recorded()["current"]["names"] == names
