@@ -163,12 +163,67 @@ def _check_weight_format(method: str, path: str) -> None:
         )
 
 
+# a merged convert_cpu_weights.py output's expert keys (the script's default, both v0.4.4 and v0.7.0):
+# blk.L.ffn_{up,gate,down}_exps.E.numa.M.{weight,scale}
+_MERGED_EXPERT = re.compile(r"blk\.\d+\.ffn_(?:up|gate|down)_exps\.\d+\.numa\.(\d+)\.weight")
+
+
+def _tree_pools(folder: Path) -> int | None:
+    """The NUMA pools a converted AMX tree on this machine is split over: the _numa_M folders of its lowest
+    _layer_N that hold .kt files (--no-merge-safetensor), else the numa ids of a merged tree's keys; None
+    when neither is here."""
+    try:
+        layers = sorted(
+            (int(child.name[7:]), child)
+            for child in folder.iterdir()
+            if re.fullmatch(r"_layer_\d+", child.name) and child.is_dir()
+        )
+        if layers:  # the pools that hold weight files (.kt): an empty folder tells nothing
+            parts = [p for p in layers[0][1].iterdir() if re.fullmatch(r"_numa_\d+", p.name) and p.is_dir()]
+            return sum(1 for part in parts if any(f.suffix == ".kt" for f in part.iterdir())) or None
+        from ktinfra.lora import LoraError, safetensors_header
+
+        ids = set()
+        for shard in sorted(folder.glob("*.safetensors")):
+            try:
+                ids.update(
+                    int(m.group(1))
+                    for key in safetensors_header(shard)
+                    if (m := _MERGED_EXPERT.fullmatch(key))
+                )
+            except LoraError:
+                continue
+        return max(ids) + 1 if ids else None
+    except OSError:
+        return None
+
+
+def _check_weight_pools(serve: dict, method: str, path: str) -> None:
+    """kt-kernel (v0.4.4 as 0.7.2) reads pool i's share of each expert from _layer_N/_numa_i, or the merged
+    tree's numa.i keys, for the server's --kt-threadpool-count pools, with each file's size in its name
+    (intermediate size / pools): a tree split over more pools than the server's is loaded with files missing,
+    which operators/amx/moe.hpp read_weights only prints ("no such file", no exception), a tree over fewer
+    stops at "Path not found" or reads past its shares."""
+    if method not in ("AMXINT8", "AMXINT4") or not Path(path).is_dir():
+        return
+    tree = _tree_pools(Path(path))
+    pools = require_int(serve, "kt_threadpool_count", "serve", 1)
+    if tree is not None and tree != pools:
+        raise RenderError(
+            f"--weight-path {path} is split over {tree} NUMA pool{'s' if tree != 1 else ''}, the plan's "
+            f"serve.kt_threadpool_count is {pools}: kt-kernel loads a converted tree only with the pools it "
+            f"was converted for (files missing are read as nothing); convert it again with "
+            f"--threadpool-count {pools} (ktinfra render convert --plan), or plan {tree} pools"
+        )
+
+
 def _kt_weight_path(serve: dict, method: str, model_path: str, weight_path: str | None) -> str:
     path = weight_path or serve.get("kt_weight_path")
     if path:
         path = check_abs_path("weight path", path)
         if path != model_path:
             _check_weight_format(method, path)
+            _check_weight_pools(serve, method, path)
         return path
     if method in NATIVE_WEIGHT_METHODS:
         return model_path

@@ -1,0 +1,95 @@
+"""A converted CPU-expert tree is loaded only with the NUMA pools it was converted for.
+
+Upstream facts (kvcache-ai/ktransformers at v0.4.4 = 0bce173e3b9306c181a3cd8f9ef3f8f944a4311e, the legacy
+kt-0.4-autodl stack's kt-kernel; v0.7.0 has the same code): operators/moe-tp.hpp:54,117 gives each of the
+server's --kt-threadpool-count pools intermediate_size / pools of every expert; operators/amx/moe.hpp:178
+reads pool i from _layer_N/_numa_i and :101-119 opens INT8_{up,gate,down}_E_<bytes>Byte_{quant,scale}_.kt
+with <bytes> from that share, printing "no such file" without raising when it is not there (a tree split
+over more pools loads as nothing); :184-187 raises "Path not found" for a pool folder it lacks. A merged
+tree (convert_cpu_weights.py without --no-merge-safetensor, python/utils/loader.py:171-200) carries the
+split in its keys blk.L.ffn_{up,gate,down}_exps.E.numa.M.{weight,scale}.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+from int8_tree import write_tree
+from test_render_support import load_fixture_plan
+
+from ktinfra.render import RenderError, render_serve
+
+MODEL = "/models/Qwen3-30B-A3B"
+
+
+@pytest.fixture
+def legacy():
+    plan = load_fixture_plan("seed002-qwen3-30b-a3b-serve.json")
+    assert plan["stack"] == "kt-0.4-autodl" and plan["serve"]["kt_method"] == "AMXINT8"
+    assert plan["serve"]["kt_threadpool_count"] == 2
+    return plan
+
+
+def _merged(root, pools: int):
+    """convert_cpu_weights.py's default (merged) output: model.safetensors with the blk.* expert keys."""
+    root.mkdir(parents=True)
+    header = {}
+    for numa in range(pools):
+        for proj in ("up", "gate", "down"):
+            for kind in ("weight", "scale"):
+                header[f"blk.0.ffn_{proj}_exps.0.numa.{numa}.{kind}"] = {
+                    "dtype": "I8",
+                    "shape": [1],
+                    "data_offsets": [0, 1],
+                }
+    raw = json.dumps(header).encode()
+    (root / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0")
+    return root
+
+
+def _serve(plan, weights):
+    return render_serve(plan, name="q", model_path=MODEL, weight_path=str(weights)).info["argv"]
+
+
+def test_a_layer_tree_split_over_other_pools_than_the_plans_is_refused(legacy, tmp_path):
+    """Before, a tree converted over 1 pool rendered for the seed 002 plan's 2 pools (exit 0): kt-kernel then
+    stops at "Path not found: …/_numa_1"; one over 2 pools under a 1-pool plan loaded without its files."""
+    one = write_tree(tmp_path / "Qwen3-30B-A3B-INT8-1", numa=1)
+    with pytest.raises(
+        RenderError, match="split over 1 NUMA pool, the plan's serve.kt_threadpool_count is 2"
+    ):
+        _serve(legacy, one)
+    two = write_tree(tmp_path / "Qwen3-30B-A3B-INT8", numa=2)
+    argv = _serve(legacy, two)
+    assert argv[argv.index("--kt-threadpool-count") + 1] == "2"
+    legacy["serve"]["kt_threadpool_count"] = 1
+    with pytest.raises(
+        RenderError, match="split over 2 NUMA pools, the plan's serve.kt_threadpool_count is 1"
+    ):
+        _serve(legacy, two)
+    assert _serve(legacy, one)
+
+
+def test_the_plans_own_weight_path_is_checked_too(legacy, tmp_path):
+    legacy["serve"]["kt_weight_path"] = str(write_tree(tmp_path / "w-INT8", numa=1))
+    with pytest.raises(RenderError, match="convert it again with --threadpool-count 2"):
+        render_serve(legacy, name="q", model_path=MODEL)
+
+
+def test_a_merged_tree_is_judged_by_its_numa_keys(legacy, tmp_path):
+    with pytest.raises(RenderError, match="split over 1 NUMA pool"):
+        _serve(legacy, _merged(tmp_path / "one-INT8", 1))
+    assert _serve(legacy, _merged(tmp_path / "two-INT8", 2))
+
+
+def test_what_tells_no_split_is_not_judged(legacy, tmp_path):
+    """Empty pool folders and a tree not on this machine (rendering for another host) are not judged; an
+    AMXINT4 tree is judged as an AMXINT8 one (same folders, INT4_ files)."""
+    (tmp_path / "empty-INT8" / "_layer_0" / "_numa_0").mkdir(parents=True)
+    assert _serve(legacy, tmp_path / "empty-INT8")
+    assert _serve(legacy, tmp_path / "not-here-INT8")
+    legacy["serve"]["kt_method"] = "AMXINT4"
+    with pytest.raises(RenderError, match="split over 1 NUMA pool"):
+        _serve(legacy, write_tree(tmp_path / "w-INT4", numa=1))
