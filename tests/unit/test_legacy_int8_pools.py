@@ -12,13 +12,19 @@ split in its keys blk.L.ffn_{up,gate,down}_exps.E.numa.M.{weight,scale}.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import struct
+import subprocess
+import sys
+from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
-from int8_tree import write_tree
+from int8_tree import CONVERTER, moe_model, write_tree
 from test_render_support import load_fixture_plan
 
+from ktinfra.int8_weights import MANIFEST_NAME
 from ktinfra.render import RenderError, render_serve
 
 MODEL = "/models/Qwen3-30B-A3B"
@@ -93,3 +99,49 @@ def test_what_tells_no_split_is_not_judged(legacy, tmp_path):
     legacy["serve"]["kt_method"] = "AMXINT4"
     with pytest.raises(RenderError, match="split over 1 NUMA pool"):
         _serve(legacy, write_tree(tmp_path / "w-INT4", numa=1))
+
+
+WRAPPER = Path(__file__).resolve().parents[2] / "roles" / "kt_model_store" / "files" / "kt_store_convert.py"
+KTINFRA = str(Path(sys.executable).parent / "ktinfra")
+
+
+def _store(tmp_path, pools: int, *extra: str) -> tuple[int, dict]:
+    """kt_model_store's wrapper with the stand-in converter (int8_tree.CONVERTER) and the real ktinfra."""
+    src, script = tmp_path / "src", tmp_path / "kt-kernel" / "scripts" / "convert_cpu_weights.py"
+    if not script.exists():
+        moe_model(src)
+        (src / "model.safetensors").write_bytes(b"WEIGHTS")
+        script.parent.mkdir(parents=True)
+        script.write_text(CONVERTER)
+        (tmp_path / "cpu").mkdir()
+    argv = [sys.executable, str(WRAPPER), "--python", sys.executable, "--script", str(script), "--input-path",
+            str(src), "--quant-method", "int8", "--output", str(tmp_path / "cpu" / "m-INT8"),
+            "--threadpool-count", str(pools), "--ktinfra", KTINFRA, *extra]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_store_converts_again_for_another_pool_count(tmp_path):
+    """Before, the store's output was complete whatever the plan's kt_threadpool_count had become (the
+    request records input, input type, quant, source and converter, not the split): a tree over 2 pools
+    stayed in place for a 1-pool plan, which kt_serve then started."""
+    assert _store(tmp_path, 2)[1]["changed"] is True
+    assert _store(tmp_path, 2, "--check") == (0, {"changed": False, "complete": True, "output": ANY})
+    assert _store(tmp_path, 1, "--check")[0] == 3
+    rc, result = _store(tmp_path, 1)
+    assert (rc, result["changed"]) == (0, True)
+    manifest = json.loads((tmp_path / "cpu" / "m-INT8" / MANIFEST_NAME).read_text())
+    assert manifest["threadpool_count"] == 1
+    assert _store(tmp_path, 1, "--check")[0] == 0
+    assert _store(tmp_path, 0, "--check")[0] == 0  # 0: no serve plan, the converter's default: not judged
+
+
+def test_the_store_reads_the_split_of_both_layouts(tmp_path):
+    spec = importlib.util.spec_from_file_location("kt_store_convert", WRAPPER)
+    store = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(store)
+    assert store.tree_pools(write_tree(tmp_path / "layers", numa=2)) == 2
+    assert store.tree_pools(_merged(tmp_path / "merged", 2)) == 2  # int4 stays merged
+    assert store.tree_pools(_merged(tmp_path / "merged1", 1)) == 1
+    (tmp_path / "none").mkdir()
+    assert store.tree_pools(tmp_path / "none") is None

@@ -18,6 +18,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from pathlib import Path
 
 MARKER = ".ktinfra-complete.json"
 INT8_MANIFEST = "kt-weight-manifest.json"  # ktinfra/int8_weights.py
+# a merged output's expert keys (convert_cpu_weights.py without --no-merge-safetensor)
+MERGED_EXPERT = re.compile(r"blk\.\d+\.ffn_(?:up|gate|down)_exps\.\d+\.numa\.(\d+)\.weight")
 # output size relative to a bf16 input, plus headroom for scales and metadata
 SIZE_FACTOR = {"int8": 0.55, "int4": 0.3}
 
@@ -107,13 +110,40 @@ def native_input_type(model: Path) -> str:
     return CONVERTED_DTYPES[dtype]
 
 
-def complete(out: Path, request: dict) -> bool:
+def tree_pools(out: Path) -> int | None:
+    """The NUMA pools a converted output is split over: the _numa_M folders holding .kt files in its lowest
+    _layer_N, else the numa ids of a merged output's keys (blk.L.ffn_up_exps.E.numa.M.weight); None when
+    neither tells."""
+    try:
+        layers = sorted(
+            (int(p.name[7:]), p) for p in out.glob("_layer_*") if p.name[7:].isdigit() and p.is_dir()
+        )
+        if layers:
+            parts = [p for p in layers[0][1].glob("_numa_*") if p.name[6:].isdigit() and p.is_dir()]
+            return sum(1 for p in parts if any(p.glob("*.kt"))) or None
+        ids = set()
+        for shard in sorted(out.glob("*.safetensors")):
+            with shard.open("rb") as handle:
+                size = int.from_bytes(handle.read(8), "little")
+                header = json.loads(handle.read(size)) if 0 < size <= 100_000_000 else {}
+            ids.update(int(m.group(1)) for key in header if (m := MERGED_EXPERT.fullmatch(key)))
+        return max(ids) + 1 if ids else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def complete(out: Path, request: dict, pools: int = 0) -> bool:
     """A marker written before the request held the source and the converter (ktinfra up to this change) is
     taken when its fields match and it was written after the model's current fetch completed (so it was
-    made from these files); it is rewritten with the full request, which later runs compare."""
+    made from these files); it is rewritten with the full request, which later runs compare. `pools` (the
+    plan's kt_threadpool_count; 0: not given): an output split over another number is due again, since
+    kt-kernel (v0.4.4 as 0.7.2) loads it only with the pools it was converted for."""
     marker_path = marker_of(out, request["quant"])
     marker = read_json(marker_path)
     if not marker or (request["quant"] == "int8" and not (out / INT8_MANIFEST).is_file()):
+        return False
+    split = tree_pools(out) if pools > 0 else None
+    if split is not None and split != pools:
         return False
     if marker.get("request") == request:
         return True
@@ -221,7 +251,7 @@ def main(argv: list[str]) -> int:
         return 1
     request = {"input": str(args.input_path), "input_type": args.input_type, "quant": args.quant_method,
                "source": source_of(args.input_path), "converter": converter_of(args)}  # fmt: skip
-    if complete(args.output, request):
+    if complete(args.output, request, args.threadpool_count or 0):
         print(json.dumps({"changed": False, "complete": True, "output": str(args.output)}))
         return 0
     if args.check:
