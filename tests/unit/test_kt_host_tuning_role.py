@@ -128,6 +128,46 @@ def test_a_nofile_above_the_hosts_nr_open_is_refused_unless_the_role_raises_it(t
     assert f"*    hard nofile  {above}\n" in (tmp_path / "limits.conf").read_text()
 
 
+SYSCTLS, REPORT = "kt_host_tuning_sysctls", "kt_host_tuning_report_file"
+
+
+@pytest.mark.parametrize(
+    ("sysctls", "named"),
+    [({"vm.swappiness": None}, "vm.swappiness has no usable value (got null)"),
+     ({"kernel.numa_balancing": False}, "kernel.numa_balancing has no usable value (got false)"),
+     ({"vm.swappiness": ""}, "vm.swappiness has no usable value"),
+     ({"vm.swappiness": [10]}, "vm.swappiness has no usable value (got [10])"),
+     ({"vm.swappiness": "10\nkernel.panic = 1"}, "vm.swappiness has no usable value"),
+     ({"vm swappiness": 10}, 'bad name "vm swappiness"'),
+     ({"vm.swappiness=": 10}, 'bad name "vm.swappiness="')],
+)  # fmt: skip
+def test_a_sysctl_without_a_usable_value_is_refused_before_anything_is_written(tmp_path, sysctls, named):
+    """Before: all passed validate.yml, and persist.yml wrote `vm.swappiness = None` (False, a second line)
+    into /etc/sysctl.d before kt-tune.sh reported not_set: systemd-sysctl then fails at every boot."""
+    rc, output = render(tmp_path, ["kt_host_tuning_memlock=unlimited", json.dumps({SYSCTLS: sysctls})])
+    assert rc != 0
+    assert "kt_host_tuning_sysctls: " in output and named in output, output[-3000:]
+    assert "each name must be a sysctl" in output
+    assert not (tmp_path / "limits.conf").exists()
+
+
+def test_numbers_and_multi_value_sysctls_are_accepted(tmp_path):
+    sysctls = {"vm.swappiness": 10, "net.ipv4.ip_local_port_range": "1024 65000", "net/ipv4/tcp_sack": "1"}
+    rc, output = render(tmp_path, ["kt_host_tuning_memlock=unlimited", json.dumps({SYSCTLS: sysctls})])
+    assert rc == 0, output[-3000:]
+
+
+@pytest.mark.parametrize("report", ["tuning.json", "var/lib/ktinfra/tuning.json", "/var/lib/ktinfra/"])
+def test_a_report_file_that_is_no_absolute_file_path_is_refused_first(tmp_path, report):
+    """Before: accepted; the report is written last, so tasks/runtime.yml failed there (dirname "" or a
+    directory) after every setting had been applied to the host."""
+    rc, output = render(tmp_path, ["kt_host_tuning_memlock=unlimited", f"{REPORT}={report}"])
+    assert rc != 0
+    refusal = "kt_host_tuning_report_file must be an absolute file path, as /var/lib/ktinfra/tuning.json"
+    assert f"{refusal} (got {report})" in output, output[-3000:]
+    assert not (tmp_path / "limits.conf").exists()
+
+
 SHM_TASK = "Persist the /dev/shm size"
 DISTRO_FSTAB = (
     "# /etc/fstab: static file system information.\n"
