@@ -499,9 +499,18 @@ def convert(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
             raise LoraError(f"converter failed (exit {proc.returncode}): {' | '.join(tail)}")
         inspect_adapter(adapter.name, target)  # the result must itself be a valid adapter
+        # the previous conversion is moved aside (removed with the scratch directory), not deleted first: if
+        # the new one cannot be moved in, the previous one goes back and the server keeps its adapter
+        previous = scratch / "previous"
         if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(target, out_dir)
+            os.replace(out_dir, previous)
+        try:
+            os.replace(target, out_dir)
+        except OSError as exc:
+            if previous.exists():
+                os.replace(previous, out_dir)
+            why = exc.strerror or exc
+            raise LoraError(f"cannot move the converted adapter into {out_dir}: {why}") from exc
         done = True
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
