@@ -441,6 +441,26 @@ def check_output_path(adapter: Adapter, out_dir: Path) -> None:
         raise LoraError(f"adapter {adapter.name}: output {out_dir} must be outside its input {source}")
 
 
+def check_targets_apart(name: str, target: Path, targets: dict[Path, str], inputs: dict[str, Path]) -> None:
+    """One conversion's output, against the outputs of the adapters before it (`targets`, output -> name) and
+    the input of every adapter of the run: each conversion gets a directory of its own, and none replaces
+    (or lands inside, or around) the directory another adapter is read from."""
+    target = target.resolve()
+    if target in targets:
+        raise LoraError(
+            f"adapters {targets[target]} and {name} would both be converted into {target}; pass "
+            "--output-dir DIR (each adapter goes to DIR/NAME), or serve one training output under one name"
+        )
+    for other, source in inputs.items():
+        source = source.resolve()
+        if other != name and (target.is_relative_to(source) or source.is_relative_to(target)):
+            raise LoraError(
+                f"adapter {name} would be converted into {target}, which adapter {other} is read from; pass "
+                "--output-dir DIR outside every adapter's directory"
+            )
+    targets[target] = name
+
+
 def default_output(adapter: Adapter, legacy: bool) -> Path:
     return adapter.path.with_name(adapter.path.name + ("_converted" if legacy else "_sglang"))
 

@@ -60,13 +60,15 @@ def _conversion_steps(
     """What to convert where (every command checked, nothing run) and the adapter paths to serve."""
     converting = [a for a in adapters if lora.needs_conversion(a, legacy)]
     script = lora.find_converter(legacy, converter, converter_python) if converting else None
-    steps, served = [], {}
+    steps, served, targets = [], {}, {}
+    inputs = {a.name: a.path for a in adapters}
     for a in adapters:
         if a not in converting:
             served[a.name] = a.path
             continue
         target = ((output_dir / a.name) if output_dir else lora.default_output(a, legacy)).resolve()
         lora.check_output_path(a, target)
+        lora.check_targets_apart(a.name, target, targets, inputs)
         if target.exists() and not overwrite:
             raise lora.LoraError(f"{target} already exists; pass --overwrite to replace it")
 
