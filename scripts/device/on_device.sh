@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the device host (GPU + AMX, no network), from the root of the checkout the device tool sent, with
 # .devcarry carried (see prepare.sh). Results: $OUT/log.txt and $OUT/results.tgz (re-packed after each phase).
-# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor validate stream moe-quick moe moe-repeat moe-headroom moe-concurrency moe-cpu-share rawint4]
+# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor validate stream moe-quick moe moe-repeat moe-headroom moe-concurrency moe-cpu-share rawint4 gguf-kquant]
 set -u
 carry=$(cd "$(dirname "$0")/../../.." && pwd)
 repo=$carry/repo
@@ -88,6 +88,12 @@ for phase in $phases; do
       python3 benchmarks/moe_threads.py --cores "$(physical_cores)" --numa-nodes "$(numa_nodes)" \
         --out "$out/moe_threads.json"
       cp "$out/moe_threads.json" "$res/" ;;
+    gguf-kquant)
+      # kt-kernel's LLAMAFILE backend on K-quant and IQ expert tensors vs gguf-py's dequantized reference
+      # (KT_GGUF_TYPES: a comma-separated subset; KT_GGUF_SEED: the random weights' seed)
+      python3 scripts/device/gguf_kquant_check.py --threads 14 ${KT_GGUF_TYPES:+--types "$KT_GGUF_TYPES"} \
+        --seed "${KT_GGUF_SEED:-0}" --out "$out/gguf_kquant-seed${KT_GGUF_SEED:-0}.json" 2>"$res/gguf-kquant.err"
+      echo "gguf-kquant rc=$?"; tail -5 "$res/gguf-kquant.err" ;;
     rawint4)
       # kt-kernel's RAWINT4 (Kimi-K2-Thinking's int4 experts): the default backend and the AVX2 fallback
       for backend in auto avx2; do
