@@ -63,7 +63,46 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
     35: ("TQ2_0", QK_K, 2 + 64),
     39: ("MXFP4", 32, 1 + 16),
 }
-KT_UNREADABLE_TYPES = frozenset({"TQ1_0", "TQ2_0"})
+# kt-kernel 0.7.2's LLAMAFILE backend, expert tensor type by type, measured on the H200 host: one tiny MoE
+# layer per type against gguf-py's dequantized weights (scripts/device/gguf_kquant_check.py,
+# docs/results/2026-11-29-h200-gguf-types). F32, F16, BF16, Q8_0, Q5_0, Q4_0, MXFP4, Q2_K-Q6_K and IQ1_S
+# match them (relative L2 0.002-0.017); the types below do not.
+_ABORTS = (
+    "kt-kernel loads them, then the server aborts at its first forward (std::runtime_error 'llamafile not "
+    "supported')"
+)
+KT_LLAMAFILE_FAILS: dict[str, str] = {
+    "TQ1_0": "kt-kernel's GGUF loader has no such type (KeyError)",
+    "TQ2_0": "kt-kernel's GGUF loader has no such type (KeyError)",
+    **{kind: _ABORTS for kind in ("Q4_1", "Q5_1", "IQ4_NL", "IQ3_S", "IQ3_XXS", "IQ2_S", "IQ2_XS", "IQ1_M")},
+    "IQ2_XXS": "kt-kernel computes a wrong result from them (relative L2 error 0.93 against the weights)",
+}
+# served, less exactly than the others: relative L2 error against the weights (two random layers)
+KT_LLAMAFILE_IMPRECISE: dict[str, float] = {"IQ4_XS": 0.06}
+
+
+def llamafile_failure(types) -> str | None:
+    """Why kt-kernel's LLAMAFILE backend cannot serve expert tensors of these ggml types, or None."""
+    bad = sorted(set(types) & set(KT_LLAMAFILE_FAILS))
+    if not bad:
+        return None
+    reasons = "; ".join(dict.fromkeys(KT_LLAMAFILE_FAILS[kind] for kind in bad))
+    return f"expert tensors in {', '.join(bad)}, which kt-kernel 0.7.2's LLAMAFILE cannot serve: {reasons}"
+
+
+def llamafile_imprecision(types) -> str | None:
+    """A warning for expert tensors kt-kernel serves with a larger error than the other types, or None."""
+    rough = sorted(set(types) & set(KT_LLAMAFILE_IMPRECISE))
+    if not rough:
+        return None
+    errors = ", ".join(f"{kind} {KT_LLAMAFILE_IMPRECISE[kind]:g}" for kind in rough)
+    return (
+        f"kt-kernel 0.7.2's LLAMAFILE computes {', '.join(rough)} expert tensors less exactly than the other "
+        f"GGUF types (relative L2 error against the weights: {errors}; Q4_K, Q8_0 0.01-0.02): a K-quant file "
+        "(e.g. Q4_K_M) is the safer choice"
+    )
+
+
 TYPE_BITS = {name: size * 8 / block for name, block, size in GGML_TYPES.values()}
 
 # llama.cpp's file types (llama.h llama_ftype; general.file_type): id -> the name quantize and file names use.
@@ -439,3 +478,9 @@ def read_dir(path: Path) -> GgufDir | None:
             model.quant, model.quant_source = quant_in_name(model.name), "file name"
         models.append(model)
     return GgufDir(Path(path), models, others, sum(h.file_bytes for h in headers))
+
+
+def mix_types(quant: str) -> set[str]:
+    """The tensor types a llama.cpp file type puts in the routed experts (EXPERT_MIX)."""
+    gate_up, down = EXPERT_MIX[quant]
+    return set(gate_up) | set(down)

@@ -71,12 +71,13 @@ class CpuFormat:
         return published != "int4"
 
 
-# GGUF quants, all read by kt-kernel's LLAMAFILE backend: bits per routed-expert weight of each llama.cpp
-# file type, from ggml's block sizes and llama.cpp's per-tensor rules (ktinfra.gguf_files.EXPERT_MIX: Q8_0
-# 8.5 and Q6_K 6.5625 exactly; the mixed K/IQ types are averages over the layers, e.g. Q5_K_M 5.68, Q3_K_M
-# 3.81, Q2_K 2.90 with its down projections in Q3_K). Q4_K_M keeps the 4.85 it always had here (the rule
-# gives 4.84: 4.5-bit Q4_K blocks with half of the down projections in Q6_K). With --weight-path at the
-# .gguf files, the plan takes the bytes from their headers instead (ktinfra.plan.serve).
+# GGUF quants kt-kernel's LLAMAFILE backend serves (not those in gguf_files.KT_LLAMAFILE_FAILS): bits per
+# routed-expert weight of each llama.cpp file type, from ggml's block sizes and llama.cpp's per-tensor rules
+# (ktinfra.gguf_files.EXPERT_MIX: Q8_0 8.5 and Q6_K 6.5625 exactly; the mixed K/IQ types are averages over
+# the layers, e.g. Q5_K_M 5.68, Q3_K_M 3.81, Q2_K 2.90 with its down projections in Q3_K). Q4_K_M keeps the
+# 4.85 it always had here (the rule gives 4.84: 4.5-bit Q4_K blocks with half of the down projections in
+# Q6_K). With --weight-path at the .gguf files, the plan takes the bytes from their headers instead
+# (ktinfra.plan.serve).
 GGUF_Q4_K_M_BITS = 4.85
 GGUF_FORMATS: dict[str, CpuFormat] = {
     f"GGUF:{quant}": CpuFormat(
@@ -88,6 +89,7 @@ GGUF_FORMATS: dict[str, CpuFormat] = {
         gguf=True,
     )
     for quant in gguf_files.EXPERT_MIX
+    if not gguf_files.llamafile_failure(gguf_files.mix_types(quant))  # kt-kernel cannot serve the others
 }
 DEFAULT_GGUF = "GGUF:Q4_K_M"  # LLAMAFILE without a quant named (and the table's GGUF row)
 
@@ -133,6 +135,9 @@ def cpu_format(name: str) -> CpuFormat:
         what = (
             "a llama.cpp quant not offered" if quant in gguf_files.FILE_TYPE_NAMES else "unknown GGUF quant"
         )
+        why = quant in gguf_files.EXPERT_MIX and gguf_files.llamafile_failure(gguf_files.mix_types(quant))
+        if why:
+            raise ValueError(f"--cpu-format {name}: {quant} puts {why}; GGUF:<TYPE> takes one of {quants}")
         raise ValueError(f"--cpu-format {name}: {what} for LLAMAFILE; GGUF:<TYPE> takes TYPE one of {quants}")
     formats = ", ".join(f for f in CPU_FORMATS if f != DEFAULT_GGUF)
     raise ValueError(

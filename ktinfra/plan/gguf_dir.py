@@ -153,18 +153,14 @@ def held_gguf(path: str, requested: str | None) -> HeldGguf | None:
         )
     _one_model(path, models)
     quant, source = _quant(path, models, requested)
+    # the tensors first: a file whose experts were given other types (--tensor-type, unsloth's UD quants) is
+    # judged by what it holds, not by the file type
+    if why := gguf_files.llamafile_failure({t.type_name for m in models for t in m.expert_tensors()}):
+        raise gguf_files.GgufError(f"--weight-path {path} ({quant}, {source}) holds {why}")
     held_format = sizing.GGUF_FORMATS.get(f"GGUF:{quant}")
     if held_format is None:
         raise gguf_files.GgufError(
             f"--weight-path {path} holds {quant} ({source}), which LLAMAFILE does not serve"
-        )
-    unread = sorted(
-        {t.type_name for m in models for t in m.expert_tensors()} & gguf_files.KT_UNREADABLE_TYPES
-    )
-    if unread:
-        raise gguf_files.GgufError(
-            f"--weight-path {path}: expert tensors in {', '.join(unread)}, which kt-kernel's GGUF loader "
-            "cannot read"
         )
     return HeldGguf(path, held_format, source, tuple(models), tuple(directory.others), directory.file_bytes)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ktinfra import sizing
+from ktinfra import gguf_files, sizing
 from ktinfra.architecture import Architecture
 from ktinfra.plan import formats
 from ktinfra.plan.host import (
@@ -632,6 +632,14 @@ def _plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> 
     if held:
         reasons["kt_method"], reasons["kt_weight_format"] = held.reason(), held.files_reason(arch)
         warnings += held.warnings(arch)
+    if fmt.gguf:
+        types = (
+            {t.type_name for t in held.expert_tensors(arch)}
+            if held
+            else gguf_files.mix_types(fmt.name.removeprefix("GGUF:"))
+        )
+        if rough := gguf_files.llamafile_imprecision(types):
+            warnings.append(rough)
     weight_path = _weight_path(opts.get("weight_path"), fmt, est, reasons, held)
     serve: dict = dict.fromkeys(SERVE_KEYS)
     serve.update(

@@ -105,7 +105,7 @@ def main() -> None:
                 planned = sizing.cpu_format(f"GGUF:{qtype}").name
             except ValueError as exc:
                 planned = f"not offered: {str(exc).split(';')[0]}"
-            planned = {"cpu_format": planned, "tensor_readable": qtype not in gguf_files.KT_UNREADABLE_TYPES}
+            planned = {"cpu_format": planned, "refused": gguf_files.llamafile_failure({qtype})}
             got = wrapper(folder, 768, 1, load=True)
             results["types"].append({"type": qtype, "ktinfra_reads": tensor_types, "ktinfra_plans": planned,
                                      "kt_kernel_load": got})  # fmt: skip

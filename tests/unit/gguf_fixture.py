@@ -17,7 +17,8 @@ ALIGNMENT = 32
 # ggml type ids and (weights per block, bytes per block) of the types these tests write
 TYPES = {
     "F32": (0, 1, 4), "F16": (1, 1, 2), "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "Q6_K": (14, 256, 210),
-    "TQ2_0": (35, 256, 66), "MXFP4": (39, 32, 17),
+    "TQ2_0": (35, 256, 66), "MXFP4": (39, 32, 17), "Q4_1": (3, 32, 20), "IQ2_XXS": (16, 256, 66),
+    "IQ3_XXS": (18, 256, 98), "IQ1_S": (19, 256, 50),
 }  # fmt: skip
 FILE_TYPES = {"F32": 0, "F16": 1, "Q8_0": 7, "Q4_K_M": 15, "Q6_K": 18, "TQ1_0": 36}
 # the tensor types each file type writes here: (gate and up, down); Q4_K_M as llama.cpp mixes it, by layer

@@ -56,7 +56,8 @@ def test_bits_per_weight_come_from_ggml_block_sizes():
     bits = {name: fmt.bytes_per_param * 8 for name, fmt in sizing.GGUF_FORMATS.items()}
     assert bits["GGUF:Q8_0"] == 8.5 and bits["GGUF:Q6_K"] == 6.5625 and bits["GGUF:BF16"] == 16
     assert bits["GGUF:Q4_K_M"] == 4.85  # as before (the layer rule gives 4.84)
-    assert bits["GGUF:Q5_K_M"] == 5.68 and bits["GGUF:Q3_K_M"] == 3.81 and bits["GGUF:IQ2_XXS"] == 2.09
+    assert bits["GGUF:Q5_K_M"] == 5.68 and bits["GGUF:Q3_K_M"] == 3.81
+    assert gguf_files.expert_bits_per_weight("IQ2_XXS") == pytest.approx(2.09, abs=5e-3)  # sized, not offered
     assert bits["GGUF:Q2_K"] == pytest.approx(2.896, abs=1e-3)  # its down projections are Q3_K
     order = ["GGUF:Q8_0", "GGUF:Q6_K", "GGUF:Q5_K_M", "GGUF:Q4_K_M", "GGUF:Q3_K_M", "GGUF:Q2_K", "GGUF:IQ1_S"]
     assert [bits[name] for name in order] == sorted((bits[name] for name in order), reverse=True)
@@ -65,7 +66,7 @@ def test_bits_per_weight_come_from_ggml_block_sizes():
 @pytest.mark.parametrize(
     ("spelling", "name"),
     [("GGUF:Q8_0", "GGUF:Q8_0"), ("gguf:q6_k", "GGUF:Q6_K"), ("Q8_0", "GGUF:Q8_0"),
-     ("gguf-iq2-xxs", "GGUF:IQ2_XXS"), ("GGUF_Q4_K_M", "GGUF:Q4_K_M"), ("llamafile", "GGUF:Q4_K_M"),
+     ("gguf-iq1-s", "GGUF:IQ1_S"), ("GGUF_Q4_K_M", "GGUF:Q4_K_M"), ("llamafile", "GGUF:Q4_K_M"),
      ("GGUF", "GGUF:Q4_K_M"), ("BF16", "BF16")],
 )  # fmt: skip
 def test_cpu_format_takes_every_gguf_quant(spelling, name):
@@ -346,8 +347,62 @@ def test_mxfp4_experts_are_read_by_kt_kernel_and_ternary_ones_are_not(tmp_path):
     assert result["feasible"], result["problems"]
     assert result["serve"]["kt_weight_format"] == "gguf:Q8_0"
     _qwen3_30b_with_one_expert_in(tmp_path / "ternary", "TQ2_0")
-    with pytest.raises(PlanInputError, match="expert tensors in TQ2_0, which kt-kernel's GGUF loader"):
+    with pytest.raises(
+        PlanInputError, match="expert tensors in TQ2_0, which kt-kernel 0.7.2's LLAMAFILE cannot"
+    ):
         serve(tmp_path / "ternary")
+
+
+# measured on the H200 host with kt-kernel 0.7.2 (docs/results/2026-11-29-h200-gguf-types)
+SERVED = (
+    "F32",
+    "F16",
+    "BF16",
+    "Q8_0",
+    "Q5_0",
+    "Q4_0",
+    "MXFP4",
+    "Q2_K",
+    "Q3_K",
+    "Q4_K",
+    "Q5_K",
+    "Q6_K",
+    "IQ1_S",
+)
+ABORTS = ("Q4_1", "Q5_1", "IQ4_NL", "IQ3_S", "IQ3_XXS", "IQ2_S", "IQ2_XS", "IQ1_M")
+
+
+def test_expert_types_kt_kernel_cannot_serve_are_refused_by_what_the_files_hold(tmp_path):
+    """kt-kernel 0.7.2 loads IQ4_NL, IQ3_S, IQ3_XXS, IQ2_S, IQ2_XS, IQ1_M, Q4_1 and Q5_1 expert tensors, then
+    the server aborts at its first forward ("llamafile not supported"); IQ2_XXS gives a wrong result (relative
+    L2 0.93). A directory whose file type is served (Q8_0) but one of whose experts is in such a type (a
+    --tensor-type mix, unsloth's UD quants) was planned, and the server died at its first request."""
+    for kind, said in (("IQ3_XXS", "aborts at its first forward"), ("IQ2_XXS", "wrong result"),
+                       ("Q4_1", "'llamafile not supported'")):  # fmt: skip
+        _qwen3_30b_with_one_expert_in(tmp_path / kind, kind)
+        with pytest.raises(PlanInputError, match=f"holds expert tensors in {kind}, which .* {said}"):
+            serve(tmp_path / kind)
+    for kind in ("Q6_K", "IQ1_S"):
+        _qwen3_30b_with_one_expert_in(tmp_path / kind, kind)
+        assert serve(tmp_path / kind)["feasible"]
+
+
+def test_only_file_types_whose_experts_kt_kernel_serves_are_offered():
+    offered = {name.removeprefix("GGUF:") for name in sizing.GGUF_FORMATS}
+    for quant in gguf_files.EXPERT_MIX:
+        served = gguf_files.mix_types(quant) <= set(SERVED) | set(gguf_files.KT_LLAMAFILE_IMPRECISE)
+        assert (quant in offered) == served, quant
+    assert {"Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "Q2_K", "IQ4_XS", "IQ1_S"} <= offered
+    assert set(ABORTS) | {"IQ2_XXS", "IQ2_M", "IQ3_M", "IQ3_XS"} <= set(gguf_files.EXPERT_MIX) - offered
+    with pytest.raises(ValueError, match="IQ2_M puts expert tensors in IQ2_S, IQ3_S, which kt-kernel 0.7.2"):
+        sizing.cpu_format("GGUF:IQ2_M")
+
+
+def test_an_iq4_xs_plan_warns_of_its_larger_error(tmp_path):
+    """IQ4_XS is served, with a relative L2 error of 0.06 against the weights (K-quants 0.01-0.02)."""
+    result = plan(no_amx(), "Qwen3-30B-A3B", "serve", cpu_format="GGUF:IQ4_XS")
+    assert any("computes IQ4_XS expert tensors less exactly" in w for w in result["warnings"])
+    assert not any("less exactly" in w for w in plan(no_amx(), "Qwen3-30B-A3B", "serve")["warnings"])
 
 
 # ---- the command line ------------------------------------------------------------------------------------
