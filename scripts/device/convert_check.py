@@ -34,6 +34,39 @@ def reference(w: dict, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor
     return y
 
 
+def cpu_moe(
+    weight_path: Path,
+    method: str,
+    *,
+    experts: int,
+    topk: int,
+    hidden: int,
+    width: int,
+    threads: int,
+    pools: int = 1,
+    layer: int = 0,
+    chunk: int = 64,
+):
+    """kt-kernel's MoE layer with every expert on the CPU, loaded, as SGLang builds it for --kt-method."""
+    from kt_kernel import KTMoEWrapper
+
+    moe = KTMoEWrapper(
+        layer_idx=layer,
+        num_experts=experts,
+        num_experts_per_tok=topk,
+        hidden_size=hidden,
+        moe_intermediate_size=width,
+        gpu_experts_mask=torch.zeros(experts, dtype=torch.bool),
+        cpuinfer_threads=threads,
+        threadpool_count=pools,
+        weight_path=str(weight_path),
+        chunked_prefill_size=chunk,
+        method=method,
+    )
+    moe.load_weights(torch.arange(experts, dtype=torch.int64))
+    return moe
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True, help="original BF16 checkpoint")
@@ -43,27 +76,16 @@ def main() -> None:
     parser.add_argument("--pools", type=int, default=1)
     parser.add_argument("--tokens", type=int, default=16)
     args = parser.parse_args()
-    from kt_kernel import KTMoEWrapper
-
     cfg = json.loads((args.model / "config.json").read_text())
     experts, topk = cfg["num_experts"], cfg["num_experts_per_tok"]
     torch.manual_seed(1)
     results = []
     for layer in range(cfg["num_hidden_layers"]):
-        wrapper = KTMoEWrapper(
-            layer_idx=layer,
-            num_experts=experts,
-            num_experts_per_tok=topk,
-            hidden_size=cfg["hidden_size"],
-            moe_intermediate_size=cfg["moe_intermediate_size"],
-            gpu_experts_mask=torch.zeros(experts, dtype=torch.bool),
-            cpuinfer_threads=args.threads,
-            threadpool_count=args.pools,
-            weight_path=str(args.weights),
-            chunked_prefill_size=max(args.tokens, 64),
-            method=args.method,
-        )
-        wrapper.load_weights(torch.arange(experts, dtype=torch.int64))
+        wrapper = cpu_moe(
+            args.weights, args.method, experts=experts, topk=topk, hidden=cfg["hidden_size"],
+            width=cfg["moe_intermediate_size"], threads=args.threads, pools=args.pools, layer=layer,
+            chunk=max(args.tokens, 64),
+        )  # fmt: skip
         x = torch.randn(args.tokens, cfg["hidden_size"]) * 0.5
         ids = torch.stack([torch.randperm(experts)[:topk] for _ in range(args.tokens)])
         weights = torch.softmax(torch.randn(args.tokens, topk), dim=-1)

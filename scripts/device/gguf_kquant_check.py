@@ -107,25 +107,13 @@ def ktinfra_view(folder: Path) -> dict:
 
 def run_kt_kernel(folder: Path, dense: dict, threads: int, seed: int = 0) -> dict:
     import torch
-    from convert_check import reference  # the float32 MoE reference the other kernel checks use
-    from kt_kernel import KTMoEWrapper
+    from convert_check import cpu_moe, reference  # as the other kernel checks build and judge it
 
     try:
-        moe = KTMoEWrapper(
-            layer_idx=0,
-            num_experts=EXPERTS,
-            num_experts_per_tok=TOPK,
-            hidden_size=HIDDEN,
-            moe_intermediate_size=WIDTH,
-            gpu_experts_mask=torch.zeros(EXPERTS, dtype=torch.bool),
-            cpuinfer_threads=threads,
-            threadpool_count=1,
-            weight_path=str(folder),
-            chunked_prefill_size=64,
-            method="LLAMAFILE",
+        print("stage load", flush=True)
+        moe = cpu_moe(
+            folder, "LLAMAFILE", experts=EXPERTS, topk=TOPK, hidden=HIDDEN, width=WIDTH, threads=threads
         )
-        print("stage load_weights", flush=True)
-        moe.load_weights(torch.arange(EXPERTS, dtype=torch.int64))
         torch.manual_seed(seed)
         x = (torch.randn(TOKENS, HIDDEN) * 0.5).to(torch.bfloat16)
         ids = torch.stack([torch.randperm(EXPERTS)[:TOPK] for _ in range(TOKENS)])

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import torch
-from convert_check import reference  # the same float32 MoE reference the AMXINT8/INT4 check uses
+from convert_check import cpu_moe, reference  # the float32 MoE reference the AMXINT8/INT4 check uses
 from safetensors.torch import save_file
 
 GROUP = 32
@@ -67,7 +67,6 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--calls", type=int, default=20)
     args = parser.parse_args()
-    from kt_kernel import KTMoEWrapper
     from kt_kernel.utils.amx import NativeMoEWrapper
 
     hidden, inter, topk, experts = 7168, 2048, 8, args.experts
@@ -90,20 +89,9 @@ def main() -> None:
         path = args.dir / layer_dir
         write_layer(path, quantized, offset)
         NativeMoEWrapper.force_release_loader()  # the loader is a class-wide singleton bound to one path
-        wrapper = KTMoEWrapper(
-            layer_idx=0,
-            num_experts=experts,
-            num_experts_per_tok=topk,
-            hidden_size=hidden,
-            moe_intermediate_size=inter,
-            gpu_experts_mask=torch.zeros(experts, dtype=torch.bool),
-            cpuinfer_threads=args.threads,
-            threadpool_count=1,
-            weight_path=str(path),
-            chunked_prefill_size=64,
-            method="RAWINT4",
+        wrapper = cpu_moe(
+            path, "RAWINT4", experts=experts, topk=topk, hidden=hidden, width=inter, threads=args.threads
         )
-        wrapper.load_weights(torch.arange(experts, dtype=torch.int64))
         stream = torch.cuda.current_stream().cuda_stream
         x = torch.randn(args.tokens, hidden) * 0.5
         ids = torch.stack([torch.randperm(experts)[:topk] for _ in range(args.tokens)])
