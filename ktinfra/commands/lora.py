@@ -85,9 +85,13 @@ def _install_file(target: Path, content: str, mode: int) -> None:
     """Created with its final mode, so an env file holding the API key is never world-readable."""
     tmp = target.with_name(f".{target.name}.tmp")
     tmp.unlink(missing_ok=True)
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w") as handle:
-        handle.write(content)
-    tmp.replace(target)
+    try:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w") as handle:
+            handle.write(content)
+        tmp.replace(target)
+    except BaseException:  # a full disk, an interrupt: no half-written copy (of the API key) left beside it
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _check_can_start() -> None:
