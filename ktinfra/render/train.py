@@ -162,18 +162,19 @@ def _recipe(sft: dict, generation: str = "current") -> dict:
 WARMUP = {"current": {"warmup_steps": 0.1}, "legacy": {"warmup_ratio": 0.1}}
 
 
-def _template(plan: dict, sft: dict, generation: str, template: str | None) -> str:
+def _template(plan: dict, sft: dict, generation: str, template: str | None) -> tuple[str, str]:
+    """(where the chat template comes from, its name)."""
     if template:
-        return check_word("--template", template)
+        return "--template", check_word("--template", template)
     if sft.get("template") is not None:
         if not isinstance(sft["template"], str):
             raise RenderError(f"plan sft.template must be a template name, got {sft['template']!r}")
-        return check_word("plan sft.template", sft["template"])
+        return "plan sft.template", check_word("plan sft.template", sft["template"])
     arch = model_section(plan).get("architecture")
     found = TEMPLATES[generation].get(arch) if isinstance(arch, str) else None
     if not found:
         raise RenderError(f"no LLaMA-Factory template known for architecture {arch!r}: pass --template")
-    return found
+    return f"the template picked for architecture {arch!r}", found
 
 
 def _kt_block(
@@ -573,9 +574,8 @@ def render_train(
     python = check_abs_path("--python", python)
     user = check_user(user)
     env_dir = check_env_dir(env_dir)
-    chat_template = _template(plan, sft, generation, template)
+    given, chat_template = _template(plan, sft, generation, template)
     if why := unknown_template(chat_template, generation, python, llamafactory_dir):
-        given = "--template" if template else "plan sft.template" if sft.get("template") else "the template"
         raise RenderError(f"{given} {why}")
     sections = _sections(plan, sft, generation, model_path, dataset, dataset_dir, chat_template, output_dir)
     sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path, weight_format)

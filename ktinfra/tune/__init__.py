@@ -111,11 +111,6 @@ def _unit_property(unit: str, name: str) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
-def _load_state(unit: str) -> str | None:
-    """systemd's LoadState of UNIT ("loaded", "not-found", ...), or None where systemctl cannot say."""
-    return _unit_property(unit, "LoadState")
-
-
 def missing_unit(unit: str, journal: str, load_state: str | None) -> str | None:
     """Why --unit UNIT names nothing to read, or None: a unit with journal lines is read whatever systemd
     says now (a transient unit is gone once it exited); one without lines must be known to systemd."""
@@ -147,7 +142,8 @@ def read_unit_log(unit: str, lines: int = 20000) -> str:
     )
     if proc.returncode != 0:
         raise LogSourceError(f"journalctl -u {unit} failed: {proc.stderr.strip() or proc.returncode}")
-    if problem := missing_unit(unit, proc.stdout, None if proc.stdout.strip() else _load_state(unit)):
+    load_state = None if proc.stdout.strip() else _unit_property(unit, "LoadState")
+    if problem := missing_unit(unit, proc.stdout, load_state):
         raise LogSourceError(problem)
     if SERVER_ARGS_MARK in proc.stdout:
         return proc.stdout

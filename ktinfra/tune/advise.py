@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from statistics import mean, median
 
-from ktinfra.tune.parse import ServerLog
+from ktinfra.tune.parse import OOM_PHASES, ServerLog
 
 MAX_EVIDENCE = 5
 USAGE_GOOD = 0.9  # token usage above this means the KV cache is well used
@@ -397,21 +397,18 @@ def _oom(log: ServerLog) -> list[dict]:
         )
     recs += _graph_capture_oom(log)
     if unknown and not prefill and not decode:
-        current = _arg(log, "mem_fraction_static")
         reason = "GPU out of memory outside a recognisable prefill/decode step: lower the static pool"
-        if current is None:
-            reason += f"; {_unknown_note(log, 'mem_fraction_static')}: lower it by about 0.05"
-        recs.append(
-            _rec(
-                "--mem-fraction-static",
-                current,
-                round(max(0.5, current - 0.05), 2) if current is not None else None,
-                reason,
-                [o.line for o in unknown],
-                direction=-1,
-            )
-        )
+        recs.append(_lower_static_pool(log, reason, unknown))
     return recs
+
+
+def _lower_static_pool(log: ServerLog, reason: str, ooms: list) -> dict:
+    """--mem-fraction-static 0.05 lower (not below 0.5) for these OOMs; advice when the current is unknown."""
+    current = _arg(log, "mem_fraction_static")
+    if current is None:
+        reason += f"; {_unknown_note(log, 'mem_fraction_static')}: lower it by about 0.05"
+    suggested = round(max(0.5, current - 0.05), 2) if current is not None else None
+    return _rec("--mem-fraction-static", current, suggested, reason, [o.line for o in ooms], direction=-1)
 
 
 def _graph_capture_oom(log: ServerLog) -> list[dict]:
@@ -421,7 +418,6 @@ def _graph_capture_oom(log: ServerLog) -> list[dict]:
     graphs = [o for o in log.ooms if o.phase == "cuda_graph"]
     if not graphs:
         return []
-    current = _arg(log, "mem_fraction_static")
     reason = (
         f"{len(graphs)} out-of-memory error(s) while capturing CUDA graphs at start, in the memory the KV "
         "pool left: lower the static pool so the graphs fit (the KV pool shrinks)"
@@ -432,10 +428,7 @@ def _graph_capture_oom(log: ServerLog) -> list[dict]:
             f"; or capture smaller graphs, --cuda-graph-max-bs {top // 2} (decode batches above it then run "
             "without CUDA graphs)"
         )
-    if current is None:
-        reason += f"; {_unknown_note(log, 'mem_fraction_static')}: lower it by about 0.05"
-    suggested = round(max(0.5, current - 0.05), 2) if current is not None else None
-    return [_rec("--mem-fraction-static", current, suggested, reason, [o.line for o in graphs], direction=-1)]
+    return [_lower_static_pool(log, reason, graphs)]
 
 
 NO_POOL_FRACTION_ROOM = 0.85  # below this --mem-fraction-static can still grow by 0.05 for the pool
@@ -627,10 +620,7 @@ def summarize(log: ServerLog) -> dict:
         "decode_batches": len(decodes),
         "prefill_batches": len(log.batches) - len(decodes),
         "retractions": len(log.retracts),
-        "oom_errors": {
-            phase: sum(1 for o in log.ooms if o.phase == phase)
-            for phase in ("prefill", "decode", "req_slots", "load", "cuda_graph", "unknown")
-        },
+        "oom_errors": {phase: sum(1 for o in log.ooms if o.phase == phase) for phase in OOM_PHASES},
         "no_kv_pool": len(log.no_pool),
         "token_usage": {"mean": round(mean(usage), 3), "max": max(usage)} if usage else None,
         "queue_req": {"median": median(queue), "max": max(queue)} if queue else None,

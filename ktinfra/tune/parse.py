@@ -89,11 +89,14 @@ class BatchLine:
     gen_throughput: float | None = None
 
 
+# where an OOM happened: load (the weights), cuda_graph (capturing the graphs at start), req_slots (the
+# request pool), prefill, decode, or unknown
+OOM_PHASES = ("prefill", "decode", "req_slots", "load", "cuda_graph", "unknown")
+
+
 @dataclass
 class OomEvent:
-    # "prefill" | "decode" | "req_slots" | "load" (loading the weights) | "cuda_graph" (capturing the graphs)
-    # | "unknown"
-    phase: str
+    phase: str  # one of OOM_PHASES
     line: str
     ts: datetime | None
     line_no: int = 0
