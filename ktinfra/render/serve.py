@@ -125,18 +125,70 @@ def _optional_positive(serve: dict, key: str) -> float | None:
 
 
 _CONVERTED_NAME = re.compile(r"(?i)(?:^|[-_.])(?:AMX)?(INT[48])$|gguf")
+# kt-kernel's AMX weight files are named after the kernel that wrote them (operators/amx/moe.hpp
+# T::name() + "_up_" …): INT8_ for AMXINT8, INT4_ for AMXINT4
+_KT_FILE_KERNEL = re.compile(r"(INT8|INT4)_(?:gate|up|down)_\d+_\d+Byte_(?:quant|scale)_\.kt")
+# a merged convert_cpu_weights.py output's expert keys (the script's default, both v0.4.4 and v0.7.0):
+# blk.L.ffn_{up,gate,down}_exps.E.numa.M.{weight,scale}
+_MERGED_EXPERT = re.compile(r"blk\.\d+\.ffn_(?:up|gate|down)_exps\.\d+\.numa\.(\d+)\.weight")
+
+
+def _lowest_layer(folder: Path) -> Path | None:
+    layers = sorted(
+        (int(child.name[7:]), child)
+        for child in folder.iterdir()
+        if re.fullmatch(r"_layer_\d+", child.name) and child.is_dir()
+    )
+    return layers[0][1] if layers else None
+
+
+def _layer_kernel(layer: Path) -> str | None:
+    """INT8/INT4 where the layer's first pool folder holding .kt files names its kernel so, else None."""
+    for part in sorted(layer.glob("_numa_*")):
+        if part.is_dir():
+            for child in part.iterdir():
+                if match := _KT_FILE_KERNEL.fullmatch(child.name):
+                    return match.group(1)
+    return None
+
+
+def _merged_pool_ids(folder: Path, first_only: bool = False) -> set[int]:
+    """The numa ids of a merged tree's expert keys in the folder's .safetensors headers (only those of the
+    first shard that has any, with first_only); empty for a model's own checkpoint."""
+    from ktinfra.lora import LoraError, safetensors_header
+
+    ids: set[int] = set()
+    for shard in sorted(folder.glob("*.safetensors")):
+        try:
+            ids.update(
+                int(m.group(1)) for key in safetensors_header(shard) if (m := _MERGED_EXPERT.fullmatch(key))
+            )
+        except LoraError:
+            continue
+        if ids and first_only:
+            break
+    return ids
 
 
 def _weight_kind(path: str) -> tuple[str | None, str]:
-    """What a weight directory holds and what told it: ("INT8"/"INT4", "name") for a converted tree named so,
-    ("converted" or "GGUF", "files") where it exists here, or (None, "") for the model's own or unknown."""
+    """What a weight directory holds and what told it: ("INT8"/"INT4", "files"/"name") for a converted AMX
+    tree whose .kt files or name say so, ("converted" or "GGUF", "files") for other weights found here (a
+    merged tree's blk.*.numa.* keys included), or (None, "") for the model's own or unknown."""
     folder = Path(path)
-    if folder.is_dir():
-        names = {child.name for child in folder.iterdir()}
-        if any(name.lower().endswith(".gguf") for name in names):
-            return "GGUF", "files"
-        if names & {MANIFEST_NAME, CONVERT_DONE_MARKER} or any(name.startswith("_layer_") for name in names):
-            return "converted", "files"
+    try:
+        if folder.is_dir():
+            names = {child.name for child in folder.iterdir()}
+            if any(name.lower().endswith(".gguf") for name in names):
+                return "GGUF", "files"
+            layer = _lowest_layer(folder)
+            if layer is not None and (kernel := _layer_kernel(layer)):
+                return kernel, "files"
+            if names & {MANIFEST_NAME, CONVERT_DONE_MARKER} or layer is not None:
+                return "converted", "files"
+            if _merged_pool_ids(folder, first_only=True):
+                return "converted", "files"
+    except OSError:
+        pass
     match = _CONVERTED_NAME.search(folder.name)
     if match:
         return (match.group(1).upper() if match.group(1) else "GGUF"), "name"
@@ -163,36 +215,16 @@ def _check_weight_format(method: str, path: str) -> None:
         )
 
 
-# a merged convert_cpu_weights.py output's expert keys (the script's default, both v0.4.4 and v0.7.0):
-# blk.L.ffn_{up,gate,down}_exps.E.numa.M.{weight,scale}
-_MERGED_EXPERT = re.compile(r"blk\.\d+\.ffn_(?:up|gate|down)_exps\.\d+\.numa\.(\d+)\.weight")
-
-
 def _tree_pools(folder: Path) -> int | None:
     """The NUMA pools a converted AMX tree on this machine is split over: the _numa_M folders of its lowest
     _layer_N that hold .kt files (--no-merge-safetensor), else the numa ids of a merged tree's keys; None
     when neither is here."""
     try:
-        layers = sorted(
-            (int(child.name[7:]), child)
-            for child in folder.iterdir()
-            if re.fullmatch(r"_layer_\d+", child.name) and child.is_dir()
-        )
-        if layers:  # the pools that hold weight files (.kt): an empty folder tells nothing
-            parts = [p for p in layers[0][1].iterdir() if re.fullmatch(r"_numa_\d+", p.name) and p.is_dir()]
+        layer = _lowest_layer(folder)
+        if layer is not None:  # the pools that hold weight files (.kt): an empty folder tells nothing
+            parts = [p for p in layer.iterdir() if re.fullmatch(r"_numa_\d+", p.name) and p.is_dir()]
             return sum(1 for part in parts if any(f.suffix == ".kt" for f in part.iterdir())) or None
-        from ktinfra.lora import LoraError, safetensors_header
-
-        ids = set()
-        for shard in sorted(folder.glob("*.safetensors")):
-            try:
-                ids.update(
-                    int(m.group(1))
-                    for key in safetensors_header(shard)
-                    if (m := _MERGED_EXPERT.fullmatch(key))
-                )
-            except LoraError:
-                continue
+        ids = _merged_pool_ids(folder)
         return max(ids) + 1 if ids else None
     except OSError:
         return None

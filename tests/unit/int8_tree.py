@@ -27,14 +27,15 @@ def file_sizes(hidden: int, inter: int, numa: int) -> dict[tuple[str, str], int]
     return {("gate", "quant"): quant, ("up", "quant"): quant, ("down", "quant"): quant} | scales
 
 
-def write_tree(root: Path, layers=(0, 1), experts=4, hidden=64, inter=32, numa=1) -> Path:
+def write_tree(root: Path, layers=(0, 1), experts=4, hidden=64, inter=32, numa=1, kernel="INT8") -> Path:
+    """kernel: the file-name prefix, kt-kernel's T::name() (INT8 for AMXINT8, INT4 for AMXINT4)."""
     for layer in layers:
         for part in range(numa):
             folder = root / f"_layer_{layer}" / f"_numa_{part}"
             folder.mkdir(parents=True, exist_ok=True)
             for (proj, kind), size in file_sizes(hidden, inter, numa).items():
                 for expert in range(experts):
-                    (folder / f"INT8_{proj}_{expert}_{size}Byte_{kind}_.kt").write_bytes(os.urandom(size))
+                    (folder / f"{kernel}_{proj}_{expert}_{size}Byte_{kind}_.kt").write_bytes(os.urandom(size))
     return root
 
 

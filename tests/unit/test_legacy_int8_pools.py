@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import struct
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from unittest.mock import ANY
 
 import pytest
 from int8_tree import CONVERTER, moe_model, write_tree
+from safetensors_file import write_safetensors
 from test_render_support import load_fixture_plan
 
 from ktinfra.int8_weights import MANIFEST_NAME
@@ -98,7 +100,48 @@ def test_what_tells_no_split_is_not_judged(legacy, tmp_path):
     assert _serve(legacy, tmp_path / "not-here-INT8")
     legacy["serve"]["kt_method"] = "AMXINT4"
     with pytest.raises(RenderError, match="split over 1 NUMA pool"):
-        _serve(legacy, write_tree(tmp_path / "w-INT4", numa=1))
+        _serve(legacy, write_tree(tmp_path / "w-INT4", numa=1, kernel="INT4"))
+
+
+@pytest.mark.parametrize("layout", ["merged", "layers"])
+def test_a_converted_tree_under_a_native_method_is_refused_by_its_files(legacy, tmp_path, layout):
+    """Before, a merged tree (no manifest, a name without INT8/INT4) passed under a BF16 plan, exit 0:
+    kt-kernel then looks for the model's own expert tensors in it and the server dies loading."""
+    legacy["serve"]["kt_method"] = "BF16"
+    folder = tmp_path / "cpu-weights"
+    _merged(folder, 2) if layout == "merged" else write_tree(folder, numa=2)
+    holds = "converted CPU weights" if layout == "merged" else "INT8 weights"
+    with pytest.raises(RenderError, match=re.escape(f"holds {holds} (by its files)")):
+        _serve(legacy, folder)
+    legacy["serve"]["kt_method"] = "LLAMAFILE"
+    with pytest.raises(RenderError, match=re.escape(f"holds {holds} (by its files)")):
+        _serve(legacy, folder)
+
+
+def test_a_models_own_checkpoint_is_not_taken_for_a_merged_tree(legacy, tmp_path):
+    legacy["serve"]["kt_method"] = "BF16"
+    own = moe_model(tmp_path / "copy")
+    keys = {"model.layers.0.mlp.experts.0.up_proj.weight": [4, 4], "model.embed_tokens.weight": [8, 4]}
+    write_safetensors(own / "model-00001-of-00001.safetensors", keys)
+    assert _serve(legacy, own)
+
+
+@pytest.mark.parametrize(("method", "kernel"), [("AMXINT8", "INT4"), ("AMXINT4", "INT8")])
+def test_a_tree_of_the_other_amx_kernel_is_refused_by_its_file_names(legacy, tmp_path, method, kernel):
+    """kt-kernel opens <T::name()>_up_E_…kt (INT8_ for AMXINT8, INT4_ for AMXINT4). Before, a tree whose name
+    did not say (cpu-weights) rendered under the other method: every file missing, printed and skipped, and
+    the experts served from uninitialised buffers."""
+    legacy["serve"]["kt_method"] = method
+    tree = write_tree(tmp_path / "cpu-weights", numa=2, kernel=kernel)
+    with pytest.raises(RenderError, match=re.escape(f"holds {kernel} weights (by its files)")):
+        _serve(legacy, tree)
+    legacy["serve"]["kt_method"] = f"AMX{kernel}"
+    assert _serve(legacy, tree)
+    # the files outrank a name that says otherwise
+    named = write_tree(tmp_path / f"q-{method[3:]}", numa=2, kernel=kernel)
+    legacy["serve"]["kt_method"] = method
+    with pytest.raises(RenderError, match=re.escape(f"holds {kernel} weights (by its files)")):
+        _serve(legacy, named)
 
 
 WRAPPER = Path(__file__).resolve().parents[2] / "roles" / "kt_model_store" / "files" / "kt_store_convert.py"
