@@ -295,7 +295,41 @@ def _read_config(config_path: Path) -> dict:
         raise LoraError(f"{config_path}: target_modules must be a string or a list of strings")
     if not isinstance(config.get("base_model_name_or_path", ""), (str, type(None))):  # 0/false/[] too
         raise LoraError(f"{config_path}: base_model_name_or_path must be a string")
+    _check_served_scaling(config_path, config)
     return config
+
+
+def _check_served_scaling(config_path: Path, config: dict) -> None:
+    """SGLang (sglang-kt 0.7.2 and the legacy fork, srt/lora/lora.py) serves lora_A/lora_B only, every module
+    scaled by lora_alpha / r: PEFT options that train another sum would be served as a different model, with
+    no error."""
+    rank, alpha = config.get("r"), config.get("lora_alpha")
+    alpha = 8 if alpha is None else alpha  # PEFT's LoraConfig default
+    if config.get("use_dora"):
+        raise LoraError(
+            f"{config_path}: use_dora is set; SGLang serves the lora_A/lora_B delta only and drops DoRA's "
+            "magnitude vectors: export a merged model (llamafactory-cli export) or train without use_dora"
+        )
+    if config.get("use_rslora") and _is_size(rank) and rank > 0:
+        served = alpha * math.sqrt(rank)
+        raise LoraError(
+            f"{config_path}: use_rslora is set; PEFT scales it by lora_alpha/sqrt(r) = "
+            f"{alpha / math.sqrt(rank):.4g}, SGLang by lora_alpha/r = {alpha / rank:.4g}: serve a copy "
+            f"whose adapter_config.json has use_rslora false and lora_alpha {served:.6g} (the same scaling)"
+        )
+    for key, base in (("rank_pattern", rank), ("alpha_pattern", alpha)):
+        pattern = config.get(key)
+        if pattern in (None, {}):
+            continue
+        if not isinstance(pattern, dict):
+            raise LoraError(f"{config_path}: {key} must be a JSON object of module patterns")
+        other = {module: value for module, value in pattern.items() if value != base}
+        if other:
+            module, value = next(iter(other.items()))
+            raise LoraError(
+                f"{config_path}: {key} gives {module!r} {value} instead of {base}; SGLang serves one r and "
+                "lora_alpha per adapter: export a merged model (llamafactory-cli export) instead"
+            )
 
 
 def inspect_adapter(name: str, path: Path, base: str | None = None) -> Adapter:
