@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -188,6 +189,45 @@ def validate_options(options: dict) -> None:
             raise DoctorError(f"--health-url: {exc}") from None
 
 
+def _suite_env() -> dict:
+    """The suite's environment: the venv's bin first (testinfra's ansible backend calls ansible-inventory and
+    ansible from PATH), and its output in UTF-8 whatever this process's locale or PYTHONIOENCODING says."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path, "PYTHONIOENCODING": "utf-8:backslashreplace"}
+
+
+def resolve_hosts(hosts: list[str]) -> None:
+    """Each --hosts entry read as the suite's testinfra reads it, before the suite runs: a backend whose
+    Python package is not installed (paramiko, pywinrm) or an ansible:// inventory that cannot be read ended
+    the run in a 20-line INTERNALERROR dump, and an ansible:// pattern matching no inventory host was left
+    out without a word (with local:// beside it, doctor passed on local:// alone)."""
+    try:
+        from testinfra.backend import get_backends
+    except ImportError:  # the suite's own run says pytest-testinfra is missing (--hosts unknown)
+        return
+    path = _suite_env()["PATH"]
+    for given in hosts:
+        spec = mask_password(given)
+        if given.startswith("ansible://") and shutil.which("ansible-inventory", path=path) is None:
+            raise DoctorError(f"bad host {spec!r}: ansible:// needs ansible-inventory (ansible-core) on PATH")
+        saved = os.environ.get("PATH")
+        os.environ["PATH"] = path  # testinfra runs ansible-inventory with this process's environment
+        try:
+            found = get_backends([given])
+        except Exception as exc:  # RuntimeError (package missing, no inventory parsed), AssertionError ...
+            reason = _first_line(str(exc)).replace(given, spec) or type(exc).__name__
+            raise DoctorError(f"bad host {spec!r}: {reason}") from None
+        finally:
+            if saved is None:
+                os.environ.pop("PATH", None)
+            else:
+                os.environ["PATH"] = saved
+        if not found:
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(given).query)
+            inventory = query.get("ansible_inventory", ["ansible.cfg's"])[0]
+            raise DoctorError(f"bad host {spec!r}: matches no host of the inventory ({inventory})")
+
+
 def pytest_args(suite: Path, junit: Path, hosts: list[str], role: str, profile: str, options: dict) -> list:
     args = [str(suite), f"--hosts={','.join(hosts)}", f"--kt-role={role}", f"--kt-profile={profile}"]
     args += [
@@ -272,12 +312,13 @@ def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **option
     validate(hosts, role, profile, options.get("method"), options.get("select"))
     validate_options(options)
     suite = suite_dir()
+    resolve_hosts(hosts)
     with tempfile.TemporaryDirectory(prefix="ktinfra-doctor-") as tmp:
         junit = Path(tmp) / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", *pytest_args(suite, junit, hosts, role, profile, options)]
-        # The venv's bin first: testinfra's ansible backend calls ansible-inventory/ansible from PATH.
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, encoding="utf-8", errors="replace", env=_suite_env()
+        )
         output = done.stdout + done.stderr
         select = options.get("select")
         if select and done.returncode == 4 and "Wrong expression passed to '-k'" in output:
