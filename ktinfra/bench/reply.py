@@ -74,9 +74,16 @@ def _delta_text(event: dict) -> str:
     delta = _object(choice.get("delta") or {}, "delta") if choice is not None else {}
     # A server with a reasoning parser (SGLang --reasoning-parser) streams the thinking as reasoning_content:
     # generated tokens like the answer's, so the first of them is the first token.
-    return _text(delta.get("reasoning_content"), "delta.reasoning_content") + _text(
-        delta.get("content"), "delta.content"
-    )
+    return _reasoning(delta, "delta") + _text(delta.get("content"), "delta.content")
+
+
+def _reasoning(message: dict, what: str) -> str:
+    """The thinking in a delta or message: reasoning_content (SGLang, DeepSeek), else reasoning (vLLM's
+    name for it since late 2025, the only one newer vLLM sends). A `reasoning` that is not a string is some
+    other API's field, not thinking text, and is left alone."""
+    text = _text(message.get("reasoning_content"), f"{what}.reasoning_content")
+    other = message.get("reasoning")
+    return text or (other if isinstance(other, str) else "")
 
 
 def _whole_text(sc: Scenario, body: dict) -> str:
@@ -85,8 +92,7 @@ def _whole_text(sc: Scenario, body: dict) -> str:
         return _text(body.get("text"), "text")
     choice = _first_choice(body)
     message = _object(choice.get("message") or {}, "message") if choice is not None else {}
-    reasoning = _text(message.get("reasoning_content"), "message.reasoning_content")
-    return reasoning + _text(message.get("content"), "message.content")
+    return _reasoning(message, "message") + _text(message.get("content"), "message.content")
 
 
 def _count(value: object, what: str) -> int | None:
@@ -157,6 +163,7 @@ class Stream:
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.chars = 0  # characters of generated text: the token estimate when the server sends no counts
+        self.yielded = 0  # tokens yielded so far
         self._last = ""  # the previous /generate event's text
         self._incremental = False  # /generate events carry only their new text
 
@@ -181,10 +188,14 @@ class Stream:
             complete = complete or _finish_reason(self.sc, event) is not None
             p, c = _usage(self.sc, event)
             new = self._new_output(event, c)
-            before = self.completion_tokens or 0
             self.prompt_tokens, self.completion_tokens = p or self.prompt_tokens, c or self.completion_tokens
             if new:
-                yield max(1, (c or 0) - before) if c else 1
+                # a running count brings what it grew by since the tokens yielded so far: counted against the
+                # previous count, a count that first comes with the last text (earlier chunks uncounted, 1
+                # each) was all of the reply's tokens again, and made that many ITL gaps more than it had
+                tokens = max(1, c - self.yielded) if c else 1
+                self.yielded += tokens
+                yield tokens
         if not self.events:
             raise UnexpectedReply("no 'data:' event in the streamed reply")
         if not complete:
