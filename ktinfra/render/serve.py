@@ -170,10 +170,37 @@ def _merged_pool_ids(folder: Path, first_only: bool = False) -> set[int]:
     return ids
 
 
+_MERGED_TENSOR = re.compile(r"blk\.(\d+)\.ffn_(up|down)_exps\.(\d+)\.numa\.(\d+)\.(weight|scale)")
+
+
+def _merged_kernel(folder: Path) -> str | None:
+    """INT8/INT4 for a merged tree whose first expert's shapes tell: per pool, up's scale holds one float per
+    row of its share (the intermediate share I), down's one per hidden row (H), and down's weight H x I
+    values of one byte (INT8) or half a byte (INT4; upstream v0.7.0 converter output, 2026-11-29 H200 run)."""
+    from ktinfra.lora import LoraError, safetensors_header
+
+    sizes: dict[tuple, int] = {}
+    for shard in sorted(folder.glob("*.safetensors")):
+        try:
+            header = safetensors_header(shard)
+        except LoraError:
+            continue
+        for key, info in header.items():
+            if match := _MERGED_TENSOR.fullmatch(key):
+                sizes[match.groups()] = math.prod(info["shape"])
+    for (layer, proj, expert, numa, kind), down_weight in sizes.items():
+        up_scale = sizes.get((layer, "up", expert, numa, "scale"))
+        down_scale = sizes.get((layer, "down", expert, numa, "scale"))
+        if (proj, kind) == ("down", "weight") and up_scale and down_scale:
+            return {1.0: "INT8", 0.5: "INT4"}.get(down_weight / (up_scale * down_scale))
+    return None
+
+
 def _weight_kind(path: str) -> tuple[str | None, str]:
     """What a weight directory holds and what told it: ("INT8"/"INT4", "files"/"name") for a converted AMX
-    tree whose .kt files or name say so, ("converted" or "GGUF", "files") for other weights found here (a
-    merged tree's blk.*.numa.* keys included), or (None, "") for the model's own or unknown."""
+    tree whose .kt files, merged tensor shapes or name say so, ("converted" or "GGUF", "files") for other
+    weights found here (a merged tree's blk.*.numa.* keys included), or (None, "") for the model's own or
+    unknown."""
     folder = Path(path)
     try:
         if folder.is_dir():
@@ -186,7 +213,7 @@ def _weight_kind(path: str) -> tuple[str | None, str]:
             if names & {MANIFEST_NAME, CONVERT_DONE_MARKER} or layer is not None:
                 return "converted", "files"
             if _merged_pool_ids(folder, first_only=True):
-                return "converted", "files"
+                return _merged_kernel(folder) or "converted", "files"
     except OSError:
         pass
     match = _CONVERTED_NAME.search(folder.name)

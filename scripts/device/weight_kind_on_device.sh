@@ -63,10 +63,24 @@ for name in tree-a tree-b merged-a merged-b; do
 done
 for name in tree-a tree-b; do
   for method in AMXINT8 AMXINT4; do
-    res=$(timeout 300 python3 scripts/device/convert_check.py --model "$work/model" --weights "$work/w/$name" \
-      --method "$method" --threads "$threads" --pools "$pools" 2>"$out/load-$name-$method.err")
+    timeout 300 python3 scripts/device/convert_check.py --model "$work/model" --weights "$work/w/$name" \
+      --method "$method" --threads "$threads" --pools "$pools" >"$work/load.out" 2>"$out/load-$name-$method.err"
     rc=$?
-    log "load $name (${quant[$name]}) as $method: rc=$rc ${res:-$(grep -v '^\s*$' "$out/load-$name-$method.err" | tail -1 | cut -c1-200)}; 'no such file' lines: $(grep -c 'no such file' "$out/load-$name-$method.err")"
+    res=$(grep '^{' "$work/load.out")
+    log "load $name (${quant[$name]}) as $method: rc=$rc ${res:-$(grep -E 'Error|error|failed' "$out/load-$name-$method.err" | tail -1 | cut -c1-220)}; 'no such file' lines: $(grep -c 'no such file' "$out/load-$name-$method.err")"
   done
+done
+# a layer tree split over another pool count than the loader's (kt_threadpool_count)
+python3 "$carry/upstream/convert_cpu_weights.py" --input-path "$work/model" --input-type bf16 \
+  --output "$work/w/tree-a2" --quant-method int8 --cpuinfer-threads "$threads" --threadpool-count 2 \
+  --no-merge-safetensor >"$out/convert-tree-a2.out" 2>&1
+log "convert tree-a2 (int8, 2 pools): rc=$? $(ls "$work/w/tree-a2/_layer_0" 2>&1 | tr '\n' ' ')"
+for case in "tree-a2 1" "tree-a 2"; do
+  set -- $case
+  timeout 300 python3 scripts/device/convert_check.py --model "$work/model" --weights "$work/w/$1" \
+    --method AMXINT8 --threads "$threads" --pools "$2" >"$work/load.out" 2>"$out/load-$1-pools$2.err"
+  rc=$?
+  res=$(grep '^{' "$work/load.out")
+  log "load $1 with $2 pool(s): rc=$rc ${res:-$(grep -E 'Error|error|failed' "$out/load-$1-pools$2.err" | tail -1 | cut -c1-220)}; 'no such file' lines: $(grep -c 'no such file' "$out/load-$1-pools$2.err")"
 done
 (cd "$out" && tar -czf logs.tgz --remove-files $(ls | grep -vE '^(summary.txt|merged-headers.json|plan-serve.json)$'))

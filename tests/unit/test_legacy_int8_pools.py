@@ -40,20 +40,29 @@ def legacy():
     return plan
 
 
-def _merged(root, pools: int):
-    """convert_cpu_weights.py's default (merged) output: model.safetensors with the blk.* expert keys."""
+def _merged(root, pools: int, kernel: str = "INT8", hidden: int = 64, inter: int = 32):
+    """convert_cpu_weights.py's default (merged) output: model.safetensors with the blk.* expert keys, shaped
+    as the upstream v0.7.0 converter writes them (2026-11-29 H200 run: I8 weights of one byte per value for
+    INT8, half a byte for INT4; one F32 scale per row of the pool's share)."""
     root.mkdir(parents=True)
-    header = {}
+    part, per_value = inter // pools, {"INT8": 1, "INT4": 0.5}[kernel]
+    shapes = {
+        ("up", "weight"): int(hidden * part * per_value), ("gate", "weight"): int(hidden * part * per_value),
+        ("down", "weight"): int(hidden * part * per_value), ("up", "scale"): part, ("gate", "scale"): part,
+        ("down", "scale"): hidden,
+    }  # fmt: skip
+    header, offset = {}, 0
     for numa in range(pools):
-        for proj in ("up", "gate", "down"):
-            for kind in ("weight", "scale"):
-                header[f"blk.0.ffn_{proj}_exps.0.numa.{numa}.{kind}"] = {
-                    "dtype": "I8",
-                    "shape": [1],
-                    "data_offsets": [0, 1],
-                }
+        for (proj, kind), size in shapes.items():
+            dtype, width = ("I8", 1) if kind == "weight" else ("F32", 4)
+            header[f"blk.0.ffn_{proj}_exps.0.numa.{numa}.{kind}"] = {
+                "dtype": dtype,
+                "shape": [size],
+                "data_offsets": [offset, offset + size * width],
+            }
+            offset += size * width
     raw = json.dumps(header).encode()
-    (root / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0")
+    (root / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset))
     return root
 
 
@@ -105,12 +114,12 @@ def test_what_tells_no_split_is_not_judged(legacy, tmp_path):
 
 @pytest.mark.parametrize("layout", ["merged", "layers"])
 def test_a_converted_tree_under_a_native_method_is_refused_by_its_files(legacy, tmp_path, layout):
-    """Before, a merged tree (no manifest, a name without INT8/INT4) passed under a BF16 plan, exit 0:
-    kt-kernel then looks for the model's own expert tensors in it and the server dies loading."""
+    """Before, a merged tree (no manifest, a name without INT8/INT4) passed under a BF16 plan, exit 0: the
+    server reads the model's own expert tensors from it and dies loading."""
     legacy["serve"]["kt_method"] = "BF16"
     folder = tmp_path / "cpu-weights"
     _merged(folder, 2) if layout == "merged" else write_tree(folder, numa=2)
-    holds = "converted CPU weights" if layout == "merged" else "INT8 weights"
+    holds = "INT8 weights"
     with pytest.raises(RenderError, match=re.escape(f"holds {holds} (by its files)")):
         _serve(legacy, folder)
     legacy["serve"]["kt_method"] = "LLAMAFILE"
@@ -127,18 +136,28 @@ def test_a_models_own_checkpoint_is_not_taken_for_a_merged_tree(legacy, tmp_path
 
 
 @pytest.mark.parametrize(("method", "kernel"), [("AMXINT8", "INT4"), ("AMXINT4", "INT8")])
-def test_a_tree_of_the_other_amx_kernel_is_refused_by_its_file_names(legacy, tmp_path, method, kernel):
-    """kt-kernel opens <T::name()>_up_E_…kt (INT8_ for AMXINT8, INT4_ for AMXINT4). Before, a tree whose name
-    did not say (cpu-weights) rendered under the other method: every file missing, printed and skipped, and
-    the experts served from uninitialised buffers."""
+@pytest.mark.parametrize("layout", ["merged", "layers"])
+def test_a_tree_of_the_other_amx_kernel_is_refused_by_its_files(legacy, tmp_path, method, kernel, layout):
+    """kt-kernel opens <T::name()>_up_E_…kt (INT8_ for AMXINT8, INT4_ for AMXINT4); a merged tree's expert
+    shapes tell the two apart. Before, a tree whose name did not say (cpu-weights) rendered under the other
+    method: kt-kernel 0.7.2 then stops loading at "missing weight file …/INT8_down_0_…Byte_quant_.kt" (H200
+    run, 2026-11-29), v0.4.4 prints "no such file" and goes on."""
     legacy["serve"]["kt_method"] = method
-    tree = write_tree(tmp_path / "cpu-weights", numa=2, kernel=kernel)
+
+    def write(root, pools, kernel):
+        return (
+            _merged(root, pools, kernel)
+            if layout == "merged"
+            else write_tree(root, numa=pools, kernel=kernel)
+        )
+
+    tree = write(tmp_path / "cpu-weights", 2, kernel=kernel)
     with pytest.raises(RenderError, match=re.escape(f"holds {kernel} weights (by its files)")):
         _serve(legacy, tree)
     legacy["serve"]["kt_method"] = f"AMX{kernel}"
     assert _serve(legacy, tree)
     # the files outrank a name that says otherwise
-    named = write_tree(tmp_path / f"q-{method[3:]}", numa=2, kernel=kernel)
+    named = write(tmp_path / f"q-{method[3:]}", 2, kernel=kernel)
     legacy["serve"]["kt_method"] = method
     with pytest.raises(RenderError, match=re.escape(f"holds {kernel} weights (by its files)")):
         _serve(legacy, named)
