@@ -164,7 +164,7 @@ def _message(data: dict) -> str:
 @dataclass
 class ProvisionRequest:
     playbook: Path
-    inventory: Path
+    inventory: Path | list[Path]  # several: each one an -i, merged by Ansible as ansible-playbook -i A -i B
     limit: str | None = None
     tags: str | None = None
     extra_vars: list[str] = field(default_factory=list)
@@ -172,14 +172,21 @@ class ProvisionRequest:
     check: bool = False  # ansible-playbook --check: predict changes, make none
     diff: bool = False
 
+    @property
+    def inventories(self) -> list[Path]:
+        return list(self.inventory) if isinstance(self.inventory, (list, tuple)) else [self.inventory]
+
     def validate(self) -> None:
         if not self.playbook.is_file():
             state = "is not a file" if self.playbook.exists() else "does not exist"
             raise ProvisionError(f"playbook {self.playbook} {state}")
-        if not self.inventory.exists():
-            raise ProvisionError(f"inventory {self.inventory} does not exist")
+        if not self.inventories:
+            raise ProvisionError("no inventory given")
+        for inventory in self.inventories:
+            if not inventory.exists():
+                raise ProvisionError(f"inventory {inventory} does not exist")
         for value in self.extra_vars:
-            if value.startswith("@") and not Path(value[1:]).is_file():
+            if value.startswith("@") and not _vars_file(value).is_file():
                 raise ProvisionError(f"extra-vars file {value[1:]} does not exist")
             _check_extra_vars(value)
         # the nearest existing ancestor must be a directory (the path itself one or absent)
@@ -189,9 +196,30 @@ class ProvisionRequest:
 
     def cmdline(self) -> str:
         """-e values as ansible-playbook takes them (key=value, JSON/YAML, @file made absolute)."""
-        values = [f"@{Path(v[1:]).resolve()}" if v.startswith("@") else v for v in self.extra_vars]
+        values = [f"@{_vars_file(v).resolve()}" if v.startswith("@") else v for v in self.extra_vars]
         flags = ["--check"] * self.check + ["--diff"] * self.diff
         return shlex.join([arg for value in values for arg in ("-e", value)] + flags)
+
+
+def _vars_file(value: str) -> Path:
+    """The file of `-e @FILE`; Ansible expands a leading ~ (which the shell leaves after the @)."""
+    return Path(value[1:]).expanduser()
+
+
+class _AnsibleTagsLoader(yaml.SafeLoader):
+    """safe_load that takes Ansible's own YAML tags (`!vault |` an encrypted value, `!unsafe` a value never
+    templated) as what they tag: only whether the text parses into a mapping is checked here."""
+
+
+def _construct_tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> object:
+    if isinstance(node, yaml.ScalarNode):
+        return loader.construct_scalar(node)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node)
+    return loader.construct_mapping(node)  # type: ignore[arg-type]
+
+
+_AnsibleTagsLoader.add_multi_constructor("!", _construct_tagged)
 
 
 def _check_extra_vars(value: str) -> None:
@@ -199,12 +227,14 @@ def _check_extra_vars(value: str) -> None:
     if value.startswith("@"):
         where = f"extra-vars file {value[1:]}"
         try:
-            text = Path(value[1:]).read_text(encoding="utf-8")
+            text = _vars_file(value).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise ProvisionError(f"{where} cannot be read: {error}") from None
+        if text.startswith("$ANSIBLE_VAULT"):  # ansible-vault encrypted: Ansible decrypts and checks it
+            return
     elif value.startswith(("{", "[")):  # Ansible's test: only a first { or [ makes it JSON/YAML
         where, text = f"-e {value!r}", value
-    elif "=" not in value and (value.startswith(("/", ".")) or Path(value).is_file()):
+    elif "=" not in value and (value.startswith(("/", ".", "~")) or Path(value).expanduser().is_file()):
         raise ProvisionError(f"-e {value!r}: prefix an extra-vars file with @ (-e @{value})")
     elif "=" not in value:  # Ansible reads it as key=value pairs, finds none and drops it without a word
         raise ProvisionError(
@@ -214,7 +244,7 @@ def _check_extra_vars(value: str) -> None:
     else:
         return  # key=value pairs: anything goes
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_AnsibleTagsLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as error:
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ProvisionError(f"{where} is not valid YAML/JSON: {problem}") from None
@@ -339,9 +369,11 @@ class Interrupt:
 
 def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None = None) -> dict:
     """Run the playbook; return the report (see docs/readme/roles2.md for its keys)."""
-    import ansible_runner  # controller-side dependency (ktinfra[ops])
-
     request.validate()
+    try:
+        import ansible_runner  # controller-side dependency (ktinfra[ops])
+    except ImportError:
+        raise ProvisionError("ansible-runner is not installed: pip install 'ktinfra[ops]'") from None
     playbook_exe = ansible_playbook()
     state = RunState()
     # unique even for two runs from one process within a second (they would share one artifact dir)
@@ -378,7 +410,7 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
             artifact_dir=str(artifact_root),
             ident=ident,
             playbook=str(request.playbook.resolve()),
-            inventory=str(request.inventory.resolve()),
+            inventory=[str(inventory.resolve()) for inventory in request.inventories],
             limit=request.limit,
             tags=request.tags,
             cmdline=request.cmdline() or None,
@@ -450,13 +482,17 @@ def run_problems(request: ProvisionRequest, state: RunState, rc: int, stdout: st
     """What fails a run that ansible-playbook calls successful: its inventory could not be parsed, or no
     play matched a host (a group missing from the inventory, an empty one), so nothing was provisioned."""
     unparsed = inventory_errors(stdout)
+    inventories = ", ".join(str(inventory) for inventory in request.inventories)
     if unparsed:
-        what = "a file of it" if request.inventory.is_dir() else "it"
-        return [f"inventory {request.inventory}: Ansible could not parse {what}", *unparsed]
+        if len(request.inventories) > 1:
+            what = "one of them (or a file of one)"
+        else:
+            what = "a file of it" if request.inventories[0].is_dir() else "it"
+        return [f"inventory {inventories}: Ansible could not parse {what}", *unparsed]
     if rc == 0 and not state.targeted:
         said = _blocks(stdout, NO_HOST_STARTS)
         return [
-            f"no host targeted: no play of {request.playbook} matched a host of {request.inventory}",
+            f"no host targeted: no play of {request.playbook} matched a host of {inventories}",
             *said,
         ]
     return []
@@ -477,7 +513,10 @@ def report(
     return {
         "ok": ok,
         "playbook": str(request.playbook),
-        "inventory": str(request.inventory),
+        # one -i: its path, as always; several: the list
+        "inventory": [str(i) for i in request.inventories]
+        if len(request.inventories) > 1
+        else str(request.inventories[0]),
         "limit": request.limit,
         "tags": request.tags,
         "check": request.check,

@@ -23,6 +23,16 @@ from ktinfra.provision import (
     run,
 )
 
+
+def _each(check):
+    """A typer callback for a repeatable option: `check` (non_empty_path, non_empty_text) on every value."""
+
+    def callback(param: typer.CallbackParam, values: list[str] | None) -> list | None:
+        return None if values is None else [check(param, value) for value in values]
+
+    return callback
+
+
 STYLE = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "cyan"}
 
 
@@ -48,22 +58,25 @@ def register(app: typer.Typer) -> None:
         playbook: Annotated[
             str, typer.Argument(callback=non_empty_path, help="playbook, e.g. playbooks/serve.yml")
         ],
+        # repeatable as ansible-playbook's: Ansible merges them (typer kept only the last one given)
         inventory: Annotated[
-            str,
+            list[str],
             typer.Option(
                 "-i",
                 "--inventory",
                 metavar="PATH",
-                callback=non_empty_path,
-                help="inventory file or directory",
+                callback=_each(non_empty_path),
+                help="inventory file or directory (repeatable, as ansible-playbook -i)",
             ),
         ],
         limit: Annotated[
             str | None, typer.Option("--limit", "-l", callback=non_empty_text, help="ansible --limit pattern")
         ] = None,
-        # ansible-runner drops an empty --tags, which ansible-playbook reads as "no task"
+        # ansible-runner drops an empty --tags, which ansible-playbook reads as "no task"; repeatable, as
+        # ansible-playbook's (the values are joined with commas, as Ansible joins them)
         tags: Annotated[
-            str | None, typer.Option("--tags", "-t", callback=non_empty_text, help="ansible --tags")
+            list[str] | None,
+            typer.Option("--tags", "-t", callback=_each(non_empty_text), help="ansible --tags (repeatable)"),
         ] = None,
         extra_vars: Annotated[
             list[str] | None, typer.Option("-e", "--extra-vars", help="as ansible-playbook -e (repeatable)")
@@ -84,7 +97,14 @@ def register(app: typer.Typer) -> None:
         """
         err = Console(stderr=True)
         request = ProvisionRequest(
-            playbook, inventory, limit, tags, list(extra_vars or []), artifacts, check=check, diff=diff
+            playbook,
+            inventory[0] if len(inventory) == 1 else list(inventory),
+            limit,
+            ",".join(tags) if tags else None,
+            list(extra_vars or []),
+            artifacts,
+            check=check,
+            diff=diff,
         )
         try:
             request.validate()  # before the live view starts

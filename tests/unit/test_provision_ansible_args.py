@@ -1,0 +1,164 @@
+"""`ktinfra provision` takes ansible-playbook's arguments as ansible-playbook does (real runs, localhost).
+
+Before: a second -i or --tags silently replaced the first (ansible-playbook merges them, so the run covered
+fewer hosts or tasks and still said ok); `-e @~/vars.yml` (Ansible expands the ~) was "does not exist"; an
+ansible-vault file, an inline `!vault` value or an `!unsafe` one (Ansible's own YAML tags) was refused as
+not YAML/not a mapping; without ansible-runner installed, a ModuleNotFoundError traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ktinfra.cli import app
+
+PYTHON = shutil.which("python3")
+PLAY = """
+- name: Both tags and the vars
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Tagged a
+      ansible.builtin.debug:
+        msg: a
+      tags: [a]
+    - name: Tagged b
+      ansible.builtin.debug:
+        msg: b
+      tags: [b]
+    - name: Show the vars
+      ansible.builtin.debug:
+        msg: "key={{ api_key | default('unset') }} raw={{ raw | default('unset') }}"
+      tags: [vars]
+"""
+
+
+def provision(tmp_path: Path, *args: str) -> tuple[int, str, dict]:
+    base = ["provision", str(tmp_path / "play.yml"), "--artifacts", str(tmp_path / "runs"), "--json"]
+    result = CliRunner().invoke(app, [*base, *args])
+    assert "Traceback" not in result.output, result.output
+    return result.exit_code, result.stderr, json.loads(result.stdout) if result.stdout else {}
+
+
+def messages(report: dict) -> list[str]:
+    """The debug messages of the run, from its job events."""
+    found = []
+    for path in sorted((Path(report["artifacts"]) / "job_events").glob("*.json")):
+        event = json.loads(path.read_text())
+        if event.get("event") == "runner_on_ok":
+            found.append(event["event_data"]["res"].get("msg"))
+    return found
+
+
+@pytest.fixture()
+def site(tmp_path: Path) -> Path:
+    (tmp_path / "play.yml").write_text(PLAY)
+    (tmp_path / "one").write_text(f"alpha ansible_connection=local ansible_python_interpreter={PYTHON}\n")
+    (tmp_path / "two").write_text(f"beta ansible_connection=local ansible_python_interpreter={PYTHON}\n")
+    return tmp_path
+
+
+def test_every_inventory_given_is_used(site: Path) -> None:
+    code, _, report = provision(site, "-i", str(site / "one"), "-i", str(site / "two"), "--tags", "a")
+    assert code == 0, report
+    assert sorted(report["hosts"]) == ["alpha", "beta"]  # before: beta only
+    assert report["inventory"] == [str(site / "one"), str(site / "two")]
+    command = json.loads((Path(report["artifacts"]) / "command").read_text())["command"]
+    assert command.count("-i") == 2
+
+
+def test_one_inventory_is_reported_as_before(site: Path) -> None:
+    code, _, report = provision(site, "-i", str(site / "one"), "--tags", "a")
+    assert code == 0 and report["inventory"] == str(site / "one") and list(report["hosts"]) == ["alpha"]
+
+
+def test_a_missing_one_of_several_inventories_is_refused(site: Path) -> None:
+    code, stderr, report = provision(site, "-i", str(site / "one"), "-i", str(site / "nope"))
+    assert code == 1 and report == {}
+    assert stderr == f"error: inventory {site / 'nope'} does not exist\n"
+    assert not (site / "runs").exists()
+
+
+def test_every_tags_option_given_is_used(site: Path) -> None:
+    code, _, report = provision(site, "-i", str(site / "one"), "--tags", "a", "-t", "b")
+    assert code == 0 and report["tags"] == "a,b"
+    assert messages(report) == ["a", "b"]  # before: b only
+    assert report["hosts"]["alpha"]["ok"] == 2
+
+
+def test_an_empty_one_of_several_tags_is_refused(site: Path) -> None:
+    code, stderr, _ = provision(site, "-i", str(site / "one"), "--tags", "a", "--tags", " ")
+    assert code == 1 and stderr == "error: --tags is empty\n"
+
+
+def test_extra_vars_file_under_home(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = site / "home"
+    home.mkdir()
+    (home / "vars.yml").write_text("api_key: from-home\n")
+    monkeypatch.setenv("HOME", str(home))
+    code, stderr, report = provision(site, "-i", str(site / "one"), "-t", "vars", "-e", "@~/vars.yml")
+    assert code == 0, stderr
+    assert messages(report) == ["key=from-home raw=unset"]
+
+
+def vault(site: Path, *args: str) -> str:
+    exe = Path(sys.executable).parent / "ansible-vault"
+    password = ["--vault-password-file", str(site / "vault-pass")]
+    done = subprocess.run([str(exe), *args, *password], capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+@pytest.mark.parametrize("form", ["vault file", "inline !vault", "!unsafe"])
+def test_extra_vars_with_ansibles_own_yaml_are_passed_on(
+    site: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    (site / "vault-pass").write_text("correct horse\n")
+    if form == "vault file":
+        (site / "vars.yml").write_text("api_key: sekrit\n")
+        vault(site, "encrypt", str(site / "vars.yml"))
+        assert (site / "vars.yml").read_text().startswith("$ANSIBLE_VAULT;")
+        expected = "key=sekrit raw=unset"
+    elif form == "inline !vault":
+        (site / "vars.yml").write_text(vault(site, "encrypt_string", "sekrit", "--name", "api_key"))
+        assert "!vault" in (site / "vars.yml").read_text()
+        expected = "key=sekrit raw=unset"
+    else:
+        (site / "vars.yml").write_text('raw: !unsafe "{{ not templated }}"\n')
+        expected = "key=unset raw={{ not templated }}"
+    monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(site / "vault-pass"))
+    code, stderr, report = provision(
+        site, "-i", str(site / "one"), "-t", "vars", "-e", f"@{site / 'vars.yml'}"
+    )
+    assert code == 0, stderr
+    assert messages(report) == [expected]
+
+
+def test_inline_extra_vars_with_a_tag_still_must_be_a_mapping(site: Path) -> None:
+    code, stderr, _ = provision(site, "-i", str(site / "one"), "-e", '[!unsafe "x"]')
+    assert code == 1 and "must hold a mapping of variables, not a list" in stderr
+
+
+def test_without_ansible_runner_a_clear_error(site: Path) -> None:
+    """The base install (no ktinfra[ops]): one error line naming the extra, no traceback."""
+    code = (
+        "import sys; sys.modules['ansible_runner'] = None\n"
+        "from ktinfra.cli import app\n"
+        f"app(['provision', {str(site / 'play.yml')!r}, '-i', {str(site / 'one')!r},"
+        f" '--artifacts', {str(site / 'runs')!r}])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: ansible-runner is not installed: pip install 'ktinfra[ops]'"
+    )
