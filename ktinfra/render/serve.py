@@ -260,9 +260,9 @@ def _tree_pools(folder: Path) -> int | None:
 def _check_weight_pools(serve: dict, method: str, path: str) -> None:
     """kt-kernel (v0.4.4 as 0.7.2) reads pool i's share of each expert from _layer_N/_numa_i, or the merged
     tree's numa.i keys, for the server's --kt-threadpool-count pools, with each file's size in its name
-    (intermediate size / pools): a tree split over more pools than the server's is loaded with files missing,
-    which operators/amx/moe.hpp read_weights only prints ("no such file", no exception), a tree over fewer
-    stops at "Path not found" or reads past its shares."""
+    (intermediate size / pools). A tree over other pools: kt-kernel 0.7.2 stops loading ("missing weight
+    file", or "Path not found: …/_numa_1"; H200 run 2026-11-29) after the GPU part has loaded; v0.4.4's
+    operators/amx/moe.hpp read_weights only prints "no such file" and serves experts it never loaded."""
     if method not in ("AMXINT8", "AMXINT4") or not Path(path).is_dir():
         return
     tree = _tree_pools(Path(path))
