@@ -2,6 +2,7 @@
 
 from ktinfra.bench.capacity import level_passes, search
 from ktinfra.bench.client import APIS, MAX_TIMEOUT_S, RequestResult, Scenario, make_prompt, send
+from ktinfra.bench.deadline import ThreadLimit
 from ktinfra.bench.metrics import percentile, summarize
 from ktinfra.bench.runner import run_level
 
@@ -10,6 +11,7 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "RequestResult",
     "Scenario",
+    "ThreadLimit",
     "level_passes",
     "make_prompt",
     "percentile",

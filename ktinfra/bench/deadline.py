@@ -27,6 +27,25 @@ from requests.adapters import HTTPAdapter
 _local = threading.local()
 
 
+class ThreadLimit(RuntimeError):
+    """The OS refused a new thread (a limit on threads or memory): a user of the load, or the timer that
+    holds a request to its deadline, could not start."""
+
+    def __init__(self, what: str, error: RuntimeError) -> None:
+        super().__init__(
+            f"the OS refused to start {what} ({error}): a limit on threads or memory (ulimit -u or -v, a "
+            "container's pids limit, systemd TasksMax)"
+        )
+
+
+def start_thread(thread: threading.Thread, what: str) -> None:
+    """thread.start(), raising ThreadLimit where the OS has no thread to give."""
+    try:
+        thread.start()
+    except RuntimeError as error:  # "can't start new thread"; the only RuntimeError of a fresh thread
+        raise ThreadLimit(what, error) from None
+
+
 @contextmanager
 def request_deadline(deadline: float) -> Iterator[None]:
     """Requests of this thread read their headers until `deadline` (a time.perf_counter() value)."""
@@ -56,7 +75,7 @@ def _watched(sock: socket.socket | None) -> Iterator[threading.Event]:
         return
     timer = threading.Timer(max(0.0, deadline - time.perf_counter()), _shut, (sock, fired))
     timer.daemon = True
-    timer.start()
+    start_thread(timer, "a request's deadline timer")
     try:
         yield fired
     finally:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from ktinfra.bench.client import RequestResult, Scenario, make_prompt, send
-from ktinfra.bench.deadline import new_session
+from ktinfra.bench.deadline import new_session, start_thread
 from ktinfra.bench.metrics import summarize
 
 OnResult = Callable[[RequestResult], None]
@@ -76,8 +76,8 @@ def run_level(
         threading.Thread(target=guarded, args=(i,), name=f"bench-user-{i}", daemon=True) for i in range(users)
     ]
     try:
-        for thread in threads:
-            thread.start()
+        for i, thread in enumerate(threads):
+            start_thread(thread, f"user {i + 1} of {users}")  # ThreadLimit: the users started stop
         for thread in threads:
             thread.join()
     except BaseException:

@@ -218,6 +218,7 @@ def bench_command(
         return result
 
     finished: list[dict] = []
+    stopped: str | None = None  # why the load stopped before its end, other than Ctrl-C
     try:
         with progress:
             if capacity:
@@ -226,13 +227,21 @@ def bench_command(
             else:
                 levels = [level(users)]
                 result = {"levels": levels}
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, bench.ThreadLimit) as exc:
+        if isinstance(exc, bench.ThreadLimit):
+            # e.g. --max-users 4096 in a container with a pids limit: a clear error, not a traceback that
+            # loses the levels already measured
+            stopped = f"{exc}; lower --{'max-users' if capacity else 'users'}"
         if not finished:
+            if stopped:
+                _fail(stopped)
             typer.echo("error: interrupted: no result (requests in flight were abandoned)", err=True)
             raise typer.Exit(130) from None
         # minutes of load already measured: show them, then exit as interrupted
         levels = sorted(finished, key=lambda lv: lv["concurrency"])
         result = {"interrupted": True, "min_tps": min_tps, "levels": levels}
+        if stopped:
+            result["error"] = stopped
         passed = [lv["concurrency"] for lv in levels if lv.get("pass")]
         result["capacity_at_least"] = max(passed, default=0)
     result["scenario"] = {
@@ -267,6 +276,8 @@ def bench_command(
         )
     if plot_error is not None:
         _fail(plot_error)
+    if stopped:
+        _fail(f"{stopped}: the search stopped after {len(levels)} finished level(s)")
     if result.get("interrupted"):
         typer.echo(
             f"error: interrupted after {len(levels)} finished level(s); the search did not end "
@@ -284,9 +295,10 @@ def _report(
     out = Console()
     out.print(_level_table(levels, min_tps if capacity else None))
     if result.get("interrupted"):
+        why = "stopped by an error below" if result.get("error") else "interrupted"
         out.print(
             f"capacity: [bold]>= {result['capacity_at_least']}[/bold] users at >= {min_tps:g} tok/s each "
-            "(interrupted: the search did not finish)"
+            f"({why}: the search did not finish)"
         )
     elif capacity and result["limited_by_max_users"]:
         out.print(
