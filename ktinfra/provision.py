@@ -185,10 +185,18 @@ class ProvisionRequest:
         for inventory in self.inventories:
             if not inventory.exists():
                 raise ProvisionError(f"inventory {inventory} does not exist")
+        vaulted = []
         for value in self.extra_vars:
             if value.startswith("@") and not _vars_file(value).is_file():
                 raise ProvisionError(f"extra-vars file {value[1:]} does not exist")
-            _check_extra_vars(value)
+            if _check_extra_vars(value):
+                vaulted.append(f"extra-vars file {value[1:]}" if value.startswith("@") else f"-e {value!r}")
+        if vaulted and _vault_password_configured() is False:
+            raise ProvisionError(
+                f"{vaulted[0]} holds ansible-vault data and no vault password is configured: set "
+                "ANSIBLE_VAULT_PASSWORD_FILE (or vault_password_file / vault_identity_list in ansible.cfg); "
+                "ktinfra provision cannot prompt for it"
+            )
         # the nearest existing ancestor must be a directory (the path itself one or absent)
         existing = next(p for p in (self.artifacts, *self.artifacts.parents) if p.exists())
         if not existing.is_dir():
@@ -210,8 +218,11 @@ class _AnsibleTagsLoader(yaml.SafeLoader):
     """safe_load that takes Ansible's own YAML tags (`!vault |` an encrypted value, `!unsafe` a value never
     templated) as what they tag: only whether the text parses into a mapping is checked here."""
 
+    vault = False  # a !vault value was read
 
-def _construct_tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> object:
+
+def _construct_tagged(loader: _AnsibleTagsLoader, suffix: str, node: yaml.Node) -> object:
+    loader.vault = loader.vault or suffix == "vault"
     if isinstance(node, yaml.ScalarNode):
         return loader.construct_scalar(node)
     if isinstance(node, yaml.SequenceNode):
@@ -222,8 +233,22 @@ def _construct_tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> 
 _AnsibleTagsLoader.add_multi_constructor("!", _construct_tagged)
 
 
-def _check_extra_vars(value: str) -> None:
-    """-e JSON/YAML (or @file) Ansible cannot parse: Ansible reports it as an inventory it could not parse."""
+def _vault_password_configured() -> bool | None:
+    """Whether ansible-playbook run from here has a vault password (ANSIBLE_VAULT_PASSWORD_FILE, ansible.cfg's
+    vault_password_file or vault_identity_list, ...); None where that cannot be told."""
+    try:
+        from ansible.config.manager import ConfigManager
+
+        manager = ConfigManager()
+        keys = ("DEFAULT_VAULT_PASSWORD_FILE", "DEFAULT_VAULT_IDENTITY_LIST")
+        return any(manager.get_config_value(key) for key in keys)
+    except Exception:  # ansible-playbook from another environment, an ansible.cfg it cannot read: it says
+        return None
+
+
+def _check_extra_vars(value: str) -> bool:
+    """-e JSON/YAML (or @file) Ansible cannot parse: Ansible reports it as an inventory it could not parse.
+    True where it holds ansible-vault data (without a vault password Ansible blames the inventory too)."""
     if value.startswith("@"):
         where = f"extra-vars file {value[1:]}"
         try:
@@ -231,7 +256,7 @@ def _check_extra_vars(value: str) -> None:
         except (OSError, UnicodeDecodeError) as error:
             raise ProvisionError(f"{where} cannot be read: {error}") from None
         if text.startswith("$ANSIBLE_VAULT"):  # ansible-vault encrypted: Ansible decrypts and checks it
-            return
+            return True
     elif value.startswith(("{", "[")):  # Ansible's test: only a first { or [ makes it JSON/YAML
         where, text = f"-e {value!r}", value
     elif "=" not in value and (value.startswith(("/", ".", "~")) or Path(value).expanduser().is_file()):
@@ -242,16 +267,20 @@ def _check_extra_vars(value: str) -> None:
             "(nor @FILE); Ansible would ignore it"
         )
     else:
-        return  # key=value pairs: anything goes
+        return False  # key=value pairs: anything goes
+    loader = _AnsibleTagsLoader(text)
     try:
-        data = yaml.load(text, Loader=_AnsibleTagsLoader)  # noqa: S506 (a SafeLoader)
+        data = loader.get_single_data()
     except yaml.YAMLError as error:
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ProvisionError(f"{where} is not valid YAML/JSON: {problem}") from None
+    finally:
+        loader.dispose()
     if data is None:  # an empty or comments-only file: Ansible refuses it, blaming the inventory
         raise ProvisionError(f"{where} is empty (or only comments): Ansible needs a mapping of variables")
     if not isinstance(data, dict):
         raise ProvisionError(f"{where} must hold a mapping of variables, not a {type(data).__name__}")
+    return loader.vault
 
 
 def roles_path_for(playbook: Path) -> str | None:
@@ -429,8 +458,9 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
     return report(request, state, runner.rc, status, str(Path(runner.config.artifact_dir)), started)
 
 
-# Ansible's own errors (no host event carries them): the first line of each and its continuation lines
-ERROR_STARTS = ("[ERROR]", "ERROR!", "[WARNING]: Could not match supplied host pattern")
+# Ansible's own errors (no host event carries them): the first line of each and its continuation lines;
+# "ERROR: " is the CLI's before it has a display (an unreadable ansible.cfg, a non-UTF-8 locale)
+ERROR_STARTS = ("[ERROR]", "ERROR!", "ERROR: ", "[WARNING]: Could not match supplied host pattern")
 # Warnings after which Ansible carries on, and exits 0, without that source's hosts: an inventory (or a
 # file of an inventory directory) that no plugin could parse, with each plugin's reason (2.19: "Failed to
 # parse inventory with 'ini' plugin: ...", before: " * Failed to parse X with ini plugin: ...")
@@ -445,7 +475,7 @@ NO_HOST_STARTS = (
     "[WARNING]: provided hosts list is empty",
     "[WARNING]: Could not match supplied host pattern",
 )
-PREFIXES = ("[ERROR]: ", "[ERROR]:", "ERROR! ", "[WARNING]: ")
+PREFIXES = ("[ERROR]: ", "[ERROR]:", "ERROR! ", "ERROR: ", "[WARNING]: ")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 

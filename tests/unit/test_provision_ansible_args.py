@@ -162,3 +162,46 @@ def test_without_ansible_runner_a_clear_error(site: Path) -> None:
     assert done.stderr.strip().splitlines()[-1] == (
         "error: ansible-runner is not installed: pip install 'ktinfra[ops]'"
     )
+
+
+def test_an_unreadable_ansible_cfg_is_named(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ansible-playbook's early 'ERROR: Error reading config file' (before its display exists): before, only
+    "ansible-playbook exited 5 (failed) with no failed host; its output: .../stdout"."""
+    (site / "ansible.cfg").write_text("not ini\n[defaults\n")
+    monkeypatch.chdir(site)  # ansible-playbook runs in the caller's directory: its ansible.cfg applies
+    code, stderr, report = provision(site, "-i", str(site / "one"))
+    assert code == 1 and report["rc"] == 5 and not report["ok"]
+    first = f"error: Error reading config file ({site / 'ansible.cfg'}): File contains no section headers."
+    assert stderr.startswith(first), stderr
+    assert "Traceback" not in stderr and report["errors"][0].startswith(first.removeprefix("error: "))
+
+
+@pytest.mark.parametrize("form", ["vault file", "inline !vault"])
+def test_vault_data_without_a_vault_password_is_refused(
+    site: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    """Ansible blamed the inventory ('inventory one: Ansible could not parse it'), the vault last."""
+    (site / "vault-pass").write_text("correct horse\n")
+    if form == "vault file":
+        (site / "vars.yml").write_text("api_key: sekrit\n")
+        vault(site, "encrypt", str(site / "vars.yml"))
+    else:
+        (site / "vars.yml").write_text(vault(site, "encrypt_string", "sekrit", "--name", "api_key"))
+    monkeypatch.delenv("ANSIBLE_VAULT_PASSWORD_FILE", raising=False)
+    monkeypatch.delenv("ANSIBLE_VAULT_IDENTITY_LIST", raising=False)
+    monkeypatch.setenv("ANSIBLE_CONFIG", str(site / "none.cfg"))  # no ansible.cfg of this box either
+    code, stderr, report = provision(site, "-i", str(site / "one"), "-e", f"@{site / 'vars.yml'}")
+    assert code == 1 and report == {} and not (site / "runs").exists()
+    assert stderr == (
+        f"error: extra-vars file {site / 'vars.yml'} holds ansible-vault data and no vault password is "
+        "configured: set ANSIBLE_VAULT_PASSWORD_FILE (or vault_password_file / vault_identity_list in "
+        "ansible.cfg); ktinfra provision cannot prompt for it\n"
+    )
+    # the same file with the password in ansible.cfg (as ansible-playbook finds it) runs
+    (site / "vault.cfg").write_text(f"[defaults]\nvault_password_file = {site / 'vault-pass'}\n")
+    monkeypatch.setenv("ANSIBLE_CONFIG", str(site / "vault.cfg"))
+    code, stderr, report = provision(
+        site, "-i", str(site / "one"), "-t", "vars", "-e", f"@{site / 'vars.yml'}"
+    )
+    assert code == 0, stderr
+    assert messages(report) == ["key=sekrit raw=unset"]
