@@ -58,8 +58,8 @@ def test_two_workers_with_power_of_two_and_edge_values_pass_the_check(tmp_path):
     assert "Make the router's virtual environment" in output, output[-3000:]
 
 
-def _router_env_host(tmp_path, host: str) -> str:
-    """The --host router.env.j2 renders for kt_router_host `host` (the role's vars, its template)."""
+def _router_env_args(tmp_path, host: str) -> list[str]:
+    """The router arguments router.env.j2 renders for kt_router_host `host` (the role vars, its template)."""
     out = tmp_path / "router.env"
     tasks = [
         {"ansible.builtin.include_role": {"name": "kt_router", "tasks_from": "workers", "public": True}},
@@ -70,8 +70,23 @@ def _router_env_host(tmp_path, host: str) -> str:
     rc, output = run_play(tmp_path, tasks, extra)
     assert rc == 0, output[-3000:]
     args = next(line for line in out.read_text().splitlines() if line.startswith("KT_ROUTER_ARGS="))
-    words = args.split('"')[1].split()
+    return args.split('"')[1].split()
+
+
+def _router_env_host(tmp_path, host: str) -> str:
+    words = _router_env_args(tmp_path, host)
     return words[words.index("--host") + 1]
+
+
+def test_a_worker_not_up_within_30_minutes_of_the_router_start_is_still_added(tmp_path):
+    """sglang-router 0.3.2 gives up adding a worker that does not answer within --worker-startup-timeout-secs
+    (default 1800) of its start and never tries it again (probed: a worker up 20 s after a router with 8 s was
+    never listed in /workers; with 604800 it was, and a worker added once that went down came back). Before:
+    a kt_serve instance still loading a large model, or on a host down when the router (re)started, for more
+    than 30 minutes was left out until the router restarted."""
+    words = _router_env_args(tmp_path, "0.0.0.0")
+    assert words[words.index("--worker-startup-timeout-secs") + 1] == "604800"
+    assert words.index("--worker-startup-timeout-secs") < words.index("--worker-urls")  # extra args come last
 
 
 @pytest.mark.parametrize(
