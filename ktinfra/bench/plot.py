@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from ktinfra.links import LinkLoop, written_file
@@ -72,7 +73,28 @@ def plot_levels(levels: list[dict], path: Path, min_tps: float | None = None, ti
         fig.suptitle(title)
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=110)
+        _save(fig, path)
     finally:
         plt.close(fig)
     return path
+
+
+def _save(fig, path: Path) -> None:
+    """Draw into a temporary file beside the plot, then rename it over the plot: a write that fails part way
+    (disk full, a file size limit) leaves no cut-off image, and a plot already there untouched."""
+    target = written_file(path)  # through a link the link stays, and what it leads to is replaced
+    if target.is_file():
+        mode = target.stat().st_mode & 0o7777  # a replaced plot keeps its mode
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask  # as a plain open() would have made it (mkstemp makes 0600)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=target.suffix)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            fig.savefig(handle, dpi=110, format=target.suffix[1:].lower())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
