@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -23,19 +24,48 @@ def kernels(torch, a, b, c, s: float) -> dict:
     }
 
 
+def _positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+        return value
+
+    return parse
+
+
+def _thread_counts(text: str) -> list[int]:
+    return [_positive(int)(t.strip()) for t in text.split(",")]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, all checked before the arrays are allocated and minutes are spent measuring: a bad
+    thread count or an --out that cannot be written no longer fails after the runs, losing them."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gib", type=_positive(float), default=2.0, help="size of each of the 3 arrays")
+    ap.add_argument("--threads", type=_thread_counts, default=[1, 2, 4, 8, 16], help="e.g. 1,2,4,8,16")
+    ap.add_argument("--reps", type=_positive(int), default=5)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    parent = args.out.parent
+    if args.out.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        ap.error(f"--out {args.out}: not a file in an existing, writable directory")
+    if int(args.gib * 2**30 / 4) < 1:
+        ap.error(f"--gib {args.gib:g}: arrays of no float32 element")
+    return args
+
+
 def main() -> None:
+    args = parse_args()
     import torch
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gib", type=float, default=2.0, help="size of each of the 3 arrays")
-    ap.add_argument("--threads", default="1,2,4,8,16")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args()
     n = int(args.gib * 2**30 / 4)
     a, b, c = (torch.full((n,), v, dtype=torch.float32) for v in (1.0, 2.0, 0.0))  # first touch here
     rows = []
-    for threads in (int(t) for t in args.threads.split(",")):
+    for threads in args.threads:
         torch.set_num_threads(threads)
         for name, (fn, arrays) in kernels(torch, a, b, c, 3.0).items():
             best = float("inf")
