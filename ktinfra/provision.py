@@ -74,6 +74,8 @@ class RunState:
     )  # {host, task} of each changed result (--check: predicted)
     # failed/unreachable events the recap does not count: rescued by a block, or ignore_unreachable
     recovered: list[Failure] = field(default_factory=list)
+    # --diff: {host, task, diff} of each file difference, as ansible-playbook prints it (without colour)
+    diffs: list[dict] = field(default_factory=list)
 
     def counts(self, host: str) -> HostCounts:
         return self.hosts.setdefault(host, HostCounts())
@@ -108,6 +110,10 @@ class RunState:
             self.failures.append(Failure(host, data.get("task", self.task), "unreachable", _message(data)))
         elif kind == "runner_on_skipped" and host:
             self.counts(host).skipped += 1
+        elif kind == "runner_on_file_diff" and host:
+            text = ANSI.sub("", event.get("stdout") or "").replace("\r\n", "\n").strip("\n")
+            if text:
+                self.diffs.append({"host": host, "task": data.get("task", self.task), "diff": text})
         elif kind == "playbook_on_stats":
             self.apply_recap(data)
 
@@ -559,6 +565,7 @@ def report(
         "failures": [asdict(f) for f in state.failures],
         "recovered": [asdict(f) for f in state.recovered],
         "changes": state.changes,
+        "diffs": state.diffs,
         "errors": errors,
         "artifacts": artifacts,
     }

@@ -47,6 +47,14 @@ def _host_table(hosts: dict, title: str) -> Table:
     return table
 
 
+def _diff_text(diff: str) -> Text:
+    text = Text()
+    for line in diff.splitlines(keepends=True):
+        style = "red" if line.startswith("-") else "green" if line.startswith("+") else ""
+        text.append(line, style="cyan" if line.startswith("@@") else style)
+    return text
+
+
 def _live_view(state: RunState) -> Group:
     head = Text.assemble(("play ", "bold"), state.play or "-", ("  task ", "bold"), state.task or "-")
     return Group(head, _host_table(state.hosts, f"{state.events} events"))
@@ -125,6 +133,9 @@ def register(app: typer.Typer) -> None:
                 out.print(
                     f"[yellow]would change[/yellow] {escape(change['host'])} · {escape(change['task'])}"
                 )
+            for each in result["diffs"]:  # --diff: ansible-playbook's own rendering of each difference
+                out.print(f"[bold]diff[/bold] {escape(each['host'])} · {escape(each['task'])}")
+                out.print(_diff_text(each["diff"]))
             for failure in result["failures"]:
                 where = f"{failure['host']} · {failure['task']}"
                 out.print(

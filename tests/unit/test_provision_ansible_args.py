@@ -205,3 +205,41 @@ def test_vault_data_without_a_vault_password_is_refused(
     )
     assert code == 0, stderr
     assert messages(report) == ["key=sekrit raw=unset"]
+
+
+COPY = """
+- name: A file the run writes
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Write the marker
+      ansible.builtin.copy:
+        content: "v2\\n"
+        dest: "{{ marker }}"
+        mode: "0644"
+"""
+
+
+def test_diff_shows_the_file_differences(site: Path) -> None:
+    """--diff ('show file differences') showed none: only the artifacts' stdout had them."""
+    (site / "play.yml").write_text(COPY)
+    (site / "marker").write_text("v1\n")
+    args = ["provision", str(site / "play.yml"), "-i", str(site / "one"), "--artifacts", str(site / "runs")]
+    args += ["-e", f"marker={site / 'marker'}", "--check"]
+    result = CliRunner().invoke(app, [*args, "--diff"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    at = lines.index("diff alpha · Write the marker")
+    assert lines[at + 1 : at + 6] == [
+        f"--- before: {site / 'marker'}",
+        f"+++ after: {site / 'marker'}",
+        "@@ -1 +1 @@",
+        "-v1",
+        "+v2",
+    ]
+    report = json.loads(CliRunner().invoke(app, [*args, "--diff", "--json"]).stdout)
+    assert [(d["host"], d["task"]) for d in report["diffs"]] == [("alpha", "Write the marker")]
+    assert "-v1\n+v2" in report["diffs"][0]["diff"] and "\x1b" not in report["diffs"][0]["diff"]
+    plain = CliRunner().invoke(app, [*args, "--json"])  # without --diff: none
+    assert json.loads(plain.stdout)["diffs"] == []
+    assert (site / "marker").read_text() == "v1\n"  # --check
