@@ -189,7 +189,7 @@ class ProvisionRequest:
         if not self.inventories:
             raise ProvisionError("no inventory given")
         for inventory in self.inventories:
-            if not inventory.exists():
+            if not inventory.exists() and not _host_list(inventory):
                 raise ProvisionError(f"inventory {inventory} does not exist")
         vaulted = []
         for value in self.extra_vars:
@@ -213,6 +213,12 @@ class ProvisionRequest:
         values = [f"@{_vars_file(v).resolve()}" if v.startswith("@") else v for v in self.extra_vars]
         flags = ["--check"] * self.check + ["--diff"] * self.diff
         return shlex.join([arg for value in values for arg in ("-e", value)] + flags)
+
+
+def _host_list(inventory: Path) -> bool:
+    """`-i 'gpu1,10.0.0.12,'`: hosts named on the command line (Ansible's host_list plugin: a comma, no such
+    path)."""
+    return "," in str(inventory) and not inventory.exists()
 
 
 def _vars_file(value: str) -> Path:
@@ -445,7 +451,7 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
             artifact_dir=str(artifact_root),
             ident=ident,
             playbook=str(request.playbook.resolve()),
-            inventory=[str(inventory.resolve()) for inventory in request.inventories],
+            inventory=[str(i if _host_list(i) else i.resolve()) for i in request.inventories],
             limit=request.limit,
             tags=request.tags,
             cmdline=request.cmdline() or None,

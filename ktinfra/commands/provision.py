@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
                 "--inventory",
                 metavar="PATH",
                 callback=_each(non_empty_path),
-                help="inventory file or directory (repeatable, as ansible-playbook -i)",
+                help="inventory file or directory, or host1,host2, (repeatable, as ansible-playbook -i)",
             ),
         ],
         limit: Annotated[

@@ -243,3 +243,14 @@ def test_diff_shows_the_file_differences(site: Path) -> None:
     plain = CliRunner().invoke(app, [*args, "--json"])  # without --diff: none
     assert json.loads(plain.stdout)["diffs"] == []
     assert (site / "marker").read_text() == "v1\n"  # --check
+
+
+def test_hosts_named_on_the_command_line(site: Path) -> None:
+    """`-i 'gamma,delta,'` (ansible-playbook's host list) was 'inventory gamma,delta, does not exist'."""
+    local = ["-e", "ansible_connection=local", "-e", f"ansible_python_interpreter={PYTHON}"]
+    code, stderr, report = provision(site, "-i", "gamma,delta,", "-i", str(site / "one"), "-t", "a", *local)
+    assert code == 0, stderr
+    assert sorted(report["hosts"]) == ["alpha", "delta", "gamma"]
+    assert report["inventory"] == ["gamma,delta,", str(site / "one")]
+    code, stderr, _ = provision(site, "-i", "gamma")  # no comma: a path, and there is none
+    assert code == 1 and stderr == "error: inventory gamma does not exist\n"
