@@ -186,7 +186,21 @@ def validate_options(options: dict) -> None:
         try:
             check_url(options["health_url"], base=False)  # fetched as given, ?query and all
         except ValueError as exc:
-            raise DoctorError(f"--health-url: {exc}") from None
+            raise DoctorError(f"--health-url: {_masked(str(exc), options['health_url'])}") from None
+
+
+def _masked(text: str, url: str) -> str:
+    """`text` with `url` (also as repr() writes it) shown as bench shows URLs: user:password@ as ***@."""
+    from ktinfra.bench.client import shown_url
+
+    try:
+        shown = shown_url(url)
+    except ValueError:  # urlsplit refuses it (an unbalanced [): hide everything before the host
+        userinfo, at, rest = url.partition("://")[2].split("/", 1)[0].rpartition("@")
+        shown = url.replace(userinfo + at, "***@", 1) if at else url
+    if shown == url:
+        return text
+    return text.replace(repr(url)[1:-1], repr(shown)[1:-1]).replace(url, shown)
 
 
 def _suite_env() -> dict:
@@ -328,6 +342,8 @@ def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **option
             raise _no_match(select, suite)
         if done.returncode not in (0, 1) or not junit.is_file():
             tail = output.strip()[-1500:]
+            if options.get("health_url"):  # pytest echoes its arguments in some errors
+                tail = _masked(tail, options["health_url"])
             raise DoctorError(f"the suite did not run (pytest exit {done.returncode}):\n{tail}")
         checks = parse_junit(junit)
     if not checks:

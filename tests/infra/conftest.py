@@ -12,7 +12,7 @@ import json
 import shlex
 
 import pytest
-from kthost import ENV_MARKERS, ROLES, Expect, find_env_python, run_probe
+from kthost import ENV_MARKERS, ROLES, Expect, facts_cores, find_env_python, run_probe
 
 from ktinfra.doctor import mask_password
 from ktinfra.profiles import DEFAULT_PROFILE, load_profile
@@ -46,8 +46,31 @@ def profile(pytestconfig) -> dict:
 
 
 @pytest.fixture(scope="module")
-def cpu(host) -> dict:
-    return run_probe(host, "python3", "cpu")
+def probe_python(host, inference_env, sft_env) -> str:
+    """The python the stdlib probes and the health check run with: an env python the user named (ktinfra
+    doctor --python/--sft-python), else python3 on the target's PATH, else an env python found in the usual
+    prefixes. A target without any failed every CPU check with a ProbeError traceback ("python3: not
+    found" cut into its last line) and the health check with a bare "sh: 1: python3: not found"."""
+    for env in (inference_env, sft_env):
+        if env["given"] and env["python"]:
+            return env["python"]
+    if host.run("command -v python3 >/dev/null 2>&1").rc == 0:
+        return "python3"
+    for env in (inference_env, sft_env):
+        if env["python"]:
+            return env["python"]
+    name = getattr(host, "kt_label", None) or host.backend.get_pytest_id()
+    pytest.fail(
+        f"no python3 on the PATH of {name}, and no env python found: the suite's probes and the health "
+        "check run on the target with python3; install it, or name the env's python (ktinfra doctor "
+        "--python PATH, pytest --kt-python=PATH)",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def cpu(host, probe_python) -> dict:
+    return facts_cores(run_probe(host, probe_python, "cpu"))
 
 
 def _env_python(host, pytestconfig, profile, kind: str, option: str) -> dict:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ktinfra.plan.formats import NON_AMX_VARIANTS
+from ktinfra.facts.cpu import ISA_FLAGS
+from ktinfra.plan.formats import NON_AMX_VARIANTS, forced_cpu_variant
 
 PROBES = Path(__file__).parent / "probes"
 ROLES = ("serve", "sft", "any")
@@ -119,18 +120,43 @@ def require_env(env: dict, what: str) -> str:
     pytest.skip(f"{what} not installed: {env['why']}")
 
 
-def probe_command(python: str, name: str, *argv: str) -> str:
+def probe_command(python: str, name: str, *argv: str, env: dict | None = None) -> str:
     source = base64.b64encode((PROBES / f"{name}.py").read_bytes()).decode()
     code = f"import base64;exec(base64.b64decode('{source}'))"
-    return shlex.join([python, "-c", code, *argv])  # python is a path: a space in it, or ;, stays in it
+    prefix = ["env", *(f"{key}={value}" for key, value in (env or {}).items())] if env else []
+    return shlex.join([*prefix, python, "-c", code, *argv])  # python is a path: a space or ; stays in it
 
 
-def run_probe(host, python: str, name: str, *argv: str) -> dict:
-    result = host.run(probe_command(python, name, *argv))
+def run_probe(host, python: str, name: str, *argv: str, env: dict | None = None) -> dict:
+    result = host.run(probe_command(python, name, *argv, env=env))
     lines = result.stdout.strip().splitlines()
     if result.rc != 0 or not lines:
         raise ProbeError(f"probe {name} with {python} exited {result.rc}: {result.stderr.strip()[-1500:]}")
     return json.loads(lines[-1])
+
+
+def facts_cores(cpu: dict) -> dict:
+    """The cpu probe's answer with physical_cores as `ktinfra facts` counts them from the same CPUs and
+    cgroup files (ktinfra.facts, here on the controller): a CPU quota (cpu.max, cpu.cfs_quota_us) lowers
+    them, as the plan's thread counts assume. The probe alone counted the cores of every CPU the process may
+    run on, so a 16-CPU quota on a 128-CPU host asked CPUInfer for 64 worker threads."""
+    from ktinfra.facts.cgroup import parse_cgroup
+    from ktinfra.facts.cpu import cpu_facts
+    from ktinfra.facts.cpulist import format_cpulist
+
+    if "cpu_rows" not in cpu:  # a probe from before the rows: its own count
+        return cpu
+    rows = "".join(",".join(str(v) for v in row) + "\n" for row in cpu["cpu_rows"])
+    files = {
+        "lscpu-p.txt": "# CPU,Core,Socket,Node\n" + rows,
+        "proc-self-status.txt": f"Cpus_allowed_list:\t{format_cpulist(set(cpu['usable_cpus']))}\n",
+        "cgroup.txt": cpu.get("cgroup") or "",
+    }
+    facts = cpu_facts(files, parse_cgroup(files["cgroup.txt"]))
+    if not facts.get("physical_cores"):
+        return cpu
+    keys = ("physical_cores", "physical_cores_basis", "quota_cpus")
+    return {**cpu, "probe_physical_cores": cpu["physical_cores"], **{key: facts[key] for key in keys}}
 
 
 def find_env_python(host, env_name: str, marker: str) -> tuple[str | None, str]:
@@ -153,6 +179,25 @@ def parse_version(text: str) -> tuple[int, ...]:
             break
         parts.append(int(digits))
     return tuple(parts)
+
+
+def planned_kt_variant(cpu: dict) -> tuple[str, str | None]:
+    """(the kt-kernel variant a serve instance on this host loads, why it is forced or None). The planner's
+    own rule (ktinfra.plan.formats.forced_cpu_variant): a CPU with AMX flags whose kernel does not grant the
+    tiles (Linux < 5.16 without the backport, or a refusal) gets the best non-AMX library through
+    KT_KERNEL_CPU_VARIANT in its env file; elsewhere kt-kernel picks from the flags (expected_kt_variant).
+    The cpu probe asked the kernel itself, as `ktinfra facts` does (cpu.amx_permission)."""
+    flags = set(cpu["flags"])
+    if cpu.get("req_rc") is None:  # the probe could not ask (not x86_64): the release decides, as in facts
+        permission = None
+    elif cpu["req_rc"] == 0 and cpu.get("xtiledata_granted"):
+        permission = "granted"
+    else:
+        permission = f"refused: {cpu.get('req_error') or 'not granted'}"
+    isa = {key: flag in flags or flag.replace("_", "") in flags for key, flag in ISA_FLAGS.items()}
+    facts = {"os": {"kernel": cpu["kernel"]}, "cpu": {"isa": isa, "amx_permission": permission}}
+    forced, why = forced_cpu_variant(facts)
+    return (forced, why) if forced else (expected_kt_variant(flags), None)
 
 
 def expected_kt_variant(flags: set[str]) -> str:

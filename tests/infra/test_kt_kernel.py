@@ -3,7 +3,9 @@
 import json
 
 import pytest
-from kthost import expected_kt_variant, run_probe
+from kthost import planned_kt_variant, run_probe
+
+from ktinfra.plan.formats import CPU_VARIANT_ENV
 
 # Routing shuffled between tokens must be far off: proves the tolerance can tell a wrong answer.
 WRONG_ANSWER_MIN_ERR = 0.5
@@ -24,14 +26,27 @@ def test_kt_kernel_imports(kt_info, kt_python):
     print(f"kt-kernel {kt_info['version']} variant={kt_info['variant']} ext={kt_info['ext_file']}")
 
 
-def test_kt_kernel_loads_best_variant(kt_info, cpu):
+def test_kt_kernel_loads_best_variant(host, kt_python, kt_info, cpu):
+    """The library kt-kernel loads is the best this host runs. Where the kernel cannot grant AMX tiles
+    (< 5.16) the planner forces a non-AMX library with KT_KERNEL_CPU_VARIANT in the serve env file, since
+    kt-kernel itself picks amx from the CPU flags alone: the check then loads kt-kernel as the instance does
+    and expects that library (it used to expect amx there, the library that faults on the first tile)."""
     assert "import_error" not in kt_info, kt_info.get("import_error")
-    expected = expected_kt_variant(set(cpu["flags"]))
-    assert kt_info["variant"] == expected, (
-        f"kt-kernel loaded {kt_info['variant']!r}, this cpu supports {expected!r} "
-        "(KT_KERNEL_CPU_VARIANT set, or a single-variant build?)"
+    expected, forced = planned_kt_variant(cpu)
+    info = kt_info
+    if forced:
+        env = {CPU_VARIANT_ENV: expected}
+        info = run_probe(host, kt_python, "kt_kernel_moe", json.dumps({"mode": "info"}), env=env)
+        assert "import_error" not in info, f"{CPU_VARIANT_ENV}={expected}: {info.get('import_error')}"
+    assert info["variant"] == expected, (
+        f"kt-kernel loaded {info['variant']!r}, this host runs {expected!r} "
+        + (
+            f"(forced by the plan: {forced})"
+            if forced
+            else "(KT_KERNEL_CPU_VARIANT set, or a single-variant build?)"
+        )
     )
-    print(f"kt-kernel variant {kt_info['variant']} (cpu best: {expected})")
+    print(f"kt-kernel variant {info['variant']} (host best: {expected}{'; ' + forced if forced else ''})")
 
 
 def test_cpuinfer_builds_with_threadpool_per_numa_node(moe_forward, cpu):

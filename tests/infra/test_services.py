@@ -10,16 +10,26 @@ import shlex
 
 import pytest
 
+from ktinfra.bench.client import shown_url
+
 UNIT_PATTERNS = ("ktinfra-serve*", "sglang*")
 DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health"
 SERVE_ENV_DIR = "/etc/ktinfra/serve"  # kt_serve_config_dir's default: where render's env files go
 SUPERVISOR_DIR = "/etc/ktinfra/supervisor"  # kt_serve_supervisor_dir's default
 SUPERVISORCTL = "/opt/ktinfra/envs/supervisor/bin/supervisorctl"  # in kt_serve_supervisor_venv's default
 SUPERVISOR_STATES = ("STOPPED", "STARTING", "RUNNING", "BACKOFF", "STOPPING", "EXITED", "FATAL", "UNKNOWN")
+# user:password@ in the URL goes as Basic auth (as curl and requests send it): urllib alone took
+# "user:password@host" for the host name and failed with "Name or service not known"
 HEALTH_CHECK = (
-    "import sys,urllib.request\n"
+    "import base64,sys,urllib.parse,urllib.request\n"
+    "u = urllib.parse.urlsplit(sys.argv[1]); head = {}\n"
+    "if '@' in u.netloc:\n"
+    "    who = urllib.parse.unquote(u.username or '') + ':' + urllib.parse.unquote(u.password or '')\n"
+    "    head['Authorization'] = 'Basic ' + base64.b64encode(who.encode()).decode()\n"
+    "    u = u._replace(netloc=u.netloc.rpartition('@')[2])\n"
     "try:\n"
-    "    r = urllib.request.urlopen(sys.argv[1], timeout=10); print(r.status)\n"
+    "    r = urllib.request.urlopen(urllib.request.Request(u.geturl(), headers=head), timeout=10)\n"
+    "    print(r.status)\n"
     "except Exception as e:\n"
     "    print(type(e).__name__, e); sys.exit(1)\n"
 )
@@ -124,7 +134,7 @@ def env_file_health_urls(host) -> list[str]:
     return sorted({m.group(1) for m in re.finditer(r"^KT_HEALTH_URL=['\"]?([^'\"\s]+)", listed, re.M)})
 
 
-def test_health_endpoint_answers(host, pytestconfig, units, init_name):
+def test_health_endpoint_answers(host, pytestconfig, units, init_name, probe_python):
     explicit = pytestconfig.getoption("kt_health_url")
     urls = [explicit] if explicit else sorted({unit_health_url(host, u) for u in units})
     if not urls and init_name != "systemd":
@@ -133,8 +143,9 @@ def test_health_endpoint_answers(host, pytestconfig, units, init_name):
         pytest.skip("no serve unit installed and no --health-url given (pytest: --kt-health-url)")
     bad = []
     for url in urls:
-        answer = host.run(f"python3 -c {shlex.quote(HEALTH_CHECK)} {shlex.quote(url)}")
+        answer = host.run(f"{shlex.quote(probe_python)} -c {shlex.quote(HEALTH_CHECK)} {shlex.quote(url)}")
         if answer.rc != 0 or answer.stdout.strip() != "200":
-            bad.append(f"{url}: {answer.stdout.strip() or answer.stderr.strip()}")
+            said = answer.stdout.strip() or answer.stderr.strip()
+            bad.append(f"{shown_url(url)}: {said.replace(url, shown_url(url))}")
     assert not bad, "; ".join(bad)
-    print(f"health 200 from {', '.join(urls)}")
+    print(f"health 200 from {', '.join(shown_url(url) for url in urls)}")

@@ -67,28 +67,104 @@ def read(path: str) -> str:
 
 
 def topology() -> dict:
-    """Usable CPUs (affinity), their distinct physical cores, and the NUMA nodes holding them."""
+    """Usable CPUs (affinity), their distinct physical cores, and the NUMA nodes holding them; and one row
+    [cpu, core_id, package_id, node] per online CPU ("" where sysfs does not say), from which the suite
+    counts the cores as `ktinfra facts` does (a CPU quota lowers them: kthost.facts_cores)."""
     usable = sorted(os.sched_getaffinity(0))
-    cores = set()
-    for cpu in usable:
-        base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
-        try:
-            cores.add((read(f"{base}/physical_package_id"), read(f"{base}/core_id")))
-        except OSError:
-            cores.add(("?", str(cpu)))
+    try:
+        online = cpulist(read("/sys/devices/system/cpu/online"))
+    except (OSError, ValueError):
+        online = usable
+    node_of = {}
     nodes = {}
     node_root = "/sys/devices/system/node"
     if os.path.isdir(node_root):
         for entry in sorted(os.listdir(node_root)):
             if entry.startswith("node") and entry[4:].isdigit():
-                held = sorted(set(cpulist(read(f"{node_root}/{entry}/cpulist"))) & set(usable))
+                cpus = cpulist(read(f"{node_root}/{entry}/cpulist"))
+                node_of.update(dict.fromkeys(cpus, int(entry[4:])))
+                held = sorted(set(cpus) & set(usable))
                 if held:
                     nodes[int(entry[4:])] = held
+    cores = set()
+    rows = []
+    for cpu in sorted(set(online) | set(usable)):
+        base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        try:
+            core = (read(f"{base}/physical_package_id"), read(f"{base}/core_id"))
+        except OSError:
+            core = ("", "")
+        if cpu in usable:
+            cores.add(core if core[1] else ("?", str(cpu)))
+        rows.append([cpu, core[1], core[0], node_of.get(cpu, "")])
     return {
         "usable_cpus": usable,
-        "physical_cores": len(cores),
+        "physical_cores": len(cores),  # affinity alone: the suite replaces it with facts' count
         "numa_nodes": sorted(nodes) or [0],
+        "cpu_rows": rows,
     }
+
+
+# ktinfra/facts/capture.py's CGROUP_FILES and cgroup.txt: "<path>: <value>" for the process's own cgroup
+# directories and their ancestors, which ktinfra.facts.cgroup reads (the smallest quota, the cpusets' overlap)
+CGROUP_FILES = (
+    "cpuset.cpus.effective",
+    "cpu.max",
+    "memory.max",
+    "cpu.cfs_quota_us",
+    "cpu.cfs_period_us",
+    "cpuset.cpus",
+    "memory.limit_in_bytes",
+    "memory.current",
+    "memory.usage_in_bytes",
+)
+
+
+def cgroup_dirs() -> list:
+    root = "/sys/fs/cgroup"
+    dirs = []
+    try:
+        own = read("/proc/self/cgroup")
+    except OSError:
+        return dirs
+    for line in own.splitlines():
+        _, _, rest = line.partition(":")
+        controllers, sep, path = rest.partition(":")
+        if not sep:
+            continue
+        if controllers == "":
+            mount = root if os.path.exists(f"{root}/cgroup.controllers") else None
+        else:
+            names = set(controllers.split(","))
+            mount = next(
+                (
+                    f"{root}/{c}"
+                    for c in ("cpu", "cpuset", "memory")
+                    if c in names and os.path.isdir(f"{root}/{c}")
+                ),
+                None,
+            )
+        if mount is None:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts) + 1):
+            candidate = "/".join([mount, *parts[:depth]])
+            if os.path.isdir(candidate) and candidate not in dirs:
+                dirs.append(candidate)
+    return dirs
+
+
+def cgroup_text() -> str:
+    lines = []
+    for directory in cgroup_dirs():
+        for name in CGROUP_FILES:
+            try:
+                value = read(f"{directory}/{name}")
+            except OSError:
+                continue
+            if value:
+                lines.append(f"{directory}/{name}: {value}")
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def main() -> None:
@@ -102,6 +178,7 @@ def main() -> None:
         "flags": sorted(f for f in flags if f.startswith(("avx", "amx"))),
     }
     out.update(topology())
+    out["cgroup"] = cgroup_text()
     out.update(arch_prctl_probe())
     print(json.dumps(out))
 
