@@ -101,6 +101,20 @@ def test_router_env_gives_sglang_router_a_host_it_can_bind(tmp_path, host, passe
     assert _router_env_host(tmp_path, host) == passed
 
 
+@pytest.mark.parametrize(
+    ("host", "metrics"),
+    [("::", "::"), ("[::1]", "::1"), ("localhost", "127.0.0.1"), ("127.0.0.1", "127.0.0.1"),
+     ("0.0.0.0", "0.0.0.0")],
+)  # fmt: skip
+def test_metrics_are_served_only_where_the_router_is(tmp_path, host, metrics):
+    """sglang-router 0.3.2 serves /metrics on 0.0.0.0:29000, no key, unless --prometheus-host says otherwise,
+    which takes an unbracketed IP literal (probed: [::1] binds 0.0.0.0, ::1 binds [::1]:29000). Before: a
+    router bound to 127.0.0.1 still served its metrics to the network."""
+    words = _router_env_args(tmp_path, host)
+    assert words[words.index("--prometheus-host") + 1] == metrics
+    assert words.index("--prometheus-host") < words.index("--worker-urls")  # extra args come last, and win
+
+
 @pytest.fixture
 def loopback_server(request):
     address = request.param
