@@ -315,7 +315,10 @@ def configured_roles_path() -> list[str]:
     except ImportError:  # ansible-playbook from another environment: its defaults
         value, origin = None, "default"
     else:
-        value, origin = ConfigManager().get_config_value_and_origin("DEFAULT_ROLES_PATH")
+        try:
+            value, origin = ConfigManager().get_config_value_and_origin("DEFAULT_ROLES_PATH")
+        except Exception:  # an ansible.cfg Ansible cannot read (was a traceback): ansible-playbook says so
+            value, origin = None, "default"
     if origin == "default" or not value:  # the default is a template ConfigManager does not render
         home = os.environ.get("ANSIBLE_HOME") or os.path.expanduser("~/.ansible")
         return [path.format(home=home) for path in DEFAULT_ROLES_PATH]

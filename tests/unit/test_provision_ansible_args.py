@@ -164,9 +164,16 @@ def test_without_ansible_runner_a_clear_error(site: Path) -> None:
     )
 
 
-def test_an_unreadable_ansible_cfg_is_named(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("layout", ["playbook alone", "checkout"])
+def test_an_unreadable_ansible_cfg_is_named(site: Path, monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
     """ansible-playbook's early 'ERROR: Error reading config file' (before its display exists): before, only
-    "ansible-playbook exited 5 (failed) with no failed host; its output: .../stdout"."""
+    "ansible-playbook exited 5 (failed) with no failed host; its output: .../stdout", and from a checkout
+    (playbooks/ beside roles/: ktinfra reads the configured roles_path) an AnsibleOptionsError traceback."""
+    if layout == "checkout":
+        (site / "roles").mkdir()
+        (site / "playbooks").mkdir()
+        (site / "play.yml").rename(site / "playbooks" / "play.yml")
+        (site / "play.yml").symlink_to(site / "playbooks" / "play.yml")  # resolved: the checkout's
     (site / "ansible.cfg").write_text("not ini\n[defaults\n")
     monkeypatch.chdir(site)  # ansible-playbook runs in the caller's directory: its ansible.cfg applies
     code, stderr, report = provision(site, "-i", str(site / "one"))
