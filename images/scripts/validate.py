@@ -119,6 +119,12 @@ def parse_pin(pin: str) -> tuple[str, str | None]:
     return canon(m.group(1)), m.group(3)
 
 
+def same_version(installed: str, pinned: str) -> bool:
+    """PEP 440 `==` as pip and uv install it (and as ktinfra's drift check reads it): a pin without a local
+    label (`torch==2.9.1`) is met by any local build of that version (`2.9.1+cu128` from a CUDA index)."""
+    return installed == pinned or ("+" not in pinned and installed.split("+", 1)[0] == pinned)
+
+
 def wheel_tags(filename: str) -> set[str]:
     """The tags a wheel file name stands for, compressed tag sets expanded (cp311.cp312-abi3-x.y)."""
     parts = filename[:-4].split("-")
@@ -198,7 +204,7 @@ def check_env(name: str, spec: dict, wheels: dict, problems: list[str]) -> dict:
             problems.append(f"env {name}: {pin} is not installed")
             continue
         dist, info = installed[key]
-        if want is not None and info["version"] != want:
+        if want is not None and not same_version(info["version"], want):
             problems.append(f"env {name}: {key} is {info['version']}, profile pins {want}")
         if spec.get("imports"):
             continue  # the spec names the modules to import

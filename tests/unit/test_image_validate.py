@@ -300,3 +300,21 @@ def test_a_compiled_extension_module_without_top_level_txt_is_imported(tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert env["imports"] == {"realext": "ok"}
     assert env["not_checked"] == {}
+
+
+def test_a_pin_without_a_local_label_is_met_by_a_local_build(tmp_path):
+    # torch==2.9.1 from a CUDA index installs 2.9.1+cu128, as pip and uv read `==` (and as the profile
+    # drift check does): validate failed the whole image build on it
+    wheels = [
+        _wheel(tmp_path, "cudapkg", {"cudapkg/__init__.py": b""}, version="2.9.1+cu128"),
+        _wheel(tmp_path, "otherpkg", {"otherpkg/__init__.py": b""}, version="1.0+cu128"),
+    ]
+    python = _venv_with(tmp_path, wheels)
+    proc, env = _validate(tmp_path, python, ["cudapkg==2.9.1", "otherpkg==1.0+cu128"])
+    assert proc.returncode == 0, proc.stderr
+    assert env["imports"] == {"cudapkg": "ok", "otherpkg": "ok"}
+    # a pin that names a local label must match it, and the public version still must match
+    proc, _ = _validate(tmp_path, python, ["cudapkg==2.9.1+cu129", "otherpkg==1.1"])
+    assert proc.returncode == 1
+    assert "validate: env t: cudapkg is 2.9.1+cu128, profile pins 2.9.1+cu129" in proc.stderr
+    assert "validate: env t: otherpkg is 1.0+cu128, profile pins 1.1" in proc.stderr
