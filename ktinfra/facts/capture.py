@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ktinfra import __version__
-from ktinfra.facts.gpus import QUERY_FIELDS, QUERY_FIELDS_BEFORE_MIG
+from ktinfra.facts.gpus import QUERY_FIELDS, QUERY_FIELDS_BEFORE_MIG, from_csv, listing, xml_gpus
 from ktinfra.links import LinkLoop
 
 CommandOrReader = list[str] | Callable[[], str | None]
@@ -28,9 +29,18 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _run(argv: list[str], timeout: float = 30, any_status: bool = False) -> str | None:
-    """stdout of a command, or None when it is missing or fails (the file is then skipped)."""
-    if shutil.which(argv[0]) is None:
+COMMAND_TIMEOUT_S = 30.0
+# commands that timed out during this collect_live(): a hung driver makes every nvidia-smi call hang, so the
+# others are not started (five of them would stall the capture for minutes)
+_hung: set[str] = set()
+
+
+def _run(argv: list[str], any_status: bool = False, keep: Callable[[str], bool] | None = None) -> str | None:
+    """stdout of a command, or None when it is missing or fails (the file is then skipped).
+
+    `keep`: whether the output of a command that failed is still its real output (nvidia-smi exits 14 for a
+    corrupt infoROM and 15 for a GPU that fell off the bus, after printing the other GPUs)."""
+    if argv[0] in _hung or shutil.which(argv[0]) is None:
         return None
     # nproc (and OpenMP-aware tools) would report OMP_NUM_THREADS instead of what the kernel allows
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT")}
@@ -38,11 +48,32 @@ def _run(argv: list[str], timeout: float = 30, any_status: bool = False) -> str 
     try:
         # errors="replace": a stray byte (a locale-encoded model name, a broken driver) must not lose the file
         done = subprocess.run(
-            argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False, env=env
+            argv,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=COMMAND_TIMEOUT_S,
+            check=False,
+            env=env,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except subprocess.TimeoutExpired:
+        _hung.add(argv[0])
         return None
-    return done.stdout if (done.returncode == 0 or any_status) and done.stdout.strip() else None
+    except OSError:
+        return None
+    if not done.stdout.strip():
+        return None
+    if done.returncode == 0 or any_status or (keep is not None and keep(done.stdout)):
+        return done.stdout
+    return None
+
+
+def _nvidia_smi(*args: str, keep: Callable[[str], bool]) -> str | None:
+    return _run(["nvidia-smi", *args], keep=keep)
+
+
+def _names_a_gpu(text: str) -> bool:
+    return any(re.match(r"GPU\d+\t", line) for line in text.splitlines())
 
 
 def _proc_status() -> str | None:
@@ -162,8 +193,8 @@ SOURCES: dict[str, CommandOrReader] = {
     "numactl-hardware.txt": ["numactl", "--hardware"],
     # a driver that predates MIG (R450) refuses the whole query for mig.mode.current: ask again without it
     "nvidia-smi-query.csv": lambda: (
-        _run(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv"])
-        or _run(["nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS_BEFORE_MIG)}", "--format=csv"])
+        _nvidia_smi(f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv", keep=from_csv)
+        or _nvidia_smi(f"--query-gpu={','.join(QUERY_FIELDS_BEFORE_MIG)}", "--format=csv", keep=from_csv)
     ),
     "nvidia-smi-q.xml": ["nvidia-smi", "-q", "-x"],
     "nvidia-smi-topo.txt": ["nvidia-smi", "topo", "-m"],
@@ -192,14 +223,26 @@ SOURCES: dict[str, CommandOrReader] = {
     "amx-permission.txt": _amx_permission,
 }
 
+# a command exiting non-zero keeps its file when the output still holds what the file is for (nvidia-smi
+# exits 14 for a corrupt infoROM and 15 for a GPU that fell off the bus, after printing the healthy GPUs)
+KEEP_ON_FAILURE: dict[str, Callable[[str], bool]] = {
+    "nvidia-smi-q.xml": xml_gpus,
+    "nvidia-smi-topo.txt": _names_a_gpu,
+    "nvidia-smi-L.txt": listing,
+}
+
 
 def collect_live() -> dict[str, str]:
     """Run every source on this host; what is missing here is left out."""
     files = {}
-    for name, source in SOURCES.items():
-        text = _run(source) if isinstance(source, list) else source()
-        if text is not None:
-            files[name] = text
+    _hung.clear()
+    try:
+        for name, source in SOURCES.items():
+            text = _run(source, keep=KEEP_ON_FAILURE.get(name)) if isinstance(source, list) else source()
+            if text is not None:
+                files[name] = text
+    finally:
+        _hung.clear()
     return files
 
 

@@ -318,12 +318,38 @@ def _text(value: str | None) -> str | None:
 
 
 def _xml_root(text: str | None) -> ET.Element | None:
+    """The `nvidia-smi -q -x` document; lines nvidia-smi printed around it on stdout (a corrupt infoROM's
+    warning, "Unable to determine the device handle for GPU..." of a GPU that fell off the bus) are cut."""
     if not text or not text.strip():
         return None
+    start = text.find("<?xml")
+    if start < 0:
+        start = text.find("<nvidia_smi_log")
+    end = text.rfind("</nvidia_smi_log>")
+    if start > 0:
+        text = text[start:]
+        end = text.rfind("</nvidia_smi_log>")
+    if end >= 0:
+        text = text[: end + len("</nvidia_smi_log>")]
     try:
         return ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", text))
     except ET.ParseError:
         return None
+
+
+def from_csv(text: str) -> bool:
+    """Whether a `--query-gpu` CSV holds a GPU (the output of an nvidia-smi that exited non-zero may)."""
+    return any(_valid(gpu) for gpu in _from_csv(text))
+
+
+def xml_gpus(text: str) -> bool:
+    """Whether `nvidia-smi -q -x` output holds a GPU."""
+    return any(_valid(gpu) for gpu in _from_xml(text))
+
+
+def listing(text: str) -> bool:
+    """Whether `nvidia-smi -L` output lists a GPU."""
+    return bool(_listing(text))
 
 
 def _listing(text: str | None) -> dict[int, dict]:
