@@ -81,17 +81,37 @@ def _conversion_steps(
     return steps, served
 
 
-def _install_file(target: Path, content: str, mode: int) -> None:
-    """Created with its final mode, so an env file holding the API key is never world-readable."""
+def _stage_file(target: Path, content: str, mode: int) -> Path:
+    """The content in a temporary file beside target, created with its final mode, so an env file holding
+    the API key is never world-readable; removed again when writing it fails."""
     tmp = target.with_name(f".{target.name}.tmp")
     tmp.unlink(missing_ok=True)
     try:
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w") as handle:
             handle.write(content)
-        tmp.replace(target)
     except BaseException:  # a full disk, an interrupt: no half-written copy (of the API key) left beside it
         tmp.unlink(missing_ok=True)
         raise
+    return tmp
+
+
+def _install_files(files: dict[Path, tuple[str, int]]) -> None:
+    """Every file is written beside its target before any target is replaced: a write that fails leaves the
+    installed unit and env file as they were, not a new one of the pair beside the old other."""
+    staged: dict[Path, Path] = {}
+    try:
+        for target, (content, mode) in files.items():
+            staged[target] = _stage_file(target, content, mode)
+    except BaseException:
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)
+        raise
+    for target, tmp in staged.items():
+        tmp.replace(target)
+
+
+def _install_file(target: Path, content: str, mode: int) -> None:
+    _install_files({target: (content, mode)})
 
 
 def _check_can_start() -> None:
@@ -147,11 +167,13 @@ def _install_and_start(rendered, name: str) -> None:
     changed = False
     try:
         env_dir.mkdir(parents=True, exist_ok=True)
-        for file_name, (content, mode) in rendered.files.items():
-            if file_name.endswith((".service", ".env")):
-                target = env_dir / f"{name}.env" if file_name.endswith(".env") else unit_dir / file_name
-                changed = changed or _installed_text(target) != content
-                _install_file(target, content, mode)
+        files = {
+            env_dir / f"{name}.env" if file_name.endswith(".env") else unit_dir / file_name: (content, mode)
+            for file_name, (content, mode) in rendered.files.items()
+            if file_name.endswith((".service", ".env"))
+        }
+        changed = any(_installed_text(target) != content for target, (content, _) in files.items())
+        _install_files(files)
     except OSError as exc:
         raise lora.LoraError(f"cannot install the unit (--start needs root): {exc}") from exc
     unit = rendered.info["unit"]

@@ -45,3 +45,29 @@ def test_the_file_is_replaced_with_its_mode(tmp_path):
     lora_cmd._install_file(target, "NEW=1\n", 0o600)
     assert target.read_text() == "NEW=1\n" and target.stat().st_mode & 0o777 == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["qwen3.env"]
+
+
+def test_the_unit_and_env_file_are_replaced_together_or_not_at_all(tmp_path, monkeypatch):
+    """Before: the unit was replaced, then the env file's write failed (a full /etc), and the instance's
+    next (re)start read the new unit with the old env file."""
+    unit, env = tmp_path / "ktinfra-serve@.service", tmp_path / "qwen3.env"
+    unit.write_text("OLD UNIT\n")
+    env.write_text("OLD=1\n")
+    real_fdopen, opened = os.fdopen, []
+
+    def second_write_fails(fd, *args, **kwargs):
+        opened.append(fd)
+        if len(opened) == 2:
+            os.close(fd)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fdopen(fd, *args, **kwargs)
+
+    monkeypatch.setattr(lora_cmd.os, "fdopen", second_write_fails)
+    with pytest.raises(OSError, match="No space left"):
+        lora_cmd._install_files({unit: ("NEW UNIT\n", 0o644), env: ("NEW=1\n", 0o600)})
+    assert unit.read_text() == "OLD UNIT\n" and env.read_text() == "OLD=1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ktinfra-serve@.service", "qwen3.env"]
+    monkeypatch.undo()
+    lora_cmd._install_files({unit: ("NEW UNIT\n", 0o644), env: ("NEW=1\n", 0o600)})
+    assert unit.read_text() == "NEW UNIT\n" and env.read_text() == "NEW=1\n"
+    assert env.stat().st_mode & 0o777 == 0o600
