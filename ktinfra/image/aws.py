@@ -177,6 +177,23 @@ def describe_ami(ec2, ami_id: str) -> dict:
     }
 
 
+# what EC2 takes as an AMI id (ami- and 8 or 17 hex digits) and a region name (us-east-1, us-gov-west-1,
+# cn-northwest-1, eu-isoe-west-1): checked with the rest of the input, before make image installs packer
+_AMI_ID_RE = re.compile(r"ami-[0-9a-f]{8}(?:[0-9a-f]{9})?")
+_REGION_RE = re.compile(r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}")
+
+
+def check_names(region: str, source_ami: str | None) -> None:
+    """ImageError unless --region is a region name and --source-ami (when given) an AMI id (no AWS asked)."""
+    if not _REGION_RE.fullmatch(region):
+        raise ImageError(f"--region {region!r} is not an AWS region name (like us-east-1 or eu-west-1)")
+    if source_ami is not None and not _AMI_ID_RE.fullmatch(source_ami):
+        raise ImageError(
+            f"--source-ami {source_ami!r} is not an AMI id (ami- and 8 or 17 hex digits, like "
+            "ami-0123456789abcdef0)"
+        )
+
+
 def check_type_name(instance_type: str) -> None:
     """An instance type name that is well formed and of a family with AMX CPUs (no AWS asked)."""
     _check_type_syntax(instance_type)

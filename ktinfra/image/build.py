@@ -123,6 +123,7 @@ def check_input(req: BuildRequest) -> tuple[dict, dict, str]:
     if req.source == "docker":
         _check_dir(req.wheelhouse, "--wheelhouse")
     if req.source == "amazon-ebs":
+        aws.check_names(req.region, req.source_ami)
         aws.check_type_name(req.instance_type)
         if req.source_ami is None:
             aws.usable_ami_patterns(python_versions(profile))

@@ -91,9 +91,9 @@ def test_registry_repositories_are_accepted(tmp_path, fake_docker):
 
 
 def test_amazon_ebs_resolves_ami_and_volume(ec2):
-    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    publish_ami("eu-north-1", "ami-000000000000000d1", DLAMI.format("20261001"), "2026-10-01T00:00:00")
     prep = build.prepare(build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1"), ec2=ec2)
-    assert prep.variables["aws_source_ami"] == "ami-00000000000000dl"
+    assert prep.variables["aws_source_ami"] == "ami-000000000000000d1"
     assert prep.variables["aws_root_volume_gb"] == 30  # smoke profile's image.root_volume_gb
     assert prep.variables["labels"]["ktinfra.profile"] == "smoke"
     assert prep.extra["instance"]["manufacturer"] == "Intel"
@@ -109,7 +109,7 @@ def test_amazon_ebs_refuses_non_amx_type_and_empty_region(ec2):
 
 
 def test_write_inputs_gives_packer_and_ansible_their_files(ec2, tmp_path):
-    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    publish_ami("eu-north-1", "ami-000000000000000d1", DLAMI.format("20261001"), "2026-10-01T00:00:00")
     prep = build.prepare(build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1"), ec2=ec2)
     variables = json.loads(build.write_inputs(prep, tmp_path).read_text())
     assert variables["output_dir"] == str(tmp_path)
@@ -121,7 +121,7 @@ def test_write_inputs_gives_packer_and_ansible_their_files(ec2, tmp_path):
 def test_write_inputs_gives_packer_absolute_paths_for_a_relative_out(ec2, tmp_path, monkeypatch):
     # packer runs with the checkout as its cwd: `--out builds` from another directory made it look for
     # builds/.../variables.pkrvars.json under the checkout ("Failed to open file")
-    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    publish_ami("eu-north-1", "ami-000000000000000d1", DLAMI.format("20261001"), "2026-10-01T00:00:00")
     prep = build.prepare(build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1"), ec2=ec2)
     monkeypatch.chdir(tmp_path)
     Path("builds").mkdir()
@@ -142,7 +142,7 @@ def _required_template_variables() -> set[str]:
 def test_template_takes_wheelhouse_and_systemd_options_from_ktinfra(ec2, fake_docker, tmp_path):
     # one source of truth: the in-image wheelhouse the play fills is the one packer bind-mounts, validates
     # and cleans, and the build container boots with the options `image verify` boots the image with
-    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    publish_ami("eu-north-1", "ami-000000000000000d1", DLAMI.format("20261001"), "2026-10-01T00:00:00")
     for req in (
         build.BuildRequest(source="amazon-ebs", profile=SMOKE, region="eu-north-1"),
         build.BuildRequest(profile=SMOKE, out_root=tmp_path / "o", wheelhouse=tmp_path / "w"),
@@ -433,7 +433,7 @@ def test_a_packer_whose_validate_passes_never_runs_for_an_ami_name_ec2_refuses(t
 
 
 def test_ami_name_length_limit_and_the_docker_source_keeps_plus(tmp_path, ec2, fake_docker):
-    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    publish_ami("eu-north-1", "ami-000000000000000d1", DLAMI.format("20261001"), "2026-10-01T00:00:00")
     longest = "p" * (128 - len("ktinfra-kt--") - 10)
     req = build.BuildRequest(
         source="amazon-ebs", profile=str(_site_profile(tmp_path, longest)), region="eu-north-1"
@@ -581,18 +581,18 @@ def test_a_source_ami_that_cannot_boot_the_build_is_refused_before_packer(ec2):
     """Before: describe_ami only checked that the AMI existed: an arm64 AMI was accepted for an x86_64 AMX
     instance (the launch fails, or a paid instance waits out the SSH timeout)."""
     publish_ami(
-        "eu-north-1", "ami-0000000000000arm", DLAMI.format("20261001"), "2026-10-01T00:00:00", arch="arm64"
+        "eu-north-1", "ami-0000000000000a64e", DLAMI.format("20261001"), "2026-10-01T00:00:00", arch="arm64"
     )
     args = {"source": "amazon-ebs", "profile": SMOKE, "region": "eu-north-1"}
-    with pytest.raises(ImageError, match=r"--source-ami ami-0000000000000arm \(.*\) is arm64"):
-        build.prepare(build.BuildRequest(**args, source_ami="ami-0000000000000arm"), ec2=ec2)
-    publish_ami("eu-north-1", "ami-00000000000000dl", DLAMI.format("20261001"), "2026-10-01T00:00:00")
-    prep = build.prepare(build.BuildRequest(**args, source_ami="ami-00000000000000dl"), ec2=ec2)
+    with pytest.raises(ImageError, match=r"--source-ami ami-0000000000000a64e \(.*\) is arm64"):
+        build.prepare(build.BuildRequest(**args, source_ami="ami-0000000000000a64e"), ec2=ec2)
+    publish_ami("eu-north-1", "ami-000000000000000d1", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    prep = build.prepare(build.BuildRequest(**args, source_ami="ami-000000000000000d1"), ec2=ec2)
     # the launch mapping sizes the AMI's own root device (moto's default, as Ubuntu AMIs have it)
     assert prep.variables["aws_root_device_name"] == "/dev/sda1"
     assert prep.variables["aws_ssh_username"] == "ubuntu"
     prep = build.prepare(
-        build.BuildRequest(**args, source_ami="ami-00000000000000dl", ssh_username="admin"), ec2=ec2
+        build.BuildRequest(**args, source_ami="ami-000000000000000d1", ssh_username="admin"), ec2=ec2
     )
     assert prep.variables["aws_ssh_username"] == "admin"
     with pytest.raises(ImageError, match="--ssh-username 'bad user' is not a user name"):
@@ -639,3 +639,45 @@ def test_a_partial_image_gets_its_own_tag_and_build_folder(envs, name):
     args = ["image", "build", "--check", *(a for env in envs for a in ("--env", env))]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0 and result.output.strip() == f"input ok: build {name}", result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--source-ami", "bogus"], "error: --source-ami 'bogus' is not an AMI id"),
+        (["--source-ami", "ami-0123456789ABCDEF0"], "is not an AMI id"),
+        (["--source-ami", "ami-0123"], "is not an AMI id"),
+        (["--region", "eu west 1"], "error: --region 'eu west 1' is not an AWS region name"),
+        (["--region", "eu-west-1a"], "is not an AWS region name"),  # a zone, not a region
+        (["--region", ""], "is not an AWS region name"),
+    ],
+)
+def test_malformed_region_or_source_ami_is_refused_by_the_check(tmp_path, monkeypatch, args, message):
+    """Before: `image build --check` (what make image runs before image-deps installs packer) said "input ok"
+    for them, and they were refused only later by AWS, or by boto3 as a failed request."""
+
+    def asked(*_args, **_kwargs):
+        raise AssertionError("AWS was asked")
+
+    monkeypatch.setattr(build.aws, "ec2_client", asked)
+    out = tmp_path / "out"
+    base = ["image", "build", "--source", "amazon-ebs", "--profile", SMOKE, "--out", str(out), "--check"]
+    result = CliRunner().invoke(app, [*base, *args])
+    assert result.exit_code == 1 and message in result.output, result.output
+    result = CliRunner().invoke(app, [*base, "--packer", "/nonexistent", *args])  # a build: the same refusal
+    assert result.exit_code == 1 and message in result.output, result.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--region", "us-gov-west-1", "--source-ami", "ami-0123abcd"],
+        ["--region", "cn-northwest-1", "--source-ami", "ami-0123456789abcdef0"],
+        ["--region", "eu-isoe-west-1"],
+    ],
+)
+def test_region_and_source_ami_names_ec2_takes_pass_the_check(tmp_path, args):
+    base = ["image", "build", "--source", "amazon-ebs", "--profile", SMOKE, "--out", str(tmp_path), "--check"]
+    result = CliRunner().invoke(app, [*base, *args])
+    assert result.exit_code == 0 and "input ok: build smoke-amazon-ebs" in result.output, result.output
