@@ -82,7 +82,7 @@ def _show(value: object) -> str:
 def _print_tables(result: dict) -> None:
     console = Console()
     cpu, mem, osf = result["cpu"], result["memory"], result["os"]
-    host = Table(title=f"Host facts ({result['source']})", show_header=False)
+    host = Table(title=escape(f"Host facts ({result['source']})"), show_header=False)
     host.add_column(style="bold")
     host.add_column()
     rows = [
@@ -142,7 +142,7 @@ def _print_tables(result: dict) -> None:
             memory,
             _show(gpu["compute_capability"]),
             _show(gpu["numa_affinity"]),
-            links,
+            escape(links),  # from the capture's topo file: "[/x]" there is text, not rich markup
         )
     console.print(gpus if result["gpus"] else "[yellow]no NVIDIA GPU found[/]")
 
