@@ -6,7 +6,13 @@ set -eu
 
 KEEP=",${KTINFRA_KEEP:-},"
 WHEELHOUSE=${KTINFRA_WHEELHOUSE:-/var/cache/ktinfra/wheelhouse}
-MODEL_DIRS=${KTINFRA_MODEL_DIRS:-/models /data/models /opt/kt/models /root/autodl-tmp/models}
+# kt_model_store's data roots (/srv/ktinfra, AutoDL's /root/autodl-tmp) and its token file: a base image made
+# from a provisioned host carries them (its weights, converted CPU weights, GGUF, LoRAs, HF_HOME)
+STORE_ROOTS="/srv/ktinfra /root/autodl-tmp"
+STORE_WEIGHTS="models cpu-weights gguf loras hf-cache"
+STORE_TOKEN=/opt/ktinfra/etc/hf-token
+store_dirs() { for r in $STORE_ROOTS; do for s in $STORE_WEIGHTS; do echo "$r/$s"; done; done; }
+MODEL_DIRS=${KTINFRA_MODEL_DIRS:-/models /data/models /opt/kt/models $(store_dirs)}
 keep() { case "$KEEP" in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 say() { echo "cleanup: $*"; }
 
@@ -42,6 +48,8 @@ if ! keep tokens; then
     rm -f "$home/.cache/huggingface/token" "$home/.cache/huggingface/stored_tokens" "$home/.huggingface/token" \
       "$home"/.modelscope/credentials/* "$home/.netrc" "$home/.git-credentials"
   done
+  rm -f "$STORE_TOKEN"
+  for r in $STORE_ROOTS; do rm -f "$r/hf-cache/token" "$r/hf-cache/stored_tokens"; done  # HF_HOME's login
 fi
 
 # host identity: regenerated on first boot
