@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Raw host capture in the layout of tests/fixtures/hosts/<name>/ (same commands), for `ktinfra facts` to read.
+# Host capture in the layout of tests/fixtures/hosts/<name>/, for `ktinfra facts --from` to read.
+# Where ktinfra runs (python3 -m ktinfra), this is `ktinfra facts --capture DIR`, the complete capture. Else a
+# raw snapshot for a host without ktinfra: the files below only, so no cgroup v1 or own-cgroup files (a CPU
+# quota in a cgroup v1 container, the AutoDL case, is not seen), no container evidence, stderr mixed in.
 # usage: benchmarks/capture_host.sh DIR
 set -u
 dir=${1:?usage: capture_host.sh DIR}
+if python3 -c 'import ktinfra.facts.capture' 2>/dev/null; then
+  exec python3 -m ktinfra facts --capture "$dir"
+fi
+echo "capture_host.sh: ktinfra not importable, raw snapshot only (see the comment at the top)" >&2
 mkdir -p "$dir"
 run() { local out=$1; shift; "$@" >"$dir/$out" 2>&1 || true; }
 run lscpu.txt lscpu
