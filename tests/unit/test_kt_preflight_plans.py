@@ -1,0 +1,53 @@
+"""kt_preflight run whole on localhost (its tool venv under tmp_path): the message a failed run ends with
+names what failed, and a python that cannot hold ktinfra is refused before anything is installed."""
+
+from __future__ import annotations
+
+import sys
+
+from role_play import run_play
+
+PREFLIGHT = [
+    {"ansible.builtin.setup": {"gather_subset": ["min"]}},
+    {"ansible.builtin.include_role": {"name": "kt_preflight"}},
+]
+
+
+def _extra(tmp_path) -> dict:
+    (tmp_path / "wheelhouse").mkdir(exist_ok=True)
+    return {
+        "kt_preflight_tool_dir": str(tmp_path / "opt" / "tool"),
+        "kt_preflight_build_dir": str(tmp_path / "dist"),
+        "kt_preflight_wheelhouse": str(tmp_path / "wheelhouse"),
+        "kt_preflight_python": getattr(sys, "_base_executable", sys.executable),
+        "kt_preflight_check_envs": False,
+    }
+
+
+def _last_error(output: str) -> str:
+    return [line for line in output.splitlines() if line.startswith("fatal:")][-1]
+
+
+def test_a_model_ktinfra_does_not_know_is_named_in_the_final_message(tmp_path):
+    """Before: "preflight failed: One or more items failed", ktinfra's own error only in the loop's output
+    further up."""
+    extra = _extra(tmp_path) | {"kt_preflight_requests": [{"model": "Qwen3-30B-A3", "mode": "serve"}]}
+    rc, output = run_play(tmp_path, PREFLIGHT, extra)
+    assert rc != 0, output[-3000:]
+    last = _last_error(output)
+    assert "preflight failed: Qwen3-30B-A3 (serve): error: unknown model 'Qwen3-30B-A3'" in last, last
+    assert "One or more items failed" not in last
+    assert not (tmp_path / "opt").exists()  # the rescue removed the tool venv this run made
+
+
+def test_a_python_that_does_not_run_is_refused_before_the_os_packages(tmp_path):
+    """Before: the probe's failure read as "python3-venv missing": apt installed python3-venv and python3-pip
+    on the host, then the venv create failed with "preflight failed: [Errno 2] No such file or directory"."""
+    python = tmp_path / "no" / "python3.12"
+    rc, output = run_play(tmp_path, PREFLIGHT, _extra(tmp_path) | {"kt_preflight_python": str(python)})
+    assert rc != 0, output[-3000:]
+    last = _last_error(output)
+    assert f"preflight failed: kt_preflight_python {python} cannot make ktinfra's tool venv:" in last, last
+    assert "No such file or directory" in last and "Python 3.10 or later" in last, last
+    assert "Look for the OS packages" not in output and "Create the venv" not in output, output[-3000:]
+    assert "changed:" not in output and not (tmp_path / "opt").exists(), output[-3000:]
