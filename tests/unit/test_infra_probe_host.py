@@ -211,3 +211,16 @@ def test_health_check_runs_with_the_given_python_when_python3_is_not_on_path(bas
     assert "Traceback" not in bare.stdout
     given = subprocess.run([*base, f"--kt-python={sys.executable}"], capture_output=True, text=True, env=env)
     assert given.returncode == 0, given.stdout[-2000:]
+
+
+def test_cpu_probe_reads_the_cgroup_files_ktinfra_facts_reads():
+    """The probe runs on the target without ktinfra, so it keeps its own copy of CGROUP_FILES: a file added
+    to ktinfra.facts.capture (a quota read from it) but not to the probe would be missing from its answer."""
+    import importlib.util
+
+    from ktinfra.facts.capture import CGROUP_FILES
+
+    spec = importlib.util.spec_from_file_location("cpu_probe", kthost.PROBES / "cpu.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    assert probe.CGROUP_FILES == CGROUP_FILES

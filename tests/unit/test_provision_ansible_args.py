@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_provision_driver import CHECK_PLAYBOOK
 from typer.testing import CliRunner
 
 from ktinfra.cli import app
@@ -116,23 +117,29 @@ def vault(site: Path, *args: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("form", ["vault file", "inline !vault", "!unsafe"])
-def test_extra_vars_with_ansibles_own_yaml_are_passed_on(
-    site: Path, monkeypatch: pytest.MonkeyPatch, form: str
-) -> None:
+def _vaulted_vars(site: Path, form: str) -> None:
+    """vars.yml with api_key=sekrit, vaulted whole ("vault file") or as one !vault value."""
     (site / "vault-pass").write_text("correct horse\n")
     if form == "vault file":
         (site / "vars.yml").write_text("api_key: sekrit\n")
         vault(site, "encrypt", str(site / "vars.yml"))
-        assert (site / "vars.yml").read_text().startswith("$ANSIBLE_VAULT;")
-        expected = "key=sekrit raw=unset"
-    elif form == "inline !vault":
-        (site / "vars.yml").write_text(vault(site, "encrypt_string", "sekrit", "--name", "api_key"))
-        assert "!vault" in (site / "vars.yml").read_text()
-        expected = "key=sekrit raw=unset"
     else:
+        (site / "vars.yml").write_text(vault(site, "encrypt_string", "sekrit", "--name", "api_key"))
+
+
+@pytest.mark.parametrize("form", ["vault file", "inline !vault", "!unsafe"])
+def test_extra_vars_with_ansibles_own_yaml_are_passed_on(
+    site: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    if form == "!unsafe":
+        (site / "vault-pass").write_text("correct horse\n")
         (site / "vars.yml").write_text('raw: !unsafe "{{ not templated }}"\n')
         expected = "key=unset raw={{ not templated }}"
+    else:
+        _vaulted_vars(site, form)
+        text = (site / "vars.yml").read_text()
+        assert text.startswith("$ANSIBLE_VAULT;") if form == "vault file" else "!vault" in text
+        expected = "key=sekrit raw=unset"
     monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(site / "vault-pass"))
     code, stderr, report = provision(
         site, "-i", str(site / "one"), "-t", "vars", "-e", f"@{site / 'vars.yml'}"
@@ -188,12 +195,7 @@ def test_vault_data_without_a_vault_password_is_refused(
     site: Path, monkeypatch: pytest.MonkeyPatch, form: str
 ) -> None:
     """Ansible blamed the inventory ('inventory one: Ansible could not parse it'), the vault last."""
-    (site / "vault-pass").write_text("correct horse\n")
-    if form == "vault file":
-        (site / "vars.yml").write_text("api_key: sekrit\n")
-        vault(site, "encrypt", str(site / "vars.yml"))
-    else:
-        (site / "vars.yml").write_text(vault(site, "encrypt_string", "sekrit", "--name", "api_key"))
+    _vaulted_vars(site, form)
     monkeypatch.delenv("ANSIBLE_VAULT_PASSWORD_FILE", raising=False)
     monkeypatch.delenv("ANSIBLE_VAULT_IDENTITY_LIST", raising=False)
     monkeypatch.setenv("ANSIBLE_CONFIG", str(site / "none.cfg"))  # no ansible.cfg of this box either
@@ -214,22 +216,9 @@ def test_vault_data_without_a_vault_password_is_refused(
     assert messages(report) == ["key=sekrit raw=unset"]
 
 
-COPY = """
-- name: A file the run writes
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Write the marker
-      ansible.builtin.copy:
-        content: "v2\\n"
-        dest: "{{ marker }}"
-        mode: "0644"
-"""
-
-
 def test_diff_shows_the_file_differences(site: Path) -> None:
     """--diff ('show file differences') showed none: only the artifacts' stdout had them."""
-    (site / "play.yml").write_text(COPY)
+    (site / "play.yml").write_text(CHECK_PLAYBOOK)
     (site / "marker").write_text("v1\n")
     args = ["provision", str(site / "play.yml"), "-i", str(site / "one"), "--artifacts", str(site / "runs")]
     args += ["-e", f"marker={site / 'marker'}", "--check"]
