@@ -31,19 +31,20 @@ LEFT = [
 ]
 # the script's own list before: tokens only under /root, no login keys, no cloud-init state, only *.log
 # truncated
-SEED = " && ".join(f"mkdir -p {os.path.dirname(p)} && echo secret > {p}" for p in LEFT)
-REPORT = "for f in " + " ".join(LEFT) + '; do [ -s "$f" ] && echo "left: $f"; done; true'
 
 
-def _run(keep: str = "") -> str:
+def left_after_cleanup(paths: list[str], keep: str = "") -> list[str]:
+    """Each path seeded with content, cleanup.sh run with KTINFRA_KEEP=keep: "left: PATH" for each kept."""
+    seed = " && ".join(f"mkdir -p {os.path.dirname(p)} && echo secret > {p}" for p in paths)
+    report = "for f in " + " ".join(paths) + '; do [ -s "$f" ] && echo "left: $f"; done; true'
     proc = subprocess.run(
         ["docker", "run", "--rm", "--entrypoint", "/bin/sh", "-e", f"KTINFRA_KEEP={keep}",
          "-v", f"{SCRIPT}:/cleanup.sh:ro", BASE,
-         "-c", f"{SEED} && sh /cleanup.sh >/dev/null && {REPORT}"],
+         "-c", f"{seed} && sh /cleanup.sh >/dev/null && {report}"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return proc.stdout.splitlines()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -53,11 +54,11 @@ def _base_image():
 
 
 def test_nothing_secret_or_host_specific_is_left():
-    assert _run() == ""
+    assert left_after_cleanup(LEFT) == []
 
 
 def test_tokens_are_kept_when_asked():
-    kept = _run("tokens").splitlines()
+    kept = left_after_cleanup(LEFT, "tokens")
     assert kept == [
         "left: /root/.cache/huggingface/token",
         "left: /home/lab/.cache/huggingface/token",

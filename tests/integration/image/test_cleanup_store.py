@@ -4,15 +4,7 @@ base image as test_cleanup.py runs it: a base image made from a provisioned host
 
 from __future__ import annotations
 
-import os
-import subprocess
-
-import pytest
-
-from ktinfra.image import REPO_ROOT
-
-BASE = os.environ.get("KTINFRA_BASE_IMAGE", "ktinfra/debian12-systemd:latest")
-SCRIPT = REPO_ROOT / "images" / "scripts" / "cleanup.sh"
+from test_cleanup import _base_image, left_after_cleanup  # noqa: F401 (_base_image: autouse fixture)
 
 WEIGHTS = [
     "/srv/ktinfra/models/Qwen3-30B-A3B/model-00001.safetensors",
@@ -29,35 +21,16 @@ TOKENS = [
     "/root/autodl-tmp/hf-cache/stored_tokens",
 ]
 LEFT = WEIGHTS + TOKENS
-SEED = " && ".join(f"mkdir -p {os.path.dirname(p)} && echo secret > {p}" for p in LEFT)
-REPORT = "for f in " + " ".join(LEFT) + '; do [ -s "$f" ] && echo "left: $f"; done; true'
-
-
-def _run(keep: str = "") -> list[str]:
-    proc = subprocess.run(
-        ["docker", "run", "--rm", "--entrypoint", "/bin/sh", "-e", f"KTINFRA_KEEP={keep}",
-         "-v", f"{SCRIPT}:/cleanup.sh:ro", BASE,
-         "-c", f"{SEED} && sh /cleanup.sh >/dev/null && {REPORT}"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.splitlines()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _base_image():
-    if subprocess.run(["docker", "image", "inspect", BASE], capture_output=True).returncode != 0:
-        pytest.fail(f"base image {BASE} missing: `make docker-ready` builds it")
 
 
 def test_the_model_stores_weights_and_tokens_do_not_ship():
     # before: only /models, /data/models, /opt/kt/models, /root/autodl-tmp/models and the home tokens
-    assert _run() == []
+    assert left_after_cleanup(LEFT) == []
 
 
 def test_keeping_models_keeps_the_stores_weights_but_not_its_tokens():
-    assert _run("models") == [f"left: {p}" for p in WEIGHTS]
+    assert left_after_cleanup(LEFT, "models") == [f"left: {p}" for p in WEIGHTS]
 
 
 def test_keeping_tokens_keeps_the_stores_token_file():
-    assert _run("tokens") == ["left: /opt/ktinfra/etc/hf-token"]
+    assert left_after_cleanup(LEFT, "tokens") == ["left: /opt/ktinfra/etc/hf-token"]
