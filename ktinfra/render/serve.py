@@ -128,9 +128,9 @@ _CONVERTED_NAME = re.compile(r"(?i)(?:^|[-_.])(?:AMX)?(INT[48])$|gguf")
 # kt-kernel's AMX weight files are named after the kernel that wrote them (operators/amx/moe.hpp
 # T::name() + "_up_" …): INT8_ for AMXINT8, INT4_ for AMXINT4
 _KT_FILE_KERNEL = re.compile(r"(INT8|INT4)_(?:gate|up|down)_\d+_\d+Byte_(?:quant|scale)_\.kt")
-# a merged convert_cpu_weights.py output's expert keys (the script's default, both v0.4.4 and v0.7.0):
+# a merged convert_cpu_weights.py output's expert tensors (the script's default, both v0.4.4 and v0.7.0):
 # blk.L.ffn_{up,gate,down}_exps.E.numa.M.{weight,scale}
-_MERGED_EXPERT = re.compile(r"blk\.\d+\.ffn_(?:up|gate|down)_exps\.\d+\.numa\.(\d+)\.weight")
+_MERGED_TENSOR = re.compile(r"blk\.(\d+)\.ffn_(up|gate|down)_exps\.(\d+)\.numa\.(\d+)\.(weight|scale)")
 
 
 def _lowest_layer(folder: Path) -> Path | None:
@@ -152,34 +152,12 @@ def _layer_kernel(layer: Path) -> str | None:
     return None
 
 
-def _merged_pool_ids(folder: Path, first_only: bool = False) -> set[int]:
-    """The numa ids of a merged tree's expert keys in the folder's .safetensors headers (only those of the
-    first shard that has any, with first_only); empty for a model's own checkpoint."""
+def _merged_tensors(folder: Path) -> dict[tuple[str, ...], int]:
+    """(layer, proj, expert, numa, weight|scale) -> values of each merged-tree expert tensor in the folder's
+    .safetensors headers; empty for a model's own checkpoint."""
     from ktinfra.lora import LoraError, safetensors_header
 
-    ids: set[int] = set()
-    for shard in sorted(folder.glob("*.safetensors")):
-        try:
-            ids.update(
-                int(m.group(1)) for key in safetensors_header(shard) if (m := _MERGED_EXPERT.fullmatch(key))
-            )
-        except LoraError:
-            continue
-        if ids and first_only:
-            break
-    return ids
-
-
-_MERGED_TENSOR = re.compile(r"blk\.(\d+)\.ffn_(up|down)_exps\.(\d+)\.numa\.(\d+)\.(weight|scale)")
-
-
-def _merged_kernel(folder: Path) -> str | None:
-    """INT8/INT4 for a merged tree whose first expert's shapes tell: per pool, up's scale holds one float per
-    row of its share (the intermediate share I), down's one per hidden row (H), and down's weight H x I
-    values of one byte (INT8) or half a byte (INT4; upstream v0.7.0 converter output, 2026-11-29 H200 run)."""
-    from ktinfra.lora import LoraError, safetensors_header
-
-    sizes: dict[tuple, int] = {}
+    sizes: dict[tuple[str, ...], int] = {}
     for shard in sorted(folder.glob("*.safetensors")):
         try:
             header = safetensors_header(shard)
@@ -188,6 +166,18 @@ def _merged_kernel(folder: Path) -> str | None:
         for key, info in header.items():
             if match := _MERGED_TENSOR.fullmatch(key):
                 sizes[match.groups()] = math.prod(info["shape"])
+    return sizes
+
+
+def _merged_pools(sizes: dict[tuple[str, ...], int]) -> set[int]:
+    """The numa ids of a merged tree's expert weights."""
+    return {int(numa) for (_, _, _, numa, kind) in sizes if kind == "weight"}
+
+
+def _merged_kernel(sizes: dict[tuple[str, ...], int]) -> str | None:
+    """INT8/INT4 for a merged tree whose first expert's shapes tell: per pool, up's scale holds one float per
+    row of its share (the intermediate share I), down's one per hidden row (H), and down's weight H x I
+    values of one byte (INT8) or half a byte (INT4; upstream v0.7.0 converter output, 2026-11-29 H200 run)."""
     for (layer, proj, expert, numa, kind), down_weight in sizes.items():
         up_scale = sizes.get((layer, "up", expert, numa, "scale"))
         down_scale = sizes.get((layer, "down", expert, numa, "scale"))
@@ -212,8 +202,8 @@ def _weight_kind(path: str) -> tuple[str | None, str]:
                 return kernel, "files"
             if names & {MANIFEST_NAME, CONVERT_DONE_MARKER} or layer is not None:
                 return "converted", "files"
-            if _merged_pool_ids(folder, first_only=True):
-                return _merged_kernel(folder) or "converted", "files"
+            if _merged_pools(sizes := _merged_tensors(folder)):
+                return _merged_kernel(sizes) or "converted", "files"
     except OSError:
         pass
     match = _CONVERTED_NAME.search(folder.name)
@@ -251,7 +241,7 @@ def _tree_pools(folder: Path) -> int | None:
         if layer is not None:  # the pools that hold weight files (.kt): an empty folder tells nothing
             parts = [p for p in layer.iterdir() if re.fullmatch(r"_numa_\d+", p.name) and p.is_dir()]
             return sum(1 for part in parts if any(f.suffix == ".kt" for f in part.iterdir())) or None
-        ids = _merged_pool_ids(folder)
+        ids = _merged_pools(_merged_tensors(folder))
         return max(ids) + 1 if ids else None
     except OSError:
         return None
