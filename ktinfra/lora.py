@@ -323,9 +323,9 @@ def _check_served_scaling(config_path: Path, config: dict) -> None:
             continue
         if not isinstance(pattern, dict):
             raise LoraError(f"{config_path}: {key} must be a JSON object of module patterns")
-        other = {module: value for module, value in pattern.items() if value != base}
-        if other:
-            module, value = next(iter(other.items()))
+        odd = next(((module, value) for module, value in pattern.items() if value != base), None)
+        if odd:
+            module, value = odd
             raise LoraError(
                 f"{config_path}: {key} gives {module!r} {value} instead of {base}; SGLang serves one r and "
                 "lora_alpha per adapter: export a merged model (llamafactory-cli export) instead"

@@ -110,10 +110,6 @@ def _install_files(files: dict[Path, tuple[str, int]]) -> None:
         tmp.replace(target)
 
 
-def _install_file(target: Path, content: str, mode: int) -> None:
-    _install_files({target: (content, mode)})
-
-
 def _check_can_start() -> None:
     """--start installs into /etc and runs systemctl: refuse before converting or installing anything where
     that cannot work, so no unit is left installed but not started."""

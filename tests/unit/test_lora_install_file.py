@@ -1,4 +1,4 @@
-"""`ktinfra lora serve --start` installs the unit and env file through _install_file: a write that fails
+"""`ktinfra lora serve --start` installs the unit and env file through _install_files: a write that fails
 leaves neither a half-written target nor its temporary copy (which holds the API key) behind."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_a_failed_write_leaves_no_temporary_copy(tmp_path, monkeypatch):
 
     monkeypatch.setattr(lora_cmd.os, "fdopen", lambda fd, *a, **k: FullDisk(real_fdopen(fd, *a, **k)))
     with pytest.raises(OSError, match="No space left"):
-        lora_cmd._install_file(target, "SGLANG_API_KEY=secret\n", 0o600)
+        lora_cmd._install_files({target: ("SGLANG_API_KEY=secret\n", 0o600)})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["qwen3.env"]
     assert target.read_text() == "OLD=1\n"
 
@@ -42,7 +42,7 @@ def test_a_failed_write_leaves_no_temporary_copy(tmp_path, monkeypatch):
 def test_the_file_is_replaced_with_its_mode(tmp_path):
     target = tmp_path / "qwen3.env"
     target.write_text("OLD=1\n")
-    lora_cmd._install_file(target, "NEW=1\n", 0o600)
+    lora_cmd._install_files({target: ("NEW=1\n", 0o600)})
     assert target.read_text() == "NEW=1\n" and target.stat().st_mode & 0o777 == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["qwen3.env"]
 
