@@ -325,10 +325,8 @@ def _xml_root(text: str | None) -> ET.Element | None:
     start = text.find("<?xml")
     if start < 0:
         start = text.find("<nvidia_smi_log")
+    text = text[max(start, 0) :]
     end = text.rfind("</nvidia_smi_log>")
-    if start > 0:
-        text = text[start:]
-        end = text.rfind("</nvidia_smi_log>")
     if end >= 0:
         text = text[: end + len("</nvidia_smi_log>")]
     try:
