@@ -318,3 +318,16 @@ def test_a_pin_without_a_local_label_is_met_by_a_local_build(tmp_path):
     assert proc.returncode == 1
     assert "validate: env t: cudapkg is 2.9.1+cu128, profile pins 2.9.1+cu129" in proc.stderr
     assert "validate: env t: otherpkg is 1.0+cu128, profile pins 1.1" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("installed", "pinned"),
+    [("2.9.1", "2.9.1"), ("2.9.1+cu128", "2.9.1"), ("2.9.1", "2.9.1+cu128"), ("2.9.1+cpu", "2.9.1+cu128"),
+     ("2.9.10", "2.9.1"), ("2.0.0", "2.0")],
+)  # fmt: skip
+def test_the_images_pin_check_reads_as_ktinfras_drift_check(installed, pinned):
+    """validate.py runs in the image with the stdlib only, so it keeps its own same_version: it must answer
+    as ktinfra.profiles._same_version, which `ktinfra doctor`'s drift check uses on the same pins."""
+    from ktinfra.profiles import _same_version
+
+    assert validate.same_version(installed, pinned) == _same_version(installed, pinned)
