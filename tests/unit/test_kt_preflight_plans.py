@@ -51,3 +51,25 @@ def test_a_python_that_does_not_run_is_refused_before_the_os_packages(tmp_path):
     assert "No such file or directory" in last and "Python 3.10 or later" in last, last
     assert "Look for the OS packages" not in output and "Create the venv" not in output, output[-3000:]
     assert "changed:" not in output and not (tmp_path / "opt").exists(), output[-3000:]
+
+
+def test_relative_paths_and_a_pip_timeout_below_one_second_are_refused_first(tmp_path):
+    """Before: a relative tool venv was made under the remote user's working directory, and pip got
+    --timeout 0 (no timeout: a dead mirror hangs the play) or -1 (a ValueError traceback), each after the OS
+    packages were looked at and installed."""
+    extra = _extra(tmp_path) | {
+        "kt_preflight_tool_dir": "opt/tool",
+        "kt_preflight_wheelhouse": "wheelhouse",
+        "kt_preflight_pip_timeout": 0,
+    }
+    rc, output = run_play(tmp_path, PREFLIGHT, extra)
+    assert rc != 0, output[-3000:]
+    last = _last_error(output)
+    assert "kt_preflight_tool_dir must be an absolute directory other than /" in last, last
+    assert "(got opt/tool)" in last and "kt_preflight_wheelhouse must be an absolute path" in last, last
+    assert "kt_preflight_pip_timeout must be 1 second or more (got 0)" in last, last
+    assert "Gather the OS facts" not in output and "changed:" not in output, output[-3000:]
+    for tool_dir in ("/", "//opt"):
+        rc, output = run_play(tmp_path, PREFLIGHT, _extra(tmp_path) | {"kt_preflight_tool_dir": tool_dir})
+        assert rc != 0 and f"(got {tool_dir})" in _last_error(output), output[-3000:]
+    assert not (tmp_path / "opt").exists()
