@@ -176,6 +176,8 @@ class Stream:
             if not raw.startswith(b"data:"):
                 continue
             data = raw[5:].strip()
+            if not data:
+                continue  # an empty event: a keep-alive some proxies send while the model thinks
             if data == b"[DONE]":
                 complete = True
                 break

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 from socks_proxy import SocksProxy
-from test_bench_http import scenario, whole
+from test_bench_http import DONE, USAGE, delta, scenario, sse, whole
 from typer.testing import CliRunner
 
 from ktinfra import bench
@@ -330,3 +330,16 @@ def test_a_socks_proxy_without_pysocks_is_refused_before_any_request(server, mon
     assert "secret" not in result.output
     monkeypatch.setenv("NO_PROXY", "ktinfra-socks-test.invalid")
     assert socks_proxy_problem(target) is None
+
+
+def test_empty_data_keep_alives_in_a_stream_are_not_events(server):
+    # a proxy's `data:` keep-alive between the chunks of a slow reply: before, its empty JSON failed the
+    # request ("not JSON"); comment keep-alives (`: ping`) were already skipped
+    events = [b"data:\n\n", delta("a"), b"data: \n\n", b": ping\n\n", delta("b"), USAGE, b"data:\n\n", DONE]
+    server.reply = lambda h, body: sse(h, events)
+    result = send(requests.Session(), scenario(server), "hi")
+    assert (result.ok, result.output_tokens, result.tokens_estimated) == (True, 7, False), result.error
+    assert len(result.itl_s) == 1  # two text chunks, one gap: the keep-alives are no tokens
+    server.reply = lambda h, body: sse(h, [b"data:\n\n", b"data:\n\n"])
+    result = send(requests.Session(), scenario(server), "hi")
+    assert not result.ok and "no 'data:' event" in result.error, result.error
