@@ -254,7 +254,10 @@ def bench_command(
         "ignore_eos": ignore_eos,
         "requests_per_user": requests_per_user,
         "duration_s": duration,
+        "timeout_s": timeout,
     }
+    if capacity:  # "limited_by_max_users" says the search hit it; this says where it was
+        result["scenario"]["max_users"] = max_users
     plot_error = None
     if plot is not None:
         try:  # the results are printed either way: a failed plot must not lose minutes of load

@@ -238,7 +238,11 @@ def test_the_capacity_search_asks_for_fixed_length_replies_by_default(server, ar
     res = cli("--url", server.url, "--requests", "1", "--json", *args)
     assert res.exit_code == 0, res.output
     assert [b.get("ignore_eos", False) for b in bodies] == [sent]
-    assert json.loads(res.stdout)["scenario"]["ignore_eos"] is sent
+    scenario = json.loads(res.stdout)["scenario"]
+    assert scenario["ignore_eos"] is sent
+    # a saved result says under which request timeout and search bound it was measured
+    assert scenario["timeout_s"] == 600.0
+    assert scenario.get("max_users") == (1 if "--capacity" in args else None)
 
 
 def test_a_server_refusing_ignore_eos_is_told_the_flag(server):
