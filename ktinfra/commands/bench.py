@@ -259,12 +259,17 @@ def bench_command(
     if capacity:  # "limited_by_max_users" says the search hit it; this says where it was
         result["scenario"]["max_users"] = max_users
     plot_error = None
+    plot_interrupted = False
     if plot is not None:
         try:  # the results are printed either way: a failed plot must not lose minutes of load
             plot_levels(levels, plot, min_tps=min_tps, title=f"{model} @ {shown_url(url)}")
             result["plot"] = str(plot)
         except (ValueError, OSError, RuntimeError) as exc:
             plot_error = f"no plot written to {plot}: {exc}"
+            plot = None
+        except KeyboardInterrupt:  # a second or more: Ctrl-C then must not lose the levels either
+            plot_error = f"interrupted while plotting: no plot written to {plot}"
+            plot_interrupted = True
             plot = None
     if as_json:
         typer.echo(json.dumps(_finite(result), indent=2, allow_nan=False))
@@ -278,6 +283,9 @@ def bench_command(
             err=True,
         )
     if plot_error is not None:
+        if plot_interrupted:
+            typer.echo(f"error: {plot_error}", err=True)
+            raise typer.Exit(130)
         _fail(plot_error)
     if stopped:
         _fail(f"{stopped}: the search stopped after {len(levels)} finished level(s)")

@@ -80,3 +80,40 @@ def test_ctrl_c_during_a_capacity_search_keeps_the_finished_levels(server):
     assert result["interrupted"] is True and result["capacity_at_least"] == 1
     assert [(lv["concurrency"], lv["completed"], lv["pass"]) for lv in result["levels"]] == [(1, 1, True)]
     assert "interrupted after 1 finished level(s)" in err and "Traceback" not in err
+
+
+def test_ctrl_c_while_plotting_keeps_the_measured_levels(server, tmp_path):
+    """Drawing the plot takes seconds (matplotlib's import, a font cache to build): Ctrl-C then was a
+    traceback out of matplotlib, and the capacity search just measured was never printed."""
+    server.reply = lambda h, body: sse(h, [delta("a "), USAGE, DONE])
+    plot = tmp_path / "capacity.png"
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "ktinfra", "bench", "--url", server.url, "--model", "m"]
+        + ["--capacity", "--min-tps", "0.001", "--max-users", "2", "--requests", "1", "--json"]
+        + ["--plot", str(plot)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "MPLCONFIGDIR": str(tmp_path / "mpl")},  # a cold cache
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    maps = Path(f"/proc/{bench.pid}/maps")
+    try:
+        started = time.monotonic()
+        # matplotlib is imported by the plot only: once one of its libraries is mapped, the plot is drawn
+        while bench.poll() is None and time.monotonic() - started < 60:
+            if "matplotlib" in maps.read_text():
+                break
+            time.sleep(0.005)
+        assert bench.poll() is None, "the plot was done before it could be interrupted"
+        bench.send_signal(signal.SIGINT)
+        out, err = bench.communicate(timeout=120)
+    finally:
+        bench.kill()
+    assert bench.returncode == 130, err[-2000:]
+    result = json.loads(out)
+    assert result["capacity"] == 2 and [lv["concurrency"] for lv in result["levels"]] == [1, 2]
+    assert "plot" not in result
+    assert f"error: interrupted while plotting: no plot written to {plot}" in err and "Traceback" not in err
+    assert [p.name for p in tmp_path.iterdir() if p.name != "mpl"] == []  # no plot, no temporary file
