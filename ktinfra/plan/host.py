@@ -224,18 +224,27 @@ def amx_unknown(facts: dict) -> bool:
 RESERVED_LOGICAL_CPUS = 2
 
 
-def cpu_worker_threads(facts: dict) -> tuple[int, str]:
+def cpu_worker_threads(facts: dict, ranks: int = 1) -> tuple[int, str]:
     """kt-kernel worker threads: one per usable physical core, minus the CPUs the rest of the process needs
-    when no hyperthread siblings are left over to take that work."""
+    when no hyperthread siblings are left over to take that work. `ranks`: the tensor-parallel ranks, each
+    a scheduler process of its own that waits out every decode step spinning on its GPU (CUDA's default
+    spin-wait), while kt-kernel runs the CPU experts for rank 0: one more busy CPU per rank beyond the first
+    (measured: workers + busy neighbours on every CPU collapse, 14 workers beside 2 busy ones on 16)."""
     cpu = facts["cpu"]
     cores, logical = cpu["physical_cores"], cpu["logical_cpus"]
-    reserve = max(0, RESERVED_LOGICAL_CPUS - (logical - cores))
+    needed = RESERVED_LOGICAL_CPUS + max(0, ranks - 1)
+    reserve = max(0, needed - (logical - cores))
     threads = max(1, cores - reserve)
-    if threads == cores:
-        note = f"{logical - cores} hyperthread sibling(s) are left for the submitting and scheduler threads"
+    schedulers = "scheduler" if ranks <= 1 else f"{ranks} tensor-parallel ranks' scheduler"
+    if reserve == 0:
+        spare = logical - cores
+        note = f"{spare} hyperthread sibling(s) are left for the submitting and {schedulers} threads"
+    elif threads == cores:
+        note = f"one worker on the only core, which it shares with the submitting and {schedulers} threads"
     else:
+        schedulers = "the scheduler" if ranks <= 1 else f"the schedulers of the {ranks} tensor-parallel ranks"
         note = (
-            f"{cores - threads} core(s) kept free for the thread that submits MoE work and the scheduler "
+            f"{cores - threads} core(s) kept free for the thread that submits MoE work and {schedulers} "
             "(measured: workers on every vCPU decode at 7% of the best)"
         )
     return threads, note

@@ -124,11 +124,11 @@ def _kt_run_effect(kt_run: int, cores: int, threads: int) -> str:
 
 
 def _cpu_decisions(
-    facts: dict, serve: dict, reasons: dict, warnings: list, max_pools: int | None = None
+    facts: dict, serve: dict, reasons: dict, warnings: list, max_pools: int | None = None, ranks: int = 1
 ) -> None:
     cpu = facts["cpu"]
     cores = cpu["physical_cores"]
-    threads, note = cpu_worker_threads(facts)
+    threads, note = cpu_worker_threads(facts, ranks)
     pools, placed, placement, nodes = thread_pools(facts, threads, max_pools)
     kt_run = int(cpu["logical_cpus"] * 0.8)
     effect = _kt_run_effect(kt_run, cores, placed)
@@ -661,7 +661,9 @@ def _plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> 
     if llamafile and formats.llamafile_problem(arch):
         problems.append(formats.llamafile_problem(arch))
     max_pools = formats.llamafile_max_pools(arch) if llamafile else None
-    _cpu_decisions(facts, serve, reasons, warnings, max_pools)
+    # one scheduler process per tensor-parallel rank keeps a CPU busy: the worker threads leave it
+    ranks = len(choose_gpus(arch, facts["gpus"], dtype)[0]) if usable_gpus(facts["gpus"]) else 1
+    _cpu_decisions(facts, serve, reasons, warnings, max_pools, ranks)
     serve.update(_network(opts, reasons))
     lora = opts.get("lora")
     if lora:

@@ -39,7 +39,7 @@ def test_h200_capture_sft_of_qwen3_30b_is_short_of_disk_only():
 def test_2xh200_capture_serves_qwen3_235b_over_two_gpus_but_needs_a_bigger_disk():
     result = plan(captured("2xh200-xeon-amx-32c"), "Qwen3-235B-A22B", "serve")
     serve = result["serve"]
-    assert (serve["tensor_parallel_size"], serve["kt_cpuinfer"], serve["kt_threadpool_count"]) == (2, 30, 1)
+    assert (serve["tensor_parallel_size"], serve["kt_cpuinfer"], serve["kt_threadpool_count"]) == (2, 29, 1)
     assert serve["mem_fraction_static"] == 0.94  # the 8 GB reserve cap on a 151 GB H200
     assert result["problems"] == [
         "needs 698 GB disk (470 GB download + 227 GB CPU weights + 1.0 GB outputs), / has 137 GB free"
@@ -47,7 +47,8 @@ def test_2xh200_capture_serves_qwen3_235b_over_two_gpus_but_needs_a_bigger_disk(
 
 
 def test_4xh200_capture_puts_126_of_128_qwen3_235b_experts_on_four_gpus():
-    """The real 4x H200 (nvidia-h200-x4, 2026-11-29): tensor parallel over all four, 62 of 64 cores; only
+    """The real 4x H200 (nvidia-h200-x4, 2026-11-29): tensor parallel over all four, 59 of 64 cores (the
+    submitting thread and four rank schedulers keep 5 free); only
     the 252 GB disk is short. Qwen3-30B-A3B fits each GPU whole: BF16 in place, no conversion."""
     host = captured("4xh200-xeon-amx-64c")
     big = plan(host, "Qwen3-235B-A22B", "serve")
@@ -59,7 +60,7 @@ def test_4xh200_capture_puts_126_of_128_qwen3_235b_experts_on_four_gpus():
     )
     assert (serve["kt_num_gpu_experts"], serve["kt_cpuinfer"], serve["max_running_requests"]) == (
         126,
-        62,
+        59,
         128,
     )
     assert big["problems"] == [
