@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from ktinfra.digest import sha256_of
-from ktinfra.profiles import env_spec, python_versions, wheel_version
+from ktinfra.profiles import env_spec, python_versions, wheel_entry, wheel_version
 
 CONDA_CANDIDATES = ("/root/miniconda3/bin/conda", "/opt/conda/bin/conda", "/root/anaconda3/bin/conda")
 MANAGERS = ("auto", "conda", "venv")
@@ -97,8 +97,14 @@ def _apply_overrides(wheel: dict, overrides: dict[str, dict]) -> dict:
     merged.update({k: v for k, v in override.items() if v is not None})
     if relocated and "file" not in override:
         merged["file"] = Path(merged.get("path") or merged["url"]).name
-    merged["version"] = wheel_version(merged["file"])
-    return merged
+    named = wheel_version(merged["file"])
+    # a profile that names the version the wheel's METADATA holds where its file name says more (flash-attn's
+    # release wheels: 2.8.3 inside, +cu12torch2.7cxx11abiTRUE added to the name after the build) keeps it for
+    # another file of that release; before, the file name's version came back and nothing could install it
+    stated = wheel["version"] != wheel_version(wheel["file"])
+    release = wheel["version"].split("+", 1)[0]
+    version = wheel["version"] if stated and named.split("+", 1)[0] == release else named
+    return wheel_entry(merged, version)
 
 
 def _wheel_problems(wheel: dict) -> list[str]:

@@ -30,6 +30,8 @@ MAX_VALUES = 100_000
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _MIN_VERSION = re.compile(r"\d+(\.\d+)*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+# a PEP 440 version as a wheel file name holds it: no "-" (the name's separator), no "/"
+_WHEEL_VERSION = re.compile(r"v?[0-9][0-9A-Za-z.!+_]*")
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 80
 
@@ -237,7 +239,7 @@ _ENTRY_FIELDS = {
     "wheels": {
         "name": "str",
         "file": "str",
-        "version": "str",
+        "version": "version",  # the wheel's METADATA version, where its file name says another
         "url": "str",
         "path": "str",
         "sha256": "sha256",
@@ -307,6 +309,10 @@ def _check_env(where: str, key: object, env: object) -> None:
                     _check_string_list(where, item, name, at, required=name in needs)
                 elif kind == "bool" and value is not None and not isinstance(value, bool):
                     raise _type_error(where, at, "true or false", value)
+                elif kind == "version":  # it becomes part of the wheel's file name in the wheelhouse
+                    _check_string(
+                        where, item, name, at, pattern=_WHEEL_VERSION, wanted='a version like "2.8.3"'
+                    )
                 elif kind == "sha256":
                     _check_string(
                         where, item, name, at, pattern=_SHA256, wanted="64 lowercase hex digits or null"
@@ -397,6 +403,22 @@ def wheel_version(filename: str) -> str:
     return match.group(2)
 
 
+def wheelhouse_file(filename: str, version: str) -> str:
+    """The name a wheel file is kept under in the wheelhouse: its own, with `version` (what the wheel's
+    METADATA holds) where the name says another. pip and uv take a --find-links wheel's version from its name
+    and discard a wheel whose METADATA differs ("has inconsistent version"): flash-attn's release wheels are
+    built as 2.8.3 and renamed flash_attn-2.8.3+cu12torch2.7cxx11abiTRUE-... afterwards, so `flash-attn==` any
+    version found nothing to install. Only the file's last path part: it stays inside the wheelhouse."""
+    name = Path(filename).name
+    dist, named, rest = name.split("-", 2)
+    return name if named == version else f"{dist}-{version}-{rest}"
+
+
+def wheel_entry(wheel: dict, version: str) -> dict:
+    """A profile wheel with the version it installs as and the name it is kept under in the wheelhouse."""
+    return dict(wheel, version=version, wheelhouse_file=wheelhouse_file(wheel["file"], version))
+
+
 def env_spec(profile: dict, key: str) -> dict:
     """One env of a profile with every optional list present, wheels pinned as name==version."""
     envs = profile.get("envs") or {}
@@ -408,7 +430,7 @@ def env_spec(profile: dict, key: str) -> dict:
     env["key"] = key
     for field in ("packages", "os_packages", "exclude", "wheels", "git", "conda_patches"):
         env[field] = list(env.get(field) or [])
-    env["wheels"] = [dict(w, version=w.get("version") or wheel_version(w["file"])) for w in env["wheels"]]
+    env["wheels"] = [wheel_entry(w, w.get("version") or wheel_version(w["file"])) for w in env["wheels"]]
     env["git"] = [_git_source(g) for g in env["git"]]
     env.setdefault("disk_bytes", 0)
     env.setdefault("download_bytes", 0)

@@ -130,7 +130,8 @@ def _with_wheel_build(tmp: Path, build: str) -> dict:
     wheel = {"name": "ktwheelprobe", "file": path.name, "path": str(path)}
     wheel["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     extra = _setup(tmp, "six")
-    extra["kt_python_env_spec"].update(packages=[], wheels=[{**wheel, "version": "1.0"}])
+    spec_wheel = {**wheel, "version": "1.0", "wheelhouse_file": path.name}  # as ktinfra's env_spec gives it
+    extra["kt_python_env_spec"].update(packages=[], wheels=[spec_wheel])
     profile = yaml.safe_load((tmp / "profile.yaml").read_text())
     profile["envs"]["inference"].update(packages=[], wheels=[wheel])
     (tmp / "profile.yaml").write_text(yaml.safe_dump(profile))

@@ -112,7 +112,7 @@ ENVS = {
     ),
     "wheel version a list": (
         'wheels: [{name: w, file: "w-1.0-py3-none-any.whl", version: [1]}]',
-        "envs.inference.wheels[0].version must be a string, got [1]",
+        'envs.inference.wheels[0].version must be a version like "2.8.3", got [1]',  # a wheel file name part
     ),
     "wheel url a list": (
         'wheels: [{name: w, file: "w-1.0-py3-none-any.whl", url: [x]}]',
