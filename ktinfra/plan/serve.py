@@ -93,9 +93,10 @@ def _tp_limit(arch: Architecture, dtype: str | None) -> str:
 
 
 def mem_fraction_static(gpu_bytes: int) -> tuple[float, float]:
-    """(fraction, bytes left for activations and CUDA graphs)."""
+    """(fraction, bytes left for activations and CUDA graphs). A GPU no larger than the reserve (the plan
+    is then infeasible: the reserve counts against it) gets 0.01, not a fraction of 0 or below."""
     reserve = min(max(GPU_RESERVE_FRACTION * gpu_bytes, GPU_RESERVE_MIN), GPU_RESERVE_MAX)
-    return math.floor((1 - reserve / gpu_bytes) * 100 + 1e-6) / 100, reserve
+    return max(0.01, math.floor((1 - reserve / gpu_bytes) * 100 + 1e-6) / 100), reserve
 
 
 def chunked_prefill(gpu_bytes: int) -> int:

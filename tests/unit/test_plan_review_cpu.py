@@ -52,3 +52,13 @@ def test_single_core_note_does_not_claim_free_siblings():
     assert result["serve"]["kt_cpuinfer"] == 1
     reason = result["reasons"]["kt_cpuinfer"]
     assert "hyperthread sibling(s) are left" not in reason and "only core" in reason
+
+
+@pytest.mark.parametrize("memory_mib", [1, 1024, 1430])
+def test_a_gpu_smaller_than_the_reserve_gets_no_fraction_outside_0_1(memory_mib):
+    host = _host(1)
+    host["gpus"][0]["memory_mib"] = memory_mib
+    result = plan(host, "Qwen3-30B-A3B", "serve")
+    assert 0 < result["serve"]["mem_fraction_static"] < 1
+    assert not result["feasible"]
+    assert any("runtime reserve" in problem for problem in result["problems"])
