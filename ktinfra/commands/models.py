@@ -31,7 +31,8 @@ def _cells(row: dict) -> tuple[str, str, list[tuple[str, str, str, str]]]:
         )
         for use, est in row["sizing"].items()
     ]
-    return f"{row['total_params'] / 1e9:.0f}B", f"{row['num_experts']} x {row['num_layers']}L", estimates
+    # routed experts x the layers holding them (DeepSeek-V3: 58 of its 61 layers; the first 3 are dense)
+    return f"{row['total_params'] / 1e9:.0f}B", f"{row['num_experts']} x {row['num_moe_layers']}L", estimates
 
 
 def _print_lines(console, rows: list[dict], cells: list[tuple]) -> None:
