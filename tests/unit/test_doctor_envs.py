@@ -14,7 +14,7 @@ from ktinfra import doctor
 
 SFT_PINS = {"torch": "2.7.1", "torchaudio": "2.7.1", "transformers": "4.56.0", "huggingface_hub": "0.34.0"}
 KT_042 = "0.4.2+cu128torch27fancy"
-WHEELS_OK = {"ktransformers": KT_042, "flash_attn": "2.8.3+cu12torch2.7cxx11abiTRUE"}
+WHEELS_OK = {"ktransformers": KT_042, "flash_attn": "2.8.3"}  # flash-attn's METADATA: no +cu12torch...
 
 
 def make_env(prefix: Path, dists: dict[str, str], modules: tuple[str, ...] = ()) -> Path:
@@ -44,7 +44,7 @@ def sft_pins_check(python: Path) -> doctor.Check:
         (
             {"ktransformers": "0.3.0", "flash_attn": "2.5.0"},
             ["ktransformers 0.3.0 does not satisfy ==0.4.2+cu128torch27fancy",
-             "flash-attn 2.5.0 does not satisfy ==2.8.3+cu12torch2.7cxx11abiTRUE"],
+             "flash-attn 2.5.0 does not satisfy ==2.8.3"],
         ),
         ({"flash_attn": WHEELS_OK["flash_attn"]}, [f"ktransformers missing (profile pins =={KT_042})"]),
     ],
