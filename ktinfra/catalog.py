@@ -477,8 +477,9 @@ def _as_asked(entry: dict, model: str) -> Architecture:
     )
     if other is None:
         return arch
-    # its own GGUF conversion is another repo, unknown here
-    return replace(arch, name=other.rsplit("/", 1)[-1], hf_repo=other, gguf_repo=None)
+    # its own GGUF conversion is another repo, unknown here; its chat template may be another (DeepSeek-R1)
+    template = (entry.get("alias_templates") or {}).get(other, arch.template)
+    return replace(arch, name=other.rsplit("/", 1)[-1], hf_repo=other, gguf_repo=None, template=template)
 
 
 def resolve(model: str) -> Architecture:
