@@ -54,6 +54,12 @@ NATIVE_WEIGHT_METHODS = frozenset(
     {"BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "GPTQ_INT4", "SYCL_GPTQ_INT4", "MXFP4", "NVFP4", "MXFP8"}
 )
 KT_METHODS = CONVERTED_WEIGHT_METHODS | NATIVE_WEIGHT_METHODS
+# The legacy stack (stack_generation "legacy", kt-0.4-autodl): kt-kernel v0.4.4 (kvcache-ai/ktransformers
+# 0bce173e) python/experts.py KTMoEWrapper raises "Unsupported method" for any other, and its sglang fork
+# (kvcache-ai/sglang eaf832ef, kt_ep_wrapper.py create_weights) builds that wrapper on every MoE layer, also
+# with every expert on the GPU. The fork's server_args.py has every flag sglang_argv emits but
+# --kt-numa-nodes.
+LEGACY_KT_METHODS = frozenset({"AMXINT4", "AMXINT8", "RAWINT4", "LLAMAFILE", "MOE_INT4", "MOE_INT8"})
 LOOPBACK_NAMES = frozenset({"localhost"})
 NUMA_POLICIES = ("auto", "interleave", "none")
 NUMACTL = "/usr/bin/numactl"
@@ -397,6 +403,7 @@ def sglang_argv(
         )
     argv += ["--kt-threadpool-count", str(pools)]
     argv += _numa_nodes_args(serve.get("kt_numa_nodes"), pools)
+    _check_legacy_stack(plan)
     gpu_experts = require_int(serve, "kt_num_gpu_experts", "serve", 0)
     _check_gpu_experts(gpu_experts, model_section(plan).get("num_experts"))
     argv += ["--kt-num-gpu-experts", str(gpu_experts)]
@@ -406,6 +413,23 @@ def sglang_argv(
     if threshold is not None:
         argv += ["--kt-gpu-prefill-token-threshold", str(threshold)]
     return argv + _lora_args(serve.get("lora"), gpu_experts, threshold, requests)
+
+
+def _check_legacy_stack(plan: dict) -> None:
+    """A legacy-stack plan asks only for flags its sglang fork takes: one with kt_numa_nodes rendered a unit
+    whose server stopped at its argument check ("unrecognized arguments: --kt-numa-nodes"), three times over.
+    (Its kt_method is checked against LEGACY_KT_METHODS by the kt_serve role, tasks/render.yml.)"""
+    if plan.get("stack_generation") != "legacy":
+        return
+    nodes = plan["serve"].get("kt_numa_nodes")
+    if nodes is not None:
+        raise RenderError(
+            f"plan serve.kt_numa_nodes is {shown(nodes)}, but the legacy stack "
+            f"{comment_text(plan, 'stack', 'stack')}'s sglang fork has no --kt-numa-nodes (its argument "
+            "parser would stop the server) and its kt-kernel v0.4.4 binds thread pool i to NUMA node i: "
+            "serve where this process's usable cores include NUMA nodes 0 to kt_threadpool_count - 1, or on "
+            "the current stack"
+        )
 
 
 def _check_gpu_experts(gpu_experts: int, num_experts: object) -> None:

@@ -123,6 +123,7 @@ def test_seed002_with_api_key_matches_the_seed_line_exactly(seed002, tmp_path):
 
 def test_every_emitted_flag_exists_upstream(seed002):
     plan = copy.deepcopy(seed002)
+    plan.update(stack="kt-0.7", stack_generation="current")  # --kt-numa-nodes: sglang-kt, not the legacy fork
     plan["serve"].update(
         kt_gpu_prefill_token_threshold=4096,
         max_total_tokens=32000,
