@@ -420,7 +420,9 @@ def _parsed_catalog() -> list[dict]:
         if base:
             parent = by_name[base]
             entry["config"] = {**parent["config"], **entry.get("config", {})}
-            for key in ("gguf_repo", "legacy_sft_rules", "template"):
+            # not gguf_repo: an extending entry is another checkpoint (Qwen3-30B-A3B-Instruct-2507), and the
+            # parent's GGUF holds the parent's weights
+            for key in ("legacy_sft_rules", "template"):
                 entry.setdefault(key, parent.get(key))
     return entries
 

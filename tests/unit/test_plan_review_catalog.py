@@ -48,3 +48,11 @@ def test_alias_templates_name_aliases_and_templates_both_stacks_have():
         assert repo in entry.get("aliases", []), repo
         for generation, record in chat_templates.recorded().items():
             assert name in record["names"], (generation, name)
+
+
+def test_an_extending_entry_does_not_take_its_parents_gguf_repo():
+    """Qwen3-30B-A3B-Instruct-2507 is another checkpoint: Qwen/Qwen3-30B-A3B-GGUF holds the base model's
+    experts, which would not match the 2507 weights SGLang serves on the GPU."""
+    assert catalog.resolve("Qwen3-30B-A3B").gguf_repo == "Qwen/Qwen3-30B-A3B-GGUF"
+    assert catalog.resolve("Qwen3-30B-A3B-Instruct-2507").gguf_repo is None
+    assert catalog.resolve("Qwen3-30B-A3B-Instruct-2507").template == "qwen3_nothink"
