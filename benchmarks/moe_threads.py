@@ -149,9 +149,31 @@ def fixed_overhead_ms(ext, cpu_infer) -> float:
     return statistics.median(times) * 1e3
 
 
-def start_spinners(count: int) -> list[subprocess.Popen]:
-    """Busy processes standing in for the serving process's own busy threads (scheduler, CUDA launches)."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+# A tensor-parallel rank's scheduler as the CPU sees it: kernel launches and synchronizes on its own GPU in a
+# loop (CUDA spin-waits in a sync while the process has fewer contexts than CPUs). Prints once it runs.
+CUDA_SPINNER = """import sys, torch
+dev = torch.device("cuda", int(sys.argv[1]) % torch.cuda.device_count())
+x = torch.zeros(1024, device=dev)
+x.add_(1); torch.cuda.synchronize(dev); print("ready", flush=True)
+while True:
+    x.add_(1); torch.cuda.synchronize(dev)
+"""
+
+
+def start_spinners(count: int, kind: str = "cpu") -> list[subprocess.Popen]:
+    """Busy processes standing in for the serving process's own busy threads (scheduler, CUDA launches):
+    `cpu` spins in Python; `cuda` launches and synchronizes on GPU i (i-th spinner, modulo the GPUs), as
+    the schedulers of tensor-parallel ranks 1.. do beside rank 0's kt-kernel."""
+    if kind == "cpu":
+        return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", CUDA_SPINNER, str(i)], stdout=subprocess.PIPE, text=True)
+        for i in range(count)
+    ]
+    for proc in procs:  # CUDA's start-up takes seconds: measure only once every spinner spins
+        if proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"cuda spinner exited with {proc.wait()}")
+    return procs
 
 
 def cpu_infer_pools(ext, threads: int, pools: int = 1, nodes: list[int] | tuple[int, ...] = (0,)):
@@ -163,7 +185,7 @@ def cpu_infer_pools(ext, threads: int, pools: int = 1, nodes: list[int] | tuple[
     return ext.CPUInfer(cfg)
 
 
-def run_one(threads: int, pools: int, nodes: list[int], spinners: int = 0) -> dict:
+def run_one(threads: int, pools: int, nodes: list[int], spinners: int = 0, kind: str = "cpu") -> dict:
     import kt_kernel
     import torch
 
@@ -175,7 +197,7 @@ def run_one(threads: int, pools: int, nodes: list[int], spinners: int = 0) -> di
     moes = [moe for moe, _keep in layers]
     torch.manual_seed(1)
     torch.set_num_threads(1)  # keep torch's own OpenMP pool from competing with the CPUInfer workers
-    busy = start_spinners(spinners)
+    busy = start_spinners(spinners, kind)
     try:
         overhead = fixed_overhead_ms(ext, cpu_infer)
     except RuntimeError as exc:
@@ -189,6 +211,7 @@ def run_one(threads: int, pools: int, nodes: list[int], spinners: int = 0) -> di
         "threads": threads,
         "pools": pools,
         "spinners": spinners,
+        "spinner_kind": kind,
         "numa_map": [nodes[i % len(nodes)] for i in range(pools)],
         "variant": kt_kernel.__cpu_variant__,
         "load_s": load_s,
@@ -214,13 +237,16 @@ def main() -> None:
     ap.add_argument("--numa-nodes", default="0", help="comma list of NUMA node ids holding usable cpus")
     ap.add_argument("--cores", type=int, default=os.cpu_count(), help="usable physical cores")
     ap.add_argument("--spinners", type=int, default=0, help="busy processes running beside the layer")
+    ap.add_argument("--spinner-kind", choices=("cpu", "cuda"), default="cpu", help="what a busy process does")
     ap.add_argument("--configs", help="THREADSxPOOLS[+SPINNERS] list, e.g. 12x1,15x1+1 (default: the sweep)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     nodes = [int(n) for n in args.numa_nodes.split(",")]
     make_weights()
     if args.threads:
-        args.out.write_text(json.dumps(run_one(args.threads, args.pools, nodes, args.spinners)))
+        args.out.write_text(
+            json.dumps(run_one(args.threads, args.pools, nodes, args.spinners, args.spinner_kind))
+        )
         return
     results = []
     configs = sweep_configs(args.cores, nodes)
@@ -238,6 +264,8 @@ def main() -> None:
             str(pools),
             "--spinners",
             str(spinners),
+            "--spinner-kind",
+            args.spinner_kind,
         ]
         cmd += ["--numa-nodes", args.numa_nodes, "--out", str(one)]
         done = subprocess.run(cmd, capture_output=True, text=True)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the device host (GPU + AMX, no network), from the root of the checkout the device tool sent, with
 # .devcarry carried (see prepare.sh). Results: $OUT/log.txt and $OUT/results.tgz (re-packed after each phase).
-# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor validate stream moe-quick moe moe-repeat moe-headroom moe-concurrency moe-cpu-share rawint4 gguf-kquant]
+# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor validate stream moe-quick moe moe-repeat moe-headroom moe-tp moe-concurrency moe-cpu-share rawint4 gguf-kquant]
 set -u
 carry=$(cd "$(dirname "$0")/../../.." && pwd)
 repo=$carry/repo
@@ -49,6 +49,13 @@ for phase in $phases; do
     moe-repeat)
       python3 benchmarks/moe_threads.py --configs 12x1,13x1,14x1,15x1,16x1,15x2 --numa-nodes "$(numa_nodes)" \
         --out "$out/moe_repeat.json" ;;
+    moe-tp)
+      # CPUInfer threads beside the schedulers of tensor-parallel ranks (cuda spinners, one per GPU in turn):
+      # the single-GPU reserve (N-2 threads) against one more CPU kept per extra rank (N-3 at TP 2)
+      n=$(nproc)
+      python3 benchmarks/moe_threads.py --spinner-kind cuda --numa-nodes "$(numa_nodes)" \
+        --configs "$((n-2))x1,$((n-3))x1,$((n-2))x1+1,$((n-2))x1+2,$((n-3))x1+2,$((n-2))x1+1,$((n-2))x1+2,$((n-3))x1+2" \
+        --out "$out/moe_tp.json" ;;
     moe-headroom)
       # CPUInfer threads beside N busy processes (stand-ins for the serving process's own busy threads)
       python3 benchmarks/moe_threads.py --configs 15x1+1,14x1+1,14x1+2,13x1+2,12x1+2,12x1+4 \
