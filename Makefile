@@ -51,7 +51,7 @@ UNIT_MARK ?= not slow
 unit: venv ## unit tests (captures, planner, rendering, roles under real ansible) but the slow ones; UNIT_WORKERS=0: serially
 	$(VENV)/bin/pytest -q -n $(UNIT_WORKERS) --dist worksteal --durations=25 -m '$(UNIT_MARK)' tests/unit
 
-unit-slow: ## the 25 slow real-ansible role tests (re-runs, cut-off runs, conversions again); in make test-full
+unit-slow: ## the slow real-ansible role tests (re-runs, cut-off runs, conversions again); in make test-full
 	$(MAKE) --no-print-directory unit UNIT_MARK=slow
 
 plan: venv ## facts of this very host and a Qwen3-30B-A3B serve plan for it (exit 2 = not feasible here)
