@@ -112,7 +112,10 @@ def kt_keys(
     arch: Architecture, facts: dict, profile: dict, gpus: int, warnings: list
 ) -> tuple[dict, dict, str, list]:
     """(kt keys, launcher, reason, problems) for the profile's generation; appends to `warnings`."""
-    cores, threads_note = cpu_worker_threads(facts)
+    # accelerate starts one process per GPU; rank 0 owns the KT backend (kt_kernel/sft/autograd.py) while the
+    # others wait on their GPUs, busy as serving's tensor-parallel schedulers. Legacy: one process.
+    ranks = 1 if profile["generation"] == "legacy" else max(gpus, 1)
+    cores, threads_note = cpu_worker_threads(facts, ranks)
     if profile["generation"] == "legacy":
         rules = arch.legacy_sft_rules
         counts = sorted(c for c in rules if c <= max(gpus, 1))

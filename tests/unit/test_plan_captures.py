@@ -488,3 +488,19 @@ def test_the_legacy_sft_reason_states_the_threads_it_chose():
         "cpu_infer = 30 worker threads of 32 usable physical cores: 2 core(s) kept free"
         in doc["reasons"]["kt"]
     )
+
+
+def test_current_sft_keeps_one_more_cpu_free_per_data_parallel_rank():
+    """accelerate starts one process per GPU and rank 0 owns the KT backend (kt_kernel/sft/autograd.py): the
+    other rank waits on its GPU as busy as a serving tensor-parallel scheduler. Before: 30 threads on the
+    2 x H200's 32 CPUs beside 2 ranks, which collapsed in 4 of 4 samples when measured beside 2 CUDA processes
+    (docs/results/2026-11-30-h200x2-tp-reserve). The legacy launcher is one process and keeps 30."""
+    host = facts.from_capture(HOSTS / "2xh200-xeon-amx-32c")
+    current = plan(host, "Qwen3-30B-A3B", "sft")
+    assert current["sft"]["launcher"]["num_processes"] == 2
+    assert current["sft"]["kt"]["kt_config"]["kt_num_threads"] == 29
+    assert "29 threads in 1 NUMA thread pool(s)" in current["reasons"]["kt"]
+    one = plan(facts.from_capture(HOSTS / "h200-xeon-amx-16c"), "Qwen3-30B-A3B", "sft")
+    assert one["sft"]["kt"]["kt_config"]["kt_num_threads"] == 14  # one GPU: 2 kept free, as before
+    legacy = plan(host, "Qwen3-30B-A3B", "sft", stack="kt-0.4-autodl")
+    assert legacy["sft"]["kt"]["cpu_infer"] == 30

@@ -267,7 +267,8 @@ def test_fine_tuning_in_a_container_on_socket_1_is_warned_about(tmp_path):
     shutil.copytree(FIXTURES / "hosts" / "synthetic-2s-8470q-amx", capture)
     (capture / "cgroup.txt").write_text("/sys/fs/cgroup/cpuset.cpus.effective: 52-103\n")
     result = plan(facts_module.from_capture(capture), "Qwen3-30B-A3B", "sft")
-    assert sft_pools(result) == (1, 50)
+    assert result["sft"]["launcher"]["num_processes"] == 2
+    assert sft_pools(result) == (1, 49)  # 52 cores: the submitting thread and one per data-parallel rank
     warning = next(w for w in result["warnings"] if w.startswith("kt-kernel binds fine-tuning thread pool 0"))
     assert "workers are usable on node(s) 1 only" in warning
 
