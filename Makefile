@@ -44,7 +44,7 @@ lint: venv ## ruff over every Python file; ansible-lint (production profile) ove
 # ran a queued run of them (2 workers on this 2-core VM: 1531 s with load, 935 s with worksteal, 1615 s serial).
 UNIT_WORKERS ?= auto
 
-# UNIT_MARK picks the tests: CI's `make test` leaves out the 25 `slow` ones (pyproject's markers), which
+# UNIT_MARK picks the tests: CI's `make test` leaves out those marked `slow` (pyproject's markers), which
 # `make unit-slow` runs and `make test-full` includes.
 UNIT_MARK ?= not slow
 
@@ -66,7 +66,7 @@ docker-ready: ## install and start docker, build the local Debian 12 systemd bas
 # `make test` (CI) runs its stages in three lanes side by side (scripts/test-lanes.sh): lint + the unit suite
 # (both cores); roles1's envs scenario, the short container and host stages and roles2's serve-supervisor
 # scenario; the operate stage (it makes the tiny model) and roles2's serve scenario (site.yml). It leaves out
-# what CI's 90 minutes cannot hold on a 2-core VM (serially everything took 107 min there): the 25 `slow` unit
+# what CI's 90 minutes cannot hold on a 2-core VM (serially everything took 107 min there): the `slow` unit
 # tests and roles1's bad-input and provision scenarios. `make test-full` runs all of it (lanes too); TEST_LANES=0
 # runs the stages one after the other.
 TEST_LANES ?= 1
