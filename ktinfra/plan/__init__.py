@@ -137,6 +137,7 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
             if options["gguf"] is not None:  # its one folder of .gguf files, where that is what it holds
                 options["weight_path"] = options["gguf"].path
         if mode == "serve":
+            options["generation"] = profile["generation"]
             section, est, reasons, problems = plan_serve(arch, facts, options, early_warnings)
             problems += lora_problems(section, profile["generation"], early_warnings)
             purpose = "KT serving"

@@ -29,6 +29,10 @@ ISA_NEEDS = {
 # dimension over the thread pools in blocks of QK_K = 256 weights: a width that is not a multiple of 256 is
 # refused, and so is a pool count above width / 256 (a pool without a block).
 LLAMAFILE_BLOCK = 256
+# The legacy stack (stack_generation "legacy", kt-0.4-autodl): kt-kernel v0.4.4's KTMoEWrapper (python/
+# experts.py) raises "Unsupported method" for any other, and its sglang fork builds that wrapper on every MoE
+# layer, also with every expert on the GPU: the native BF16/FP8 backends came later.
+LEGACY_KT_METHODS = frozenset({"AMXINT4", "AMXINT8", "RAWINT4", "LLAMAFILE", "MOE_INT4", "MOE_INT8"})
 
 
 def llamafile_problem(arch: Architecture) -> str | None:
@@ -185,14 +189,23 @@ def usable_native(arch: Architecture, facts: dict) -> sizing.CpuFormat | None:
     return native if native and fits(facts, estimate(arch, native)) else None
 
 
-def choose(arch: Architecture, facts: dict, requested: str | None) -> tuple[sizing.CpuFormat, str, list]:
+def choose(
+    arch: Architecture, facts: dict, requested: str | None, legacy: bool = False
+) -> tuple[sizing.CpuFormat, str, list]:
     """(format, reason, problems). AMXINT8 on AMX unless only a native format fits the disk/RAM; without
-    AMX the native BF16/FP8 backend where the ISA has it, else LLAMAFILE with GGUF Q4_K_M."""
+    AMX the native BF16/FP8 backend where the ISA has it, else LLAMAFILE with GGUF Q4_K_M. `legacy`: the
+    legacy stack, which has no native backend (LEGACY_KT_METHODS)."""
     if requested:
-        return _requested(arch, facts, requested)
+        fmt, reason, problems = _requested(arch, facts, requested)
+        if legacy and fmt.kt_method not in LEGACY_KT_METHODS:
+            problems.append(
+                f"--cpu-format {fmt.name}: the legacy stack's kt-kernel v0.4.4 has no {fmt.kt_method} method "
+                f"(it runs {', '.join(sorted(LEGACY_KT_METHODS))}); serve it on the current stack"
+            )
+        return fmt, reason, problems
     if arch.native_dtype == "int4":
         return _int4(arch, facts)
-    native = usable_native(arch, facts)
+    native = None if legacy else usable_native(arch, facts)
     old_kernel = amx_blocked_by_kernel(facts) if has_amx(facts) else None
     if has_amx(facts) and not old_kernel:
         int8 = sizing.CPU_FORMATS["AMXINT8"]

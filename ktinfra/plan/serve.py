@@ -510,8 +510,14 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
         unread = gb(est.breakdown["cpu_weights_on_disk"])
         warnings.append(
             f"every expert fits on the GPU: kt-kernel runs none, so the {unread} of {fmt.weight_format} CPU "
-            f"weights would be {'downloaded' if fmt.gguf else 'converted'} and never read; a native "
-            "--cpu-format (BF16/FP8, the model's own weights) needs none where this CPU runs it"
+            f"weights would be {'downloaded' if fmt.gguf else 'converted'} and never read; "
+            + (
+                "the legacy stack's kt-kernel v0.4.4 loads them all the same (it has no native backend); "
+                "the current stack reads the model's own weights in place"
+                if opts.get("generation") == "legacy"
+                else "a native --cpu-format (BF16/FP8, the model's own weights) needs none where this CPU "
+                "runs it"
+            )
         )
     if arch.mla or held:  # a pool SGLang would oversize, or one that would take the prefill layer's room
         experts = gpu_experts * _expert_in_every_layer(arch, dtype)
@@ -570,11 +576,12 @@ def plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> t
     """(serve section, estimate, reasons, problems); appends to `warnings`. opts["gguf"]: the GGUF model
     --weight-path holds (ktinfra.plan.gguf_dir.HeldGguf), whose quant is the format and whose expert tensors
     are the RAM. Where the default converted format would leave kt-kernel no expert to run (every one fits
-    on the GPU), the checkpoint's own format is planned instead: it needs no conversion."""
+    on the GPU), the checkpoint's own format is planned instead: it needs no conversion (not on the legacy
+    stack, opts["generation"], whose kt-kernel has no native backend)."""
     said: list[str] = []
     planned = _plan_serve(arch, facts, opts, said)
     serve, est = planned[0], planned[1]
-    native = formats.native_backend(arch, facts)
+    native = None if opts.get("generation") == "legacy" else formats.native_backend(arch, facts)
     chosen = opts.get("cpu_format") or opts.get("gguf")
     converts = est.breakdown["cpu_weights_on_disk"]
     if not chosen and native and converts and serve["kt_method"] != native.kt_method:
@@ -625,7 +632,8 @@ def _plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> 
     reasons: dict[str, str] = {}
     held = opts.get("gguf")
     requested = held.fmt.name if held else opts.get("cpu_format")
-    fmt, reasons["kt_method"], problems = formats.choose(arch, facts, requested)
+    legacy = opts.get("generation") == "legacy"
+    fmt, reasons["kt_method"], problems = formats.choose(arch, facts, requested, legacy)
     dtype = formats.checkpoint_dtype(arch, fmt)
     measured = held.expert_bytes(arch) if held else None
     est = sizing.serve(arch, fmt, checkpoint_dtype=dtype, cpu_expert_bytes=measured)

@@ -504,3 +504,19 @@ def test_current_sft_keeps_one_more_cpu_free_per_data_parallel_rank():
     assert one["sft"]["kt"]["kt_config"]["kt_num_threads"] == 14  # one GPU: 2 kept free, as before
     legacy = plan(host, "Qwen3-30B-A3B", "sft", stack="kt-0.4-autodl")
     assert legacy["sft"]["kt"]["cpu_infer"] == 30
+
+
+def test_a_legacy_stack_plan_never_picks_a_native_backend_its_kt_kernel_lacks():
+    """kt-kernel v0.4.4 (the kt-0.4-autodl stack) raises "Unsupported method" for BF16/FP8. Before: where
+    every expert fits on the GPU the legacy plan switched to BF16 in place, feasible, and render refused
+    it (or the unit failed three times at load); --cpu-format BF16 passed too."""
+    host = facts.from_capture(HOSTS / "2xh200-xeon-amx-32c")
+    current = plan(host, "Qwen3-30B-A3B", "serve")
+    assert current["serve"]["kt_method"] == "BF16"
+    legacy = plan(host, "Qwen3-30B-A3B", "serve", stack="kt-0.4-autodl")
+    assert legacy["feasible"] and legacy["serve"]["kt_method"] == "AMXINT8"
+    [unread] = [w for w in legacy["warnings"] if w.startswith("every expert fits on the GPU")]
+    assert "legacy stack's kt-kernel v0.4.4 loads them all the same" in unread
+    asked = plan(host, "Qwen3-30B-A3B", "serve", stack="kt-0.4-autodl", cpu_format="BF16")
+    assert not asked["feasible"]
+    assert "--cpu-format BF16: the legacy stack's kt-kernel v0.4.4 has no BF16 method" in asked["problems"][0]
