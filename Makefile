@@ -67,8 +67,8 @@ docker-ready: ## install and start docker, build the local Debian 12 systemd bas
 # (both cores); roles1's envs scenario, the short container and host stages and roles2's serve-supervisor
 # scenario; the operate stage (it makes the tiny model) and roles2's serve scenario (site.yml). It leaves out
 # what CI's 90 minutes cannot hold on a 2-core VM (serially everything took 107 min there): the `slow` unit
-# tests and roles1's bad-input and provision scenarios. `make test-full` runs all of it (lanes too); TEST_LANES=0
-# runs the stages one after the other.
+# tests and roles1's bad-input and provision scenarios. `make test-full` runs all of it (always in lanes);
+# `make test TEST_LANES=0` runs make test's stages one after the other.
 TEST_LANES ?= 1
 UNIT_LANE := lint unit
 SHORT_STAGES = $(filter-out test-roles1 test-operate roles2-test,$(TEST_TARGETS))
