@@ -354,25 +354,32 @@ def thread_pools(
     return len(nodes), fit, _pools_limited(cores, nodes, fit, threads), named
 
 
-def sequential_thread_pools(facts: dict, threads: int) -> tuple[int, int, str | None]:
-    """(kt_threadpool_count, threads, warning) for kt-kernel's fine-tuning path, which binds pool i to NUMA
-    node i and takes no node list (kt-kernel 0.7.2 kt_kernel/sft/base.py): the pools can only be nodes
-    0..n-1, so n is the count of those that runs the most threads."""
+def sequential_thread_pools(
+    facts: dict, threads: int, max_pools: int | None = None, serving: bool = False
+) -> tuple[int, int, str | None]:
+    """(kt_threadpool_count, threads, warning) where kt-kernel binds pool i to NUMA node i and takes no node
+    list: its fine-tuning path (kt-kernel 0.7.2 kt_kernel/sft/base.py), and with `serving` the legacy stack
+    (kt-kernel v0.4.4; its sglang fork has no --kt-numa-nodes). The pools can only be nodes 0..n-1, so n is
+    the count of those that runs the most threads (at most `max_pools`)."""
     cores = numa_node_cores(facts)
     if not cores:
-        return min(numa_nodes_in_use(facts), threads), threads, None
-    nodes, fit = _best_prefix(list(range(max(cores) + 1)), cores, threads)
+        return min(numa_nodes_in_use(facts), threads, max_pools or threads), threads, None
+    if serving:
+        what, why, remedy = "the legacy stack's serving", "its sglang fork has no --kt-numa-nodes", "serve"
+    else:
+        what, why, remedy = "fine-tuning", "kt_kernel/sft/base.py names no nodes", "fine-tune"
+    nodes, fit = _best_prefix(list(range(max(cores) + 1))[:max_pools], cores, threads)
     if not fit:
         warning = (
-            "kt-kernel binds fine-tuning thread pool 0 to NUMA node 0 (kt_kernel/sft/base.py names no nodes, "
-            f"unlike serving's --kt-numa-nodes), and this process has no usable cores there, or may not "
-            f"allocate its memory: its {threads} workers are usable on node(s) {_nodes(cores)} only, so they "
-            "run away from the node kt-kernel binds them and their expert weights to; fine-tune where node "
-            "0's CPUs and memory are this process's"
+            f"kt-kernel binds {what} thread pool 0 to NUMA node 0 ({why}, unlike serving's --kt-numa-nodes "
+            f"on the current stack), and this process has no usable cores there, or may not allocate its "
+            f"memory: its {threads} workers are usable on node(s) {_nodes(cores)} only, so they run away "
+            f"from the node kt-kernel binds them and their expert weights to; {remedy} where node 0's CPUs "
+            "and memory are this process's"
         )
         return 1, threads, warning
     limited = _pools_limited(cores, nodes, fit, threads)
-    sequential = "; fine-tuning binds pool i to node i (kt_kernel/sft/base.py names no nodes)"
+    sequential = f"; {what} binds pool i to node i ({why})"
     return len(nodes), fit, limited and limited + sequential
 
 

@@ -24,6 +24,7 @@ from ktinfra.plan.host import (
     mig_warnings,
     numa_nodes_in_use,
     parse_cpulist,
+    sequential_thread_pools,
     thread_pools,
     unknown_capability_warnings,
     usable_gpus,
@@ -125,12 +126,22 @@ def _kt_run_effect(kt_run: int, cores: int, threads: int) -> str:
 
 
 def _cpu_decisions(
-    facts: dict, serve: dict, reasons: dict, warnings: list, max_pools: int | None = None, ranks: int = 1
+    facts: dict,
+    serve: dict,
+    reasons: dict,
+    warnings: list,
+    max_pools: int | None = None,
+    ranks: int = 1,
+    legacy: bool = False,
 ) -> None:
     cpu = facts["cpu"]
     cores = cpu["physical_cores"]
     threads, note = cpu_worker_threads(facts, ranks)
-    pools, placed, placement, nodes = thread_pools(facts, threads, max_pools)
+    if legacy:  # kt-kernel v0.4.4 binds pool i to node i, and the legacy sglang fork cannot name other nodes
+        pools, placed, placement = sequential_thread_pools(facts, threads, max_pools, serving=True)
+        nodes = None
+    else:
+        pools, placed, placement, nodes = thread_pools(facts, threads, max_pools)
     kt_run = int(cpu["logical_cpus"] * 0.8)
     effect = _kt_run_effect(kt_run, cores, placed)
     reasons["kt_cpuinfer"] = (
@@ -149,6 +160,8 @@ def _cpu_decisions(
         f"bind pool i to node i, and node(s) {', '.join(str(i) for i in range(pools))} are not the ones "
         "holding the usable cores"
         if nodes
+        else "not set: the legacy stack's sglang fork has no --kt-numa-nodes; pool i is on node i"
+        if legacy
         else "not set: pool i on node i (kt-kernel's default) is where the usable cores are"
     )
     if max_pools is not None and pools == max_pools < numa_nodes_in_use(facts):
@@ -672,7 +685,7 @@ def _plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> 
     max_pools = formats.llamafile_max_pools(arch) if llamafile else None
     # one scheduler process per tensor-parallel rank keeps a CPU busy: the worker threads leave it
     ranks = len(choose_gpus(arch, facts["gpus"], dtype)[0]) if usable_gpus(facts["gpus"]) else 1
-    _cpu_decisions(facts, serve, reasons, warnings, max_pools, ranks)
+    _cpu_decisions(facts, serve, reasons, warnings, max_pools, ranks, legacy)
     serve.update(_network(opts, reasons))
     lora = opts.get("lora")
     if lora:

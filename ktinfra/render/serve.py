@@ -54,12 +54,6 @@ NATIVE_WEIGHT_METHODS = frozenset(
     {"BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "GPTQ_INT4", "SYCL_GPTQ_INT4", "MXFP4", "NVFP4", "MXFP8"}
 )
 KT_METHODS = CONVERTED_WEIGHT_METHODS | NATIVE_WEIGHT_METHODS
-# The legacy stack (stack_generation "legacy", kt-0.4-autodl): kt-kernel v0.4.4 (kvcache-ai/ktransformers
-# 0bce173e) python/experts.py KTMoEWrapper raises "Unsupported method" for any other, and its sglang fork
-# (kvcache-ai/sglang eaf832ef, kt_ep_wrapper.py create_weights) builds that wrapper on every MoE layer, also
-# with every expert on the GPU. The fork's server_args.py has every flag sglang_argv emits but
-# --kt-numa-nodes.
-LEGACY_KT_METHODS = frozenset({"AMXINT4", "AMXINT8", "RAWINT4", "LLAMAFILE", "MOE_INT4", "MOE_INT8"})
 LOOPBACK_NAMES = frozenset({"localhost"})
 NUMA_POLICIES = ("auto", "interleave", "none")
 NUMACTL = "/usr/bin/numactl"
@@ -418,7 +412,7 @@ def sglang_argv(
 def _check_legacy_stack(plan: dict) -> None:
     """A legacy-stack plan asks only for flags its sglang fork takes: one with kt_numa_nodes rendered a unit
     whose server stopped at its argument check ("unrecognized arguments: --kt-numa-nodes"), three times over.
-    (Its kt_method is checked against LEGACY_KT_METHODS by the kt_serve role, tasks/render.yml.)"""
+    (Its kt_method: the planner keeps it in plan.formats.LEGACY_KT_METHODS; kt_serve checks it too.)"""
     if plan.get("stack_generation") != "legacy":
         return
     nodes = plan["serve"].get("kt_numa_nodes")

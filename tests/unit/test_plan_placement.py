@@ -281,3 +281,27 @@ def test_unknown_compute_capability_is_unknown_not_below_8_9():
     assert not any("< 8.9" in w for w in warnings)
     assert any(w.startswith("compute capability of GPU 0 (NVIDIA H100 80GB HBM3) unknown") for w in warnings)
     assert any("8.0" in w and "8.9" in w for w in warnings)
+
+
+def test_a_legacy_stack_plan_keeps_its_pools_on_nodes_0_to_n_minus_1(tmp_path):
+    """The legacy sglang fork has no --kt-numa-nodes and kt-kernel v0.4.4 binds pool i to node i. Before:
+    the planner named node 1 for a container on the second socket, and render (7925e57) refused the plan
+    it had called feasible."""
+    capture = tmp_path / "n1"
+    shutil.copytree(FIXTURES / "hosts" / "synthetic-2s-8470q-amx", capture)
+    (capture / "cgroup.txt").write_text("/sys/fs/cgroup/cpuset.cpus.effective: 52-103\n")
+    result = plan(facts_module.from_capture(capture), "Qwen3-30B-A3B", "serve", stack="kt-0.4-autodl")
+    serve = result["serve"]
+    assert (serve["kt_threadpool_count"], serve["kt_numa_nodes"], serve["kt_cpuinfer"]) == (1, None, 49)
+    assert "legacy stack's sglang fork has no --kt-numa-nodes" in result["reasons"]["kt_numa_nodes"]
+    warning = next(
+        w for w in result["warnings"] if w.startswith("kt-kernel binds the legacy stack's serving")
+    )
+    assert "workers are usable on node(s) 1 only" in warning and warning.endswith("are this process's")
+    argv = sglang_argv(result, model_path="/m", weight_path="/w")  # render takes it now
+    assert "--kt-numa-nodes" not in argv
+    uneven = plan(
+        two_nodes({0: 40, 1: 52}, threads_per_core=2), "Qwen3-30B-A3B", "serve", stack="kt-0.4-autodl"
+    )
+    assert (uneven["serve"]["kt_threadpool_count"], uneven["serve"]["kt_cpuinfer"]) == (2, 80)
+    assert uneven["serve"]["kt_numa_nodes"] is None

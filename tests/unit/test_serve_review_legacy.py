@@ -23,7 +23,7 @@ from test_render_support import load_fixture_plan
 from ktinfra import facts as facts_module
 from ktinfra.planner import plan as make_plan
 from ktinfra.render import RenderError, render_serve, sglang_argv
-from ktinfra.render.serve import LEGACY_KT_METHODS
+from ktinfra.plan.formats import LEGACY_KT_METHODS
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = REPO / "tests" / "fixtures" / "hosts"
@@ -31,13 +31,19 @@ HOSTS = REPO / "tests" / "fixtures" / "hosts"
 
 def _node1_plan(tmp_path: Path, stack: str) -> dict:
     """The real planner on the 2-socket capture whose cpuset is node 1's CPUs only (a container pinned to
-    the second socket): its one thread pool is named onto node 1 (kt_numa_nodes [1])."""
+    the second socket): its one thread pool is named onto node 1 (kt_numa_nodes [1]). The planner does so on
+    the current stack only (bc49f89's follow-up keeps a legacy plan's pools on nodes 0..n-1): a legacy plan
+    that names nodes is an older or hand-edited one, made here by moving the current plan to that stack."""
     capture = tmp_path / "n1"
     shutil.copytree(HOSTS / "synthetic-2s-8470q-amx", capture)
     (capture / "cgroup.txt").write_text("/sys/fs/cgroup/cpuset.cpus.effective: 52-103\n")
-    result = make_plan(facts_module.from_capture(capture), "Qwen3-30B-A3B", "serve", stack=stack)
+    result = make_plan(facts_module.from_capture(capture), "Qwen3-30B-A3B", "serve")
     assert result["feasible"], result["problems"]
     assert result["serve"]["kt_numa_nodes"] == [1]
+    if stack != "kt-0.7":
+        legacy = make_plan(facts_module.from_capture(capture), "Qwen3-30B-A3B", "serve", stack=stack)
+        assert legacy["serve"]["kt_numa_nodes"] is None
+        result.update(stack=legacy["stack"], stack_generation=legacy["stack_generation"])
     return result
 
 
