@@ -5,12 +5,14 @@ Run on the target by the kt_model_store role. Prints one JSON line: {"changed": 
 
 A model directory is complete only when it holds the marker file written last, atomically, after every
 file arrived. A stale marker is removed before any new byte is written, so an interrupted download is
-never mistaken for a complete one; a re-run resumes (huggingface_hub/modelscope keep partial files,
-local copies skip files already copied whole: the source file's size and mtime).
+never mistaken for a complete one; a re-run keeps the files already whole (huggingface_hub 2.x fetches a
+file that was cut off again from its start; local copies skip files already copied whole: the source file's
+size and mtime). A partial file the hub client left in its download folder is removed once the fetch ends.
 
 The folder holds exactly the files the request selects: the source's listing (a hub revision's files, the
 local directory's) is read first, and files it lacks (another revision's shards) are removed before the
-download. A listing that fails or selects nothing changes nothing.
+download. A listing that fails or selects nothing changes nothing, and neither does one whose files do not
+fit the free disk (the listing's sizes, less what is already there whole and what would be removed).
 
 Secrets: the hub token is read from HF_TOKEN_PATH's file / HF_TOKEN / MODELSCOPE_API_TOKEN, never argv.
 """
@@ -123,13 +125,17 @@ def selected(files: list[str], args: argparse.Namespace) -> set[str]:
     return set(filter_repo_objects(files, allow_patterns=args.allow_pattern or None))
 
 
-def list_hf(args: argparse.Namespace) -> tuple[str, set[str]]:
-    """The commit the revision names now, and the files of it to fetch."""
+def list_hf(args: argparse.Namespace) -> tuple[str, set[str], dict[str, int]]:
+    """The commit the revision names now, the files of it to fetch, and each file's size."""
     from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
 
     api = HfApi(token=os.environ.get("HF_TOKEN") or None)
     sha = api.repo_info(args.repo, revision=args.revision).sha
-    return sha, selected(api.list_repo_files(args.repo, revision=sha), args)
+    tree = api.list_repo_tree(args.repo, revision=sha, recursive=True)
+    sizes = {entry.path: entry.size for entry in tree if isinstance(entry, RepoFile)}
+    wanted = selected(list(sizes), args)
+    return sha, wanted, {rel: sizes[rel] for rel in wanted}
 
 
 def fetch_hf(args: argparse.Namespace, dest: Path, commit: str, wanted: set[str]) -> None:
@@ -143,14 +149,24 @@ def fetch_hf(args: argparse.Namespace, dest: Path, commit: str, wanted: set[str]
         token=os.environ.get("HF_TOKEN") or None,
         max_workers=args.workers,
     )
+    # every selected file is whole now: a partial file still in the client's download folder belongs to a
+    # file no longer selected (another revision, other allow_patterns) or to an older version of one (the
+    # branch moved since a download was cut off). It is never resumed, and kept the model from ever being
+    # marked complete ("partial files left") until removed by hand.
+    download = dest / ".cache" / "huggingface" / "download"
+    for stale in sorted(download.rglob("*.incomplete")) if download.is_dir() else []:
+        stale.unlink(missing_ok=True)
 
 
-def list_modelscope(args: argparse.Namespace) -> tuple[str | None, set[str]]:
+def list_modelscope(args: argparse.Namespace) -> tuple[str | None, set[str], dict[str, int] | None]:
     from modelscope.hub.api import HubApi
 
     revision = {"revision": args.revision} if args.revision else {}
     entries = HubApi().get_model_files(args.repo, recursive=True, **revision)
-    return args.revision, selected([e["Path"] for e in entries if e.get("Type", "blob") != "tree"], args)
+    files = {e["Path"]: e.get("Size") for e in entries if e.get("Type", "blob") != "tree"}
+    wanted = selected(list(files), args)
+    sizes = {rel: files[rel] for rel in wanted}
+    return args.revision, wanted, sizes if all(isinstance(v, int) for v in sizes.values()) else None
 
 
 def fetch_modelscope(args: argparse.Namespace, dest: Path, revision: str | None, wanted: set[str]) -> None:
@@ -164,7 +180,7 @@ def fetch_modelscope(args: argparse.Namespace, dest: Path, revision: str | None,
     )
 
 
-def list_local(args: argparse.Namespace) -> tuple[None, set[str]]:
+def list_local(args: argparse.Namespace) -> tuple[None, set[str], dict[str, int]]:
     src = Path(args.repo)
     if not src.is_dir():
         raise FileNotFoundError(f"local model source {src} is not a directory")
@@ -176,7 +192,33 @@ def list_local(args: argparse.Namespace) -> tuple[None, set[str]]:
         if args.allow_pattern and not any(fnmatch.fnmatch(rel, p) for p in args.allow_pattern):
             continue
         wanted.add(rel)
-    return None, wanted
+    return None, wanted, {rel: (src / rel).stat().st_size for rel in wanted}
+
+
+def space_problem(dest: Path, sizes: dict[str, int] | None) -> str | None:
+    """Why the selected files cannot fit the disk under `dest` (None: they fit, or the listing gave no sizes).
+    A file already there with the listed size is not fetched again; files the fetch removes (not selected)
+    free their space first. A partial download being resumed is counted whole: a little too much, never
+    too little. Before, a model larger than the disk was downloaded for hours until the disk filled."""
+    if not sizes:
+        return None
+    need = 0
+    for rel, size in sizes.items():
+        path = dest / rel
+        need += 0 if path.is_file() and path.stat().st_size == size else size
+    there = listed_files(dest)
+    freed = sum(size for rel, size in there.items() if rel not in sizes and not rel.startswith("."))
+    where = dest
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    free = shutil.disk_usage(where).free + freed
+    if need <= free:
+        return None
+    return (
+        f"needs {need / 2**30:.1f} GiB free under {where} for {len(sizes)} file(s), has "
+        f"{free / 2**30:.1f} GiB{' (counting the files it would remove)' if freed else ''}: put "
+        f"kt_model_store_root on a larger disk, free space, or narrow allow_patterns; {dest} left as it was"
+    )
 
 
 def same_file(a: os.stat_result, b: os.stat_result) -> bool:
@@ -255,10 +297,13 @@ def main(argv: list[str]) -> int:
     removed: list[str] = []
     started = False  # the listing is read before anything in dest changes
     try:
-        revision, wanted = list_files(args)
+        revision, wanted, sizes = list_files(args)
         if not wanted:
             patterns = f" match allow_patterns {args.allow_pattern}" if args.allow_pattern else " are listed"
             raise RuntimeError(f"nothing to fetch: no files of {args.repo}{patterns}; {dest} left as it was")
+        problem = space_problem(dest, sizes)
+        if problem:
+            raise RuntimeError(problem)
         started = True
         dest.mkdir(parents=True, exist_ok=True)
         (dest / MARKER).unlink(missing_ok=True)
