@@ -29,6 +29,10 @@ MARKER = ".ktinfra-complete.json"
 INT8_MANIFEST = "kt-weight-manifest.json"  # ktinfra/int8_weights.py
 # a merged output's expert keys (convert_cpu_weights.py without --no-merge-safetensor)
 MERGED_EXPERT = re.compile(r"blk\.\d+\.ffn_(?:up|gate|down)_exps\.\d+\.numa\.(\d+)\.weight")
+# convert_cpu_weights.py (kt-kernel >= 0.6.4) writes a merged output's layer files to /dev/shm/kt_convert_PID
+# and removes that folder only after a conversion that succeeded (close()): one that failed or was killed
+# left it there, in RAM (a layer of a large model: GBs), once per attempt
+SHM_SCRATCH = re.compile(r"kt_convert_([1-9]\d*)")
 # output size relative to a bf16 input, plus headroom for scales and metadata
 SIZE_FACTOR = {"int8": 0.55, "int4": 0.3}
 
@@ -211,6 +215,28 @@ def preflight(args: argparse.Namespace, model_bytes: int, leftover: Path) -> lis
     return problems
 
 
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale_scratch(shm: Path) -> list[str]:
+    """Remove the converter's /dev/shm scratch folders (SHM_SCRATCH) whose process is gone; those of a
+    conversion still running are kept."""
+    removed = []
+    for path in sorted(shm.glob("kt_convert_*")) if shm.is_dir() else []:
+        found = SHM_SCRATCH.fullmatch(path.name)
+        if found and path.is_dir() and not path.is_symlink() and not running(int(found[1])):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+    return removed
+
+
 def finish(args: argparse.Namespace, tmp: Path) -> str | None:
     """int8: check the tree and write its manifest (None: done; else why not)."""
     if args.quant_method != "int8":
@@ -269,8 +295,10 @@ def main(argv: list[str]) -> int:
         print(json.dumps({"changed": False, "complete": False, "problems": problems, "command": cmd}))
         return 1 if problems else 0
     shutil.rmtree(tmp, ignore_errors=True)
+    remove_stale_scratch(Path(args.shm_path))  # left by conversions that failed or were killed
     started = time.time()
     proc = subprocess.run(cmd, cwd=args.script.parent.parent)
+    remove_stale_scratch(Path(args.shm_path))  # this one's, where it failed
     error = f"converter exited {proc.returncode}" if proc.returncode else finish(args, tmp)
     if error:
         shutil.rmtree(tmp, ignore_errors=True)
