@@ -63,8 +63,8 @@ def test_legacy_stack_carries_the_seed_wheels_and_conda_patches():
     sft = profiles.env_spec(profiles.load_profile("kt-0.4-autodl"), "sft")
     pins = profiles.pins(sft)
     assert pins["ktransformers"] == "0.4.2+cu128torch27fancy"
-    # the version flash-attn's release wheel holds; its file name's +cu12torch2.7cxx11abiTRUE is added after the
-    # build (test_envtune_review_wheel_versions.py)
+    # the version flash-attn's release wheel holds; its file name's +cu12torch2.7cxx11abiTRUE is added after
+    # the build (test_envtune_review_wheel_versions.py)
     assert pins["flash-attn"] == "2.8.3"
     assert pins["transformers"] == "4.56.0"
     channels = {patch["channel"]: patch["packages"] for patch in sft["conda_patches"]}

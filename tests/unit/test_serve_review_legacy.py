@@ -21,9 +21,9 @@ from test_kt_serve_role import instance, run_role, serve_args
 from test_render_support import load_fixture_plan
 
 from ktinfra import facts as facts_module
+from ktinfra.plan.formats import LEGACY_KT_METHODS
 from ktinfra.planner import plan as make_plan
 from ktinfra.render import RenderError, render_serve, sglang_argv
-from ktinfra.plan.formats import LEGACY_KT_METHODS
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = REPO / "tests" / "fixtures" / "hosts"
