@@ -138,6 +138,8 @@ def _scan_layer(root: Path, layer: int, shape: ExpertShape, numa_count: int, has
             projection, expert, encoded, kind = found.groups()
             expected = _file_size(shape, numa_count, projection, kind)
             size = path.stat().st_size
+            if int(expert) < shape.expert_num and size == int(encoded) != expected:
+                _check_other_pool_count(root, rel, shape, numa_count, projection, kind, size)
             if int(expert) >= shape.expert_num or int(encoded) != expected or size != expected:
                 raise WeightsError(
                     f"{rel}: {size} bytes for expert {expert}, the model's sizes give {expected} bytes and "
@@ -158,6 +160,25 @@ def _scan_layer(root: Path, layer: int, shape: ExpertShape, numa_count: int, has
         "files": files,
         "bytes": sum(f["size_bytes"] for f in files),
     }
+
+
+def _check_other_pool_count(
+    root: Path, rel: str, shape: ExpertShape, numa_count: int, projection: str, kind: str, size: int
+) -> None:
+    """A whole file of this model split over another pool count: convert_cpu_weights.py writes into
+    --output as it goes, so converting again with another --threadpool-count leaves the earlier files (and
+    _numa_M folders) beside the new ones."""
+    others = [
+        n
+        for n in range(1, shape.intermediate_size + 1)
+        if n != numa_count and not shape.intermediate_size % n
+    ]
+    split = next((n for n in others if _file_size(shape, n, projection, kind) == size), None)
+    if split is not None:
+        raise WeightsError(
+            f"{rel} is split over {split} NUMA pools, the tree's _numa_ folders over {numa_count}: two "
+            f"conversions with different --threadpool-count wrote into {root}; remove it and convert again"
+        )
 
 
 def build_manifest(root: Path, model_path: Path, *, hashes: bool = True) -> dict:

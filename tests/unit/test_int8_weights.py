@@ -367,3 +367,19 @@ def test_a_manifest_kt_kernel_would_not_load_is_refused_where_it_is_read(tmp_pat
     (root / int8_weights.LEGACY_MANIFEST_NAME).write_text("{}")
     with pytest.raises(WeightsError, match="holds both kt-weight-manifest.json and kt-kernel's older"):
         int8_weights.read_manifest(root)
+
+
+@pytest.mark.parametrize(("first", "then"), [(4, 2), (2, 4)])
+def test_two_conversions_with_different_pool_counts_in_one_folder_are_named(tmp_path, model, first, then):
+    """convert_cpu_weights.py writes into --output as it goes: converting again with another
+    --threadpool-count leaves the earlier split beside the new one. Before, the message blamed another
+    model or a cut-off conversion ("converted from another model or cut off?")."""
+    root = write_tree(write_tree(tmp_path / "m-INT8", numa=first), numa=then)
+    with pytest.raises(WeightsError) as refused:
+        int8_weights.build_manifest(root, model)
+    message = str(refused.value)
+    assert f"is split over {min(first, then)} NUMA pools, the tree's _numa_ folders over 4" in message
+    assert f"two conversions with different --threadpool-count wrote into {root}" in message
+    result = cli("manifest", root, "--model-path", model)
+    assert result.exit_code == 1 and "two conversions with different --threadpool-count" in result.output
+    assert not (root / MANIFEST_NAME).exists()
