@@ -118,6 +118,32 @@ def test_an_instance_set_to_stopped_stays_stopped_when_its_env_changes(host):
     assert not host.file("/etc/ktinfra/serve/tiny-stop.env").exists
 
 
+def test_a_removed_instance_leaves_no_render_or_site_drop_in_and_keeps_the_admins_own(host):
+    """Before: state absent left /var/lib/ktinfra/render/serve/NAME and the unit's 50-site.conf drop-in behind
+    (the unit disabled, so harmless, but a later instance of that name started with stale files in view)."""
+    instances = host.ansible.get_variables()["kt_serve_instances"]
+    probe = {**next(i for i in instances if i["name"] == "tiny-public"), "name": "tiny-gone", "port": 30011}
+    dropins = "/etc/systemd/system/ktinfra-serve@tiny-gone.service.d"
+    render = "/var/lib/ktinfra/render/serve/tiny-gone"
+    rc, output = converge([probe])
+    assert rc == 0, output[-3000:]
+    assert host.file(f"{dropins}/50-site.conf").exists and host.file(render).is_directory
+    host.check_output(f"printf '[Service]\\nNice=1\\n' > {dropins}/60-admin.conf")
+
+    rc, output = converge([{**probe, "state": "absent"}])
+    assert rc == 0, output[-3000:]
+    assert not host.file(render).exists and not host.file(f"{dropins}/50-site.conf").exists
+    assert host.file(f"{dropins}/60-admin.conf").exists  # not ours to remove, nor is its directory
+    assert "changed on disk" not in host.run("systemctl status ktinfra-serve@tiny-gone").stdout
+
+    host.check_output(f"rm {dropins}/60-admin.conf")
+    rc, output = converge([{**probe, "state": "absent"}])
+    assert rc == 0, output[-3000:]
+    assert not host.file(dropins).exists
+    rc, output = converge([{**probe, "state": "absent"}])  # and nothing more to do
+    assert rc == 0 and re.search(r"changed=0\b", output), output[-3000:]
+
+
 def test_a_change_written_by_a_run_that_then_failed_reaches_the_server(host):
     """A run wrote the instance's new environment file, then a later task failed (Ansible runs no handler
     after a failure, as after Ctrl-C). Before: the next run found the file in place, queued no restart, and
