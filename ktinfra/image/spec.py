@@ -28,7 +28,15 @@ def load(profile: str) -> dict:
 
 
 def env_specs(profile: dict, env_root: str = ENV_ROOT, only: list[str] | None = None) -> dict:
-    """{env name: {role, prefix, python, pins}} for the envs of the profile (all, or those in `only`)."""
+    """{env name: {role, prefix, python, pins}} for the envs of the profile (all, or those in `only`).
+    Every name in `only` must be an env's role or name: a typo among good names would bake fewer envs."""
+    if only:
+        known = {k for role, env in profile["envs"].items() for k in (role, env.get("name", role))}
+        unknown = [name for name in dict.fromkeys(only) if name not in known]
+        if unknown:
+            raise ImageError(
+                f"no env of profile {profile['name']} matches {unknown}; it has {list(profile['envs'])}"
+            )
     specs = {}
     for role, env in profile["envs"].items():
         name = env.get("name", role)
@@ -39,12 +47,9 @@ def env_specs(profile: dict, env_root: str = ENV_ROOT, only: list[str] | None = 
             continue
         prefix = f"{env_root}/{name}"
         specs[name] = {"role": role, "prefix": prefix, "python": f"{prefix}/bin/python", "pins": pins}
-    if only and not specs:
-        raise ImageError(
-            f"no env of profile {profile['name']} matches {only}; it has {list(profile['envs'])}"
-        )
     if not specs:
-        raise ImageError(f"profile {profile['name']} pins no packages: nothing to bake")
+        which = f"env {', '.join(only)} of " if only else ""
+        raise ImageError(f"{which}profile {profile['name']} pins no packages: nothing to bake")
     return specs
 
 
