@@ -89,6 +89,8 @@ class Adapter:
     tensors: int = 0
     expert_lora: bool = False  # LoRA on the routed experts: served by kt-kernel's SFT backend, alone
     warnings: list[str] = field(default_factory=list)
+    config: dict = field(default_factory=dict, repr=False)  # adapter_config.json as read ({} when none)
+    lora_modules: list[str] = field(default_factory=list)  # modules the lora_A tensors name (q_proj, ...)
 
     def as_dict(self) -> dict:
         return {
@@ -193,6 +195,7 @@ def _check_peft_tensors(adapter: Adapter, weights: Path) -> None:
         )
     adapter.tensors += len(header)
     adapter.expert_lora = adapter.expert_lora or any(_is_expert_lora_key(k) for k in header)
+    adapter.lora_modules = sorted({k.split(".lora_A.")[0].rsplit(".", 1)[-1] for k in lora_a})
 
 
 def _is_expert_lora_key(key: str) -> bool:
@@ -305,6 +308,14 @@ def _check_served_scaling(config_path: Path, config: dict) -> None:
     no error."""
     rank, alpha = config.get("r"), config.get("lora_alpha")
     alpha = 8 if alpha is None else alpha  # PEFT's LoraConfig default
+    saved = config.get("modules_to_save")
+    if saved:
+        raise LoraError(
+            f"{config_path}: modules_to_save {saved!r} is set; PEFT saved those modules' fully trained "
+            "weights beside the LoRA, and SGLang loads lora_A/lora_B only (srt/lora/lora.py), so they "
+            "would be served untrained: export a merged model (llamafactory-cli export) or train without "
+            "them (LLaMA-Factory additional_target, resize_vocab)"
+        )
     if config.get("use_dora"):
         raise LoraError(
             f"{config_path}: use_dora is set; SGLang serves the lora_A/lora_B delta only and drops DoRA's "
@@ -354,6 +365,7 @@ def inspect_adapter(name: str, path: Path, base: str | None = None) -> Adapter:
         alpha=config.get("lora_alpha"),
         target_modules=[targets] if isinstance(targets, str) else list(targets),
         base_model=config.get("base_model_name_or_path"),
+        config=config,
     )
     weights = next((path / w for w in WEIGHT_FILES if (path / w).is_file()), None)
     if weights is None and adapter.kind == "peft":
@@ -376,6 +388,33 @@ def inspect_adapter(name: str, path: Path, base: str | None = None) -> Adapter:
 
 def needs_conversion(adapter: Adapter, legacy: bool) -> bool:
     return legacy or adapter.kind == "kt-fused"
+
+
+# sglang-kt 0.7.2 srt/lora/lora_config.py and lora.py read these from adapter_config.json with [key]: one
+# missing stops the server at start (KeyError), after ktinfra rendered and started it.
+SGLANG_CONFIG_KEYS = ("peft_type", "r", "lora_alpha", "target_modules")
+
+
+def check_served_as_is(adapter: Adapter) -> None:
+    """A PEFT adapter the current stack serves without conversion: what sglang-kt 0.7.2 reads of its
+    adapter_config.json must be there, and target_modules a list. A string (a PEFT regex, "all-linear")
+    stops the server at start unless --lora-target-modules is given (lora_manager.py init_lora_shapes),
+    and ktinfra renders no such flag."""
+    config_path = adapter.path / CONFIG_FILE
+    missing = [key for key in SGLANG_CONFIG_KEYS if key not in adapter.config]
+    if missing:
+        raise LoraError(
+            f"{config_path}: no {', '.join(missing)}; SGLang reads {', '.join(SGLANG_CONFIG_KEYS)} from it "
+            "and stops at start without them: add them (PEFT writes all four)"
+        )
+    targets = adapter.config["target_modules"]
+    if not isinstance(targets, list):
+        listed = json.dumps(adapter.lora_modules) if adapter.lora_modules else "a list of module names"
+        raise LoraError(
+            f"{config_path}: target_modules is the string {targets!r}; SGLang takes only a list of module "
+            "names from an adapter (it stops at start otherwise, and ktinfra renders no "
+            f"--lora-target-modules): write the modules the adapter's tensors name, {listed}"
+        )
 
 
 # Finds the package without importing it: kt_kernel/__init__ loads the native extension (CPU-variant

@@ -64,6 +64,7 @@ def _conversion_steps(
     inputs = {a.name: a.path for a in adapters}
     for a in adapters:
         if a not in converting:
+            lora.check_served_as_is(a)
             served[a.name] = a.path
             continue
         target = ((output_dir / a.name) if output_dir else lora.default_output(a, legacy)).resolve()
