@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -287,8 +288,29 @@ def _no_match(select: str, suite: Path) -> DoctorError:
     return DoctorError(f"no check matches -k {select!r} (checks: {shown})")
 
 
+def _full_message(node: ET.Element) -> str | None:
+    """The whole message where pytest (>= 9) cut the `message` attribute at 500 characters and added
+    "[+N more lines; full report in element text]" (or "[truncated; ...]"): the element text holds the
+    report, a traceback whose "E   " lines are the message, or for pytest.fail(pytrace=False) the message
+    alone. None where the attribute is whole."""
+    short = node.get("message") or ""
+    if not short.endswith("full report in element text]") or not node.text:
+        return None
+    lines = node.text.splitlines()
+    first = next((i for i, line in enumerate(lines) if re.match(r"E {3,}\S", line)), None)
+    if first is None:
+        return node.text
+    indent = len(re.match(r"E +", lines[first]).group())
+    block = []
+    for line in lines[first:]:
+        if not line.startswith("E"):
+            break
+        block.append(line[indent:])
+    return "\n".join(block)
+
+
 def _message(node: ET.Element) -> str:
-    text = (node.get("message") or node.text or "").strip()
+    text = (_full_message(node) or node.get("message") or node.text or "").strip()
     text = text.removeprefix("failed on setup with ").strip('"')
     for prefix in ("Failed: ", "AssertionError: ", "Skipped: "):
         text = text.removeprefix(prefix)
