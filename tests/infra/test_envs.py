@@ -19,12 +19,21 @@ KT_SERVER_FLAGS = (
 )
 
 
-def pin_problems(pins: list[str], installed: dict) -> list[str]:
+def pin_problems(pins: list[str], installed: dict, copies: dict | None = None) -> list[str]:
+    """What keeps `installed` ({name: version}) from the pins; `copies` ({name: {site dir: [versions]}}, the
+    pyenv probe's) fails a distribution installed twice in one directory, whichever version it reports."""
     problems = []
     for pin in pins:
         req = Requirement(pin)
         have = installed.get(req.name)
-        if have is None:
+        twice = (copies or {}).get(req.name)
+        if twice:
+            problems.extend(
+                f"{req.name} is installed {len(versions)} times in {where} ({', '.join(versions)}): its "
+                f"files are a mix of them: pip uninstall {req.name} until none is left, then install {pin}"
+                for where, versions in sorted(twice.items())
+            )
+        elif have is None:
             problems.append(f"{req.name} missing (profile pins {req.specifier or 'any version'})")
         elif not req.specifier.contains(have, prereleases=True):
             problems.append(f"{req.name} {have} does not satisfy {req.specifier}")
@@ -54,7 +63,8 @@ def test_env_matches_profile_pins(request, host, profile, kind):
     got = run_probe(host, env["python"], "pyenv", json.dumps(names))
     # a git source counts as present when its distribution or its module is there (a checkout on sys.path)
     dists = {**got["dists"], **{n: "0" for n in git_sources(profile, kind) if got["modules"].get(n)}}
-    problems = pin_problems(pins, {n: v for n, v in dists.items() if v is not None})
+    installed = {n: v for n, v in dists.items() if v is not None}
+    problems = pin_problems(pins, installed, got.get("copies"))
     assert not problems, f"{kind} env {env['python']} vs profile {profile['name']}: " + "; ".join(problems)
     print(f"{kind} env {env['python']} (python {got['python']}) matches {profile['name']}: {', '.join(pins)}")
 

@@ -22,6 +22,22 @@ def dist_version(name: str):
         return None
 
 
+def dist_copies(name: str) -> dict:
+    """{site dir: [versions]} where one directory of sys.path holds the distribution more than once (two
+    NAME-VERSION.dist-info left by an interrupted or mixed pip/conda install): the version importlib reports
+    is then whichever it finds first, and the files on disk are a mix of both."""
+    found: dict = {}
+    try:
+        for dist in md.distributions(name=name):
+            where = os.path.realpath(str(dist.locate_file("")))
+            version = dist.version
+            if version not in found.setdefault(where, []):
+                found[where].append(version)
+    except Exception:  # an unreadable METADATA: md.version() above reports what it can
+        return {}
+    return {where: sorted(versions) for where, versions in found.items() if len(versions) > 1}
+
+
 def device_uuid(properties):
     """The device's UUID as nvidia-smi prints it without "GPU-"; None where torch does not say. torch 2.11
     gives a _CUuuid whose str() is its repr, with the 16 bytes in .bytes."""
@@ -69,6 +85,7 @@ def main() -> None:
                 "executable": sys.executable,
                 "python": platform.python_version(),
                 "dists": {n: dist_version(n) for n in names},
+                "copies": {n: copies for n in names if (copies := dist_copies(n))},
                 "modules": {m: importlib.util.find_spec(m) is not None for m in MODULES},
                 "torch_cuda": torch_cuda() if want_torch else None,
             }
