@@ -55,7 +55,9 @@ _LOAD_FRAME = re.compile(r"\bin load_model\b")
 _GRAPH_FRAME = re.compile(
     r'cuda_graph_runner\.py", line \d+, in (?!replay|can_run)|Capture cuda graph failed'
 )
-_RANK = re.compile(r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}([^\]]*)\]")
+# the rank after the stamp; SGLANG_LOG_MS=1 adds milliseconds to the stamp (`[2025-11-11 13:00:50.123 TP0]`,
+# utils/common.py configure_logger), which differ between two lines of one rank
+_RANK = re.compile(r"\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?([^\]]*)\]")
 # model_runner_kv_cache_mixin.py init_memory_pool: after the weights no memory was left for any KV pool
 _NO_POOL = re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static")
 
