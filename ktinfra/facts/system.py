@@ -123,8 +123,9 @@ def os_facts(files: dict[str, str]) -> dict:
 
 
 def _glibc_from_ldd(text: str | None) -> str | None:
+    """MAJOR.MINOR from `ldd (GNU libc) 2.39`; a development build's `2.40.9000` (Fedora Rawhide) is 2.40."""
     first = (text or "").strip().splitlines()[:1]
-    match = re.search(r"(\d+\.\d+)\s*$", first[0]) if first else None
+    match = re.search(r"(?<![\d.])(\d+\.\d+)(?:\.\d+)*\s*$", first[0]) if first else None
     return match.group(1) if match else None
 
 
@@ -136,27 +137,35 @@ def _glibc_from_release(os_id: str | None, version: str | None) -> str | None:
     return GLIBC_BY_RELEASE.get((os_id, version))
 
 
+# a row of `df -B1 --output=source,fstype,size,used,avail,target`: GNU df prints the source and the mount
+# point as they are, spaces included ("//nas/model store" of a CIFS share, "user@host:/my models" of
+# sshfs); the three numbers between them anchor the split. The source is matched lazily: it ends at the
+# first "<fstype> <number> <number> <number>" run, and the mount point is the rest of the line.
+DF_ROW = re.compile(
+    r"(?P<source>\S(?:.*?\S)?)\s+(?P<fstype>\S+)\s+(?P<size>-?\d+)\s+(?P<used>-?\d+)\s+(?P<avail>-?\d+)\s+(?P<mount>\S.*)"
+)
+
+
 def df_rows(text: str | None) -> list[dict]:
     """Rows of `df -B1 --output=source,fstype,size,used,avail,target`."""
     rows = []
     for line in (text or "").splitlines()[1:]:
-        parts = line.split(None, 5)
-        if len(parts) < 6:
-            continue
-        try:
-            size, used, avail = (within(int(p), 0, MAX_DISK_BYTES) for p in parts[2:5])
-        except ValueError:
-            continue
-        if parts[4].startswith("-"):
+        match = DF_ROW.fullmatch(line.lstrip())
+        if match is None:
+            continue  # "-" for a size df could not read, or a line cut short
+        size, used, avail = (
+            within(int(match.group(k)), 0, MAX_DISK_BYTES) for k in ("size", "used", "avail")
+        )
+        if match.group("avail").startswith("-"):
             avail = 0  # GNU df prints a negative Avail when the reserved blocks exceed what is free
         rows.append(
             {
-                "source": parts[0],
-                "fstype": parts[1],
+                "source": match.group("source"),
+                "fstype": match.group("fstype"),
                 "size": size,
                 "used": used,
                 "avail": avail,
-                "mount": parts[5],
+                "mount": match.group("mount"),
             }
         )
     return rows
