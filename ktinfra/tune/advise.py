@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from statistics import mean, median
 
+from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS
 from ktinfra.tune.parse import OOM_PHASES, ServerLog
 
 MAX_EVIDENCE = 5
@@ -51,6 +52,9 @@ ARG_CHECKS = {
     "kt_gpu_prefill_token_threshold": lambda v: _is_int(v) and v > 0,
     "kt_gpu_experts_ratio": lambda v: _is_number(v) and 0 <= v <= 1,
     "disable_cuda_graph": lambda v: isinstance(v, bool),
+    "enable_lora": lambda v: isinstance(v, bool),
+    "kt_lora_path": lambda v: isinstance(v, str) and bool(v),
+    "kt_expert_lora_path": lambda v: isinstance(v, str) and bool(v),
 }
 
 
@@ -126,6 +130,12 @@ def _retract_rate(log: ServerLog) -> float | None:
         peak = max(peak, end - start + 1)
     minutes = max(min((last - first).total_seconds(), window) / 60.0, 1.0)
     return peak / minutes
+
+
+def _serves_lora(log: ServerLog) -> bool:
+    """The server runs LoRA adapters: sglang-kt (and `ktinfra plan`/render) then keep every expert on the CPU
+    (kt_ep_wrapper.py) and at least LORA_MIN_RUNNING_REQUESTS running requests (server_args.py)."""
+    return any(_arg(log, key) for key in ("enable_lora", "kt_lora_path", "kt_expert_lora_path"))
 
 
 def _conservativeness(log: ServerLog) -> list[dict]:
@@ -370,16 +380,21 @@ def _oom(log: ServerLog) -> list[dict]:
         what = [f"{len(decode)} out-of-memory error(s) during decode"] if decode else []
         if slots:
             what.append(f"{len(slots)} time(s) the request slots ran out (alloc_req_slots)")
-        recs.append(
-            _rec(
-                "--max-running-requests",
-                current,
-                max(1, base // 2) if base else None,
-                f"{' and '.join(what)} (peak #running-req {peak}): halve the number of requests decoded at "
-                "once",
-                [o.line for o in decode + slots],
-                direction=-1,
+        least = LORA_MIN_RUNNING_REQUESTS if _serves_lora(log) else 1
+        reason = (
+            f"{' and '.join(what)} (peak #running-req {peak}): halve the number of requests decoded at once"
+        )
+        suggested = max(least, base // 2) if base else None
+        if least > 1 and suggested is not None and suggested >= base:
+            reason += (
+                f"; but this server runs LoRA, which sglang-kt serves with at least {least} running requests "
+                "(ktinfra plan's bound), so it suggests no value: see the other recommendations"
             )
+            suggested = None
+        elif least > 1 and suggested == least:
+            reason += f" (not below {least}: sglang-kt serves LoRA with at least {least})"
+        recs.append(
+            _rec("--max-running-requests", current, suggested, reason, [o.line for o in decode + slots], -1)
         )
     experts = _current(log, "kt_num_gpu_experts")
     if log.ooms and _is_int(experts) and experts > 0 and _capped_pool(log) is not None and not _ratio(log):
@@ -506,6 +521,8 @@ def _spare_vram_experts(log: ServerLog) -> list[dict]:
     usage = [b.token_usage for b in log.decodes if b.token_usage is not None]
     if not _is_int(experts) or log.ooms or (usage and max(usage) >= USAGE_GOOD):
         return []  # an OOM, or the KV cache is the bottleneck: spare memory belongs to the pool
+    if _serves_lora(log):
+        return []  # sglang-kt serves LoRA with every expert on the CPU (kt_ep_wrapper.py refuses GPU experts)
     if (ratio := _ratio(log)) is not None:
         return [
             _rec(

@@ -76,6 +76,10 @@ TRACKED_ARGS = (
     "kt_gpu_prefill_token_threshold",
     "kt_gpu_experts_ratio",
     "disable_cuda_graph",
+    # a LoRA server (sglang-kt: every expert on the CPU, at least 2 running requests; ktinfra.plan's bounds)
+    "enable_lora",
+    "kt_lora_path",
+    "kt_expert_lora_path",
 )
 
 
