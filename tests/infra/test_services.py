@@ -19,17 +19,26 @@ SUPERVISOR_DIR = "/etc/ktinfra/supervisor"  # kt_serve_supervisor_dir's default
 SUPERVISORCTL = "/opt/ktinfra/envs/supervisor/bin/supervisorctl"  # in kt_serve_supervisor_venv's default
 SUPERVISOR_STATES = ("STOPPED", "STARTING", "RUNNING", "BACKOFF", "STOPPING", "EXITED", "FATAL", "UNKNOWN")
 # user:password@ in the URL goes as Basic auth (as curl and requests send it): urllib alone took
-# "user:password@host" for the host name and failed with "Name or service not known"
+# "user:password@host" for the host name and failed with "Name or service not known". A redirect is not
+# followed (as curl does not): urlopen went on to wherever it pointed (a proxy's login page answering 200)
+# and passed, with the Authorization header sent along to that other place.
 HEALTH_CHECK = (
-    "import base64,sys,urllib.parse,urllib.request\n"
+    "import base64,sys,urllib.error,urllib.parse,urllib.request\n"
     "u = urllib.parse.urlsplit(sys.argv[1]); head = {}\n"
     "if '@' in u.netloc:\n"
     "    who = urllib.parse.unquote(u.username or '') + ':' + urllib.parse.unquote(u.password or '')\n"
     "    head['Authorization'] = 'Basic ' + base64.b64encode(who.encode()).decode()\n"
     "    u = u._replace(netloc=u.netloc.rpartition('@')[2])\n"
+    "class Stay(urllib.request.HTTPRedirectHandler):\n"
+    "    def redirect_request(self, *args):\n"
+    "        return None\n"
     "try:\n"
-    "    r = urllib.request.urlopen(urllib.request.Request(u.geturl(), headers=head), timeout=10)\n"
+    "    ask = urllib.request.Request(u.geturl(), headers=head)\n"
+    "    r = urllib.request.build_opener(Stay).open(ask, timeout=10)\n"
     "    print(r.status)\n"
+    "except urllib.error.HTTPError as e:\n"
+    "    to = e.headers.get('Location') if 300 <= e.code < 400 else None\n"
+    "    print(f'{e.code} redirect to {to} (not followed)' if to else f'HTTPError {e}'); sys.exit(1)\n"
     "except Exception as e:\n"
     "    print(type(e).__name__, e); sys.exit(1)\n"
 )
