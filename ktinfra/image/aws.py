@@ -50,6 +50,16 @@ def _releases_for(pythons: list[str]) -> str:
 DEFAULT_ROOT_DEVICE = "/dev/sda1"  # the Ubuntu AMIs' root device
 
 
+def root_snapshot_gb(image: dict, root_device: str) -> int | None:
+    """The size (GB) of the snapshot the AMI's root device is made from: EC2 refuses to launch it on a smaller
+    volume (InvalidBlockDeviceMapping); None when describe_images does not say."""
+    for mapping in image.get("BlockDeviceMappings") or []:
+        size = (mapping.get("Ebs") or {}).get("VolumeSize")
+        if mapping.get("DeviceName") == root_device and isinstance(size, int) and size > 0:
+            return size
+    return None
+
+
 def usable_ami_patterns(pythons: list[str] | None, name_patterns=AMI_NAME_PATTERNS) -> list[str]:
     """The base AMI name patterns whose Ubuntu python3 is one of `pythons` (all when None); ImageError when
     none is: known from the names alone, so `image build --check` refuses it before AWS is asked."""
@@ -82,12 +92,14 @@ def find_source_ami(
         images = sorted(resp.get("Images", []), key=lambda i: i.get("CreationDate", ""), reverse=True)
         if images:
             best = images[0]
+            root = best.get("RootDeviceName") or DEFAULT_ROOT_DEVICE
             return {
                 "id": best["ImageId"],
                 "name": best["Name"],
                 "created": best.get("CreationDate"),
                 "pattern": pattern,
-                "root_device": best.get("RootDeviceName") or DEFAULT_ROOT_DEVICE,
+                "root_device": root,
+                "root_snapshot_gb": root_snapshot_gb(best, root),
             }
     skipped = [p for p in name_patterns if p not in usable]
     skipped_note = (
@@ -168,12 +180,14 @@ def describe_ami(ec2, ami_id: str) -> dict:
         )
     if state not in (None, "available"):
         raise ImageError(f"--source-ami {ami_id} ({image.get('Name')}) is {state}, not available")
+    # the root volume is sized by its device name: another name would add a second, empty disk
+    root = image.get("RootDeviceName") or DEFAULT_ROOT_DEVICE
     return {
         "id": ami_id,
         "name": image.get("Name"),
         "created": image.get("CreationDate"),
-        # the root volume is sized by its device name: another name would add a second, empty disk
-        "root_device": image.get("RootDeviceName") or DEFAULT_ROOT_DEVICE,
+        "root_device": root,
+        "root_snapshot_gb": root_snapshot_gb(image, root),
     }
 
 

@@ -169,6 +169,7 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
         pythons = python_versions(profile)
         itype, ami = aws.look_up(req.region, req.instance_type, req.source_ami, ec2=ec2, pythons=pythons)
         extra |= {"base": ami, "instance": itype, "region": req.region}
+        volume_gb = _root_volume_gb(profile, envs, ami)
         variables |= {
             "aws_ami_name": AMI_NAME_PREFIX,
             "aws_region": req.region,
@@ -176,9 +177,24 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
             "aws_instance_type": req.instance_type,
             "aws_ssh_username": req.ssh_username,
             "aws_root_device_name": ami["root_device"],
-            "aws_root_volume_gb": spec.root_volume_gb(profile, envs),
+            "aws_root_volume_gb": volume_gb,
         }
     return Prepared(req, profile, envs, name, variables, extra)
+
+
+def _root_volume_gb(profile: dict, envs: dict, ami: dict) -> int:
+    """The build instance's root volume: never smaller than the base AMI's root snapshot, which EC2 refuses
+    to launch (InvalidBlockDeviceMapping) only after packer has started. Computed: the snapshot, when larger
+    than spec.BASE_VOLUME_GB, is the base the envs are added to; the profile's own size is refused."""
+    snapshot = ami.get("root_snapshot_gb")
+    size = spec.root_volume_gb(profile, envs, base_gb=snapshot or spec.BASE_VOLUME_GB)
+    if snapshot and size < snapshot:
+        raise ImageError(
+            f"profile {profile['name']}: image.root_volume_gb is {size} GB, and the root snapshot of base "
+            f"AMI {ami['id']} ({ami.get('name')}) is {snapshot} GB: EC2 launches it on no smaller volume. "
+            f"Set image.root_volume_gb to at least {snapshot} plus what the envs need, or leave it unset"
+        )
+    return size
 
 
 def _check_reference(repository: str, tag: str, tag_given: bool) -> None:

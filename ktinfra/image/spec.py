@@ -92,9 +92,10 @@ def env_pins(env: dict) -> list[str]:
     return pins
 
 
-def root_volume_gb(profile: dict, envs: dict) -> int:
-    """image.root_volume_gb of the profile, else the base plus each env's disk_bytes + download_bytes
-    (the wheelhouse lives on the instance during the build), else a per-env default."""
+def root_volume_gb(profile: dict, envs: dict, base_gb: int = BASE_VOLUME_GB) -> int:
+    """image.root_volume_gb of the profile, else the base (BASE_VOLUME_GB, or the base AMI's larger root
+    snapshot) plus each env's disk_bytes + download_bytes (the wheelhouse lives on the instance during the
+    build), else a per-env default."""
     try:
         size = image_settings(profile, f"profile {profile.get('name')}").get("root_volume_gb")
     except UnknownProfileError as exc:
@@ -108,4 +109,4 @@ def root_volume_gb(profile: dict, envs: dict) -> int:
             needed += (data["disk_bytes"] + data.get("download_bytes", 0)) / 1e9
         else:
             needed += PER_ENV_VOLUME_GB
-    return BASE_VOLUME_GB + math.ceil(needed * HEADROOM)
+    return max(base_gb, BASE_VOLUME_GB) + math.ceil(needed * HEADROOM)

@@ -11,10 +11,24 @@ from moto.ec2.models.amis import Ami
 DLAMI = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) {}"
 
 
-def publish_ami(region: str, ami_id: str, name: str, created: str, owner_alias="amazon", arch="x86_64"):
-    """An AMI as Amazon publishes it (owner alias 'amazon'), which register_image cannot make."""
+class _SizedAmi(Ami):
+    """moto's Ami, whose root snapshot is always 15 GB, with a root snapshot of `root_gb`."""
+
+    __module__ = Ami.__module__  # moto's model metaclass files models by their module (moto.SERVICE....)
+    root_gb = 15
+
+    @property
+    def block_device_mappings(self):
+        return [{**m, "Ebs": {**m["Ebs"], "VolumeSize": self.root_gb}} for m in super().block_device_mappings]
+
+
+def publish_ami(
+    region: str, ami_id: str, name: str, created: str, owner_alias="amazon", arch="x86_64", root_gb=15
+):
+    """An AMI as Amazon publishes it (owner alias 'amazon'), which register_image cannot make; its root
+    snapshot `root_gb` GB (EC2 launches it on no smaller root volume)."""
     backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
-    backend.amis[ami_id] = Ami(
+    ami = backend.amis[ami_id] = _SizedAmi(
         backend,
         ami_id=ami_id,
         name=name,
@@ -23,3 +37,4 @@ def publish_ami(region: str, ami_id: str, name: str, created: str, owner_alias="
         architecture=arch,
         creation_date=datetime.fromisoformat(created).replace(tzinfo=timezone.utc),
     )
+    ami.root_gb = root_gb
