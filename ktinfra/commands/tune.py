@@ -103,6 +103,9 @@ def tune_command(
         except OSError as exc:
             typer.echo(f"error: cannot write --ansible-vars {ansible_vars}: {exc.strerror or exc}", err=True)
             raise typer.Exit(1) from exc
+        except tune.LogSourceError as exc:  # the file changed into no vars file after the check
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from exc
     if as_json:
         typer.echo(json.dumps(result, indent=2, default=str))
     else:

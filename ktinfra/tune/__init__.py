@@ -25,6 +25,7 @@ __all__ = [
     "read_unit_log",
     "missing_unit",
     "check_vars_path",
+    "existing_vars",
     "ansible_vars",
     "write_vars",
 ]
@@ -208,6 +209,31 @@ def check_vars_path(path: Path) -> None:
                 break
     except OSError as error:  # ENAMETOOLONG and the like: is_dir() only swallows "not found"
         raise LogSourceError(f"--ansible-vars {path}: {error.strerror or error}") from None
+    existing_vars(path)  # a file that holds no vars is refused before the log is read, not replaced
+
+
+def existing_vars(path: Path) -> dict:
+    """The vars already in the --ansible-vars file ({} where there is none, or it is empty). A later run adds
+    its recommendations to them: the overrides an earlier run wrote are what the server now runs with (its
+    log's current values), and the file may be a host_vars file holding other vars."""
+    target = vars_target(path)
+    if not target.is_file():
+        return {}
+    try:
+        data = yaml.safe_load(target.read_bytes())
+    except OSError as error:
+        raise LogSourceError(f"--ansible-vars {path}: cannot read it: {error.strerror or error}") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as error:  # ValueError: not UTF-8 text
+        why = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise LogSourceError(f"--ansible-vars {path} holds no YAML vars ({why}): give another file") from None
+    if data is None:
+        return {}
+    what = f"its {ANSIBLE_VAR}" if isinstance(data, dict) else "it"
+    if not isinstance(data, dict) or not isinstance(data.get(ANSIBLE_VAR) or {}, dict):
+        raise LogSourceError(
+            f"--ansible-vars {path} is not a vars file ({what} is not a mapping): give another file"
+        )
+    return data
 
 
 def ansible_vars(result: dict) -> dict:
@@ -221,8 +247,11 @@ def ansible_vars(result: dict) -> dict:
 
 
 def write_vars(result: dict, path: Path) -> dict:
-    """Write atomically: a failed write leaves any previous file untouched."""
-    data = ansible_vars(result)
+    """Add the recommendations to the file's kt_serve_overrides (other vars and earlier overrides kept; a
+    recommended key takes the new value). Write atomically: a failed write leaves any previous file
+    untouched."""
+    data = existing_vars(path)
+    data[ANSIBLE_VAR] = {**(data.get(ANSIBLE_VAR) or {}), **ansible_vars(result)[ANSIBLE_VAR]}
     path = vars_target(path)
     mode = path.stat().st_mode & 0o7777 if path.is_file() else None
     path.parent.mkdir(parents=True, exist_ok=True)
