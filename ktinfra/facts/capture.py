@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ktinfra import __version__
 from ktinfra.facts.gpus import QUERY_FIELDS, QUERY_FIELDS_BEFORE_MIG, from_csv, listing, xml_gpus
+from ktinfra.facts.system import df_rows
 from ktinfra.links import LinkLoop
 
 CommandOrReader = list[str] | Callable[[], str | None]
@@ -224,8 +225,11 @@ SOURCES: dict[str, CommandOrReader] = {
 }
 
 # a command exiting non-zero keeps its file when the output still holds what the file is for (nvidia-smi
-# exits 14 for a corrupt infoROM and 15 for a GPU that fell off the bus, after printing the healthy GPUs)
+# exits 14 for a corrupt infoROM and 15 for a GPU that fell off the bus, after printing the healthy GPUs;
+# df exits 1 after listing every other filesystem when one mount cannot be read: a dead FUSE mount (sshfs,
+# rclone, s3fs: "Transport endpoint is not connected"), a stale NFS handle)
 KEEP_ON_FAILURE: dict[str, Callable[[str], bool]] = {
+    "df.txt": lambda text: bool(df_rows(text)),
     "nvidia-smi-q.xml": xml_gpus,
     "nvidia-smi-topo.txt": _names_a_gpu,
     "nvidia-smi-L.txt": listing,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
+from ktinfra import facts as host_facts
 from ktinfra.facts import from_capture
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
@@ -65,3 +68,43 @@ def test_a_development_glibc_is_its_major_minor(tmp_path):
     assert (facts["os"]["glibc"], facts["os"]["glibc_source"]) == ("2.40", "ldd")
     facts = from_capture(_capture(tmp_path / "b", ldd_txt="ldd (Ubuntu GLIBC 2.39-0ubuntu8.3) 2.39\n"))
     assert facts["os"]["glibc"] == "2.39"
+
+
+# GNU df with a dead FUSE mount (an sshfs or rclone whose daemon died; seen here with a /dev/fuse mount whose
+# fd was closed): every other filesystem on stdout, "df: /tmp/s37dead: Transport endpoint is not connected"
+# on stderr, exit status 1. The stand-in runs the real df and fails the same way.
+DF_WITH_A_DEAD_MOUNT = """#!/bin/sh
+/bin/df "$@"
+echo "df: /mnt/rclone: Transport endpoint is not connected" >&2
+exit 1
+"""
+
+
+def test_df_failing_on_one_dead_mount_keeps_the_others(tmp_path, monkeypatch):
+    """Before: df's exit status 1 threw its whole output away, so one dead FUSE mount or stale NFS handle
+    left the live facts (and a capture) without any disk and without /dev/shm."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "df").write_text(DF_WITH_A_DEAD_MOUNT)
+    (bindir / "df").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    assert subprocess.run(["df", "-B1"], capture_output=True, check=False).returncode == 1
+    real = [
+        line.split()[-1]
+        for line in subprocess.run(
+            ["/bin/df", "--output=target"], capture_output=True, text=True, check=False
+        ).stdout.splitlines()[1:]
+    ]
+
+    live = host_facts.gather_live()
+    root = next(disk for disk in live["disks"] if disk["mount"] == "/")
+    assert root["size_bytes"] == shutil.disk_usage("/").total
+    assert {disk["mount"] for disk in live["disks"]} <= set(real)
+    if "/dev/shm" in real:
+        assert live["shm_bytes"] == shutil.disk_usage("/dev/shm").total
+
+    written = host_facts.write_capture(tmp_path / "cap")
+    assert tmp_path / "cap" / "df.txt" in written
+    back = host_facts.from_capture(tmp_path / "cap")
+    assert [disk["mount"] for disk in back["disks"]] == [disk["mount"] for disk in live["disks"]]
+    assert back["shm_bytes"] == live["shm_bytes"]
