@@ -126,7 +126,30 @@ def _netloc_problem(backend: str, netloc: str) -> str | None:
     return None
 
 
+def _raw_delimiter_password(given: str) -> str | None:
+    """The host URL shown with everything between USER: and the last @ as ***, where that password holds a
+    '/', '?' or '#' as it is: a URL's host part ends there, so testinfra (and mask_password) read the
+    password's start as the host's port ('ssh://kt:se?cret@gpu1' -> port 'se'), which the error or ssh's
+    own 'Bad port' message then printed. None where there is no such password."""
+    scheme, sep, rest = given.partition("://")
+    user, colon, after = rest.partition(":")
+    found = (
+        re.match(r"([^/?#@]*)[/?#][^@]*@", after)
+        if sep and colon and not re.search(r"[/?#@]", user)
+        else None
+    )
+    if not found or found.group(1).isdigit():  # HOST:PORT?QUERY with an @ in a query value
+        return None
+    return f"{scheme}://{user}:***@{rest.rpartition('@')[2]}"
+
+
 def validate_host(given: str) -> None:
+    raw = _raw_delimiter_password(given)
+    if raw:
+        raise DoctorError(
+            f"bad host {raw!r}: a '/', '?' or '#' in a password ends the host part of a URL; write it as "
+            "%2F, %3F, %23 (testinfra decodes them)"
+        )
     spec = mask_password(given)  # as every message shows it; the checks below read only its other parts
     backend, sep, rest = spec.partition("://")
     if not sep or backend not in BACKENDS:
