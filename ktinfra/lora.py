@@ -653,6 +653,15 @@ def carries_expert_lora(path: Path) -> bool | None:
         return None
 
 
+def check_planned_adapter(name: str, path: Path) -> None:
+    """`ktinfra lora plan`: an adapter directory readable here that is a plain PEFT adapter (no fused expert
+    LoRA for the converter) gets serve's checks of what SGLang reads; one not on this host is left alone
+    (the plan may be made away from the adapters)."""
+    if not (path / CONFIG_FILE).is_file() or (path / KT_FUSED_FILE).is_file():
+        return
+    check_served_as_is(inspect_adapter(name, path))
+
+
 def kt_lora_problems(
     kinds: dict[str, bool | None], kt_method: object, remedy: str, tag: str = ""
 ) -> list[str]:

@@ -337,6 +337,8 @@ def _adapters_on(plan_doc: dict, specs: list[str]) -> dict[str, Path]:
     names = [n for n, _ in parsed]
     adapters = {name: Path(check_abs_path(f"adapter {name}", str(path))) for name, path in parsed}
     if plan_doc.get("stack_generation") != "legacy":
+        for name, path in adapters.items():
+            lora.check_planned_adapter(name, path)
         kinds = {name: lora.carries_expert_lora(path) for name, path in adapters.items()}
         remedy = f"serve each of {', '.join(names)} from its own instance"
         problems = lora.kt_lora_problems(kinds, plan_section(plan_doc, "serve").get("kt_method"), remedy)

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 from safetensors_file import write_safetensors
-from test_lora import kt_dir, peft_dir, serve_args
+from test_lora import H100, kt_dir, peft_dir, serve_args
 from test_lora_cli_errors import assert_clean_error, invoke
 
 from ktinfra import lora
@@ -96,3 +96,24 @@ def test_modules_to_save_is_refused(tmp_path, saved):
     for empty in (None, []):  # LLaMA-Factory writes null without additional_target
         _edit(adapter, modules_to_save=empty)
         assert lora.inspect_adapter("a", adapter).kind == "peft"
+
+
+def _h100_plan(tmp_path) -> str:
+    res = invoke(["plan", "--model", "Qwen3-30B-A3B", "--from", str(H100), "--json"])
+    assert res.exit_code == 0, res.output
+    path = tmp_path / "plan.json"
+    path.write_text(res.stdout)
+    return str(path)
+
+
+def test_lora_plan_checks_a_plain_peft_adapter_it_can_read(tmp_path):
+    """`ktinfra lora plan` takes adapters in SGLang's format; one readable here gets serve's checks."""
+    plan = _h100_plan(tmp_path)
+    adapter = _edit(peft_dir(tmp_path / "a"), target_modules=".*q_proj")
+    result = invoke(["lora", "plan", "--plan", plan, "--adapter", f"mine={adapter}", "--json"])
+    assert_clean_error(result, "target_modules is the string '.*q_proj'")
+    _edit(adapter, target_modules=["q_proj"])
+    assert invoke(["lora", "plan", "--plan", plan, "--adapter", f"mine={adapter}", "--json"]).exit_code == 0
+    # an adapter not on this host is left to the host that serves it
+    away = invoke(["lora", "plan", "--plan", plan, "--adapter", f"mine={tmp_path / 'elsewhere'}", "--json"])
+    assert away.exit_code == 0, away.output
