@@ -447,11 +447,10 @@ def _manifest(
         }
         extra = {"wheelhouse": str(req.wheelhouse), "wheelhouse_files_before": wheels_before}
     else:
-        region, _, ami_id = (artifact["artifact_id"] or "").partition(":")
         image = {
             "source": "amazon-ebs",
-            "id": ami_id,
-            "region": region,
+            "id": manifest.ami_in_region(artifact["artifact_id"], req.region),
+            "region": req.region,
             "base": prep.extra["base"],
             "instance": prep.extra["instance"],
         }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 from pathlib import Path
 
@@ -87,6 +88,23 @@ def packer_artifact(packer_manifest: Path) -> dict:
         raise ValueError(f"{packer_manifest} lists no build")
     last = next((b for b in builds if b.get("packer_run_uuid") == data.get("last_run_uuid")), builds[-1])
     return {"builder": last.get("builder_type"), "artifact_id": last.get("artifact_id")}
+
+
+_AMI_ARTIFACT = re.compile(r"([a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}):(ami-[0-9a-f]{8}(?:[0-9a-f]{9})?)")
+
+
+def ami_in_region(artifact_id, region: str) -> str:
+    """The AMI id packer's amazon-ebs artifact names for `region`: its id is "REGION:AMI", one pair per region
+    the AMI was copied to, comma-separated ("us-east-1:ami-1,eu-west-1:ami-2"). ValueError when it names
+    none there (an id the manifest would carry as the image but no AMI)."""
+    pairs = dict(
+        m.groups()
+        for part in str(artifact_id or "").split(",")
+        if (m := _AMI_ARTIFACT.fullmatch(part.strip()))
+    )
+    if region not in pairs:
+        raise ValueError(f"packer-manifest.json's artifact_id {artifact_id!r} names no AMI in {region}")
+    return pairs[region]
 
 
 def pinned_packages(packages: dict) -> list[dict]:

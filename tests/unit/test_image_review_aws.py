@@ -7,6 +7,8 @@ base AMI failed only once packer had started and asked EC2 for the instance."""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import boto3
@@ -96,3 +98,58 @@ def test_an_ami_whose_size_is_not_said_keeps_the_profile_volume(tmp_path):
     envs = build.spec.env_specs(profile)
     ami = {"id": "ami-1", "name": "x", "root_snapshot_gb": None}
     assert build._root_volume_gb(profile, envs, ami) == 30
+
+
+# packer's manifest post-processor: an amazon-ebs artifact_id is "REGION:AMI", one pair per region, joined by
+# commas. Before, the manifest took everything after the first ':' as the AMI id ("ami-1,us-east-1:ami-2")
+# and the text before it as the region, and a missing or odd artifact_id made an image whose id was "".
+
+FAKE_PACKER = """#!{python}
+import json, os, sys
+if sys.argv[1] == "version":
+    print("Packer v1.6.6")
+if sys.argv[1] != "build":
+    sys.exit(0)
+var_file = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("-var-file="))
+out = json.load(open(var_file))["output_dir"]
+open(os.path.join(out, "packages.json"), "w").write(json.dumps({{"envs": {{}}}}))
+builds = [{{"builder_type": "amazon-ebs", "artifact_id": a, "packer_run_uuid": "u"}}
+          for a in json.loads(os.environ["FAKE_ARTIFACTS"])]
+manifest = {{"builds": builds, "last_run_uuid": "u"}}
+open(os.path.join(out, "packer-manifest.json"), "w").write(json.dumps(manifest))
+"""
+
+
+def _ami_build(tmp_path: Path, ec2, monkeypatch, artifacts: list) -> dict:
+    publish_ami(REGION, "ami-000000000000000d1", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    packer = tmp_path / "packer"
+    packer.write_text(FAKE_PACKER.format(python=sys.executable))
+    packer.chmod(0o755)
+    monkeypatch.setenv("FAKE_ARTIFACTS", json.dumps(artifacts))
+    return build.run(_req(tmp_path, SMOKE, packer=str(packer)), ec2=ec2)
+
+
+@pytest.mark.parametrize(
+    "artifact",
+    [
+        f"{REGION}:ami-0123456789abcdef0",
+        f"us-east-1:ami-0fedcba987654321f,{REGION}:ami-0123456789abcdef0",
+        f"{REGION}:ami-0123456789abcdef0,us-east-1:ami-0fedcba987654321f",
+    ],
+)
+def test_the_manifest_takes_the_ami_of_the_build_region(tmp_path, ec2, monkeypatch, artifact):
+    result = _ami_build(tmp_path, ec2, monkeypatch, [artifact])
+    assert result["image"]["id"] == "ami-0123456789abcdef0"
+    assert result["image"]["region"] == REGION
+    written = (tmp_path / "out" / "smoke-amazon-ebs" / "manifest.json").read_text()
+    assert '"id": "ami-0123456789abcdef0"' in written
+
+
+@pytest.mark.parametrize("artifact", [None, "", "ami-0123456789abcdef0", "us-east-1:ami-0fedcba987654321f"])
+def test_an_artifact_without_an_ami_of_the_region_is_unusable(tmp_path, ec2, monkeypatch, artifact):
+    with pytest.raises(ImageError) as info:
+        _ami_build(tmp_path, ec2, monkeypatch, [artifact])
+    text = str(info.value)
+    assert text.startswith("the build finished but its outputs are unusable: ValueError: ")
+    assert f"names no AMI in {REGION}" in text
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["last-failed.log"]
