@@ -162,6 +162,11 @@ def forward(args: dict) -> dict:
 
 def main() -> None:
     args = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {"mode": "info"}
+    try:  # kt-kernel refuses some hosts at import with a RuntimeError (a library built for a newer CPU ISA
+        import kt_kernel  # noqa: F401  than this host's), not an ImportError: reported as its import error
+    except Exception as exc:
+        print(json.dumps({"import_error": f"{type(exc).__name__}: {exc}"}))
+        return
     try:
         result = info() if args["mode"] == "info" else {**info(), "forward": forward(args)}
     except ImportError as exc:
