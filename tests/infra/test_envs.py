@@ -9,13 +9,16 @@ from packaging.requirements import Requirement
 
 from ktinfra.profiles import env_spec
 
-# Flags the ktinfra plan renders into the serve command line (docs/CONTRACTS.md, serve.kt_*).
+# Flags the ktinfra plan renders into every serve command line (docs/CONTRACTS.md, serve.kt_*; render.serve
+# sglang_argv). --kt-max-deferred-experts-per-token came to the sglang fork on 2025-11-06, two weeks after the
+# others: a build between them passed here and its server stopped at "unrecognized arguments".
 KT_SERVER_FLAGS = (
     "--kt-weight-path",
     "--kt-method",
     "--kt-cpuinfer",
     "--kt-threadpool-count",
     "--kt-num-gpu-experts",
+    "--kt-max-deferred-experts-per-token",
 )
 
 
