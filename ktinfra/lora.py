@@ -316,6 +316,15 @@ def _check_served_scaling(config_path: Path, config: dict) -> None:
             "would be served untrained: export a merged model (llamafactory-cli export) or train without "
             "them (LLaMA-Factory additional_target, resize_vocab)"
         )
+    bias, lora_bias = config.get("bias", "none"), config.get("lora_bias")
+    if bias not in (None, "none") or lora_bias:
+        what = f"bias {bias!r}" if bias not in (None, "none") else "lora_bias"
+        raise LoraError(
+            f"{config_path}: {what} is set; PEFT saved trained bias tensors beside lora_A/lora_B, and SGLang "
+            "loads every other tensor of a layer as a lora_B (srt/lora/mem_pool.py), so they would replace "
+            "it or stop the server: export a merged model (llamafactory-cli export) or train with bias "
+            "'none'"
+        )
     if config.get("use_dora"):
         raise LoraError(
             f"{config_path}: use_dora is set; SGLang serves the lora_A/lora_B delta only and drops DoRA's "

@@ -117,3 +117,25 @@ def test_lora_plan_checks_a_plain_peft_adapter_it_can_read(tmp_path):
     # an adapter not on this host is left to the host that serves it
     away = invoke(["lora", "plan", "--plan", plan, "--adapter", f"mine={tmp_path / 'elsewhere'}", "--json"])
     assert away.exit_code == 0, away.output
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"bias": "all"}, "bias 'all' is set"),
+        ({"bias": "lora_only"}, "bias 'lora_only'"),
+        ({"lora_bias": True}, "lora_bias is set"),
+    ],
+)
+def test_trained_biases_are_refused(tmp_path, fields, message):
+    """sglang-kt mem_pool.py load_lora_weight_to_buffer puts every tensor of a layer that is no lora_A into
+    the lora_B buffer of the module its name matches (a q_proj.bias or lora_B.bias replaces the lora_B) and
+    raises for a name no target module matches (bias 'all'): PEFT saves those biases in the adapter."""
+    adapter = _edit(peft_dir(tmp_path / "a"), **fields)
+    with pytest.raises(lora.LoraError, match=message):
+        lora.inspect_adapter("a", adapter)
+    result, out = _serve(tmp_path, adapter)
+    assert_clean_error(result, "train with bias 'none'")
+    assert not out.exists()
+    _edit(adapter, bias="none", lora_bias=False)  # PEFT's defaults, as LLaMA-Factory writes them
+    assert lora.inspect_adapter("a", adapter).kind == "peft"
