@@ -85,6 +85,7 @@ def tune_command(
         if ansible_vars is not None:
             tune.check_vars_path(ansible_vars)
             tune.check_not_the_log(ansible_vars, log)
+            tune.existing_vars(ansible_vars)  # a file holding no vars is refused here, not replaced
         text = tune.read_log_file(log) if log is not None else tune.read_unit_log(unit)
         server_log = tune.parse_text(text)
         free = server_log.config.get("available_gpu_mem_gb")

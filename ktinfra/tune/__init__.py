@@ -209,7 +209,6 @@ def check_vars_path(path: Path) -> None:
                 break
     except OSError as error:  # ENAMETOOLONG and the like: is_dir() only swallows "not found"
         raise LogSourceError(f"--ansible-vars {path}: {error.strerror or error}") from None
-    existing_vars(path)  # a file that holds no vars is refused before the log is read, not replaced
 
 
 def existing_vars(path: Path) -> dict:

@@ -61,3 +61,11 @@ def test_a_file_that_holds_no_vars_is_refused_and_left_as_it_was(tmp_path):
     out.write_text("")  # an empty file holds no vars yet: written
     assert _tune("decode-oom.log", out).exit_code == 0
     assert yaml.safe_load(out.read_text())["kt_serve_overrides"]["max_running_requests"] == 24
+
+
+def test_the_log_itself_is_named_as_the_log_not_as_a_file_without_vars(tmp_path):
+    log = tmp_path / "sglang.log"
+    log.write_text((LOGS / "decode-oom.log").read_text())
+    res = CliRunner().invoke(app, ["tune", "--log", str(log), "--ansible-vars", str(log)])
+    assert res.exit_code == 1 and "writing it would replace the log" in res.output
+    assert log.read_text() == (LOGS / "decode-oom.log").read_text()
