@@ -193,8 +193,11 @@ class ProvisionRequest:
                 raise ProvisionError(f"inventory {inventory} does not exist")
         vaulted = []
         for value in self.extra_vars:
+            if value == "@":  # Path("") is the current directory
+                raise ProvisionError("-e @ names no extra-vars file (-e @FILE)")
             if value.startswith("@") and not _vars_file(value).is_file():
-                raise ProvisionError(f"extra-vars file {value[1:]} does not exist")
+                state = "is not a file" if _vars_file(value).exists() else "does not exist"
+                raise ProvisionError(f"extra-vars file {value[1:]} {state}")
             if _check_extra_vars(value):
                 vaulted.append(f"extra-vars file {value[1:]}" if value.startswith("@") else f"-e {value!r}")
         if vaulted and _vault_password_configured() is False:
