@@ -156,6 +156,13 @@ def _cgroup_limits() -> str | None:
             value = _read(str(directory / name))
             if value is not None and value.strip():
                 lines.append(f"{directory / name}: {value.strip()}")
+        # v1: the tightest memory limit of this cgroup and every ancestor, also those above what a container
+        # sees (docker on cgroup v1 mounts the container's own cgroup as /sys/fs/cgroup/memory, so a limit
+        # on its --cgroup-parent is in no memory.limit_in_bytes it can read)
+        stat = (_read(str(directory / "memory.stat")) or "").splitlines()
+        line = next((ln.strip() for ln in stat if ln.startswith("hierarchical_memory_limit ")), None)
+        if line:
+            lines.append(f"{directory / 'memory.stat'}: {line}")
     return "\n".join(lines) + "\n" if lines else None
 
 

@@ -46,7 +46,12 @@ def parse_cgroup(text: str | None) -> CgroupLimits:
         quota = _quota(files)
         if quota is not None:
             quotas.append(quota)
-        limit = _memory_limit(files.get("memory.max") or files.get("memory.limit_in_bytes"))
+        # v1's memory.stat line `hierarchical_memory_limit N` also counts the ancestors a container cannot see
+        limits = [
+            _memory_limit(files.get("memory.max") or files.get("memory.limit_in_bytes")),
+            _memory_limit(_stat_value(files.get("memory.stat"), "hierarchical_memory_limit")),
+        ]
+        limit = min((value for value in limits if value is not None), default=None)
         if limit is not None:
             memory.append(limit)
             usage = _bytes(files.get("memory.current") or files.get("memory.usage_in_bytes"))
@@ -71,6 +76,15 @@ def _quota(files: dict[str, str]) -> float | None:
     if not 0 < quota_us < 1 << 63 or not 0 < period_us < 1 << 63:
         return None  # -1 (v1 unlimited), or beyond the kernel's 64-bit counters
     return quota_us / period_us
+
+
+def _stat_value(text: str | None, key: str) -> str | None:
+    """The value of `key` in memory.stat lines ("key value"), as cgroup.txt keeps them."""
+    for line in (text or "").splitlines():
+        name, _, value = line.strip().partition(" ")
+        if name == key:
+            return value.strip()
+    return None
 
 
 def _memory_limit(value: str | None) -> int | None:

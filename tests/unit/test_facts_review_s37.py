@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ktinfra import facts as host_facts
 from ktinfra.facts import from_capture
+from ktinfra.facts.capture import _cgroup_limits
 
 HOSTS = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
 
@@ -108,3 +109,41 @@ def test_df_failing_on_one_dead_mount_keeps_the_others(tmp_path, monkeypatch):
     back = host_facts.from_capture(tmp_path / "cap")
     assert [disk["mount"] for disk in back["disks"]] == [disk["mount"] for disk in live["disks"]]
     assert back["shm_bytes"] == live["shm_bytes"]
+
+
+# cgroup.txt that `write_capture` wrote inside `docker run --cgroup-parent=/s37p` on this cgroup v1 host, with
+# memory.limit_in_bytes 209715200 (200 MiB) set on /s37p and none on the container: docker mounts the
+# container's own cgroup as /sys/fs/cgroup/memory, so /s37p's limit shows only in memory.stat.
+CGROUP_UNDER_A_LIMITED_PARENT = """\
+/sys/fs/cgroup/memory/memory.limit_in_bytes: 9223372036854771712
+/sys/fs/cgroup/memory/memory.usage_in_bytes: 10772480
+/sys/fs/cgroup/memory/memory.stat: hierarchical_memory_limit 209715200
+/sys/fs/cgroup/cpuset/cpuset.cpus: 0-1
+/sys/fs/cgroup/cpu/cpu.cfs_quota_us: -1
+/sys/fs/cgroup/cpu/cpu.cfs_period_us: 100000
+"""
+
+
+def test_a_v1_memory_limit_above_the_container_is_read_from_memory_stat(tmp_path):
+    """Before: only memory.limit_in_bytes was read, so a limit on the container's parent cgroup (docker
+    --cgroup-parent, a platform's per-user slice) was invisible and memory.total_bytes was the host's
+    24 GiB MemTotal instead of the 200 MiB the container may use."""
+    facts = from_capture(_capture(tmp_path, cgroup_txt=CGROUP_UNDER_A_LIMITED_PARENT))
+    memory = facts["memory"]
+    assert memory["cgroup_limit_bytes"] == memory["total_bytes"] == 200 * 2**20
+    assert memory["available_bytes"] == 200 * 2**20 - 10772480
+    # the unlimited value of v1 (PAGE_COUNTER_MAX pages) is no limit, as in memory.limit_in_bytes
+    unlimited = CGROUP_UNDER_A_LIMITED_PARENT.replace("limit 209715200", "limit 9223372036854771712")
+    facts = from_capture(_capture(tmp_path / "b", cgroup_txt=unlimited))
+    assert facts["memory"]["cgroup_limit_bytes"] is None
+
+
+def test_the_live_capture_keeps_memory_stats_hierarchical_limit():
+    """On this cgroup v1 host: cgroup.txt holds each memory cgroup's hierarchical_memory_limit line."""
+    root = Path("/sys/fs/cgroup/memory/memory.stat")
+    if not root.is_file():  # a cgroup v2 host has no such line; nothing to compare
+        assert "hierarchical_memory_limit" not in (_cgroup_limits() or "")
+        return
+    text = _cgroup_limits()
+    expected = next(ln for ln in root.read_text().splitlines() if ln.startswith("hierarchical_memory_limit "))
+    assert f"{root}: {expected}" in text.splitlines()
