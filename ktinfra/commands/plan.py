@@ -35,6 +35,21 @@ def _parse_lora(values: list[str]) -> dict[str, str]:
     return adapters
 
 
+def _check_adapters_served_as_is(result: dict, adapters: dict[str, str]) -> None:
+    """What `ktinfra lora plan` checks of an adapter readable here that the current stack serves as is (the
+    legacy stack converts every adapter first): a render of this plan must not start a server that stops on
+    its adapter_config.json."""
+    if not adapters or result.get("stack_generation") == "legacy":
+        return
+    from ktinfra import lora
+
+    for name, directory in adapters.items():
+        try:
+            lora.check_planned_adapter(name, Path(directory))
+        except lora.LoraError as exc:
+            _fail(f"--lora {name}: {exc}")
+
+
 def _parse_mode(value: str) -> str:
     from ktinfra.planner import MODES
 
@@ -246,6 +261,7 @@ def register(app: typer.Typer) -> None:
             result = plan(facts, model, mode, **options)
         except PlanInputError as exc:
             _fail(str(exc))
+        _check_adapters_served_as_is(result, options["lora"])
         if as_json:
             typer.echo(json.dumps(result, indent=2))
         else:
