@@ -62,3 +62,14 @@ def test_the_suite_reports_the_copies_in_the_run_json(tmp_path):
     assert not report.ok
     [check] = report.to_dict()["checks"]
     assert "flash-attn is installed 2 times" in check["message"] and "(2.5.0, 2.8.3)" in check["message"]
+
+
+def test_a_dist_info_left_without_metadata_beside_the_real_one_is_named_not_a_crash(tmp_path):
+    """A leftover torch-2.5.0.dist-info holding only RECORD: its version is unknown ('?')."""
+    python = make_env(tmp_path / "sft", {**SFT_PINS, **WHEELS_OK}, ("llamafactory",))
+    site = add_dist(python, "torch", "2.5.0")
+    (site / "torch-2.5.0.dist-info" / "METADATA").unlink()
+    (site / "torch-2.5.0.dist-info" / "RECORD").write_text("torch/__init__.py,,\n")
+    check = sft_pins_check(python)
+    assert check.status == "failed", check
+    assert "torch is installed 2 times" in check.message and "(2.7.1, ?)" in check.message, check

@@ -28,13 +28,17 @@ def dist_copies(name: str) -> dict:
     is then whichever it finds first, and the files on disk are a mix of both."""
     found: dict = {}
     try:
-        for dist in md.distributions(name=name):
-            where = os.path.realpath(str(dist.locate_file("")))
-            version = dist.version
-            if version not in found.setdefault(where, []):
-                found[where].append(version)
-    except Exception:  # an unreadable METADATA: md.version() above reports what it can
+        dists = list(md.distributions(name=name))
+    except Exception:  # a path entry importlib cannot read: md.version() above reports what it can
         return {}
+    for dist in dists:
+        try:
+            where = os.path.realpath(str(dist.locate_file("")))
+            version = dist.version or "?"  # a dist-info left without its METADATA
+        except Exception:
+            continue
+        if version not in found.setdefault(where, []):
+            found[where].append(version)
     return {where: sorted(versions) for where, versions in found.items() if len(versions) > 1}
 
 
