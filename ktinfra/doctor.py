@@ -133,9 +133,9 @@ def _raw_delimiter_password(given: str) -> str | None:
     own 'Bad port' message then printed. None where there is no such password."""
     scheme, sep, rest = given.partition("://")
     user, colon, after = rest.partition(":")
-    found = (
+    found = (  # not ansible://: there ":" joins groups of a pattern, and no password goes in the URL
         re.match(r"([^/?#@]*)[/?#][^@]*@", after)
-        if sep and colon and not re.search(r"[/?#@]", user)
+        if sep and colon and scheme not in HOSTLESS_BACKENDS and not re.search(r"[/?#@]", user)
         else None
     )
     if not found or found.group(1).isdigit():  # HOST:PORT?QUERY with an @ in a query value

@@ -48,3 +48,13 @@ def test_a_raw_delimiter_in_a_password_is_refused_without_showing_it(given, show
 )
 def test_urls_without_a_raw_delimiter_in_a_password_are_not_refused_for_it(spec):
     doctor.validate_host(spec)
+
+
+def test_an_ansible_pattern_with_a_colon_is_no_password():
+    """ansible://web:db is an Ansible pattern (":" joins groups); an inventory path with an @ after it is
+    no password, and ansible:// is read as before (here: the inventory is not there)."""
+    spec = "ansible://web:db?ansible_inventory=/nonexistent/team@site/hosts"
+    doctor.validate_host(spec)
+    done = doctor_cli("--hosts", spec, "--role", "any", "-k", "amx_cpu_flags", "--json")
+    assert done.returncode == 1 and "a password ends" not in done.stderr, done
+    assert done.stderr.startswith(f"error: bad host {spec!r}: "), done
