@@ -108,7 +108,7 @@ def cuda_visible(gpus: list[dict], text: str | None) -> tuple[list[dict], dict |
         narrowed.append(gpu)
     info = {"value": raw, "hidden_indices": [g["index"] for g in gpus if g not in kept]}
     mixed = len({(g.get("name"), g.get("memory_mib")) for g in gpus}) > 1
-    if mixed and order != "PCI_BUS_ID" and any(e.strip().isdigit() for e in raw.split(",")):
+    if mixed and order != "PCI_BUS_ID" and any(_CUDA_INDEX.fullmatch(e.strip()) for e in raw.split(",")):
         info["note"] = (
             "its numbers were read in nvidia-smi's (PCI bus) order, while the capturing process counted in "
             f"CUDA's {order or 'default (fastest first)'} order: on these mixed GPUs they may name others; "
@@ -117,8 +117,14 @@ def cuda_visible(gpus: list[dict], text: str | None) -> tuple[list[dict], dict |
     return narrowed, info
 
 
+# an index entry of CUDA_VISIBLE_DEVICES: ASCII digits (str.isdigit() also takes "²", which int() refuses,
+# and int() refuses over 4300 digits); any other entry is read as a UUID prefix, and one naming no GPU ends
+# the list
+_CUDA_INDEX = re.compile(r"[0-9]{1,9}")
+
+
 def _names_gpu(entry: str, gpu: dict) -> bool:
-    if entry.isdigit():
+    if _CUDA_INDEX.fullmatch(entry):
         return gpu.get("index") == int(entry)
     uuids = [gpu.get("uuid") or ""] + [d.get("uuid") or "" for d in gpu.get("mig_devices") or []]
     return bool(entry) and any(u.startswith(entry) for u in uuids if u)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from ktinfra import facts as host_facts
 from ktinfra.facts import from_capture
@@ -147,3 +151,24 @@ def test_the_live_capture_keeps_memory_stats_hierarchical_limit():
     text = _cgroup_limits()
     expected = next(ln for ln in root.read_text().splitlines() if ln.startswith("hierarchical_memory_limit "))
     assert f"{root}: {expected}" in text.splitlines()
+
+
+@pytest.mark.parametrize("value", ["1²", "²", "٣", "1" * 5000, "0,²"])
+def test_a_cuda_visible_devices_entry_that_is_no_ascii_index_ends_the_list(tmp_path, value):
+    """Before: str.isdigit() took "²" and "٣" for indices, and int() then raised (or read "٣" as GPU 3), as it
+    did on 5000 digits: `ktinfra facts --from` printed "error: invalid literal for int()" and exited 1. As in
+    CUDA, an entry that names no GPU ends the list: the GPUs before it are kept."""
+    capture = tmp_path / "cap"
+    shutil.copytree(HOSTS / "2xh200-xeon-amx-32c", capture)
+    (capture / "cuda-visible-devices.txt").write_text(value + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "ktinfra", "facts", "--from", str(capture), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout)
+    kept = [0] if value.startswith("0,") else []
+    assert [gpu["index"] for gpu in facts["gpus"]] == kept
+    assert facts["cuda_visible_devices"]["hidden_indices"] == [i for i in (0, 1) if i not in kept]
