@@ -320,9 +320,14 @@ def _full_message(node: ET.Element) -> str | None:
     if not short.endswith("full report in element text]") or not node.text:
         return None
     lines = node.text.splitlines()
-    first = next((i for i, line in enumerate(lines) if re.match(r"E {3,}\S", line)), None)
-    if first is None:
+    starts = [  # where a block of "E   " lines begins
+        i
+        for i, line in enumerate(lines)
+        if re.match(r"E {3,}\S", line) and (i == 0 or not lines[i - 1].startswith("E"))
+    ]
+    if not starts:
         return node.text
+    first = starts[-1]  # the last block: a chained exception's own, as pytest's crash message reads
     indent = len(re.match(r"E +", lines[first]).group())
     block = []
     for line in lines[first:]:

@@ -29,6 +29,12 @@ def test_long_error(broken):
 
 def test_short_assert():
     assert not ["e" * 600], "short"
+
+def test_long_chained():
+    try:
+        {}["k" * 600]
+    except KeyError as exc:
+        raise RuntimeError("outer " + "o" * 600) from exc
 """
 
 
@@ -42,6 +48,7 @@ def test_messages_over_500_characters_come_back_whole(tmp_path):
     assert checks["long.long_fail"].message == "c" * 700 + "\nsecond line"
     assert (checks["long.long_error"].status, checks["long.long_error"].message) == ("error", "d" * 600)
     assert checks["long.short_assert"].message == "short"
+    assert checks["long.long_chained"].message == "RuntimeError: outer " + "o" * 600  # as pytest's own
     assert not any("full report in element text" in c.message for c in checks.values())
 
 
