@@ -494,9 +494,44 @@ def parse_freeze(text: str) -> dict[str, str]:
     return installed
 
 
+# PEP 440, enough for `==` between a pin and an installed version (packaging is not a dependency here):
+# the epoch, the release with its trailing zeros dropped (2.0 == 2.0.0), the rest in its normal spelling
+_PEP440 = re.compile(r"v?(?:(\d+)!)?(\d+(?:\.\d+)*)([^+]*)(?:\+(.+))?", re.IGNORECASE)
+_PEP440_WORDS = {
+    "preview": "rc",
+    "alpha": "a",
+    "beta": "b",
+    "pre": "rc",
+    "c": "rc",
+    "rev": "post",
+    "r": "post",
+}
+
+
+def _pep440_parts(version: str) -> tuple | None:
+    match = _PEP440.fullmatch(version.strip())
+    if not match:
+        return None
+    epoch, release, rest, local = match.groups()
+    numbers = [int(n) for n in release.split(".")]
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()
+    rest = re.sub(r"\d+", lambda m: str(int(m.group())), rest.lower())
+    rest = re.sub(r"^[-_.]?(\d+)", r"post\1", rest)  # 1.0-1 is 1.0.post1
+    for word, normal in _PEP440_WORDS.items():
+        rest = re.sub(rf"(?<![a-z]){word}(?![a-z])", normal, rest)
+    rest = re.sub(r"[-_.]", "", rest)
+    local = local and re.sub(r"\d+", lambda m: str(int(m.group())), re.sub(r"[-_]", ".", local.lower()))
+    return int(epoch or 0), tuple(numbers), rest, local
+
+
 def _same_version(installed: str, pinned: str) -> bool:
-    """PEP 440 `==`: a pin without a local label (`torch==2.7.1`) matches `2.7.1+cu128`."""
-    return installed == pinned or ("+" not in pinned and installed.split("+", 1)[0] == pinned)
+    """PEP 440 `==`: 2.0 is 2.0.0, and a pin without a local label (`torch==2.9.1`) is met by any local
+    build of that version (`2.9.1+cu128` from a CUDA index)."""
+    have, want = _pep440_parts(installed), _pep440_parts(pinned)
+    if have is None or want is None:
+        return installed.strip() == pinned.strip()
+    return have[:3] == want[:3] and (want[3] is None or have[3] == want[3])
 
 
 def freeze_drift(env: dict, freeze_text: str) -> list[str]:
