@@ -24,10 +24,14 @@ IMAGE_OUT ?= out/image
 IMAGE_BUILD = $(KTINFRA) image build --source $(IMAGE_SOURCE) --profile '$(IMAGE_PROFILE)' \
   --repository $(IMAGE_REPO) --tag $(IMAGE_TAG) --playbook '$(IMAGE_PLAYBOOK)' --out '$(IMAGE_OUT)' $(IMAGE_ARGS)
 IMAGE_SHARED_ARGS = $(filter --tag --tag=% --repository --repository=% --out --out=%,$(IMAGE_ARGS))
+IMAGE_ENV_ARGS = $(filter --env --env=%,$(IMAGE_ARGS))
 
 # what was typed is checked (--check: no docker, AWS or packer) before image-deps installs anything
 image: venv ## bake the KT image (IMAGE_PROFILE=kt-0.7, IMAGE_SOURCE=docker) and verify it
 	$(if $(IMAGE_SHARED_ARGS),$(error IMAGE_ARGS sets $(IMAGE_SHARED_ARGS): use IMAGE_TAG, IMAGE_REPO, IMAGE_OUT, which image-verify reads too))
+	$(if $(and $(filter file,$(origin IMAGE_TAG)),$(IMAGE_ENV_ARGS)),$(error IMAGE_ARGS picks envs ($(IMAGE_ENV_ARGS)) \
+	  but no IMAGE_TAG is given: the partial image would take the full image's tag $(IMAGE_TAG); give one, e.g. \
+	  IMAGE_TAG=$(IMAGE_TAG)-inference))
 	$(IMAGE_BUILD) --check
 	$(MAKE) --no-print-directory image-deps
 	$(IMAGE_BUILD)

@@ -333,6 +333,21 @@ def test_make_image_refuses_image_args_that_verify_would_not_see(args):
     assert "ktinfra image build" not in proc.stdout
 
 
+@pytest.mark.parametrize("args", ["--env inference", "--env=sft --keep models"])
+def test_make_image_with_envs_but_no_tag_stops_before_the_full_images_tag_is_taken(args):
+    """Before: make passed its default IMAGE_TAG (kt-0.7) and the serving-only image replaced the full one."""
+    make = ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), "image", f"IMAGE_ARGS={args}"]
+    proc = subprocess.run(make, capture_output=True, text=True)
+    assert (
+        proc.returncode != 0
+        and "no IMAGE_TAG is given" in proc.stderr
+        and "IMAGE_TAG=kt-0.7-inference" in proc.stderr
+    )
+    assert "ktinfra image build" not in proc.stdout
+    proc = subprocess.run([*make, "IMAGE_TAG=kt-0.7-part"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "--tag kt-0.7-part" in proc.stdout, proc.stderr
+
+
 def test_image_build_check_asks_no_docker_aws_or_packer(tmp_path, monkeypatch):
     def asked(*_args, **_kwargs):
         raise AssertionError("--check asked docker or AWS")
