@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -109,14 +110,27 @@ def check_url(url: str, base: bool = True) -> None:
             ) from None
 
 
+# query parameters that carry a secret (?api_key=, ?token=, ?access_token=, ?sig=, ?password=, ...)
+_SECRET_PARAM = re.compile(r"key|token|secret|pass|auth|sig|cred", re.IGNORECASE)
+
+
+def _shown_query(query: str) -> str:
+    fields = (field.partition("=") for field in query.split("&"))
+    return "&".join(
+        f"{name}{eq}***" if eq and _SECRET_PARAM.search(name) else f"{name}{eq}{value}"
+        for name, eq, value in fields
+    )
+
+
 def shown_url(url: str) -> str:
-    """URL as printed in results: credentials in it (http://user:password@host/) replaced by ***, as the
-    API key is never printed; the request itself still sends them."""
+    """URL as printed in results: credentials in it (http://user:password@host/, ?api_key=...) replaced by
+    ***, as the API key is never printed; the request itself still sends them."""
     parts = urlsplit(url)
     userinfo, at, hostport = parts.netloc.rpartition("@")
-    if not at:
-        return url
-    return parts._replace(netloc=f"***@{hostport}").geturl()
+    shown = parts._replace(netloc=f"***@{hostport}") if at else parts
+    if parts.query:
+        shown = shown._replace(query=_shown_query(parts.query))
+    return shown.geturl() if shown is not parts else url
 
 
 class TimedOut(Exception):

@@ -60,6 +60,10 @@ def test_the_plot_title_leaves_the_password_out(server, tmp_path, monkeypatch):
         ("http://u:p@h:1/api/", "http://***@h:1/api/"),
         ("https://token@[::1]:8443/", "https://***@[::1]:8443/"),
         ("http://a@b:c@h/", "http://***@h/"),  # an @ inside the password: the host is after the last one
+        # a secret in the query (a health URL behind a gateway): its value only; before, shown as given
+        ("http://h:1/health?api_key=s3&x=1", "http://h:1/health?api_key=***&x=1"),
+        ("https://u:p@h/health?Token=a%3Db&sig=&flag", "https://***@h/health?Token=***&sig=***&flag"),
+        ("http://h/health?model=qwen#frag", "http://h/health?model=qwen#frag"),
     ],
 )
 def test_shown_url(url, shown):
