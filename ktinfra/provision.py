@@ -160,7 +160,8 @@ class RunState:
 
 def _message(data: dict) -> str:
     res = data.get("res") or {}
-    msg = res.get("msg") or res.get("stderr") or res.get("reason") or ""
+    # a no_log task's result holds only Ansible's "the output has been hidden ..." (was an empty message)
+    msg = res.get("msg") or res.get("stderr") or res.get("reason") or res.get("censored") or ""
     if not msg and res.get("results"):
         msgs = [r.get("msg") for r in res["results"] if isinstance(r, dict) and r.get("failed")]
         msg = "; ".join(str(m) for m in msgs if m)
