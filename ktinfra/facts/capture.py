@@ -190,6 +190,25 @@ def _container_markers() -> str:
     return "\n".join(lines) + "\n"
 
 
+DF = ["df", "-B1", "--output=source,fstype,size,used,avail,target"]
+
+
+def _df_lists_a_filesystem(text: str) -> bool:
+    return bool(df_rows(text))
+
+
+def _df() -> str | None:
+    """df's listing. It is kept when df exits 1 after listing every other filesystem over one it cannot
+    read (a dead FUSE mount: "Transport endpoint is not connected"; a stale NFS handle). When df hangs (a
+    hard NFS mount whose server is gone blocks statfs), `df -l` is asked once more: it skips network
+    filesystems, so the local disks are still known."""
+    text = _run(DF, keep=_df_lists_a_filesystem)
+    if text is None and "df" in _hung:
+        _hung.discard("df")
+        text = _run([*DF, "-l"], keep=_df_lists_a_filesystem)
+    return text
+
+
 # file name -> how the live host produces it (same order as the capture README lists them)
 SOURCES: dict[str, CommandOrReader] = {
     "lscpu.txt": ["lscpu"],
@@ -218,7 +237,7 @@ SOURCES: dict[str, CommandOrReader] = {
     "os-release.txt": lambda: _read("/etc/os-release") or _read("/usr/lib/os-release"),
     "uname.txt": ["uname", "-a"],
     "ldd.txt": ["ldd", "--version"],
-    "df.txt": ["df", "-B1", "--output=source,fstype,size,used,avail,target"],
+    "df.txt": _df,
     # MOUNTPOINTS needs util-linux >= 2.37 (Ubuntu 22.04); older lsblk only knows MOUNTPOINT
     "lsblk.json": lambda: (
         _run(["lsblk", "-J", "-b", "-o", "NAME,MAJ:MIN,RM,SIZE,RO,TYPE,MOUNTPOINTS"])
@@ -233,10 +252,8 @@ SOURCES: dict[str, CommandOrReader] = {
 
 # a command exiting non-zero keeps its file when the output still holds what the file is for (nvidia-smi
 # exits 14 for a corrupt infoROM and 15 for a GPU that fell off the bus, after printing the healthy GPUs;
-# df exits 1 after listing every other filesystem when one mount cannot be read: a dead FUSE mount (sshfs,
-# rclone, s3fs: "Transport endpoint is not connected"), a stale NFS handle)
+# df's own rule is in _df)
 KEEP_ON_FAILURE: dict[str, Callable[[str], bool]] = {
-    "df.txt": lambda text: bool(df_rows(text)),
     "nvidia-smi-q.xml": xml_gpus,
     "nvidia-smi-topo.txt": _names_a_gpu,
     "nvidia-smi-L.txt": listing,

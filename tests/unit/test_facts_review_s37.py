@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ktinfra import facts as host_facts
+from ktinfra.facts import capture as capture_module
 from ktinfra.facts import from_capture
 from ktinfra.facts.capture import _cgroup_limits
 
@@ -172,3 +173,36 @@ def test_a_cuda_visible_devices_entry_that_is_no_ascii_index_ends_the_list(tmp_p
     kept = [0] if value.startswith("0,") else []
     assert [gpu["index"] for gpu in facts["gpus"]] == kept
     assert facts["cuda_visible_devices"]["hidden_indices"] == [i for i in (0, 1) if i not in kept]
+
+
+# df on a host with a hard NFS mount whose server is gone: statfs blocks, df never returns; `df -l` skips
+# network filesystems and answers. The stand-in hangs unless asked with -l, then runs the real df.
+DF_HANGING_ON_A_NETWORK_MOUNT = """#!/bin/sh
+echo "$*" >> "$DF_LOG"
+case " $* " in *" -l "*) exec /bin/df "$@";; esac
+exec sleep 20
+"""
+
+
+def test_a_hung_df_is_asked_again_for_the_local_filesystems(tmp_path, monkeypatch):
+    """Before: df timed out and the capture had no df.txt, so a dead NFS server cost every disk and
+    /dev/shm. Now `df -l` is asked once more: the local disks are kept."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "df").write_text(DF_HANGING_ON_A_NETWORK_MOUNT)
+    (bindir / "df").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("DF_LOG", str(tmp_path / "df.log"))
+    monkeypatch.setattr(capture_module, "COMMAND_TIMEOUT_S", 1.0)
+
+    files = capture_module.collect_live()
+    calls = (tmp_path / "df.log").read_text().splitlines()
+    assert calls == [
+        "-B1 --output=source,fstype,size,used,avail,target",
+        "-B1 --output=source,fstype,size,used,avail,target -l",
+    ]
+    facts = host_facts.parse_files(files, "live")
+    root = next(disk for disk in facts["disks"] if disk["mount"] == "/")
+    assert root["size_bytes"] == shutil.disk_usage("/").total
+    if Path("/dev/shm").is_mount():
+        assert facts["shm_bytes"] == shutil.disk_usage("/dev/shm").total
