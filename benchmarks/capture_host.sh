@@ -10,6 +10,7 @@ if python3 -c 'import ktinfra.facts.capture' 2>/dev/null; then
   exec python3 -m ktinfra facts --capture "$dir"
 fi
 echo "capture_host.sh: ktinfra not importable, raw snapshot only (see the comment at the top)" >&2
+export LC_ALL=C  # facts reads lscpu's and numactl's English field names, as ktinfra's own capture asks for
 mkdir -p "$dir"
 run() { local out=$1; shift; "$@" >"$dir/$out" 2>&1 || true; }
 run lscpu.txt lscpu

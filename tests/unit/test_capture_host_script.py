@@ -36,3 +36,18 @@ def test_without_ktinfra_a_raw_snapshot_says_so(tmp_path):
     assert "raw snapshot only" in proc.stderr
     names = {p.name for p in (tmp_path / "cap").iterdir()}
     assert "lscpu.txt" in names and "container.txt" not in names
+
+
+def test_a_raw_snapshot_asks_for_the_c_locale(tmp_path):
+    """facts reads lscpu's English field names ("Thread(s) per core:"); under LANG=de_DE lscpu writes
+    "Thread(s) pro Kern:". Before, the raw snapshot ran the tools in the caller's locale."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python3").symlink_to("/bin/false")
+    (bare / "lscpu").write_text('#!/bin/sh\necho "LC_ALL=$LC_ALL"\n')
+    (bare / "lscpu").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bare}:/usr/bin:/bin", "PYTHONPATH": "", "LC_ALL": "de_DE.UTF-8"}
+    command = ["bash", str(SCRIPT), str(tmp_path / "cap")]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "cap" / "lscpu.txt").read_text() == "LC_ALL=C\n"
