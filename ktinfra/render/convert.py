@@ -62,20 +62,33 @@ def _name_from(path: str, name: str | None) -> str:
 def _threads(
     plan: dict | None, cpuinfer_threads: int | None, threadpool_count: int | None
 ) -> tuple[int, int]:
-    """Converter threads: explicit values win, else the serve plan's kt_cpuinfer / kt_threadpool_count, or the
-    sft plan's kt_num_threads and the pools its run splits the experts over (the tree's layout must match)."""
+    """Converter threads: --cpuinfer-threads, else the serve plan's kt_cpuinfer or the sft plan's
+    kt_num_threads. Pools: the serve plan's kt_threadpool_count, or those the sft run splits the experts over
+    (the tree's layout must match: a --threadpool-count other than the plan's is refused); without a plan,
+    --threadpool-count."""
     for flag, value in (("--cpuinfer-threads", cpuinfer_threads), ("--threadpool-count", threadpool_count)):
         if value is not None and not 1 <= value <= MAX_CONVERT_THREADS:
             raise RenderError(f"{flag} must be from 1 to {MAX_CONVERT_THREADS}, got {str(value)[:20]}")
+    planned = None
     if _is_sft(plan):
         kt_config, where = _sft_kt_config(plan), "sft.kt.kt_config"
         cpuinfer_threads = cpuinfer_threads or require_int(kt_config, "kt_num_threads", where, 1)
         pools = {"kt_threadpool_count": sft_expert_pools(kt_config)}  # 1 unless kt_tp_enabled
-        threadpool_count = threadpool_count or require_int(pools, "kt_threadpool_count", where, 1)
+        planned = require_int(pools, "kt_threadpool_count", where, 1), "sft run's NUMA pools"
     elif plan is not None:
         serve = plan_section(plan, "serve")
         cpuinfer_threads = cpuinfer_threads or require_int(serve, "kt_cpuinfer", "serve", 1)
-        threadpool_count = threadpool_count or require_int(serve, "kt_threadpool_count", "serve", 1)
+        planned = require_int(serve, "kt_threadpool_count", "serve", 1), "serve.kt_threadpool_count"
+    if planned is not None:
+        # the output is split over this many pools, and kt-kernel loads pool i from _numa_i (a merged tree:
+        # blk.*.numa.i keys) only when the run's own count is the same: a tree over other pools is refused
+        # by render serve / train and by kt-kernel, after the conversion's hours
+        if threadpool_count is not None and threadpool_count != planned[0]:
+            raise RenderError(
+                f"--threadpool-count {threadpool_count} contradicts the plan's {planned[1]} {planned[0]}: "
+                f"a tree split over {threadpool_count} NUMA pools would not load; leave it out or re-plan"
+            )
+        threadpool_count = planned[0]
     if not cpuinfer_threads or not threadpool_count or cpuinfer_threads < 1 or threadpool_count < 1:
         raise RenderError(
             "converter threads unknown: pass --plan (a serve plan for the target host) or both "

@@ -101,9 +101,16 @@ def test_an_sft_plan_converts_over_the_pools_its_run_loads(tp_enabled, pools, sp
     int4 = render_convert(model_path="/m", output="/o", plan=_sft_plan(tp_enabled, pools), method="int4")
     assert _flags(int4)["--quant-method"] == "int4"
     given = render_convert(
-        model_path="/m", output="/o", plan=_sft_plan(tp_enabled, pools), threadpool_count=1
+        model_path="/m", output="/o", plan=_sft_plan(tp_enabled, pools), threadpool_count=int(split)
     )
-    assert _flags(given)["--threadpool-count"] == "1"  # explicit values win, as with a serve plan
+    assert _flags(given)["--threadpool-count"] == split
+    other = 3 - int(
+        split
+    )  # a tree over other pools than the run's would not load: refused, as with a serve plan
+    with pytest.raises(RenderError, match=f"--threadpool-count {other} contradicts the plan's sft run"):
+        render_convert(
+            model_path="/m", output="/o", plan=_sft_plan(tp_enabled, pools), threadpool_count=other
+        )
 
 
 def test_an_sft_plans_converted_tree_is_the_one_render_train_loads(tmp_path):

@@ -1,0 +1,107 @@
+"""`render convert` review (session 37): what the rendered conversion writes must be what the plan loads.
+
+kt-kernel reads NUMA pool i of a converted tree from `_layer_N/_numa_i` (a merged tree: `blk.*.numa.i` keys)
+and only with the run's own pool count (tests/unit/test_legacy_int8_pools.py has the upstream references), so
+the converter's --threadpool-count fixes the tree's layout for good.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from int8_tree import CONVERTER, moe_model
+from test_render_support import PLANS, load_fixture_plan
+from typer.testing import CliRunner
+
+from ktinfra.cli import app
+from ktinfra.render import RenderError, render_serve
+from ktinfra.render.convert import render_convert
+
+
+@pytest.fixture
+def serve_plan():
+    plan = load_fixture_plan("seed002-qwen3-30b-a3b-serve.json")
+    assert plan["serve"]["kt_threadpool_count"] == 2 and plan["serve"]["kt_method"] == "AMXINT8"
+    return plan
+
+
+def _convert(tmp_path, rendered) -> None:
+    """Run the rendered converter argv with the stand-in convert_cpu_weights.py (same argparse flags)."""
+    script = tmp_path / "convert_cpu_weights.py"
+    script.write_text(CONVERTER)
+    args = rendered.info["argv"][2:]
+    subprocess.run([sys.executable, str(script), *args], check=True, capture_output=True)
+
+
+def test_a_pool_count_other_than_the_serve_plans_is_refused(serve_plan, tmp_path):
+    """Before, --threadpool-count 1 with the seed 002 plan (2 pools) rendered (exit 0): hours of conversion
+    gave a tree split over 1 pool, which render serve (and kt-kernel: "Path not found: …/_numa_1") refuses
+    for that same plan. Now render convert says so first."""
+    model = moe_model(tmp_path / "Qwen3-30B-A3B")
+    output = tmp_path / "Qwen3-30B-A3B-INT8"
+    with pytest.raises(
+        RenderError, match=r"--threadpool-count 1 contradicts the plan's serve.kt_threadpool_count 2"
+    ):
+        render_convert(model_path=str(model), output=str(output), plan=serve_plan, threadpool_count=1)
+    # what that render would have converted: refused by render serve for the same plan
+    stale = render_convert(model_path=str(model), output=str(output), method="int8", cpuinfer_threads=8,
+                           threadpool_count=1)  # fmt: skip
+    _convert(tmp_path, stale)
+    with pytest.raises(RenderError, match="split over 1 NUMA pool"):
+        render_serve(serve_plan, name="q", model_path=str(model), weight_path=str(output))
+
+
+def test_the_plans_own_pool_count_converts_a_tree_the_plan_serves(serve_plan, tmp_path):
+    model = moe_model(tmp_path / "Qwen3-30B-A3B")
+    output = tmp_path / "Qwen3-30B-A3B-INT8"
+    for given in (None, 2):  # left out, or the same as the plan's
+        rendered = render_convert(
+            model_path=str(model), output=str(output), plan=serve_plan, threadpool_count=given
+        )
+        args = rendered.info["argv"]
+        assert args[args.index("--threadpool-count") + 1] == "2"
+    _convert(tmp_path, rendered)
+    argv = render_serve(serve_plan, name="q", model_path=str(model), weight_path=str(output)).info["argv"]
+    assert argv[argv.index("--kt-threadpool-count") + 1] == "2"
+
+
+def test_cpuinfer_threads_may_still_differ_from_the_plan(serve_plan):
+    rendered = render_convert(model_path="/m/q", output="/m/q-INT8", plan=serve_plan, cpuinfer_threads=4)
+    args = rendered.info["argv"]
+    assert args[args.index("--cpuinfer-threads") + 1] == "4"
+    assert args[args.index("--threadpool-count") + 1] == "2"
+
+
+@pytest.mark.parametrize(
+    ("tp_enabled", "pools", "given", "ok"),
+    [(False, 4, 4, False), (False, 4, 1, True), (True, 2, 1, False), (True, 2, 2, True)],
+)
+def test_an_sft_plans_pools_are_not_overridden(tp_enabled, pools, given, ok):
+    """The sft run loads INT8 experts over kt_threadpool_count pools with kt_tp_enabled, else over 1."""
+    plan = load_fixture_plan("h100-qwen3-30b-a3b-sft-current.json")
+    plan["sft"]["kt"]["kt_config"].update(kt_tp_enabled=tp_enabled, kt_threadpool_count=pools)
+    plan["sft"]["kt"]["kt_config"]["kt_num_threads"] = 8
+
+    def render():
+        return render_convert(model_path="/m/q", output="/m/q-INT8", plan=plan, threadpool_count=given)
+
+    if ok:
+        args = render().info["argv"]
+        assert args[args.index("--threadpool-count") + 1] == str(given)
+    else:
+        with pytest.raises(RenderError, match=f"--threadpool-count {given} contradicts the plan's sft run"):
+            render()
+
+
+def test_the_command_line_refuses_it_before_writing(tmp_path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["render", "convert", "--plan", f"{PLANS}/seed002-qwen3-30b-a3b-serve.json",
+                                   "--model-path", "/m/q", "--output", "/m/q-INT8", "--threadpool-count", "1",
+                                   "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 1
+    assert res.output.startswith(
+        "error: --threadpool-count 1 contradicts the plan's serve.kt_threadpool_count 2"
+    )
+    assert not out.exists()
