@@ -129,6 +129,16 @@ def check_abs_path(what: str, value: str | None) -> str:
     return value
 
 
+def check_program(what: str, value: str | None) -> str:
+    """check_abs_path for a file the unit runs or a job executes: a path ending in '/' (or '/.', '/..') names
+    a directory. systemd refuses such an Exec*= program outright ("Executable path specifies a directory":
+    the unit does not load), and as an argument (a script, a finishing command) it fails only when run."""
+    path = check_abs_path(what, value)
+    if path.rsplit("/", 1)[1] in ("", ".", ".."):
+        raise RenderError(f"{what} {path!r} ends in '/', '.' or '..': it names a directory, not a program")
+    return path
+
+
 def check_env_dir(value: str | None) -> str:
     """--env-dir: where the instance's EnvironmentFile (and a run's recipe) is installed on the target; the
     unit template names it in EnvironmentFile=, so it is written into the unit. Normalized ('..', '//',

@@ -25,6 +25,7 @@ from ktinfra.render.common import (
     check_apart,
     check_env_dir,
     check_instance_name,
+    check_program,
     check_user,
     env_line,
     legacy_checkout,
@@ -248,15 +249,15 @@ def render_convert(
     args = ["--input-path", model_path, "--input-type", input_type]
     args += ["--output", output, "--quant-method", method]
     args += ["--cpuinfer-threads", str(threads), "--threadpool-count", str(pools)]
-    python = check_abs_path("--python", python)
-    script = check_abs_path("--script", script)
+    python = check_program("--python", python)
+    script = check_program("--script", script)
     user = check_user(user)
     env_dir = check_env_dir(env_dir)
     post = []
     if method == "int8":
         args.append("--no-merge-safetensor")
         post = [
-            check_abs_path("--ktinfra", ktinfra),
+            check_program("--ktinfra", ktinfra),
             "weights",
             "manifest",
             output,
@@ -299,10 +300,10 @@ def _current_lora_script(python: str, script: str | None) -> tuple[str, str]:
     from ktinfra.lora import INSTALLED_CONVERTER, installed_converter
 
     if script is not None:
-        return check_abs_path("--script", script), "explicit"
+        return check_program("--script", script), "explicit"
     installed = installed_converter(python)
     if installed is not None:  # a path from the env (an editable install's checkout): checked like --script
-        return check_abs_path(f"the converter installed in {python}", str(installed)), "installed"
+        return check_program(f"the converter installed in {python}", str(installed)), "installed"
     if not Path(python).exists() or Path(KT_LORA_SCRIPT).is_file():
         return KT_LORA_SCRIPT, "checkout"
     raise RenderError(
@@ -330,7 +331,7 @@ def render_lora_convert(
     kt_python_env makes under src_dir (legacy)."""
     adapter, output = _distinct_dirs("--adapter", adapter, output)
     name = _name_from(output, name)
-    python = check_abs_path("--python", python)
+    python = check_program("--python", python)
     user = check_user(user)
     env_dir = check_env_dir(env_dir)
     converter_source = "explicit" if script else "checkout"
@@ -342,7 +343,7 @@ def render_lora_convert(
                 "(drop --legacy, or them)"
             )
         if script:
-            script = check_abs_path("--script", script)
+            script = check_program("--script", script)
         else:
             script = f"{legacy_checkout('sglang', src_dir, '--script')}/{LEGACY_LORA_SCRIPT_NAME}"
         args = [adapter, output]

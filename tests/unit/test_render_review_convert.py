@@ -12,12 +12,19 @@ import sys
 
 import pytest
 from int8_tree import CONVERTER, moe_model
-from test_render_support import PLANS, load_fixture_plan
+from test_render_support import (
+    PLANS,
+    install_executables,
+    load_fixture_plan,
+    make_systemd_root,
+    unit_executables,
+    verify_unit,
+)
 from typer.testing import CliRunner
 
 from ktinfra.cli import app
-from ktinfra.render import RenderError, render_serve
-from ktinfra.render.convert import render_convert
+from ktinfra.render import RenderError, render_serve, write_bundle
+from ktinfra.render.convert import render_convert, render_lora_convert
 
 
 @pytest.fixture
@@ -105,3 +112,58 @@ def test_the_command_line_refuses_it_before_writing(tmp_path):
         "error: --threadpool-count 1 contradicts the plan's serve.kt_threadpool_count 2"
     )
     assert not out.exists()
+
+
+PROGRAM_OPTIONS = [
+    ("convert", "python"),
+    ("convert", "script"),
+    ("convert", "ktinfra"),
+    ("lora", "python"),
+    ("lora", "script"),
+    ("legacy-lora", "script"),
+]
+
+
+def _render_job(kind: str, **option):
+    if kind == "convert":
+        return render_convert(
+            model_path="/m/q",
+            output="/m/q-INT8",
+            method="int8",
+            cpuinfer_threads=8,
+            threadpool_count=2,
+            **option,
+        )
+    return render_lora_convert(
+        adapter="/runs/r1", output="/srv/lora/r1", legacy=kind == "legacy-lora",
+        model_path=None if kind == "legacy-lora" else "/m/q", **option,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "option"), PROGRAM_OPTIONS)
+@pytest.mark.parametrize("tail", ["/", "/.", "/.."])
+def test_a_program_path_naming_a_directory_is_refused(kind, option, tail):
+    """Before, --python /opt/kt/envs/kt-kernel/bin/python/ rendered a unit systemd does not load ("Executable
+    path specifies a directory"), and a --script or --ktinfra ending in '/' failed only when run (for int8
+    after the conversion's hours, when the manifest step ran)."""
+    value = {
+        "python": "/opt/kt/envs/kt-kernel/bin/python",
+        "script": "/opt/c.py",
+        "ktinfra": "/opt/bin/ktinfra",
+    }
+    with pytest.raises(RenderError, match=f"--{option} .* names a directory, not a program"):
+        _render_job(kind, **{option: value[option] + tail})
+    assert _render_job(kind, **{option: value[option]})
+
+
+def test_systemd_refuses_an_exec_program_ending_in_a_slash(tmp_path_factory, tmp_path):
+    """The premise, with Debian's systemd: the unit loads with the program's path, not with it + '/'."""
+    root = make_systemd_root(tmp_path_factory.mktemp("sysroot"))
+    write_bundle(tmp_path, _render_job("convert"))
+    unit = tmp_path / "ktinfra-convert@.service"
+    install_executables(root, unit_executables(unit.read_text()))
+    assert verify_unit(root, unit, "q").returncode == 0
+    python = "/opt/kt/envs/kt-kernel/bin/python"
+    unit.write_text(unit.read_text().replace(f"ExecStart={python} ", f"ExecStart={python}/ "))
+    result = verify_unit(root, unit, "q")
+    assert result.returncode != 0 and "Executable path specifies a directory" in result.stderr
