@@ -220,6 +220,35 @@ def _check_input_dtype(model_path: str, input_type: str) -> None:
     )
 
 
+def _check_existing_output(output: str, method: str, pools: int) -> None:
+    """An --output on this machine that already holds another conversion (the other kernel, or a split over
+    other NUMA pools): with its done marker there the unit's ExecCondition skips the conversion and the old
+    tree stays, else the converter writes its layers beside the old ones (an int8 tree then gets no manifest,
+    after the conversion's hours). A tree of this very conversion (finished, or cut off) is converted on."""
+    from ktinfra.render.serve import _tree_pools, _weight_kind
+
+    folder = Path(output)
+    try:
+        if not folder.is_dir():
+            return
+    except OSError:
+        return
+    kind, told_by = _weight_kind(output)
+    wanted = {"int8": "INT8", "int4": "INT4"}[method]
+    if told_by == "files" and kind in ("INT8", "INT4", "GGUF") and kind != wanted:
+        raise RenderError(
+            f"--output {output} already holds {kind} weights: converting {method} into it keeps them (its "
+            "done marker skips the conversion) or mixes two conversions; remove it or pick another --output"
+        )
+    tree = _tree_pools(folder)
+    if tree is not None and tree != pools:
+        raise RenderError(
+            f"--output {output} already holds a conversion split over {tree} NUMA pool"
+            f"{'s' if tree != 1 else ''}, this one is over {pools}: its done marker would skip the "
+            "conversion (or the two splits would mix); remove it or pick another --output"
+        )
+
+
 def render_convert(
     *,
     model_path: str,
@@ -246,6 +275,7 @@ def render_convert(
     threads, pools = _threads(plan, cpuinfer_threads, threadpool_count)
     input_type = _input_type(plan, input_type)
     _check_input_dtype(model_path, input_type)
+    _check_existing_output(output, method, pools)
     args = ["--input-path", model_path, "--input-type", input_type]
     args += ["--output", output, "--quant-method", method]
     args += ["--cpuinfer-threads", str(threads), "--threadpool-count", str(pools)]

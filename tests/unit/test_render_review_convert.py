@@ -167,3 +167,54 @@ def test_systemd_refuses_an_exec_program_ending_in_a_slash(tmp_path_factory, tmp
     unit.write_text(unit.read_text().replace(f"ExecStart={python} ", f"ExecStart={python}/ "))
     result = verify_unit(root, unit, "q")
     assert result.returncode != 0 and "Executable path specifies a directory" in result.stderr
+
+
+def _exec_condition_skips(rendered) -> bool:
+    """Run the unit's ExecCondition code with a real Python on the rendered marker: exit 1 skips the start."""
+    unit = rendered.files["ktinfra-convert@.service"][0]
+    line = next(x for x in unit.splitlines() if x.startswith("ExecCondition="))
+    code = line.split("'")[1]
+    marker = rendered.info["done_marker"]
+    return subprocess.run([sys.executable, "-c", code, marker], check=False).returncode == 1
+
+
+def _finish(tmp_path, rendered) -> None:
+    """The converter (stand-in), then the unit's finishing step: the real `ktinfra weights manifest`."""
+    _convert(tmp_path, rendered)
+    finish = rendered.info["finish_argv"]
+    res = CliRunner().invoke(app, finish[1:])
+    assert res.exit_code == 0, res.output
+
+
+def test_an_output_holding_another_split_is_refused_not_skipped(serve_plan, tmp_path):
+    """Before, re-rendering for a plan with other pools (or the other kernel) into a finished --output
+    rendered (exit 0), and the unit's ExecCondition then skipped the conversion on the old tree's marker: the
+    start 'succeeded' and the tree stayed split over the old pools."""
+    model = moe_model(tmp_path / "Qwen3-30B-A3B")
+    output = str(tmp_path / "Qwen3-30B-A3B-CPU")
+    first = render_convert(model_path=str(model), output=output, plan=serve_plan)
+    assert not _exec_condition_skips(first)
+    _finish(tmp_path, first)
+    assert _exec_condition_skips(first)
+    # the same conversion again: finished, so skipped, as Ansible re-runs need
+    assert render_convert(model_path=str(model), output=output, plan=serve_plan).info == first.info
+    one_pool = dict(serve_plan, serve=dict(serve_plan["serve"], kt_threadpool_count=1))
+    with pytest.raises(
+        RenderError, match=r"already holds a conversion split over 2 NUMA pools, this one is over 1"
+    ):
+        render_convert(model_path=str(model), output=output, plan=one_pool)
+    with pytest.raises(RenderError, match=r"already holds INT8 weights: converting int4 into it"):
+        render_convert(
+            model_path=str(model), output=output, method="int4", cpuinfer_threads=8, threadpool_count=2
+        )
+
+
+def test_an_output_cut_off_midway_is_converted_on(serve_plan, tmp_path, monkeypatch):
+    """A tree of this same conversion without its marker (the converter died) renders: the unit runs again."""
+    model = moe_model(tmp_path / "Qwen3-30B-A3B")
+    output = str(tmp_path / "Qwen3-30B-A3B-INT8")
+    rendered = render_convert(model_path=str(model), output=output, plan=serve_plan)
+    monkeypatch.setenv("STANDIN_CUT", "1")
+    _convert(tmp_path, rendered)
+    again = render_convert(model_path=str(model), output=output, plan=serve_plan)
+    assert again.info == rendered.info and not _exec_condition_skips(again)
