@@ -68,7 +68,8 @@ def _threads(
     (the tree's layout must match: a --threadpool-count other than the plan's is refused); without a plan,
     --threadpool-count."""
     for flag, value in (("--cpuinfer-threads", cpuinfer_threads), ("--threadpool-count", threadpool_count)):
-        if value is not None and not 1 <= value <= MAX_CONVERT_THREADS:
+        whole = isinstance(value, int) and not isinstance(value, bool)  # True, 8.0: "True", "8.0" in the argv
+        if value is not None and not (whole and 1 <= value <= MAX_CONVERT_THREADS):
             raise RenderError(f"{flag} must be from 1 to {MAX_CONVERT_THREADS}, got {str(value)[:20]}")
     planned = None
     if _is_sft(plan):

@@ -218,3 +218,15 @@ def test_an_output_cut_off_midway_is_converted_on(serve_plan, tmp_path, monkeypa
     _convert(tmp_path, rendered)
     again = render_convert(model_path=str(model), output=output, plan=serve_plan)
     assert again.info == rendered.info and not _exec_condition_skips(again)
+
+
+@pytest.mark.parametrize("value", [True, 8.0, "8"])
+@pytest.mark.parametrize("option", ["cpuinfer_threads", "threadpool_count"])
+def test_thread_counts_that_are_no_whole_number_are_refused(option, value):
+    """Before, render_convert(cpuinfer_threads=True) rendered '--cpuinfer-threads True' (8.0: '8.0'), which
+    the converter's argparse (type=int) refuses when the unit starts; "8" raised a TypeError."""
+    counts = {"cpuinfer_threads": 8, "threadpool_count": 1, option: value}
+    with pytest.raises(
+        RenderError, match=f"--{option.replace('_', '-')} must be from 1 to 8192, got {value}"
+    ):
+        render_convert(model_path="/m/q", output="/m/q-INT8", method="int8", **counts)
