@@ -230,6 +230,11 @@ def _check_existing_output(output: str, method: str, pools: int) -> None:
 
     folder = Path(output)
     try:
+        if method == "int8" and folder.is_symlink():
+            raise RenderError(
+                f"--output {output} is a symlink, which kt-kernel refuses as an INT8 weight root (so does "
+                "the finishing `ktinfra weights manifest`): give the directory it points to"
+            )
         if not folder.is_dir():
             return
     except OSError:
@@ -247,6 +252,32 @@ def _check_existing_output(output: str, method: str, pools: int) -> None:
             f"--output {output} already holds a conversion split over {tree} NUMA pool"
             f"{'s' if tree != 1 else ''}, this one is over {pools}: its done marker would skip the "
             "conversion (or the two splits would mix); remove it or pick another --output"
+        )
+    if method == "int8":
+        _check_int8_root(folder, output)
+
+
+def _check_int8_root(folder: Path, output: str) -> None:
+    """The int8 conversion ends with `ktinfra weights manifest` (KT_CONVERT_FINISH), which takes only real
+    _layer_N folders in the directory, as kt-kernel trains from nothing else (ktinfra/int8_weights.py):
+    anything else there fails that step, after the conversion's hours."""
+    try:
+        names = sorted(child.name for child in folder.iterdir())
+    except OSError:
+        return
+    layer = re.compile(r"_layer_(0|[1-9]\d*)")
+    stray = [
+        name
+        for name in names
+        if name != MANIFEST_NAME
+        and not (layer.fullmatch(name) and (folder / name).is_dir() and not (folder / name).is_symlink())
+    ]
+    if stray:
+        raise RenderError(
+            f"--output {output} holds {', '.join(stray[:3])}{' ...' if len(stray) > 3 else ''}: an int8 "
+            "conversion ends with `ktinfra weights manifest`, which takes only the converter's _layer_N "
+            "folders there (kt-kernel trains from nothing else), so it would fail after the conversion; "
+            "remove them or pick another --output"
         )
 
 

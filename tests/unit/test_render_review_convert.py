@@ -230,3 +230,37 @@ def test_thread_counts_that_are_no_whole_number_are_refused(option, value):
         RenderError, match=f"--{option.replace('_', '-')} must be from 1 to 8192, got {value}"
     ):
         render_convert(model_path="/m/q", output="/m/q-INT8", method="int8", **counts)
+
+
+def test_an_int8_output_holding_other_files_is_refused(serve_plan, tmp_path):
+    """Before, an --output holding anything but _layer_N folders rendered (exit 0); the unit then converted
+    for hours and its finishing `ktinfra weights manifest` refused the tree ("holds README.md ..."), leaving
+    no marker, so every later start converted again and failed again."""
+    model = moe_model(tmp_path / "Qwen3-30B-A3B")
+    output = tmp_path / "Qwen3-30B-A3B-INT8"
+    output.mkdir()
+    assert render_convert(model_path=str(model), output=str(output), plan=serve_plan)  # an empty one is fine
+    (output / "README.md").write_text("notes\n")
+    (output / "_layer_x").mkdir()
+    with pytest.raises(RenderError, match=r"holds README.md, _layer_x: an int8 conversion ends with"):
+        render_convert(model_path=str(model), output=str(output), plan=serve_plan)
+    # int4 stays merged: its output takes other files (config.json, the index) and is not judged so
+    assert render_convert(model_path=str(model), output=str(output), method="int4", cpuinfer_threads=8,
+                          threadpool_count=2)  # fmt: skip
+    # the premise: the finishing step refuses a converted tree with a stray file in it
+    clean = tmp_path / "clean-INT8"
+    rendered = render_convert(model_path=str(model), output=str(clean), plan=serve_plan)
+    _convert(tmp_path, rendered)
+    (clean / "README.md").write_text("notes\n")
+    res = CliRunner().invoke(app, rendered.info["finish_argv"][1:])
+    assert res.exit_code == 1 and "README.md" in res.output
+
+
+def test_a_symlinked_int8_output_is_refused(serve_plan, tmp_path):
+    model = moe_model(tmp_path / "Qwen3-30B-A3B")
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "Qwen3-30B-A3B-INT8"
+    link.symlink_to(tmp_path / "real")
+    with pytest.raises(RenderError, match="is a symlink, which kt-kernel refuses as an INT8 weight root"):
+        render_convert(model_path=str(model), output=str(link), plan=serve_plan)
+    assert render_convert(model_path=str(model), output=str(tmp_path / "real"), plan=serve_plan)
