@@ -261,17 +261,16 @@ def _check_int8_root(folder: Path, output: str) -> None:
     """The int8 conversion ends with `ktinfra weights manifest` (KT_CONVERT_FINISH), which takes only real
     _layer_N folders in the directory, as kt-kernel trains from nothing else (ktinfra/int8_weights.py):
     anything else there fails that step, after the conversion's hours."""
-    try:
-        names = sorted(child.name for child in folder.iterdir())
-    except OSError:
-        return
     layer = re.compile(r"_layer_(0|[1-9]\d*)")
-    stray = [
-        name
-        for name in names
-        if name != MANIFEST_NAME
-        and not (layer.fullmatch(name) and (folder / name).is_dir() and not (folder / name).is_symlink())
-    ]
+    try:
+        stray = [
+            child.name
+            for child in sorted(folder.iterdir())
+            if child.name != MANIFEST_NAME
+            and not (layer.fullmatch(child.name) and child.is_dir() and not child.is_symlink())
+        ]
+    except OSError:  # unreadable here: the converter and the manifest step will say so
+        return
     if stray:
         raise RenderError(
             f"--output {output} holds {', '.join(stray[:3])}{' ...' if len(stray) > 3 else ''}: an int8 "

@@ -264,3 +264,26 @@ def test_a_symlinked_int8_output_is_refused(serve_plan, tmp_path):
     with pytest.raises(RenderError, match="is a symlink, which kt-kernel refuses as an INT8 weight root"):
         render_convert(model_path=str(model), output=str(link), plan=serve_plan)
     assert render_convert(model_path=str(model), output=str(tmp_path / "real"), plan=serve_plan)
+
+
+def test_an_output_whose_entries_cannot_be_looked_at_is_left_to_the_converter(
+    serve_plan, tmp_path, monkeypatch
+):
+    """A folder readable but not searchable (mode r-- for the rendering user) lists its names but stat fails
+    with EACCES on each; that raised a PermissionError traceback from the int8 root check. Root reads every
+    folder, so the stat refusal is stood in for here."""
+    import pathlib
+
+    model = moe_model(tmp_path / "Qwen3-30B-A3B")
+    output = tmp_path / "Qwen3-30B-A3B-INT8"
+    (output / "_layer_0").mkdir(parents=True)
+    real_is_dir = pathlib.Path.is_dir
+
+    def is_dir(self):
+        if self.parent == output:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_is_dir(self)
+
+    monkeypatch.setattr(pathlib.Path, "is_dir", is_dir)
+    rendered = render_convert(model_path=str(model), output=str(output), plan=serve_plan)
+    assert rendered.info["kt_weight_path"] == str(output)
