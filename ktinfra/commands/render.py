@@ -193,7 +193,10 @@ def convert_cmd(
         int | None, typer.Option("--cpuinfer-threads", help="Converter threads.")
     ] = None,
     threadpool_count: Annotated[
-        int | None, typer.Option("--threadpool-count", help="NUMA thread pools.")
+        int | None,
+        typer.Option(
+            "--threadpool-count", help="NUMA pools the output is split over (with --plan: the plan's)."
+        ),
     ] = None,
     python: PythonOpt = DEFAULT_SERVE_PYTHON,
     script: Annotated[str, typer.Option("--script", help="Path of convert_cpu_weights.py.")] = CONVERT_SCRIPT,
