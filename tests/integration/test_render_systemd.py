@@ -202,6 +202,10 @@ def test_serve_crash_during_load_fails_the_start_quickly(box, tmp_path):
     result = sh(box, "timeout 120 systemctl start ktinfra-serve@broken.service", check=False)
     assert result.returncode != 0
     assert time.monotonic() - began < 30
+    # the stand-in itself started and crashed (exit 3), not a unit that could not start its program at all
+    status = sh(box, "systemctl show -P ExecMainStatus ktinfra-serve@broken.service").stdout.strip()
+    journal = sh(box, "journalctl -u ktinfra-serve@broken.service --no-pager -o cat").stdout
+    assert status == "3" and "standin sglang: loading" in journal, (status, journal[-2000:])
     sh(box, "systemctl stop ktinfra-serve@broken.service", check=False)
 
 
