@@ -36,7 +36,8 @@ def test_supervisord_runs_the_program(host):
 def test_program_runs_the_units_exec_start_with_the_env_file(host):
     program = host.file("/etc/ktinfra/supervisor/conf.d/ktinfra-serve-tiny.conf").content_string
     command = next(line for line in program.splitlines() if line.startswith("command="))
-    assert command.startswith("command=/bin/sh -c 'set -a; . /etc/ktinfra/serve/tiny.env; set +a; exec ")
+    start = "command=/bin/sh -c 'set -a; . /etc/ktinfra/serve/tiny.env; set +a; set -f; exec "
+    assert command.startswith(start)
     assert "/opt/kt/envs/kt-kernel/bin/python -c " in command
     assert 'os.environ.pop("KT_API_KEY"' in command and command.endswith("$KT_SERVE_ARGS'")
     assert "autorestart=true" in program
@@ -69,13 +70,13 @@ http.server.ThreadingHTTPServer((args.host, args.port), http.server.SimpleHTTPRe
 """
 
 
-def _standin_python(host) -> str:
-    host.check_output(f"python3 -m venv --without-pip {STANDIN}")
-    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
-    purelib = host.check_output(f'{STANDIN}/bin/python -c "{where}"')
-    host.check_output(f"mkdir -p {purelib}/sglang && touch {purelib}/sglang/__init__.py")
-    host.check_output(f"cat > {purelib}/sglang/launch_server.py <<'EOF'\n{STANDIN_SERVER}EOF")
-    return f"{STANDIN}/bin/python"
+def _standin_python(host, where: str = STANDIN) -> str:
+    host.check_output(f"python3 -m venv --without-pip '{where}'")
+    purelib_of = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    purelib = host.check_output(f"'{where}/bin/python' -c \"{purelib_of}\"")
+    host.check_output(f"mkdir -p '{purelib}/sglang' && touch '{purelib}/sglang/__init__.py'")
+    host.check_output(f"cat > '{purelib}/sglang/launch_server.py' <<'EOF'\n{STANDIN_SERVER}EOF")
+    return f"{where}/bin/python"
 
 
 def _listed(host) -> str:
@@ -133,6 +134,30 @@ def test_a_change_a_cut_off_run_wrote_reaches_the_running_program(host):
     assert program not in _listed(host)
     assert not host.file("/etc/ktinfra/serve/cut.env").exists
     assert not host.file("/etc/ktinfra/serve/cut.started-with").exists
+
+
+def test_a_percent_in_a_path_and_a_glob_in_an_argument_reach_the_server_as_written(host):
+    """systemd's ExecStart writes a literal '%' as '%%'. Before, the program escaped it again for supervisord,
+    so the server was started from /opt/stand%%in (not found, FATAL); and sh glob-expanded an argument that
+    systemd passes as written (/etc/host* became /etc/host.conf /etc/hostname /etc/hosts)."""
+    tiny = next(i for i in host.ansible.get_variables()["kt_serve_instances"] if i["name"] == "tiny")
+    probe = {**tiny, "name": "odd", "port": 30023, "extra_args": ["--chat-template", "/etc/host*"]}
+    where = "/opt/stand%in"
+    extra = {"kt_serve_python": _standin_python(host, where), "kt_serve_instances": [probe]}
+    program = "ktinfra-serve-odd"
+    try:
+        rc, output = run_playbook(KT_SERVE, extra)
+        assert rc == 0, output[-3000:]
+        pid = _running_pid(host, program)
+        argv = host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/cmdline").splitlines()
+        assert argv[0] == f"{where}/bin/python", argv
+        assert argv[argv.index("--chat-template") + 1] == "/etc/host*", argv
+        assert http_status(host, 30023) == 200
+    finally:
+        rc, output = run_playbook(KT_SERVE, {**extra, "kt_serve_instances": [{**probe, "state": "absent"}]})
+        host.run(f"rm -rf '{where}'")
+    assert rc == 0, output[-3000:]
+    assert program not in _listed(host)
 
 
 def _restart_container(host) -> None:
