@@ -21,6 +21,7 @@ from ktinfra.render.common import (
     check_abs_path,
     check_env_dir,
     check_instance_name,
+    check_program,
     check_secret,
     check_user,
     check_word,
@@ -608,7 +609,7 @@ def render_serve(
 ) -> Rendered:
     name = check_instance_name("--name", name)
     env_dir = check_env_dir(env_dir)
-    python = check_abs_path("--python", python)
+    python = check_program("--python", python)
     user = check_user(user)
     plan = _with_overrides(plan, name, host, port)
     argv = sglang_argv(plan, model_path=model_path, weight_path=weight_path, python=python)

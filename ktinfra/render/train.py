@@ -24,6 +24,7 @@ from ktinfra.render.common import (
     check_env_dir,
     check_env_name,
     check_instance_name,
+    check_program,
     check_user,
     check_word,
     env_line,
@@ -571,7 +572,7 @@ def render_train(
         if llamafactory_dir is not None
         else legacy_checkout("LLaMA-Factory", src_dir, "--llamafactory-dir")
     )
-    python = check_abs_path("--python", python)
+    python = check_program("--python", python)
     user = check_user(user)
     env_dir = check_env_dir(env_dir)
     given, chat_template = _template(plan, sft, generation, template)
