@@ -58,18 +58,23 @@ def test_two_workers_with_power_of_two_and_edge_values_pass_the_check(tmp_path):
     assert "Make the router's virtual environment" in output, output[-3000:]
 
 
-def _router_env_args(tmp_path, host: str) -> list[str]:
-    """The router arguments router.env.j2 renders for kt_router_host `host` (the role vars, its template)."""
+def router_env(tmp_path, extra: dict) -> str:
+    """router.env.j2 rendered with the role's vars (one worker) and `extra`."""
     out = tmp_path / "router.env"
     tasks = [
         {"ansible.builtin.include_role": {"name": "kt_router", "tasks_from": "workers", "public": True}},
         {"ansible.builtin.template": {"src": str(ROLES / "kt_router" / "templates" / "router.env.j2"),
                                      "dest": str(out), "mode": "0600"}},
     ]  # fmt: skip
-    extra = {"kt_router_host": host, "kt_router_workers": ["http://10.0.0.11:30000"]}
-    rc, output = run_play(tmp_path, tasks, extra)
+    rc, output = run_play(tmp_path, tasks, {"kt_router_workers": ["http://10.0.0.11:30000"]} | extra)
     assert rc == 0, output[-3000:]
-    args = next(line for line in out.read_text().splitlines() if line.startswith("KT_ROUTER_ARGS="))
+    return out.read_text()
+
+
+def _router_env_args(tmp_path, host: str) -> list[str]:
+    """The router arguments router.env.j2 renders for kt_router_host `host` (the role vars, its template)."""
+    env = router_env(tmp_path, {"kt_router_host": host})
+    args = next(line for line in env.splitlines() if line.startswith("KT_ROUTER_ARGS="))
     return args.split('"')[1].split()
 
 

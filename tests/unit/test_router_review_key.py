@@ -8,24 +8,12 @@ import threading
 from http.server import HTTPServer
 
 import pytest
-from role_play import ROLES, run_play
+from role_play import run_play
 from test_kt_router_role import Health, _refused_before_any_change
+from test_kt_router_settings import router_env
 
 ROLE_TASKS = [{"ansible.builtin.include_role": {"name": "kt_router"}}]
 NEEDS_KEY = "and kt_router_worker_api_key when it binds"
-
-
-def _router_env(tmp_path, extra: dict) -> str:
-    """router.env.j2 rendered with the role's vars for `extra`."""
-    out = tmp_path / "router.env"
-    tasks = [
-        {"ansible.builtin.include_role": {"name": "kt_router", "tasks_from": "workers", "public": True}},
-        {"ansible.builtin.template": {"src": str(ROLES / "kt_router" / "templates" / "router.env.j2"),
-                                     "dest": str(out), "mode": "0600"}},
-    ]  # fmt: skip
-    rc, output = run_play(tmp_path, tasks, {"kt_router_workers": ["http://10.0.0.11:30000"]} | extra)
-    assert rc == 0, output[-3000:]
-    return out.read_text()
 
 
 def test_a_key_of_digits_passes_the_checks_and_reaches_the_router(tmp_path):
@@ -37,7 +25,7 @@ def test_a_key_of_digits_passes_the_checks_and_reaches_the_router(tmp_path):
     rc, output = run_play(tmp_path, ROLE_TASKS, extra)
     assert "has no len()" not in output, output[-3000:]
     assert "Make the router's virtual environment" in output, output[-3000:]  # past every check
-    assert 'KT_ROUTER_API_KEY="20240101"' in _router_env(tmp_path, {"kt_router_worker_api_key": 20240101})
+    assert 'KT_ROUTER_API_KEY="20240101"' in router_env(tmp_path, {"kt_router_worker_api_key": 20240101})
 
 
 def test_the_health_wait_sends_a_key_of_digits(tmp_path):
@@ -70,5 +58,5 @@ def test_an_empty_key_is_no_key(tmp_path, host, refused):
     assert ("Make the router's virtual environment" in output) != refused, output[-3000:]
     assert not fresh.exists()
     if not refused:
-        env = _router_env(tmp_path, {"kt_router_worker_api_key": None, "kt_router_host": host})
+        env = router_env(tmp_path, {"kt_router_worker_api_key": None, "kt_router_host": host})
         assert "KT_ROUTER_API_KEY" not in env and "--api-key" not in env
