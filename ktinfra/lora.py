@@ -588,7 +588,7 @@ def convert(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -
     except OSError as exc:
         _remove_empty_dirs(created)
         raise LoraError(f"cannot create the output directory for {out_dir}: {exc}") from exc
-    target, done = scratch / "adapter", False
+    target, previous, done = scratch / "adapter", scratch / "previous", False
     try:
         cmd = cmd_for(target)
         try:
@@ -602,19 +602,19 @@ def convert(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -
             raise LoraError(f"converter failed (exit {proc.returncode}): {' | '.join(tail)}")
         inspect_adapter(adapter.name, target)  # the result must itself be a valid adapter
         # the previous conversion is moved aside (removed with the scratch directory), not deleted first: if
-        # the new one cannot be moved in, the previous one goes back and the server keeps its adapter
-        previous = scratch / "previous"
+        # the new one cannot be moved in (an error, or Ctrl-C between the two moves), the previous one goes
+        # back in the finally below and the server keeps its adapter
         if out_dir.exists():
             os.replace(out_dir, previous)
         try:
             os.replace(target, out_dir)
         except OSError as exc:
-            if previous.exists():
-                os.replace(previous, out_dir)
             why = exc.strerror or exc
             raise LoraError(f"cannot move the converted adapter into {out_dir}: {why}") from exc
         done = True
     finally:
+        if previous.exists() and not out_dir.exists() and not out_dir.is_symlink():
+            os.replace(previous, out_dir)
         shutil.rmtree(scratch, ignore_errors=True)
         if not done:
             _remove_empty_dirs(created)

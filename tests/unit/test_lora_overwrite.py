@@ -53,3 +53,25 @@ def test_a_conversion_that_cannot_be_moved_into_place_keeps_the_previous_one(tmp
     assert (out / "previous.txt").read_text() == "the adapter being served"
     assert sorted(p.name for p in out.iterdir()) == [*PEFT_FILES, "previous.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["converter.py", "in", "out"]
+
+
+def test_an_interrupt_between_the_two_moves_puts_the_previous_conversion_back(tmp_path, monkeypatch):
+    """Before: the previous conversion was only put back on an OSError; a Ctrl-C (KeyboardInterrupt) after it
+    was moved aside and before the new one was moved in reached the finally, which removed the scratch
+    directory with the previous conversion in it: no adapter at all."""
+    adapter, cmd_for = _convert_args(tmp_path)
+    out = tmp_path / "out"
+    peft_dir(out)
+    (out / "previous.txt").write_text("the adapter being served")
+    real_replace = os.replace
+
+    def interrupted_replace(src, dst):
+        if Path(src).name == "adapter" and Path(dst) == out:
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(lora.os, "replace", interrupted_replace)
+    with pytest.raises(KeyboardInterrupt):
+        lora.convert(adapter, out, cmd_for, overwrite=True)
+    assert (out / "previous.txt").read_text() == "the adapter being served"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["converter.py", "in", "out"]
