@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
         select: str = typer.Option(None, "-k", help="pytest -k expression: run only matching checks"),
         as_json: bool = typer.Option(False, "--json", help="machine JSON on stdout"),
     ) -> None:
-        """Run the KT host suite (tests/infra) and list every check; exit 1 if any failed."""
+        """Run the KT host suite (tests/infra) and list every check; exit 1 if any failed or none passed."""
         options = {"method": method, "python": python, "sft_python": sft_python, "health_url": health_url}
         try:
             host_list = [h.strip() for h in hosts.split(",") if h.strip()]
