@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from statistics import mean, median
 
+from ktinfra import catalog
 from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS
 from ktinfra.tune.parse import OOM_PHASES, ServerLog
 
@@ -55,6 +56,7 @@ ARG_CHECKS = {
     "enable_lora": lambda v: isinstance(v, bool),
     "kt_lora_path": lambda v: isinstance(v, str) and bool(v),
     "kt_expert_lora_path": lambda v: isinstance(v, str) and bool(v),
+    "model_path": lambda v: isinstance(v, str) and bool(v.strip()),
 }
 
 
@@ -511,6 +513,21 @@ def _ratio(log: ServerLog):
     return _arg(log, "kt_gpu_experts_ratio")
 
 
+def _experts_per_layer(log: ServerLog) -> int | None:
+    """The served model's routed experts per MoE layer, the most --kt-num-gpu-experts places (sglang-kt
+    multiplies it by the MoE layers): from model_path's config.json when it is readable here, else from the
+    catalog entry named like its folder (tune may read a log away from the host); None when unknown."""
+    model_path = _arg(log, "model_path")
+    if model_path is None:
+        return None
+    for model in (model_path, model_path.rstrip("/").rsplit("/", 1)[-1]):
+        try:
+            return catalog.resolve(model).num_experts
+        except (ValueError, OSError):  # UnknownModelError, ModelConfigError, an unreadable folder
+            continue
+    return None
+
+
 def _spare_vram_experts(log: ServerLog) -> list[dict]:
     """More GPU experts when the log shows memory they could use. SGLang sizes the KV pool from what is free
     after the weights (GPU experts included) minus total x (1 - mem_fraction_static), so without a
@@ -555,7 +572,14 @@ def _spare_vram_experts(log: ServerLog) -> list[dict]:
         evidence = [line for line in (log.config_line, log.kv_pool_line) if line] + [b.line for b in full]
     else:
         return []
-    return [_rec("--kt-num-gpu-experts", experts, max(1, experts * 2), reason, evidence, direction=+1)]
+    per_layer = _experts_per_layer(log)
+    if per_layer is not None and experts >= per_layer:
+        return []  # every expert is on the GPU already: the spare memory is the pool's
+    suggested = max(1, experts * 2)
+    if per_layer is not None and suggested > per_layer:
+        suggested = per_layer
+        reason += f" (not above {per_layer}: the model has {per_layer} experts per MoE layer)"
+    return [_rec("--kt-num-gpu-experts", experts, suggested, reason, evidence, direction=+1)]
 
 
 def _cuda_graph(log: ServerLog) -> list[dict]:

@@ -80,6 +80,8 @@ TRACKED_ARGS = (
     "enable_lora",
     "kt_lora_path",
     "kt_expert_lora_path",
+    # the model, for its experts per MoE layer (the most --kt-num-gpu-experts can place)
+    "model_path",
 )
 
 
