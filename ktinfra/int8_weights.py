@@ -295,7 +295,9 @@ def read_manifest(root: Path) -> dict | None:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise WeightsError(f"cannot read {path}: {exc}") from None
-    if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEMA_VERSION:
+    # kt-kernel takes only the integer 2 (2.0 is "unsupported INT8 manifest schema_version 2.0")
+    version = manifest.get("schema_version") if isinstance(manifest, dict) else None
+    if type(version) is not int or version != SCHEMA_VERSION:
         raise WeightsError(f"{path} is not a schema-{SCHEMA_VERSION} INT8 weight manifest")
     return manifest
 
@@ -332,6 +334,11 @@ def _shown(indices: list) -> str:
     return _ranges(indices) if all(type(i) is int for i in indices) else repr(indices)
 
 
+def _int(value):
+    """A size as kt-kernel takes it: an int, not 2048.0 or true (its _positive_int refuses those)."""
+    return value if type(value) is int else repr(value)
+
+
 def _by_path(files: list[dict]) -> list[dict]:
     return sorted(files, key=lambda f: str(f["path"]))
 
@@ -343,12 +350,15 @@ def _difference(recorded: dict, current: dict) -> str | None:
     if not isinstance(backend, str) or backend.strip().lower() not in ("int8", "auto"):
         return f"backend {backend!r}"
     for key, value in current.items():
-        if key not in ("backend", "layers") and recorded.get(key) != value:
+        # kt-kernel compares these with !=, but takes `bytes` only as an int (53248.0 is refused)
+        if key not in ("backend", "layers") and (
+            recorded.get(key) != value or (key == "bytes" and type(recorded[key]) is not int)
+        ):
             return f"{key} {recorded.get(key)!r}, the tree gives {value!r}"
     try:
         layers = [
             {k: layer.get(k) for k in _LAYER_KEYS}
-            | {"files": [{"path": f["path"], "size_bytes": f["size_bytes"]} for f in layer["files"]]}
+            | {"files": [{"path": f["path"], "size_bytes": _int(f["size_bytes"])} for f in layer["files"]]}
             for layer in recorded["layers"]
         ]
         hashes = [f.get("sha256") for layer in recorded["layers"] for f in layer["files"]]
