@@ -21,13 +21,17 @@ LIST_DISTS = (
 def test_envs_match_manifest_pins(host, image_manifest):
     for env_name, env in image_manifest["envs"].items():
         installed = json.loads(host.check_output(f'{env["python"]} -c "{LIST_DISTS}"'))
-        for pin in (p for p in image_manifest["pins"] if p["env"] == env_name):
+        pins = [p for p in image_manifest["pins"] if p["env"] == env_name]
+        # profiles pin every package exactly: an env with no pin is a manifest that lost them, not a pass
+        assert pins, f"{env_name}: the manifest pins nothing for this env"
+        for pin in pins:
             assert installed.get(pin["name"].lower().replace("_", "-")) == pin["version"], (
                 f"{env_name}: {pin}"
             )
 
 
 def test_pinned_wheels_have_sha256(image_manifest):
+    assert image_manifest["pins"], "the manifest has no pins"
     missing = [p["name"] for p in image_manifest["pins"] if not p["sha256"]]
     assert not missing, f"no wheel sha256 for {missing}"
 
