@@ -404,6 +404,15 @@ def gguf_files(path: Path) -> list[Path]:
         return []
 
 
+def _not_files(path: Path) -> list[str]:
+    """Entries named *.gguf directly in the directory `path` that are no file: kt-kernel 0.7.2's GGUFLoader
+    (utils/loader.py _load_directory) opens every name ending in .gguf that os.listdir gives, and a folder or
+    a dangling link ends its load in an error."""
+    if not path.is_dir():
+        return []
+    return sorted(p.name for p in path.iterdir() if p.name.endswith(".gguf") and not p.is_file())
+
+
 def gguf_subdirs(path: Path) -> list[str]:
     """Subdirectories (not hidden ones such as huggingface_hub's .cache) holding .gguf files: a GGUF repo
     that keeps each quant in its own folder (unsloth's DeepSeek-V3-GGUF/Q4_K_M/...)."""
@@ -457,6 +466,12 @@ def read_dir(path: Path) -> GgufDir | None:
     files = gguf_files(path)
     if not files:
         return None
+    if odd := _not_files(Path(path)):
+        raise GgufError(
+            f"{path}: {', '.join(odd)} {'is' if len(odd) == 1 else 'are'} not a file (a folder, or a link to "
+            "nothing): kt-kernel's GGUF loader opens every *.gguf entry directly in --kt-weight-path and "
+            "would fail on it; move or remove it"
+        )
     headers = []
     for file in files:
         header = read_header(file)

@@ -1,0 +1,39 @@
+"""--weight-path at a directory of .gguf files that also holds an entry named *.gguf which is no file (a
+folder, a dangling link: an interrupted download into a huggingface cache leaves those). kt-kernel 0.7.2's
+GGUFLoader opens every name ending in .gguf in the directory (utils/loader.py _load_directory:
+os.listdir + endswith), so the server fails at load; before, the planner skipped such entries and planned
+the directory as servable."""
+
+from __future__ import annotations
+
+import os
+
+import gguf_fixture as fixture
+import pytest
+from test_gguf_weights import serve
+
+from ktinfra import gguf_files
+from ktinfra.planner import PlanInputError
+
+
+@pytest.mark.parametrize("entry", ["folder", "dangling link"])
+def test_a_gguf_name_that_is_no_file_is_refused(tmp_path, entry):
+    fixture.qwen3_30b(tmp_path, "Q8_0")
+    odd = tmp_path / "Qwen3-30B-A3B-Q8_0-extra.gguf"
+    if entry == "folder":
+        odd.mkdir()
+    else:
+        os.symlink(tmp_path / "blobs" / "0123abcd", odd)
+    with pytest.raises(PlanInputError, match=r"Qwen3-30B-A3B-Q8_0-extra.gguf is not a file"):
+        serve(tmp_path)
+
+
+def test_the_same_directory_without_it_is_planned(tmp_path):
+    """The control: a link to a file (a huggingface cache's snapshot) is a file and is read."""
+    blobs = tmp_path / "blobs"
+    fixture.qwen3_30b(blobs, "Q8_0")
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    os.symlink(blobs / "Qwen3-30B-A3B-Q8_0.gguf", snapshot / "Qwen3-30B-A3B-Q8_0.gguf")
+    assert serve(snapshot)["serve"]["kt_weight_format"] == "gguf:Q8_0"
+    assert gguf_files.read_dir(snapshot).models[0].files == ["Qwen3-30B-A3B-Q8_0.gguf"]
