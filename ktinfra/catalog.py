@@ -195,7 +195,7 @@ def _moe_layer_count(config: dict, layers: int, source: str) -> int:
             f"{source}: config.json places its layers with {', '.join(placement)} (Jamba-style interleaved "
             "attention/Mamba and MoE layers), which ktinfra does not size; kt-kernel serves no such family"
         )
-    if "first_k_dense_replace" in config:
+    if "first_k_dense_replace" in config or "moe_layer_freq" in config:  # DeepSeekV2Config: first k 0
         first = _int_key(config, "first_k_dense_replace", source, low=0, high=layers - 1) or 0
         freq = _int_key(config, "moe_layer_freq", source) or 1
         moe = [i for i in range(first, layers) if i % freq == 0]
@@ -301,6 +301,19 @@ def _shared_intermediate(config: dict, moe_inter: int, source: str) -> int:
     return (_int_key(config, shared_key, source, low=0) or 0) * moe_inter
 
 
+def _head_dim(config: dict, hidden: int, heads: int, source: str) -> int:
+    """config.json head_dim, else hidden_size // num_attention_heads as transformers derives it."""
+    head_dim = _int_key(config, "head_dim", source)
+    if head_dim:
+        return head_dim
+    if hidden < heads:  # the derived width would be 0, and so would the KV cache and attention weights
+        raise ModelConfigError(
+            f"{source}: config.json lacks head_dim and its num_attention_heads {heads} exceeds hidden_size "
+            f"{hidden}"
+        )
+    return hidden // heads
+
+
 MULTIMODAL_ENCODERS = ("vision_config", "audio_config")
 # wrappers whose vision_config builds transformers' Qwen3-VL vision tower: missing keys take its defaults,
 # and only Qwen3-VL has deepstack mergers (Qwen3.5's tower leaves them out whatever the config lists)
@@ -330,6 +343,17 @@ def _vision(wrapper: dict, source: str) -> VisionEncoder | None:
             f"got {json_shown(indexes)}"
         )
     return VisionEncoder(**values, deepstack_mergers=len(indexes) if deepstack else 0)
+
+
+# Keys of the families (DeepSeek/GLM/Kimi, Qwen-MoE, ERNIE, Ling) whose intermediate_size is the width of
+# the dense MLPs and shared experts while moe_intermediate_size is the routed experts': without the latter
+# such a config cannot be sized from intermediate_size as a Mixtral-style one is (Qwen3-30B-A3B would count
+# 8x its experts, 233B).
+DENSE_WIDTH_KEYS = (
+    "n_routed_experts", "first_k_dense_replace", "moe_layer_freq", "n_shared_experts", "decoder_sparse_step",
+    "mlp_only_layers", "shared_expert_intermediate_size", "moe_layer_start_index", "moe_num_shared_experts",
+    "num_shared_experts",
+)  # fmt: skip
 
 
 def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: str | None = None, **extra):
@@ -367,8 +391,14 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
     dense_inter = dense_inter or _int_key(config, "intermediate_size", source, low=0) or 0
     mla = _mla(config, source)
     moe_inter = _int_key(config, "moe_intermediate_size", source) or 0
-    if not moe_inter:  # Mixtral-style configs size experts with intermediate_size
-        moe_inter = _need(config, "intermediate_size", source=source)
+    if not moe_inter:
+        dense_keys = [key for key in DENSE_WIDTH_KEYS if config.get(key) is not None]
+        if dense_keys:  # intermediate_size is the dense MLP's width, several times an expert's
+            raise ModelConfigError(
+                f"{source}: config.json lacks moe_intermediate_size (the routed experts' width); its "
+                f"{', '.join(dense_keys)} make intermediate_size the dense MLP's"
+            )
+        moe_inter = _need(config, "intermediate_size", source=source)  # Mixtral-style: the experts' width
     return Architecture(
         name=name,
         hf_repo=hf_repo,
@@ -384,7 +414,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         shared_intermediate_size=_shared_intermediate(config, moe_inter, source),
         num_attention_heads=heads,
         num_kv_heads=kv_heads,
-        head_dim=_int_key(config, "head_dim", source) or hidden // heads,
+        head_dim=_head_dim(config, hidden, heads, source),
         mla=mla,
         vocab_size=_need(config, "vocab_size", source=source),
         tie_word_embeddings=_bool_key(config, "tie_word_embeddings", False, source),
