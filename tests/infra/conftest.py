@@ -12,7 +12,7 @@ import json
 import shlex
 
 import pytest
-from kthost import ENV_MARKERS, ROLES, Expect, facts_cores, find_env_python, run_probe
+from kthost import ENV_MARKERS, ROLES, Expect, ProbeError, facts_cores, find_env_python, run_probe
 
 from ktinfra.doctor import mask_password
 from ktinfra.profiles import DEFAULT_PROFILE, load_profile
@@ -113,7 +113,20 @@ def kt_python(expect, inference_env, sft_env) -> str:
 
 @pytest.fixture(scope="module")
 def kt_info(host, kt_python) -> dict:
-    return run_probe(host, kt_python, "kt_kernel_moe", json.dumps({"mode": "info"}))
+    """The probe's answer; an import that kills python (SIGILL: the loaded CPU variant uses instructions
+    this CPU lacks) is the import check's failure, not an error of every kt-kernel check."""
+    try:
+        return run_probe(host, kt_python, "kt_kernel_moe", json.dumps({"mode": "info"}))
+    except ProbeError as exc:
+        if exc.signal_name is None:
+            raise
+        why = (
+            ": kt-kernel's loaded CPU variant uses instructions this CPU lacks (a single-variant build for "
+            "another CPU, or KT_KERNEL_CPU_VARIANT forcing one)"
+            if exc.signal_name == "SIGILL"
+            else ""
+        )
+        return {"import_error": f"python was killed by {exc.signal_name} while loading kt-kernel{why}"}
 
 
 def _host_labels(config) -> list[tuple[str, str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import shlex
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,21 @@ ENV_ROOTS = (  # ktinfra render's and the kt_python_env role's prefixes first
 
 
 class ProbeError(RuntimeError):
-    pass
+    def __init__(self, message: str, rc: int | None = None):
+        super().__init__(message)
+        self.rc = rc
+
+    @property
+    def signal_name(self) -> str | None:
+        """The signal that killed the probe's python: the shell reports 128+N, a direct exec -N."""
+        rc = self.rc
+        number = -rc if rc is not None and rc < 0 else rc - 128 if rc is not None and 128 < rc < 160 else None
+        if number is None:
+            return None
+        try:
+            return signal.Signals(number).name
+        except ValueError:
+            return f"signal {number}"
 
 
 GPU_QUERY = ("index", "name", "memory.total", "compute_cap", "driver_version", "uuid", "mig.mode.current")
@@ -131,7 +146,9 @@ def run_probe(host, python: str, name: str, *argv: str, env: dict | None = None)
     result = host.run(probe_command(python, name, *argv, env=env))
     lines = result.stdout.strip().splitlines()
     if result.rc != 0 or not lines:
-        raise ProbeError(f"probe {name} with {python} exited {result.rc}: {result.stderr.strip()[-1500:]}")
+        raise ProbeError(
+            f"probe {name} with {python} exited {result.rc}: {result.stderr.strip()[-1500:]}", rc=result.rc
+        )
     return json.loads(lines[-1])
 
 

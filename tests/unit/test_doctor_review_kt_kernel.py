@@ -40,3 +40,16 @@ def test_a_kt_kernel_that_refuses_to_import_fails_the_import_check_with_its_reas
     [check] = report.checks
     assert (check.status, check.message) == ("failed", f"{python}: {reason}")
     assert not report.ok
+
+
+@pytest.mark.parametrize("signal_name", ["SIGILL", "SIGSEGV"])
+def test_a_kt_kernel_import_killed_by_a_signal_fails_the_import_check(tmp_path, signal_name):
+    """Before: the probe's python died (SIGILL: a variant built for another CPU) and every kt-kernel check
+    was an error reading 'probe kt_kernel_moe ... exited 132' with an empty stderr."""
+    python = kt_env(tmp_path, f"import os, signal\nos.kill(os.getpid(), signal.{signal_name})\n")
+    report = doctor.run(["local://"], "any", python=str(python), select="kt_kernel_imports")
+    [check] = report.checks
+    assert check.status == "failed", (check.status, check.message)
+    assert f"python was killed by {signal_name} while loading kt-kernel" in check.message
+    assert ("instructions this CPU lacks" in check.message) is (signal_name == "SIGILL")
+    assert not report.ok
