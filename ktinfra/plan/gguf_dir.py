@@ -127,7 +127,8 @@ def held_gguf(path: str, requested: str | None) -> HeldGguf | None:
     try:
         directory = gguf_files.read_dir(Path(path))
     except OSError as exc:
-        raise gguf_files.GgufError(f"--weight-path {path}: {exc.strerror or exc}") from exc
+        where = f"{exc.filename}: " if exc.filename and str(exc.filename) != path else ""  # the file, if one
+        raise gguf_files.GgufError(f"--weight-path {path}: {where}{exc.strerror or exc}") from exc
     if directory is None:
         if fmt is None or not fmt.gguf:
             return None
