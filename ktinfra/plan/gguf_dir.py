@@ -132,6 +132,11 @@ def held_gguf(path: str, requested: str | None) -> HeldGguf | None:
     if directory is None:
         if fmt is None or not fmt.gguf:
             return None
+        if Path(path).exists() and not Path(path).is_dir():  # kt-kernel's GGUFLoader raises ValueError
+            raise gguf_files.GgufError(
+                f"--weight-path {path} is a file, not a .gguf file nor a directory: kt-kernel's GGUF loader "
+                "(LLAMAFILE) reads only those"
+            )
         inside = gguf_files.gguf_subdirs(Path(path))
         # a repo keeping each quant in a folder, one of them downloaded: kt-kernel is to read that folder
         if len(inside) == 1:

@@ -37,3 +37,18 @@ def test_the_same_directory_without_it_is_planned(tmp_path):
     os.symlink(blobs / "Qwen3-30B-A3B-Q8_0.gguf", snapshot / "Qwen3-30B-A3B-Q8_0.gguf")
     assert serve(snapshot)["serve"]["kt_weight_format"] == "gguf:Q8_0"
     assert gguf_files.read_dir(snapshot).models[0].files == ["Qwen3-30B-A3B-Q8_0.gguf"]
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "Qwen3-30B-A3B-Q8_0.gguf.part"])
+def test_a_weight_path_that_is_some_other_file_is_refused_for_a_gguf_format(tmp_path, name):
+    """kt-kernel 0.7.2's GGUFLoader takes a .gguf file or a directory, else raises "Path must be a .gguf file
+    or a directory"; the planner took such a file as a directory not downloaded yet and planned it."""
+    other = tmp_path / name
+    other.write_bytes(b"\0" * 64)
+    with pytest.raises(PlanInputError, match=rf"--weight-path {other} is a file, not a .gguf file"):
+        serve(other, "GGUF:Q4_K_M")
+
+
+def test_a_weight_path_not_there_yet_is_still_planned(tmp_path):
+    """The control: a directory the download will fill is planned from the quant's bits per weight."""
+    assert serve(tmp_path / "later", "GGUF:Q4_K_M")["serve"]["kt_weight_format"] == "gguf:Q4_K_M"
