@@ -190,7 +190,7 @@ def register(app: typer.Typer) -> None:
                 "--cpu-format",
                 callback=non_empty_text,
                 help="Serve: AMXINT8 | AMXINT4 | BF16 | FP8 | RAWINT4 | GGUF:<TYPE> (LLAMAFILE; Q8_0, Q6_K, "
-                "Q4_K_M, IQ2_XXS, ...; GGUF alone: Q4_K_M, or what --weight-path holds).",
+                "Q4_K_M, Q2_K, ...; GGUF alone: Q4_K_M, or what --weight-path holds).",
             ),
         ] = None,
         lora: Annotated[
