@@ -200,7 +200,8 @@ def kv_heads_held(arch: Architecture, tp: int) -> int:
 def tp_extra_params(arch: Architecture, tp: int) -> int:
     """Non-expert weights that tensor parallelism adds over one copy: SGLang keeps the routers and MLA's
     q_a / kv_a down-projections whole on every rank (ReplicatedLinear, MoEGate in deepseek_v2.py and
-    qwen3_moe.py), and grouped K/V projections are replicated past one head per rank as the KV cache is."""
+    qwen3_moe.py), so is a DSA model's lightning indexer (wq_b, wk and weights_proj, nsa_indexer.py), and
+    grouped K/V projections are replicated past one head per rank as the KV cache is."""
     if tp <= 1:
         return 0
     h = arch.hidden_size
@@ -209,6 +210,8 @@ def tp_extra_params(arch: Architecture, tp: int) -> int:
     if arch.mla:
         m = arch.mla
         whole += h * ((m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim) * arch.num_kv_layers
+        if arch.indexer:
+            whole += arch.indexer.params_per_layer(h, m.q_lora_rank) * arch.num_kv_layers
     else:
         extra_kv = (kv_heads_held(arch, tp) - arch.num_kv_heads) * 2 * arch.head_dim * h * arch.num_kv_layers
     return whole * (tp - 1) + extra_kv
