@@ -518,7 +518,11 @@ def resolve(model: str) -> Architecture:
     """A catalog short name or alias, a Hugging Face repo id, or a local directory with a config.json."""
     if not model or not model.strip():
         raise UnknownModelError("empty model name")
-    local = Path(model).expanduser()
+    try:
+        local = Path(model).expanduser()
+    except RuntimeError:  # ~name of no user (pathlib: "Could not determine home directory")
+        user = model.split("/", 1)[0][:40]
+        raise UnknownModelError(f"--model {model[:80]!r}: {user!r} is no user's home directory") from None
     try:
         is_dir = local.is_dir()
     except OSError as exc:  # ENAMETOOLONG and the like: is_dir() only swallows "not found"
