@@ -48,7 +48,12 @@ def build(
         OUT_ROOT
     ),
     repository: Annotated[str, typer.Option(help="docker: repository of the image tag.")] = "ktinfra/kt",
-    tag: Annotated[str | None, typer.Option(help="docker: image tag (default: the profile name).")] = None,
+    tag: Annotated[
+        str | None,
+        typer.Option(
+            help="docker: image tag (default: the profile name; with --env, plus the envs: kt-0.7-inference)."
+        ),
+    ] = None,
     systemd: Annotated[bool, typer.Option(help="docker: build with systemd as PID 1 (else a shell).")] = True,
     base_image: Annotated[
         str, typer.Option(help="docker: source image.")
