@@ -546,7 +546,11 @@ def resolve(model: str) -> Architecture:
 
 def _from_directory(directory: Path) -> Architecture:
     config_path = directory / "config.json"
-    if not config_path.is_file():
+    try:
+        found = config_path.is_file()
+    except OSError as exc:  # a folder it may not search (EACCES): is_file() only swallows "not found"
+        raise ModelConfigError(f"{config_path}: cannot read it ({exc.strerror or exc})") from None
+    if not found:
         raise UnknownModelError(
             f"{directory} has no config.json; point --model at a Hugging Face model directory"
         )

@@ -4,8 +4,11 @@ expanduser raises RuntimeError, which nothing caught)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -39,3 +42,52 @@ def test_the_own_home_still_expands(tmp_path, monkeypatch):
     (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
     monkeypatch.setenv("HOME", str(tmp_path))
     assert catalog.resolve("~/models/MyQwen").path == str(model.resolve())
+
+
+def _resolve_as_another_user(model: str) -> str:
+    """catalog.resolve(model) as a user other than the folder's owner: in a child process that drops root
+    for nobody (a root process reads every file), or as this user when it is not root. Returns what it
+    raised, as 'Type: message'."""
+    if os.geteuid() != 0:
+        try:
+            catalog.resolve(model)
+        except Exception as exc:  # noqa: BLE001 - the test looks at which one
+            return f"{type(exc).__name__}: {exc}"
+        return "no error"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read)
+        outcome = "no error"
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            catalog.resolve(model)
+        except BaseException as exc:  # noqa: BLE001
+            outcome = f"{type(exc).__name__}: {exc}"
+        os.write(write, outcome.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        outcome = pipe.read()
+    os.waitpid(pid, 0)
+    return outcome
+
+
+def test_a_model_folder_this_user_may_not_search_is_a_clear_error():
+    """A folder owned by another account with mode 0700 (a service user's model store): is_dir() sees it,
+    but the stat of its config.json fails with EACCES, which Path.is_file() does not swallow."""
+    top = Path(tempfile.mkdtemp(prefix="ktinfra-sizing-review2-"))  # /tmp: pytest's tmp_path is 0700
+    top.chmod(0o755)
+    model = top / "MyQwen"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(catalog.entry_config("Qwen3-30B-A3B")))
+    model.chmod(0o700)
+    if os.geteuid() != 0:
+        model.chmod(0o600)  # searchable by nobody else; for this user, not even by itself
+    try:
+        outcome = _resolve_as_another_user(str(model))
+    finally:
+        model.chmod(0o755)
+        shutil.rmtree(top)
+    assert outcome == f"ModelConfigError: {model}/config.json: cannot read it (Permission denied)"
