@@ -195,6 +195,7 @@ def build_manifest(root: Path, model_path: Path, *, hashes: bool = True) -> dict
     entries = sorted(p.name for p in root.iterdir() if p.name != MANIFEST_NAME)
     stray = [n for n in entries if not _LAYER.fullmatch(n) or not _real_dir(root / n)]
     if stray:
+        _refuse_wrong_level(root, entries)
         raise WeightsError(
             f"{root} holds {', '.join(stray[:3])}{' ...' if len(stray) > 3 else ''}: kt-kernel takes INT8 "
             "experts for training only as convert_cpu_weights.py --no-merge-safetensor output (_layer_N "
@@ -233,6 +234,28 @@ def build_manifest(root: Path, model_path: Path, *, hashes: bool = True) -> dict
         "layers": scanned,
         "bytes": sum(layer["bytes"] for layer in scanned),
     }
+
+
+def _holds_layers(folder: Path) -> bool:
+    try:
+        return _real_dir(folder) and any(_LAYER.fullmatch(p.name) and _real_dir(p) for p in folder.iterdir())
+    except OSError:
+        return False
+
+
+def _refuse_wrong_level(root: Path, entries: list[str]) -> None:
+    """A DIR one level off the tree (its parent folder, or one of its _layer_N folders): say which folder to
+    give, not "remove the directory", which would delete the conversion (or everything beside it)."""
+    inside = [n for n in entries if _holds_layers(root / n)]
+    if inside:
+        raise WeightsError(
+            f"{root} is not a converted tree but holds {len(inside)} ({', '.join(inside[:3])}"
+            f"{' ...' if len(inside) > 3 else ''}): give the tree itself, {root / inside[0]}"
+        )
+    if _LAYER.fullmatch(root.name) and entries and all(_NUMA.fullmatch(n) for n in entries):
+        raise WeightsError(
+            f"{root} is one layer's folder of a converted tree: give the tree itself, {root.parent}"
+        )
 
 
 def _ranges(layers) -> str:
@@ -310,6 +333,7 @@ def check_manifest(root: Path, model_path: Path) -> dict:
         raise WeightsError(f"{root} is not a directory" if root.exists() else f"{root} does not exist")
     recorded = read_manifest(root)
     if recorded is None:
+        _refuse_wrong_level(root, sorted(p.name for p in root.iterdir()))
         raise WeightsError(f"{root} has no {MANIFEST_NAME}: write it with `ktinfra weights manifest`")
     current = build_manifest(root, model_path, hashes=False)
     wrong = _difference(recorded, current)
