@@ -119,7 +119,13 @@ variable "aws_root_volume_gb" {
 variable "aws_ami_name" {
   type        = string
   default     = "ktinfra-kt"
-  description = "AMI name prefix (ktinfra's build.AMI_NAME_PREFIX): <prefix>-<profile>-<timestamp>, checked by ktinfra before packer starts."
+  description = "AMI name prefix (ktinfra's build.AMI_NAME_PREFIX): <prefix>-<profile><envs>-<timestamp>, checked by ktinfra before packer starts."
+}
+
+variable "aws_ami_envs" {
+  type        = string
+  default     = ""
+  description = "\"-inference\" and the like when only some of the profile's envs are baked (--env), so such an AMI is not named like the full one; empty for the full image."
 }
 
 locals {
@@ -147,7 +153,7 @@ source "amazon-ebs" "kt" {
   source_ami    = var.aws_source_ami
   instance_type = var.aws_instance_type
   ssh_username  = var.aws_ssh_username
-  ami_name      = "${var.aws_ami_name}-${var.profile}-{{timestamp}}"
+  ami_name      = "${var.aws_ami_name}-${var.profile}${var.aws_ami_envs}-{{timestamp}}"
   tags          = var.labels
   launch_block_device_mappings {
     device_name           = var.aws_root_device_name

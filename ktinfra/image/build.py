@@ -118,7 +118,7 @@ def check_input(req: BuildRequest) -> tuple[dict, dict, str]:
     if req.source == "docker":
         _check_reference(req.repository, req.tag or base, tag_given=req.tag is not None)
     else:
-        _check_ami_name(profile["name"])
+        _check_ami_name(profile["name"], envs=base.removeprefix(profile["name"]))
     _check_out(req.out_root, name)
     if req.source == "docker":
         _check_dir(req.wheelhouse, "--wheelhouse")
@@ -172,6 +172,7 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
         volume_gb = _root_volume_gb(profile, envs, ami)
         variables |= {
             "aws_ami_name": AMI_NAME_PREFIX,
+            "aws_ami_envs": base_tag.removeprefix(profile["name"]),  # "-inference" for --env inference
             "aws_region": req.region,
             "aws_source_ami": ami["id"],
             "aws_instance_type": req.instance_type,
@@ -220,20 +221,21 @@ def _check_reference(repository: str, tag: str, tag_given: bool) -> None:
         )
 
 
-def ami_name(profile_name: str, timestamp: str = "0" * AMI_TIMESTAMP_DIGITS) -> str:
-    """The name packer gives the AMI of `profile_name` (images/kt.pkr.hcl's ami_name)."""
-    return f"{AMI_NAME_PREFIX}-{profile_name}-{timestamp}"
+def ami_name(profile_name: str, timestamp: str = "0" * AMI_TIMESTAMP_DIGITS, envs: str = "") -> str:
+    """The name packer gives the AMI of `profile_name` (images/kt.pkr.hcl's ami_name); `envs` is its
+    aws_ami_envs, "-inference" when only that env is baked (--env)."""
+    return f"{AMI_NAME_PREFIX}-{profile_name}{envs}-{timestamp}"
 
 
-def _check_ami_name(profile_name: str) -> None:
+def _check_ami_name(profile_name: str, envs: str = "") -> None:
     """ImageError unless the AMI of this profile gets a name EC2 takes. Refused, not mapped: the AMI name is
     what a user finds the image by (as the docker tag, which is refused too; the transient build container's
     name maps + to _), and a mapped kt-0.7+cu128 would read as a profile kt-0.7_cu128."""
-    name = ami_name(profile_name)
+    name = ami_name(profile_name, envs=envs)
     if _AMI_NAME.fullmatch(name):
         return
     bad = sorted(set(re.sub(_AMI_CHAR, "", name)))
-    most = 128 - len(ami_name(""))
+    most = 128 - len(ami_name("", envs=envs))
     if bad:
         why = f"it holds {' '.join(repr(c) for c in bad)}"
         fix = f"has none (such as {re.sub(f'(?!{_AMI_CHAR}).', '_', profile_name)!r})"
@@ -242,7 +244,7 @@ def _check_ami_name(profile_name: str) -> None:
         fix = f"is at most {most} characters"
     raise ImageError(
         f"profile {profile_name!r} cannot name an AMI: the amazon-ebs build names it "
-        f"{AMI_NAME_PREFIX}-{profile_name}-<timestamp>, and EC2 takes an AMI name of 3 to 128 letters, "
+        f"{AMI_NAME_PREFIX}-{profile_name}{envs}-<timestamp>, and EC2 takes an AMI name of 3 to 128 letters, "
         f"digits, spaces and ( ) [ ] . / ' @ _ - only; {why}. Copy the profile to a file whose name {fix} "
         "and build with --profile FILE.yaml, or build --source docker"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -454,13 +455,19 @@ def test_ami_name_length_limit_and_the_docker_source_keeps_plus(tmp_path, ec2, f
         source="amazon-ebs", profile=str(_site_profile(tmp_path, longest)), region="eu-north-1"
     )
     prep = build.prepare(req, ec2=ec2)
-    assert prep.variables["aws_ami_name"] == "ktinfra-kt"
+    assert (prep.variables["aws_ami_name"], prep.variables["aws_ami_envs"]) == ("ktinfra-kt", "")
     assert len(build.ami_name(longest)) == 128
     req.profile = str(_site_profile(tmp_path, longest + "p"))
     with pytest.raises(
         ImageError, match="it would be 129 characters. Copy the profile to a file whose name is at most 106"
     ):
         build.prepare(req, ec2=ec2)
+    # Before: an AMI of --env inference was named like the full image's (ktinfra-kt-<profile>-<timestamp>)
+    partial = dataclasses.replace(req, envs=["inference"])
+    with pytest.raises(ImageError, match="it would be 139 characters.* at most 96 characters"):
+        build.prepare(partial, ec2=ec2)
+    partial = dataclasses.replace(req, profile=str(_site_profile(tmp_path, "site")), envs=["sft"])
+    assert build.prepare(partial, ec2=ec2).variables["aws_ami_envs"] == "-sft"
     # docker: the + stays a profile name (tag given; the build container's name maps it to _)
     site = _site_profile(tmp_path, "site+cu128")
     docker = build.BuildRequest(
@@ -472,7 +479,9 @@ def test_ami_name_length_limit_and_the_docker_source_keeps_plus(tmp_path, ec2, f
 def test_template_names_the_ami_as_ktinfra_checks_it():
     text = (REPO_ROOT / "images" / "kt.pkr.hcl").read_text()
     assert re.search(
-        r'^\s*ami_name\s*=\s*"\$\{var\.aws_ami_name\}-\$\{var\.profile\}-\{\{timestamp\}\}"$', text, re.M
+        r'^\s*ami_name\s*=\s*"\$\{var\.aws_ami_name\}-\$\{var\.profile\}\$\{var\.aws_ami_envs\}-\{\{timestamp\}\}"$',
+        text,
+        re.M,
     )
 
 
