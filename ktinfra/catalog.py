@@ -270,13 +270,31 @@ def _indexer(config: dict, mla: MLA | None, source: str) -> SparseIndexer | None
     )
 
 
+# Families whose checkpoint ships MTP layers that config.json does not count: Qwen3-Next's one layer (its
+# mtp.* weights; sglang-kt's model_config.py sets num_nextn_predict_layers = 1 for Qwen3NextForCausalLM, and
+# qwen3_next_mtp.py uses the target model's embedding and head, none being in the checkpoint).
+IMPLICIT_MTP_LAYERS = {"qwen3_next": 1}
+MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
+
+
 def _mtp_layers(config: dict, source: str) -> int:
-    """DeepSeek's num_nextn_predict_layers or Qwen3.5's mtp_num_hidden_layers."""
-    for key in ("num_nextn_predict_layers", "mtp_num_hidden_layers"):
+    """DeepSeek's num_nextn_predict_layers or Qwen3.5's mtp_num_hidden_layers (IMPLICIT_MTP_LAYERS where
+    config.json has neither)."""
+    for key in MTP_KEYS:
         count = _int_key(config, key, source, low=0)
         if count:
             return count
+    if all(config.get(key) is None for key in MTP_KEYS):
+        return IMPLICIT_MTP_LAYERS.get(config.get("model_type"), 0)
     return 0
+
+
+def _mtp_own_embeddings(config: dict, source: str) -> bool:
+    """Whether the MTP layers carry their own embedding and head: DeepSeek's do; Qwen3.5's say so with
+    mtp_use_dedicated_embeddings (default false), and Qwen3-Next's do not."""
+    implicit = config.get("model_type") in IMPLICIT_MTP_LAYERS
+    default = "mtp_num_hidden_layers" not in config and not implicit
+    return _bool_key(config, "mtp_use_dedicated_embeddings", default, source)
 
 
 # Families whose attention gates its output by default, with q_proj twice as wide (the attn_output_gate
@@ -423,9 +441,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         quant_group_size=quant_group_size(config),
         fp8_block_n=_fp8_block_n(config, source),
         num_mtp_layers=_mtp_layers(config, source),
-        mtp_own_embeddings=_bool_key(
-            config, "mtp_use_dedicated_embeddings", "mtp_num_hidden_layers" not in config, source
-        ),
+        mtp_own_embeddings=_mtp_own_embeddings(config, source),
         linear_attention=_linear_attention(config, layers, source),
         indexer=_indexer(config, mla, source),
         attention_output_gate=_bool_key(
