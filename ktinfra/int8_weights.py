@@ -299,6 +299,13 @@ def summary(manifest: dict, path: Path) -> dict:
 
 def read_manifest(root: Path) -> dict | None:
     """The manifest in `root` (None when there is none); WeightsError when it is unreadable."""
+    try:
+        return _read_manifest(root)
+    except OSError as exc:  # a tree this user may not search (e.g. 0700, another user's)
+        raise WeightsError(f"cannot read {root / MANIFEST_NAME}: {exc.strerror or exc}") from None
+
+
+def _read_manifest(root: Path) -> dict | None:
     path = root / MANIFEST_NAME
     if not path.exists() and not path.is_symlink():
         return None
