@@ -544,7 +544,16 @@ def resolve(model: str) -> Architecture:
     except OSError as exc:  # ENAMETOOLONG and the like: is_dir() only swallows "not found"
         raise UnknownModelError(f"--model {model[:80]!r}: {exc.strerror or exc}") from None
     if is_dir:
-        return _from_directory(local)
+        try:
+            return _from_directory(local)
+        except UnknownModelError as exc:  # no config.json: say so when the name is also a catalog model's
+            entry = _catalog_entry(model)
+            if entry is None:
+                raise
+            raise UnknownModelError(
+                f"{exc}; {model.strip()!r} also names the catalog model {entry['name']}, which --model "
+                "takes from a directory without a folder of that name"
+            ) from None
     entry = _catalog_entry(model)
     if entry is not None:
         return _as_asked(entry, model)

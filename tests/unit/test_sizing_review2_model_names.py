@@ -91,3 +91,21 @@ def test_a_model_folder_this_user_may_not_search_is_a_clear_error():
         model.chmod(0o755)
         shutil.rmtree(top)
     assert outcome == f"ModelConfigError: {model}/config.json: cannot read it (Permission denied)"
+
+
+@pytest.mark.parametrize("model", ["Qwen3-30B-A3B", "Qwen/Qwen3-30B-A3B"])
+def test_a_catalog_name_shadowed_by_a_folder_without_config_json_says_both(tmp_path, monkeypatch, model):
+    """Run where a folder of that name is (a model store's models/ while its download runs), the catalog
+    name reads as that folder; the error named only the folder, leaving the user to guess why the catalog
+    model was not taken."""
+    (tmp_path / model).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(catalog.UnknownModelError) as err:
+        catalog.resolve(model)
+    assert str(err.value) == (
+        f"{model} has no config.json; point --model at a Hugging Face model directory; {model!r} also names "
+        "the catalog model Qwen3-30B-A3B, which --model takes from a directory without a folder of that name"
+    )
+    with pytest.raises(catalog.UnknownModelError) as err:  # a path is a path: no catalog note
+        catalog.resolve(f"./{model}")
+    assert "catalog" not in str(err.value)
