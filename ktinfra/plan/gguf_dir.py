@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,7 +133,7 @@ def held_gguf(path: str, requested: str | None) -> HeldGguf | None:
     if directory is None:
         if fmt is None or not fmt.gguf:
             return None
-        if Path(path).exists() and not Path(path).is_dir():  # kt-kernel's GGUFLoader raises ValueError
+        if os.path.exists(path) and not os.path.isdir(path):  # kt-kernel's GGUFLoader: ValueError
             raise gguf_files.GgufError(
                 f"--weight-path {path} is a file, not a .gguf file nor a directory: kt-kernel's GGUF loader "
                 "(LLAMAFILE) reads only those"

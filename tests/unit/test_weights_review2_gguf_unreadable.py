@@ -40,3 +40,24 @@ def test_an_unreadable_gguf_file_is_named():
         assert "Traceback" not in res.stderr
     finally:
         shutil.rmtree(folder)
+
+
+def test_a_weight_path_the_user_cannot_reach_is_no_traceback():
+    """--weight-path under a folder the planning user may not search (it may be another host's path): taken
+    as not there yet, as before d7d9113, whose is-it-a-file check let PermissionError out of Path.exists()."""
+    folder = Path(tempfile.mkdtemp(prefix="ktinfra-unsearchable-"))  # mode 0700: nobody cannot enter it
+    try:
+        if os.geteuid():
+            folder.chmod(0o000)
+        run_as = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+        args = ["plan", "--model", "Qwen3-30B-A3B", "--facts", str(NO_AMX), "--json"]
+        args += ["--weight-path", str(folder / "Q4_K_M"), "--cpu-format", "GGUF:Q4_K_M"]
+        code = "import sys; from ktinfra.cli import app; sys.argv[0] = 'ktinfra'; app()"
+        res = subprocess.run(
+            [*run_as, sys.executable, "-c", code, *args], capture_output=True, text=True, cwd="/", check=False
+        )
+        assert "Traceback" not in res.stderr, res.stderr
+        assert res.returncode == 0, res.stderr
+    finally:
+        folder.chmod(0o700)
+        shutil.rmtree(folder)
