@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from moe_threads import amx_int8_moe, cpu_infer_pools  # noqa: E402
+from stream import _thread_counts, check_out, write_json  # noqa: E402
 
 SHAPES = {  # experts, top-k, hidden, moe_intermediate, MoE layers in the model, layers built here
     "qwen3-30b-a3b": (128, 8, 2048, 768, 48, 2),
@@ -128,39 +129,71 @@ def run_one(shape: str, threads: int) -> dict:
     }
 
 
-def main() -> None:
+def _shapes(text: str) -> list[str]:
+    shapes = [item.strip() for item in text.split(",")]
+    unknown = [shape for shape in shapes if shape not in SHAPES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown shape {unknown[0]!r} (known: {', '.join(SHAPES)})")
+    return shapes
+
+
+def _one(text: str) -> tuple[str, int]:
+    shape, _, threads = text.partition(":")
+    return _shapes(shape)[0], _thread_counts(threads)[0]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, all checked before the weights are written (GBs into /dev/shm) and minutes are spent:
+    `--threads 14,x`, an unknown shape or an --out in a missing directory failed with a traceback after the
+    first shape's weights were made, leaving them in /dev/shm, or ran every shape and wrote nothing."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", default="14,8", help="comma list of CPUInfer thread counts")
-    ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma list of {', '.join(SHAPES)}")
-    ap.add_argument("--one", help="internal: SHAPE:THREADS, run in this process")
+    ap.add_argument(
+        "--threads", type=_thread_counts, default="14,8", help="comma list of CPUInfer thread counts"
+    )
+    ap.add_argument(
+        "--shapes", type=_shapes, default=",".join(SHAPES), help=f"comma list of {', '.join(SHAPES)}"
+    )
+    ap.add_argument("--one", type=_one, help="internal: SHAPE:THREADS, run in this process")
     ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    check_out(ap, args.out)
+    return args
+
+
+def main() -> int:
+    args = parse_args()
     if args.one:
-        shape, threads = args.one.split(":")
-        args.out.write_text(json.dumps(run_one(shape, int(threads))))
-        return
-    results = []
-    for shape in args.shapes.split(","):
+        shape, threads = args.one
+        write_json(args.out, run_one(shape, threads), indent=None)
+        return 0
+    results, failed = [], 0
+    for shape in args.shapes:
         t0 = time.perf_counter()
         make_weights(shape)
         print(f"{shape}: weights ready in {time.perf_counter() - t0:.0f}s", flush=True)
-        for threads in (int(t) for t in args.threads.split(",")):
+        for threads in args.threads:
             one = args.out.with_suffix(f".{shape}.t{threads}.json")
             cmd = [sys.executable, __file__, "--one", f"{shape}:{threads}", "--out", str(one)]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
+                failed += 1
                 results.append({"shape": shape, "threads": threads, "error": done.stderr[-1500:]})
                 print(f"{shape} t={threads}: FAILED rc={done.returncode}: {done.stderr[-300:]}", flush=True)
-                continue
-            result = json.loads(one.read_text())
-            one.unlink()
-            results.append(result)
-            row = " ".join(f"{r['requests']}:{r['median_ms']:.2f}ms" for r in result["rows"])
-            print(f"{shape} t={threads} load={result['load_s']:.0f}s {row}", flush=True)
-            args.out.write_text(json.dumps({"results": results}, indent=1))
+            else:
+                result = json.loads(one.read_text())
+                one.unlink()
+                results.append(result)
+                row = " ".join(f"{r['requests']}:{r['median_ms']:.2f}ms" for r in result["rows"])
+                print(f"{shape} t={threads} load={result['load_s']:.0f}s {row}", flush=True)
+            # after every run, a failed one too: the last runs' failures were not written when they came
+            # after the last success, and a run of failures only wrote no file at all
+            write_json(args.out, {"results": results})
         for path in weight_files(shape):
             path.unlink(missing_ok=True)
+    if failed:
+        print(f"{failed} of {len(results)} runs failed (their errors are in {args.out})", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

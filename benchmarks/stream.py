@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,6 +42,29 @@ def _thread_counts(text: str) -> list[int]:
     return [_positive(int)(t.strip()) for t in text.split(",")]
 
 
+def write_json(path: Path, data: object, indent: int | None = 1) -> None:
+    """`data` as JSON in `path`, whole or not at all: written beside it, then renamed over it, so a run
+    killed or out of disk mid-write leaves the previous results, not a cut-off file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle, indent=indent)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as write_text would have made it (mkstemp makes 0600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def check_out(ap: argparse.ArgumentParser, out: Path) -> None:
+    """--out must be a file that can be written in an existing directory: checked before any measuring."""
+    parent = out.parent
+    if out.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        ap.error(f"--out {out}: not a file in an existing, writable directory")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The options, all checked before the arrays are allocated and minutes are spent measuring: a bad
     thread count or an --out that cannot be written no longer fails after the runs, losing them."""
@@ -50,9 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--reps", type=_positive(int), default=5)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    parent = args.out.parent
-    if args.out.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        ap.error(f"--out {args.out}: not a file in an existing, writable directory")
+    check_out(ap, args.out)
     if int(args.gib * 2**30 / 4) < 1:
         ap.error(f"--gib {args.gib:g}: arrays of no float32 element")
     return args
@@ -77,7 +99,7 @@ def main() -> None:
             rows.append({"threads": threads, "kernel": name, "gbps": gbps, "best_s": best})
         line = " ".join(f"{r['kernel']}={r['gbps']:.1f}" for r in rows if r["threads"] == threads)
         print(f"threads={threads:2d} GB/s {line}", flush=True)
-    args.out.write_text(json.dumps({"array_bytes": n * 4, "rows": rows}, indent=1))
+    write_json(args.out, {"array_bytes": n * 4, "rows": rows})
 
 
 if __name__ == "__main__":
