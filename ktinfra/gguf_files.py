@@ -424,8 +424,9 @@ def gguf_subdirs(path: Path) -> list[str]:
 
 
 def _split_models(headers: list[Header]) -> list[GgufModel]:
-    """Group split files into their sets; check each set is whole and its numbering agrees with the
-    headers' split.no / split.count."""
+    """Group split files into their sets; check each set is whole and its part count agrees with each
+    header's split.count (split.no, 0-based in llama.cpp's files, is not compared: kt-kernel reads every
+    file whatever its number, and a part copied under another number repeats tensors, refused later)."""
     models: dict[str, GgufModel] = {}
     sets: dict[str, dict[int, Header]] = {}
     counts: dict[str, int] = {}

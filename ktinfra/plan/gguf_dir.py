@@ -85,14 +85,17 @@ def _one_model(path: str, models: list[gguf_files.GgufModel]) -> None:
             "be served? Keep its files alone in a directory and point --weight-path there"
         )
     seen: dict[str, str] = {}
-    for model in models:
-        for tensor in model.expert_tensors():
+    for header in (header for model in models for header in model.headers):
+        for tensor in header.tensors:
+            if not tensor.routed_experts:
+                continue
             if tensor.name in seen:
                 raise gguf_files.GgufError(
-                    f"--weight-path {path} holds {tensor.name} twice ({seen[tensor.name]} and {model.name}): "
-                    "two GGUF models, which kt-kernel would load one over the other; keep one"
+                    f"--weight-path {path} holds {tensor.name} twice ({seen[tensor.name]} and "
+                    f"{header.path.name}): two copies of the same experts (two GGUF models, or a split part "
+                    "copied under another number), which kt-kernel would load one over the other; keep one"
                 )
-            seen[tensor.name] = model.name
+            seen[tensor.name] = header.path.name
 
 
 def _quant(path: str, models: list[gguf_files.GgufModel], requested: str | None) -> tuple[str, str]:

@@ -52,3 +52,16 @@ def test_a_weight_path_that_is_some_other_file_is_refused_for_a_gguf_format(tmp_
 def test_a_weight_path_not_there_yet_is_still_planned(tmp_path):
     """The control: a directory the download will fill is planned from the quant's bits per weight."""
     assert serve(tmp_path / "later", "GGUF:Q4_K_M")["serve"]["kt_weight_format"] == "gguf:Q4_K_M"
+
+
+def test_a_split_part_copied_under_another_number_names_both_files(tmp_path):
+    """Part 2 copied as part 3 (the set looks whole): the error named the set's first file twice, "(A-00001
+    and A-00001): two GGUF models", pointing at neither copy."""
+    fixture.qwen3_30b(tmp_path, "Q8_0", parts=3)
+    second, third = (tmp_path / f"Qwen3-30B-A3B-Q8_0-0000{n}-of-00003.gguf" for n in (2, 3))
+    with open(second, "rb") as source, open(third, "wb") as copy:  # the header, the data left a hole
+        copy.write(source.read(gguf_files.read_header(second).data_start))
+        copy.truncate(second.stat().st_size)
+    with pytest.raises(PlanInputError) as refused:
+        serve(tmp_path)
+    assert f"twice ({second.name} and {third.name}): two copies of the same experts" in str(refused.value)
