@@ -108,6 +108,12 @@ def check_url(url: str, base: bool = True) -> None:
             raise ValueError(
                 f"url {url!r}: host {parts.hostname!r} has an empty or over-long (> 63 characters) label"
             ) from None
+    # what requests itself refuses when it prepares the request (a space or control character in the host,
+    # a '*' label): otherwise every request of the run failed 'InvalidURL', for the whole of a --duration
+    try:
+        requests.models.PreparedRequest().prepare_url(url, None)
+    except requests.RequestException as exc:
+        raise ValueError(f"url {url!r} is not a valid URL: {exc}") from None
 
 
 # query parameters that carry a secret (?api_key=, ?token=, ?access_token=, ?sig=, ?password=, ...)
