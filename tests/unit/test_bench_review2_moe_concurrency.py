@@ -73,3 +73,23 @@ def test_every_failed_run_is_written_and_the_exit_says_so(tmp_path):
     assert all("kt_kernel" in r["error"] for r in results)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["moe.json", "shm", "stub"]  # no temporary file left
     assert not list((tmp_path / "shm" / SHAPE).iterdir())  # the shape's weights removed after its runs
+
+
+def test_a_results_write_that_fails_part_way_leaves_the_earlier_results(tmp_path):
+    # a file size limit (as a full disk) stops the write part way: write_json, which both scripts now write
+    # --out with, leaves the earlier results whole and no temporary file (write_text cut them off)
+    out = tmp_path / "moe.json"
+    out.write_text('{"results": []}')
+    code = (
+        "import resource, signal, sys\n"
+        f"sys.path.insert(0, {str(SCRIPT.parent)!r})\n"
+        "from pathlib import Path\n"
+        "from stream import write_json\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        f"write_json(Path({str(out)!r}), {{'results': ['x' * 100] * 1000}})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "File too large" in done.stderr, done.stderr
+    assert out.read_text() == '{"results": []}'
+    assert [p.name for p in tmp_path.iterdir()] == ["moe.json"]
