@@ -64,7 +64,17 @@ def test_router_runs_in_front_of_both_instances(host):
     # the 0.0.0.0-bound instance is reached at its host's ansible_host, the loopback one only locally
     assert workers(host) == {"http://127.0.0.1:30000": True, "http://roles2-serve:30001": True}
     env = host.file("/etc/ktinfra/router/router.env")
-    assert env.mode == 0o600
+    assert env.mode == 0o600 and env.user == "root"  # systemd reads it before dropping to the router's user
+
+
+def test_router_runs_as_its_own_user(host):
+    """Before: the unit had no User=, and the router, which listens on 0.0.0.0 here, ran as root."""
+    pid = main_pid(host, ROUTER)
+    status = host.file(f"/proc/{pid}/status").content_string
+    uid = re.search(r"^Uid:\s+(\d+)", status, re.M).group(1)
+    assert host.user("ktinfra-router").uid == int(uid)
+    assert re.search(r"^NoNewPrivs:\s+1$", status, re.M)
+    assert host.user("ktinfra-router").shell == "/usr/sbin/nologin"
 
 
 def wait_health(host, url: str, healthy: bool, seconds: int = 90) -> bool:
