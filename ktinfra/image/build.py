@@ -108,10 +108,17 @@ def check_input(req: BuildRequest) -> tuple[dict, dict, str]:
     envs = spec.env_specs(profile, only=req.envs or None)
     unbakeable = spec.bake_problems(profile, envs)
     if unbakeable:
+        # the --env hint only where it can work: an env of the profile that pins packages and bakes alone
+        bakeable = [
+            env["role"]
+            for name, env in spec.env_specs(profile).items()
+            if not spec.bake_problems(profile, {name: env})
+        ]
         raise ImageError(
             f"profile {profile['name']} cannot be baked into an image: {'; '.join(unbakeable)}. The image "
             "build makes venvs from pinned wheels; provision such a host with playbooks/provision.yml "
-            "(conda, kt_python_env_wheels), or bake only its other envs (--env)"
+            "(conda, kt_python_env_wheels)"
+            + (f", or bake only the envs it can (--env {' --env '.join(bakeable)})" if bakeable else "")
         )
     base = default_tag(profile, envs)
     name = f"{base}-{req.source}"
