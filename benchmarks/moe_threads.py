@@ -19,6 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from stream import check_out, write_json  # noqa: E402
+
 EXPERTS, TOPK, HIDDEN, INTER = 128, 8, 2048, 768
 LAYERS = 2
 DECODE = (1, 2, 4, 8, 16)
@@ -185,8 +188,19 @@ def cpu_infer_pools(ext, threads: int, pools: int = 1, nodes: list[int] | tuple[
     return ext.CPUInfer(cfg)
 
 
+def need(module: str):
+    """`module` imported, or the run ends with one clear line (exit 1) instead of a traceback: kt-kernel (and
+    torch) are only on a KT host, so a run elsewhere or in a venv without them is expected."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        sys.exit(f"error: {Path(sys.argv[0]).name} needs {module} (kt-kernel's environment): {exc}")
+
+
 def run_one(threads: int, pools: int, nodes: list[int], spinners: int = 0, kind: str = "cpu") -> dict:
-    import kt_kernel
+    kt_kernel = need("kt_kernel")
     import torch
 
     ext = kt_kernel.kt_kernel_ext
@@ -230,30 +244,73 @@ def sweep_configs(cores: int, nodes: list[int]) -> list[tuple[int, int]]:
     return list(dict.fromkeys(configs))
 
 
-def main() -> None:
+def _count(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be {low} or more, not {text}")
+        return value
+
+    return parse
+
+
+def _nodes(text: str) -> list[int]:
+    return [_count(0)(n.strip()) for n in text.split(",")]
+
+
+def _configs(text: str) -> list[tuple[int, int, int]]:
+    configs = []
+    for item in text.split(","):
+        sizes, _, spinners = item.strip().partition("+")
+        threads, x, pools = sizes.partition("x")
+        if not x:
+            raise argparse.ArgumentTypeError(f"{item!r}: not THREADSxPOOLS[+SPINNERS]")
+        configs.append((_count(1)(threads), _count(1)(pools), _count(0)(spinners) if spinners else 0))
+    return configs
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, all checked before the weights are written (2.4 GB into /dev/shm) and the sweep's minutes
+    are spent: `--configs 12`, `--threads 0` or an --out in a missing directory failed with a traceback after
+    the weights were made, or ran every config and wrote nothing."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int)
-    ap.add_argument("--pools", type=int, default=1)
-    ap.add_argument("--numa-nodes", default="0", help="comma list of NUMA node ids holding usable cpus")
-    ap.add_argument("--cores", type=int, default=os.cpu_count(), help="usable physical cores")
-    ap.add_argument("--spinners", type=int, default=0, help="busy processes running beside the layer")
+    ap.add_argument("--threads", type=_count(1))
+    ap.add_argument("--pools", type=_count(1), default=1)
+    ap.add_argument(
+        "--numa-nodes", type=_nodes, default=[0], help="comma list of NUMA node ids holding usable cpus"
+    )
+    ap.add_argument("--cores", type=_count(1), default=os.cpu_count(), help="usable physical cores")
+    ap.add_argument("--spinners", type=_count(0), default=0, help="busy processes running beside the layer")
     ap.add_argument("--spinner-kind", choices=("cpu", "cuda"), default="cpu", help="what a busy process does")
-    ap.add_argument("--configs", help="THREADSxPOOLS[+SPINNERS] list, e.g. 12x1,15x1+1 (default: the sweep)")
+    ap.add_argument(
+        "--configs",
+        type=_configs,
+        help="THREADSxPOOLS[+SPINNERS] list, e.g. 12x1,15x1+1 (default: the sweep)",
+    )
     ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args()
-    nodes = [int(n) for n in args.numa_nodes.split(",")]
+    args = ap.parse_args(argv)
+    check_out(ap, args.out)
+    runs = [(args.threads, args.pools)] if args.threads else [c[:2] for c in args.configs or []]
+    for threads, pools in runs:  # a pool of no thread: its share of the experts is never computed
+        if pools > threads:
+            ap.error(f"{threads} threads in {pools} pools: a pool would have no thread")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    nodes = args.numa_nodes
+    need("torch")
     make_weights()
     if args.threads:
-        args.out.write_text(
-            json.dumps(run_one(args.threads, args.pools, nodes, args.spinners, args.spinner_kind))
-        )
-        return
-    results = []
-    configs = sweep_configs(args.cores, nodes)
-    if args.configs:
-        configs = [tuple(int(n) for n in c.replace("+", "x").split("x")) for c in args.configs.split(",")]
-    for threads, pools, *extra in configs:
-        spinners = extra[0] if extra else 0
+        write_json(args.out, run_one(args.threads, args.pools, nodes, args.spinners, args.spinner_kind), None)
+        return 0
+    results, failed = [], 0
+    configs = args.configs or [(t, p, 0) for t, p in sweep_configs(args.cores, nodes)]
+    for threads, pools, spinners in configs:
         one = args.out.with_suffix(f".t{threads}p{pools}s{spinners}.json")
         cmd = [
             sys.executable,
@@ -267,26 +324,30 @@ def main() -> None:
             "--spinner-kind",
             args.spinner_kind,
         ]
-        cmd += ["--numa-nodes", args.numa_nodes, "--out", str(one)]
+        cmd += ["--numa-nodes", ",".join(map(str, nodes)), "--out", str(one)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
+            failed += 1
             results.append(
                 {"threads": threads, "pools": pools, "spinners": spinners, "error": done.stderr[-1500:]}
             )
             print(f"t={threads} p={pools}: FAILED rc={done.returncode}: {done.stderr[-300:]}", flush=True)
-            continue
-        result = json.loads(one.read_text())
-        one.unlink()
-        results.append(result)
-        row = " ".join(f"q{s['qlen']}={s['tokens_per_s']:.0f}" for s in result["shapes"])
-        tiny = result["tiny_layer_ms"] or float("nan")
-        print(
-            f"t={threads:2d} p={pools} s={spinners} load={result['load_s']:.1f}s tiny={tiny:.2f}ms {row}",
-            flush=True,
-        )
-        summary = {"layer": [EXPERTS, TOPK, HIDDEN, INTER], "configs": results}
-        args.out.write_text(json.dumps(summary, indent=1))
+        else:
+            result = json.loads(one.read_text())
+            one.unlink()
+            results.append(result)
+            row = " ".join(f"q{s['qlen']}={s['tokens_per_s']:.0f}" for s in result["shapes"])
+            tiny = result["tiny_layer_ms"] or float("nan")
+            print(
+                f"t={threads:2d} p={pools} s={spinners} load={result['load_s']:.1f}s tiny={tiny:.2f}ms {row}",
+                flush=True,
+            )
+        # after every config, a failed one too: failures after the last success were never written
+        write_json(args.out, {"layer": [EXPERTS, TOPK, HIDDEN, INTER], "configs": results})
+    if failed:
+        print(f"{failed} of {len(results)} configs failed (their errors are in {args.out})", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
