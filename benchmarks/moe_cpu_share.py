@@ -22,12 +22,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from moe_concurrency import time_requests  # noqa: E402
-from moe_threads import cpu_infer_pools  # noqa: E402
+from moe_threads import cpu_infer_pools, need  # noqa: E402
+from stream import _positive, check_out, write_json  # noqa: E402
 
 EXPERTS, TOPK, HIDDEN, INTER, MOE_LAYERS = 128, 8, 4096, 1536, 94
 CPU_EXPERTS = (128, 32, 8, 2, 0)
 REQUESTS = (1, 8, 32, 128)
 METHODS = ("AMXINT8", "BF16")
+SKIP_BY = ("mask", "ids")
 
 
 def random_layer():
@@ -69,7 +71,7 @@ def build(ext, cpu_infer, method: str, weights, on_cpu: int):
 
 
 def run_one(method: str, threads: int, skip_by: str) -> dict:
-    import kt_kernel
+    kt_kernel = need("kt_kernel")
     import torch
 
     ext = kt_kernel.kt_kernel_ext
@@ -110,34 +112,66 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def _choices(known: tuple[str, ...]):
+    """A comma list of `known` names: build() takes anything but AMXINT8 for BF16 and run_one anything but
+    `mask` for all experts on the CPU, so 'amxint8' or 'idz' ran another measurement under the name given."""
+
+    def parse(text: str) -> list[str]:
+        items = [item.strip() for item in text.split(",")]
+        unknown = [item for item in items if item not in known]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown {unknown[0]!r} (known: {', '.join(known)})")
+        return items
+
+    return parse
+
+
+def _one(text: str) -> tuple[str, str]:
+    method, _, skip_by = text.partition(":")
+    return _choices(METHODS)(method)[0], _choices(SKIP_BY)(skip_by)[0]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, all checked before the first child spends minutes building layers."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=14)
-    ap.add_argument("--methods", default=",".join(METHODS))
-    ap.add_argument("--skip-by", default="mask,ids", help="comma list of mask, ids")
-    ap.add_argument("--one", help="internal: METHOD:SKIP_BY, run in this process")
+    ap.add_argument("--threads", type=_positive(int), default=14)
+    ap.add_argument("--methods", type=_choices(METHODS), default=",".join(METHODS))
+    ap.add_argument(
+        "--skip-by", type=_choices(SKIP_BY), default=",".join(SKIP_BY), help="comma list of mask, ids"
+    )
+    ap.add_argument("--one", type=_one, help="internal: METHOD:SKIP_BY, run in this process")
     ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    check_out(ap, args.out)
+    return args
+
+
+def main() -> int:
+    args = parse_args()
     if args.one:
-        method, skip_by = args.one.split(":")
-        args.out.write_text(json.dumps(run_one(method, args.threads, skip_by)))
-        return
-    results = []
-    for method, skip_by in ((m, s) for m in args.methods.split(",") for s in args.skip_by.split(",")):
+        method, skip_by = args.one
+        write_json(args.out, run_one(method, args.threads, skip_by), indent=None)
+        return 0
+    results, failed = [], 0
+    for method, skip_by in ((m, s) for m in args.methods for s in args.skip_by):
         one = args.out.with_suffix(f".{method}.{skip_by}.json")
         cmd = [sys.executable, __file__, "--one", f"{method}:{skip_by}", "--threads", str(args.threads),
                "--out", str(one)]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
+            failed += 1
             error = done.stderr[-1500:]
             results.append({"method": method, "skip_by": skip_by, "threads": args.threads, "error": error})
             print(f"{method} {skip_by}: FAILED rc={done.returncode}: {done.stderr[-400:]}", flush=True)
         else:
             results.append(json.loads(one.read_text()))
             one.unlink()
-        args.out.write_text(json.dumps({"results": results}, indent=1))
+        write_json(args.out, {"results": results})
     print(table(results), flush=True)
+    if failed:
+        print(f"{failed} of {len(results)} runs failed (their errors are in {args.out})", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
