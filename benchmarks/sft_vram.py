@@ -347,27 +347,63 @@ def _short(run: dict) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, all checked before the model is built and the GPU minutes are spent: an unknown model,
+    `--seq 512,x` or a length, batch or rank of 0 failed with a traceback, and an --out in a missing
+    directory failed only after every run, losing the report."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from stream import _positive, check_out
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="catalog name (Qwen3-30B-A3B, DeepSeek-V3, ...)")
-    parser.add_argument("--seq", default="2048", help="comma-separated sequence lengths")
-    parser.add_argument("--batch", type=int, default=1, help="sequences per step")
+    parser.add_argument(
+        "--seq",
+        type=lambda text: [_positive(int)(s.strip()) for s in text.split(",") if s.strip()],
+        default=[2048],
+        help="comma-separated sequence lengths",
+    )
+    parser.add_argument("--batch", type=_positive(int), default=1, help="sequences per step")
     parser.add_argument("--trace", action="store_true", help="what is live at the last step's peak, by site")
-    parser.add_argument("--rank", type=int, default=sizing.SFT_LORA_RANK)
+    parser.add_argument("--rank", type=_positive(int), default=sizing.SFT_LORA_RANK)
     parser.add_argument("--no-checkpointing", action="store_true", help="the legacy KT DeepSeek model's way")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--tiny", action="store_true", help="shrunken widths: checks the wiring on a CPU")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    seqs = [int(s) for s in args.seq.split(",") if s]
+    if not args.seq:
+        parser.error("argument --seq: no sequence length")
+    try:
+        catalog.entry_config(args.model)
+    except catalog.UnknownModelError as exc:
+        parser.error(f"argument --model: {exc}")
+    if args.out is not None:
+        check_out(parser, args.out)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    for module in ("torch", "transformers", "peft"):
+        try:
+            __import__(module)
+        except ImportError as exc:
+            sys.exit(f"error: sft_vram.py needs {module} (torch, transformers >= 5, peft): {exc}")
     report = measure(
-        args.model, seqs, not args.no_checkpointing, args.rank, args.device, args.tiny, args.batch, args.trace
+        args.model,
+        args.seq,
+        not args.no_checkpointing,
+        args.rank,
+        args.device,
+        args.tiny,
+        args.batch,
+        args.trace,
     )
-    text = json.dumps(report, indent=1)
     if args.out:
-        args.out.write_text(text + "\n")
+        from stream import write_json
+
+        write_json(args.out, report)
     else:
-        print(text)
+        print(json.dumps(report, indent=1))
     return 0
 
 
