@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 EXPERT_INT8_BYTES = 3 * 2048 * 768  # gate + up + down of one Qwen3-30B-A3B expert, int8
@@ -99,6 +100,28 @@ def stream_table(stream: dict) -> tuple[list[str], float]:
     return rows, best_read
 
 
+def load(path: Path, what: str) -> dict:
+    """`path`'s JSON, or the run ends with one clear line (exit 1) naming the file, not a traceback."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        sys.exit(f"error: {what} {path}: {getattr(exc, 'strerror', None) or exc}")
+
+
+def measured(path: Path, what: str) -> dict:
+    """by_config of a moe_threads.py result, which must hold at least one config that ran: a file of failed
+    configs only (moe_threads.py writes each failure as it comes) has no row to put in a table."""
+    data = load(path, what)
+    if not isinstance(data, dict) or not isinstance(data.get("configs"), list):
+        sys.exit(f"error: {what} {path}: not a moe_threads.py result (no 'configs' list)")
+    configs = by_config(data)
+    if not configs:
+        errors = [c.get("error", "").strip().splitlines()[-1:] for c in data["configs"]]
+        first = next((e[0] for e in errors if e), "no config")
+        sys.exit(f"error: {what} {path}: none of its {len(data['configs'])} configs ran ({first})")
+    return configs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--moe", type=Path, required=True)
@@ -110,10 +133,10 @@ def main() -> None:
     ap.add_argument("--plan-pools", type=int, required=True, help="kt_threadpool_count of `ktinfra plan`")
     ap.add_argument("--logical", type=int, required=True, help="logical CPUs (kt run default = 0.8 x this)")
     args = ap.parse_args()
-    configs = by_config(json.loads(args.moe.read_text()))
+    configs = measured(args.moe, "--moe")
     plan = (args.plan_threads, args.plan_pools)
     kt_run = (int(args.logical * 0.8), args.plan_pools)
-    stream_rows, bandwidth = stream_table(json.loads(args.stream.read_text()))
+    stream_rows, bandwidth = stream_table(load(args.stream, "--stream"))
     best_decode = max(configs, key=lambda k: configs[k]["shapes"][0]["tokens_per_s"])
     keys = list(dict.fromkeys([best_decode, plan, kt_run]))
     keys = [k for k in keys if k in configs]
@@ -128,7 +151,7 @@ def main() -> None:
     out += [f"### Decode roofline at {bandwidth:.1f} GB/s (best read bandwidth)", ""]
     out += roofline_table(configs, bandwidth, keys)
     for extra in args.extra:
-        more = by_config(json.loads(extra.read_text()))
+        more = measured(extra, "--extra")
         out += ["", f"### {extra.name}", "", *shape_table(more)]
         plain = {k: v for k, v in more.items() if len(k) == 2}
         if plain:
