@@ -90,14 +90,15 @@ def against_doctor(facts: dict, rows: dict[str, str]) -> list[tuple[str, object,
 
 
 def against_capture(facts: dict, capture: Path) -> list[tuple[str, object, str, bool]]:
-    recorded = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "ktinfra", "facts", "--from", str(capture), "--json"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "ktinfra", "facts", "--from", str(capture), "--json"],
+        capture_output=True,
+        text=True,
     )
+    if done.returncode != 0:  # before: a CalledProcessError traceback, ktinfra's reason (its stderr) dropped
+        reason = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        sys.exit(f"error: --capture {capture}: ktinfra facts --from failed: {reason[0]}")
+    recorded = json.loads(done.stdout)
     mine, theirs = flatten(facts), flatten(recorded)
     out = []
     for key in sorted(set(mine) | set(theirs)):
@@ -118,8 +119,13 @@ def main() -> None:
         "--capture", type=Path, action="append", required=True, help="capture folder (repeatable)"
     )
     args = ap.parse_args()
-    facts = json.loads(args.facts.read_text())
-    rows = against_doctor(facts, doctor_rows(args.kt_doctor.read_text()))
+    try:
+        facts = json.loads(args.facts.read_text())
+        doctor = args.kt_doctor.read_text()
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        name = getattr(exc, "filename", None) or args.facts
+        sys.exit(f"error: {name}: {getattr(exc, 'strerror', None) or exc}")
+    rows = against_doctor(facts, doctor_rows(doctor))
     for capture in args.capture:
         rows += against_capture(facts, capture)
     print("| fact | ktinfra facts | kt doctor / capture | agree |\n|---|---|---|---|")
