@@ -16,7 +16,8 @@ exec > >(tee -a "$out/log.txt") 2>&1
 pack() { tar -czf "$out/results.tgz" -C "$res" . ; }
 kt() { python3 -c 'import sys; from kt_kernel.cli.main import main; sys.argv[0] = "kt"; main()' "$@"; }
 physical_cores() { python3 -c 'import os; print(len({open(f"/sys/devices/system/cpu/cpu{c}/topology/core_id").read() + open(f"/sys/devices/system/cpu/cpu{c}/topology/physical_package_id").read() for c in os.sched_getaffinity(0)}))'; }
-numa_nodes() { ls -d /sys/devices/system/node/node* 2>/dev/null | sed 's/.*node//' | paste -sd, || echo 0; }
+# node 0 where /sys shows no node folders (paste succeeds on empty input, so `|| echo 0` never fired)
+numa_nodes() { local n; n=$(ls -d /sys/devices/system/node/node* 2>/dev/null | sed 's/.*node//' | paste -sd,); echo "${n:-0}"; }
 suite() { local name=$1; shift; python3 -m pytest tests/infra --hosts=local:// -p no:cacheprovider -rA \
   -o junit_logging=system-out -o junit_family=xunit1 --junitxml="$res/$name.xml" "$@" >"$res/$name.txt" 2>&1
   echo "suite $name rc=$? :: $(tail -1 "$res/$name.txt")"; }
