@@ -117,7 +117,13 @@ def _wheel_problems(wheel: dict) -> list[str]:
     if not path:
         return [] if wheel.get("url") else [f"wheel {wheel['name']} has neither url nor path"]
     if not Path(path).is_file():
-        what = "is not a file (the wheel itself, not its folder)" if Path(path).exists() else "does not exist"
+        what = (
+            "is not a file (the wheel itself, not its folder)"
+            if Path(path).is_dir()
+            else "is not a regular file (a FIFO or a device), not a wheel"
+            if Path(path).exists()
+            else "does not exist"
+        )
         return [f"wheel {wheel['name']}: {path} {what}"]
     try:
         actual = sha256_of(Path(path))
@@ -163,7 +169,9 @@ def made_with_python(prefix: Path) -> str | None:
     """X.Y of the Python an existing env at `prefix` was made with (a venv's pyvenv.cfg, a conda env's
     conda-meta record of its python package); None where there is no env, or it does not say."""
     try:
-        for line in (prefix / "pyvenv.cfg").read_text(errors="replace").splitlines():
+        config = prefix / "pyvenv.cfg"
+        lines = config.read_text(errors="replace").splitlines() if config.is_file() else []  # not a FIFO
+        for line in lines:
             key, _, value = line.partition("=")
             if key.strip() in ("version", "version_info"):  # venv writes version, virtualenv version_info
                 found = re.match(r"\s*(3\.\d+)", value)

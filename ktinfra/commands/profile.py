@@ -192,6 +192,8 @@ def drift_cmd(
     data = _load(name)
     try:
         spec = profiles.env_spec(data, env)
+        if freeze.exists() and not freeze.is_file() and not freeze.is_dir():  # reading a FIFO waits for ever
+            raise ValueError(f"--freeze {freeze}: not a regular file (a FIFO or a device), not a pip freeze")
         try:
             text = freeze.read_text(encoding="utf-8")
         except OSError as error:  # missing, a directory, unreadable
