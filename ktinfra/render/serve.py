@@ -126,9 +126,13 @@ def _optional_positive(serve: dict, key: str) -> float | None:
 
 
 _CONVERTED_NAME = re.compile(r"(?i)(?:^|[-_.])(?:AMX)?(INT[48])$|gguf")
-# kt-kernel's AMX weight files are named after the kernel that wrote them (operators/amx/moe.hpp
-# T::name() + "_up_" …): INT8_ for AMXINT8, INT4_ for AMXINT4
-_KT_FILE_KERNEL = re.compile(r"(INT8|INT4)_(?:gate|up|down)_\d+_\d+Byte_(?:quant|scale)_\.kt")
+# kt-kernel's weight files are named after the kernel that wrote them (operators/amx/moe.hpp and
+# operators/moe_kernel/moe.hpp: T::name() + "_up_" …): INT8_ for AMXINT8, INT4_ for AMXINT4, MOE_INT8_ and
+# MOE_INT4_ for the general MOE_INT8/MOE_INT4 kernels (moe_kernel/la/kernel.hpp), in the same _layer_N/_numa_M
+# folders; each kernel opens only its own names
+_KT_FILE_KERNEL = re.compile(r"((?:MOE_)?INT[48])_(?:gate|up|down)_\d+_\d+Byte_(?:quant|scale)_\.kt")
+# the name prefix of the .kt files each file-reading method opens
+_METHOD_FILE_KERNEL = {"AMXINT8": "INT8", "AMXINT4": "INT4", "MOE_INT8": "MOE_INT8", "MOE_INT4": "MOE_INT4"}
 # a merged convert_cpu_weights.py output's expert tensors (the script's default, both v0.4.4 and v0.7.0):
 # blk.L.ffn_{up,gate,down}_exps.E.numa.M.{weight,scale}
 _MERGED_TENSOR = re.compile(r"blk\.(\d+)\.ffn_(up|gate|down)_exps\.(\d+)\.numa\.(\d+)\.(weight|scale)")
@@ -144,12 +148,16 @@ def _lowest_layer(folder: Path) -> Path | None:
 
 
 def _layer_kernel(layer: Path) -> str | None:
-    """INT8/INT4 where the layer's first pool folder holding .kt files names its kernel so, else None."""
+    """The kernel (INT8, INT4, MOE_INT8, MOE_INT4) that named the .kt files of the layer's first pool folder
+    holding any; None without such files, or where that folder holds two kernels' files (either kernel's
+    method may find all it reads: the answer must not hang on the folder's listing order)."""
     for part in sorted(layer.glob("_numa_*")):
         if part.is_dir():
-            for child in part.iterdir():
-                if match := _KT_FILE_KERNEL.fullmatch(child.name):
-                    return match.group(1)
+            kernels = {
+                match.group(1) for child in part.iterdir() if (match := _KT_FILE_KERNEL.fullmatch(child.name))
+            }
+            if kernels:
+                return kernels.pop() if len(kernels) == 1 else None
     return None
 
 
@@ -189,7 +197,8 @@ def _merged_kernel(sizes: dict[tuple[str, ...], int]) -> str | None:
 
 def _weight_kind(path: str) -> tuple[str | None, str]:
     """What a weight directory holds and what told it: ("INT8"/"INT4", "files"/"name") for a converted AMX
-    tree whose .kt files, merged tensor shapes or name say so, ("converted" or "GGUF", "files") for other
+    tree whose .kt files, merged tensor shapes or name say so, ("MOE_INT8"/"MOE_INT4", "files") for a tree of
+    the general kernel's .kt files, ("converted" or "GGUF", "files") for other
     weights found here (a merged tree's blk.*.numa.* keys included), or (None, "") for the model's own or
     unknown."""
     folder = Path(path)
@@ -222,6 +231,12 @@ def _check_weight_format(method: str, path: str) -> None:
         method in NATIVE_WEIGHT_METHODS
         or (method in ("AMXINT8", "AMXINT4") and kind in ("INT8", "INT4", "GGUF") and kind != method[3:])
         or (method == "LLAMAFILE" and kind != "GGUF")
+        or (kind in ("MOE_INT8", "MOE_INT4") and kind != method)
+        or (
+            method in ("MOE_INT8", "MOE_INT4")
+            and told_by == "files"
+            and _kt_files_of_other_kernel(method, path)
+        )
     )
     if wrong:
         what = {"GGUF": "GGUF weights", "converted": "converted CPU weights"}.get(kind, f"{kind} weights")
@@ -231,6 +246,17 @@ def _check_weight_format(method: str, path: str) -> None:
             "--cpu-format those weights are in, or pass the weights this method reads"
             + (" (the model's own directory for a native method)" if method in NATIVE_WEIGHT_METHODS else "")
         )
+
+
+def _kt_files_of_other_kernel(method: str, path: str) -> bool:
+    """A _layer_N tree whose .kt files another kernel wrote than the one `method` opens (an AMX tree under a
+    MOE_* method): a merged tree is not judged here, its keys do not name the kernel."""
+    try:
+        layer = _lowest_layer(Path(path))
+        kernel = _layer_kernel(layer) if layer is not None else None
+    except OSError:
+        return False
+    return kernel is not None and kernel != _METHOD_FILE_KERNEL[method]
 
 
 def _tree_pools(folder: Path) -> int | None:
