@@ -7,10 +7,19 @@ import json
 import os
 import re
 import shutil
+import zipfile
 from pathlib import Path
 
 from ktinfra.digest import sha256_of
-from ktinfra.profiles import env_spec, python_versions, wheel_entry, wheel_version
+from ktinfra.profiles import (
+    _same_version,
+    env_spec,
+    normalize,
+    pins,
+    python_versions,
+    wheel_entry,
+    wheel_version,
+)
 
 CONDA_CANDIDATES = ("/root/miniconda3/bin/conda", "/opt/conda/bin/conda", "/root/anaconda3/bin/conda")
 MANAGERS = ("auto", "conda", "venv")
@@ -140,10 +149,76 @@ def _existing_parent(path: Path) -> Path:
     return path
 
 
-def _tree_bytes(path: Path) -> int:
-    if not path.is_dir():
+# Requires-Dist: NAME[extras] (==X) or NAME[extras]==X; marker -> name, extras, specifier, marker
+_REQUIRES = re.compile(
+    r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?\s*\(?\s*([^;()]*?)\s*\)?\s*(?:;(.*))?"
+)
+_EXACT = re.compile(r"===?\s*([^\s,*]+)")
+_EXTRA = re.compile(r"""extra\s*==\s*['"]([^'"]+)['"]""")
+_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
+Needed = tuple[str, "str | None", frozenset]  # normalised name, exact version or None, extras asked for
+
+
+def _extras(text: str | None) -> frozenset:
+    return frozenset(normalize(e.strip()) for e in (text or "").split(",") if e.strip())
+
+
+def _requirements(wheel: Path, extras: frozenset) -> list[Needed]:
+    """What a wheel file's Requires-Dist asks for (with `extras` of it asked for); [] if unreadable."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            member = next(
+                (n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)), None
+            )
+            text = archive.read(member).decode("utf-8", "replace") if member else ""
+    except (OSError, zipfile.BadZipFile, RuntimeError, ValueError):
+        return []
+    found = []
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, _, value = line.partition(":")
+        match = _REQUIRES.fullmatch(value) if key.lower() == "requires-dist" else None
+        if not match:
+            continue
+        wanted = {normalize(e) for e in _EXTRA.findall(match.group(4) or "")}
+        if wanted and not wanted & extras:  # `; extra == "sglang"` of an install without that extra
+            continue
+        exact = _EXACT.fullmatch(match.group(3))
+        found.append((normalize(match.group(1)), exact.group(1) if exact else None, _extras(match.group(2))))
+    return found
+
+
+def _wheelhouse_bytes(wheelhouse: Path, envs: list[dict]) -> int:
+    """Bytes of the wheelhouse's wheels that installing `envs` takes from it instead of downloading: those of
+    the envs' pins (at the pinned version) and, through each such wheel's Requires-Dist, what they need.
+    The wheelhouse is shared (other profiles, earlier pins): its other wheels download nothing for these."""
+    if not wheelhouse.is_dir():
         return 0
-    return sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+    files: dict[str, list[tuple[str, Path]]] = {}
+    for path in wheelhouse.iterdir():
+        if path.name.endswith(".whl") and path.is_file():  # never a FIFO: opening one waits for ever
+            dist, _, rest = path.name.partition("-")
+            files.setdefault(normalize(dist), []).append((rest.split("-", 1)[0], path))
+    pinned: dict[str, str] = {}
+    todo: list[Needed] = []
+    for env in envs:
+        pinned.update(pins(env))
+        for requirement in env["packages"]:
+            name = _NAME.match(requirement)
+            if name:
+                todo.append((normalize(name.group(1)), None, _extras(name.group(2))))
+        todo.extend((normalize(w["name"]), None, frozenset()) for w in env["wheels"])
+    seen: set[tuple[Path, frozenset]] = set()
+    credited: set[Path] = set()
+    while todo:
+        name, version, extras = todo.pop()
+        version = pinned.get(name, version)  # the env's own pin wins over what a dependency asks for
+        for have, path in files.get(name, []):
+            if (path, extras) in seen or (version is not None and not _same_version(have, version)):
+                continue
+            seen.add((path, extras))
+            credited.add(path)
+            todo.extend(_requirements(path, extras))
+    return sum(path.stat().st_size for path in credited)
 
 
 def _disk_problems(needs: list[tuple[Path, int]]) -> tuple[list[dict], list[str]]:
@@ -252,8 +327,9 @@ def check_install(
         f"wheel override {name!r} matches no wheel of these envs ({', '.join(sorted(known)) or 'none'})"
         for name in sorted(set(wheel_overrides or {}) - known)
     )
-    # wheels already in the wheelhouse are not downloaded again
-    needs.append((wheelhouse, max(0, downloads - _tree_bytes(wheelhouse))))
+    # wheels already in the wheelhouse are not downloaded again: those these envs install, not all of it
+    downloading = [env for env in envs if not env["installed"]]
+    needs.append((wheelhouse, max(0, downloads - _wheelhouse_bytes(wheelhouse, downloading))))
     disks, disk_problems = _disk_problems(needs)
     return {
         "profile": profile["name"],
