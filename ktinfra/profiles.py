@@ -135,7 +135,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
+            # `<<: *base` (a YAML merge key) has no constructor of its own: the SafeLoader merges it below,
+            # and the mapping's own keys override what it brings in
+            merge = key_node.tag == "tag:yaml.org,2002:merge"
+            key = "<<" if merge else self.construct_object(key_node, deep=deep)
             if isinstance(key, (str, int, float, bool)) or key is None:
                 if key in seen:
                     raise yaml.constructor.ConstructorError(
