@@ -118,7 +118,7 @@ def serve_cmd(
         str, typer.Option("--python", help="Python of the inference env.")
     ] = DEFAULT_SERVE_PYTHON,
     api_key_file: Annotated[
-        Path | None, typer.Option("--api-key-file", help="File holding the API key.")
+        str | None, typer.Option("--api-key-file", callback=non_empty_path, help="File holding the API key.")
     ] = None,
     host: Annotated[
         str | None,

@@ -5,6 +5,7 @@ RuntimeError came out as a traceback."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -89,3 +90,25 @@ def test_known_home_still_expands(tmp_path):
     )
     assert "Traceback" not in r.stderr
     assert str(tmp_path / "ktinfra-absent-x9.json") in r.stderr or "--name" in r.stderr
+
+
+def test_api_key_file_expands_home_like_the_other_paths(tmp_path):
+    """--api-key-file=~/key (the shell leaves ~ after '=') read the literal ./~/key: 'cannot read
+    --api-key-file ~/key: No such file or directory' although the file was there; '' read '.' (a directory).
+    It now goes through the same callback as --plan/--facts/--out."""
+    (tmp_path / "key").write_text("s3cret-key\n")
+    (tmp_path / "key").chmod(0o600)
+    plan = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "h100-qwen3-30b-a3b-serve.json"
+    base = [sys.executable, "-m", "ktinfra", "render", "serve", "--name", "q", "--plan", str(plan)]
+    base += ["--model-path", "/m/Q", "--weight-path", "/w/Q", "--host", "0.0.0.0"]
+    env = {**os.environ, "HOME": str(tmp_path), "COLUMNS": "200"}
+    r = subprocess.run(
+        [*base, "--out", str(tmp_path / "o"), "--api-key-file=~/key"], capture_output=True, text=True, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    assert 'KT_API_KEY="s3cret-key"' in (tmp_path / "o" / "ktinfra-serve-q.env").read_text()
+    r = subprocess.run(
+        [*base, "--out", str(tmp_path / "e"), "--api-key-file="], capture_output=True, text=True, env=env
+    )
+    assert (r.returncode, r.stderr.strip()) == (1, "error: --api-key-file is empty")
+    assert not (tmp_path / "e").exists()
