@@ -300,11 +300,33 @@ def _converted_experts(kt_config: dict, weight_path: object, weight_format: str 
     # an ephemeral INT8 tree has kt-kernel's own kt-ephemeral-manifest.json (sft/ephemeral.py), not this one
     if expert_format == "int8" and str(kt_config.get("kt_weight_lifecycle", "")).lower() != "ephemeral":
         _check_int8_tree(str(weight_path), sft_expert_pools(kt_config))
+    _check_tree_kernel(str(weight_path), weight_format)
     config = {key: value for key, value in kt_config.items() if key != "kt_expert_weight_format"}
     config["kt_backend"] = backend
     if expert_format:
         config["kt_expert_weight_format"] = expert_format
     return config
+
+
+def _check_tree_kernel(weight_path: str, weight_format: str) -> None:
+    """Where the tree is on this machine, its .kt files are the ones the backend opens: kt-kernel 0.7.2 takes
+    any _layer_N/_numa_0/*.kt as the backend's own layout (sft/amx.py _load_base_weights_from_file), and its
+    C++ opens T::name() + "_up_E_…kt" (INT8_ for INT8, INT4_ for AMXINT4), so an INT8 tree trained as int4
+    stops while the model loads."""
+    from ktinfra.render.serve import _layer_kernel, _lowest_layer
+
+    try:
+        layer = _lowest_layer(Path(weight_path)) if Path(weight_path).is_dir() else None
+        kernel = _layer_kernel(layer) if layer is not None else None
+    except OSError:
+        return
+    if kernel is not None and kernel != weight_format.upper():
+        other = f"--weight-format {kernel.lower()} or " if kernel.lower() in CONVERTED_EXPERT_BACKENDS else ""
+        raise RenderError(
+            f"kt_weight_path {weight_path} holds {kernel} .kt files (by their names), the recipe trains "
+            f"them as {weight_format} (--weight-format or the path's -INT8/-INT4 name): kt-kernel opens only "
+            f"{weight_format.upper()}_* files; pass {other}the tree converted for {weight_format}"
+        )
 
 
 def _check_int8_tree(weight_path: str, pools: object) -> None:
