@@ -50,8 +50,9 @@ def device_uuid(properties):
     if data is not None and len(bytes(data)) == 16:
         return str(uuid.UUID(bytes=bytes(data)))
     text = str(raw) if raw is not None else ""
+    text = text[4:] if text.startswith("GPU-") else text  # not str.removeprefix: python 3.8 envs run this
     try:
-        return str(uuid.UUID(text.removeprefix("GPU-")))
+        return str(uuid.UUID(text))
     except ValueError:
         return None
 
