@@ -135,8 +135,12 @@ def bench_command(
         help="Seconds one request may take in all (and at most between two reads).",
     ),
     api_key_file: Annotated[
-        Path | None,
-        typer.Option("--api-key-file", help="File holding the server's API key (sent as Bearer)."),
+        str | None,
+        typer.Option(
+            "--api-key-file",
+            callback=non_empty_path,
+            help="File holding the server's API key (sent as Bearer).",
+        ),
     ] = None,
     as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
     plot: Annotated[

@@ -219,7 +219,8 @@ def serve(
     weight_path: str | None = typer.Option(None, "--weight-path", help="Converted CPU expert weights."),
     host: str | None = typer.Option(None, "--host", help="Bind address (non-loopback needs --api-key-file)."),
     api_key_file: Annotated[
-        Path | None, typer.Option("--api-key-file", help="File holding the server's API key.")
+        str | None,
+        typer.Option("--api-key-file", callback=non_empty_path, help="File holding the server's API key."),
     ] = None,
     port: int | None = typer.Option(None, "--port", min=1, max=65535),
     max_loras_per_batch: int = typer.Option(1, "--max-loras-per-batch", min=1),
@@ -390,8 +391,12 @@ def check(
     max_tokens: int = typer.Option(32, "--max-tokens", min=1),
     timeout: float = typer.Option(120.0, "--timeout", min=1.0),
     api_key_file: Annotated[
-        Path | None,
-        typer.Option("--api-key-file", help="File holding the server's API key (sent as Bearer)."),
+        str | None,
+        typer.Option(
+            "--api-key-file",
+            callback=non_empty_path,
+            help="File holding the server's API key (sent as Bearer).",
+        ),
     ] = None,
     as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
 ) -> None:
