@@ -54,15 +54,18 @@ def _cpulist(text: str) -> set:
 
 
 def _nodes_of(cpus: set) -> list:
-    """NUMA nodes (from sysfs) whose CPUs intersect CPUS."""
-    nodes = []
+    """NUMA nodes (from sysfs) whose CPUs intersect CPUS. Without node folders (a kernel without NUMA, a
+    container hiding them) every CPU is node 0, as the cpu probe counts them: the check asked for node 0
+    and found no thread allowed there."""
+    nodes, seen = [], False
     root = "/sys/devices/system/node"
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
         if name.startswith("node") and name[4:].isdigit():
+            seen = True
             with open(f"{root}/{name}/cpulist") as f:
                 if _cpulist(f.read()) & cpus:
                     nodes.append(int(name[4:]))
-    return nodes
+    return nodes if seen or not cpus else [0]
 
 
 def _pool_threads(before: set) -> dict:
