@@ -24,6 +24,14 @@ from ktinfra.plan.host import (
 
 EFFECTIVE_BATCH = 8  # LLaMA-Factory's KT examples: batch 1 x gradient accumulation 8
 LEGACY_CHUNK_SIZE = 8192  # LLaMA-Factory's legacy KT examples
+# The legacy AMX SFT MoE (ktransformers v0.4.2 kt-sft operators/experts.py KSFTExpertsCPU) sizes its
+# buffers for max(cuda_graphs) = chunk_size tokens and its forward takes the whole micro-batch (batch x padded
+# length) at once: more tokens write past them (csrc/.../amx/sft_moe.hpp m_local_pos_[max_len]).
+# generate_cuda_graphs asserts chunk_size <= 1024 or a multiple of 1024; LLaMA-Factory pads a training batch
+# to a multiple of 8 (train/sft/workflow.py pad_to_multiple_of).
+LEGACY_CHUNK_STEP = 1024
+SFT_PAD_MULTIPLE = 8
+MIN_CUTOFF_LEN = 64  # `ktinfra plan --cutoff-len` takes no less
 KT_MAX_CACHE_DEPTH = 2  # kt_kernel.sft default and LLaMA-Factory's current KT examples
 RULES_DIR = "examples/kt_optimize_rules"
 ACCELERATE_BF16 = "examples/ktransformers/accelerate/fsdp2_kt_bf16.yaml"
@@ -53,13 +61,32 @@ def gradient_checkpointing(arch: Architecture, profile: dict) -> tuple[bool, str
     return True, "on (LLaMA-Factory's default): the GPU keeps one hidden state per layer and recomputes"
 
 
+def padded_tokens(cutoff: int) -> int:
+    """The most tokens one sample of cutoff_len can have once LLaMA-Factory pads the batch."""
+    return -(-cutoff // SFT_PAD_MULTIPLE) * SFT_PAD_MULTIPLE
+
+
+def legacy_chunk_size(cutoff: int) -> int:
+    """The legacy examples' chunk_size, raised to a valid size holding one sample where that is longer."""
+    need = -(-padded_tokens(cutoff) // LEGACY_CHUNK_STEP) * LEGACY_CHUNK_STEP
+    return max(LEGACY_CHUNK_SIZE, need)
+
+
 def choose_batch(
-    arch: Architecture, gpus: int, gpu_bytes: int, cutoff: int | None, checkpointing: bool = True
+    arch: Architecture,
+    gpus: int,
+    gpu_bytes: int,
+    cutoff: int | None,
+    checkpointing: bool = True,
+    max_tokens: int | None = None,
 ) -> tuple[int, int, bool]:
-    """(cutoff_len, per-device batch, fits): the longest cutoff, then the largest batch, that fit."""
+    """(cutoff_len, per-device batch, fits): the longest cutoff, then the largest batch, that fit. With
+    max_tokens (the legacy KT MoE's chunk_size), no batch holds more tokens than that."""
     cutoffs = [cutoff] if cutoff else [sizing.SFT_CUTOFF_LEN, 1024, 512]
     for length in cutoffs:
         for batch in (4, 2, 1):
+            if batch > 1 and max_tokens and batch * padded_tokens(length) > max_tokens:
+                continue
             est = sizing.sft(arch, cutoff_len=length, batch_size=batch, gradient_checkpointing=checkpointing)
             if per_gpu_need(est, gpus) <= gpu_bytes:
                 return length, batch, True
@@ -109,7 +136,12 @@ def _legacy_rule_gpus(arch: Architecture, used: list[dict], reasons: dict) -> li
 
 
 def kt_keys(
-    arch: Architecture, facts: dict, profile: dict, gpus: int, warnings: list
+    arch: Architecture,
+    facts: dict,
+    profile: dict,
+    gpus: int,
+    warnings: list,
+    cutoff: int = sizing.SFT_CUTOFF_LEN,
 ) -> tuple[dict, dict, str, list]:
     """(kt keys, launcher, reason, problems) for the profile's generation; appends to `warnings`."""
     # accelerate starts one process per GPU; rank 0 owns the KT backend (kt_kernel/sft/autograd.py) while the
@@ -123,11 +155,19 @@ def kt_keys(
             [] if counts else [f"no legacy kt_optimize_rule is known for {arch.name} ({arch.model_type})"]
         )
         rule = f"{RULES_DIR}/{rules[counts[-1]]}" if counts else None
-        keys = {"use_kt": True, "kt_optimize_rule": rule, "cpu_infer": cores, "chunk_size": LEGACY_CHUNK_SIZE}
+        chunk = legacy_chunk_size(cutoff)
+        keys = {"use_kt": True, "kt_optimize_rule": rule, "cpu_infer": cores, "chunk_size": chunk}
         launcher = {"kind": "llamafactory-cli", "env": {"USE_KT": "1"}, "command": "llamafactory-cli train"}
+        chunk_note = (
+            f"chunk_size {chunk}"
+            if chunk == LEGACY_CHUNK_SIZE
+            else f"chunk_size {chunk} (the examples' {LEGACY_CHUNK_SIZE} raised: the KT MoE takes a "
+            f"whole micro-batch, here one sample of up to {padded_tokens(cutoff)} tokens, and holds "
+            "chunk_size tokens)"
+        )
         reason = (
             f"legacy KT keys (LLaMA-Factory <= 2025-12 examples): placement rule for {gpus} GPU(s), "
-            f"chunk_size {LEGACY_CHUNK_SIZE}, cpu_infer = {cores} worker threads of "
+            f"{chunk_note}, cpu_infer = {cores} worker threads of "
             f"{facts['cpu']['physical_cores']} usable physical cores: {threads_note}"
         )
         return keys, launcher, reason, problems
@@ -170,6 +210,11 @@ def plan_sft(
     """(sft section, estimate, reasons, problems); appends to `warnings`."""
     reasons: dict[str, str] = {}
     problems: list[str] = []
+    cutoff_opt = opts.get("cutoff_len")
+    if cutoff_opt is not None and (
+        isinstance(cutoff_opt, bool) or not isinstance(cutoff_opt, int) or cutoff_opt < MIN_CUTOFF_LEN
+    ):
+        raise ValueError(f"cutoff_len must be an integer of at least {MIN_CUTOFF_LEN}, got {cutoff_opt!r}")
     if not has_amx(facts):
         lacking = ISA_UNKNOWN if amx_unknown(facts) else f"{facts['cpu'].get('model') or 'this CPU'} has none"
         problems.append(f"KT fine-tuning needs AMX (seed 000: `lscpu | grep -i amx`); {lacking}")
@@ -187,11 +232,14 @@ def plan_sft(
     if profile["generation"] == "legacy":
         used = _legacy_rule_gpus(arch, used, reasons)
     gpus = len(used)
-    cutoff_opt = opts.get("cutoff_len")
     checkpointing, reasons["gradient_checkpointing"] = gradient_checkpointing(arch, profile)
+    # legacy: no micro-batch of more tokens than chunk_size (the examples' 8192 unless one sample is longer)
+    max_tokens = (
+        legacy_chunk_size(cutoff_opt or sizing.SFT_CUTOFF_LEN) if profile["generation"] == "legacy" else None
+    )
     if gpus:
         gpu_bytes = gpu_memory_bytes(used)
-        cutoff, batch, fits = choose_batch(arch, gpus, gpu_bytes, cutoff_opt, checkpointing)
+        cutoff, batch, fits = choose_batch(arch, gpus, gpu_bytes, cutoff_opt, checkpointing, max_tokens)
     else:
         cutoff, batch, fits, gpu_bytes = cutoff_opt or sizing.SFT_CUTOFF_LEN, 1, True, 0
     est = sizing.sft(arch, cutoff_len=cutoff, batch_size=batch, gradient_checkpointing=checkpointing)
@@ -212,7 +260,7 @@ def plan_sft(
         "-4..+6 % of an H100 run at 512-2048 tokens, docs/results/2026-11-22-h100-sft-vram) + "
         f"{gb(sizing.sft_gpu_runtime_bytes(est))} per GPU of CUDA context and allocator cache"
     )
-    keys, launcher, reasons["kt"], kt_problems = kt_keys(arch, facts, profile, gpus, warnings)
+    keys, launcher, reasons["kt"], kt_problems = kt_keys(arch, facts, profile, gpus, warnings, cutoff)
     problems += kt_problems
     # each data-parallel rank (accelerate's processes) steps its own micro-batch; the legacy launcher is one
     ranks = launcher.get("num_processes", 1)
