@@ -1,6 +1,9 @@
 """CPU: AMX present and usable by a process (the cause of KT's "Illegal instruction" reports)."""
 
+import pytest
 from kthost import AMX_FLAGS, parse_version
+
+from ktinfra.plan.formats import ISA_NEEDS
 
 
 def _has_amx(cpu) -> bool:
@@ -31,3 +34,17 @@ def test_amx_tile_state_granted(cpu, expect):
     refused = f"{cpu['req_error']} (errno {cpu['req_errno']})"
     assert cpu["req_rc"] == 0, f"ARCH_REQ_XCOMP_PERM(XTILEDATA) refused: {refused}"
     assert cpu["xtiledata_granted"], f"ARCH_GET_XCOMP_PERM mask {cpu['xcomp_perm']} lacks XTILEDATA (bit 18)"
+
+
+def test_cpu_runs_the_serve_method(cpu, expect):
+    """The instruction sets kt-kernel's backend for the serve method needs (ktinfra.plan.formats.ISA_NEEDS:
+    BF16 and FP8 avx512_bf16, RAWINT4 AVX-512, LLAMAFILE avx2). The AMX methods are the AMX checks above."""
+    method = expect.method.upper()
+    if expect.role != "serve" or method.startswith("AMX") or method not in ISA_NEEDS:
+        pytest.skip(f"not applicable: role {expect.role!r}, method {method} (AMX methods: the AMX checks)")
+    have = set(cpu.get("flags") or ())
+    missing = [flag for flag in ISA_NEEDS[method] if flag not in have]
+    assert not missing, (
+        f"--method {method} needs {', '.join(ISA_NEEDS[method])}; this CPU lacks {', '.join(missing)} "
+        f"(its avx/amx flags: {' '.join(sorted(have)) or 'none'}): kt-kernel would die with SIGILL"
+    )
