@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs ON the device host (GPU + AMX, no network), from the root of the checkout the device tool sent, with
 # .devcarry carried (see prepare.sh). Results: $OUT/log.txt and $OUT/results.tgz (re-packed after each phase).
-# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor validate stream moe-quick moe moe-repeat moe-headroom moe-tp moe-concurrency moe-cpu-share rawint4 gguf-kquant]
+# usage: bash .devcarry/repo/scripts/device/on_device.sh [info capture facts suite doctor isa validate stream moe-quick moe moe-repeat moe-headroom moe-tp moe-concurrency moe-cpu-share rawint4 gguf-kquant]
 set -u
 carry=$(cd "$(dirname "$0")/../../.." && pwd)
 repo=$carry/repo
@@ -74,6 +74,13 @@ for phase in $phases; do
       # everything but the profile pins (the image's torch 2.11 is off the kt-0.7 pin by design of this host)
       python3 -m ktinfra doctor --hosts local:// --role sft -k 'not env_matches_profile_pins' --json \
         >"$res/doctor-sft-nopins.json"; echo "ktinfra doctor --role sft -k 'not pins' rc=$?" ;;
+    isa)
+      # the non-AMX serve methods' flag check (test_cpu_runs_the_serve_method) on a real AMX CPU: all pass
+      for m in BF16 FP8 RAWINT4 LLAMAFILE; do
+        python3 -m ktinfra doctor --hosts local:// --role serve --method "$m" -k cpu_runs_the_serve_method \
+          --json >"$res/doctor-isa-$m.json" 2>&1
+        echo "doctor --method $m rc=$? :: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print([(c["status"], c["message"][:120]) for c in d["checks"]])' "$res/doctor-isa-$m.json" 2>&1)"
+      done ;;
     stream)
       python3 benchmarks/stream.py --gib 2 --reps 10 --threads 1,2,4,8,12,14,15,16 --out "$res/stream.json" ;;
     moe-concurrency)
