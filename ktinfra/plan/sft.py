@@ -34,6 +34,29 @@ SFT_PAD_MULTIPLE = 8
 MIN_CUTOFF_LEN = 64  # `ktinfra plan --cutoff-len` takes no less
 KT_MAX_CACHE_DEPTH = 2  # kt_kernel.sft default and LLaMA-Factory's current KT examples
 RULES_DIR = "examples/kt_optimize_rules"
+# The model types whose MoE blocks kt-kernel 0.7.2's SFT wraps (kt_kernel/sft/arch.py get_moe_arch_config:
+# DeepseekV2/V3/V4, KimiK2 by name or model_type, Qwen2Moe, Qwen3Moe, Qwen3VLMoe, Qwen3_5Moe, Glm4Moe,
+# Mixtral; DeepseekV32ForCausalLM matches its "DeepseekV3"); any other stops the run with
+# KTAMXModelNotSupportedError once the model loads.
+CURRENT_SFT_MODEL_TYPES = frozenset(
+    {
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v32",
+        "deepseek_v4",
+        "kimi_k2",
+        "kimi_k25",
+        "kimi_k2_5",
+        "kimi_k26",
+        "kimi_k2_6",
+        "qwen2_moe",
+        "qwen3_moe",
+        "qwen3_vl_moe",
+        "qwen3_5_moe",
+        "glm4_moe",
+        "mixtral",
+    }
+)
 ACCELERATE_BF16 = "examples/ktransformers/accelerate/fsdp2_kt_bf16.yaml"
 # The module each legacy placement rule puts in place of `model` (its `match: name: "^model$"` entry in
 # LLaMA-Factory dc85995 examples/ktransformers/kt_optimize_rules/*-sft*.yaml), by rule-file prefix.
@@ -218,6 +241,13 @@ def plan_sft(
     if not has_amx(facts):
         lacking = ISA_UNKNOWN if amx_unknown(facts) else f"{facts['cpu'].get('model') or 'this CPU'} has none"
         problems.append(f"KT fine-tuning needs AMX (seed 000: `lscpu | grep -i amx`); {lacking}")
+    if profile["generation"] != "legacy" and arch.model_type not in CURRENT_SFT_MODEL_TYPES:
+        problems.append(
+            f"KT fine-tuning (kt-kernel 0.7.2, kt_kernel/sft/arch.py) wraps no MoE block of "
+            f"{arch.model_type}: the run would stop with KTAMXModelNotSupportedError once the model loaded; "
+            "it supports DeepseekV2/V3/V4, Kimi-K2, Qwen2Moe, Qwen3Moe, Qwen3VLMoe, Qwen3_5Moe, Glm4Moe "
+            "and Mixtral"
+        )
     if arch.native_dtype == "int4":
         problems.append(
             f"KT fine-tuning reads BF16 experts; {arch.name} ships int4 (compressed-tensors) and ktinfra "
