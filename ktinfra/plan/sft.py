@@ -299,7 +299,14 @@ def plan_sft(
         f"{batch} x {accumulation} gradient accumulation"
         + (f" x {ranks} data-parallel GPUs" if ranks > 1 else "")
         + f" = {batch * accumulation * ranks} samples per step; "
-        + ("batch 1 because VRAM is tight" if batch == 1 else "VRAM has room for a larger micro-batch")
+        + (
+            f"no larger batch: {2 * batch} x {padded_tokens(cutoff)} tokens would pass chunk_size "
+            f"{max_tokens}"
+            if max_tokens and batch < 4 and 2 * batch * padded_tokens(cutoff) > max_tokens
+            else "batch 1 because VRAM is tight"
+            if batch == 1
+            else "VRAM has room for a larger micro-batch"
+        )
     )
     sft = {
         "lora_rank": sizing.SFT_LORA_RANK,

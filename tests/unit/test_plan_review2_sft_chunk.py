@@ -67,3 +67,14 @@ def test_a_bad_cutoff_len_is_refused_by_plan(bad):
     # TypeError
     with pytest.raises(PlanInputError, match="cutoff_len must be an integer of at least 64"):
         plan(load_facts(str(FACTS / "h100-amx.json")), "DeepSeek-V2-Lite", "sft", cutoff_len=bad)
+
+
+def test_the_batch_reason_names_the_chunk_size_when_that_cut_it():
+    result = _legacy("h100-amx", "DeepSeek-V2-Lite", 8192)  # VRAM would take batch 2 (old plan: batch 2)
+    assert result["sft"]["per_device_train_batch_size"] == 1
+    why = result["reasons"]["per_device_train_batch_size"]
+    assert why.endswith("no larger batch: 2 x 8192 tokens would pass chunk_size 8192")
+    default = _legacy("h100-amx", "DeepSeek-V2-Lite", None)  # 4 x 2048: the largest batch tried
+    assert default["reasons"]["per_device_train_batch_size"].endswith(
+        "VRAM has room for a larger micro-batch"
+    )
