@@ -34,8 +34,12 @@ def test_gpu_visible(gpus, expect):
 def test_gpu_compute_capability(gpus, expect):
     expect.require(bool(gpus["gpus"]), expect.needs_gpu, "NVIDIA GPU", gpus["why"])
     for gpu in gpus["gpus"]:
-        cc = tuple(int(x) for x in gpu["compute_cap"].split("."))
-        assert cc >= MIN_COMPUTE_CAPABILITY, f"GPU {gpu['index']} {gpu['name']}: compute capability {cc}"
+        shown = f"GPU {gpu['index']} {gpu['name']}"
+        # "[N/A]" and the like (a driver that cannot tell) is a failed check with the value, not a ValueError
+        found = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", str(gpu["compute_cap"]))
+        assert found, f"{shown}: compute capability unreadable: nvidia-smi gave {gpu['compute_cap']!r}"
+        cc = (int(found[1]), int(found[2]))
+        assert cc >= MIN_COMPUTE_CAPABILITY, f"{shown}: compute capability {cc}"
 
 
 def test_gpu_driver_and_cuda_reported(gpus, expect):

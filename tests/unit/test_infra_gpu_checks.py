@@ -66,3 +66,22 @@ def test_mig_enabled_gpus_are_not_counted_as_whole_devices():
     mig = [_device("NVIDIA H200 MIG 3g.71gb", [9, 0], "MIG-1111")]
     assert torch_gpu_problems(mig, gpus) == []
     assert torch_gpu_problems([], gpus) == ["torch sees no CUDA device, nvidia-smi lists MIG-enabled GPUs"]
+
+
+def test_an_unreadable_compute_capability_is_a_failed_check_naming_the_value():
+    """Before: int('[N/A]') raised ValueError inside the check; the report showed only the traceback's
+    'invalid literal for int()', not which GPU or what nvidia-smi gave."""
+    import pytest
+    from kthost import Expect
+    from test_gpu import test_gpu_compute_capability
+
+    rows, _ = parse_gpu_rows(H200.replace("9.0", "[N/A]", 1))
+    with pytest.raises(
+        AssertionError, match=r"GPU 0 NVIDIA H200: compute capability unreadable: .*'\[N/A\]'"
+    ):
+        test_gpu_compute_capability({"gpus": rows, "why": ""}, Expect(role="serve"))
+    old, _ = parse_gpu_rows(H200.replace("9.0", "7.5"))
+    with pytest.raises(AssertionError, match=r"GPU 0 NVIDIA H200: compute capability \(7, 5\)"):
+        test_gpu_compute_capability({"gpus": old, "why": ""}, Expect(role="serve"))
+    good, _ = parse_gpu_rows(H200)
+    test_gpu_compute_capability({"gpus": good, "why": ""}, Expect(role="serve"))
