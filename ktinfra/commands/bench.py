@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import secrets
 from pathlib import Path
 from typing import Annotated
 
@@ -27,6 +28,9 @@ DEFAULT_MAX_USERS = 64
 # 2^20 tokens: beyond any served context length (the prompt is built in memory before the first request)
 MAX_TOKENS = 1 << 20
 MAX_REQUESTS = 1_000_000
+MAX_SEED = 2**31 - 1
+# each level's prompts come from seed * stride + users: levels of one run never share a seed
+LEVEL_SEED_STRIDE = 1_000_033
 
 
 def _fail(message: str) -> None:
@@ -127,6 +131,15 @@ def bench_command(
     requests_per_user: int | None = typer.Option(
         None, "--requests", min=1, max=MAX_REQUESTS, help="Requests per user (default 2)."
     ),
+    seed: int | None = typer.Option(
+        None,
+        "--seed",
+        min=0,
+        max=MAX_SEED,
+        help="Seed of the prompts (default: a new one each run, so a second run against the same server "
+        "does not hit its prefix cache; the results record it, and --seed repeats a run's prompts).",
+        show_default=False,
+    ),
     duration: float | None = typer.Option(None, "--duration", min=0.1, help="Seconds per level instead."),
     timeout: float = typer.Option(
         600.0,
@@ -177,6 +190,8 @@ def bench_command(
             _fail(str(exc))
     if requests_per_user is None and duration is None:
         requests_per_user = 2
+    if seed is None:
+        seed = secrets.randbelow(MAX_SEED + 1)
     eos_by_default = ignore_eos is None and capacity
     if ignore_eos is None:
         ignore_eos = capacity
@@ -216,7 +231,12 @@ def bench_command(
         total = n * requests_per_user if requests_per_user is not None else None
         task = progress.add_task(f"{n} users", total=total)
         result = bench.run_level(
-            sc, n, requests_per_user, duration, on_result=lambda _r: progress.advance(task), seed=n
+            sc,
+            n,
+            requests_per_user,
+            duration,
+            on_result=lambda _r: progress.advance(task),
+            seed=seed * LEVEL_SEED_STRIDE + n,
         )
         progress.update(task, total=result["completed"] + result["failed"])
         return result
@@ -257,6 +277,7 @@ def bench_command(
         "stream": stream,
         "ignore_eos": ignore_eos,
         "requests_per_user": requests_per_user,
+        "seed": seed,
         "duration_s": duration,
         "timeout_s": timeout,
     }
