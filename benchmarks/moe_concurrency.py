@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from moe_threads import amx_int8_moe, cpu_infer_pools  # noqa: E402
+from moe_threads import amx_int8_moe, cpu_infer_pools, need  # noqa: E402
 from stream import _thread_counts, check_out, write_json  # noqa: E402
 
 SHAPES = {  # experts, top-k, hidden, moe_intermediate, MoE layers in the model, layers built here
@@ -162,7 +162,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
+    need("torch")  # one clear line before the GBs of weights, not a traceback
     if args.one:
+        need("kt_kernel")  # a child without it fails its run with one line (recorded in --out)
         shape, threads = args.one
         write_json(args.out, run_one(shape, threads), indent=None)
         return 0

@@ -93,3 +93,18 @@ def test_a_results_write_that_fails_part_way_leaves_the_earlier_results(tmp_path
     assert done.returncode == 1 and "File too large" in done.stderr, done.stderr
     assert out.read_text() == '{"results": []}'
     assert [p.name for p in tmp_path.iterdir()] == ["moe.json"]
+
+
+def test_a_child_without_kt_kernel_fails_in_one_line(tmp_path):
+    """Before: each child's error in --out was import kt_kernel's traceback; now the one line moe_threads'
+    need() gives (a parent without torch stops at once, before any weights, the same way)."""
+    out = tmp_path / "moe.json"
+    run(tmp_path, "--shapes", SHAPE, "--threads", "1", "--out", str(out))
+    [result] = json.loads(out.read_text())["results"]
+    assert result["error"].strip() == (
+        "error: moe_concurrency.py needs kt_kernel (kt-kernel's environment): No module named 'kt_kernel'"
+    )
+    bare = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(tmp_path / "x.json")], capture_output=True, text=True
+    )
+    assert bare.returncode == 1 and bare.stderr.startswith("error: moe_concurrency.py needs torch")
