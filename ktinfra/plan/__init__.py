@@ -130,6 +130,8 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
         if options.get("cpu_format") and mode == "sft":
             raise PlanInputError("--cpu-format applies to serve; SFT reads BF16 experts")
         _check_max_running(options.get("max_running_requests"), mode)
+        if options.get("cutoff_len") is not None and mode != "sft":
+            raise PlanInputError(f"--cutoff-len applies to --mode sft, not --mode {mode}")  # as the CLI says
         if mode == "serve":
             _check_what_render_needs(options)
         if options.get("weight_path") is not None and mode == "serve":

@@ -78,3 +78,12 @@ def test_the_batch_reason_names_the_chunk_size_when_that_cut_it():
     assert default["reasons"]["per_device_train_batch_size"].endswith(
         "VRAM has room for a larger micro-batch"
     )
+
+
+def test_a_cutoff_len_for_a_serve_plan_is_refused_by_plan():
+    """The CLI refuses --cutoff-len with --mode serve; plan() called from Python dropped it without a word."""
+    with pytest.raises(PlanInputError, match="--cutoff-len applies to --mode sft, not --mode serve"):
+        plan(load_facts(str(FACTS / "h100-amx.json")), "Qwen3-30B-A3B", "serve", cutoff_len=2048)
+    assert plan(load_facts(str(FACTS / "h100-amx.json")), "Qwen3-30B-A3B", "serve", cutoff_len=None)[
+        "feasible"
+    ]
