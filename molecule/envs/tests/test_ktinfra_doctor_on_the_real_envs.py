@@ -48,6 +48,8 @@ def test_doctor_passes_the_real_envs_and_kt_kernel(host):
         "cpu.amx_cpu_flags": amx,
         "cpu.kernel_new_enough_for_amx": amx,
         "cpu.amx_tile_state_granted": amx,
+        # a non-AMX serve method's flags: role any has no serve method
+        "cpu.cpu_runs_the_serve_method": "skipped",
         # no GPU in CI: not applicable to role any
         "gpu.gpu_visible": "skipped",
         "gpu.gpu_compute_capability": "skipped",
