@@ -234,6 +234,16 @@ def test_check_sees_a_manifest_of_other_files(tmp_path, model):
     assert res.exit_code == 1 and "does not describe the files there now" in res.stderr
 
 
+def check_edited_manifest(tmp_path, model, edit):
+    """`weights check --json` of a tree whose manifest, as `weights manifest` wrote it, `edit` changed."""
+    root = write_tree(tmp_path / "m-INT8")
+    assert cli("manifest", root, "--model-path", model).exit_code == 0
+    manifest = json.loads((root / MANIFEST_NAME).read_text())
+    edit(manifest)
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest))
+    return cli("check", root, "--model-path", model, "--json")
+
+
 def _edit(**changes):
     """A change to a manifest: top-level keys, or `layer0` / `file0` for the first layer / file."""
 
@@ -273,12 +283,7 @@ def test_check_refuses_a_manifest_kt_kernel_would_refuse(tmp_path, model, edit, 
     """kt-kernel's validator compares these with the tree (weight_manifest.py). Before, `check` compared only
     the file list and four sizes: it said "matches" (exit 0, with the manifest's own byte count, even "x")
     for all of these, and a manifest without `bytes` ended in a KeyError traceback."""
-    root = write_tree(tmp_path / "m-INT8")
-    assert cli("manifest", root, "--model-path", model).exit_code == 0
-    manifest = json.loads((root / MANIFEST_NAME).read_text())
-    edit(manifest)
-    (root / MANIFEST_NAME).write_text(json.dumps(manifest))
-    res = cli("check", root, "--model-path", model, "--json")
+    res = check_edited_manifest(tmp_path, model, edit)
     assert res.exit_code == 1 and res.stdout == "", res.output
     assert "does not describe the files there now" in res.stderr and message in res.stderr, res.stderr
 

@@ -5,19 +5,11 @@ be a positive integer"); before, `check` compared with == and said it matched.""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from int8_tree import moe_model, write_tree
-from typer.testing import CliRunner
+from test_int8_weights import check_edited_manifest
 
 from ktinfra import int8_weights
-from ktinfra.cli import app
-from ktinfra.int8_weights import MANIFEST_NAME
-
-
-def cli(*args):
-    return CliRunner().invoke(app, ["weights", *map(str, args)])
 
 
 def _float_bytes(manifest):
@@ -42,13 +34,7 @@ def _float_schema(manifest):
     ],
 )
 def test_a_size_written_as_a_float_is_refused_as_kt_kernel_refuses_it(tmp_path, edit, message):
-    model = moe_model(tmp_path / "m")
-    root = write_tree(tmp_path / "m-INT8")
-    assert cli("manifest", root, "--model-path", model).exit_code == 0
-    manifest = json.loads((root / MANIFEST_NAME).read_text())
-    edit(manifest)
-    (root / MANIFEST_NAME).write_text(json.dumps(manifest))
-    res = cli("check", root, "--model-path", model, "--json")
+    res = check_edited_manifest(tmp_path, moe_model(tmp_path / "m"), edit)
     assert res.exit_code == 1 and res.stdout == "", res.output
     assert message in res.stderr, res.stderr
 
