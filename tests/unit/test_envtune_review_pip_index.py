@@ -7,22 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from role_play import logging_ktinfra, run_play
-
-VALIDATE = [{"ansible.builtin.include_role": {"name": "kt_python_env", "tasks_from": "validate"}}]
+from test_envtune_review_pip_timeout import run_validate
 
 
 def _validate(tmp_path, given: dict) -> tuple[int, str, str]:
-    ktinfra = logging_ktinfra(tmp_path / "kt" / "bin" / "ktinfra")
-    extra = {
-        "kt_preflight_ktinfra_exe": str(ktinfra),
-        "kt_python_env_envs": ["inference"],
-        "kt_python_env_root": str(tmp_path / "envs"),
-        "kt_python_env_wheelhouse": str(tmp_path / "wh"),
-    }
-    rc, output = run_play(tmp_path, VALIDATE, extra, [json.dumps(given)])
-    log = ktinfra.with_name("ktinfra.log")
-    return rc, output, log.read_text() if log.exists() else ""
+    return run_validate(tmp_path, [json.dumps(given)])
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,8 @@ from role_play import logging_ktinfra, run_play
 VALIDATE = [{"ansible.builtin.include_role": {"name": "kt_python_env", "tasks_from": "validate"}}]
 
 
-def _validate(tmp_path, timeout: str) -> tuple[int, str, str]:
+def run_validate(tmp_path, extra_vars: list[str]) -> tuple[int, str, str]:
+    """kt_python_env's validate entry point with `-e` EXTRA_VARS: (rc, output, the ktinfra calls it made)."""
     ktinfra = logging_ktinfra(tmp_path / "kt" / "bin" / "ktinfra")
     extra = {
         "kt_preflight_ktinfra_exe": str(ktinfra),
@@ -18,9 +19,13 @@ def _validate(tmp_path, timeout: str) -> tuple[int, str, str]:
         "kt_python_env_root": str(tmp_path / "envs"),
         "kt_python_env_wheelhouse": str(tmp_path / "wh"),
     }
-    rc, output = run_play(tmp_path, VALIDATE, extra, [f"kt_python_env_pip_timeout={timeout}"])
+    rc, output = run_play(tmp_path, VALIDATE, extra, extra_vars)
     log = ktinfra.with_name("ktinfra.log")
     return rc, output, log.read_text() if log.exists() else ""
+
+
+def _validate(tmp_path, timeout: str) -> tuple[int, str, str]:
+    return run_validate(tmp_path, [f"kt_python_env_pip_timeout={timeout}"])
 
 
 @pytest.mark.parametrize("timeout", ["-5", "0"])
