@@ -23,6 +23,18 @@ def _convert_args(tmp_path: Path) -> tuple[lora.Adapter, object]:
     return adapter, lambda target: [sys.executable, str(converter), str(adapter.path), str(target)]
 
 
+def _fail_moving_in(monkeypatch, out: Path, error: BaseException) -> None:
+    """lora's os.replace raises `error` when it moves the new conversion into `out`, and works otherwise."""
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if Path(src).name == "adapter" and Path(dst) == out:
+            raise error
+        real_replace(src, dst)
+
+    monkeypatch.setattr(lora.os, "replace", replace)
+
+
 def test_overwrite_replaces_the_previous_conversion_whole(tmp_path):
     adapter, cmd_for = _convert_args(tmp_path)
     out = tmp_path / "out"
@@ -40,14 +52,7 @@ def test_a_conversion_that_cannot_be_moved_into_place_keeps_the_previous_one(tmp
     out = tmp_path / "out"
     peft_dir(out)
     (out / "previous.txt").write_text("the adapter being served")
-    real_replace = os.replace
-
-    def failing_replace(src, dst):
-        if Path(src).name == "adapter" and Path(dst) == out:
-            raise OSError(28, "No space left on device", str(dst))
-        real_replace(src, dst)
-
-    monkeypatch.setattr(lora.os, "replace", failing_replace)
+    _fail_moving_in(monkeypatch, out, OSError(28, "No space left on device", str(out)))
     with pytest.raises(lora.LoraError, match=f"cannot move the converted adapter into {out}"):
         lora.convert(adapter, out, cmd_for, overwrite=True)
     assert (out / "previous.txt").read_text() == "the adapter being served"
@@ -63,14 +68,7 @@ def test_an_interrupt_between_the_two_moves_puts_the_previous_conversion_back(tm
     out = tmp_path / "out"
     peft_dir(out)
     (out / "previous.txt").write_text("the adapter being served")
-    real_replace = os.replace
-
-    def interrupted_replace(src, dst):
-        if Path(src).name == "adapter" and Path(dst) == out:
-            raise KeyboardInterrupt
-        real_replace(src, dst)
-
-    monkeypatch.setattr(lora.os, "replace", interrupted_replace)
+    _fail_moving_in(monkeypatch, out, KeyboardInterrupt())
     with pytest.raises(KeyboardInterrupt):
         lora.convert(adapter, out, cmd_for, overwrite=True)
     assert (out / "previous.txt").read_text() == "the adapter being served"
