@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from moe_threads import amx_int8_moe, cpu_infer_pools, need  # noqa: E402
-from stream import _thread_counts, check_out, write_json  # noqa: E402
+from stream import _thread_counts, check_out, comma_choices, write_json  # noqa: E402
 
 SHAPES = {  # experts, top-k, hidden, moe_intermediate, MoE layers in the model, layers built here
     "qwen3-30b-a3b": (128, 8, 2048, 768, 48, 2),
@@ -129,12 +129,7 @@ def run_one(shape: str, threads: int) -> dict:
     }
 
 
-def _shapes(text: str) -> list[str]:
-    shapes = [item.strip() for item in text.split(",")]
-    unknown = [shape for shape in shapes if shape not in SHAPES]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown shape {unknown[0]!r} (known: {', '.join(SHAPES)})")
-    return shapes
+_shapes = comma_choices(SHAPES, "shape")
 
 
 def _one(text: str) -> tuple[str, int]:

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from moe_concurrency import time_requests  # noqa: E402
 from moe_threads import cpu_infer_pools, need  # noqa: E402
-from stream import _positive, check_out, write_json  # noqa: E402
+from stream import _positive, check_out, comma_choices, write_json  # noqa: E402
 
 EXPERTS, TOPK, HIDDEN, INTER, MOE_LAYERS = 128, 8, 4096, 1536, 94
 CPU_EXPERTS = (128, 32, 8, 2, 0)
@@ -115,15 +115,7 @@ def table(results: list[dict]) -> str:
 def _choices(known: tuple[str, ...]):
     """A comma list of `known` names: build() takes anything but AMXINT8 for BF16 and run_one anything but
     `mask` for all experts on the CPU, so 'amxint8' or 'idz' ran another measurement under the name given."""
-
-    def parse(text: str) -> list[str]:
-        items = [item.strip() for item in text.split(",")]
-        unknown = [item for item in items if item not in known]
-        if unknown:
-            raise argparse.ArgumentTypeError(f"unknown {unknown[0]!r} (known: {', '.join(known)})")
-        return items
-
-    return parse
+    return comma_choices(known)
 
 
 def _one(text: str) -> tuple[str, str]:

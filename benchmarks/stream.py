@@ -42,6 +42,20 @@ def _thread_counts(text: str) -> list[int]:
     return [_positive(int)(t.strip()) for t in text.split(",")]
 
 
+def comma_choices(known, noun: str = ""):
+    """argparse type: a comma list of `known` names; the first unknown one is refused, naming the known."""
+    what = f"{noun} " if noun else ""
+
+    def parse(text: str) -> list[str]:
+        items = [item.strip() for item in text.split(",")]
+        unknown = [item for item in items if item not in known]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown {what}{unknown[0]!r} (known: {', '.join(known)})")
+        return items
+
+    return parse
+
+
 def write_json(path: Path, data: object, indent: int | None = 1) -> None:
     """`data` as JSON in `path`, whole or not at all: written beside it, then renamed over it, so a run
     killed or out of disk mid-write leaves the previous results, not a cut-off file."""
