@@ -64,6 +64,7 @@ START_LIMIT_BURST = 3
 RESTART_S = 30
 STOP_TIMEOUT_S = 120
 MAX_START_TIMEOUT_S = 7 * 24 * 3600
+PRIVILEGED_PORTS_END = 1024
 # What the unit runs instead of `-m sglang.launch_server`: the same module, with --api-key taken from
 # $KT_API_KEY inside the process, so the key never appears in /proc/PID/cmdline (ps) or a child's env.
 # One word, --api-key=KEY: argparse would not take a key that starts with '-' as the next word's value.
@@ -501,6 +502,10 @@ def _flag_owner(flag: str) -> str | None:
 
 def _check_extra_arg(arg: str) -> str:
     arg = check_word("--extra-arg", arg)
+    flag = arg.split("=", 1)[0]
+    # argparse's help: the server would print it and exit 0, a clean stop that Restart=on-failure never retries
+    if flag == "-h" or (flag.startswith("--he") and "--help".startswith(flag)):
+        raise RenderError(f"--extra-arg {flag}: the server would print its help and exit instead of serving")
     if not arg.startswith("--"):
         return arg
     flag = arg.split("=", 1)[0]
@@ -606,6 +611,16 @@ def _restart_policy(start_timeout_s: int) -> dict[str, int]:
     }
 
 
+def _check_user_can_bind(user: str | None, port: int) -> None:
+    """The unit template is shared by every instance, so it cannot grant CAP_NET_BIND_SERVICE to one port's
+    instance only: a non-root User= with a port below 1024 is refused instead of failing at bind."""
+    if user is not None and user not in ("root", "0") and port < PRIVILEGED_PORTS_END:
+        raise RenderError(
+            f"--user {user} cannot bind port {port}: ports below {PRIVILEGED_PORTS_END} need root; serve on "
+            f"{PRIVILEGED_PORTS_END} or above and put kt_router or a reverse proxy on port {port}"
+        )
+
+
 def _with_overrides(plan: dict, name: str, host: str | None, port: int | None) -> dict:
     plan = copy.deepcopy(plan)
     serve = plan_section(plan, "serve")
@@ -640,6 +655,7 @@ def render_serve(
     plan = _with_overrides(plan, name, host, port)
     argv = sglang_argv(plan, model_path=model_path, weight_path=weight_path, python=python)
     serve = plan["serve"]
+    _check_user_can_bind(user, serve["port"])
     if api_key is not None:
         api_key = check_secret("API key", api_key.strip())
     if not is_loopback(serve["host"]) and not api_key:
