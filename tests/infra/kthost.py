@@ -176,6 +176,12 @@ def facts_cores(cpu: dict) -> dict:
     return {**cpu, "probe_physical_cores": cpu["physical_cores"], **{key: facts[key] for key in keys}}
 
 
+def pool_nodes(cpu: dict) -> list:
+    """The NUMA nodes the kt-kernel probe gives a thread pool: every node, but no more than there are threads
+    (a container quota of fewer CPUs than nodes left a pool of 0 threads, which CPUInfer cannot run)."""
+    return cpu["numa_nodes"][: max(1, cpu["physical_cores"])]
+
+
 def find_env_python(host, env_name: str, marker: str) -> tuple[str | None, str]:
     """First python holding `marker`: the env's usual prefixes first, then python3 on PATH."""
     candidates = [root.format(name=env_name) + "/bin/python" for root in ENV_ROOTS] + ["python3"]

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from kthost import planned_kt_variant, run_probe
+from kthost import planned_kt_variant, pool_nodes, run_probe
 
 from ktinfra.plan.formats import CPU_VARIANT_ENV
 
@@ -17,7 +17,7 @@ def moe_forward(host, kt_python, kt_info, cpu, expect):
     expect.require(has_amx, expect.needs_amx, "AMX", "cpu has no AMX flags: AMXINT8 cannot run")
     if not kt_info.get("has_amxint8"):
         pytest.fail(f"kt-kernel {kt_info.get('version')} ({kt_info.get('variant')}) has no AMXInt8_MOE")
-    args = {"mode": "forward", "threads": cpu["physical_cores"], "numa_nodes": cpu["numa_nodes"]}
+    args = {"mode": "forward", "threads": cpu["physical_cores"], "numa_nodes": pool_nodes(cpu)}
     return run_probe(host, kt_python, "kt_kernel_moe", json.dumps(args))
 
 
@@ -54,7 +54,7 @@ def test_cpuinfer_builds_with_threadpool_per_numa_node(moe_forward, cpu):
     plus kt-kernel's own (0.7.2 on the H200 host: 14 -> 15, 4 -> 5, 2 pools of 4 -> 9), and CPU affinity
     that reaches every NUMA node a pool was asked for."""
     fwd = moe_forward["forward"]
-    threads, nodes = cpu["physical_cores"], cpu["numa_nodes"]
+    threads, nodes = cpu["physical_cores"], pool_nodes(cpu)
     assert threads <= fwd["threads_started"] <= threads + len(nodes), (
         f"CPUInfer asked for {threads} worker threads on NUMA nodes {nodes} started {fwd['threads_started']}"
     )
