@@ -69,7 +69,7 @@ def test_relative_paths_and_a_pip_timeout_below_one_second_are_refused_first(tmp
     assert "(got opt/tool)" in last and "kt_preflight_wheelhouse must be an absolute path" in last, last
     assert "kt_preflight_pip_timeout must be 1 second or more (got 0)" in last, last
     assert "Gather the OS facts" not in output and "changed:" not in output, output[-3000:]
-    for tool_dir in ("/", "//opt"):
+    for tool_dir in ("/", "//opt", "/opt/..", "/opt/../etc"):  # '/opt/..' is /: the rescue would empty it
         rc, output = run_play(tmp_path, PREFLIGHT, _extra(tmp_path) | {"kt_preflight_tool_dir": tool_dir})
         assert rc != 0 and f"(got {tool_dir})" in _last_error(output), output[-3000:]
     assert not (tmp_path / "opt").exists()
