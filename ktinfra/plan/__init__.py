@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 from ktinfra import catalog, profiles
 from ktinfra.plan.host import (
     FactsError,
@@ -58,6 +61,23 @@ def _gpus_used(facts: dict, mode: str, section: dict) -> dict:
     if not chosen:
         return facts
     return {**facts, "gpus": [g for g in facts["gpus"] if g["index"] in chosen]}  # validate() requires index
+
+
+def _check_weight_path_readable(path: str) -> None:
+    """A --weight-path that is here but this user may not read was planned as empty: a conversion or
+    download of tens of GB to come, and its disk charged again. A path not here (planning for another host,
+    or weights still to come) is fine."""
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            os.listdir(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        raise PlanInputError(
+            f"--weight-path {path}: {exc.strerror or exc}: this user cannot tell whether the weights are "
+            "there; plan as a user who may read it (the server's user must read it too)"
+        ) from exc
 
 
 def _weight_format(weight_path: str, cpu_format: str | None):
@@ -135,6 +155,7 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
         if mode == "serve":
             _check_what_render_needs(options)
         if options.get("weight_path") is not None and mode == "serve":
+            _check_weight_path_readable(options["weight_path"])
             options["gguf"] = _weight_format(options["weight_path"], options.get("cpu_format"))
             if options["gguf"] is not None:  # its one folder of .gguf files, where that is what it holds
                 options["weight_path"] = options["gguf"].path
