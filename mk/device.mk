@@ -56,7 +56,8 @@ infra-docker: venv docker-ready ## KT host suite over docker:// against a system
 	$(call INFRA_JSON,assert c["services.units_enabled_and_active"] == "failed" \
 	  and c["services.health_endpoint_answers"] == "failed"; print("ok   docker:// stopped unit -> exit 1"), \
 	  $(INFRA_OUT)/docker-down.json)
-	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_doctor_supervised.py
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_doctor_supervised.py \
+	  tests/integration/test_infra_no_numa_sysfs.py
 
 infra-ssh: venv docker-ready ## KT host suite over ssh:// against a systemd container running sshd (loopback port)
 	KTINFRA=$(KTINFRA) INFRA_IMAGE=$(INFRA_IMAGE) INFRA_OUT=$(INFRA_OUT) bash tests/infra/ci/ssh-backend.sh
