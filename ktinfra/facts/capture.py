@@ -25,7 +25,7 @@ SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18  # x86
 
 def _read(path: str) -> str | None:
     try:
-        return Path(path).read_text(errors="replace")
+        return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
 
@@ -52,7 +52,8 @@ def _run(argv: list[str], any_status: bool = False, keep: Callable[[str], bool] 
             argv,
             capture_output=True,
             text=True,
-            errors="replace",
+            encoding="utf-8",  # not the locale's: a GBK locale could not write U+FFFD back, and the capture
+            errors="replace",  # is read on other hosts; the commands themselves run under LC_ALL=C
             timeout=COMMAND_TIMEOUT_S,
             check=False,
             env=env,
@@ -384,7 +385,7 @@ def _reworded(error: OSError, what: str, staging: Path | None = None, shown: Pat
 
 def _write_files(staging: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
-        (staging / name).write_text(text)
+        (staging / name).write_text(text, encoding="utf-8")
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     (staging / "README.md").write_text(
         f"Captured by `ktinfra facts --capture` (ktinfra {__version__}) on {stamp};\n"
