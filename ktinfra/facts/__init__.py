@@ -31,7 +31,7 @@ def load(path: str | os.PathLike) -> dict:
     if target.is_dir():
         return from_capture(target)
     try:
-        facts = json.loads(target.read_text())
+        facts = json.loads(target.read_bytes())  # UTF-8 (RFC 8259; jq writes it raw), not the locale's
     except FileNotFoundError as error:
         raise FileNotFoundError(f"facts file or capture folder not found: {target}") from error
     except ValueError as error:

@@ -59,3 +59,17 @@ def test_live_facts_and_the_capture_agree_in_either_locale(gbk_env, capture):
     for env in (gbk_env, utf8_env):  # read back on this host, and on one whose locale is UTF-8
         back = json.loads(_facts(env, "--from", str(capture), "--json").stdout)
         assert back["os"]["kernel"] == live["os"]["kernel"]
+
+
+def test_a_facts_json_with_raw_utf8_loads_in_a_gbk_locale(gbk_env, capture, tmp_path):
+    """`jq` writes non-ASCII raw: such a facts file is UTF-8 JSON, whatever the reading shell's locale."""
+    facts = json.loads(_facts(gbk_env, "--from", str(capture), "--json").stdout)
+    path = tmp_path / "facts.json"
+    path.write_bytes(json.dumps(facts, ensure_ascii=False).encode())
+    code = "import sys, ktinfra.facts as f; print(ascii(f.load(sys.argv[1])['os']['kernel']))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=gbk_env
+    )
+    # before: "... is not a facts JSON file: 'gbk' codec can't decode byte ..."
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ascii(f"{KERNEL}\ufffd")
