@@ -452,7 +452,7 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
         tempfile.TemporaryDirectory(prefix="ktinfra-provision-") as private,
         Interrupt() as interrupt,
     ):
-        runner = ansible_runner.run(
+        runner = ansible_runner.interface.init_runner(
             private_data_dir=private,
             project_dir=os.getcwd(),  # ansible-playbook's cwd is the caller's, as when run by hand
             artifact_dir=str(artifact_root),
@@ -470,6 +470,12 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
             cancel_callback=interrupt,
             settings={"pexpect_timeout": Interrupt.POLL},
         )
+        # ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False wherever the environment does not set it, and
+        # that beats ansible.cfg: every SSH host's key was taken unchecked (a changed or unknown key
+        # connected, where ansible-playbook refuses). Ansible's own setting decides, as when run by hand.
+        if "ANSIBLE_HOST_KEY_CHECKING" not in os.environ:
+            runner.config.env.pop("ANSIBLE_HOST_KEY_CHECKING", None)
+        runner.run()
     if not state.recap_seen and runner.stats:
         state.apply_recap(runner.stats)
     # interrupted: Ansible itself stopped (rc 99 'User interrupted execution'), or runner killed it (254)
