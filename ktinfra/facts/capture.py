@@ -281,8 +281,22 @@ def read_capture(path: str | os.PathLike) -> dict[str, str]:
         raise ValueError(f"{folder} is a file; --from takes the capture folder ({folder.parent})")
     if not folder.is_dir():
         raise FileNotFoundError(f"capture folder not found: {folder}")
-    files = {name: _read(str(folder / name)) for name in SOURCES}
-    found = {name: text for name, text in files.items() if text is not None}
+    found: dict[str, str] = {}
+    closed: list[str] = []
+    for name in SOURCES:
+        try:
+            found[name] = (folder / name).read_text(encoding="utf-8", errors="replace")
+        except PermissionError:
+            closed.append(name)
+        except OSError:
+            continue
+    if closed:
+        # read as missing, an unreadable cgroup.txt gave facts without the CPU quota (and all unreadable, a
+        # folder said to be no capture)
+        raise PermissionError(
+            f"cannot read {len(closed)} of the capture files in {folder} (permission denied): "
+            f"{', '.join(closed)}; make them readable (chmod a+r) or read the capture as their owner"
+        )
     if not found:
         raise ValueError(f"{folder} is not a capture folder: none of {', '.join(SOURCES)} is there")
     if not any(text.strip() for text in found.values()):
@@ -392,6 +406,8 @@ def _write_files(staging: Path, files: dict[str, str]) -> None:
         "commands that were missing on the host are absent.\n"
         "Read it back with `ktinfra facts --from DIR`.\n"
     )
+    for name in [*files, "README.md"]:
+        (staging / name).chmod(0o644)  # a capture is meant to be shared, also when written under umask 077
 
 
 def _write_new_folder(folder: Path, target: Path, files: dict[str, str]) -> None:
