@@ -16,13 +16,14 @@ emit() {
     "$(clean "$target")" "$(clean "$wanted")" "$(clean "$before")" "$1" "$(clean "$2")"
   exit 0
 }
-# the shell's error names this script's temporary path: keep only the reason, so reports are stable
+# the shell's error names this script's temporary path: keep only the reason, so reports are stable. printf is
+# coreutils' (env): dash's builtin said "I/O error" for every failed write, hiding the kernel's "Invalid argument"
 write() {
   if [ "${KT_TUNE_DRY:-}" = 1 ]; then
     [ -w "$1" ] && emit would_set ""
     emit not_set "cannot write $1 (read-only or not permitted)"
   fi
-  err=$( (printf '%s\n' "$2" > "$1") 2>&1) || emit not_set "cannot write $1: ${err##*: }"
+  err=$( (env printf '%s\n' "$2" > "$1") 2>&1) || emit not_set "cannot write $1: ${err##*: }"
 }
 case $kind in
   sysctl)
