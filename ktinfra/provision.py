@@ -457,8 +457,10 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
             project_dir=os.getcwd(),  # ansible-playbook's cwd is the caller's, as when run by hand
             artifact_dir=str(artifact_root),
             ident=ident,
-            playbook=str(request.playbook.resolve()),
-            inventory=[str(i if _host_list(i) else i.resolve()) for i in request.inventories],
+            # absolute, symlinks kept: Ansible reads group_vars/host_vars (and the playbook's roles/) beside
+            # the path as given, not beside a link's target
+            playbook=os.path.abspath(request.playbook),
+            inventory=[str(i) if _host_list(i) else os.path.abspath(i) for i in request.inventories],
             limit=request.limit,
             tags=request.tags,
             cmdline=request.cmdline() or None,
