@@ -8,6 +8,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -285,11 +286,12 @@ def read_capture(path: str | os.PathLike) -> dict[str, str]:
     closed: list[str] = []
     for name in SOURCES:
         try:
-            found[name] = (folder / name).read_text(encoding="utf-8", errors="replace")
+            text = _capture_file(folder / name)
         except PermissionError:
             closed.append(name)
-        except OSError:
             continue
+        if text is not None:
+            found[name] = text
     if closed:
         # read as missing, an unreadable cgroup.txt gave facts without the CPU quota (and all unreadable, a
         # folder said to be no capture)
@@ -304,6 +306,38 @@ def read_capture(path: str | os.PathLike) -> dict[str, str]:
             f"{folder} is not a capture: its {len(found)} capture files are all empty (commands that failed?)"
         )
     return found
+
+
+# far above any real capture file (/proc/cpuinfo of an 8192-CPU host is about 12 MiB)
+CAPTURE_FILE_MAX_BYTES = 64 << 20
+
+
+def _capture_file(path: Path) -> str | None:
+    """A capture file's text (UTF-8, universal newlines as before); None when it is not there (or is a
+    folder). Bounded, and a FIFO or device is refused: `lscpu.txt -> /dev/zero` took all memory and a FIFO
+    blocked forever. PermissionError is left to the caller."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # NONBLOCK: a FIFO opens at once
+    except PermissionError:
+        raise
+    except OSError:
+        return None  # missing, a dangling link or a loop
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            return None
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{path} is not a regular file (a FIFO, socket or device): not a capture file")
+        chunks, left = [], CAPTURE_FILE_MAX_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if len(raw) > CAPTURE_FILE_MAX_BYTES:
+        raise ValueError(f"{path} is over {CAPTURE_FILE_MAX_BYTES >> 20} MiB: not a capture file")
+    return raw.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def write_capture(path: str | os.PathLike) -> list[Path]:
