@@ -27,7 +27,17 @@ write() {
 }
 case $kind in
   sysctl)
-    path=$sysctl_root/$(printf '%s' "$target" | tr . /)
+    # sysctl.d's rule: a name whose first separator is a slash is a path as it is (net/ipv4/conf/eth0.100/
+    # rp_filter); in the dotted form dots and slashes swap (net.ipv4.conf.eth0/100.rp_filter): tr . / made
+    # both .../eth0/100/..., reported absent while sysctl.d set eth0.100's at boot
+    head=${target%%[./]*}
+    case ${target#"$head"} in
+      /*) path=$sysctl_root/$target ;;
+      *) path=$sysctl_root/$(printf '%s' "$target" | tr './' '/.') ;;
+    esac
+    case /${path#"$sysctl_root"/}/ in
+      *//* | */./* | */../*) emit absent "$target is not a sysctl name (an empty, . or .. part)" ;;
+    esac
     [ -e "$path" ] || emit absent "$path does not exist on this kernel"
     before=$(cat "$path")
     same "$before" "$wanted" && emit applied ""
