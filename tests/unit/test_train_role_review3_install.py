@@ -1,0 +1,34 @@
+"""kt_train (review 3) by real ansible-playbook on localhost, writing only into tmp_path (the helpers of
+test_kt_train_role: a stand-in systemctl on PATH that records what it was asked)."""
+
+from __future__ import annotations
+
+import json
+
+import test_kt_train_role as base
+
+
+def test_a_dataset_in_a_folder_is_copied_and_a_changed_unit_is_reloaded(tmp_path):
+    """Before: a copied dataset whose file_name is in a folder of datasets/ ('sub/nested.json', which the
+    check lets through and LLaMA-Factory reads) failed with "Destination directory ... does not exist"
+    after the entries before it were copied. And a unit template installed without a start here was never
+    loaded: a run started later by hand (or restarted on failure) ran the unit systemd had loaded before."""
+    src = str(base.FILES / "tiny_alpaca.json")
+    datasets = [
+        {"name": "tiny_alpaca", "src": src, "file_name": "tiny_alpaca.json"},
+        {"name": "nested", "src": src, "file_name": "sub/deeper/nested.json"},
+    ]
+    runs = [base.run(dataset="tiny_alpaca,nested")]
+    rc, output = base.train(tmp_path, runs, kt_train_datasets=datasets)
+    assert rc == 0, output[-3000:]
+    nested = tmp_path / "datasets" / "sub" / "deeper" / "nested.json"
+    assert nested.read_bytes() == (base.FILES / "tiny_alpaca.json").read_bytes()
+    info = json.loads((tmp_path / "datasets" / "dataset_info.json").read_text())
+    assert info["nested"] == {"file_name": "sub/deeper/nested.json", "formatting": "alpaca"}
+    assert (tmp_path / "units" / "ktinfra-train@.service").exists()
+    calls = base.systemctl_calls(tmp_path)
+    assert calls == ["daemon-reload"], calls  # loaded, not started
+
+    rc, output = base.train(tmp_path, runs, kt_train_datasets=datasets)  # unchanged: nothing to do
+    assert rc == 0 and "changed=0" in output, output[-3000:]
+    assert base.systemctl_calls(tmp_path) == ["daemon-reload"]
