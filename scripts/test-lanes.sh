@@ -4,7 +4,8 @@
 # (CI allows 90): the unit suite keeps both cores busy for 28 min, while the container stages wait on
 # docker, pip and systemd with one core mostly idle.
 # Each output line is prefixed with its lane ([unit] ...), the whole lane log is kept in $LANES_OUT/LANE.log,
-# and a summary with each lane's exit code and minutes ends the run; the exit code is 1 when a lane failed.
+# and a summary with each lane's exit code and minutes ends the run (a failed lane's FAILED/ERROR lines under
+# its row); the exit code is 1 when a lane failed.
 #   scripts/test-lanes.sh 'unit=lint unit' 'roles1=test-roles1' 'host=infra-local image-test ...'
 set -uo pipefail
 
@@ -34,6 +35,10 @@ summary() {
     name=${spec%%=*}
     if read -r rc secs 2>/dev/null < "$LANES_OUT/$name.status"; then
       printf '%-8s exit %-3s %5s min  %s\n' "$name" "$rc" "$(awk "BEGIN { printf \"%.1f\", $secs / 60 }")" "${spec#*=}"
+      # a failed lane's failures here, at the end: CI shows only a log's last lines, and the lane's own
+      # pytest summary may lie thousands of lines above them, among the other lanes' output
+      [ "$rc" = 0 ] || grep -a -E "${LANES_FAILURES:-^(FAILED|ERROR) |^make.*Error [0-9]|CRITICAL|fatal: \[}" \
+        "$LANES_OUT/$name.log" 2>/dev/null | tail -n "${LANES_FAILURE_LINES:-30}" | cut -c1-300 | sed "s/^/  [$name] /"
     else
       printf '%-8s stopped %5s min  %s; its last lines:\n' "$name" \
         "$(awk "BEGIN { printf \"%.1f\", $(($(date +%s) - started)) / 60 }")" "${spec#*=}"

@@ -23,6 +23,8 @@ fail:
 \t@echo about to fail; exit 3
 after-fail:
 \techo after-fail ran >> order.log
+pyfail:
+\t@echo FAILED tests/unit/test_x.py::test_y - assert 1 == 2; echo "1 failed, 9 passed"; exit 1
 hang:
 \tsleep 300 & echo $$! > hang.pid; wait
 """
@@ -64,8 +66,22 @@ def test_a_failed_goal_stops_its_lane_only_and_the_run_fails(tmp_path):
     assert "[bad] about to fail" in out
     log = (tmp_path / "order.log").read_text()
     assert "after-fail ran" not in log and "end a1" in log  # the other lane finished
-    rows = {line.split()[0]: line.split()[2] for line in out.split("== lanes", 1)[1].splitlines()[1:]}
+    summary = out.split("== lanes", 1)[1].splitlines()[1:]
+    rows = {line.split()[0]: line.split()[2] for line in summary if not line.startswith(" ")}
     assert rows == {"bad": "2", "good": "0"}  # make's exit code for a failed recipe
+
+
+def test_a_failed_lane_repeats_its_failures_under_its_summary_row(tmp_path):
+    """CI keeps only the log's last lines: a failed lane's FAILED lines and make's error end the run, under
+    its row, where before only its exit code was there (the unit lane of a CI run exited 2, no test named)."""
+    proc = lanes(tmp_path, "unit=pyfail", "good=a1")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out
+    summary = out.split("== lanes", 1)[1].splitlines()[1:]
+    assert summary[0].split()[:3] == ["unit", "exit", "2"]
+    assert summary[1] == "  [unit] FAILED tests/unit/test_x.py::test_y - assert 1 == 2", out
+    assert summary[2].startswith("  [unit] make: *** [Makefile:") and summary[2].endswith("Error 1"), out
+    assert summary[3].split()[:3] == ["good", "exit", "0"] and len(summary) == 4, out
 
 
 def test_bad_lane_specs_are_refused_before_anything_runs(tmp_path):
