@@ -503,7 +503,7 @@ def _flag_owner(flag: str) -> str | None:
 def _check_extra_arg(arg: str) -> str:
     arg = check_word("--extra-arg", arg)
     flag = arg.split("=", 1)[0]
-    # argparse's help: the server would print it and exit 0, a clean stop that Restart=on-failure never retries
+    # argparse's help: the server prints it and exits 0, a clean stop Restart=on-failure never retries
     if flag == "-h" or (flag.startswith("--he") and "--help".startswith(flag)):
         raise RenderError(f"--extra-arg {flag}: the server would print its help and exit instead of serving")
     if not arg.startswith("--"):

@@ -37,11 +37,20 @@ def test_root_or_an_unprivileged_port_still_renders(user, port):
 
 def test_the_cli_refuses_it_before_writing_the_bundle(tmp_path):
     out = tmp_path / "bundle"
-    result = CliRunner().invoke(
-        app,
-        ["render", "serve", "--plan", str(PLAN), "--name", "q", "--model-path", MODEL, "--weight-path", WEIGHTS,
-         "--host", "127.0.0.1", "--port", "80", "--user", "alice", "--out", str(out)],
-    )  # fmt: skip
+    args = ["render", "serve", "--plan", str(PLAN), "--name", "q", "--model-path", MODEL]
+    args += [
+        "--weight-path",
+        WEIGHTS,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "80",
+        "--user",
+        "alice",
+        "--out",
+        str(out),
+    ]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 1, result.output
     assert "cannot bind port 80" in result.output
     assert not out.exists()
