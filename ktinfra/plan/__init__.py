@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
-
 from ktinfra import catalog, profiles
 from ktinfra.plan.host import (
     FactsError,
@@ -61,23 +58,6 @@ def _gpus_used(facts: dict, mode: str, section: dict) -> dict:
     if not chosen:
         return facts
     return {**facts, "gpus": [g for g in facts["gpus"] if g["index"] in chosen]}  # validate() requires index
-
-
-def _unreadable_weight_path(path: str) -> list[str]:
-    """A --weight-path this user may not read is planned as not there yet (it may be another host's path,
-    test_weights_review2_gguf_unreadable), but no longer silently: the plan charges its conversion or
-    download to the disk, which a user who may read it would not see charged."""
-    try:
-        if stat.S_ISDIR(os.stat(path).st_mode):
-            os.listdir(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    except OSError as exc:
-        return [
-            f"--weight-path {path}: {exc.strerror or exc} for this user, so it is planned as not there yet "
-            "(the weights' disk charged again); plan as a user who may read it, as the server's user must"
-        ]
-    return []
 
 
 def _weight_format(weight_path: str, cpu_format: str | None):
@@ -155,7 +135,6 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
         if mode == "serve":
             _check_what_render_needs(options)
         if options.get("weight_path") is not None and mode == "serve":
-            early_warnings += _unreadable_weight_path(options["weight_path"])
             options["gguf"] = _weight_format(options["weight_path"], options.get("cpu_format"))
             if options["gguf"] is not None:  # its one folder of .gguf files, where that is what it holds
                 options["weight_path"] = options["gguf"].path

@@ -552,11 +552,12 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
 
 
 def _weight_path(
-    path: str | None, fmt: sizing.CpuFormat, est: sizing.Estimate, reasons: dict, held
+    path: str | None, fmt: sizing.CpuFormat, est: sizing.Estimate, reasons: dict, held, warnings: list
 ) -> str | None:
     """--weight-path: converted CPU weights already in a directory here (a model store) are not charged
     to the disk again; a directory not there yet is where the conversion (or the GGUF download) will write
-    them."""
+    them. One this user may not read is planned as not there yet (it may be another host's path,
+    test_weights_review2_gguf_unreadable), with a warning: a user who may read it would not see it charged."""
     if path is None:
         return None
     size = est.breakdown["cpu_weights_on_disk"]
@@ -564,8 +565,12 @@ def _weight_path(
         present = (Path(path).is_dir() and any(Path(path).iterdir())) or (
             held is not None and Path(path).is_file()
         )
-    except OSError:
+    except OSError as exc:
         present = False
+        warnings.append(
+            f"--weight-path {path}: {exc.strerror or exc} for this user, so it is planned as not there yet "
+            "(the weights' disk charged again); plan as a user who may read it, as the server's user must"
+        )
     if present:
         est.breakdown["cpu_weights_on_disk"] = 0
         est.disk_bytes -= size
@@ -662,7 +667,7 @@ def _plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> 
         )
         if rough := gguf_files.llamafile_imprecision(types):
             warnings.append(rough)
-    weight_path = _weight_path(opts.get("weight_path"), fmt, est, reasons, held)
+    weight_path = _weight_path(opts.get("weight_path"), fmt, est, reasons, held, warnings)
     serve: dict = dict.fromkeys(SERVE_KEYS)
     serve.update(
         {
