@@ -508,7 +508,6 @@ def _check_extra_arg(arg: str) -> str:
         raise RenderError(f"--extra-arg {flag}: the server would print its help and exit instead of serving")
     if not arg.startswith("--"):
         return arg
-    flag = arg.split("=", 1)[0]
     owner = _flag_owner(flag)
     if owner:
         raise RenderError(f"--extra-arg {flag}: ktinfra sets or checks this flag itself; use {owner}")
