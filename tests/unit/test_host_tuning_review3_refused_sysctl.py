@@ -55,7 +55,7 @@ def main_yml_play(tmp: Path) -> tuple[list, Path]:
             tasks.append(
                 {"ansible.builtin.include_role": {"name": "kt_host_tuning", "tasks_from": name[:-4]}}
             )
-    assert len(tasks) == 3, tasks
+    assert len(tasks) == 4, tasks
     return tasks, dropin
 
 
@@ -65,6 +65,12 @@ def play(tmp: Path, sysctls: dict) -> tuple[int, str, Path]:
     extra |= dict.fromkeys(
         ["kt_host_tuning_thp", "kt_host_tuning_cpu_governor", "kt_host_tuning_shm_size"], ""
     )
+    # tasks/boot_order.yml reads these instead of this host's /etc/sysctl.d (none of them exists)
+    extra |= {
+        "kt_host_tuning_sysctl_dir": str(tmp),
+        "kt_host_tuning__sysctl_boot_dirs": [str(tmp / "sysctl.d")],
+        "kt_host_tuning__sysctl_conf": str(tmp / "sysctl.conf"),
+    }
     rc, output = run_play(tmp, tasks, extra, env={"KT_TUNE_SYSCTL_ROOT": str(sysctl_root(tmp))})
     return rc, output, dropin
 
