@@ -3,9 +3,11 @@
 #   {"setting", "wanted", "before", "status": applied|set|not_set|absent, "reason"}
 # "set" = changed now; "applied" = already as wanted; never exits non-zero for a setting that cannot be set.
 # KT_TUNE_DRY=1 (ansible --check): reads only; "would_set" where it could write, "not_set" where it could not.
-# KT_TUNE_SYSCTL_ROOT: where sysctls are read and written (default /proc/sys; the tests use a directory).
-kind=$1 target=$2 wanted=$3 before=""
+# KT_TUNE_SYSCTL_ROOT, KT_TUNE_CPU_ROOT: where sysctls and cpufreq are (default /proc/sys and
+# /sys/devices/system/cpu; the tests use directories).
+kind=$1 target=$2 wanted=$3 before="" undo=""
 sysctl_root=${KT_TUNE_SYSCTL_ROOT:-/proc/sys}
+cpu_root=${KT_TUNE_CPU_ROOT:-/sys/devices/system/cpu}
 # JSON string content: no quotes or backslashes, every control character (the kernel's tabs) a space
 clean() { printf '%s' "$1" | tr -d '"\\' | tr '[:cntrl:]' ' '; }
 # multi-value sysctls (ip_local_port_range) read back tab-separated: compare with whitespace collapsed
@@ -23,7 +25,15 @@ write() {
     [ -w "$1" ] && emit would_set ""
     emit not_set "cannot write $1 (read-only or not permitted)"
   fi
-  err=$( (env printf '%s\n' "$2" > "$1") 2>&1) || emit not_set "cannot write $1: ${err##*: }"
+  err=$( (env printf '%s\n' "$2" > "$1") 2>&1) || { rollback; emit not_set "cannot write $1: ${err##*: }$put_back"; }
+}
+# a setting of several files (one governor per CPU) that fails part-way puts back the files it had written
+# ("path=value ..." in undo), so not_set means nothing changed, not "some CPUs changed"
+rollback() {
+  put_back=""
+  [ -n "$undo" ] || return 0
+  for pair in $undo; do (env printf '%s\n' "${pair#*=}" > "${pair%%=*}") 2>/dev/null; done
+  put_back=" (the $(echo $undo | wc -w) written before it were put back)"
 }
 case $kind in
   sysctl)
@@ -51,11 +61,15 @@ case $kind in
     write "$target" "$wanted"
     emit set "" ;;
   governor)
-    files=$(ls /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor 2>/dev/null)
+    files=$(ls "$cpu_root"/cpu[0-9]*/cpufreq/scaling_governor 2>/dev/null)
     [ -n "$files" ] || emit absent "no cpufreq on this host (VM or container): the hypervisor owns frequency"
     before=$(cat $files | sort -u | tr '\n' ' ' | sed 's/ $//')
     [ "$before" = "$wanted" ] && emit applied ""
-    for f in $files; do write "$f" "$wanted"; done
+    for f in $files; do
+      old=$(cat "$f")
+      write "$f" "$wanted"
+      undo="$undo $f=$old"
+    done
     emit set "" ;;
   shm)
     [ -d /dev/shm ] || emit absent "/dev/shm is not mounted"
