@@ -32,6 +32,7 @@ def _read(path: str) -> str | None:
 
 
 COMMAND_TIMEOUT_S = 30.0
+KILL_GRACE_S = 2.0
 # commands that timed out during this collect_live(): a hung driver makes every nvidia-smi call hang, so the
 # others are not started (five of them would stall the capture for minutes)
 _hung: set[str] = set()
@@ -49,26 +50,41 @@ def _run(argv: list[str], any_status: bool = False, keep: Callable[[str], bool] 
     env["LC_ALL"] = "C"
     try:
         # errors="replace": a stray byte (a locale-encoded model name, a broken driver) must not lose the file
-        done = subprocess.run(
+        proc = subprocess.Popen(
             argv,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             encoding="utf-8",  # not the locale's: a GBK locale could not write U+FFFD back, and the capture
             errors="replace",  # is read on other hosts; the commands themselves run under LC_ALL=C
-            timeout=COMMAND_TIMEOUT_S,
-            check=False,
             env=env,
         )
-    except subprocess.TimeoutExpired:
-        _hung.add(argv[0])
-        return None
     except OSError:
         return None
-    if not done.stdout.strip():
+    try:
+        stdout, _ = proc.communicate(timeout=COMMAND_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _hung.add(argv[0])
+        _give_up(proc)
         return None
-    if done.returncode == 0 or any_status or (keep is not None and keep(done.stdout)):
-        return done.stdout
+    if not stdout.strip():
+        return None
+    if proc.returncode == 0 or any_status or (keep is not None and keep(stdout)):
+        return stdout
     return None
+
+
+def _give_up(proc: subprocess.Popen) -> None:
+    """Kill a command that ran past its time. One in uninterruptible sleep (nvidia-smi in a driver call that
+    never returns: state D) dies only when that call returns; subprocess.run waited for it forever after its
+    timeout. It is left after a short grace, its pipes closed (Popen reaps it later if it ever dies)."""
+    proc.kill()
+    try:
+        proc.communicate(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        for pipe in (proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 def _nvidia_smi(*args: str, keep: Callable[[str], bool]) -> str | None:
