@@ -404,8 +404,8 @@ class Interrupt:
         wanted = (signal.SIGINT, signal.SIGTERM)[step]
         if wanted not in self.sent:
             pids = self._playbook_pids()
-            if not pids:
-                return True
+            if not pids:  # it has exited (a zombie has no cmdline): runner reaps it and keeps its status;
+                return False  # cancelling now made a finished run rc 254 'canceled'
             for pid in pids:
                 try:
                     os.kill(pid, wanted)
@@ -480,8 +480,9 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
         runner.run()
     if not state.recap_seen and runner.stats:
         state.apply_recap(runner.stats)
-    # interrupted: Ansible itself stopped (rc 99 'User interrupted execution'), or runner killed it (254)
-    status = "canceled" if interrupt.signals else runner.status
+    # interrupted: Ansible itself stopped (rc 99 'User interrupted execution'), or runner killed it (254); a
+    # Ctrl-C after ansible-playbook exited 0 stopped nothing
+    status = "canceled" if interrupt.signals and runner.rc != 0 else runner.status
     return report(request, state, runner.rc, status, str(Path(runner.config.artifact_dir)), started)
 
 
