@@ -477,6 +477,14 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
         # connected, where ansible-playbook refuses). Ansible's own setting decides, as when run by hand.
         if "ANSIBLE_HOST_KEY_CHECKING" not in os.environ:
             runner.config.env.pop("ANSIBLE_HOST_KEY_CHECKING", None)
+        # ... and it points the fact cache at a jsonfile folder of this run's artifacts, over ansible.cfg and
+        # over the caller's own ANSIBLE_CACHE_PLUGIN*: a site's fact cache (shared across runs, read back with
+        # gathering = smart) was never read or written. Ansible's own settings decide here too.
+        for name in ("ANSIBLE_CACHE_PLUGIN", "ANSIBLE_CACHE_PLUGIN_CONNECTION"):
+            if name in os.environ:
+                runner.config.env[name] = os.environ[name]
+            else:
+                runner.config.env.pop(name, None)
         runner.run()
     if not state.recap_seen and runner.stats:
         state.apply_recap(runner.stats)
