@@ -126,6 +126,7 @@ def check_input(req: BuildRequest) -> tuple[dict, dict, str]:
         _check_reference(req.repository, req.tag or base, tag_given=req.tag is not None)
     else:
         _check_ami_name(profile["name"], envs=base.removeprefix(profile["name"]))
+    _check_packer_paths(req)
     _check_out(req.out_root, name)
     if req.source == "docker":
         _check_dir(req.wheelhouse, "--wheelhouse")
@@ -255,6 +256,32 @@ def _check_ami_name(profile_name: str, envs: str = "") -> None:
         f"digits, spaces and ( ) [ ] . / ' @ _ - only; {why}. Copy the profile to a file whose name {fix} "
         "and build with --profile FILE.yaml, or build --source docker"
     )
+
+
+def _check_packer_paths(req: BuildRequest) -> None:
+    """ImageError unless the paths handed to packer reach it as typed. Packer runs Go-template interpolation
+    over its settings after HCL (the template's {{timestamp}}), so a `{{` in a path is rewritten: the build
+    stopped at validate with a path that was never typed, or (the wheelhouse) docker mounted and created
+    another host directory as root. The docker builder passes volumes as `-v HOST:IMAGE`: a `:` in the
+    wheelhouse path splits it there and `docker run` fails after the build has started."""
+    paths = [("--out", req.out_root), ("--playbook", req.playbook), ("the checkout", TEMPLATE.parent)]
+    if req.source == "docker":
+        paths.append(("--wheelhouse", req.wheelhouse))
+    for what, path in paths:
+        try:
+            resolved = str(path.resolve())
+        except (OSError, RuntimeError):  # a symlink loop: _check_dir says so
+            resolved = str(path)
+        for shown in dict.fromkeys((str(path), resolved)):
+            if "{{" in shown:
+                raise ImageError(
+                    f"{what} {shown} holds '{{{{', which packer reads as a template; use another path"
+                )
+            if what == "--wheelhouse" and ":" in shown:
+                raise ImageError(
+                    f"--wheelhouse {shown} holds ':', which splits docker's -v HOST:DIR mount; "
+                    "use another path"
+                )
 
 
 def _check_dir(path: Path, what: str) -> None:
