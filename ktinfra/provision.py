@@ -1,8 +1,9 @@
 """Run a playbook through ansible-runner and account for what happened, host by host.
 
-The driver adds no logic the playbooks lack: it passes the playbook, inventory, --limit, --tags, -e,
---check and --diff through unchanged, keeps ansible-runner's artifacts for post-mortems and turns its event
-stream into counts (the same ok/changed/failed/unreachable/skipped numbers as ansible-playbook's recap).
+The driver adds no logic the playbooks lack: it passes the playbook, inventory, --limit, --tags,
+--skip-tags, -e, --check and --diff through unchanged, keeps ansible-runner's artifacts for post-mortems and
+turns its event stream into counts (the same ok/changed/failed/unreachable/skipped numbers as
+ansible-playbook's recap).
 """
 
 from __future__ import annotations
@@ -178,6 +179,7 @@ class ProvisionRequest:
     artifacts: Path = DEFAULT_ARTIFACTS
     check: bool = False  # ansible-playbook --check: predict changes, make none
     diff: bool = False
+    skip_tags: str | None = None  # ansible-playbook --skip-tags (comma-separated)
 
     @property
     def inventories(self) -> list[Path]:
@@ -463,6 +465,7 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
             inventory=[str(i) if _host_list(i) else os.path.abspath(i) for i in request.inventories],
             limit=request.limit,
             tags=request.tags,
+            skip_tags=request.skip_tags,
             cmdline=request.cmdline() or None,
             envvars=envvars,
             suppress_env_files=True,
@@ -585,6 +588,7 @@ def report(
         else str(request.inventories[0]),
         "limit": request.limit,
         "tags": request.tags,
+        "skip_tags": request.skip_tags,
         "check": request.check,
         "diff": request.diff,
         "rc": rc,

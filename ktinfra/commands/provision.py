@@ -86,6 +86,12 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option("--tags", "-t", callback=_each(non_empty_text), help="ansible --tags (repeatable)"),
         ] = None,
+        skip_tags: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--skip-tags", callback=_each(non_empty_text), help="ansible --skip-tags (repeatable)"
+            ),
+        ] = None,
         extra_vars: Annotated[
             list[str] | None, typer.Option("-e", "--extra-vars", help="as ansible-playbook -e (repeatable)")
         ] = None,
@@ -113,6 +119,7 @@ def register(app: typer.Typer) -> None:
             artifacts,
             check=check,
             diff=diff,
+            skip_tags=",".join(skip_tags) if skip_tags else None,
         )
         try:
             request.validate()  # before the live view starts

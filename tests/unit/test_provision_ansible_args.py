@@ -250,3 +250,18 @@ def test_hosts_named_on_the_command_line(site: Path) -> None:
     assert report["inventory"] == ["gamma,delta,", str(site / "one")]
     code, stderr, _ = provision(site, "-i", "gamma")  # no comma: a path, and there is none
     assert code == 1 and stderr == "error: inventory gamma does not exist\n"
+
+
+def test_skip_tags_are_passed_and_reported(site: Path) -> None:
+    """ktinfra provision had no --skip-tags (`site.yml --skip-tags tuning` needed ansible-playbook)."""
+    code, _, report = provision(site, "-i", str(site / "one"), "--skip-tags", "a")
+    assert code == 0 and report["skip_tags"] == "a" and report["tags"] is None
+    assert "a" not in messages(report) and "b" in messages(report)
+    code, _, report = provision(site, "-i", str(site / "one"), "--skip-tags", "a", "--skip-tags", "b")
+    assert code == 0 and report["skip_tags"] == "a,b"
+    assert "a" not in messages(report) and "b" not in messages(report)
+
+
+def test_an_empty_skip_tags_is_refused(site: Path) -> None:
+    code, stderr, _ = provision(site, "-i", str(site / "one"), "--skip-tags", " ")
+    assert code == 1 and stderr == "error: --skip-tags is empty\n"
