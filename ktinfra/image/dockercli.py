@@ -34,7 +34,8 @@ def ensure_daemon() -> None:
 
 
 def image_info(ref: str) -> dict | None:
-    proc = _docker("image", "inspect", ref, check=False)
+    # `--`: a ref such as --help (a typo'd --base-image or verify IMAGE) is an image name, not an option
+    proc = _docker("image", "inspect", "--", ref, check=False)
     if proc.returncode != 0:
         return None
     info = json.loads(proc.stdout)[0]
