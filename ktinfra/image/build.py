@@ -267,12 +267,21 @@ def _check_packer_paths(req: BuildRequest) -> None:
     paths = [("--out", req.out_root), ("--playbook", req.playbook), ("the checkout", TEMPLATE.parent)]
     if req.source == "docker":
         paths.append(("--wheelhouse", req.wheelhouse))
+    if is_profile_file(req.profile):
+        # the play gets the file's path in its extra vars (ktinfra_profile_ref), which ansible templates:
+        # a{{ 7*6 }}b.yaml would read a42b.yaml while the manifest names the typed file
+        paths.append(("--profile", Path(req.profile)))
     for what, path in paths:
         try:
             resolved = str(path.resolve())
         except (OSError, RuntimeError):  # a symlink loop: _check_dir says so
             resolved = str(path)
         for shown in dict.fromkeys((str(path), resolved)):
+            if what == "--profile" and any(mark in shown for mark in ("{{", "{%", "{#")):
+                raise ImageError(
+                    f"--profile {shown} holds a Jinja2 delimiter ({{{{, {{% or {{#}}), which ansible reads "
+                    "as a template in the play's variables; use another path"
+                )
             if "{{" in shown:
                 raise ImageError(
                     f"{what} {shown} holds '{{{{', which packer reads as a template; use another path"
