@@ -222,9 +222,17 @@ class Architecture:
             + 3 * self.hidden_size * self.shared_intermediate_size
             + self.hidden_size * self.num_experts
             + 2 * self.hidden_size * self.hidden_size
-            + (2 * self.vocab_size * self.hidden_size if self.mtp_own_embeddings else 0)
         )
-        return self.num_mtp_layers * per_layer
+        return self.num_mtp_layers * per_layer + self.mtp_embedding_params
+
+    @property
+    def mtp_embedding_params(self) -> int:
+        """The MTP layers' own embedding and output-head copies (in mtp_params; 0 where they use the main
+        model's): FP8 checkpoints keep them in bf16 like the main ones (DeepSeek-V3's layers.61.embed_tokens
+        and shared_head.head)."""
+        if not self.mtp_own_embeddings:
+            return 0
+        return self.num_mtp_layers * 2 * self.vocab_size * self.hidden_size
 
     @property
     def encoder_params(self) -> int:

@@ -264,7 +264,7 @@ def state_bytes_per_request(arch: Architecture) -> int:
 def download_bytes(arch: Architecture, dtype: str | None = None) -> float:
     """The Hugging Face checkpoint as published (MTP layers and a bf16 vision encoder included)."""
     dtype = dtype or arch.native_dtype
-    embeddings = arch.embedding_params + arch.lm_head_params
+    embeddings = arch.embedding_params + arch.lm_head_params + arch.mtp_embedding_params
     encoder = encoder_bytes(arch)
     if dtype == "int4":
         dense = arch.non_expert_params + arch.mtp_params
