@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import posixpath
 import re
 from pathlib import Path, PurePosixPath
@@ -221,7 +222,7 @@ def _check_input_dtype(model_path: str, input_type: str) -> None:
     )
 
 
-def _check_existing_output(output: str, method: str, pools: int) -> None:
+def _check_existing_output(output: str, method: str, pools: int, model_path: str) -> None:
     """An --output on this machine that already holds another conversion (the other kernel, or a split over
     other NUMA pools): with its done marker there the unit's ExecCondition skips the conversion and the old
     tree stays, else the converter writes its layers beside the old ones (an int8 tree then gets no manifest,
@@ -255,6 +256,29 @@ def _check_existing_output(output: str, method: str, pools: int) -> None:
         )
     if method == "int8":
         _check_int8_root(folder, output)
+    else:
+        _check_marker_source(folder / DONE_MARKER, output, model_path)
+
+
+def _check_marker_source(marker: Path, output: str, model_path: str) -> None:
+    """A finished int4 output records the model it was converted from in its done marker (KT_CONVERT_SOURCE):
+    another model's conversion there (Qwen3-30B-A3B's tree, now rendered for Qwen3-30B-A3B-Instruct-2507, of
+    the very same shapes) made the unit skip the conversion and the server load the old model's experts. An
+    empty marker (ktinfra before this) tells nothing and is kept as before."""
+    try:
+        source = marker.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return
+    if not source or posixpath.normpath(source) == model_path:
+        return
+    if os.path.realpath(source) == os.path.realpath(model_path):
+        return
+    raise RenderError(
+        f"--output {output} holds a finished conversion of {source} (its {DONE_MARKER} says so), not of "
+        f"{model_path}: the done marker would skip this conversion and the server would load {source}'s "
+        f"experts; remove it or pick another --output (if {model_path} is that model moved, write "
+        f"{model_path} into {marker})"
+    )
 
 
 def _check_int8_root(folder: Path, output: str) -> None:
@@ -306,7 +330,7 @@ def render_convert(
     threads, pools = _threads(plan, cpuinfer_threads, threadpool_count)
     input_type = _input_type(plan, input_type)
     _check_input_dtype(model_path, input_type)
-    _check_existing_output(output, method, pools)
+    _check_existing_output(output, method, pools, model_path)
     args = ["--input-path", model_path, "--input-type", input_type]
     args += ["--output", output, "--quant-method", method]
     args += ["--cpuinfer-threads", str(threads), "--threadpool-count", str(pools)]
@@ -342,6 +366,8 @@ def render_convert(
         env_line("KT_CONVERT_ARGS", " ".join(args)),
         env_line("KT_CONVERT_FINISH", " ".join(post)),
         env_line("KT_CONVERT_MARKER", marker),
+        # int8's marker is the manifest kt-kernel reads: it stays as `ktinfra weights manifest` wrote it
+        env_line("KT_CONVERT_SOURCE", "" if post else model_path),
     ]
     out.add(f"ktinfra-convert-{name}.env", "\n".join(env) + "\n", mode=0o600)
     out.info = {

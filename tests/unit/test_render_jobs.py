@@ -53,7 +53,8 @@ def test_convert_reproduces_seed002_and_takes_threads_from_the_plan():
     unit = rendered.files["ktinfra-convert@.service"][0]
     assert "Type=oneshot" in unit and "ExecCondition=" in unit and "TimeoutStartSec=infinity" in unit
     posts = [line for line in unit.splitlines() if line.startswith("ExecStartPost=")]
-    assert posts[0].endswith(" $KT_CONVERT_FINISH") and posts[1].endswith(" ${KT_CONVERT_MARKER}")
+    assert posts[0].endswith(" $KT_CONVERT_FINISH")
+    assert posts[1].endswith(" ${KT_CONVERT_MARKER} ${KT_CONVERT_SOURCE}")
 
 
 def test_convert_int4_stays_merged_with_its_own_marker():
