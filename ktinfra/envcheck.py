@@ -163,8 +163,34 @@ def _extras(text: str | None) -> frozenset:
     return frozenset(normalize(e.strip()) for e in (text or "").split(",") if e.strip())
 
 
-def _requirements(wheel: Path, extras: frozenset) -> list[Needed]:
-    """What a wheel file's Requires-Dist asks for (with `extras` of it asked for); [] if unreadable."""
+def _marker_applies(marker: str, python: str, extras: frozenset) -> bool | None:
+    """Whether a PEP 508 environment marker holds for an env of Python `python` (X.Y) on this host with
+    `extras` asked for (or none); None where it cannot be told: packaging (or pip's copy of it) is not
+    importable here, or the marker does not parse."""
+    try:
+        from packaging.markers import InvalidMarker, Marker, default_environment
+    except ImportError:
+        try:
+            from pip._vendor.packaging.markers import InvalidMarker, Marker, default_environment
+        except ImportError:
+            return None
+    try:
+        parsed = Marker(marker)
+    except InvalidMarker:
+        return None
+    here = default_environment()
+    if not here["python_full_version"].startswith(f"{python}."):  # the env's Python, not ktinfra's own
+        here.update(python_version=python, python_full_version=f"{python}.0")
+    try:
+        return any(parsed.evaluate({**here, "extra": extra}) for extra in sorted(extras) or [""])
+    except Exception:  # an undefined name or comparison in an old packaging: cannot be told
+        return None
+
+
+def _requirements(wheel: Path, extras: frozenset, python: str | None = None) -> list[Needed]:
+    """What a wheel file's Requires-Dist asks for (with `extras` of it asked for) in an env of Python `python`
+    on this host: a requirement whose marker does not hold there (`; python_version < "3.11"`,
+    `; platform_machine == "aarch64"`) is not installed; [] if unreadable."""
     try:
         with zipfile.ZipFile(wheel) as archive:
             member = next(
@@ -179,18 +205,20 @@ def _requirements(wheel: Path, extras: frozenset) -> list[Needed]:
         match = _REQUIRES.fullmatch(value) if key.lower() == "requires-dist" else None
         if not match:
             continue
+        applies = _marker_applies(match.group(4), python, extras) if match.group(4) and python else None
         wanted = {normalize(e) for e in _EXTRA.findall(match.group(4) or "")}
-        if wanted and not wanted & extras:  # `; extra == "sglang"` of an install without that extra
-            continue
+        if applies is False or (applies is None and wanted and not wanted & extras):
+            continue  # `; extra == "sglang"` of an install without that extra, a marker for another host
         exact = _EXACT.fullmatch(match.group(3))
         found.append((normalize(match.group(1)), exact.group(1) if exact else None, _extras(match.group(2))))
     return found
 
 
-def _wheelhouse_bytes(wheelhouse: Path, envs: list[dict]) -> int:
-    """Bytes of the wheelhouse's wheels that installing `envs` takes from it instead of downloading: those of
-    the envs' pins (at the pinned version) and, through each such wheel's Requires-Dist, what they need.
-    The wheelhouse is shared (other profiles, earlier pins): its other wheels download nothing for these."""
+def _wheelhouse_bytes(wheelhouse: Path, envs: list[dict], python: str | None = None) -> int:
+    """Bytes of the wheelhouse's wheels that installing `envs` (made with Python `python`) takes from it
+    instead of downloading: those of the envs' pins (at the pinned version) and, through each such wheel's
+    Requires-Dist, what they need where its marker holds. The wheelhouse is shared (other profiles, earlier
+    pins): its other wheels download nothing for these."""
     if not wheelhouse.is_dir():
         return 0
     files: dict[str, list[tuple[str, Path]]] = {}
@@ -204,6 +232,9 @@ def _wheelhouse_bytes(wheelhouse: Path, envs: list[dict]) -> int:
         pinned.update(pins(env))
         for requirement in env["packages"]:
             name = _NAME.match(requirement)
+            marker = requirement.partition(";")[2].strip()
+            if marker and python and _marker_applies(marker, python, frozenset()) is False:
+                continue  # pip skips it on this host / Python
             if name:
                 todo.append((normalize(name.group(1)), None, _extras(name.group(2))))
         todo.extend((normalize(w["name"]), None, frozenset()) for w in env["wheels"])
@@ -217,7 +248,7 @@ def _wheelhouse_bytes(wheelhouse: Path, envs: list[dict]) -> int:
                 continue
             seen.add((path, extras))
             credited.add(path)
-            todo.extend(_requirements(path, extras))
+            todo.extend(_requirements(path, extras, python))
     return sum(path.stat().st_size for path in credited)
 
 
@@ -329,7 +360,7 @@ def check_install(
     )
     # wheels already in the wheelhouse are not downloaded again: those these envs install, not all of it
     downloading = [env for env in envs if not env["installed"]]
-    needs.append((wheelhouse, max(0, downloads - _wheelhouse_bytes(wheelhouse, downloading))))
+    needs.append((wheelhouse, max(0, downloads - _wheelhouse_bytes(wheelhouse, downloading, version))))
     disks, disk_problems = _disk_problems(needs)
     return {
         "profile": profile["name"],

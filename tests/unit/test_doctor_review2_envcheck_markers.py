@@ -1,0 +1,99 @@
+"""The install check's wheelhouse credit follows a requirement only where pip would install it: a PEP 508
+environment marker (`; python_version < "3.11"`, `; platform_machine == "aarch64"`) that does not hold for the
+env's Python on this host means the wheel is not installed, so its bytes in the shared wheelhouse save nothing
+of the download. Before, only `extra == ...` was read and every other marker was ignored: such wheels were
+taken off the download and the disk check passed on a disk the download then filled. Real zip wheels with
+METADATA, sparse sizes (as in test_profile_review2_wheelhouse)."""
+
+from __future__ import annotations
+
+import io
+import platform
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from ktinfra import envcheck
+
+OTHER_MACHINE = "aarch64" if platform.machine() != "aarch64" else "x86_64"
+
+
+def _wheel(wheelhouse: Path, filename: str, requires: list[str], size: int) -> None:
+    dist, version = filename.split("-")[:2]
+    metadata = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
+    metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(f"{dist}-{version}.dist-info/METADATA", metadata + "\nDescription\n")
+    data = buffer.getvalue()
+    with (wheelhouse / filename).open("wb") as handle:
+        handle.truncate(size - len(data))  # a hole: no disk used
+        handle.seek(0, 2)
+        handle.write(data)
+
+
+def _need(tmp_path: Path, packages: list[str], python: str = "3.11") -> int:
+    profile = {
+        "name": "site",
+        "generation": "current",
+        "python": [python],
+        "envs": {"inference": {"name": "kt-kernel", "packages": packages, "download_bytes": 10**9}},
+    }
+    # conda (none here: a problem, the plan still made) so that the env's Python need not be on PATH
+    result = envcheck.check_install(
+        profile, ["inference"], root=tmp_path / "envs", wheelhouse=tmp_path / "wh", manager="conda"
+    )
+    assert result["python"] == python
+    (disk,) = result["disks"]
+    return disk["need_bytes"]
+
+
+@pytest.fixture
+def wh(tmp_path: Path) -> Path:
+    (tmp_path / "wh").mkdir()
+    return tmp_path / "wh"
+
+
+@pytest.mark.parametrize(
+    ("marker", "credited"),
+    [
+        ('python_version < "3.11"', False),  # tomli, exceptiongroup: not on 3.11
+        ('python_version >= "3.11"', True),
+        (f'platform_machine == "{OTHER_MACHINE}"', False),  # another architecture's build
+        (f'platform_machine == "{platform.machine()}"', True),
+        ('sys_platform == "win32" or python_version < "3"', False),
+        ('extra == "sft" and python_version < "3.11"', False),  # the extra is asked for, the Python is not
+        ('extra == "sft" and python_version >= "3.11"', True),
+    ],
+)
+def test_a_dependency_counts_only_where_its_marker_holds(tmp_path, wh, marker, credited):
+    _wheel(wh, "kt_kernel-0.7.2-cp311-cp311-manylinux_2_35_x86_64.whl", [f"big==1.0; {marker}"], 10_000)
+    _wheel(wh, "big-1.0-py3-none-any.whl", [], 300_000)
+    need = _need(tmp_path, ["kt-kernel[sft]==0.7.2"])
+    assert need == 10**9 - 10_000 - (300_000 if credited else 0)
+
+
+def test_the_envs_python_decides_not_ktinfras_own(tmp_path, wh):
+    """The env is made with the profile's Python (3.12 here), whatever Python ktinfra itself runs on."""
+    _wheel(
+        wh,
+        "kt_kernel-0.7.2-cp312-cp312-manylinux_2_35_x86_64.whl",
+        ['big==1.0; python_version<"3.12"'],
+        10_000,
+    )
+    _wheel(wh, "big-1.0-py3-none-any.whl", [], 300_000)
+    assert _need(tmp_path, ["kt-kernel==0.7.2"], python="3.12") == 10**9 - 10_000
+    assert _need(tmp_path, ["kt-kernel==0.7.2"], python="3.11") == 10**9 - 10_000 - 300_000
+
+
+def test_a_profile_package_whose_marker_does_not_hold_is_not_credited(tmp_path, wh):
+    _wheel(wh, "big-1.0-py3-none-any.whl", [], 300_000)
+    assert _need(tmp_path, [f'big==1.0; platform_machine == "{OTHER_MACHINE}"']) == 10**9
+    assert _need(tmp_path, [f'big==1.0; platform_machine == "{platform.machine()}"']) == 10**9 - 300_000
+
+
+def test_a_marker_that_does_not_parse_is_followed_as_before(tmp_path, wh):
+    _wheel(wh, "kt_kernel-0.7.2-cp311-cp311-manylinux_2_35_x86_64.whl", ["big==1.0; os_name === 'x'"], 10_000)
+    _wheel(wh, "big-1.0-py3-none-any.whl", [], 300_000)
+    assert _need(tmp_path, ["kt-kernel==0.7.2"]) == 10**9 - 10_000 - 300_000
