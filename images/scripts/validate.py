@@ -71,12 +71,17 @@ def top_level_from_record(paths):
 PROBE = (
     TOP_LEVEL_FROM_RECORD
     + r"""
-import json, importlib.metadata as md, sys
+import json, importlib.metadata as md, re, sys
 out = {"python": sys.version.split()[0], "prefix": sys.prefix, "dists": {}}
+seen = set()
 for d in md.distributions():
     name = d.metadata["Name"]
     if not name:
         continue
+    key = re.sub(r"[-_.]+", "-", name).lower()
+    if key in seen:
+        continue  # shadowed: sys.path's first copy is the one imported (and importlib.metadata.version's)
+    seen.add(key)
     tops = [t.replace("/", ".") for t in (d.read_text("top_level.txt") or "").split()]
     files = d.files  # None: no RECORD (nor an egg-info's installed-files.txt)
     if not tops:
