@@ -201,7 +201,11 @@ def _moe_layer_count(config: dict, layers: int, source: str) -> int:
         moe = [i for i in range(first, layers) if i % freq == 0]
     elif "moe_layer_start_index" in config:  # ERNIE-4.5
         start = _int_key(config, "moe_layer_start_index", source, low=0, high=layers - 1) or 0
-        end = _int_key(config, "moe_layer_end_index", source, low=0, high=layers - 1)
+        end = config.get("moe_layer_end_index")
+        if _int_in(end, -1, -1):  # Ernie4_5_MoeConfig's default: the last layer, as transformers reads it
+            end = None
+        else:
+            end = _int_key(config, "moe_layer_end_index", source, low=0, high=layers - 1)
         step = _int_key(config, "moe_layer_interval", source, high=layers) or 1
         moe = [i for i in range(start, layers if end is None else end + 1) if (i + 1) % step == 0]
     elif "moe_layers" in config or "interleave_moe_layer_step" in config:
