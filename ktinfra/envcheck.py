@@ -214,6 +214,27 @@ def _requirements(wheel: Path, extras: frozenset, python: str | None = None) -> 
     return found
 
 
+def _fits_python(filename: str, python: str | None) -> bool:
+    """Whether pip would install the wheel `filename` into an env of Python `python` (X.Y) as far as its
+    Python and ABI tags tell: cp311 wheels are not for a 3.12 env (a wheelhouse shared with another profile
+    or host holds both), py3 / py3N (N <= Y) / cp3M-abi3 (M <= Y) wheels fit any."""
+    parts = filename.removesuffix(".whl").split("-")
+    if python is None or len(parts) < 5:
+        return True
+    minor = int(python.split(".")[1])
+    abi = parts[-2].split(".")
+    for tag in parts[-3].split("."):
+        found = re.fullmatch(r"(py|cp)3(\d*)", tag)
+        if not found:
+            continue
+        kind, wanted = found.group(1), int(found.group(2) or 0)
+        if kind == "py" and wanted <= minor:
+            return True
+        if kind == "cp" and (wanted == minor or ("abi3" in abi and wanted <= minor)):
+            return True
+    return False
+
+
 def _wheelhouse_bytes(wheelhouse: Path, envs: list[dict], python: str | None = None) -> int:
     """Bytes of the wheelhouse's wheels that installing `envs` (made with Python `python`) takes from it
     instead of downloading: those of the envs' pins (at the pinned version) and, through each such wheel's
@@ -223,6 +244,8 @@ def _wheelhouse_bytes(wheelhouse: Path, envs: list[dict], python: str | None = N
         return 0
     files: dict[str, list[tuple[str, Path]]] = {}
     for path in wheelhouse.iterdir():
+        if not _fits_python(path.name, python):  # pip passes it over and downloads one that fits
+            continue
         if path.name.endswith(".whl") and path.is_file():  # never a FIFO: opening one waits for ever
             dist, _, rest = path.name.partition("-")
             files.setdefault(normalize(dist), []).append((rest.split("-", 1)[0], path))

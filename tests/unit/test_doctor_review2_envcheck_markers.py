@@ -78,7 +78,7 @@ def test_the_envs_python_decides_not_ktinfras_own(tmp_path, wh):
     """The env is made with the profile's Python (3.12 here), whatever Python ktinfra itself runs on."""
     _wheel(
         wh,
-        "kt_kernel-0.7.2-cp312-cp312-manylinux_2_35_x86_64.whl",
+        "kt_kernel-0.7.2-py3-none-manylinux_2_35_x86_64.whl",
         ['big==1.0; python_version<"3.12"'],
         10_000,
     )
@@ -97,3 +97,17 @@ def test_a_marker_that_does_not_parse_is_followed_as_before(tmp_path, wh):
     _wheel(wh, "kt_kernel-0.7.2-cp311-cp311-manylinux_2_35_x86_64.whl", ["big==1.0; os_name === 'x'"], 10_000)
     _wheel(wh, "big-1.0-py3-none-any.whl", [], 300_000)
     assert _need(tmp_path, ["kt-kernel==0.7.2"]) == 10**9 - 10_000 - 300_000
+
+
+def test_a_wheel_for_another_python_in_the_shared_wheelhouse_is_not_credited(tmp_path, wh):
+    """kt-0.7 installs with 3.11 or 3.12, whichever the host has: a wheelhouse shared with a 3.11 host (or an
+    earlier 3.11 install) holds torch's cp311 wheel, which pip passes over for a 3.12 env and downloads the
+    cp312 one. Before, the cp311 wheel's bytes were taken off the 3.12 env's download."""
+    _wheel(wh, "torch-2.9.1+cu128-cp311-cp311-manylinux_2_28_x86_64.whl", ["tiny==1.0"], 900_000)
+    _wheel(wh, "tiny-1.0-py3-none-any.whl", [], 1_000)
+    _wheel(wh, "abi-1.0-cp39-abi3-manylinux_2_28_x86_64.whl", [], 2_000)  # a stable-ABI wheel: any 3.9+
+    _wheel(wh, "newer-1.0-py313-none-any.whl", [], 4_000)  # py313: 3.13 and later only
+    packages = ["torch==2.9.1", "abi==1.0", "newer==1.0"]
+    assert _need(tmp_path, packages, python="3.12") == 10**9 - 2_000
+    assert _need(tmp_path, packages, python="3.11") == 10**9 - 900_000 - 1_000 - 2_000
+    assert _need(tmp_path, packages, python="3.13") == 10**9 - 2_000 - 4_000
