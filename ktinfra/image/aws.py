@@ -22,7 +22,8 @@ UBUNTU_PYTHON = {"20.04": "3.8", "22.04": "3.10", "24.04": "3.12"}
 _UBUNTU_RE = re.compile(r"\bUbuntu (\d+\.\d+)")
 # Intel families with Sapphire Rapids or later (AMX) that do not follow the <letter><gen>i naming.
 AMX_FAMILIES_EXTRA = {"p5en", "p6-b200", "p6-b300", "u7i", "u7in", "u7i-6tb", "u7i-8tb", "u7i-12tb"}
-_TYPE_RE = re.compile(r"^(?P<family>(?P<series>[a-z]+)(?P<gen>\d+)(?P<attrs>[a-z0-9-]*))\.[a-z0-9-]+$")
+# used with fullmatch: with match and a closing $, "m7i.8xlarge\n" passed (re's $ matches before a final \n)
+_TYPE_RE = re.compile(r"(?P<family>(?P<series>[a-z]+)(?P<gen>\d+)(?P<attrs>[a-z0-9-]*))\.[a-z0-9-]+")
 
 
 def base_python(ami_name: str | None) -> tuple[str | None, str | None]:
@@ -114,7 +115,7 @@ def find_source_ami(
 
 
 def is_amx_family(instance_type: str) -> bool:
-    m = _TYPE_RE.match(instance_type)
+    m = _TYPE_RE.fullmatch(instance_type)
     if not m:
         return False
     if m["family"] in AMX_FAMILIES_EXTRA:
@@ -127,7 +128,7 @@ _AMX_FAMILIES = "(needs Intel Sapphire Rapids or later: m7i/c7i/r7i/m8i/..., or 
 
 
 def _check_type_syntax(instance_type: str) -> None:
-    if not _TYPE_RE.match(instance_type):
+    if not _TYPE_RE.fullmatch(instance_type):
         raise ImageError(f"{instance_type!r} is not an EC2 instance type (like m7i.8xlarge)")
 
 
