@@ -132,8 +132,11 @@ def _failure(sc: Scenario, event: dict) -> str | None:
     streams ``{"error": {"message": ...}}`` before [DONE] when generation fails (transformers serve
     ``{"error": "..."}``), and ends an aborted request with finish_reason "abort" (``{"type": "abort",
     "message": ...}`` in /generate's meta_info). Without this the tokens streamed before it made the
-    request a success."""
+    request a success. A server that sends the error object itself, unwrapped (``{"object": "error",
+    "message": ..., "code": 400}``, the shape of an OpenAI-style ErrorResponse), failed the same way."""
     error = event.get("error")
+    if not error and event.get("object") == "error":
+        error = event
     if error:
         message = error.get("message") if isinstance(error, dict) else error
         return f"server error: {message if isinstance(message, str) and message else _short(error)}"
