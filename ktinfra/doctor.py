@@ -227,6 +227,32 @@ def _masked(text: str, url: str) -> str:
     return text.replace(repr(url)[1:-1], repr(shown)[1:-1]).replace(url, shown)
 
 
+def _hidden(text: str, url: str | None) -> str:
+    """`text` with `url` masked (_masked) and then each secret it carries, wherever it stands alone: the
+    password and every secret-named query value (?api_key=, token, ...), as given and %-decoded. The health
+    check's own errors quote parts of the URL (urllib's InvalidURL names the path and query it refused: a
+    '/he alth?api_key=KEY' whose space requests would have quoted), which the whole URL's masking misses.
+    Secrets shorter than 4 characters are left: masking every '1' of the report would say nothing."""
+    if not url:
+        return text
+    from ktinfra.bench.client import _SECRET_PARAM
+
+    text = _masked(text, url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        secrets = [parts.password or ""]
+    except ValueError:
+        parts, secrets = None, []
+    if parts is not None:
+        for name, eq, value in (f.partition("=") for f in parts.query.split("&")):
+            if eq and _SECRET_PARAM.search(name):
+                secrets.append(value)
+    found = {s for secret in secrets for s in (secret, urllib.parse.unquote_plus(secret)) if len(s) >= 4}
+    for secret in sorted(found, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 def _suite_env() -> dict:
     """The suite's environment: the venv's bin first (testinfra's ansible backend calls ansible-inventory and
     ansible from PATH), and its output in UTF-8 whatever this process's locale or PYTHONIOENCODING says."""
@@ -392,10 +418,12 @@ def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **option
             raise _no_match(select, suite)
         if done.returncode not in (0, 1) or not junit.is_file():
             tail = output.strip()[-1500:]
-            if options.get("health_url"):  # pytest echoes its arguments in some errors
-                tail = _masked(tail, options["health_url"])
+            tail = _hidden(tail, options.get("health_url"))  # pytest echoes its arguments in some errors
             raise DoctorError(f"the suite did not run (pytest exit {done.returncode}):\n{tail}")
         checks = parse_junit(junit)
+    for check in checks:
+        check.message = _hidden(check.message, options.get("health_url"))
+        check.output = _hidden(check.output, options.get("health_url"))
     if not checks:
         if options.get("select"):
             raise _no_match(options["select"], suite)
