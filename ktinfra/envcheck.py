@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import urllib.parse
 import zipfile
 from pathlib import Path
 
@@ -105,7 +106,10 @@ def _apply_overrides(wheel: dict, overrides: dict[str, dict]) -> dict:
         merged.update(path=None, url=None)
     merged.update({k: v for k, v in override.items() if v is not None})
     if relocated and "file" not in override:
-        merged["file"] = Path(merged.get("path") or merged["url"]).name
+        # a URL's file is the last part of its path, %-decoded (as pip reads it): a presigned URL's
+        # ?X-Amz-Signature=... or a GitHub asset's %2B is no part of the wheel's name
+        where = merged.get("path") or urllib.parse.unquote(urllib.parse.urlsplit(merged["url"]).path)
+        merged["file"] = Path(where).name
     named = wheel_version(merged["file"])
     # a profile that names the version the wheel's METADATA holds where its file name says more (flash-attn's
     # release wheels: 2.8.3 inside, +cu12torch2.7cxx11abiTRUE added to the name after the build) keeps it for
