@@ -9,6 +9,7 @@ import re
 import shutil
 import urllib.parse
 import zipfile
+import zlib
 from pathlib import Path
 
 from ktinfra.digest import sha256_of
@@ -201,8 +202,8 @@ def _requirements(wheel: Path, extras: frozenset, python: str | None = None) -> 
                 (n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)), None
             )
             text = archive.read(member).decode("utf-8", "replace") if member else ""
-    except (OSError, zipfile.BadZipFile, RuntimeError, ValueError):
-        return []
+    except (OSError, zipfile.BadZipFile, RuntimeError, ValueError, EOFError, NotImplementedError, zlib.error):
+        return []  # zlib.error / EOFError: a wheel cut short or damaged (a download interrupted)
     found = []
     for line in text.split("\n\n", 1)[0].splitlines():
         key, _, value = line.partition(":")
