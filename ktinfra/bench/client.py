@@ -316,7 +316,11 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                     if last is None:
                         result.ttft_s = now - t0
                     else:  # a chunk of n tokens: n gaps of 1/n each, as SGLang's bench_serving counts
-                        result.itl_s.extend([(now - last) / tokens] * tokens)
+                        # at most as many gaps as tokens were asked for: a server's count may say up to 10^9
+                        # (a list of that many floats is gigabytes, one per request); one that keeps to
+                        # max_tokens never reaches this bound, and each chunk still adds a gap
+                        gaps = min(tokens, max(1, sc.gen_tokens - len(result.itl_s)))
+                        result.itl_s.extend([(now - last) / tokens] * gaps)
                     last = now
                     chunks += 1
                 prompt_toks, completion_toks = stream.prompt_tokens, stream.completion_tokens
