@@ -255,9 +255,12 @@ def _hidden(text: str, url: str | None) -> str:
 
 def _suite_env() -> dict:
     """The suite's environment: the venv's bin first (testinfra's ansible backend calls ansible-inventory and
-    ansible from PATH), and its output in UTF-8 whatever this process's locale or PYTHONIOENCODING says."""
+    ansible from PATH), and its output in UTF-8 whatever this process's locale or PYTHONIOENCODING says.
+    Without PYTEST_ADDOPTS: a developer's `-k unit` or `-x` there ran a part of the suite (the rest
+    deselected without a word) and doctor said every check passed."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, "PATH": path, "PYTHONIOENCODING": "utf-8:backslashreplace"}
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    return {**env, "PATH": path, "PYTHONIOENCODING": "utf-8:backslashreplace"}
 
 
 def resolve_hosts(hosts: list[str]) -> None:
