@@ -12,6 +12,8 @@ import zipfile
 import zlib
 from pathlib import Path
 
+from packaging.markers import InvalidMarker, Marker, default_environment
+
 from ktinfra.digest import sha256_of
 from ktinfra.profiles import (
     _same_version,
@@ -170,15 +172,7 @@ def _extras(text: str | None) -> frozenset:
 
 def _marker_applies(marker: str, python: str, extras: frozenset) -> bool | None:
     """Whether a PEP 508 environment marker holds for an env of Python `python` (X.Y) on this host with
-    `extras` asked for (or none); None where it cannot be told: packaging (or pip's copy of it) is not
-    importable here, or the marker does not parse."""
-    try:
-        from packaging.markers import InvalidMarker, Marker, default_environment
-    except ImportError:
-        try:
-            from pip._vendor.packaging.markers import InvalidMarker, Marker, default_environment
-        except ImportError:
-            return None
+    `extras` asked for (or none); None where it cannot be told: the marker does not parse."""
     try:
         parsed = Marker(marker)
     except InvalidMarker:
