@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -370,9 +371,30 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
             req.wheelhouse.mkdir(parents=True, exist_ok=True)
         wheels_before = len(list(req.wheelhouse.glob("*"))) if req.source == "docker" else None
         log = (stage / "build.log").open("w")
+        # packer's TMPDIR (its ansible provisioner's inventory and SSH private key, which an interrupted
+        # packer leaves), removed when the build ends however it ends. Not in the stage: packer's plugins
+        # listen on unix sockets there, whose path may not exceed 107 bytes (a long --out crashed packer)
+        tmpdir = Path(tempfile.mkdtemp(prefix="ktinfra-packer-"))
     except OSError as exc:
         shutil.rmtree(stage, ignore_errors=True)
         raise ImageError(f"cannot set up the build in {stage}: {exc}") from exc
+    try:
+        return _run_packer(req, prep, stage, final, log, wheels_before, tmpdir, on_line)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _run_packer(
+    req: BuildRequest,
+    prep: Prepared,
+    stage: Path,
+    final: Path,
+    log,
+    wheels_before: int | None,
+    tmpdir: Path,
+    on_line: Callable[[str], None] | None,
+) -> dict:
+    """packer validate + build in `stage`, the manifest, and the stage published at `final`."""
 
     def line(text: str) -> None:
         if log.closed:  # sh's reader thread may flush a last chunk after an interrupted build
@@ -391,6 +413,7 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
             exec_path=req.packer,
             cwd=REPO_ROOT,
             on_line=line,
+            tmpdir=tmpdir,
         )
         version = packer.version()
         checked = packer.validate()

@@ -82,6 +82,7 @@ class Packer:
         exec_path: str = "packer",
         cwd: Path | None = None,
         on_line: Callable[[str], None] | None = None,
+        tmpdir: Path | None = None,
     ):
         ensure_available(exec_path)
         if os.sep in exec_path:  # found from the caller's directory; packer runs in `cwd`
@@ -90,6 +91,10 @@ class Packer:
         self._on_line = on_line
         self._lines: list[str] = []
         env = _env()
+        if tmpdir is not None:
+            # packer's temporary files (the ansible provisioner's inventory and SSH private key) go here: an
+            # interrupted packer leaves them behind, and the caller removes this directory
+            env["TMPDIR"] = str(Path(tmpdir).resolve())
         self._w = packer.Packer(
             str(template),
             only=list(only or []),
