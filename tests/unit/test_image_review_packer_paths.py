@@ -87,29 +87,28 @@ def test_amazon_ebs_does_not_check_the_unused_wheelhouse(tmp_path):
     build.check_input(req)
 
 
+def _check_profile_in(tmp_path, name: str):
+    """image build --check with the smoke profile copied into a folder named `name`."""
+    folder = tmp_path / name
+    folder.mkdir()
+    profile = folder / "smoke.yaml"
+    profile.write_text(SMOKE.read_text())
+    return _check(
+        "--profile", str(profile), "--out", str(tmp_path / "out"), "--wheelhouse", str(tmp_path / "wh")
+    )
+
+
 @pytest.mark.parametrize("name", ["a{{ 7*6 }}b", "a{% raw %}b", "a{#b"])
 def test_jinja_in_a_profile_file_path_is_refused(tmp_path, name):
     """The play gets a profile file's path as ktinfra_profile_ref in its extra vars, and ansible templates
     extra vars: with a{{ 7*6 }}b/p.yaml the play read a42b/p.yaml while the manifest named the typed file
     (shown with ansible-playbook's debug of such an extra var)."""
-    folder = tmp_path / name
-    folder.mkdir()
-    profile = folder / "smoke.yaml"
-    profile.write_text(SMOKE.read_text())
-    result = _check(
-        "--profile", str(profile), "--out", str(tmp_path / "out"), "--wheelhouse", str(tmp_path / "wh")
-    )
+    result = _check_profile_in(tmp_path, name)
     assert result.exit_code == 1, result.output
     assert "ansible reads as a template" in result.output
     assert "input ok" not in result.output
 
 
 def test_a_plain_profile_file_path_still_passes(tmp_path):
-    folder = tmp_path / "a}b{c"
-    folder.mkdir()
-    profile = folder / "smoke.yaml"
-    profile.write_text(SMOKE.read_text())
-    result = _check(
-        "--profile", str(profile), "--out", str(tmp_path / "out"), "--wheelhouse", str(tmp_path / "wh")
-    )
+    result = _check_profile_in(tmp_path, "a}b{c")
     assert result.exit_code == 0, result.output
