@@ -3,6 +3,7 @@ a failure the server reports inside the reply (an error event, an abort) fails t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -211,7 +212,8 @@ def test_a_chunk_of_several_tokens_counts_as_that_many_gaps(server):
     events = [native(" w" * n, n) for n in (5, 10, 15)]
     events.append(native(" w" * 20, 20, {"type": "length", "length": 20}))
     server.reply = lambda h, body: sse(h, [*events, DONE], gap_s=0.3)
-    result = send(requests.Session(), scenario(server, api="sglang"), "hi")
+    asked = dataclasses.replace(scenario(server, api="sglang"), gen_tokens=20)  # the 20 the server sends
+    result = send(requests.Session(), asked, "hi")
     assert (result.ok, result.output_tokens) == (True, 20), result.error
     assert len(result.itl_s) == 15 and all(0.03 < gap < 0.2 for gap in result.itl_s), result.itl_s
 
