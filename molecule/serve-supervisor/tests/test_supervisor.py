@@ -46,6 +46,11 @@ def test_program_runs_the_units_exec_start_with_the_env_file(host):
     assert "molecule-not-a-secret" not in program
 
 
+def test_the_log_directory_is_roots_only(host):
+    """sglang logs its ServerArgs, api_key included, into serve-NAME.log (0644 by supervisord's umask)."""
+    assert host.file("/var/log/ktinfra").mode == 0o700
+
+
 def test_the_real_interpreter_ran_and_was_restarted(host):
     """sglang needs CUDA and is not installed: each start fails on the import, supervisord starts it again."""
     log = "/var/log/ktinfra/serve-tiny.log"
