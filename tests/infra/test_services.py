@@ -83,10 +83,27 @@ def units(host, pytestconfig, init_name) -> list[str]:
 
 
 def unit_health_url(host, unit: str) -> str:
-    """KT_HEALTH_URL from the unit's environment file (ktinfra render writes it), else sglang's default."""
-    files = host.run(f"systemctl show -p EnvironmentFiles --value {shlex.quote(unit)}").stdout.split()
-    for path in (f for f in files if f.startswith("/")):
-        found = re.search(r"^KT_HEALTH_URL=['\"]?([^'\"\s]+)", host.file(path).content_string, re.M)
+    """KT_HEALTH_URL from the unit's environment file (ktinfra render writes it), else sglang's default.
+
+    An optional file (EnvironmentFile=-PATH) that is not there is passed over, as systemd does; one that
+    cannot be read (a 0600 env file and doctor not root) fails the check with the reason. Both ended the
+    check in a RuntimeError traceback of testinfra's `cat`."""
+    listed = host.run(f"systemctl show -p EnvironmentFiles --value {shlex.quote(unit)}").stdout
+    for line in listed.splitlines():
+        path, _, ignore = line.strip().partition(" (ignore_errors=")
+        if not path.startswith("/"):
+            continue
+        read = host.run(f"cat -- {shlex.quote(path)}")
+        if read.rc != 0:
+            if ignore.startswith("yes") and not host.file(path).exists:
+                continue
+            said = (read.stderr or read.stdout).strip()
+            pytest.fail(
+                f"{unit}: cannot read its environment file {path} for KT_HEALTH_URL ({said}): run doctor as "
+                "root, or name the URL (ktinfra doctor --health-url, pytest --kt-health-url)",
+                pytrace=False,
+            )
+        found = re.search(r"^KT_HEALTH_URL=['\"]?([^'\"\s]+)", read.stdout, re.M)
         if found:
             return found.group(1)
     return DEFAULT_HEALTH_URL
