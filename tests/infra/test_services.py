@@ -75,7 +75,14 @@ def units(host, pytestconfig, init_name) -> list[str]:
     named = pytestconfig.getoption("kt_unit")
     if named or init_name != "systemd":
         return named
-    patterns = " ".join(UNIT_PATTERNS)
+    return installed_units(host)
+
+
+def installed_units(host) -> list[str]:
+    """The units matching UNIT_PATTERNS. The patterns go quoted: bare, the target's shell expanded them
+    against its working directory (ssh: the user's home), so a ~/sglang checkout turned sglang* into
+    "sglang", which names no unit, and the hand-made sglang.service went unchecked (skipped)."""
+    patterns = shlex.join(UNIT_PATTERNS)
     files = host.run(f"systemctl list-unit-files --no-legend --plain --type=service {patterns}").stdout
     loaded = host.run(f"systemctl list-units --all --no-legend --plain --type=service {patterns}").stdout
     names = {line.split()[0] for line in (files + loaded).splitlines() if line.strip()}
@@ -122,7 +129,7 @@ def test_units_enabled_and_active(host, units, init_name):
         if not service.is_enabled:
             bad.append(f"{unit} not enabled")
         if not service.is_running:
-            state = host.run(f"systemctl is-active {unit}").stdout.strip()
+            state = host.run(f"systemctl is-active {shlex.quote(unit)}").stdout.strip()
             bad.append(f"{unit} {state}")
     assert not bad, "; ".join(bad)
     print(f"units enabled and active: {', '.join(units)}")
