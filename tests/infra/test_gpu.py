@@ -5,18 +5,30 @@ import re
 import pytest
 from kthost import GPU_QUERY, MIN_COMPUTE_CAPABILITY, parse_gpu_rows, run_probe, torch_gpu_problems
 
+# nvidia-smi hangs on a hung driver or a GPU that fell off the bus; unbounded, it held the suite (and doctor)
+# for good on exactly the host doctor is run to diagnose. `ktinfra facts` gives it 30 s too.
+NVIDIA_SMI_TIMEOUT = 30
+
 
 @pytest.fixture(scope="module")
 def gpus(host) -> dict:
+    return list_gpus(host)
+
+
+def list_gpus(host) -> dict:
     if host.run("command -v nvidia-smi").rc != 0:
         return {"gpus": [], "why": "nvidia-smi not on PATH (no NVIDIA driver)"}
-    listed = host.run(f"nvidia-smi --query-gpu={','.join(GPU_QUERY)} --format=csv,noheader,nounits")
+    bound = f"timeout -k 5 {NVIDIA_SMI_TIMEOUT} nvidia-smi"
+    listed = host.run(f"{bound} --query-gpu={','.join(GPU_QUERY)} --format=csv,noheader,nounits")
+    if listed.rc in (124, 137):
+        why = f"nvidia-smi did not answer within {NVIDIA_SMI_TIMEOUT} s (a hung driver or GPU)"
+        return {"gpus": [], "why": why}
     if listed.rc != 0:
         return {"gpus": [], "why": f"nvidia-smi failed: {(listed.stderr or listed.stdout).strip()[:300]}"}
     rows, other = parse_gpu_rows(listed.stdout)
     for line in other:
         print(f"nvidia-smi also said: {line}")
-    header = host.run("nvidia-smi").stdout
+    header = host.run(bound).stdout
     cuda = re.search(r"CUDA Version:\s*([\d.]+)", header)
     return {
         "gpus": rows,
