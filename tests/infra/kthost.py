@@ -142,8 +142,15 @@ def probe_command(python: str, name: str, *argv: str, env: dict | None = None) -
     return shlex.join([*prefix, python, "-c", code, *argv])  # python is a path: a space or ; stays in it
 
 
+# A probe's bound (kt-kernel's import and MoE forward take seconds, the H200 forward 1.1 s): unbounded, a
+# CPUInfer pool that never returns or a CUDA init stuck in a hung driver held the suite, and doctor, for good.
+PROBE_TIMEOUT = 300
+
+
 def run_probe(host, python: str, name: str, *argv: str, env: dict | None = None) -> dict:
-    result = host.run(probe_command(python, name, *argv, env=env))
+    result = host.run(f"timeout {PROBE_TIMEOUT} " + probe_command(python, name, *argv, env=env))
+    if result.rc == 124:  # timeout's own (a probe killed by a signal still gives 128+N)
+        raise ProbeError(f"probe {name} with {python} did not finish within {PROBE_TIMEOUT} s (hung)")
     lines = result.stdout.strip().splitlines()
     if result.rc != 0 or not lines:
         raise ProbeError(
