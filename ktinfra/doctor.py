@@ -253,13 +253,18 @@ def _hidden(text: str, url: str | None) -> str:
     return text
 
 
-def _suite_env() -> dict:
+HEALTH_URL_ENV = "KTINFRA_SUITE_HEALTH_URL"  # tests/infra/conftest.py's default for --kt-health-url
+
+
+def _suite_env(health_url: str | None = None) -> dict:
     """The suite's environment: the venv's bin first (testinfra's ansible backend calls ansible-inventory and
     ansible from PATH), and its output in UTF-8 whatever this process's locale or PYTHONIOENCODING says.
     Without PYTEST_ADDOPTS: a developer's `-k unit` or `-x` there ran a part of the suite (the rest
     deselected without a word) and doctor said every check passed."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", HEALTH_URL_ENV)}
+    if health_url:  # a key in it stays out of the suite's argv, which any user of the host may read
+        env[HEALTH_URL_ENV] = health_url
     return {**env, "PATH": path, "PYTHONIOENCODING": "utf-8:backslashreplace"}
 
 
@@ -311,6 +316,8 @@ def pytest_args(suite: Path, junit: Path, hosts: list[str], role: str, profile: 
     for name, value in options.items():
         if name == "select" and value:
             args += ["-k", value]
+        elif name == "health_url":  # by the environment (_suite_env): an argv is in every user's `ps`
+            continue
         elif value:
             args.append(f"--kt-{name.replace('_', '-')}={value}")
     return args
@@ -410,7 +417,12 @@ def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **option
         junit = Path(tmp) / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", *pytest_args(suite, junit, hosts, role, profile, options)]
         done = subprocess.run(
-            cmd, capture_output=True, text=True, encoding="utf-8", errors="replace", env=_suite_env()
+            cmd,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            env=_suite_env(options.get("health_url")),
         )
         output = done.stdout + done.stderr
         select = options.get("select")

@@ -9,12 +9,13 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 
 import pytest
 from kthost import ENV_MARKERS, ROLES, Expect, ProbeError, facts_cores, find_env_python, run_probe
 
-from ktinfra.doctor import mask_password
+from ktinfra.doctor import HEALTH_URL_ENV, mask_password
 from ktinfra.profiles import DEFAULT_PROFILE, load_profile
 
 
@@ -26,7 +27,12 @@ def pytest_addoption(parser):
     group.addoption("--kt-python", default="auto", help="python of the inference env on the target")
     group.addoption("--kt-sft-python", default="auto", help="python of the SFT env on the target")
     group.addoption("--kt-unit", action="append", default=[], help="systemd unit that must be enabled+active")
-    group.addoption("--kt-health-url", default=None, help="serve health endpoint that must answer 200")
+    group.addoption(
+        "--kt-health-url",
+        # ktinfra doctor hands it over by the environment: a key in it stays out of this pytest's argv
+        default=os.environ.get(HEALTH_URL_ENV) or None,
+        help=f"serve health endpoint that must answer 200 (default: ${HEALTH_URL_ENV})",
+    )
     group.addoption(
         "--kt-moe-tolerance",
         type=float,

@@ -44,7 +44,11 @@ def test_pytest_args_carry_role_profile_hosts_and_options(tmp_path):
         {"select": "amx", "health_url": "http://h:1/health", "python": None},
     )
     assert "--hosts=ssh://a,docker://b" in args and "--kt-role=sft" in args
-    assert "--kt-profile=kt-0.4-autodl" in args and "--kt-health-url=http://h:1/health" in args
+    assert "--kt-profile=kt-0.4-autodl" in args
+    # the health URL (a key in it) goes by the environment, not by an argv any user may read
+    assert not any("http://h:1/health" in a for a in args)
+    assert doctor._suite_env("http://h:1/health")[doctor.HEALTH_URL_ENV] == "http://h:1/health"
+    assert doctor.HEALTH_URL_ENV not in doctor._suite_env(None)
     assert args[args.index("-k") + 1] == "amx"
     assert not any(a.startswith("--kt-python") for a in args)
     assert "junit_family=xunit1" in args  # record_property (per-host tag) needs xunit1
