@@ -41,6 +41,9 @@ def test_program_runs_the_units_exec_start_with_the_env_file(host):
     assert "/opt/kt/envs/kt-kernel/bin/python -c " in command
     assert 'os.environ.pop("KT_API_KEY"' in command and command.endswith("$KT_SERVE_ARGS'")
     assert "autorestart=true" in program
+    # the unit's WorkingDirectory= (supervisord spawns nothing where it cannot chdir: the restarts below ran)
+    assert "\ndirectory=/var/lib/ktinfra/serve/tiny\n" in program
+    assert host.file("/var/lib/ktinfra/serve/tiny").is_directory
     env = host.file("/etc/ktinfra/serve/tiny.env")
     assert env.mode == 0o600 and 'KT_API_KEY="molecule-not-a-secret"' in env.content_string
     assert "molecule-not-a-secret" not in program
