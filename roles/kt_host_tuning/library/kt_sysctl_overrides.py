@@ -28,23 +28,16 @@ options:
     type: dict
     required: true
   search_dirs:
-    description: systemd-sysctl's directories, the first hiding the same file name in the later ones.
+    description: systemd-sysctl's directories, the first hiding the same file name in the later ones (the
+      role's vars/main.yml names them).
     type: list
     elements: path
-    default: [/etc/sysctl.d, /run/sysctl.d, /usr/local/lib/sysctl.d, /usr/lib/sysctl.d, /lib/sysctl.d]
+    required: true
   sysctl_conf:
     description: The file procps' sysctl --system reads after them all; empty for none.
     type: str
-    default: /etc/sysctl.conf
+    required: true
 """
-
-SEARCH_DIRS = [
-    "/etc/sysctl.d",
-    "/run/sysctl.d",
-    "/usr/local/lib/sysctl.d",
-    "/usr/lib/sysctl.d",
-    "/lib/sysctl.d",
-]
 
 RETURN = r"""
 overrides:
@@ -127,12 +120,8 @@ def main() -> None:
         argument_spec={
             "dropin": {"type": "path", "required": True},
             "sysctls": {"type": "dict", "required": True},
-            "search_dirs": {
-                "type": "list",
-                "elements": "path",
-                "default": SEARCH_DIRS,
-            },
-            "sysctl_conf": {"type": "str", "default": "/etc/sysctl.conf"},
+            "search_dirs": {"type": "list", "elements": "path", "required": True},
+            "sysctl_conf": {"type": "str", "required": True},
         },
         supports_check_mode=True,
     )
