@@ -269,9 +269,8 @@ def _check_marker_source(marker: Path, output: str, model_path: str) -> None:
         source = marker.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
         return
-    if not source or posixpath.normpath(source) == model_path:
-        return
-    if os.path.realpath(source) == os.path.realpath(model_path):
+    # realpath normalizes as well: the same path however written, or the same model through a link
+    if not source or os.path.realpath(source) == os.path.realpath(model_path):
         return
     raise RenderError(
         f"--output {output} holds a finished conversion of {source} (its {DONE_MARKER} says so), not of "
