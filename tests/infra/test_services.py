@@ -200,7 +200,9 @@ def ask_health(host, probe_python: str, url: str) -> str:
     finally:
         host.run(f"rm -f {shlex.quote(path)}")  # gone already unless python did not start
     said = answer.stdout.strip() or answer.stderr.strip()
-    return said if answer.rc != 0 or said != "200" else "200"
+    if answer.rc != 0 and said == "200":  # it printed 200, then failed: not a pass
+        return f"200, then exit status {answer.rc}"
+    return said
 
 
 def test_health_endpoint_answers(host, pytestconfig, units, init_name, probe_python):
