@@ -185,9 +185,11 @@ def encoder_bytes(arch: Architecture) -> float:
 
 
 def gpu_non_expert_bytes(arch: Architecture, dtype: str) -> float:
-    """The language model's non-expert weights in `dtype`, and the vision encoder (encoder_bytes)."""
-    embeddings = arch.embedding_params + arch.lm_head_params
-    language = checkpoint_bytes(arch, arch.non_expert_params, dense_dtype(dtype), embeddings=embeddings)
+    """The language model's non-expert weights in `dtype`, and the vision encoder (encoder_bytes). An FP8
+    checkpoint keeps the MoE routers in bf16 with the embedding and head (DeepSeek-V3's mlp.gate.weight has
+    no scale; SGLang builds MoEGate and the Qwen/Kimi gates with quant_config=None)."""
+    unquantized = arch.embedding_params + arch.lm_head_params + arch.router_params
+    language = checkpoint_bytes(arch, arch.non_expert_params, dense_dtype(dtype), embeddings=unquantized)
     return language + encoder_bytes(arch)
 
 
@@ -215,6 +217,13 @@ def tp_extra_params(arch: Architecture, tp: int) -> int:
     else:
         extra_kv = (kv_heads_held(arch, tp) - arch.num_kv_heads) * 2 * arch.head_dim * h * arch.num_kv_layers
     return whole * (tp - 1) + extra_kv
+
+
+def tp_extra_bytes(arch: Architecture, tp: int, dtype: str) -> float:
+    """tp_extra_params in the checkpoint's non-expert dtype, the replicated routers in bf16 as
+    gpu_non_expert_bytes keeps them."""
+    routers = arch.router_params * (tp - 1) if tp > 1 else 0
+    return checkpoint_bytes(arch, tp_extra_params(arch, tp), dense_dtype(dtype), embeddings=routers)
 
 
 def gpu_expert_bytes(arch: Architecture, dtype: str) -> float:
@@ -264,7 +273,12 @@ def state_bytes_per_request(arch: Architecture) -> int:
 def download_bytes(arch: Architecture, dtype: str | None = None) -> float:
     """The Hugging Face checkpoint as published (MTP layers and a bf16 vision encoder included)."""
     dtype = dtype or arch.native_dtype
-    embeddings = arch.embedding_params + arch.lm_head_params + arch.mtp_embedding_params
+    # kept in bf16 by an FP8 checkpoint: embeddings, heads, the routers and each MTP layer's eh_proj (an
+    # unquantized nn.Linear in SGLang's deepseek_nextn.py)
+    embeddings = (
+        arch.embedding_params + arch.lm_head_params + arch.mtp_embedding_params + arch.router_params
+        + arch.num_mtp_layers * (arch.hidden_size * arch.num_experts + 2 * arch.hidden_size**2)
+    )  # fmt: skip
     encoder = encoder_bytes(arch)
     if dtype == "int4":
         dense = arch.non_expert_params + arch.mtp_params

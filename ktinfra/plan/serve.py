@@ -375,9 +375,7 @@ def _tensor_parallel_copies(arch: Architecture, tp: int, dtype: str, est) -> Non
     """GPU weights and the one-request KV minimum over all tensor-parallel ranks: sizing.serve counts one
     copy, SGLang keeps some of both whole on every rank."""
     kv = sizing.kv_bytes_per_token(arch, tp) * sizing.SERVE_MIN_KV_TOKENS
-    weights = est.breakdown["gpu_weights"] + int(
-        sizing.checkpoint_bytes(arch, sizing.tp_extra_params(arch, tp), sizing.dense_dtype(dtype))
-    )
+    weights = est.breakdown["gpu_weights"] + int(sizing.tp_extra_bytes(arch, tp, dtype))
     est.vram_bytes += kv - est.breakdown["kv_cache_min"] + weights - est.breakdown["gpu_weights"]
     est.breakdown.update(kv_cache_min=kv, gpu_weights=weights)
 

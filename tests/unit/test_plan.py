@@ -127,7 +127,7 @@ def test_h100_deepseek_v3_is_infeasible_with_numbers():
     result = plan(facts("h100-amx"), "DeepSeek-V3", "serve")
     assert not result["feasible"]
     assert "needs 657 GB RAM (654 GB of experts + 3.0 GB runtime), host has 135 GB" in result["problems"]
-    disk = "needs 1343 GB disk (688 GB download + 654 GB CPU weights + 1.0 GB outputs), / has 68.7 GB free"
+    disk = "needs 1343 GB disk (689 GB download + 654 GB CPU weights + 1.0 GB outputs), / has 68.7 GB free"
     assert disk in result["problems"]
 
 
@@ -167,11 +167,11 @@ def test_serving_an_fp8_model_in_bf16_counts_the_fp8_download_and_the_bf16_copy(
     """Before: the BF16 copy was called the download and the FP8 checkpoint it is made from was left out."""
     result = plan(facts("h100-amx"), "DeepSeek-V3", "serve", cpu_format="BF16")
     breakdown = result["requirements_breakdown"]
-    assert round(breakdown["download"] / GB) == 688 and round(breakdown["bf16_conversion"] / GB) == 1369
+    assert round(breakdown["download"] / GB) == 689 and round(breakdown["bf16_conversion"] / GB) == 1369
     assert result["requirements"]["disk_bytes"] == sum(
         breakdown[key] for key in ("download", "bf16_conversion", "cpu_weights_on_disk", "outputs")
     )
-    assert any("688 GB download + 1369 GB BF16 copy" in p for p in result["problems"])
+    assert any("689 GB download + 1369 GB BF16 copy" in p for p in result["problems"])
 
 
 def test_converted_weights_already_in_the_store_are_not_charged_again(tmp_path):

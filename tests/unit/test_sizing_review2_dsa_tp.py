@@ -38,6 +38,7 @@ def test_a_four_gpu_plan_counts_the_indexer_copies_in_its_gpu_weights(tmp_path):
     assert len(result["serve"]["gpu_indices"]) == 4  # one TP rank per GPU
     single = sizing.serve(v32, result["serve"]["kt_method"], checkpoint_dtype=dtype)
     extra = result["requirements_breakdown"]["gpu_weights"] - single.breakdown["gpu_weights"]
-    # three more copies of the router, the MLA down-projections and the indexer
+    # three more copies of the router (bf16 in the FP8 checkpoint), the MLA down-projections and the indexer
     copies = 3 * (v32.router_params + 7168 * (1536 + 512 + 64) * 61 + 851_509_248)
-    assert extra == int(sizing.checkpoint_bytes(v32, copies, dtype))
+    routers = 3 * v32.router_params
+    assert extra == int(sizing.checkpoint_bytes(v32, copies, dtype, embeddings=routers))
