@@ -150,9 +150,8 @@ def test_the_vision_tower_is_on_the_gpu_and_in_the_download_in_bf16(tmp_path):
     }
     fp8_arch = _resolve_in(tmp_path, "fp8", fp8)
     assert fp8_arch.native_dtype == "fp8"
-    language = sizing.checkpoint_bytes(
-        fp8_arch, fp8_arch.non_expert_params, "fp8", embeddings=fp8_arch.embedding_params * 2
-    )
+    bf16 = fp8_arch.embedding_params * 2 + fp8_arch.router_params  # embedding, head and routers unquantized
+    language = sizing.checkpoint_bytes(fp8_arch, fp8_arch.non_expert_params, "fp8", embeddings=bf16)
     assert sizing.gpu_non_expert_bytes(fp8_arch, "fp8") == language + tower  # the tower is never quantized
 
 
