@@ -36,7 +36,8 @@ class SparseIndexer:
 
 @dataclass(frozen=True)
 class LinearAttention:
-    """Gated DeltaNet layers (Qwen3-Next): a fixed-size recurrent state per request, no KV cache."""
+    """Gated DeltaNet layers (Qwen3-Next) or Kimi Delta Attention layers (Kimi-Linear, `kda`): a fixed-size
+    recurrent state per request, no KV cache."""
 
     num_layers: int
     key_heads: int
@@ -44,12 +45,20 @@ class LinearAttention:
     key_head_dim: int
     value_head_dim: int
     conv_kernel: int
+    kda: bool = False
 
     def params_per_layer(self, hidden: int) -> int:
-        """in_proj_qkvz (q, k, v and the gate z), in_proj_ba (two per value head), the depthwise
-        convolution over q, k and v, and out_proj."""
+        """Gated DeltaNet: in_proj_qkvz (q, k, v and the gate z), in_proj_ba (two per value head), the
+        depthwise convolution over q, k and v, and out_proj. KDA (sglang-kt's kimi_linear.py
+        KimiDeltaAttention): q, k, v and o projections, the low-rank forget gate and output gate
+        (f_a/g_a hidden -> head_dim, f_b/g_b head_dim -> heads x head_dim), b_proj (one per head) and the
+        three convolutions."""
         k = self.key_heads * self.key_head_dim
         v = self.value_heads * self.value_head_dim
+        if self.kda:
+            d = self.value_head_dim
+            gates = 2 * (hidden * d + d * v) + hidden * self.value_heads
+            return hidden * (2 * k + v) + v * hidden + gates + self.conv_kernel * (2 * k + v)
         return (
             hidden * (2 * k + 2 * v)
             + hidden * 2 * self.value_heads
@@ -60,7 +69,8 @@ class LinearAttention:
     def state_elements_per_layer(self) -> tuple[int, int]:
         """(convolution window, recurrent matrix) elements one request keeps per layer: the last
         conv_kernel - 1 inputs of the q, k and v convolution, and a key-dim x value-dim matrix per value
-        head (SGLang's Mamba2StateShape for Qwen3-Next)."""
+        head (SGLang's Mamba2StateShape for Qwen3-Next; KimiLinearStateShape is the same with key and value
+        heads equal)."""
         conv = (2 * self.key_heads * self.key_head_dim + self.value_heads * self.value_head_dim) * (
             self.conv_kernel - 1
         )

@@ -220,8 +220,43 @@ def _moe_layer_count(config: dict, layers: int, source: str) -> int:
     return len(set(moe))
 
 
+def _kda_attention(config: dict, layers: int, source: str) -> LinearAttention | None:
+    """Kimi-Linear's linear_attn_config: kda_layers lists its KDA layers (numbered from 1, as SGLang's
+    KimiLinearConfig.is_kda_layer reads them), the others are MLA."""
+    kda = config["linear_attn_config"]
+    where = f"{source} linear_attn_config"
+    if not isinstance(kda, dict):
+        raise ModelConfigError(
+            f"{source}: config.json linear_attn_config must be a mapping, got {json_shown(kda)}"
+        )
+    numbers = kda.get("kda_layers")
+    if not isinstance(numbers, list) or not all(_int_in(i, 0, layers) for i in numbers):
+        raise ModelConfigError(
+            f"{where}: config.json kda_layers must list layer numbers 1..{layers}, got {json_shown(numbers)}"
+        )
+    linear = len(set(numbers))
+    if not linear:
+        return None
+    if linear >= layers:
+        raise ModelConfigError(f"{where}: config.json kda_layers leaves no full-attention layer")
+    heads = _need(kda, "num_heads", source=where)
+    head_dim = _need(kda, "head_dim", source=where)
+    return LinearAttention(
+        num_layers=linear,
+        key_heads=heads,
+        value_heads=heads,
+        key_head_dim=head_dim,
+        value_head_dim=head_dim,
+        conv_kernel=_need(kda, "short_conv_kernel_size", source=where),
+        kda=True,
+    )
+
+
 def _linear_attention(config: dict, layers: int, source: str) -> LinearAttention | None:
-    """Qwen3-Next's layer_types (or full_attention_interval): which layers are linear attention."""
+    """Qwen3-Next's layer_types (or full_attention_interval), Kimi-Linear's linear_attn_config: which layers
+    are linear attention."""
+    if config.get("linear_attn_config") is not None:
+        return _kda_attention(config, layers, source)
     kinds = config.get("layer_types")
     if kinds is not None and not isinstance(kinds, list):
         raise ModelConfigError(f"{source}: config.json layer_types must be a list, got {json_shown(kinds)}")
