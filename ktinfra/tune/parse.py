@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-_TS = re.compile(r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
+_TS = re.compile(r"\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})")
 BATCH_LINE = re.compile(r"(Decode|Prefill) batch(?: \[\d+\])?[.,] ")
 _FIELD = re.compile(
     r"(#[a-z-]+|token usage|full token usage|swa token usage|[a-z]+ graph|gen throughput \(token/s\)): "
@@ -40,6 +40,10 @@ _OOM_TEXT = re.compile(
     r"|Out of memory\. Try to lower your batch size|Out of memory even after retracting"
 )
 _GRAPH_OFF = re.compile(r"Cuda graph is disabled|disable_cuda_graph=True")
+# Texts that every match of _OOM_TEXT, _GRAPH_OFF and _LOAD holds: a line without it is not searched. Those
+# patterns begin with an alternation or \b, which the re module cannot scan for by their first letters, so
+# each search tried every alternative at every character of every line (a third of parsing a long log).
+_OOM_NEEDLE, _GRAPH_OFF_NEEDLE, _LOAD_NEEDLE = "emory", "isable", "Load weight "
 _RUNTIME_OOM = re.compile(
     r"\bRuntimeError: (?:(?:Prefill|Decode) out of memory|Out of memory\. Try to lower)"
     r"|\bException: Capture cuda graph failed:"  # cuda_graph_runner.py re-raises the capture's OOM
@@ -156,8 +160,10 @@ def _timestamp(line: str) -> datetime | None:
     match = _TS.search(line)
     if not match:
         return None
+    # datetime() from the stamp's numbers, not strptime: the same dates and the same refusals (month 13,
+    # second 60), and strptime's per-call locale and format lookups were half of parsing a long log
     try:
-        return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")
+        return datetime(*map(int, match.groups()))
     except ValueError:  # a garbled stamp such as 2025-13-45: no time for this line
         return None
 
@@ -298,7 +304,7 @@ def _parse_event(log: ServerLog, line: str, ts: datetime | None) -> bool:
             log.config[f"available_{mem.group(2)}_mem_gb"] = free
         log.config_line = line.strip()
         return True
-    if _GRAPH_OFF.search(line):
+    if _GRAPH_OFF_NEEDLE in line and _GRAPH_OFF.search(line):
         log.graph_off_line = line.strip()
     if match := _SERVER_ARGS.search(line):
         found = dict(_ARG.findall(match.group(1)))
@@ -337,7 +343,7 @@ def parse_lines(lines: list[str]) -> ServerLog:
     oom_open = False  # the last OOM event was followed by no other event yet (its traceback may follow)
     loading: set[str] = set()  # ranks ("TP0", "DP0 TP1", ...) that began loading weights and did not end
     for index, line in enumerate(lines):
-        if load := _LOAD.search(line):
+        if _LOAD_NEEDLE in line and (load := _LOAD.search(line)):
             rank = match.group(1).strip() if (match := _RANK.search(line)) else ""
             (loading.add if load.group(1) == "begin" else loading.discard)(rank)
         if match := _SERVER_ARGS.search(line):
@@ -354,7 +360,7 @@ def parse_lines(lines: list[str]) -> ServerLog:
         if _parse_event(log, line, ts):
             oom_open = False
             continue
-        if _OOM_TEXT.search(line):
+        if _OOM_NEEDLE in line and _OOM_TEXT.search(line):
             # while the weights load there is no KV pool, no prefill and no decode yet
             phase = "load" if loading else _oom_phase(lines, index, run_start)
             # SGLang logs one OOM as an allocator error, then (mem_cache/common.py) the radix tree, one line a
