@@ -374,10 +374,40 @@ def _attention_linears(arch: Architecture) -> list[tuple[int, int]]:
     return [(h, q), (h, arch.num_kv_heads * d), (h, arch.num_kv_heads * d), (heads * d, h)]
 
 
-def lora_params_gpu(arch: Architecture, rank: int) -> int:
-    """LoRA A+B matrices on every linear layer that stays on the GPU (lora_target: all)."""
+def _linear_attention_linears(arch: Architecture) -> list[tuple[int, int]]:
+    """(in, out) features of one linear-attention layer's projections (none without such layers): Gated
+    DeltaNet as transformers' Qwen3.5 lays it out (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj;
+    Qwen3-Next fuses them into in_proj_qkvz / in_proj_ba, the same widths), Kimi Delta Attention's q, k,
+    v, the low-rank forget and output gates (f_a/f_b, g_a/g_b), b_proj and o_proj."""
+    linear = arch.linear_attention
+    if not linear:
+        return []
     h = arch.hidden_size
-    per_layer = sum(rank * (i + o) for i, o in _attention_linears(arch)) * arch.num_layers
+    k = linear.key_heads * linear.key_head_dim
+    v = linear.value_heads * linear.value_head_dim
+    if linear.kda:
+        d = linear.value_head_dim
+        return [(h, k), (h, k), (h, v), (h, d), (d, v), (h, d), (d, v), (h, linear.value_heads), (v, h)]
+    return [(h, 2 * k + v), (h, v), (h, linear.value_heads), (h, linear.value_heads), (v, h)]
+
+
+def _mixers(arch: Architecture) -> list[tuple[list[tuple[int, int]], int, int]]:
+    """Each kind of token mixer: (its projections, its per-token activation width, how many layers)."""
+    mixers = [(_attention_linears(arch), arch.attention_activation_width, arch.num_kv_layers)]
+    linears = _linear_attention_linears(arch)
+    if linears:
+        # the projections' outputs and the mixer's output
+        mixers.append(
+            (linears, sum(o for _, o in linears[:-1]) + linears[-1][0], arch.linear_attention.num_layers)
+        )
+    return mixers
+
+
+def lora_params_gpu(arch: Architecture, rank: int) -> int:
+    """LoRA A+B matrices on every linear layer that stays on the GPU (lora_target: all); a hybrid model's
+    linear-attention layers have their own projections."""
+    h = arch.hidden_size
+    per_layer = sum(sum(rank * (i + o) for i, o in linears) * count for linears, _, count in _mixers(arch))
     mlp = 3 * rank * (h + arch.dense_intermediate_size) * arch.num_dense_layers
     shared = (
         3 * rank * (h + arch.shared_intermediate_size) * arch.num_moe_layers
@@ -387,11 +417,14 @@ def lora_params_gpu(arch: Architecture, rank: int) -> int:
     return per_layer + mlp + shared
 
 
-def lora_input_width(arch: Architecture, mlp_width: int, moe: bool) -> int:
+def lora_input_width(
+    arch: Architecture, mlp_width: int, moe: bool, mixer: list[tuple[int, int]] | None = None
+) -> int:
     """Per-token elements of the fp32 input copies one layer's LoRA modules keep for backward: PEFT casts
     each wrapped linear's input to the adapter's dtype, which LLaMA-Factory upcasts to fp32, one copy per
-    module even where modules share an input (measured: docs/results/2026-11-22-h100-sft-vram)."""
-    width = sum(i for i, _ in _attention_linears(arch))
+    module even where modules share an input (measured: docs/results/2026-11-22-h100-sft-vram). `mixer`:
+    the layer's attention projections (default: softmax attention's)."""
+    width = sum(i for i, _ in (mixer if mixer is not None else _attention_linears(arch)))
     if mlp_width:
         width += 2 * arch.hidden_size + mlp_width  # gate, up (hidden in), down (MLP width in)
     if moe:
@@ -425,9 +458,12 @@ def sft(
     lora_gpu = lora_params_gpu(arch, lora_rank) * LORA_STATE_BYTES
 
     def layer_bytes(mlp_width: int, moe: bool) -> int:
-        """One layer's saved activations per token: bf16 tensors plus the LoRA inputs' fp32 copies."""
-        bf16 = 8 * h + arch.attention_activation_width + 4 * mlp_width
-        return bf16 * 2 + lora_input_width(arch, mlp_width, moe) * 4
+        """One layer's saved activations per token: bf16 tensors plus the LoRA inputs' fp32 copies, for the
+        larger of a hybrid model's two kinds of layer."""
+        return max(
+            (8 * h + width + 4 * mlp_width) * 2 + lora_input_width(arch, mlp_width, moe, linears) * 4
+            for linears, width, _ in _mixers(arch)
+        )
 
     dense = layer_bytes(arch.dense_intermediate_size, False) if arch.num_dense_layers else 0
     moe = layer_bytes(arch.shared_intermediate_size, True) if arch.num_moe_layers else 0
