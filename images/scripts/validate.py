@@ -19,8 +19,12 @@ import hashlib
 import json
 import os
 import re
+import select
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 
 # The top-level import names of a distribution that has no top_level.txt (hatchling, flit, maturin and
 # other modern backends write none), from the paths its RECORD lists. Defined here and run inside each
@@ -100,17 +104,30 @@ print(json.dumps(out))
 )
 exec(TOP_LEVEL_FROM_RECORD)  # the same functions here, for the tests
 
+# Runs inside an env's python: imports each module named, reporting on the file descriptor argv[1] a line
+# "start<TAB>MOD" before each import and "done<TAB>MOD<TAB>RESULT-JSON" after it, so that the caller can bound
+# each import in time and name the module when one hangs or takes the interpreter down (SIGILL, os._exit).
+# The module's own output goes to stdout/stderr and cannot be taken for a report.
 IMPORT = r"""
-import importlib, json, sys
-res = {}
-for mod in sys.argv[1:]:
+import importlib, json, os, sys
+report = os.fdopen(int(sys.argv[1]), "w", buffering=1)
+for mod in sys.argv[2:]:
+    report.write("start\t" + mod + "\n")
     try:
         importlib.import_module(mod)
-        res[mod] = "ok"
+        res = "ok"
     except BaseException as exc:  # an import may sys.exit or raise anything
-        res[mod] = f"{type(exc).__name__}: {exc}"[:300]
-print(json.dumps(res))
+        res = ("%s: %s" % (type(exc).__name__, exc))[:300]
+    report.write("done\t" + mod + "\t" + json.dumps(res) + "\n")
 """
+
+# Seconds one import (and the probe) may take before it is stopped and reported as hung; sglang with torch
+# takes about a minute on a cold disk. KTINFRA_VALIDATE_IMPORT_TIMEOUT sets another limit.
+IMPORT_TIMEOUT = 600.0
+
+
+class ValidateError(Exception):
+    """A python that cannot be probed: reported as the env's problem, not a traceback."""
 
 
 def canon(name: str) -> str:
@@ -220,19 +237,128 @@ def du(path: str) -> int:
     return total
 
 
-def run_json(python: str, code: str, *args: str) -> dict:
-    proc = subprocess.run([python, "-c", code, *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{python} failed: {proc.stderr.strip()[-500:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def _tail(log, limit: int = 500) -> str:
+    log.seek(0)
+    return log.read().decode("utf-8", "replace").strip()[-limit:]
 
 
-def check_env(name: str, spec: dict, wheels: dict, problems: list[str]) -> dict:
+def _stop(proc: subprocess.Popen) -> None:
+    """Kill the python and whatever it started (its own session), and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    proc.wait()
+
+
+def _how_it_ended(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+def run_json(python: str, code: str, *args: str, timeout: float = IMPORT_TIMEOUT) -> dict:
+    with tempfile.TemporaryFile() as log:
+        try:
+            proc = subprocess.Popen(
+                [python, "-c", code, *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ValidateError(f"{python} cannot run: {exc}") from None
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            raise ValidateError(f"{python} did not answer within {timeout:g} s") from None
+        if proc.returncode != 0:
+            raise ValidateError(f"{python} failed ({_how_it_ended(proc.returncode)}): {_tail(log)}")
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+def _import_some(python: str, mods: list[str], timeout: float, results: dict[str, str]) -> None:
+    """One python importing mods in turn until one hangs past timeout or ends the interpreter; fills
+    results for the modules it got through (and the one that hung or crashed)."""
+    r, w = os.pipe()
+    with tempfile.TemporaryFile() as log:
+        try:
+            proc = subprocess.Popen(
+                [python, "-c", IMPORT, str(w), *mods],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                pass_fds=(w,),
+                start_new_session=True,
+            )
+        finally:
+            os.close(w)
+        current, deadline, buf = None, time.monotonic() + timeout, b""
+        with os.fdopen(r, "rb", buffering=0) as status:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    _stop(proc)
+                    mod = current or mods[0]
+                    started = "" if current else " (python did not start it)"
+                    results[mod] = f"timed out: the import did not finish within {timeout:g} s{started}"
+                    return
+                # wake up now and then: a child of the import may hold the pipe open after python ended
+                ready, _, _ = select.select([status], [], [], min(left, 1.0))
+                chunk = status.read(65536) if ready else b""
+                if (ready and not chunk) or (not ready and proc.poll() is not None):
+                    break
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    kind, _, rest = line.decode("utf-8", "replace").partition("\t")
+                    if kind == "start":
+                        current, deadline = rest, time.monotonic() + timeout
+                    elif kind == "done":
+                        mod, _, res = rest.partition("\t")
+                        results[mod] = json.loads(res)
+                        current = None
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        _stop(proc)
+        if current is not None or not any(m in results for m in mods):
+            how = _how_it_ended(proc.returncode)
+            if current is None:  # python ended before its first import
+                results[mods[0]] = f"python ended before the import ({how}): {_tail(log, 300)}"
+            else:
+                results[current] = f"the import ended python ({how}): {_tail(log, 300)}"
+
+
+def run_imports(python: str, mods: list[str], timeout: float = IMPORT_TIMEOUT) -> dict[str, str]:
+    """{module: "ok" or why not}: each import bounded by timeout; after a hung or crashed import the
+    rest are imported by a fresh python."""
+    results: dict[str, str] = {}
+    pending = list(mods)
+    while pending:
+        _import_some(python, pending, timeout, results)
+        pending = [m for m in pending if m not in results]
+    return {m: results[m] for m in mods}
+
+
+def check_env(
+    name: str, spec: dict, wheels: dict, problems: list[str], timeout: float = IMPORT_TIMEOUT
+) -> dict:
     python = spec["python"]
     if not os.access(python, os.X_OK):
         problems.append(f"env {name}: no python at {python}")
         return {}
-    probe = run_json(python, PROBE)
+    try:
+        probe = run_json(python, PROBE, timeout=timeout)
+    except ValidateError as exc:
+        problems.append(f"env {name}: its python cannot list its packages: {exc}")
+        return {}
     installed = {canon(d): (d, info) for d, info in probe["dists"].items()}
     pinned, imports = set(), list(spec.get("imports") or [])
     not_checked: dict[str, str] = {}
@@ -256,7 +382,7 @@ def check_env(name: str, spec: dict, wheels: dict, problems: list[str]) -> dict:
                 if not info.get("record")
                 else "no top_level.txt, and its RECORD lists no importable module"
             )
-    import_results = run_json(python, IMPORT, *sorted(set(imports))) if imports else {}
+    import_results = run_imports(python, sorted(set(imports)), timeout) if imports else {}
     for mod, res in import_results.items():
         if res != "ok":
             problems.append(f"env {name}: import {mod} failed: {res}")
@@ -288,11 +414,22 @@ def main(argv: list[str]) -> int:
     if len(argv) != 4:
         print(__doc__, file=sys.stderr)
         return 2
+    raw = os.environ.get("KTINFRA_VALIDATE_IMPORT_TIMEOUT", "")
+    try:
+        timeout = float(raw) if raw.strip() else IMPORT_TIMEOUT
+    except ValueError:
+        timeout = -1.0
+    if not 0 < timeout < float("inf"):
+        print(
+            f"validate: KTINFRA_VALIDATE_IMPORT_TIMEOUT={raw!r} is not a number of seconds > 0",
+            file=sys.stderr,
+        )
+        return 2
     with open(argv[1]) as f:
         spec = json.load(f)
     wheels = wheel_index(argv[3])
     problems: list[str] = []
-    envs = {name: check_env(name, env, wheels, problems) for name, env in spec["envs"].items()}
+    envs = {name: check_env(name, env, wheels, problems, timeout) for name, env in spec["envs"].items()}
     with open(argv[2], "w") as f:
         json.dump({"profile": spec.get("profile"), "envs": envs, "problems": problems}, f, indent=1)
     for p in problems:
