@@ -183,9 +183,23 @@ def test_supervised_programs_running(host, init_name):
 
 def env_file_health_urls(host) -> list[str]:
     """KT_HEALTH_URL of every serve env file ktinfra installed: where PID 1 is not systemd kt_serve runs the
-    same instances under supervisord, which no unit list shows."""
-    listed = host.run(f"grep -h '^KT_HEALTH_URL=' {SERVE_ENV_DIR}/*.env 2>/dev/null").stdout
-    return sorted({m.group(1) for m in re.finditer(r"^KT_HEALTH_URL=['\"]?([^'\"\s]+)", listed, re.M)})
+    same instances under supervisord, which no unit list shows. One that cannot be read (0600, doctor not
+    root) fails the check with the reason: before, the unread file left no URL and the check was skipped."""
+    listed = host.run(f"ls -1 -- {shlex.quote(SERVE_ENV_DIR)}")
+    names = [n for n in listed.stdout.splitlines() if n.endswith(".env")] if listed.rc == 0 else []
+    urls = set()
+    for name in sorted(names):
+        path = f"{SERVE_ENV_DIR}/{name}"
+        read = host.run(f"cat -- {shlex.quote(path)}")
+        if read.rc != 0:
+            said = (read.stderr or read.stdout).strip()
+            pytest.fail(
+                f"cannot read the serve environment file {path} for KT_HEALTH_URL ({said}): run doctor as "
+                "root, or name the URL (ktinfra doctor --health-url, pytest --kt-health-url)",
+                pytrace=False,
+            )
+        urls.update(re.findall(r"^KT_HEALTH_URL=['\"]?([^'\"\s]+)", read.stdout, re.M))
+    return sorted(urls)
 
 
 def ask_health(host, probe_python: str, url: str) -> str:

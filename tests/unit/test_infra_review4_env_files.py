@@ -57,3 +57,34 @@ def test_an_env_file_that_cannot_be_read_fails_with_the_reason(tmp_path, systemc
         f"(cat: {tmp_path}/x.env: Is a directory): run doctor as root, or name the URL (ktinfra doctor "
         "--health-url, pytest --kt-health-url)"
     )
+
+
+def test_supervised_env_files_give_their_health_urls(tmp_path, monkeypatch):
+    """Without systemd the URLs come from kt_serve's env files (no unit to ask)."""
+    (tmp_path / "a.env").write_text("KT_HEALTH_URL='http://127.0.0.1:30000/health'\n")
+    (tmp_path / "b.env").write_text('X=1\nKT_HEALTH_URL="http://127.0.0.1:30001/health"\n')
+    (tmp_path / "tiny--run.lora.json").write_text("{}")
+    monkeypatch.setattr(services, "SERVE_ENV_DIR", str(tmp_path))
+    host = testinfra.get_host("local://")
+    assert services.env_file_health_urls(host) == [
+        "http://127.0.0.1:30000/health",
+        "http://127.0.0.1:30001/health",
+    ]
+    monkeypatch.setattr(services, "SERVE_ENV_DIR", str(tmp_path / "absent"))
+    assert services.env_file_health_urls(host) == []
+
+
+def test_a_supervised_env_file_that_cannot_be_read_fails_with_the_reason(tmp_path, monkeypatch):
+    """Before, `grep ... 2>/dev/null` passed over a file it could not read (doctor not root, the 0600 env
+    file render writes; here a directory): no URL, and the health check was skipped, not failed."""
+    (tmp_path / "a.env").write_text("KT_HEALTH_URL=http://127.0.0.1:30000/health\n")
+    (tmp_path / "x.env").mkdir()
+    monkeypatch.setattr(services, "SERVE_ENV_DIR", str(tmp_path))
+    host = testinfra.get_host("local://")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        services.env_file_health_urls(host)
+    assert str(failed.value) == (
+        f"cannot read the serve environment file {tmp_path}/x.env for KT_HEALTH_URL (cat: {tmp_path}/x.env: "
+        "Is a directory): run doctor as root, or name the URL (ktinfra doctor --health-url, pytest "
+        "--kt-health-url)"
+    )
