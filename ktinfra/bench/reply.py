@@ -148,6 +148,21 @@ def _failure(sc: Scenario, event: dict) -> str | None:
     return "server aborted the request" + (f": {message}" if isinstance(message, str) and message else "")
 
 
+def _error_event(data: bytes) -> str:
+    """The message of a streamed error (llama.cpp's `error:` line, an SSE `event: error`): the JSON's
+    error.message or message where it has one, else its text."""
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        value = None
+    if isinstance(value, dict):
+        inner = value.get("error") or value
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        if isinstance(message, str) and message:
+            return f"server error: {message}"
+    return f"server error: {_short(data)}" if data else "server error (no message)"
+
+
 def estimate_tokens(text: str) -> int:
     """Output tokens of a reply the server sent no usage for: about 4 characters per token."""
     return estimate_from_chars(len(text)) if text.strip() else 0
@@ -175,10 +190,23 @@ class Stream:
         counts nothing; more with SGLang's --stream-interval above 1); raises for a failure the server
         reports, an event of the wrong shape, and a stream that ends before it said it was complete."""
         complete = False
+        kind = b""  # the SSE `event:` name of the event being read; a blank line ends the event
         for raw in lines:
+            if not raw:
+                kind = b""
+                continue
+            if raw.startswith(b"event:"):
+                kind = raw[6:].strip()
+                continue
+            if raw.startswith(b"error:"):
+                # llama.cpp's server streams a failure as its own field, `error: {"code": 500, "message":
+                # ..., "type": "server_error"}` (server_sent_event(sink, "error", ...)), not as data
+                raise ServerFailed(_error_event(raw[6:].strip()))
             if not raw.startswith(b"data:"):
                 continue
             data = raw[5:].strip()
+            if kind == b"error":  # `event: error` then `data: ...`: the data is the server's message
+                raise ServerFailed(_error_event(data))
             if not data:
                 continue  # an empty event: a keep-alive some proxies send while the model thinks
             if data == b"[DONE]":
