@@ -56,6 +56,33 @@ fi
 : >/etc/machine-id
 rm -f /var/lib/dbus/machine-id /var/lib/systemd/random-seed
 rm -f /etc/ssh/ssh_host_*
+# ...and made again at first boot: Debian's and Ubuntu's openssh-server make them only when installed
+# (postinst) and sshd refuses to start without one; where cloud-init runs (an AMI) it makes them first
+if [ -x /usr/sbin/sshd ]; then
+  if command -v systemctl >/dev/null && [ -d /etc/systemd/system ]; then
+    # BEGIN ktinfra-ssh-hostkeys.service
+    cat >/etc/systemd/system/ktinfra-ssh-hostkeys.service <<'UNIT'
+[Unit]
+Description=SSH host keys of this machine (the ktinfra image ships none)
+Documentation=man:ssh-keygen(1)
+ConditionPathExistsGlob=!/etc/ssh/ssh_host_*_key
+After=cloud-init.service
+Before=ssh.service sshd.service
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/ssh-keygen -A
+
+[Install]
+WantedBy=ssh.service sshd.service
+UNIT
+    # END ktinfra-ssh-hostkeys.service
+    systemctl enable ktinfra-ssh-hostkeys.service
+    say "ssh host keys removed; ktinfra-ssh-hostkeys.service makes them at first boot"
+  else
+    say "WARNING: ssh host keys removed and no systemd here to make them at boot: run ssh-keygen -A before sshd"
+  fi
+fi
 # the build's login key (packer's temporary key on an AMI): cloud-init installs the instance's own at boot
 rm -f /root/.ssh/authorized_keys /home/*/.ssh/authorized_keys
 # cloud-init state of the build instance: a new instance must run cloud-init again as its first boot
