@@ -157,11 +157,14 @@ class RequestResult:
     prompt_estimated: bool = False  # no usage.prompt_tokens: the requested prompt length (words, not tokens)
     answered: bool = False  # the server sent a status line (any code): it is there
     status: int | None = None  # that status code
+    server_failed: bool = False  # a reply the server broke off: an error in it, cut off, connection lost
 
     @property
     def retry_later(self) -> bool:
-        """No answer, or one saying to come back later (429, 503): the user pauses before the next."""
-        return not self.answered or self.status in (429, 503)
+        """The user pauses before the next request: no answer, one saying to come back later (429), a server
+        error (5xx), or a reply the server failed or broke off. A client error (400: the prompt too long, an
+        unknown model) does not pause: the server is up and answers at once, and waiting changes nothing."""
+        return not self.answered or self.status == 429 or (self.status or 0) >= 500 or self.server_failed
 
     @property
     def user_tps(self) -> float:
@@ -353,11 +356,13 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         result.error = f"unexpected reply: {exc}"
     except (ServerFailed, CutOff) as exc:
         result.error = _one_line(str(exc))
+        result.server_failed = True
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
         if time.perf_counter() >= deadline:  # the deadline shut the socket while the headers were read
             result.error = f"timed out after {sc.timeout_s:g} s (no answer)"
         else:
             result.error = f"{type(exc).__name__}: {exc}"
+            result.server_failed = True  # e.g. the connection reset in the middle of the reply
     if not result.ok:
         result.ok, result.ttft_s, result.itl_s = False, None, []
         result.latency_s = time.perf_counter() - t0

@@ -11,9 +11,11 @@ from ktinfra.bench.deadline import new_session, start_thread
 from ktinfra.bench.metrics import summarize
 
 OnResult = Callable[[RequestResult], None]
-# A user's pause after a request the server did not answer (connection refused, no status line), doubling
-# from the first to the longest: against a dead server each user re-sent at once, thousands of failed
-# requests a second for the whole --duration. An answer, an HTTP error included, ends the pause.
+# A user's pause after a request the server did not answer (connection refused, no status line), answered 429
+# or 5xx, or broke off (an error in the stream, the connection reset mid-reply): RequestResult.retry_later.
+# It doubles from the first to the longest over failures in a row: against a dead or broken server each user
+# re-sent at once, thousands of failed requests a second for the whole --duration. Each such request counts
+# as a failed one; a success, or a client error (400), ends the pause.
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 1.0
 
@@ -59,7 +61,7 @@ def run_level(
                 if on_result is not None:
                     on_result(result)
                 n += 1
-                retry = result.retry_later  # no answer, or 429/503: do not hammer a server that is down
+                retry = result.retry_later  # do not hammer a server that is down, overloaded or failing
                 pause = min(max(2 * pause, BACKOFF_FIRST_S), BACKOFF_MAX_S) if retry else 0.0
 
     def guarded(index: int) -> None:

@@ -46,15 +46,17 @@ def test_a_pause_ends_at_the_deadline(monkeypatch):
     assert (level["completed"], level["failed"]) == (0, 2)
 
 
-def test_http_errors_the_server_answers_get_no_pause(server, monkeypatch):
-    # a 500 is an answer: were it paused like a refused connection (20 s here), 3 requests would take 40 s
+def test_client_errors_the_server_answers_get_no_pause(server, monkeypatch):
+    # a 400 (the prompt too long, an unknown model) says the server is up: waiting changes nothing. Were it
+    # paused like a refused connection (20 s here), 3 requests would take 40 s. (5xx are paused:
+    # test_bench_review_backoff.)
     monkeypatch.setattr(runner, "BACKOFF_FIRST_S", 20.0)
     monkeypatch.setattr(runner, "BACKOFF_MAX_S", 20.0)
-    server.reply = lambda h, body: whole(h, b"broken", 500)
+    server.reply = lambda h, body: whole(h, b"context too long", 400)
     t0 = time.perf_counter()
     level = bench.run_level(scenario(server), users=1, requests_per_user=3)
     assert time.perf_counter() - t0 < 10.0
-    assert level["failed"] == 3 and level["errors"] == ["HTTP 500: broken"], level
+    assert level["failed"] == 3 and level["errors"] == ["HTTP 400: context too long"], level
 
 
 @pytest.mark.parametrize("status", [429, 503])
