@@ -138,7 +138,9 @@ def read_unit_log(unit: str, lines: int = 20000) -> str:
     proc = subprocess.run(
         ["journalctl", "-u", unit, "--no-pager", "-o", "cat", "-n", str(lines)],
         capture_output=True,
-        text=True,
+        # the messages as the server wrote them: UTF-8 as --log reads it, a bad byte replaced, not a traceback
+        encoding="utf-8",
+        errors="replace",
         check=False,
     )
     if proc.returncode != 0:
@@ -160,7 +162,9 @@ def _current_run_start(unit: str) -> str:
         return ""
     read = ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "--no-pager", "-o", "cat"]
     head: list[str] = []
-    with subprocess.Popen(read, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as journal:
+    with subprocess.Popen(
+        read, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, encoding="utf-8", errors="replace"
+    ) as journal:
         for line in journal.stdout:  # type: ignore[union-attr]
             if len(head) >= START_LINES or BATCH_LINE.search(line):
                 break
