@@ -66,7 +66,7 @@ if [ -x /usr/sbin/sshd ]; then
 Description=SSH host keys of this machine (the ktinfra image ships none)
 Documentation=man:ssh-keygen(1)
 ConditionPathExistsGlob=!/etc/ssh/ssh_host_*_key
-After=cloud-init.service
+After=cloud-init.service cloud-init-network.service
 Before=ssh.service sshd.service
 
 [Service]

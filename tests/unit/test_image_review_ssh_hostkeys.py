@@ -51,7 +51,8 @@ def test_the_unit_makes_the_keys_before_sshd_only_while_there_are_none():
     assert unit["Service"]["Type"] == "oneshot"  # ssh.service waits for it to finish
     assert {"ssh.service", "sshd.service"} <= set(unit["Unit"]["Before"].split())
     assert {"ssh.service", "sshd.service"} <= set(unit["Install"]["WantedBy"].split())
-    assert "cloud-init.service" in unit["Unit"]["After"].split()  # cloud-init's keys, where it runs, win
+    # cloud-init's keys, where it runs, win (its init stage is cloud-init-network.service from 24.3 on)
+    assert {"cloud-init.service", "cloud-init-network.service"} <= set(unit["Unit"]["After"].split())
     assert unit["Unit"]["ConditionPathExistsGlob"] == "!/etc/ssh/ssh_host_*_key"
 
 
