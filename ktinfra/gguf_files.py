@@ -461,6 +461,39 @@ def _split_models(headers: list[Header]) -> list[GgufModel]:
     return [models[name] for name in sorted(models)]
 
 
+_EXPERT_PART = re.compile(r"blk\.(\d+)\.ffn_(gate|up|down|gate_up)_exps\.weight")
+
+
+def check_expert_layers(headers: list[Header]) -> None:
+    """kt-kernel's LLAMAFILE backend (kt_kernel/utils/llamafile.py, load_weights) takes each MoE layer's
+    blk.N.ffn_gate_exps, ffn_up_exps and ffn_down_exps tensors by name, from whichever .gguf file of the
+    directory holds them, and fails (KeyError, "Tensor ... not found in GGUF files") on one that is not
+    there: a layer holding only some of them, or gate and up fused into one ffn_gate_up_exps tensor (as
+    gguf-py writes them for checkpoints that store experts.gate_up_proj), cannot be served. GgufError names
+    the first such layer."""
+    parts: dict[int, dict[str, str]] = {}
+    for header in headers:
+        for tensor in header.tensors:
+            if found := _EXPERT_PART.fullmatch(tensor.name):
+                parts.setdefault(int(found[1]), {})[found[2]] = str(header.path)
+    fused = sorted(layer for layer, held in parts.items() if "gate_up" in held)
+    if fused:
+        more = f" (and {len(fused) - 1} more layers)" if len(fused) > 1 else ""
+        raise GgufError(
+            f"{parts[fused[0]]['gate_up']}: blk.{fused[0]}.ffn_gate_up_exps.weight{more} holds gate and up "
+            "fused in one tensor; kt-kernel's LLAMAFILE backend loads ffn_gate_exps and ffn_up_exps apart "
+            "and fails on this file (KeyError): use a GGUF with separate gate and up expert tensors"
+        )
+    for layer, held in sorted(parts.items()):
+        missing = [f"blk.{layer}.ffn_{p}_exps.weight" for p in ("gate", "up", "down") if p not in held]
+        if missing:
+            raise GgufError(
+                f"{', '.join(sorted(set(held.values())))}: layer {layer} lacks {', '.join(missing)} beside "
+                "its other expert tensors; kt-kernel's LLAMAFILE backend loads all three of every MoE layer "
+                "and would fail on it (KeyError): a damaged or hand-edited file, or a split part missing?"
+            )
+
+
 def read_dir(path: Path) -> GgufDir | None:
     """The GGUF models directly in `path` (None when it holds no .gguf file), each with the quant it
     holds: the first file's general.file_type, else the quant its file name states."""
@@ -484,7 +517,7 @@ def read_dir(path: Path) -> GgufDir | None:
         headers.append(header)
     models, others = [], []
     for model in _split_models(headers):
-        if not model.expert_tensors():
+        if not any(_EXPERT_PART.fullmatch(t.name) for h in model.headers for t in h.tensors):
             others.extend(model.files)
             continue
         first = model.headers[0]

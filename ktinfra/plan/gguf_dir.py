@@ -46,7 +46,18 @@ class HeldGguf:
         return self.fmt.name.removeprefix("GGUF:")
 
     def warnings(self, arch: Architecture) -> list[str]:
-        """The GGUF's experts against the model's: another model's GGUF would fail at load."""
+        """The GGUF's experts against the model's: another model's GGUF would fail at load. One of fewer MoE
+        layers than the model's is refused (GgufError): kt-kernel's LLAMAFILE backend loads the expert
+        tensors of every MoE layer by name (kt_kernel/utils/llamafile.py) and fails (KeyError) on a layer the
+        files do not hold."""
+        layers = sorted({t.layer for t in self.expert_tensors(arch)})
+        if len(layers) < arch.num_moe_layers:
+            raise gguf_files.GgufError(
+                f"--weight-path {self.path}: its GGUF holds the experts of {len(layers)} layers "
+                f"({_layer_ranges(layers)}), {arch.name} has {arch.num_moe_layers} MoE layers: kt-kernel's "
+                f"LLAMAFILE backend loads the {EXPERT_TENSORS} tensors of every one and fails (KeyError) on "
+                "the first it lacks. Is it the GGUF of another model?"
+            )
         held = sum(t.elements for t in self.expert_tensors(arch))
         if held == arch.routed_expert_params:
             return []
@@ -65,6 +76,13 @@ class HeldGguf:
             f"{EXPERT_TENSORS} tensors kt-kernel copies out of {shown} ({gb(self.file_bytes)} of .gguf files "
             f"in all; SGLang takes the other weights from the checkpoint){extra}"
         )
+
+
+def _layer_ranges(layers: list[int]) -> str:
+    """0-23 for a run of layers, else the first few."""
+    if layers and layers == list(range(layers[0], layers[-1] + 1)):
+        return f"{layers[0]}-{layers[-1]}" if len(layers) > 1 else str(layers[0])
+    return ", ".join(map(str, layers[:8])) + (" ..." if len(layers) > 8 else "")
 
 
 def _listing(models: list[gguf_files.GgufModel]) -> str:
@@ -162,6 +180,7 @@ def held_gguf(path: str, requested: str | None) -> HeldGguf | None:
             "tensors, the routed experts LLAMAFILE loads"
         )
     _one_model(path, models)
+    gguf_files.check_expert_layers([header for model in models for header in model.headers])
     quant, source = _quant(path, models, requested)
     # the tensors first: a file whose experts were given other types (--tensor-type, unsloth's UD quants) is
     # judged by what it holds, not by the file type

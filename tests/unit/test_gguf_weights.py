@@ -309,7 +309,11 @@ def test_a_file_without_experts_beside_the_model_is_left_out(tmp_path):
 
 
 def test_experts_of_another_model_are_warned_about(tmp_path):
-    fixture.qwen3_30b(tmp_path, "Q8_0", layers=24)  # half the layers: not this model's GGUF
+    """As many layers, experts 1536 wide instead of 768: not this model's GGUF (fewer layers are refused,
+    test_gguf_review_expert_layers.py)."""
+    m = fixture.QWEN3_30B
+    tensors = fixture.moe_tensors("Q8_0", range(m["layers"]), m["hidden"], 2 * m["width"], m["experts"])
+    fixture.write(tmp_path / "Other-Q8_0.gguf", tensors, {"general.file_type": fixture.FILE_TYPES["Q8_0"]})
     result = serve(tmp_path)
     assert any("is it the GGUF of another model?" in w for w in result["warnings"])
 
