@@ -207,6 +207,7 @@ class GgufError(ValueError):
 # GGUF metadata value types: id -> struct format (8: string and 9: array are read apart)
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
+_UINT32 = 4
 
 
 @dataclass(frozen=True)
@@ -320,16 +321,29 @@ def read_header(path: Path) -> Header:
             raise GgufError(f"{path}: GGUF version {version}; only versions 2 and 3 are read")
         tensor_count = reader.count(reader.unpack("Q"), 24, "tensors")  # name length, dims, type, offset
         kv_count = reader.count(reader.unpack("Q"), 12, "metadata keys")
-        metadata = {}
+        # gguf-py's GGUFReader, which kt-kernel's GGUFLoader opens every file with, refuses a key or a tensor
+        # name given twice and a general.alignment that is not a uint32 power of two (as llama.cpp does)
+        metadata, keys = {}, set()
         for _ in range(kv_count):
             key = reader.string()
-            value = _value(reader, reader.unpack("I"))
+            kind = reader.unpack("I")
+            if key in keys:
+                raise GgufError(f"{path}: metadata key {key} appears twice (corrupt header?)")
+            keys.add(key)
+            if key == "general.alignment" and kind != _UINT32:
+                raise GgufError(f"{path}: general.alignment is metadata type {kind}, not uint32")
+            value = _value(reader, kind)
             if value is not None:
                 metadata[key] = value
         tensors = [_tensor(reader) for _ in range(tensor_count)]
+        names: set[str] = set()
+        for tensor in tensors:
+            if tensor.name in names:
+                raise GgufError(f"{path}: tensor {tensor.name} is listed twice (corrupt header?)")
+            names.add(tensor.name)
         alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-        if not isinstance(alignment, int) or alignment <= 0:
-            raise GgufError(f"{path}: general.alignment {alignment!r} is not a positive integer")
+        if alignment <= 0 or alignment & (alignment - 1):
+            raise GgufError(f"{path}: general.alignment {alignment} is not a power of two")
         data_start = -(-handle.tell() // alignment) * alignment
     return Header(path, version, metadata, tuple(tensors), data_start, size)
 
