@@ -145,6 +145,11 @@ def _scan_layer(root: Path, layer: int, shape: ExpertShape, numa_count: int, has
                     f"{rel}: {size} bytes for expert {expert}, the model's sizes give {expected} bytes and "
                     f"experts 0..{shape.expert_num - 1}: converted from another model or cut off?"
                 )
+            if not os.access(path, os.R_OK):  # kt-kernel: PermissionError "INT8 weight file is not readable"
+                raise WeightsError(
+                    f"{rel} cannot be read by this user (uid {os.geteuid()}), and kt-kernel reads every file "
+                    "of the tree: give the user that trains or serves read access to it"
+                )
             seen.add((numa, projection, int(expert), kind))
             entry = {"path": rel, "size_bytes": size}
             files.append(entry | ({"sha256": sha256_of(path)} if hashes else {}))
