@@ -249,8 +249,9 @@ def _holds_layers(folder: Path) -> bool:
 
 
 def _refuse_wrong_level(root: Path, entries: list[str]) -> None:
-    """A DIR one level off the tree (its parent folder, or one of its _layer_N folders): say which folder to
-    give, not "remove the directory", which would delete the conversion (or everything beside it)."""
+    """A DIR off the tree (its parent folder, one of its _layer_N folders or _layer_N/_numa_M folders): say
+    which folder to give, not "remove the directory", which would delete the conversion (or everything beside
+    it, or part of it)."""
     inside = [n for n in entries if _holds_layers(root / n)]
     if inside:
         raise WeightsError(
@@ -260,6 +261,15 @@ def _refuse_wrong_level(root: Path, entries: list[str]) -> None:
     if _LAYER.fullmatch(root.name) and entries and all(_NUMA.fullmatch(n) for n in entries):
         raise WeightsError(
             f"{root} is one layer's folder of a converted tree: give the tree itself, {root.parent}"
+        )
+    tree = root.parent.parent
+    if (
+        _NUMA.fullmatch(root.name)
+        and _LAYER.fullmatch(root.parent.name)
+        and any(map(_FILE.fullmatch, entries))
+    ):
+        raise WeightsError(
+            f"{root} is one NUMA pool's folder of a converted tree: give the tree itself, {tree}"
         )
 
 
