@@ -14,10 +14,13 @@ arrays), and it never needs the `gguf` package.
 
 from __future__ import annotations
 
+import errno
 import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ktinfra.links import LinkLoop
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32  # general.alignment when absent (GGUF spec)
@@ -409,12 +412,16 @@ class GgufDir:
 
 def gguf_files(path: Path) -> list[Path]:
     """The .gguf files directly in `path`, which kt-kernel reads (sorted, as it reads them); `path` itself
-    when it is a .gguf file, which kt-kernel 0.7.2's GGUFLoader reads alone (utils/loader.py:838)."""
+    when it is a .gguf file, which kt-kernel 0.7.2's GGUFLoader reads alone (utils/loader.py:838). An empty
+    list where `path` cannot be listed (not there yet, not searchable), LinkLoop (an OSError) where it is a
+    loop of links."""
     if path.name.endswith(".gguf") and path.is_file():
         return [path]
     try:
         return sorted(p for p in Path(path).iterdir() if p.name.endswith(".gguf") and p.is_file())
-    except OSError:
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # nothing can be read or downloaded there: not "not there yet"
+            raise LinkLoop(Path(path)) from None
         return []
 
 
