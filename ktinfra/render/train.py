@@ -88,6 +88,13 @@ KT_CONFIG_WORDS = {  # sft/config.py _KNOWN_SFT_BACKENDS (any case), ExpertWeigh
     "lifecycle": ("persistent", "ephemeral"),
 }  # fmt: skip
 KT_PATH_KEYS = ("kt_weight_path", "kt_non_expert_weight_path", "kt_expert_checkpoint_path")
+# The other typed KT arguments (bool | None, int | None in KTransformersArguments), with the kind each takes.
+# HfArgumentParser.parse_dict converts no value: kt-kernel's wrapper reads bool(kt_use_lora_experts) (a
+# string "false" turns LoRA experts on) and `kt_lora_expert_num or 2`.
+KT_ARG_KINDS = {
+    "kt_use_lora_experts": bool, "kt_lora_expert_num": 1, "kt_lora_expert_intermediate_size": 1,
+    "kt_maxlen": 1, "kt_use_cuda_graph": bool, "kt_force_think": bool,
+}  # fmt: skip
 # --weight-format of experts pre-converted by convert_cpu_weights.py -> (kt_backend, kt_expert_weight_format)
 CONVERTED_EXPERT_BACKENDS = {"int8": ("INT8", "int8"), "int4": ("AMXINT4", None)}
 # LLaMA-Factory arguments a plan's sft block may set; anything else there is planner bookkeeping.
@@ -146,6 +153,14 @@ def _recipe(sft: dict, generation: str = "current") -> dict:
         problem = _recipe_problem(key, value)
         if problem:
             raise RenderError(f"plan sft.{key} must be {problem}, got {shown(value)}")
+    steps = recipe.get("warmup_steps")
+    if generation == "legacy" and steps is not None and not isinstance(steps, int):
+        # transformers 4.56 (the legacy sft env) refuses it at start: "warmup_steps must be of type int";
+        # transformers 5 (current) reads a float below 1 as a ratio
+        raise RenderError(
+            f"plan sft.warmup_steps must be a whole number of steps on the legacy stack (its transformers "
+            f"4.56 takes no float; a ratio is sft.warmup_ratio), got {shown(steps)}"
+        )
     scheduler = recipe.get("lr_scheduler_type")
     if scheduler is not None and scheduler not in SCHEDULERS[generation]:
         raise RenderError(
@@ -376,6 +391,9 @@ def _check_kt_keys(kt: dict, generation: str, no_checkpointing: bool) -> None:
             "plan sft.kt.kt_cpu_activation recompute needs GPU gradient checkpointing, but "
             "sft.disable_gradient_checkpointing is true (use retain)"
         )
+    for key, kind in KT_ARG_KINDS.items():
+        if key in kt:
+            _check_kind(f"sft.kt.{key}", kind, kt[key])
     for key, value in (kt.get("kt_config") or {}).items():
         if key == "enabled" and value is True:  # llamafactory-kt drops it (transport metadata)
             continue
@@ -386,16 +404,22 @@ def _check_kt_keys(kt: dict, generation: str, no_checkpointing: bool) -> None:
                 f"(it takes {', '.join(KT_CONFIG_KEYS)}; LLaMA-Factory sets the LoRA, path and mode keys "
                 "itself from its own arguments)"
             )
-        if kind is bool:
-            ok, want = isinstance(value, bool), "true or false"
-        elif isinstance(kind, int):
-            ok = isinstance(value, int) and not isinstance(value, bool) and kind <= value <= MAX_PLAN_INT
-            want = f"an integer >= {kind}"
-        else:
-            words = KT_CONFIG_WORDS[kind]
-            ok, want = isinstance(value, str) and value.lower() in words, f"one of {', '.join(words)}"
-        if not ok:
-            raise RenderError(f"plan sft.kt.kt_config.{key} must be {want}, got {shown(value)}")
+        _check_kind(f"sft.kt.kt_config.{key}", kind, value)
+
+
+def _check_kind(where: str, kind: object, value: object) -> None:
+    """A KT value of the kind its reader takes: bool (true/false), an int (at least that int) or a word of
+    KT_CONFIG_WORDS[kind]."""
+    if kind is bool:
+        ok, want = isinstance(value, bool), "true or false"
+    elif isinstance(kind, int):
+        ok = isinstance(value, int) and not isinstance(value, bool) and kind <= value <= MAX_PLAN_INT
+        want = f"an integer >= {kind}"
+    else:
+        words = KT_CONFIG_WORDS[kind]
+        ok, want = isinstance(value, str) and value.lower() in words, f"one of {', '.join(words)}"
+    if not ok:
+        raise RenderError(f"plan {where} must be {want}, got {shown(value)}")
 
 
 def _datasets(value: str) -> str:

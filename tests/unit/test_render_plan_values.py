@@ -107,12 +107,12 @@ def test_bf16_and_fp16_together_are_refused():
 
 def test_good_recipe_values_reach_the_yaml():
     plan = sft_plan(SFT_LEGACY)
-    plan["sft"].update(lora_target="q_proj,v_proj", lora_dropout=0.05, warmup_steps=0.1, max_steps=20)
+    plan["sft"].update(lora_target="q_proj,v_proj", lora_dropout=0.05, warmup_steps=5, max_steps=20)
     plan["sft"].update(dataloader_num_workers=0, fp16=False, lr_scheduler_type="cosine_with_restarts")
     recipe = yaml.safe_load(render_train(plan, name="r1", **TRAIN).files["r1.yaml"][0])
     assert recipe["lora_target"] == "q_proj,v_proj" and recipe["lora_dropout"] == 0.05
     assert recipe["max_steps"] == 20 and recipe["dataloader_num_workers"] == 0
-    assert recipe["lr_scheduler_type"] == "cosine_with_restarts" and recipe["warmup_steps"] == 0.1
+    assert recipe["lr_scheduler_type"] == "cosine_with_restarts" and recipe["warmup_steps"] == 5
 
 
 @pytest.mark.parametrize(("value", "message"), [(5, "sft.template must be a template name, got 5"),
