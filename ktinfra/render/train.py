@@ -251,7 +251,52 @@ def _kt_block(
         raise RenderError("--weight-format names the format of --weight-path: give both")
     if generation == "current":
         _check_expert_format(kt)
+        _check_cpu_retain(kt, sft.get("disable_gradient_checkpointing") is True)
     return kt
+
+
+# kt_backend values (any case) whose SFT method kt-kernel 0.7.2 cannot run with the CPU activations retained
+# (sft/wrapper.py: retain takes AMXBF16_SFT, AMXFP8_SFT, INT8_SFT, RAWINT4_SFT or MXFP4_SFT)
+NO_CPU_RETAIN_BACKENDS = ("amxint4", "amxbf16_skiplora", "amxint8_skiplora", "amxint4_skiplora")
+
+
+def _check_cpu_retain(kt: dict, no_checkpointing: bool) -> None:
+    """The activation policy llamafactory-kt derives (get_kt_activation_policy: kt_cpu_activation, else
+    retain without GPU gradient checkpointing, recompute with it) as kt-kernel 0.7.2's wrapper checks it
+    while the model is wrapped: CPU retain needs every expert and its LoRA on the CPU and a backend with
+    checkpoint-forward reuse; RAWINT4 retains only with GPU retain too."""
+    gpu = "retain" if no_checkpointing else "recompute"
+    cpu = kt.get("kt_cpu_activation") or gpu
+    if cpu != "retain":
+        return
+    config = kt["kt_config"]
+    backend = str(config.get("kt_backend", "AMXBF16"))
+    why = (
+        "kt_cpu_activation: retain"
+        if kt.get("kt_cpu_activation")
+        else ("sft.disable_gradient_checkpointing: true (llamafactory-kt then retains CPU activations)")
+    )
+    problems = [
+        problem
+        for problem, bad in (
+            (
+                f"kt_backend {backend} (no checkpoint-forward reuse)",
+                backend.lower() in NO_CPU_RETAIN_BACKENDS,
+            ),
+            ("kt_num_gpu_experts other than 0", config.get("kt_num_gpu_experts", 0) != 0),
+            ("kt_use_lora_experts", kt.get("kt_use_lora_experts") is True),
+            (
+                "rawint4 experts with GPU gradient checkpointing (they retain only with GPU retain too)",
+                str(config.get("kt_expert_weight_format", "")).lower() == "rawint4" and gpu == "recompute",
+            ),
+        )
+        if bad
+    ]
+    if problems:
+        raise RenderError(
+            f"plan sft.kt: {why} does not go with {', '.join(problems)}: kt-kernel 0.7.2 refuses it once the "
+            "model is loaded; use kt_cpu_activation: recompute with GPU gradient checkpointing"
+        )
 
 
 # kt_expert_weight_format -> the kt_backend values sft/config.py pairs with it (any case)

@@ -103,3 +103,55 @@ def test_the_cli_refuses_before_writing(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "sft.kt.kt_use_lora_experts must be true or false, got 'false'" in proc.stderr
     assert not out.exists()
+
+
+# kt-kernel 0.7.2 sft/wrapper.py, while the model is wrapped: "activation_policy.cpu=retain requires CPU-only
+# AMXBF16 Full/LoRA or frozen-base INT8/FP8/RAWINT4/MXFP4 LoRA; Hybrid, GPU-expert, LoRA-expert, generic INT4,
+# and SkipLoRA paths are not supported"; llamafactory-kt retains CPU activations when kt_cpu_activation says
+# so, or without GPU gradient checkpointing.
+@pytest.mark.parametrize(
+    ("change", "weight_path", "message"),
+    [
+        ({"kt": {"kt_cpu_activation": "retain"}}, "/w/Q-INT4", "retain does not go with kt_backend AMXINT4"),
+        ({"disable_gradient_checkpointing": True}, "/w/Q-INT4", "disable_gradient_checkpointing: true"),
+        ({"kt": {"kt_cpu_activation": "retain"}, "kt_config": {"kt_num_gpu_experts": 2}}, None,
+         "kt_num_gpu_experts other than 0"),
+        ({"disable_gradient_checkpointing": True, "kt_config": {"kt_num_gpu_experts": 2}}, None,
+         "kt_num_gpu_experts other than 0"),
+        ({"kt": {"kt_cpu_activation": "retain", "kt_use_lora_experts": True}}, None, "kt_use_lora_experts"),
+        ({"kt": {"kt_cpu_activation": "retain"},  # no format: kt-kernel pairs none with SkipLoRA
+          "kt_config": {"kt_backend": "AMXBF16_SkipLoRA", "kt_expert_weight_format": None}}, None,
+         "retain does not go with kt_backend AMXBF16_SkipLoRA"),
+        ({"kt": {"kt_cpu_activation": "retain"},
+          "kt_config": {"kt_backend": "RAWINT4", "kt_expert_weight_format": "rawint4"}}, None,
+         "rawint4 experts with GPU gradient checkpointing"),
+    ],
+)  # fmt: skip
+def test_cpu_retain_where_kt_kernel_refuses_it_is_refused(change, weight_path, message):
+    plan = load_fixture_plan(CURRENT)
+    sft = plan["sft"]
+    sft["kt"].update(change.get("kt", {}))
+    sft["kt"]["kt_config"].update(change.get("kt_config", {}))
+    sft["kt"]["kt_config"] = {k: v for k, v in sft["kt"]["kt_config"].items() if v is not None}
+    sft.update({k: v for k, v in change.items() if k not in ("kt", "kt_config")})
+    with pytest.raises(RenderError, match=message):
+        render_train(plan, **ARGS, weight_path=weight_path)
+
+
+def test_cpu_retain_where_kt_kernel_takes_it_renders():
+    plan = load_fixture_plan(CURRENT)
+    plan["sft"]["kt"]["kt_cpu_activation"] = "retain"  # the upstream docs' BF16 recipe
+    assert _recipe(plan)["kt_cpu_activation"] == "retain"
+    int4 = load_fixture_plan(CURRENT)  # AMXINT4 with the default recompute
+    assert _recipe_with(int4, weight_path="/w/Q-INT4")["kt_config"]["kt_backend"] == "AMXINT4"
+    gpu_experts = load_fixture_plan(CURRENT)
+    gpu_experts["sft"]["kt"]["kt_config"]["kt_num_gpu_experts"] = 2
+    assert _recipe(gpu_experts)["kt_config"]["kt_num_gpu_experts"] == 2
+    raw = load_fixture_plan(CURRENT)  # RAWINT4 retains with GPU retain too
+    raw["sft"]["disable_gradient_checkpointing"] = True
+    raw["sft"]["kt"]["kt_config"].update(kt_backend="RAWINT4", kt_expert_weight_format="rawint4")
+    assert _recipe(raw)["disable_gradient_checkpointing"] is True
+
+
+def _recipe_with(plan: dict, **extra) -> dict:
+    return yaml.safe_load(render_train(plan, **ARGS, **extra).files["r.yaml"][0])
