@@ -250,7 +250,7 @@ def _kt_block(
     elif weight_format:
         raise RenderError("--weight-format names the format of --weight-path: give both")
     if generation == "current":
-        _check_expert_format(kt)
+        _check_expert_format(kt, sft)
         _check_cpu_retain(kt, sft.get("disable_gradient_checkpointing") is True)
     return kt
 
@@ -306,14 +306,22 @@ FORMAT_BACKENDS = {
 }  # fmt: skip
 
 
-def _check_expert_format(kt: dict) -> None:
+# kt_backend (any case) -> the expert format kt-kernel 0.7.2 takes for it when the recipe names none
+BACKEND_FORMATS = {"int8": "int8", "amxint8": "int8", "fp8": "fp8", "amxfp8": "fp8", "rawint4": "rawint4",
+                   "amxint4_kgroup": "rawint4", "mxfp4": "mxfp4"}  # fmt: skip
+
+
+def _check_expert_format(kt: dict, sft: dict) -> None:
     """The final kt_config as kt-kernel 0.7.2's KTConfig.__post_init__ checks it (sft/config.py): the
-    expert format fits the backend; INT8 trains from a kt_weight_path, with kt_share_backward_bb, no GPU
-    experts and no GPU LoRA experts; kt_non_expert_weight_path goes with int8 (or mxfp4) experts only."""
+    expert format fits the backend; kt_non_expert_weight_path goes with int8 (or mxfp4) experts only; each
+    quantized format's own rules (INT8: a kt_weight_path, kt_share_backward_bb; FP8: kt_share_backward_bb,
+    persistent weights; RAWINT4: rank 8, dropout 0, kt_share_backward_bb false, fused expert LoRA; MXFP4: a
+    kt_weight_path, dropout 0, kt_share_backward_bb false; all: no GPU experts, no GPU LoRA experts);
+    ephemeral weights are INT8 only."""
     config = kt["kt_config"]
     backend = str(config.get("kt_backend", "AMXBF16")).lower()
     fmt = config.get("kt_expert_weight_format")
-    fmt = fmt.lower() if isinstance(fmt, str) else "int8" if backend in ("int8", "amxint8") else None
+    fmt = fmt.lower() if isinstance(fmt, str) else BACKEND_FORMATS.get(backend)
     if fmt is not None and backend not in FORMAT_BACKENDS[fmt]:
         raise RenderError(
             f"plan sft.kt.kt_config: kt_expert_weight_format {fmt} does not go with kt_backend "
@@ -324,20 +332,52 @@ def _check_expert_format(kt: dict) -> None:
             "plan sft.kt.kt_non_expert_weight_path goes with int8 (or mxfp4) experts only (kt-kernel), "
             f"the recipe trains {fmt or config.get('kt_backend')} experts"
         )
-    if fmt != "int8":
+    persistent = str(config.get("kt_weight_lifecycle", "persistent")).lower() == "persistent"
+    if not persistent and fmt != "int8":
+        raise RenderError(
+            "plan sft.kt.kt_config.kt_weight_lifecycle ephemeral is for INT8 .kt weights only (kt-kernel "
+            f"0.7.2), the recipe trains {fmt or config.get('kt_backend')} experts"
+        )
+    if fmt not in ("int8", "fp8", "rawint4", "mxfp4"):
         return
+    share_bb = config.get("kt_share_backward_bb", True) is not False  # KTConfig's default: on
+    pools = config.get("kt_threadpool_count", 1) if config.get("kt_tp_enabled") else 1
+    dropout = sft.get("lora_dropout") or 0  # LLaMA-Factory's default 0
+    checkpoint = bool(kt.get("kt_expert_checkpoint_path"))
+    rules = {
+        "int8": (
+            ("a kt_weight_path (pre-quantized experts: --weight-path)", not kt.get("kt_weight_path")),
+            ("kt_share_backward_bb: true", not share_bb),
+            ("no kt_expert_checkpoint_path", checkpoint),
+        ),
+        "fp8": (("kt_share_backward_bb: true", not share_bb), ("persistent weights", not persistent)),
+        "rawint4": (
+            ("lora_rank 8", sft.get("lora_rank", 8) != 8),  # LLaMA-Factory's default 8
+            ("lora_dropout 0", dropout != 0),
+            ("1 or 2 NUMA pools", pools not in (1, 2)),
+            ("kt_share_backward_bb: false", share_bb),
+            ("kt_force_fused_expert_lora: true", config.get("kt_force_fused_expert_lora") is not True),
+            ("no kt_expert_checkpoint_path", checkpoint),
+        ),
+        "mxfp4": (
+            ("a kt_weight_path", not kt.get("kt_weight_path")),
+            ("lora_dropout 0", dropout != 0),
+            ("1 or 2 NUMA pools", pools not in (1, 2)),
+            ("kt_share_backward_bb: false", share_bb),
+            ("no kt_expert_checkpoint_path", checkpoint),
+        ),
+    }[fmt]
     problems = [
         why
         for why, bad in (
-            ("a kt_weight_path (pre-quantized experts: --weight-path)", not kt.get("kt_weight_path")),
-            ("kt_share_backward_bb: true", config.get("kt_share_backward_bb") is False),
+            *rules,
             ("kt_num_gpu_experts: 0", config.get("kt_num_gpu_experts", 0) != 0),
             ("no kt_use_lora_experts", kt.get("kt_use_lora_experts") is True),
         )
         if bad
     ]
     if problems:
-        raise RenderError(f"INT8 experts train in kt-kernel 0.7.2 only with {', '.join(problems)}")
+        raise RenderError(f"{fmt.upper()} experts train in kt-kernel 0.7.2 only with {', '.join(problems)}")
 
 
 def _converted_experts(kt_config: dict, weight_path: object, weight_format: str | None) -> dict:

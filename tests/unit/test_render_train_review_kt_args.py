@@ -105,6 +105,9 @@ def test_the_cli_refuses_before_writing(tmp_path):
     assert not out.exists()
 
 
+RAWINT4 = {"kt_share_backward_bb": False, "kt_force_fused_expert_lora": True}  # what RAWINT4 trains with
+
+
 # kt-kernel 0.7.2 sft/wrapper.py, while the model is wrapped: "activation_policy.cpu=retain requires CPU-only
 # AMXBF16 Full/LoRA or frozen-base INT8/FP8/RAWINT4/MXFP4 LoRA; Hybrid, GPU-expert, LoRA-expert, generic INT4,
 # and SkipLoRA paths are not supported"; llamafactory-kt retains CPU activations when kt_cpu_activation says
@@ -123,7 +126,7 @@ def test_the_cli_refuses_before_writing(tmp_path):
           "kt_config": {"kt_backend": "AMXBF16_SkipLoRA", "kt_expert_weight_format": None}}, None,
          "retain does not go with kt_backend AMXBF16_SkipLoRA"),
         ({"kt": {"kt_cpu_activation": "retain"},
-          "kt_config": {"kt_backend": "RAWINT4", "kt_expert_weight_format": "rawint4"}}, None,
+          "kt_config": {"kt_backend": "RAWINT4", "kt_expert_weight_format": "rawint4", **RAWINT4}}, None,
          "rawint4 experts with GPU gradient checkpointing"),
     ],
 )  # fmt: skip
@@ -149,7 +152,7 @@ def test_cpu_retain_where_kt_kernel_takes_it_renders():
     assert _recipe(gpu_experts)["kt_config"]["kt_num_gpu_experts"] == 2
     raw = load_fixture_plan(CURRENT)  # RAWINT4 retains with GPU retain too
     raw["sft"]["disable_gradient_checkpointing"] = True
-    raw["sft"]["kt"]["kt_config"].update(kt_backend="RAWINT4", kt_expert_weight_format="rawint4")
+    raw["sft"]["kt"]["kt_config"].update(kt_backend="RAWINT4", kt_expert_weight_format="rawint4", **RAWINT4)
     assert _recipe(raw)["disable_gradient_checkpointing"] is True
 
 
