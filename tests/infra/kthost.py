@@ -14,9 +14,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from testinfra.backend import base as testinfra_base
 
 from ktinfra.facts.cpu import ISA_FLAGS
 from ktinfra.plan.formats import NON_AMX_VARIANTS, forced_cpu_variant
+
+
+def _decode(backend, data: bytes) -> str:
+    """A command's output as text, a byte that is not in the target's encoding replaced. testinfra decodes it
+    strictly, and what the checks read holds other programs' bytes (kt-kernel's and its libraries' logs on a
+    probe's stderr, env files, nvidia-smi): one byte that is not UTF-8 made the check an error reading
+    "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff" instead of its own answer."""
+    try:
+        return data.decode("ascii")
+    except UnicodeDecodeError:
+        return data.decode(backend.encoding, errors="replace")
+
+
+testinfra_base.BaseBackend.decode = _decode  # every backend that returns bytes (local, ssh, docker, ...)
 
 PROBES = Path(__file__).parent / "probes"
 ROLES = ("serve", "sft", "any")
