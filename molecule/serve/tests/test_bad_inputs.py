@@ -20,9 +20,17 @@ def converge(instances: list[dict]) -> tuple[int, str]:
 
 
 CASES = {
-    "malformed port": ([{"name": "x", "model": STORE_MODEL, "port": "http"}], "port"),
+    # not just "port" or "gpu": a failed argument check prints the role's whole spec (port included) and the
+    # supported keys, so those words were in the output whatever the check refused
+    "malformed port": (
+        [{"name": "x", "model": STORE_MODEL, "port": "http"}],
+        "argument 'port' is of type str found in 'kt_serve_instances'. and we were unable to convert to int",
+    ),
     "missing port": ([{"name": "x", "model": STORE_MODEL}], "missing required arguments: port"),
-    "unknown key": ([{"name": "x", "model": STORE_MODEL, "port": 1, "gpu": 0}], "gpu"),
+    "unknown key": (
+        [{"name": "x", "model": STORE_MODEL, "port": 1, "gpu": 0}],
+        "kt_serve_instances.gpu. Supported parameters include:",
+    ),
     "duplicate port": (
         [
             {"name": "a", "model": STORE_MODEL, "port": 30000},
