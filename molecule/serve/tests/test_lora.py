@@ -108,15 +108,22 @@ def test_interrupted_conversion_is_redone_and_never_served_half_written(host):
     """A conversion killed mid-write leaves only the staging directory (no done marker): the adapter is
     not in loras/, and the next train.yml run converts again and renames the complete result into place."""
     before = host.check_output(f"sha256sum {ADAPTER}/adapter_model.safetensors").split()[0]
+    convert, converted = "ktinfra-lora-convert@tiny-sft.service", "Converted KT fused expert LoRA adapter:"
+    conversions = _count(host, convert, converted)
     staging = "/srv/ktinfra/loras/.tiny-sft.partial"
     host.check_output(f"mv {ADAPTER} /tmp/tiny-sft.done && mkdir {staging} && head -c 4096 /dev/urandom > "
                       f"{staging}/adapter_model.safetensors")  # fmt: skip
+    placed = False
     try:
         rc, output = run_playbook(PLAYBOOKS / "train.yml", probe_pin(host), "--tags", "train")
+        # read before the finally puts the set-aside adapter back: that one has a marker and the same bytes
+        placed = host.file(f"{ADAPTER}/.ktinfra-convert-done").is_file
     finally:
         host.run(f"test -e {ADAPTER} || mv /tmp/tiny-sft.done {ADAPTER}")
     assert rc == 0, output[-3000:]
-    assert not host.file(staging).exists and host.file(f"{ADAPTER}/.ktinfra-convert-done").is_file
+    assert placed, output[-3000:]  # the run itself renamed a complete conversion into place
+    assert _count(host, convert, converted) == conversions + 1  # converted again, under systemd
+    assert not host.file(staging).exists
     assert host.check_output(f"sha256sum {ADAPTER}/adapter_model.safetensors").split()[0] == before
     host.check_output("rm -rf /tmp/tiny-sft.done")
     # same adapter, same list: kt_serve ran again (the conversion is a hand-over) and left `tiny` running
