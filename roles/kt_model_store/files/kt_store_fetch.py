@@ -26,7 +26,7 @@ import os
 import shutil
 import sys
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 MARKER = ".ktinfra-complete.json"
 PARTIAL_SUFFIXES = (".incomplete", ".part", ".lock")
@@ -163,7 +163,12 @@ def list_modelscope(args: argparse.Namespace) -> tuple[str | None, set[str], dic
 
     revision = {"revision": args.revision} if args.revision else {}
     entries = HubApi().get_model_files(args.repo, recursive=True, **revision)
-    files = {e["Path"]: e.get("Size") for e in entries if e.get("Type", "blob") != "tree"}
+    listed = {e["Path"]: e.get("Size") for e in entries if e.get("Type", "blob") != "tree"}
+    # modelscope's newer HubApi (its modelscope_hub compat layer, 1.40) lists folders too but without their
+    # Type, as {"Path", "Size"}: a folder (git has no empty ones) is then known as the parent of other
+    # entries. Taken as a file, it was never "fetched" and the model was never marked complete.
+    folders = {parent.as_posix() for rel in listed for parent in PurePosixPath(rel).parents}
+    files = {rel: size for rel, size in listed.items() if rel not in folders}
     wanted = selected(list(files), args)
     sizes = {rel: files[rel] for rel in wanted}
     return args.revision, wanted, sizes if all(isinstance(v, int) for v in sizes.values()) else None
