@@ -58,8 +58,10 @@ KT_METHODS = CONVERTED_WEIGHT_METHODS | NATIVE_WEIGHT_METHODS
 LOOPBACK_NAMES = frozenset({"localhost"})
 NUMA_POLICIES = ("auto", "interleave", "none")
 NUMACTL = "/usr/bin/numactl"
-# sglang server_args.py LORA_BACKEND_CHOICES (sglang-kt 0.7.2; ktinfra.lora.LORA_BACKENDS offers the same)
-LORA_BACKENDS = ("triton", "csgmv", "ascend", "torch_native")
+# sglang server_args.py LORA_BACKEND_CHOICES (sglang-kt 0.7.2) but "ascend": its
+# lora/backend/ascend_backend.py runs torch.ops.npu kernels (Ascend NPUs), a ktinfra server NVIDIA GPUs
+LORA_BACKENDS = ("triton", "csgmv", "torch_native")
+NPU_LORA_BACKENDS = ("ascend",)
 START_LIMIT_BURST = 3
 RESTART_S = 30
 STOP_TIMEOUT_S = 120
@@ -333,7 +335,14 @@ def _lora_args(lora: object, gpu_experts: int, threshold: int | None, requests: 
             f"plan serve.lora is set but serve.max_running_requests is {requests}: sglang-kt serves LoRA "
             f"with at least {LORA_MIN_RUNNING_REQUESTS} ({planned})"
         )
-    backend = lora.get("backend") or "triton"
+    backend = lora.get("backend")
+    if backend is None:  # "", false or [] are not a request for the default
+        backend = "triton"
+    if backend in NPU_LORA_BACKENDS:
+        raise RenderError(
+            f"plan serve.lora.backend {backend!r} is SGLang's LoRA backend for Ascend NPUs (torch.ops.npu "
+            f"kernels): the server runs on NVIDIA GPUs, use one of {', '.join(LORA_BACKENDS)}"
+        )
     if backend not in LORA_BACKENDS:
         raise RenderError(f"plan serve.lora.backend {backend!r} is not one of {', '.join(LORA_BACKENDS)}")
     paths = lora.get("paths")

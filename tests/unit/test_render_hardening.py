@@ -352,7 +352,7 @@ def test_contradictory_serve_plans_are_refused(seed002, change, message):
 def test_unknown_lora_backends_are_refused(seed002, backend):
     seed002["serve"].update(kt_num_gpu_experts=0, lora={**LORA, "backend": backend})
     with pytest.raises(
-        RenderError, match="lora.backend .* is not one of triton, csgmv, ascend, torch_native"
+        RenderError, match="lora.backend .* is not one of triton, csgmv, torch_native"
     ):
         sglang_argv(seed002, model_path="/m", weight_path="/w")
 
@@ -375,7 +375,7 @@ def test_lora_plans_sglang_kt_would_refuse_at_start_are_refused(seed002, key, va
     assert str(value) in argv
 
 
-@pytest.mark.parametrize("backend", ["triton", "csgmv", "ascend", "torch_native", None])
+@pytest.mark.parametrize("backend", ["triton", "csgmv", "torch_native", None])
 def test_lora_plans_without_gpu_experts_render(seed002, backend):
     seed002["serve"].update(kt_num_gpu_experts=0, lora={**LORA, "backend": backend})
     argv = sglang_argv(seed002, model_path="/m", weight_path="/w")
