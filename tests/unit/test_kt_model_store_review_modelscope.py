@@ -110,3 +110,13 @@ def test_allow_patterns_naming_a_folder_fetch_its_files_only(tmp_path):
     assert rc == 0 and report["complete"] is True, report
     marker = json.loads((dest / MARKER).read_text())
     assert sorted(marker["files"]) == ["inference/configs/config_671B.json", "inference/model.py"]
+
+
+def test_a_folder_pattern_ending_in_a_slash_fetches_that_folder(tmp_path):
+    """allow_patterns ["inference/"]: huggingface_hub's matching (which selects the listing) takes it as the
+    folder's files, modelscope's (fnmatch, as the stand-in's snapshot_download) as nothing."""
+    dest = tmp_path / "store" / "gguf" / "ds"
+    rc, report = fetch(tmp_path, dest, "--allow-pattern=inference/")
+    assert rc == 0 and report["complete"] is True, report
+    marker = json.loads((dest / MARKER).read_text())
+    assert sorted(marker["files"]) == ["inference/configs/config_671B.json", "inference/model.py"]

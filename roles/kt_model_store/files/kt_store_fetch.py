@@ -177,11 +177,15 @@ def list_modelscope(args: argparse.Namespace) -> tuple[str | None, set[str], dic
 def fetch_modelscope(args: argparse.Namespace, dest: Path, revision: str | None, wanted: set[str]) -> None:
     from modelscope import snapshot_download
 
+    # `wanted` was selected as huggingface_hub matches (a pattern ending in / is that folder's files);
+    # modelscope matches each pattern with fnmatch alone, so "UD-Q2_K_XL/" fetched nothing and the model was
+    # refused on every run ("listed file(s) missing"): give it the folder's files as a glob
+    patterns = [p + "*" if p.endswith("/") else p for p in args.allow_pattern or []]
     snapshot_download(
         model_id=args.repo,
         revision=revision,
         local_dir=str(dest),
-        allow_patterns=args.allow_pattern or None,
+        allow_patterns=patterns or None,
     )
 
 
