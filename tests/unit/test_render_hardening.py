@@ -351,9 +351,7 @@ def test_contradictory_serve_plans_are_refused(seed002, change, message):
 @pytest.mark.parametrize("backend", ["bogus", "triton;x", "TRITON", 1])
 def test_unknown_lora_backends_are_refused(seed002, backend):
     seed002["serve"].update(kt_num_gpu_experts=0, lora={**LORA, "backend": backend})
-    with pytest.raises(
-        RenderError, match="lora.backend .* is not one of triton, csgmv, torch_native"
-    ):
+    with pytest.raises(RenderError, match="lora.backend .* is not one of triton, csgmv, torch_native"):
         sglang_argv(seed002, model_path="/m", weight_path="/w")
 
 
