@@ -39,6 +39,7 @@ from ktinfra.bench.reply import token_counts
 from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS, deferred_experts
 from ktinfra.render.common import INSTANCE_NAME
 from ktinfra.render.convert import KT_LORA_SCRIPT, LEGACY_LORA_SCRIPT
+from ktinfra.render.serve import LORA_BACKENDS  # the GPU ones render accepts: one list
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
@@ -49,7 +50,6 @@ KT_LORA_METHODS = frozenset({"AMXBF16", "BF16", "AMXFP8", "FP8", "AMXINT8", "AMX
 KT_MANIFEST_FILE = "kt_adapter_manifest.json"
 KT_FULL_EXPERTS_INDEX = "kt_full_experts.index.json"
 KT_FUSED_KEY = re.compile(r"^layers\.(\d+)\.experts\.(gate|up|down)_lora_(a|b)$")
-LORA_BACKENDS = ("triton", "csgmv", "torch_native", "ascend")
 
 CURRENT_CONVERTER = "kt-kernel/scripts/convert_kt_to_sglang_adapter.py"
 INSTALLED_CONVERTER = "kt_kernel/sft/convert_kt_to_sglang_adapter.py"  # inside the kt-kernel wheel

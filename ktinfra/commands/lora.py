@@ -224,7 +224,7 @@ def serve(
     ] = None,
     port: int | None = typer.Option(None, "--port", min=1, max=65535),
     max_loras_per_batch: int = typer.Option(1, "--max-loras-per-batch", min=1),
-    lora_backend: str = typer.Option("triton", "--lora-backend", help="triton|csgmv|torch_native|ascend"),
+    lora_backend: str = typer.Option("triton", "--lora-backend", help="triton|csgmv|torch_native"),
     server_python: str = typer.Option(
         DEFAULT_SERVE_PYTHON, "--server-python", help="Python of the sglang env."
     ),
@@ -358,7 +358,7 @@ def plan_cmd(
         list[str], typer.Option("--adapter", help="NAME=DIR of an adapter SGLang loads (repeatable).")
     ],
     max_loras_per_batch: int = typer.Option(1, "--max-loras-per-batch", min=1),
-    lora_backend: str = typer.Option("triton", "--lora-backend", help="triton|csgmv|torch_native|ascend"),
+    lora_backend: str = typer.Option("triton", "--lora-backend", help="triton|csgmv|torch_native"),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
 ) -> None:
     """Put converted adapters on a serve plan: every expert on the CPU, no GPU prefill threshold, at least

@@ -573,3 +573,13 @@ def test_check_on_a_host_kt_serve_never_ran_on_previews_without_failing(tmp_path
     assert "changed: [localhost] => (item=" in task_output(output, "Create the configuration directories")
     assert "skipping" in task_output(output, "Keep the plan of each instance"), output[-3000:]
     assert not (tmp_path / "cfg-new").exists() and not (tmp_path / "render-new").exists()
+
+
+def test_an_npu_lora_backend_is_refused_at_the_start(tmp_path):
+    """sglang lists `ascend` among its LoRA backends, but its kernels are Ascend NPU ones; before, the role
+    took it, wrote the staged LoRA plan and failed at render (or, before render refused it, in the server's
+    first LoRA batch)."""
+    tasks = [{"ansible.builtin.include_role": {"name": "kt_serve"}}]
+    rc, output = run_play(tmp_path, tasks, {"kt_serve_lora_backend": "ascend", "kt_serve_instances": []})
+    assert rc != 0
+    assert "value of kt_serve_lora_backend must be one of: triton, csgmv, torch_native, got: ascend" in output

@@ -229,6 +229,10 @@ def test_lora_plan_enforces_kt_lora_constraints():
     assert plan_serve["kt_num_gpu_experts"] == 128 and plan["reasons"] == {}  # the caller's plan is kept
     with pytest.raises(lora.LoraError, match="--lora-backend"):
         lora.lora_plan({}, {}, 1, "cuda")
+    # in sglang's LORA_BACKEND_CHOICES but Ascend NPU kernels only: render refuses it, so the plan (which
+    # kt_serve writes before render) does too
+    with pytest.raises(lora.LoraError, match="one of triton, csgmv, torch_native$"):
+        lora.lora_plan({}, {}, 1, "ascend")
 
 
 def test_lora_plan_keeps_the_deferral_of_a_plan_with_no_gpu_experts():
