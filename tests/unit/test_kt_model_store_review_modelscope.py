@@ -104,3 +104,17 @@ def test_a_folder_pattern_ending_in_a_slash_fetches_that_folder(hub, tmp_path):
     marker = json.loads((dest / MARKER).read_text())
     assert sorted(marker["files"]) == INFERENCE
     assert {rel: (dest / rel).read_bytes() for rel in INFERENCE} == {rel: REPO[rel] for rel in INFERENCE}
+
+
+def test_a_pattern_with_dot_star_fetches_only_what_it_selects(tmp_path):
+    """modelscope also reads a pattern holding ".*" as a regex (".*" as "*"): "config.*" fetched
+    configuration_deepseek.py as well, which the listing's selection (and the disk check) left out and the
+    marker then recorded."""
+    with MiniModelScope() as hub:
+        hub.add(MODEL, {**REPO, "configuration_deepseek.py": b"class Config: pass"})
+        dest = tmp_path / "store" / "models" / "ds"
+        rc, report = fetch(hub, tmp_path, dest, "--allow-pattern=config.*")
+        assert rc == 0 and report["complete"] is True, report
+        assert sorted(json.loads((dest / MARKER).read_text())["files"]) == ["config.json"]
+        assert hub.files_sent() == ["config.json"]
+        assert sorted(p.name for p in dest.iterdir()) == [MARKER, "config.json"]

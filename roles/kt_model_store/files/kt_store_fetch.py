@@ -181,6 +181,10 @@ def fetch_modelscope(args: argparse.Namespace, dest: Path, revision: str | None,
     # modelscope matches each pattern with fnmatch alone, so "UD-Q2_K_XL/" fetched nothing and the model was
     # refused on every run ("listed file(s) missing"): give it the folder's files as a glob
     patterns = [p + "*" if p.endswith("/") else p for p in args.allow_pattern or []]
+    # and a pattern holding ".*" it also matches as a regex (".*" read as "*"): "config.*" fetched
+    # configuration_deepseek.py too, a file the listing did not select (nor the disk check count) that the
+    # marker then recorded. "[.]*" is the same glob without the ".*" modelscope reads again
+    patterns = [p.replace(".*", "[.]*") for p in patterns]
     snapshot_download(
         model_id=args.repo,
         revision=revision,
