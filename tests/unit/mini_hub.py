@@ -12,23 +12,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
+from loopback_hub import HubHandler, LoopbackServer
 
-class MiniHub:
+
+class MiniHub(LoopbackServer):
     def __init__(self, token: str | None = None):
         self.repos: dict[str, dict] = {}  # repo -> {"refs": {name: sha}, "commits": {sha: {path: bytes}}}
         self.token = token  # when set, requests without `Bearer token` get 401
         self.unserved: set[str] = set()  # listed, but resolve answers 404 (listing out of step with storage)
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Authorization)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        super().__init__(self._handler())
 
     def commit(self, repo: str, files: dict[str, bytes], *refs: str) -> str:
         """Add a commit holding exactly `files`; each of `refs` (a branch or tag) then names it."""
@@ -42,14 +37,6 @@ class MiniHub:
     def files_sent(self) -> list[str]:
         return [path for method, path, _ in self.requests if method == "GET" and "/resolve/" in path]
 
-    def __enter__(self) -> MiniHub:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
     def _resolve(self, repo: str, rev: str) -> tuple[str, dict[str, bytes]] | None:
         entry = self.repos.get(repo)
         if entry is None:
@@ -61,27 +48,7 @@ class MiniHub:
     def _handler(self):
         hub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_HEAD(self) -> None:
-                self._answer(body=False)
-
-            def do_GET(self) -> None:
-                self._answer(body=True)
-
-            def _send(self, status: int, data: bytes, headers: dict | None = None, body: bool = True) -> None:
-                self.send_response(status)
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if body:
-                    self.wfile.write(data)
-
+        class Handler(HubHandler):
             def _json(self, value, body: bool) -> None:
                 self._send(200, json.dumps(value).encode(), {"Content-Type": "application/json"}, body)
 

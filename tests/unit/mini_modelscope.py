@@ -15,21 +15,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from loopback_hub import HubHandler, LoopbackServer
 
-class MiniModelScope:
+
+class MiniModelScope(LoopbackServer):
     def __init__(self):
         self.repos: dict[str, dict[str, dict[str, bytes]]] = {}  # model id -> revision -> {path: bytes}
         self.requests: list[tuple[str, str, dict[str, str]]] = []  # (method, path, query)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        super().__init__(self._handler())
 
     def add(self, model_id: str, files: dict[str, bytes], revision: str = "master") -> None:
         """The model's files at `revision` (a branch, tag or commit; the client's default is master)."""
@@ -43,38 +38,10 @@ class MiniModelScope:
             if path.endswith("/repo") and method == "GET"
         ]
 
-    def __enter__(self) -> MiniModelScope:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
     def _handler(self):
         hub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_HEAD(self) -> None:
-                self._answer(body=False)
-
-            def do_GET(self) -> None:
-                self._answer(body=True)
-
-            def _send(self, status: int, data: bytes, headers: dict, body: bool) -> None:
-                self.send_response(status)
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if body:
-                    self.wfile.write(data)
-
+        class Handler(HubHandler):
             def _json(self, status: int, value: dict, body: bool) -> None:
                 self._send(status, json.dumps(value).encode(), {"Content-Type": "application/json"}, body)
 
