@@ -12,7 +12,10 @@ import zipfile
 import zlib
 from pathlib import Path
 
+from packaging import tags
 from packaging.markers import InvalidMarker, Marker, default_environment
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from ktinfra.digest import sha256_of
 from ktinfra.profiles import (
@@ -213,28 +216,33 @@ def _requirements(wheel: Path, extras: frozenset, python: str | None = None) -> 
     return found
 
 
-def _fits_python(filename: str, python: str | None) -> bool:
-    """Whether pip would install the wheel `filename` into an env of Python `python` (X.Y) as far as its
-    Python and ABI tags tell: cp311 wheels are not for a 3.12 env (a wheelhouse shared with another profile
-    or host holds both), py3 / py3N (N <= Y) / cp3M-abi3 (M <= Y) wheels fit any."""
-    parts = filename.removesuffix(".whl").split("-")
-    if python is None or len(parts) < 5:
-        return True
-    minor = int(python.split(".")[1])
-    abi = parts[-2].split(".")
-    for tag in parts[-3].split("."):
-        found = re.fullmatch(r"(py|cp)3(\d*)", tag)
-        if not found:
-            continue
-        kind, wanted = found.group(1), int(found.group(2) or 0)
-        if kind == "py" and wanted <= minor:
-            return True
-        if kind == "cp" and (wanted == minor or ("abi3" in abi and wanted <= minor)):
-            return True
-    return False
+def _env_tags(python: str | None, platforms: list[str] | None = None) -> frozenset[Tag] | None:
+    """The wheel tags pip takes in an env of CPython `python` (X.Y) on this host (ktinfra runs on the target):
+    its platforms are this host's (linux_x86_64 and the manylinux tags up to this host's glibc), or
+    `platforms`. None for an env whose Python is not known (every wheel counts)."""
+    if python is None:
+        return None
+    version = tuple(int(part) for part in python.split(".")[:2])
+    on = list(tags.platform_tags()) if platforms is None else platforms
+    return frozenset(tags.cpython_tags(version, platforms=on)) | frozenset(
+        tags.compatible_tags(version, f"cp{version[0]}{version[1]}", on)
+    )
 
 
-def _wheelhouse_bytes(wheelhouse: Path, envs: list[dict], python: str | None = None) -> int:
+def _fits(filename: str, wanted: frozenset[Tag] | None) -> bool:
+    """Whether pip would install the wheel `filename` where it takes the tags `wanted`: a cp311 wheel is not
+    for a 3.12 env, nor a macOS, aarch64 or musllinux one for this x86_64 glibc host (a wheelhouse shared
+    with another profile or host holds them); a file name that is no wheel's is passed over, as pip does."""
+    try:
+        *_, found = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return False
+    return wanted is None or not found.isdisjoint(wanted)
+
+
+def _wheelhouse_bytes(
+    wheelhouse: Path, envs: list[dict], python: str | None = None, platforms: list[str] | None = None
+) -> int:
     """Bytes of the wheelhouse's wheels that installing `envs` (made with Python `python`) takes from it
     instead of downloading: those of the envs' pins (at the pinned version) and, through each such wheel's
     Requires-Dist, what they need where its marker holds. The wheelhouse is shared (other profiles, earlier
@@ -242,10 +250,11 @@ def _wheelhouse_bytes(wheelhouse: Path, envs: list[dict], python: str | None = N
     if not wheelhouse.is_dir():
         return 0
     files: dict[str, list[tuple[str, Path]]] = {}
+    wanted = _env_tags(python, platforms)
     for path in wheelhouse.iterdir():
-        if not _fits_python(path.name, python):  # pip passes it over and downloads one that fits
+        if not _fits(path.name, wanted):  # pip passes it over and downloads one that fits
             continue
-        if path.name.endswith(".whl") and path.is_file():  # never a FIFO: opening one waits for ever
+        if path.is_file():  # never a FIFO: opening one waits for ever
             dist, _, rest = path.name.partition("-")
             files.setdefault(normalize(dist), []).append((rest.split("-", 1)[0], path))
     pinned: dict[str, str] = {}
