@@ -16,6 +16,7 @@ from packaging import tags
 from packaging.markers import InvalidMarker, Marker, default_environment
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import Version
 
 from ktinfra.digest import sha256_of
 from ktinfra.profiles import (
@@ -216,28 +217,39 @@ def _requirements(wheel: Path, extras: frozenset, python: str | None = None) -> 
     return found
 
 
-def _env_tags(python: str | None, platforms: list[str] | None = None) -> frozenset[Tag] | None:
-    """The wheel tags pip takes in an env of CPython `python` (X.Y) on this host (ktinfra runs on the target):
-    its platforms are this host's (linux_x86_64 and the manylinux tags up to this host's glibc), or
-    `platforms`. None for an env whose Python is not known (every wheel counts)."""
+def _env_tags(python: str | None, platforms: list[str] | None = None) -> dict[Tag, int] | None:
+    """The wheel tags pip takes in an env of CPython `python` (X.Y) on this host (ktinfra runs on the target),
+    each with its rank (0: the one pip prefers most): its platforms are this host's (linux_x86_64 and the
+    manylinux tags up to this host's glibc), or `platforms`. None for an env whose Python is not known
+    (every wheel counts)."""
     if python is None:
         return None
     version = tuple(int(part) for part in python.split(".")[:2])
     on = list(tags.platform_tags()) if platforms is None else platforms
-    return frozenset(tags.cpython_tags(version, platforms=on)) | frozenset(
-        tags.compatible_tags(version, f"cp{version[0]}{version[1]}", on)
-    )
+    ordered = [
+        *tags.cpython_tags(version, platforms=on),
+        *tags.compatible_tags(version, f"cp{version[0]}{version[1]}", on),
+    ]
+    return {tag: rank for rank, tag in reversed(list(enumerate(ordered)))}
 
 
-def _fits(filename: str, wanted: frozenset[Tag] | None) -> bool:
-    """Whether pip would install the wheel `filename` where it takes the tags `wanted`: a cp311 wheel is not
-    for a 3.12 env, nor a macOS, aarch64 or musllinux one for this x86_64 glibc host (a wheelhouse shared
-    with another profile or host holds them); a file name that is no wheel's is passed over, as pip does."""
+def _rank(filename: str, wanted: dict[Tag, int] | None) -> int | None:
+    """How much pip prefers the wheel `filename` where it takes the tags `wanted` (lower: more), None where it
+    does not take it: a cp311 wheel is not for a 3.12 env, nor a macOS, aarch64 or musllinux one for this
+    x86_64 glibc host (a wheelhouse shared with another profile or host holds them); a file name that is no
+    wheel's is passed over, as pip does."""
     try:
         *_, found = parse_wheel_filename(filename)
     except InvalidWheelFilename:
-        return False
-    return wanted is None or not found.isdisjoint(wanted)
+        return None
+    if wanted is None:
+        return 0
+    return min((wanted[tag] for tag in found if tag in wanted), default=None)
+
+
+def _fits(filename: str, wanted: dict[Tag, int] | None) -> bool:
+    """Whether pip would install the wheel `filename` where it takes the tags `wanted` (see _rank)."""
+    return _rank(filename, wanted) is not None
 
 
 def _wheelhouse_bytes(
@@ -246,17 +258,23 @@ def _wheelhouse_bytes(
     """Bytes of the wheelhouse's wheels that installing `envs` (made with Python `python`) takes from it
     instead of downloading: those of the envs' pins (at the pinned version) and, through each such wheel's
     Requires-Dist, what they need where its marker holds. The wheelhouse is shared (other profiles, earlier
-    pins): its other wheels download nothing for these."""
+    pins): its other wheels download nothing for these. pip installs one file of a distribution: the newest
+    version asked for, of the tag it prefers most (a local linux_x86_64 build next to the manylinux wheel of
+    the same version, or an older version next to a newer one, saves nothing more)."""
     if not wheelhouse.is_dir():
         return 0
-    files: dict[str, list[tuple[str, Path]]] = {}
+    files: dict[str, list[tuple[str, Version, int, Path]]] = {}
     wanted = _env_tags(python, platforms)
     for path in wheelhouse.iterdir():
-        if not _fits(path.name, wanted):  # pip passes it over and downloads one that fits
+        rank = _rank(path.name, wanted)
+        if rank is None:  # pip passes it over and downloads one that fits
             continue
         if path.is_file():  # never a FIFO: opening one waits for ever
             dist, _, rest = path.name.partition("-")
-            files.setdefault(normalize(dist), []).append((rest.split("-", 1)[0], path))
+            have = rest.split("-", 1)[0]
+            files.setdefault(normalize(dist), []).append(
+                (have, parse_wheel_filename(path.name)[1], rank, path)
+            )
     pinned: dict[str, str] = {}
     todo: list[Needed] = []
     for env in envs:
@@ -270,17 +288,20 @@ def _wheelhouse_bytes(
                 todo.append((normalize(name.group(1)), None, _extras(name.group(2))))
         todo.extend((normalize(w["name"]), None, frozenset()) for w in env["wheels"])
     seen: set[tuple[Path, frozenset]] = set()
-    credited: set[Path] = set()
+    credited: dict[str, Path] = {}
     while todo:
         name, version, extras = todo.pop()
         version = pinned.get(name, version)  # the env's own pin wins over what a dependency asks for
-        for have, path in files.get(name, []):
-            if (path, extras) in seen or (version is not None and not _same_version(have, version)):
-                continue
-            seen.add((path, extras))
-            credited.add(path)
-            todo.extend(_requirements(path, extras, python))
-    return sum(path.stat().st_size for path in credited)
+        fitting = [f for f in files.get(name, []) if version is None or _same_version(f[0], version)]
+        if not fitting:
+            continue
+        *_, path = max(fitting, key=lambda f: (f[1], -f[2], f[3].name))
+        if (path, extras) in seen:
+            continue
+        seen.add((path, extras))
+        credited.setdefault(name, path)
+        todo.extend(_requirements(path, extras, python))
+    return sum(path.stat().st_size for path in credited.values())
 
 
 def _disk_problems(needs: list[tuple[Path, int]]) -> tuple[list[dict], list[str]]:

@@ -96,3 +96,24 @@ def test_the_install_check_takes_a_macos_wheel_off_no_download(tmp_path):
     )
     (disk,) = result["disks"]
     assert disk["need_bytes"] == 10**6
+
+
+def test_one_file_of_a_distribution_is_credited_as_pip_installs_one(tmp_path):
+    """kt_preflight's local build (linux_x86_64) beside the manylinux wheel of the same version, an abi3
+    and a py3 build of it, and an older release: pip installs one of them, the newest version's file of the
+    tag it prefers (cp311-cp311 before abi3 before py3; manylinux before linux_x86_64)."""
+    (tmp_path / "wh").mkdir()
+    sizes = {
+        KT_311: 300_000,
+        "kt_kernel-0.7.2-cp311-cp311-linux_x86_64.whl": 500_000,
+        "kt_kernel-0.7.2-cp39-abi3-manylinux_2_35_x86_64.whl": 700_000,
+        "kt_kernel-0.7.2-py3-none-any.whl": 900_000,
+        "kt_kernel-0.6.0-cp311-cp311-manylinux_2_35_x86_64.whl": 1_100_000,
+    }
+    for filename, size in sizes.items():
+        _wheel(tmp_path / "wh", filename, size)
+    pinned = [{"name": "kt", "packages": ["kt-kernel==0.7.2"], "wheels": [], "pip": {}}]
+    unpinned = [{"name": "kt", "packages": ["kt-kernel"], "wheels": [], "pip": {}}]
+    # the platforms in the order packaging gives them: manylinux_2_35 first, linux_x86_64 last
+    for envs in (pinned, unpinned):
+        assert envcheck._wheelhouse_bytes(tmp_path / "wh", envs, "3.11", X86_64_GLIBC_2_35) == 300_000
