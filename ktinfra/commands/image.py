@@ -156,12 +156,25 @@ def verify(
         typer.Option(help="Build manifest (default: the one under --out whose image id is IMAGE's)."),
     ] = None,
     out: Annotated[Path, typer.Option(help="Where build directories are (build's --out).")] = OUT_ROOT,
+    suite_timeout: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=verify_mod.MAX_SUITE_TIMEOUT_S,
+            help="Seconds each suite may take; past them its processes are stopped and it counts as failed.",
+        ),
+    ] = verify_mod.SUITE_TIMEOUT_S,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Start IMAGE with systemd in docker and run the testinfra suite against it (docker:// backend)."""
     try:
         result = verify_mod.verify(
-            image, suites=suite or None, manifest=manifest, on_line=None if as_json else print, out_root=out
+            image,
+            suites=suite or None,
+            manifest=manifest,
+            on_line=None if as_json else print,
+            out_root=out,
+            suite_timeout_s=suite_timeout,
         )
     except ImageError as exc:
         _fail(exc)

@@ -5,21 +5,31 @@ The same suites run against an instance booted from the AMI: `pytest tests/infra
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ktinfra.image import OUT_ROOT, REPO_ROOT, ImageError, dockercli
 from ktinfra.image import manifest as manifest_mod
+from ktinfra.image.suite_progress import PROGRESS_ENV
 
 HOST_SUITE = REPO_ROOT / "tests" / "infra"
 # Not named test_*.py so that `pytest tests/integration/image` does not collect it without a container.
 IMAGE_SUITE = REPO_ROOT / "tests" / "integration" / "image" / "testinfra" / "image_checks.py"
+# one suite's time limit: the host suite on the full kt-0.7 image takes minutes (it imports the envs' torch);
+# a check that waits for ever (a GPU probe, a network call in an offline image) must not hang verify
+SUITE_TIMEOUT_S = 1200
+MAX_SUITE_TIMEOUT_S = 86400
+STOP_GRACE_S = 5  # SIGTERM to a timed-out suite's process group, then SIGKILL
 
 
 def find_manifest(image_id: str, out_root: Path = OUT_ROOT) -> Path | None:
@@ -70,6 +80,93 @@ def wait_for_systemd(name: str, timeout_s: float = 90) -> str:
     raise ImageError(f"systemd in {name} did not come up in {timeout_s:.0f} s (state: {state})")
 
 
+@dataclass
+class SuiteRun:
+    rc: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    running: str | None = None  # the test running when the time limit stopped the suite ("" for none)
+
+
+def run_suite(cmd: list[str], env: dict, timeout_s: float) -> SuiteRun:
+    """cmd (a pytest) in a process group of its own; past timeout_s the whole group is stopped (pytest and
+    the docker exec clients it started), and so it is on an interrupt (Ctrl-C) of verify."""
+    with tempfile.TemporaryDirectory(prefix="ktinfra-verify-") as tmp:
+        progress = Path(tmp) / "running"
+        proc = subprocess.Popen(
+            [*cmd, "-p", "ktinfra.image.suite_progress"],
+            cwd=REPO_ROOT,
+            env={**env, PROGRESS_ENV: str(progress)},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+            return SuiteRun(proc.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            _stop_group(proc)
+            out, err = _leftover_output(proc)
+            running = progress.read_text() if progress.exists() else ""
+            return SuiteRun(proc.returncode, out, err, timed_out=True, running=running)
+        except BaseException:
+            _stop_group(proc)
+            raise
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    try:  # whatever is left of the group, pytest included when it did not end on SIGTERM
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _leftover_output(proc: subprocess.Popen) -> tuple[str, str]:
+    """What the stopped suite wrote; a process that left its group may still hold the pipes: not waited on."""
+    try:
+        return proc.communicate(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired as exc:
+        for pipe in (proc.stdout, proc.stderr):
+            pipe.close()
+        text = exc.output.decode(errors="replace") if isinstance(exc.output, bytes) else exc.output or ""
+        return text, ""
+
+
+def check_timeout(timeout_s: float) -> float:
+    if not (isinstance(timeout_s, int | float) and math.isfinite(timeout_s)) or not (
+        0 < timeout_s <= MAX_SUITE_TIMEOUT_S
+    ):
+        raise ImageError(f"suite timeout {timeout_s!r} s: give seconds from 1 to {MAX_SUITE_TIMEOUT_S}")
+    return timeout_s
+
+
+def _suite_result(suite: Path, run: SuiteRun, timeout_s: float) -> dict:
+    if run.timed_out:
+        where = f"in {run.running}" if run.running else "with no test running (collection or teardown)"
+        summary = f"timed out after {timeout_s:g} s {where}; its processes were stopped"
+    else:
+        summary = (run.stdout.strip().splitlines() or [""])[-1].strip("= ")
+    return {
+        "suite": str(suite),
+        "rc": run.rc,
+        "summary": summary,
+        "timed_out": run.timed_out,
+        "running": run.running if run.timed_out else None,
+    }
+
+
 def verify(
     image: str,
     suites: list[Path] | None = None,
@@ -77,8 +174,10 @@ def verify(
     role: str = "any",
     on_line: Callable[[str], None] | None = None,
     out_root: Path = OUT_ROOT,
+    suite_timeout_s: float = SUITE_TIMEOUT_S,
 ) -> dict:
-    # a manifest or suite given on the command line is checked before docker is asked anything
+    # a manifest, suite or timeout given on the command line is checked before docker is asked anything
+    check_timeout(suite_timeout_s)
     data = load_manifest(manifest) if manifest else None
     suites = suites or [s for s in (HOST_SUITE, IMAGE_SUITE) if s.exists()]
     # pytest runs in the checkout (REPO_ROOT): paths relative to the caller's directory are made absolute
@@ -105,8 +204,8 @@ def verify(
     name = f"image-verify-{secrets.token_hex(3)}"
     env = dict(os.environ, KTINFRA_IMAGE_MANIFEST=str(manifest), KTINFRA_IMAGE_CONTAINER=name)
     results = []
-    dockercli.run_detached(image, name, dockercli.SYSTEMD_RUN_ARGS)
-    try:
+    try:  # a `docker run` that fails to start the container (or is interrupted) has created it already
+        dockercli.run_detached(image, name, dockercli.SYSTEMD_RUN_ARGS)
         state = wait_for_systemd(name)
         for suite in suites:
             cmd = [
@@ -121,14 +220,15 @@ def verify(
                 str(suite),
                 *suite_args(Path(suite), data, role),
             ]
-            proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+            run = run_suite(cmd, env, suite_timeout_s)
+            results.append(_suite_result(suite, run, suite_timeout_s))
             if on_line:
-                on_line(proc.stdout[-6000:] + proc.stderr[-2000:])
-            last = (proc.stdout.strip().splitlines() or [""])[-1]
-            results.append({"suite": str(suite), "rc": proc.returncode, "summary": last.strip("= ")})
+                on_line(run.stdout[-6000:] + run.stderr[-2000:])
+                if run.timed_out:
+                    on_line(f"{Path(suite).name}: {results[-1]['summary']}")
     finally:
         dockercli.remove_container(name)
-    passed = bool(results) and all(r["rc"] == 0 for r in results)
+    passed = bool(results) and all(r["rc"] == 0 and not r["timed_out"] for r in results)
     summary = "; ".join(f"{Path(r['suite']).name}: {r['summary']}" for r in results)
     return {
         "image": image,

@@ -140,11 +140,11 @@ def test_manifest_found_under_the_out_of_the_build(tmp_path, docker_with_image, 
     (tmp_path / "smoke-docker" / "manifest.json").write_text(json.dumps(MANIFEST))
     runs = []
 
-    def pytest_run(cmd, **kwargs):
-        runs.append((cmd, kwargs["env"]["KTINFRA_IMAGE_MANIFEST"]))
-        return verify.subprocess.CompletedProcess(cmd, 0, "1 passed\n", "")
+    def pytest_run(cmd, env, timeout_s):
+        runs.append((cmd, env["KTINFRA_IMAGE_MANIFEST"]))
+        return verify.SuiteRun(0, "1 passed\n", "")
 
-    monkeypatch.setattr(verify.subprocess, "run", pytest_run)
+    monkeypatch.setattr(verify, "run_suite", pytest_run)
     result = CliRunner().invoke(
         app, ["image", "verify", "ktinfra/kt:smoke", "--out", str(tmp_path), "--json"]
     )
