@@ -41,8 +41,10 @@ def _worker_urls(tmp_path, inventory: str, hostvars: dict) -> list[str]:
     out = tmp_path / "workers.json"
     lookup = "{{ lookup('ansible.builtin.template', '%s') }}" % (ROLE / "templates" / "workers.json.j2")
     tasks = [{"ansible.builtin.copy": {"content": lookup, "dest": str(out), "mode": "0644"}}]
+    # the template uses kt_common's filters, which the role (not loaded here) would bring
+    env = {"ANSIBLE_FILTER_PLUGINS": str(ROLES / "kt_common" / "filter_plugins")}
     rc, output = run_play(
-        tmp_path, tasks, {"kt_router_serve_group": "kt_serve"}, inventory=str(tmp_path / "hosts")
+        tmp_path, tasks, {"kt_router_serve_group": "kt_serve"}, inventory=str(tmp_path / "hosts"), env=env
     )
     assert rc == 0, output[-3000:]
     return json.loads(out.read_text())
