@@ -158,13 +158,25 @@ class RequestResult:
     answered: bool = False  # the server sent a status line (any code): it is there
     status: int | None = None  # that status code
     server_failed: bool = False  # a reply the server broke off: an error in it, cut off, connection lost
+    # a 200 that is not the API's reply (an HTML page from a proxy, JSON without choices, an empty stream):
+    # --url or --api points at something else, and the next request gets the same
+    bad_reply: bool = False
+    retry_after: str | None = None  # a non-200 reply's Retry-After header, as sent
 
     @property
     def retry_later(self) -> bool:
         """The user pauses before the next request: no answer, one saying to come back later (429), a server
-        error (5xx), or a reply the server failed or broke off. A client error (400: the prompt too long, an
-        unknown model) does not pause: the server is up and answers at once, and waiting changes nothing."""
-        return not self.answered or self.status == 429 or (self.status or 0) >= 500 or self.server_failed
+        error (5xx), a reply the server failed or broke off, or a 200 that is not the API's reply (it fails
+        the same way each time: unpaused, every user hammered a misconfigured URL as fast as it answered).
+        A client error (400: the prompt too long, an unknown model) does not pause: the server is up and
+        answers at once, and waiting changes nothing."""
+        return (
+            not self.answered
+            or self.status == 429
+            or (self.status or 0) >= 500
+            or self.server_failed
+            or self.bad_reply
+        )
 
     @property
     def user_tps(self) -> float:
@@ -306,6 +318,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
     result = RequestResult(ok=False, start=time.time())
     t0 = time.perf_counter()
     deadline = t0 + sc.timeout_s
+    content_type = ""
     try:
         # stream=True also without --stream: the body is read by _reads, under the request's deadline;
         # the headers are too, in a session from deadline.new_session().
@@ -316,7 +329,9 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
             ) as resp,
         ):
             result.answered, result.status = True, resp.status_code
+            content_type = resp.headers.get("Content-Type", "")
             if resp.status_code != 200:
+                result.retry_after = resp.headers.get("Retry-After")
                 result.error = f"HTTP {resp.status_code}: {error_body(resp, sc.timeout_s, deadline)}"
                 return result
             prompt_toks = completion_toks = None
@@ -344,9 +359,10 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
                 failure = _failure(sc, reply)
                 if failure:
                     raise ServerFailed(failure)
+                text = _whole_text(sc, reply)  # checks the reply's shape, counted or not
                 prompt_toks, completion_toks = _usage(sc, reply)
                 if not completion_toks:
-                    chunks = estimate_tokens(_whole_text(sc, reply))
+                    chunks = estimate_tokens(text)
             result.latency_s = time.perf_counter() - t0
             if result.latency_s > sc.timeout_s:  # e.g. a slow connect before the deadline could apply
                 raise TimedOut
@@ -363,7 +379,10 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         kind = "connect" if isinstance(exc, requests.ConnectTimeout) else "no answer"
         result.error = f"timed out after {sc.timeout_s:g} s ({kind})"
     except UnexpectedReply as exc:
-        result.error = f"unexpected reply: {exc}"
+        # a page (text/html) where the API's JSON or event stream belongs says most about a wrong --url
+        shown = "" if re.search(r"json|event-stream|^$", content_type) else f" (Content-Type {content_type})"
+        result.error = _one_line(f"unexpected reply{shown}: {exc}")
+        result.bad_reply = True
     except (ServerFailed, CutOff) as exc:
         result.error = _one_line(str(exc))
         result.server_failed = True

@@ -50,6 +50,8 @@ def summarize(results: list[RequestResult], concurrency: int, wall_s: float) -> 
         "completed": len(done),
         "failed": len(results) - len(done),
         "errors": errors[:5],
+        # 200 replies that were not the API's (an HTML page, JSON without choices): --url or --api is wrong
+        "unexpected_replies": sum(1 for r in results if r.bad_reply),
         "duration_s": round(wall_s, 3),
         "total_input_tokens": sum(r.prompt_tokens for r in done),
         "total_output_tokens": sum(r.output_tokens for r in done),

@@ -87,7 +87,11 @@ def _reasoning(message: dict, what: str) -> str:
 
 
 def _whole_text(sc: Scenario, body: dict) -> str:
-    """The answer of a non-streamed reply."""
+    """The answer of a non-streamed reply; a reply without the API's answer field (JSON of some other
+    service: a health page, an error of another shape) raises UnexpectedReply."""
+    field = "text" if sc.api == "sglang" else "choices"
+    if field not in body:
+        raise UnexpectedReply(f"no {field!r} in the reply: {_short(body)}")
     if sc.api == "sglang":
         return _text(body.get("text"), "text")
     choice = _first_choice(body)
@@ -190,6 +194,7 @@ class Stream:
         counts nothing; more with SGLang's --stream-interval above 1); raises for a failure the server
         reports, an event of the wrong shape, and a stream that ends before it said it was complete."""
         complete = False
+        began = b""  # the first line that is no SSE field (an HTML page's first line): shown if no event came
         kind = b""  # the SSE `event:` name of the event being read; a blank line ends the event
         for raw in lines:
             if not raw:
@@ -203,6 +208,7 @@ class Stream:
                 # ..., "type": "server_error"}` (server_sent_event(sink, "error", ...)), not as data
                 raise ServerFailed(_error_event(raw[6:].strip()))
             if not raw.startswith(b"data:"):
+                began = began or raw.strip()
                 continue
             data = raw[5:].strip()
             if kind == b"error":  # `event: error` then `data: ...`: the data is the server's message
@@ -230,7 +236,8 @@ class Stream:
                 self.yielded += tokens
                 yield tokens
         if not self.events:
-            raise UnexpectedReply("no 'data:' event in the streamed reply")
+            shown = f": it began {_short(began)}" if began else ""
+            raise UnexpectedReply(f"no 'data:' event in the streamed reply{shown}")
         if not complete:
             # a body closed mid-generation (a worker killed behind a proxy): its tokens are not an answer
             raise CutOff(f"stream ended before [DONE] ({self.events} events, none with a finish_reason)")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from ktinfra.bench.client import RequestResult, Scenario, make_prompt, send
 from ktinfra.bench.deadline import new_session, start_thread
 from ktinfra.bench.metrics import summarize
+from ktinfra.bench.retry_after import RETRY_AFTER_MAX_S, retry_after_s, shown
 
 OnResult = Callable[[RequestResult], None]
 # A user's pause after a request the server did not answer (connection refused, no status line), answered 429
@@ -16,8 +17,59 @@ OnResult = Callable[[RequestResult], None]
 # It doubles from the first to the longest over failures in a row: against a dead or broken server each user
 # re-sent at once, thousands of failed requests a second for the whole --duration. Each such request counts
 # as a failed one; a success, or a client error (400), ends the pause.
+# A reply's Retry-After (429, 503) makes the pause at least what it asks, up to RETRY_AFTER_MAX_S; one that
+# is not a delay (garbage, negative) leaves the backoff as it is. Both kinds are reported with the level.
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 1.0
+
+
+class _Pauses:
+    """What a level's users paused, and the Retry-After values they were sent: the level's report."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count, self.total_s = 0, 0.0
+        self.honoured, self.longest_s, self.capped, self.ignored = 0, 0.0, 0, 0
+        self.odd: set[str] = set()  # the values capped or ignored, as sent
+
+    def next_pause(self, result: RequestResult, backoff: float) -> float:
+        """The pause before the user's next request, `backoff` being its own."""
+        if not result.retry_later or result.retry_after is None:
+            return backoff
+        asked = retry_after_s(result.retry_after)
+        with self.lock:
+            if asked is None:
+                self.ignored += 1
+            elif asked > RETRY_AFTER_MAX_S:
+                self.capped += 1
+            else:
+                self.honoured += 1
+                self.longest_s = max(self.longest_s, asked)
+            if asked is None or asked > RETRY_AFTER_MAX_S:
+                self.odd.add(shown(result.retry_after))
+        return backoff if asked is None else max(backoff, min(asked, RETRY_AFTER_MAX_S))
+
+    def paused(self, seconds: float) -> None:
+        with self.lock:
+            self.count += 1
+            self.total_s += seconds
+
+    def report(self) -> dict:
+        seen = self.honoured + self.capped + self.ignored
+        return {
+            "pauses": self.count,
+            "paused_s": round(self.total_s, 3),
+            "retry_after": {
+                "honoured": self.honoured,
+                "longest_s": round(self.longest_s, 3),
+                "capped": self.capped,  # asked more than RETRY_AFTER_MAX_S: paused that long
+                "max_s": RETRY_AFTER_MAX_S,
+                "ignored": self.ignored,  # not a delay: the backoff applied
+                "odd_values": sorted(self.odd)[:5],
+            }
+            if seen
+            else None,
+        }
 
 
 def run_level(
@@ -39,18 +91,22 @@ def run_level(
     lock = threading.Lock()
     stop = threading.Event()  # set on Ctrl-C (or a user's crash): no user starts another request
     crashed: list[BaseException] = []
+    pauses = _Pauses()
     start = time.perf_counter()
     deadline = start + duration_s if duration_s is not None else None
 
     def user(index: int) -> None:
         with new_session() as session:
-            n, pause = 0, 0.0
+            n, backoff, pause = 0, 0.0, 0.0
             while not stop.is_set():
                 if requests_per_user is not None and n >= requests_per_user:
                     return
                 if pause:
                     left = pause if deadline is None else max(0.0, deadline - time.perf_counter())
-                    if stop.wait(min(pause, left)):  # Ctrl-C ends the pause at once
+                    wait = min(pause, left)  # a --duration level's deadline ends any pause
+                    if wait:
+                        pauses.paused(wait)
+                    if stop.wait(wait):  # Ctrl-C ends the pause at once
                         return
                 if deadline is not None and time.perf_counter() >= deadline:
                     return
@@ -62,7 +118,8 @@ def run_level(
                     on_result(result)
                 n += 1
                 retry = result.retry_later  # do not hammer a server that is down, overloaded or failing
-                pause = min(max(2 * pause, BACKOFF_FIRST_S), BACKOFF_MAX_S) if retry else 0.0
+                backoff = min(max(2 * backoff, BACKOFF_FIRST_S), BACKOFF_MAX_S) if retry else 0.0
+                pause = pauses.next_pause(result, backoff)
 
     def guarded(index: int) -> None:
         try:
@@ -87,4 +144,4 @@ def run_level(
         raise
     if crashed:
         raise crashed[0]
-    return summarize(results, users, time.perf_counter() - start)
+    return summarize(results, users, time.perf_counter() - start) | pauses.report()

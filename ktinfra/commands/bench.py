@@ -359,6 +359,35 @@ def _report(
         out.print(f"plot written to {escape(str(plot))}")
     if any(lv["failed"] for lv in levels):
         out.print(f"[red]failed requests: {escape('; '.join(e for lv in levels for e in lv['errors']))}")
+    for line in _pause_notes(levels):
+        out.print(escape(line))
+
+
+def _pause_notes(levels: list[dict]) -> list[str]:
+    """Why users paused: replies that are not the API's, and the server's Retry-After values."""
+    notes = []
+    unexpected = sum(lv.get("unexpected_replies", 0) for lv in levels)
+    if unexpected:
+        notes.append(
+            f"{unexpected} request(s) got a 200 that is not an {'/'.join(bench.APIS)} API reply (see "
+            "'unexpected reply' above): --url (or --api) likely points at another service or a proxy's "
+            "page; each user paused after it (backoff) rather than re-sending at once"
+        )
+    asked = [lv["retry_after"] for lv in levels if lv.get("retry_after")]
+    honoured = sum(ra["honoured"] for ra in asked)
+    if honoured:
+        longest = max(ra["longest_s"] for ra in asked)
+        notes.append(f"the server asked {honoured} time(s) to retry later (Retry-After, up to {longest:g} s)")
+    capped = sum(ra["capped"] for ra in asked)
+    ignored = sum(ra["ignored"] for ra in asked)
+    if capped or ignored:
+        odd = sorted({v for ra in asked for v in ra["odd_values"]})[:5]
+        notes.append(
+            f"Retry-After values the bench did not follow ({', '.join(repr(v) for v in odd)}): {capped} "
+            f"over {asked[0]['max_s']:g} s paused only that long, {ignored} not a delay ignored "
+            "(the usual backoff applied)"
+        )
+    return notes
 
 
 def register(app: typer.Typer) -> None:
