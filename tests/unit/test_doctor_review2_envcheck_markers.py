@@ -18,6 +18,16 @@ from ktinfra import envcheck
 
 OTHER_MACHINE = "aarch64" if platform.machine() != "aarch64" else "x86_64"
 
+# The wheels here are x86_64 glibc builds (manylinux_2_35 at most): the host's platform tags are pinned to an
+# x86_64 glibc 2.35 host's, in packaging's order, so that these tests assert the same on any machine (an
+# aarch64 or older-glibc one takes none of these wheels).
+X86_64_GLIBC_2_35 = ["linux_x86_64", *(f"manylinux_2_{minor}_x86_64" for minor in range(35, 16, -1))]
+
+
+@pytest.fixture(autouse=True)
+def _x86_64_glibc_2_35_host(monkeypatch):
+    monkeypatch.setattr(envcheck.tags, "platform_tags", lambda: iter(X86_64_GLIBC_2_35))
+
 
 def _wheel(wheelhouse: Path, filename: str, requires: list[str], size: int) -> None:
     dist, version = filename.split("-")[:2]
