@@ -203,6 +203,12 @@ class ProvisionRequest:
                 raise ProvisionError(f"extra-vars file {value[1:]} {state}")
             if _check_extra_vars(value):
                 vaulted.append(f"extra-vars file {value[1:]}" if value.startswith("@") else f"-e {value!r}")
+        prompts = _configured_prompts()
+        if prompts:
+            raise ProvisionError(
+                f"{prompts[0]}: ansible-playbook would wait for it at a prompt ktinfra provision cannot "
+                "answer; unset it (a vault password: ANSIBLE_VAULT_PASSWORD_FILE)"
+            )
         if vaulted and _vault_password_configured() is False:
             raise ProvisionError(
                 f"{vaulted[0]} holds ansible-vault data and no vault password is configured: set "
@@ -262,6 +268,36 @@ def _vault_password_configured() -> bool | None:
         return any(manager.get_config_value(key) for key in keys)
     except Exception:  # ansible-playbook from another environment, an ansible.cfg it cannot read: it says
         return None
+
+
+# settings that make ansible-playbook ask for a password before its first play (each as ansible.cfg names it)
+PROMPT_SETTINGS = {
+    "DEFAULT_ASK_VAULT_PASS": "ask_vault_pass",
+    "DEFAULT_ASK_PASS": "ask_pass",
+    "DEFAULT_BECOME_ASK_PASS": "become_ask_pass",
+}
+
+
+def _configured_prompts() -> list[str]:
+    """What makes ansible-playbook run from here prompt for a password (ask_vault_pass, ask_pass,
+    become_ask_pass or a vault_identity_list entry LABEL@prompt), with where it is set. Under ansible-runner
+    the prompt waits on a terminal nobody types into: the run hung with no event until killed."""
+    try:
+        from ansible.config.manager import ConfigManager
+
+        manager = ConfigManager()
+        found = []
+        for key, name in PROMPT_SETTINGS.items():
+            value, origin = manager.get_config_value_and_origin(key)
+            if value:
+                found.append(f"{name} is set ({origin})")
+        identities, origin = manager.get_config_value_and_origin("DEFAULT_VAULT_IDENTITY_LIST")
+        for identity in identities or []:
+            if identity.split("@", 1)[-1] in ("prompt", "prompt_ask_vault_pass"):
+                found.append(f"vault_identity_list holds {identity} ({origin})")
+        return found
+    except Exception:  # ansible-playbook from another environment, an ansible.cfg it cannot read: it says
+        return []
 
 
 def _check_extra_vars(value: str) -> bool:
