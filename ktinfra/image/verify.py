@@ -5,6 +5,7 @@ The same suites run against an instance booted from the AMI: `pytest tests/infra
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -144,6 +146,25 @@ def _leftover_output(proc: subprocess.Popen) -> tuple[str, str]:
         return text, ""
 
 
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    """SIGTERM (CI's stop, scripts/test-lanes.sh) ends verify as Ctrl-C does, through its cleanup: the suite's
+    process group (a session of its own, which a signal to verify's group does not reach) is stopped and the
+    container removed. Python's default was to die on the spot and leave both."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def check_timeout(timeout_s: float) -> float:
     if not (isinstance(timeout_s, int | float) and math.isfinite(timeout_s)) or not (
         0 < timeout_s <= MAX_SUITE_TIMEOUT_S
@@ -204,30 +225,32 @@ def verify(
     name = f"image-verify-{secrets.token_hex(3)}"
     env = dict(os.environ, KTINFRA_IMAGE_MANIFEST=str(manifest), KTINFRA_IMAGE_CONTAINER=name)
     results = []
-    try:  # a `docker run` that fails to start the container (or is interrupted) has created it already
-        dockercli.run_detached(image, name, dockercli.SYSTEMD_RUN_ARGS)
-        state = wait_for_systemd(name)
-        for suite in suites:
-            cmd = [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-p",
-                "no:cacheprovider",
-                "-q",
-                "-rs",
-                f"--hosts=docker://{name}",
-                str(suite),
-                *suite_args(Path(suite), data, role),
-            ]
-            run = run_suite(cmd, env, suite_timeout_s)
-            results.append(_suite_result(suite, run, suite_timeout_s))
-            if on_line:
-                on_line(run.stdout[-6000:] + run.stderr[-2000:])
-                if run.timed_out:
-                    on_line(f"{Path(suite).name}: {results[-1]['summary']}")
-    finally:
-        dockercli.remove_container(name)
+    # a `docker run` that fails to start the container (or is interrupted) has created it already
+    with _sigterm_unwinds():
+        try:
+            dockercli.run_detached(image, name, dockercli.SYSTEMD_RUN_ARGS)
+            state = wait_for_systemd(name)
+            for suite in suites:
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-p",
+                    "no:cacheprovider",
+                    "-q",
+                    "-rs",
+                    f"--hosts=docker://{name}",
+                    str(suite),
+                    *suite_args(Path(suite), data, role),
+                ]
+                run = run_suite(cmd, env, suite_timeout_s)
+                results.append(_suite_result(suite, run, suite_timeout_s))
+                if on_line:
+                    on_line(run.stdout[-6000:] + run.stderr[-2000:])
+                    if run.timed_out:
+                        on_line(f"{Path(suite).name}: {results[-1]['summary']}")
+        finally:
+            dockercli.remove_container(name)
     passed = bool(results) and all(r["rc"] == 0 and not r["timed_out"] for r in results)
     summary = "; ".join(f"{Path(r['suite']).name}: {r['summary']}" for r in results)
     return {
