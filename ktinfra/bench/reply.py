@@ -235,6 +235,8 @@ class Stream:
                 tokens = max(1, c - self.yielded) if c else 1
                 self.yielded += tokens
                 yield tokens
+        if not self.events and complete:
+            raise UnexpectedReply("the stream held [DONE] and no event before it")
         if not self.events:
             shown = f": it began {_short(began)}" if began else ""
             raise UnexpectedReply(f"no 'data:' event in the streamed reply{shown}")
