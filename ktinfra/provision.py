@@ -321,7 +321,8 @@ def _check_extra_vars(value: str) -> bool:
             "(nor @FILE); Ansible would ignore it"
         )
     else:
-        return False  # key=value pairs: anything goes
+        _check_key_value(value)
+        return False
     loader = _AnsibleTagsLoader(text)
     try:
         data = loader.get_single_data()
@@ -335,6 +336,28 @@ def _check_extra_vars(value: str) -> bool:
     if not isinstance(data, dict):
         raise ProvisionError(f"{where} must hold a mapping of variables, not a {type(data).__name__}")
     return loader.vault
+
+
+def _check_key_value(value: str) -> None:
+    """-e key=value as Ansible splits it (at spaces; quotes and Jinja blocks kept whole). Ansible refused an
+    unbalanced one while parsing the inventory (and so blamed it), and took `k=my secret` as k=my plus a
+    variable _raw_params=secret."""
+    try:
+        from ansible.parsing.splitter import parse_kv
+    except ImportError:  # ansible-playbook from another environment: it says
+        return
+    try:
+        pairs = parse_kv(value)
+    except Exception as error:
+        problem = (str(error).splitlines() or [type(error).__name__])[0]
+        raise ProvisionError(
+            f"-e {value!r}: Ansible cannot split it into key=value pairs: {problem}"
+        ) from None
+    if "_raw_params" in pairs:
+        raise ProvisionError(
+            f"-e {value!r}: {pairs['_raw_params']!r} is no key=value pair (Ansible would drop it; it splits "
+            'at spaces): quote a value with spaces (key="a b") or give JSON'
+        )
 
 
 def roles_path_for(playbook: Path) -> str | None:
