@@ -222,6 +222,13 @@ def verify(
                 "the build directory)"
             )
         data = load_manifest(manifest)
+    built = data.get("image", {}).get("id") if isinstance(data.get("image"), dict) else None
+    if isinstance(built, str) and built != info["id"]:
+        # the image checks would compare another build's pins, and read another image's files (by its id)
+        raise ImageError(
+            f"manifest {manifest} is of image {built[:19]}, not of {image} ({info['id'][:19]}): pass the "
+            "manifest of this image's build, or leave --manifest out to look it up under --out"
+        )
     name = f"image-verify-{secrets.token_hex(3)}"
     env = dict(os.environ, KTINFRA_IMAGE_MANIFEST=str(manifest), KTINFRA_IMAGE_CONTAINER=name)
     results = []
