@@ -3,6 +3,7 @@ every reason the install would fail (missing interpreter, conda needed, wheel sh
 
 from __future__ import annotations
 
+import email.parser
 import json
 import os
 import re
@@ -193,7 +194,8 @@ def _marker_applies(marker: str, python: str, extras: frozenset) -> bool | None:
 def _requirements(wheel: Path, extras: frozenset, python: str | None = None) -> list[Needed]:
     """What a wheel file's Requires-Dist asks for (with `extras` of it asked for) in an env of Python `python`
     on this host: a requirement whose marker does not hold there (`; python_version < "3.11"`,
-    `; platform_machine == "aarch64"`) is not installed; [] if unreadable."""
+    `; platform_machine == "aarch64"`) is not installed; [] if unreadable. METADATA is an email header as
+    pip reads it (CRLF line ends, folded lines): its body, the package's description, is not read."""
     try:
         with zipfile.ZipFile(wheel) as archive:
             member = next(
@@ -203,9 +205,8 @@ def _requirements(wheel: Path, extras: frozenset, python: str | None = None) -> 
     except (OSError, zipfile.BadZipFile, RuntimeError, ValueError, EOFError, NotImplementedError, zlib.error):
         return []  # zlib.error / EOFError: a wheel cut short or damaged (a download interrupted)
     found = []
-    for line in text.split("\n\n", 1)[0].splitlines():
-        key, _, value = line.partition(":")
-        match = _REQUIRES.fullmatch(value) if key.lower() == "requires-dist" else None
+    for value in email.parser.HeaderParser().parsestr(text).get_all("Requires-Dist") or []:
+        match = _REQUIRES.fullmatch(" ".join(str(value).split()))  # a folded line: one line
         if not match:
             continue
         applies = _marker_applies(match.group(4), python, extras) if match.group(4) and python else None
