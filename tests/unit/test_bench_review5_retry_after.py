@@ -106,7 +106,7 @@ def test_a_huge_retry_after_is_capped_and_reported(server, monkeypatch):
     assert (ra["honoured"], ra["capped"], ra["ignored"], ra["odd_values"]) == (0, 1, 0, ["86400"])
 
 
-@pytest.mark.parametrize("value", ["99999999999999999999", formatdate(time.time() + 10**8, usegmt=True)])
+@pytest.mark.parametrize("value", ["99999999999999999999", "Fri, 31 Dec 9999 23:59:59 GMT"])
 def test_a_huge_retry_after_does_not_outlast_the_level(server, value):
     server.reply = busy(value)
     level = bench.run_level(scenario(server), users=2, requests_per_user=None, duration_s=1.0)
