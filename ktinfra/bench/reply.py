@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ktinfra.bench.client import Scenario
 
+# The field an answer (a whole reply, or a streamed chunk) of each API has, empty or not
+_ANSWER_FIELD = {"openai": "choices", "sglang": "text"}
 MAX_TOKEN_COUNT = 10**9  # a larger count in a reply is garbage, and would make the metrics non-finite
 
 
@@ -89,7 +91,7 @@ def _reasoning(message: dict, what: str) -> str:
 def _whole_text(sc: Scenario, body: dict) -> str:
     """The answer of a non-streamed reply; a reply without the API's answer field (JSON of some other
     service: a health page, an error of another shape) raises UnexpectedReply."""
-    field = "text" if sc.api == "sglang" else "choices"
+    field = _ANSWER_FIELD[sc.api]
     if field not in body:
         raise UnexpectedReply(f"no {field!r} in the reply: {_short(body)}")
     if sc.api == "sglang":
@@ -182,6 +184,7 @@ class Stream:
     def __init__(self, sc: Scenario) -> None:
         self.sc = sc
         self.events = 0
+        self.shaped = False  # an event had the API's answer field (choices, or /generate's text)
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.chars = 0  # characters of generated text: the token estimate when the server sends no counts
@@ -220,6 +223,7 @@ class Stream:
                 break
             event = _object(_json(data), "event")
             self.events += 1
+            self.shaped = self.shaped or _ANSWER_FIELD[self.sc.api] in event
             failure = _failure(self.sc, event)
             if failure:
                 raise ServerFailed(failure)
@@ -240,6 +244,10 @@ class Stream:
         if not self.events:
             shown = f": it began {_short(began)}" if began else ""
             raise UnexpectedReply(f"no 'data:' event in the streamed reply{shown}")
+        if not self.shaped:  # events of some other service: JSON, but none the API's chunk
+            raise UnexpectedReply(
+                f"no event with {_ANSWER_FIELD[self.sc.api]!r} in the streamed reply ({self.events} events)"
+            )
         if not complete:
             # a body closed mid-generation (a worker killed behind a proxy): its tokens are not an answer
             raise CutOff(f"stream ended before [DONE] ({self.events} events, none with a finish_reason)")
