@@ -175,27 +175,52 @@ def _extras(text: str | None) -> frozenset:
     return frozenset(normalize(e.strip()) for e in (text or "").split(",") if e.strip())
 
 
+_VERSION_LITERAL = re.compile(r"""['"]\s*(\d+)\.(\d+)(?:\.(\d+))?""")
+
+
+def _micros(marker: str, python: str) -> list[int]:
+    """Micro versions of Python `python` (X.Y) at which `marker` may change its value: those its version
+    literals of X.Y name, each with its neighbours, and 0 (a comparison changes value only at its literal)."""
+    found = {0}
+    for major, minor, micro in _VERSION_LITERAL.findall(marker):
+        if f"{major}.{minor}" == python:
+            found.update({int(micro or 0) - 1, int(micro or 0), int(micro or 0) + 1})
+    return sorted(m for m in found if m >= 0)
+
+
 def _marker_applies(marker: str, python: str, extras: frozenset) -> bool | None:
-    """Whether a PEP 508 environment marker holds for an env of Python `python` (X.Y) on this host with
-    `extras` asked for (or none); None where it cannot be told: the marker does not parse."""
+    """Whether a PEP 508 environment marker holds for an env of Python `python` on this host with `extras`
+    asked for (or none); None where it cannot be told: the marker does not parse, or `python` is X.Y only
+    (an env not made yet: conda takes the newest X.Y.Z it has, a venv this host's pythonX.Y) and the
+    marker's value depends on the micro version (`python_full_version >= "3.11.4"`). The env's Python
+    (X.Y.Z of an existing env) decides, not ktinfra's own."""
     try:
         parsed = Marker(marker)
     except InvalidMarker:
         return None
+    xy = ".".join(python.split(".")[:2])
+    fulls = [python] if python.count(".") >= 2 else [f"{xy}.{micro}" for micro in _micros(marker, xy)]
     here = default_environment()
-    if not here["python_full_version"].startswith(f"{python}."):  # the env's Python, not ktinfra's own
-        here.update(python_version=python, python_full_version=f"{python}.0")
+    found = set()
     try:
-        return any(parsed.evaluate({**here, "extra": extra}) for extra in sorted(extras) or [""])
+        for full in fulls:
+            env = {**here, "python_version": xy, "python_full_version": full}
+            if here["implementation_name"] == "cpython":  # the envs are CPython: its version is Python's
+                env["implementation_version"] = full
+            found.add(any(parsed.evaluate({**env, "extra": extra}) for extra in sorted(extras) or [""]))
     except Exception:  # an undefined name or comparison in an old packaging: cannot be told
         return None
+    return found.pop() if len(found) == 1 else None
 
 
 def _requirements(wheel: Path, extras: frozenset, python: str | None = None) -> list[Needed]:
     """What a wheel file's Requires-Dist asks for (with `extras` of it asked for) in an env of Python `python`
-    on this host: a requirement whose marker does not hold there (`; python_version < "3.11"`,
-    `; platform_machine == "aarch64"`) is not installed; [] if unreadable. METADATA is an email header as
-    pip reads it (CRLF line ends, folded lines): its body, the package's description, is not read."""
+    (X.Y, or X.Y.Z where known) on this host: a requirement whose marker does not hold there
+    (`; python_version < "3.11"`, `; platform_machine == "aarch64"`) is not installed; one whose marker
+    cannot be told is counted, as pip would install it (conda's newest X.Y.Z passes the usual
+    `python_full_version >= ...` of a dependency needed from a fix release on); [] if unreadable.
+    METADATA is an email header as pip reads it (CRLF line ends, folded lines): its body, the package's
+    description, is not read."""
     try:
         with zipfile.ZipFile(wheel) as archive:
             member = next(
@@ -254,14 +279,19 @@ def _fits(filename: str, wanted: dict[Tag, int] | None) -> bool:
 
 
 def _wheelhouse_bytes(
-    wheelhouse: Path, envs: list[dict], python: str | None = None, platforms: list[str] | None = None
+    wheelhouse: Path,
+    envs: list[dict],
+    python: str | None = None,
+    platforms: list[str] | None = None,
+    made_with: dict[str, str] | None = None,
 ) -> int:
-    """Bytes of the wheelhouse's wheels that installing `envs` (made with Python `python`) takes from it
-    instead of downloading: those of the envs' pins (at the pinned version) and, through each such wheel's
-    Requires-Dist, what they need where its marker holds. The wheelhouse is shared (other profiles, earlier
-    pins): its other wheels download nothing for these. pip installs one file of a distribution: the newest
-    version asked for, of the tag it prefers most (a local linux_x86_64 build next to the manylinux wheel of
-    the same version, or an older version next to a newer one, saves nothing more)."""
+    """Bytes of the wheelhouse's wheels that installing `envs` (made with Python `python`, X.Y; an env that
+    exists already with the X.Y.Z `made_with` names for it) takes from it instead of downloading: those of
+    the envs' pins (at the pinned version) and, through each such wheel's Requires-Dist, what they need
+    where its marker holds. The wheelhouse is shared (other profiles, earlier pins): its other wheels
+    download nothing for these. pip installs one file of a distribution: the newest version asked for, of
+    the tag it prefers most (a local linux_x86_64 build next to the manylinux wheel of the same version, or
+    an older version next to a newer one, saves nothing more)."""
     if not wheelhouse.is_dir():
         return 0
     files: dict[str, list[tuple[str, Version, int, Path]]] = {}
@@ -277,31 +307,32 @@ def _wheelhouse_bytes(
                 (have, parse_wheel_filename(path.name)[1], rank, path)
             )
     pinned: dict[str, str] = {}
-    todo: list[Needed] = []
+    todo: list[tuple[str, str | None, frozenset, str | None]] = []  # Needed, and the env's Python
     for env in envs:
         pinned.update(pins(env))
+        env_python = (made_with or {}).get(env["name"], python)
         for requirement in env["packages"]:
             name = _NAME.match(requirement)
             marker = requirement.partition(";")[2].strip()
-            if marker and python and _marker_applies(marker, python, frozenset()) is False:
+            if marker and env_python and _marker_applies(marker, env_python, frozenset()) is False:
                 continue  # pip skips it on this host / Python
             if name:
-                todo.append((normalize(name.group(1)), None, _extras(name.group(2))))
-        todo.extend((normalize(w["name"]), None, frozenset()) for w in env["wheels"])
-    seen: set[tuple[Path, frozenset]] = set()
+                todo.append((normalize(name.group(1)), None, _extras(name.group(2)), env_python))
+        todo.extend((normalize(w["name"]), None, frozenset(), env_python) for w in env["wheels"])
+    seen: set[tuple[Path, frozenset, str | None]] = set()
     credited: dict[str, Path] = {}
     while todo:
-        name, version, extras = todo.pop()
+        name, version, extras, env_python = todo.pop()
         version = pinned.get(name, version)  # the env's own pin wins over what a dependency asks for
         fitting = [f for f in files.get(name, []) if version is None or _same_version(f[0], version)]
         if not fitting:
             continue
         *_, path = max(fitting, key=lambda f: (f[1], -f[2], f[3].name))
-        if (path, extras) in seen:
+        if (path, extras, env_python) in seen:
             continue
-        seen.add((path, extras))
+        seen.add((path, extras, env_python))
         credited.setdefault(name, path)
-        todo.extend(_requirements(path, extras, python))
+        todo.extend((*needed, env_python) for needed in _requirements(path, extras, env_python))
     return sum(path.stat().st_size for path in credited.values())
 
 
@@ -324,23 +355,31 @@ def _disk_problems(needs: list[tuple[Path, int]]) -> tuple[list[dict], list[str]
     return disks, problems
 
 
-def made_with_python(prefix: Path) -> str | None:
-    """X.Y of the Python an existing env at `prefix` was made with (a venv's pyvenv.cfg, a conda env's
-    conda-meta record of its python package); None where there is no env, or it does not say."""
+def made_with_full_python(prefix: Path) -> str | None:
+    """The version of the Python an existing env at `prefix` was made with, X.Y.Z where it says (a venv's
+    pyvenv.cfg, a conda env's conda-meta record of its python package), else X.Y; None where there is no
+    env, or it does not say."""
     try:
         config = prefix / "pyvenv.cfg"
         lines = config.read_text(errors="replace").splitlines() if config.is_file() else []  # not a FIFO
         for line in lines:
             key, _, value = line.partition("=")
             if key.strip() in ("version", "version_info"):  # venv writes version, virtualenv version_info
-                found = re.match(r"\s*(3\.\d+)", value)
+                found = re.match(r"\s*(3\.\d+(?:\.\d+)?)", value)  # 3.11.7, 3.11.7.final.0
                 if found:
                     return found.group(1)
     except OSError:
         pass
     records = sorted((prefix / "conda-meta").glob("python-3.*.json"))  # python-3.11.9-h955ad1f_0.json
-    found = re.match(r"python-(3\.\d+)\.", records[0].name) if records else None
+    found = re.match(r"python-(3\.\d+(?:\.\d+)?)[.-]", records[0].name) if records else None
     return found.group(1) if found else None
+
+
+def made_with_python(prefix: Path) -> str | None:
+    """X.Y of the Python an existing env at `prefix` was made with; None where there is no env, or it does
+    not say."""
+    full = made_with_full_python(prefix)
+    return ".".join(full.split(".")[:2]) if full else None
 
 
 def check_install(
@@ -372,7 +411,7 @@ def check_install(
         if python is None:
             wanted = " or ".join(f"python{v}" for v in versions)
             problems.append(f"{wanted} not found: install it (apt) or use conda (kt_python_env_manager)")
-    envs, needs, downloads = [], [], 0
+    envs, needs, downloads, made_with = [], [], 0, {}
     for key in env_keys:
         env = env_spec(profile, key)
         env["wheels"] = [_apply_overrides(w, wheel_overrides or {}) for w in env["wheels"]]
@@ -394,7 +433,10 @@ def check_install(
                 f"{env['name']}: {prefix} is a file, not an env directory: remove it or install into another "
                 "root (kt_python_env_root, --root)"
             )
-        made = made_with_python(prefix)
+        full = made_with_full_python(prefix)
+        made = ".".join(full.split(".")[:2]) if full else None
+        if full and made == version:  # pip installs into it: its X.Y.Z decides python_full_version markers
+            made_with[env["name"]] = full
         if made and made not in versions:
             problems.append(
                 f"{env['name']}: the env at {prefix} was made with Python {made}, profile {profile['name']} "
@@ -413,7 +455,8 @@ def check_install(
     )
     # wheels already in the wheelhouse are not downloaded again: those these envs install, not all of it
     downloading = [env for env in envs if not env["installed"]]
-    needs.append((wheelhouse, max(0, downloads - _wheelhouse_bytes(wheelhouse, downloading, version))))
+    credit = _wheelhouse_bytes(wheelhouse, downloading, version, made_with=made_with)
+    needs.append((wheelhouse, max(0, downloads - credit)))
     disks, disk_problems = _disk_problems(needs)
     return {
         "profile": profile["name"],
