@@ -77,6 +77,8 @@ class RunState:
     recovered: list[Failure] = field(default_factory=list)
     # --diff: {host, task, diff} of each file difference, as ansible-playbook prints it (without colour)
     diffs: list[dict] = field(default_factory=list)
+    # vars_prompt variables ansible-playbook went on to prompt for (none given with -e)
+    prompts: list[str] = field(default_factory=list)
 
     def counts(self, host: str) -> HostCounts:
         return self.hosts.setdefault(host, HostCounts())
@@ -89,6 +91,8 @@ class RunState:
         if kind == "playbook_on_play_start":
             self.play = data.get("play") or data.get("name") or ""
             self.plays += 1
+        elif kind == "playbook_on_vars_prompt":
+            self.prompts.append(str(data.get("varname") or ""))
         elif kind == "playbook_on_no_hosts_matched":
             self.plays_without_hosts += 1
         elif kind == "playbook_on_task_start":
@@ -439,6 +443,10 @@ class Interrupt:
         self.signals += 1
         self.first = self.first or time.monotonic()
 
+    def stop(self) -> None:
+        """Stop the run as a Ctrl-C would, though nobody pressed one (the run is not 'canceled')."""
+        self.first = self.first or time.monotonic()
+
     @staticmethod
     def _playbook_pids() -> list[int]:
         """This process's children running ansible-playbook (runner forks it through pexpect)."""
@@ -497,6 +505,8 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
 
     def handler(event: dict) -> bool:
         state.handle(event)
+        if state.prompts:  # it waits at the prompt on ansible-runner's terminal, which nobody types into
+            interrupt.stop()
         if on_event:
             on_event(state)
         return True
@@ -609,6 +619,12 @@ def inventory_errors(stdout: str) -> list[str]:
 def run_problems(request: ProvisionRequest, state: RunState, rc: int, stdout: str) -> list[str]:
     """What fails a run that ansible-playbook calls successful: its inventory could not be parsed, or no
     play matched a host (a group missing from the inventory, an empty one), so nothing was provisioned."""
+    if state.prompts:
+        names = ", ".join(state.prompts)
+        return [
+            f"{request.playbook} prompts for {names} (vars_prompt), which ktinfra provision cannot answer: "
+            f"give it with -e {state.prompts[0]}=VALUE"
+        ]
     unparsed = inventory_errors(stdout)
     inventories = ", ".join(str(inventory) for inventory in request.inventories)
     if unparsed:
@@ -633,7 +649,8 @@ def report(
     text = stdout.read_text(errors="replace") if stdout.is_file() else ""
     errors = run_problems(request, state, rc, text)
     ok = rc == 0 and not state.bad_hosts and not errors
-    if not ok and not state.failures:  # failed before or beside any host: say what Ansible said
+    # failed before or beside any host: say what Ansible said (stopped at a prompt: its "User interrupted")
+    if not ok and not state.failures and not state.prompts:
         errors += [e for e in ansible_errors(text) if e not in errors]
         errors = errors or [
             f"ansible-playbook exited {rc} ({status}) with no failed host; its output: {stdout}"
