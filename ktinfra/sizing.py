@@ -438,6 +438,18 @@ def lora_params_experts(arch: Architecture, rank: int) -> int:
     return per_expert * arch.num_experts * arch.num_moe_layers
 
 
+SFT_EXPERT_DTYPES = ("bf16", "fp8")  # the routed experts kt-kernel trains LoRA on: BF16, or FP8 in place
+
+
+def sft_expert_bytes(arch: Architecture, expert_dtype: str = "bf16") -> float:
+    """The routed experts in CPU RAM as kt-kernel trains on them: BF16 (AMXBF16_SFT, from a BF16 checkpoint
+    or the BF16 copy of an FP8 one), or the checkpoint's block-FP8 weights with one fp32 scale per 128x128
+    block (AMXFP8_SFT)."""
+    if expert_dtype not in SFT_EXPERT_DTYPES:
+        raise ValueError(f"SFT trains BF16 or FP8 experts, not {expert_dtype!r}")
+    return checkpoint_bytes(arch, arch.routed_expert_params, expert_dtype)
+
+
 def sft(
     arch: Architecture,
     *,
@@ -445,9 +457,13 @@ def sft(
     batch_size: int = 1,
     lora_rank: int = SFT_LORA_RANK,
     gradient_checkpointing: bool = True,
+    expert_dtype: str = "bf16",
 ) -> Estimate:
-    """LoRA fine-tuning from BF16 weights with LLaMA-Factory + KT: non-expert weights, their LoRA and the
-    activations on the GPU; BF16 experts, their LoRA and its AdamW state in CPU RAM.
+    """LoRA fine-tuning with LLaMA-Factory + KT: non-expert weights, their LoRA and the activations on the
+    GPU; the routed experts, their LoRA and its AdamW state in CPU RAM. expert_dtype "bf16" (the default):
+    from BF16 weights, a BF16 copy of an FP8 checkpoint on disk beside it; "fp8": an FP8
+    checkpoint's experts as published, no copy (LLaMA-Factory still dequantizes the non-expert weights it
+    puts on the GPU to BF16: FineGrainedFP8Config(dequantize=True), so VRAM does not change).
 
     With gradient checkpointing (LLaMA-Factory's default) the GPU keeps one hidden state per layer and the
     working set of the layer being recomputed; without it (the legacy KT DeepSeek model, see
@@ -474,10 +490,14 @@ def sft(
         checkpoints = 0
         layer_working_set = tokens * (arch.num_dense_layers * dense + arch.num_moe_layers * moe)
     logits = tokens * arch.vocab_size * LOGITS_BYTES_PER_ELEMENT
-    cpu_experts = arch.routed_expert_params * 2
+    if expert_dtype == "fp8" and arch.native_dtype != "fp8":
+        raise ValueError(f"{arch.name} ships {arch.native_dtype}: it has no FP8 experts to train in place")
+    cpu_experts = sft_expert_bytes(arch, expert_dtype)
     lora_cpu = lora_params_experts(arch, lora_rank) * LORA_STATE_BYTES
     download = new_download_bytes(arch)
-    bf16_copy = download_bytes(arch, "bf16") if arch.native_dtype != "bf16" else 0.0
+    bf16_copy = (
+        download_bytes(arch, "bf16") if arch.native_dtype != "bf16" and expert_dtype == "bf16" else 0.0
+    )
     adapter = (lora_params_gpu(arch, lora_rank) + lora_params_experts(arch, lora_rank)) * LORA_STATE_BYTES
     outputs = adapter * SFT_SAVED_CHECKPOINTS + SFT_OUTPUT_DISK
     # With checkpointing the loss's backward is done (its tensors freed) before the last layer is

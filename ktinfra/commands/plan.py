@@ -15,7 +15,7 @@ EXIT_BAD_INPUT = 1
 EXIT_INFEASIBLE = 2
 # the mode each mode-specific flag applies to (--cpu-format: the planner refuses it in sft itself)
 SERVE_FLAGS = ("--lora", "--port", "--host", "--api-key-set", "--max-running-requests", "--weight-path")
-FLAG_MODE = {**dict.fromkeys(SERVE_FLAGS, "serve"), "--cutoff-len": "sft"}
+FLAG_MODE = {**dict.fromkeys(SERVE_FLAGS, "serve"), "--cutoff-len": "sft", "--expert-format": "sft"}
 
 
 def _fail(message: str) -> None:
@@ -217,6 +217,15 @@ def register(app: typer.Typer) -> None:
         cutoff_len: Annotated[
             int | None, typer.Option("--cutoff-len", min=64, max=2**31 - 1, help="SFT: fix cutoff_len.")
         ] = None,
+        expert_format: Annotated[
+            str | None,
+            typer.Option(
+                "--expert-format",
+                callback=non_empty_text,
+                help="SFT: the routed experts LoRA trains on: bf16 (default; an FP8 model is cast to BF16 "
+                "first) | fp8 (an FP8 model's experts in place, kt-kernel AMXFP8_SFT; current stack).",
+            ),
+        ] = None,
         max_running_requests: Annotated[
             int | None,
             typer.Option(
@@ -244,7 +253,9 @@ def register(app: typer.Typer) -> None:
             "--max-running-requests": max_running_requests,
             "--weight-path": weight_path,
         }
-        _refuse_flags_of_the_other_mode(mode, {**given, "--cutoff-len": cutoff_len})
+        _refuse_flags_of_the_other_mode(
+            mode, {**given, "--cutoff-len": cutoff_len, "--expert-format": expert_format}
+        )
         facts = _load_facts(facts_file, capture_dir)
         options = {
             "stack": stack,
@@ -254,6 +265,7 @@ def register(app: typer.Typer) -> None:
             "host": host,
             "api_key_set": api_key_set,
             "cutoff_len": cutoff_len,
+            "expert_format": expert_format,
             "max_running_requests": max_running_requests,
             "weight_path": weight_path,
         }

@@ -58,6 +58,12 @@ CURRENT_SFT_MODEL_TYPES = frozenset(
     }
 )
 ACCELERATE_BF16 = "examples/ktransformers/accelerate/fsdp2_kt_bf16.yaml"
+# kt-kernel 0.7.2's native FP8 LoRA (kt_backend FP8 -> method AMXFP8_SFT; sft/config.py, sft/amx.py,
+# sft/wrapper.py): frozen-base LoRA, every routed expert on the CPU, kt_share_backward_bb on, persistent
+# weights, the checkpoint's weight_block_size [128, 128], hidden_size and moe_intermediate_size multiples of
+# 128 and each NUMA pool's slice of moe_intermediate_size too. Its kernel (avx512-fp8-decode-bf16) is in the
+# wheel's AMX and AVX512-BF16 builds, which an AMX CPU loads.
+FP8_SFT_BLOCK = 128
 # The module each legacy placement rule puts in place of `model` (its `match: name: "^model$"` entry in
 # LLaMA-Factory dc85995 examples/ktransformers/kt_optimize_rules/*-sft*.yaml), by rule-file prefix.
 LEGACY_MODEL_CLASS = {"DeepSeek-": "KDeepseekV2Model", "Qwen3Moe-": "KQwen3MoeModel"}
@@ -158,6 +164,61 @@ def _legacy_rule_gpus(arch: Architecture, used: list[dict], reasons: dict) -> li
     return kept
 
 
+def fp8_refusal(arch: Architecture, profile: dict) -> str | None:
+    """Why kt-kernel cannot train LoRA on this model's FP8 experts in place on this stack (None: it can)."""
+    if arch.native_dtype != "fp8":
+        return f"{arch.name} ships {arch.native_dtype}: it has no FP8 experts to train in place"
+    if profile["generation"] == "legacy":
+        return (
+            f"the legacy stack {profile['name']} trains BF16 experts only (ktransformers 0.4 "
+            "KSFTExpertsCPU); kt-kernel's FP8 LoRA (AMXFP8_SFT) is on the current stack (--stack kt-0.7)"
+        )
+    if arch.fp8_block_n != FP8_SFT_BLOCK:
+        block = f"weight_block_size n {arch.fp8_block_n}" if arch.fp8_block_n else "no block-wise scales"
+        return f"kt-kernel's FP8 LoRA reads 128x128 block FP8 only; {arch.name} has {block}"
+    odd = [
+        f"{key} {value}"
+        for key, value in (
+            ("hidden_size", arch.hidden_size),
+            ("moe_intermediate_size", arch.moe_intermediate_size),
+        )
+        if value % FP8_SFT_BLOCK
+    ]
+    if odd:
+        return f"kt-kernel's FP8 LoRA needs multiples of {FP8_SFT_BLOCK}; {arch.name} has {' and '.join(odd)}"
+    return None
+
+
+def expert_dtype(arch: Architecture, profile: dict, asked: object) -> str:
+    """The routed experts' dtype the run trains on: `asked` (--expert-format bf16 | fp8, any case), else
+    BF16 (seed 000's way; an FP8 checkpoint is cast to BF16 first). ValueError where kt-kernel cannot."""
+    if asked is None:
+        return "bf16"
+    dtype = asked.strip().lower() if isinstance(asked, str) else None
+    if dtype not in sizing.SFT_EXPERT_DTYPES:
+        raise ValueError(
+            f"--expert-format must be one of {', '.join(sizing.SFT_EXPERT_DTYPES)}, got {asked!r}"
+        )
+    refusal = fp8_refusal(arch, profile) if dtype == "fp8" else None
+    if refusal:
+        instead = "; leave it out to fine-tune from BF16 weights" if arch.native_dtype == "fp8" else ""
+        raise ValueError(f"--expert-format fp8: {refusal}{instead}")
+    return dtype
+
+
+def _fp8_pool_problem(arch: Architecture, pools: int) -> list[str]:
+    """kt-kernel splits each expert's intermediate rows over the NUMA pools; AMXFP8_SFT needs each slice a
+    whole number of 128-row blocks."""
+    inter = arch.moe_intermediate_size
+    if inter % pools == 0 and (inter // pools) % FP8_SFT_BLOCK == 0:
+        return []
+    return [
+        f"kt-kernel's FP8 LoRA (AMXFP8_SFT) splits moe_intermediate_size {inter} over the {pools} NUMA "
+        f"thread pools into slices that must be multiples of {FP8_SFT_BLOCK}: plan BF16 experts (leave out "
+        "--expert-format fp8) or run on a host with a pool count that divides it so"
+    ]
+
+
 def kt_keys(
     arch: Architecture,
     facts: dict,
@@ -165,8 +226,10 @@ def kt_keys(
     gpus: int,
     warnings: list,
     cutoff: int = sizing.SFT_CUTOFF_LEN,
+    experts: str = "bf16",
 ) -> tuple[dict, dict, str, list]:
-    """(kt keys, launcher, reason, problems) for the profile's generation; appends to `warnings`."""
+    """(kt keys, launcher, reason, problems) for the profile's generation and the experts' dtype (fp8:
+    current stack only); appends to `warnings`."""
     # accelerate starts one process per GPU; rank 0 owns the KT backend (kt_kernel/sft/autograd.py) while the
     # others wait on their GPUs, busy as serving's tensor-parallel schedulers. Legacy: one process.
     ranks = 1 if profile["generation"] == "legacy" else max(gpus, 1)
@@ -198,11 +261,12 @@ def kt_keys(
     pools, cores, placement = sequential_thread_pools(facts, usable)
     if placement:
         warnings.append(placement)
+    fp8 = experts == "fp8"
     keys = {
         "use_kt": True,
         "kt_config": {
-            "kt_backend": "AMXBF16",
-            "kt_expert_weight_format": "bf16",
+            "kt_backend": "FP8" if fp8 else "AMXBF16",  # AMXFP8 is its deprecated spelling
+            "kt_expert_weight_format": experts,
             "kt_num_threads": cores,
             "kt_tp_enabled": pools > 1,
             "kt_threadpool_count": pools,
@@ -218,13 +282,44 @@ def kt_keys(
         "command": "accelerate launch --config_file <accelerate_config> -m llamafactory.cli train <yaml>",
     }
     nodes = ", ".join(map(str, range(pools)))
+    method = (
+        "FP8 (kt-kernel AMXFP8_SFT) on the checkpoint's block-FP8 experts, kt_share_backward_bb on as it "
+        "requires"
+        if fp8
+        else "AMXBF16 on BF16 experts"
+    )
     reason = (
-        f"current KT keys (LLaMA-Factory examples/ktransformers, kt_kernel.sft.KTConfig): AMXBF16 on BF16 "
-        f"experts, {cores} threads in {pools} NUMA thread pool(s) on node(s) {nodes} (kt-kernel binds pool i "
+        f"current KT keys (LLaMA-Factory examples/ktransformers, kt_kernel.sft.KTConfig): {method}, "
+        f"{cores} threads in {pools} NUMA thread pool(s) on node(s) {nodes} (kt-kernel binds pool i "
         "to node i), launched by accelerate with FSDP2"
         + (f"; {usable} usable cores cut to {cores} (see warnings)" if cores < usable else "")
     )
-    return keys, launcher, reason, []
+    return keys, launcher, reason, _fp8_pool_problem(arch, pools) if fp8 else []
+
+
+def _checkpoint_reason(arch: Architecture, profile: dict, experts: str, est: sizing.Estimate, **batch) -> str:
+    """Why the run reads the checkpoint it does; for BF16 from an FP8 model, what the FP8 path would save."""
+    if experts == "fp8":
+        return (
+            f"{arch.name} ships fp8 and --expert-format fp8 asked for its experts as published: kt-kernel "
+            f"trains LoRA on them in place (AMXFP8_SFT; {gb(est.breakdown['cpu_experts'])} of FP8 weights "
+            "and 128x128 block scales in RAM) and LLaMA-Factory dequantizes the non-expert weights to BF16 "
+            "on the GPU; no BF16 copy on disk"
+        )
+    reason = (
+        f"{arch.name} ships {arch.native_dtype}; KT fine-tuning reads BF16 here (seed 000: DeepSeek's "
+        "fp8_cast_bf16.py), so the disk estimate holds "
+        + ("the BF16 copy beside the local checkpoint" if arch.path else "both checkpoints")
+    )
+    refusal = fp8_refusal(arch, profile)
+    if refusal:
+        return f"{reason}; {refusal}"
+    fp8 = sizing.sft(arch, **batch, expert_dtype="fp8")
+    return (
+        f"{reason}; --expert-format fp8 trains the FP8 experts in place instead (kt-kernel AMXFP8_SFT): "
+        f"{gb(est.ram_bytes - fp8.ram_bytes)} less RAM and no {gb(est.breakdown['bf16_conversion'])} "
+        "BF16 copy on disk"
+    )
 
 
 def plan_sft(
@@ -253,6 +348,7 @@ def plan_sft(
             f"KT fine-tuning reads BF16 experts; {arch.name} ships int4 (compressed-tensors) and ktinfra "
             "plans no int4 -> BF16 conversion: fine-tune a BF16 release of the model"
         )
+    experts = expert_dtype(arch, profile, opts.get("expert_format"))
     used: list[dict] = []
     if usable_gpus(facts["gpus"]):  # none: gpu_problems says why (no GPU, or MIG without instances)
         used, reasons["gpu_indices"] = choose_gpus(facts["gpus"])
@@ -272,7 +368,9 @@ def plan_sft(
         cutoff, batch, fits = choose_batch(arch, gpus, gpu_bytes, cutoff_opt, checkpointing, max_tokens)
     else:
         cutoff, batch, fits, gpu_bytes = cutoff_opt or sizing.SFT_CUTOFF_LEN, 1, True, 0
-    est = sizing.sft(arch, cutoff_len=cutoff, batch_size=batch, gradient_checkpointing=checkpointing)
+    # the experts' dtype changes RAM and disk only, so choose_batch sizes VRAM with the default
+    batch_args = {"cutoff_len": cutoff, "batch_size": batch, "gradient_checkpointing": checkpointing}
+    est = sizing.sft(arch, **batch_args, expert_dtype=experts)
     if gpus and not fits:
         problems.append(_vram_problem(est, used, cutoff, gpu_bytes))
     reasons["cutoff_len"] = (
@@ -290,7 +388,9 @@ def plan_sft(
         "-4..+6 % of an H100 run at 512-2048 tokens, docs/results/2026-11-22-h100-sft-vram) + "
         f"{gb(sizing.sft_gpu_runtime_bytes(est))} per GPU of CUDA context and allocator cache"
     )
-    keys, launcher, reasons["kt"], kt_problems = kt_keys(arch, facts, profile, gpus, warnings, cutoff)
+    keys, launcher, reasons["kt"], kt_problems = kt_keys(
+        arch, facts, profile, gpus, warnings, cutoff, experts
+    )
     problems += kt_problems
     # each data-parallel rank (accelerate's processes) steps its own micro-batch; the legacy launcher is one
     ranks = launcher.get("num_processes", 1)
@@ -321,16 +421,12 @@ def plan_sft(
         "template": arch.template,
         "kt": keys,
         "launcher": launcher,
-        "checkpoint_dtype": "bf16",
+        "checkpoint_dtype": experts,
         "gpu_indices": [g["index"] for g in used],  # nvidia-smi's index; validate() requires it
         "mig_uuids": mig_uuids(used),  # CUDA_VISIBLE_DEVICES of a MIG-enabled GPU: its instance
     }
     if arch.native_dtype == "fp8":
-        reasons["checkpoint_dtype"] = (
-            f"{arch.name} ships {arch.native_dtype}; KT fine-tuning reads BF16 (seed 000: DeepSeek's "
-            "fp8_cast_bf16.py), so the disk estimate holds "
-            + ("the BF16 copy beside the local checkpoint" if arch.path else "both checkpoints")
-        )
+        reasons["checkpoint_dtype"] = _checkpoint_reason(arch, profile, experts, est, **batch_args)
     if arch.template is None:
         reasons["template"] = (
             "no LLaMA-Factory chat template is known for this model: set `template` yourself"

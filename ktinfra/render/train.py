@@ -199,6 +199,7 @@ def _kt_block(
     llamafactory_dir: str,
     weight_path: str | None,
     weight_format: str | None = None,
+    model_path: str | None = None,
 ) -> dict:
     kt = sft.get("kt")
     if not isinstance(kt, dict) or not kt:
@@ -242,9 +243,16 @@ def _kt_block(
     _check_kt_keys(kt, generation, sft.get("disable_gradient_checkpointing") is True)
     if weight_path:
         kt["kt_weight_path"] = check_abs_path("--weight-path", weight_path)
+    fp8 = generation == "current" and _expert_format(kt["kt_config"]) == "fp8"
     if generation == "legacy":
         if weight_format:
             raise RenderError("--weight-format goes with --weight-path, a current-stack key")
+    elif fp8 and not weight_format:
+        # kt-kernel 0.7.2 reads FP8 experts from raw safetensors (sft/wrapper.py: "FP8 SFT requires raw
+        # safetensors checkpoint files. Point kt_weight_path at model_name_or_path"): --weight-path, if
+        # given, names that checkpoint, else the model's own
+        if not kt.get("kt_weight_path") and not kt.get("kt_expert_checkpoint_path") and model_path:
+            kt["kt_weight_path"] = model_path
     elif kt.get("kt_weight_path"):
         kt["kt_config"] = _converted_experts(kt["kt_config"], kt["kt_weight_path"], weight_format)
     elif weight_format:
@@ -311,6 +319,13 @@ BACKEND_FORMATS = {"int8": "int8", "amxint8": "int8", "fp8": "fp8", "amxfp8": "f
                    "amxint4_kgroup": "rawint4", "mxfp4": "mxfp4"}  # fmt: skip
 
 
+def _expert_format(config: dict) -> str | None:
+    """The expert format kt-kernel 0.7.2 trains: the one named, else the backend's (None: not known)."""
+    fmt = config.get("kt_expert_weight_format")
+    backend = str(config.get("kt_backend", "AMXBF16")).lower()
+    return fmt.lower() if isinstance(fmt, str) else BACKEND_FORMATS.get(backend)
+
+
 def _check_expert_format(kt: dict, sft: dict) -> None:
     """The final kt_config as kt-kernel 0.7.2's KTConfig.__post_init__ checks it (sft/config.py): the
     expert format fits the backend; kt_non_expert_weight_path goes with int8 (or mxfp4) experts only; each
@@ -320,8 +335,7 @@ def _check_expert_format(kt: dict, sft: dict) -> None:
     ephemeral weights are INT8 only."""
     config = kt["kt_config"]
     backend = str(config.get("kt_backend", "AMXBF16")).lower()
-    fmt = config.get("kt_expert_weight_format")
-    fmt = fmt.lower() if isinstance(fmt, str) else BACKEND_FORMATS.get(backend)
+    fmt = _expert_format(config)
     if fmt is not None and backend not in FORMAT_BACKENDS[fmt]:
         raise RenderError(
             f"plan sft.kt.kt_config: kt_expert_weight_format {fmt} does not go with kt_backend "
@@ -710,7 +724,9 @@ def render_train(
     if why := unknown_template(chat_template, generation, python, llamafactory_dir):
         raise RenderError(f"{given} {why}")
     sections = _sections(plan, sft, generation, model_path, dataset, dataset_dir, chat_template, output_dir)
-    sections["ktransformers"] = _kt_block(sft, generation, llamafactory_dir, weight_path, weight_format)
+    sections["ktransformers"] = _kt_block(
+        sft, generation, llamafactory_dir, weight_path, weight_format, model_path
+    )
     for key in ("kt_weight_path", "kt_non_expert_weight_path"):  # kt-kernel validates what these hold
         if sections["ktransformers"].get(key):
             check_apart("--output-dir", output_dir, key, sections["ktransformers"][key], "kt-kernel reads it")
