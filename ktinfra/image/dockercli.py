@@ -19,10 +19,13 @@ SYSTEMD_RUN_ARGS = [
 ]
 
 
-def _docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def _docker(*args: str, check: bool = True, timeout_s: float | None = None) -> subprocess.CompletedProcess:
     if not shutil.which("docker"):
         raise ImageError("docker is not installed or not on PATH: run `bash scripts/docker-ready.sh`")
-    proc = subprocess.run(["docker", *args], capture_output=True, text=True)
+    try:
+        proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise ImageError(f"docker {args[0]} gave no answer in {timeout_s:g} s") from None
     if check and proc.returncode != 0:
         raise ImageError(f"docker {args[0]} failed: {proc.stderr.strip()[-400:]}")
     return proc
@@ -56,8 +59,9 @@ def run_detached(image: str, name: str, args: list[str]) -> None:
     _docker("run", "-d", "--name", name, *args, image)
 
 
-def exec_(name: str, *cmd: str) -> subprocess.CompletedProcess:
-    return _docker("exec", name, *cmd, check=False)
+def exec_(name: str, *cmd: str, timeout_s: float | None = None) -> subprocess.CompletedProcess:
+    """ImageError when timeout_s passes first (the docker client is killed; the command may go on inside)."""
+    return _docker("exec", name, *cmd, check=False, timeout_s=timeout_s)
 
 
 def list_images(label: str) -> list[dict]:

@@ -74,8 +74,14 @@ def suite_args(suite: Path, manifest: dict | None, role: str) -> list[str]:
 def wait_for_systemd(name: str, timeout_s: float = 90) -> str:
     deadline = time.monotonic() + timeout_s
     state = "unknown"
-    while time.monotonic() < deadline:
-        state = dockercli.exec_(name, "systemctl", "is-system-running").stdout.strip() or "starting"
+    while (left := deadline - time.monotonic()) > 0:
+        # bounded: a systemctl that never answers (a wedged PID 1) hung verify before any suite ran
+        try:
+            answer = dockercli.exec_(name, "systemctl", "is-system-running", timeout_s=min(left, 10) + 0.5)
+        except ImageError:
+            state = "systemctl gave no answer"
+            continue
+        state = answer.stdout.strip() or "starting"
         if state in ("running", "degraded"):
             return state
         time.sleep(1)
