@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from statistics import mean, median
 
 from ktinfra.bench.client import RequestResult
@@ -44,12 +45,17 @@ def summarize(results: list[RequestResult], concurrency: int, wall_s: float) -> 
     ]
     itl = [x for r in done for x in r.itl_s]
     user_tps = [r.user_tps for r in done]
-    errors = sorted({r.error for r in results if r.error})
+    # the most frequent first: sorted by text, 5 rare errors whose text sorts first ("HTTP 500: ...") hid
+    # the one that failed most of the level ("timed out ...")
+    counts = Counter(r.error for r in results if r.error)
+    errors = sorted(counts, key=lambda error: (-counts[error], error))
     return {
         "concurrency": concurrency,
         "completed": len(done),
         "failed": len(results) - len(done),
         "errors": errors[:5],
+        "error_counts": [counts[error] for error in errors[:5]],  # how many requests failed with each
+        "other_errors": sum(counts[error] for error in errors[5:]),  # failed requests with errors not shown
         # 200 replies that were not the API's (an HTML page, JSON without choices): --url or --api is wrong
         "unexpected_replies": sum(1 for r in results if r.bad_reply),
         "duration_s": round(wall_s, 3),

@@ -358,9 +358,19 @@ def _report(
     if plot is not None:
         out.print(f"plot written to {escape(str(plot))}")
     if any(lv["failed"] for lv in levels):
-        out.print(f"[red]failed requests: {escape('; '.join(e for lv in levels for e in lv['errors']))}")
+        out.print(f"[red]failed requests: {escape('; '.join(_counted_errors(levels)))}")
     for line in _pause_notes(levels):
         out.print(escape(line))
+
+
+def _counted_errors(levels: list[dict]) -> list[str]:
+    """Each level's errors, the most frequent first, with how many requests failed so."""
+    shown = []
+    for lv in levels:
+        shown += [f"{error} (x{n})" for error, n in zip(lv["errors"], lv["error_counts"], strict=True)]
+        if lv.get("other_errors"):
+            shown.append(f"{lv['other_errors']} more with other errors")
+    return shown
 
 
 def _pause_notes(levels: list[dict]) -> list[str]:
