@@ -484,6 +484,20 @@ class Interrupt:
         return False
 
 
+def _make_run_dir(request: ProvisionRequest, run_dir: Path) -> None:
+    """The run's artifact folder and its job_events/, as ansible-runner makes them (0700; it takes them as
+    they are). Made by ansible-runner, an existing artifacts folder it could not write in (another user's, a
+    read-only mount) was a traceback; now it is bad input, and nothing of the run is left."""
+    try:
+        run_dir.mkdir(mode=0o700)
+        (run_dir / "job_events").mkdir(mode=0o700)
+    except OSError as exc:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise ProvisionError(
+            f"artifacts {request.artifacts}: cannot write in it ({exc.strerror or exc})"
+        ) from exc
+
+
 def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None = None) -> dict:
     """Run the playbook; return the report (see docs/readme/roles2.md for its keys)."""
     request.validate()
@@ -502,6 +516,7 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
         raise ProvisionError(
             f"artifacts {request.artifacts}: cannot create it ({exc.strerror or exc})"
         ) from exc
+    _make_run_dir(request, artifact_root / ident)
 
     def handler(event: dict) -> bool:
         state.handle(event)
