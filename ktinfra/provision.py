@@ -413,12 +413,12 @@ def ansible_playbook() -> str:
 
 
 class Interrupt:
-    """Ctrl-C / SIGTERM during a run, as ansible-runner's cancel callback. Runner's own cancel SIGKILLs the
-    ansible-playbook process group only, but each Ansible worker is a session leader of its own: the worker
-    and the module it runs (a wait_for, a pip install) went on after ktinfra had exited. So the playbook
-    process is asked first, as a Ctrl-C in its terminal would: SIGINT (Ansible ends its workers and says
-    'User interrupted execution'), SIGTERM after GRACE seconds, and only GRACE seconds later (or at the
-    third signal) runner's SIGKILL of the group. Another signal moves on to the next step at once."""
+    """Ctrl-C / SIGTERM / SIGHUP during a run (ansible-runner's cancel callback). Runner's own cancel SIGKILLs
+    the ansible-playbook process group only, but each Ansible worker is a session leader of its own: the
+    worker and the module it runs (a wait_for, a pip install) went on after ktinfra had exited. So the
+    playbook process is asked first, as a Ctrl-C in its terminal would: SIGINT (Ansible ends its workers
+    and says 'User interrupted execution'), SIGTERM after GRACE seconds, and only GRACE seconds later (or
+    at the third signal) runner's SIGKILL of the group. Another signal moves on to the next step at once."""
 
     GRACE = 5.0
     POLL = 0.25  # ansible-runner checks the callback once per pexpect timeout (default 5 s)
@@ -431,7 +431,9 @@ class Interrupt:
 
     def __enter__(self) -> Interrupt:
         if threading.current_thread() is threading.main_thread():
-            for number in (signal.SIGINT, signal.SIGTERM):
+            # SIGHUP: the controller's terminal went away (a dropped ssh session); by default it ended ktinfra
+            # at once and left Ansible's workers and modules running, as runner's own cancel did
+            for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 self.previous[number] = signal.signal(number, self._handler)
         return self
 
