@@ -37,13 +37,13 @@ STYLE = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "re
 
 
 def _host_table(hosts: dict, title: str) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=escape(title), title_justify="left")
     table.add_column("host")
     for name in COUNTERS:
         table.add_column(name, justify="right", style=STYLE.get(name, ""))
     for host, counts in sorted(hosts.items()):
         values = counts if isinstance(counts, dict) else vars(counts)
-        table.add_row(host, *(str(values[name]) for name in COUNTERS))
+        table.add_row(escape(host), *(str(values[name]) for name in COUNTERS))
     return table
 
 
@@ -154,5 +154,6 @@ def register(app: typer.Typer) -> None:
                     f"[yellow]{escape(recovered['kind'])}[/yellow] {escape(where)}: "
                     f"{escape(str(recovered['message']))}"
                 )
-            out.print(f"artifacts: {result['artifacts']}  ({result['seconds']} s)")
+            # the path as it is (rich read a [x] in it as markup and dropped it) and on one line, to copy
+            out.print(f"artifacts: {escape(result['artifacts'])}  ({result['seconds']} s)", soft_wrap=True)
         raise typer.Exit(exit_code(result))
