@@ -277,6 +277,14 @@ def _check_envs(profile: dict, path: Path) -> None:
                 "(the name is the env's directory)"
             )
         seen[env["name"]] = key
+    for key, env in envs.items():
+        others = set(envs) - {key}
+        unknown = sorted(set(env.get("download_shared_bytes") or {}) - others)
+        if unknown:
+            raise UnknownProfileError(
+                f"{where}: envs.{key}.download_shared_bytes names {', '.join(unknown)}, not another env of "
+                f"this profile ({', '.join(k for k in envs if k != key)})"
+            )
 
 
 def _check_env(where: str, key: object, env: object) -> None:
@@ -326,6 +334,18 @@ def _check_env(where: str, key: object, env: object) -> None:
         value = env.get(field, 0)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise UnknownProfileError(f"{where}: envs.{key}.{field} must be a whole number of bytes >= 0")
+    # of this env's download, the bytes another env of the profile downloads too (the same torch and its
+    # CUDA wheels): installed in one run, the second env's pip wheel takes them from the wheelhouse
+    shared = env.get("download_shared_bytes")
+    valid = isinstance(shared, dict) and all(
+        isinstance(k, str) and not isinstance(v, bool) and isinstance(v, int) and v >= 0
+        for k, v in shared.items()
+    )
+    if shared is not None and not valid:
+        raise UnknownProfileError(
+            f"{where}: envs.{key}.download_shared_bytes must map other env keys to whole numbers of "
+            "bytes >= 0"
+        )
 
 
 def _check_plain(data: dict, where: str) -> None:
@@ -437,6 +457,7 @@ def env_spec(profile: dict, key: str) -> dict:
     env["git"] = [_git_source(g) for g in env["git"]]
     env.setdefault("disk_bytes", 0)
     env.setdefault("download_bytes", 0)
+    env["download_shared_bytes"] = dict(env.get("download_shared_bytes") or {})
     return env
 
 
