@@ -60,8 +60,10 @@ def load_manifest(path: Path) -> dict:
 
 
 def suite_args(suite: Path, manifest: dict | None, role: str) -> list[str]:
-    """Options of the KT host suite (tests/infra) filled from the manifest; other suites take none."""
-    if suite.resolve() != HOST_SUITE.resolve() or manifest is None:
+    """Options of the KT host suite (tests/infra, or a file or folder of it) filled from the manifest; other
+    suites take none."""
+    host_suite = HOST_SUITE.resolve()
+    if manifest is None or not (suite.resolve() == host_suite or host_suite in suite.resolve().parents):
         return []
     args = ["--kt-role", role, "--kt-profile", manifest["profile"].get("ref") or manifest["profile"]["name"]]
     for env in manifest["envs"].values():
