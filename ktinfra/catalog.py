@@ -97,8 +97,9 @@ def _int4_group_size(quant: dict) -> int | None:
     return size
 
 
-def _fp8_block_n(config: dict, source: str) -> int | None:
-    """weight_block_size [n, k] of a block-quantized fp8 checkpoint (None: per-tensor or per-channel)."""
+def _fp8_weight_block(config: dict, source: str) -> tuple[int, int] | None:
+    """weight_block_size (n, k) of a block-quantized fp8 checkpoint: output rows and input columns per scale
+    (None: per-tensor or per-channel)."""
     quant = config.get("quantization_config") or {}
     if not isinstance(quant, dict) or str(quant.get("quant_method") or "").lower() != "fp8":
         return None
@@ -110,7 +111,25 @@ def _fp8_block_n(config: dict, source: str) -> int | None:
             f"{source}: config.json quantization_config.weight_block_size must be two block sizes [n, k], "
             f"got {json_shown(block)}"
         )
-    return block[0]
+    return block[0], block[1]
+
+
+def fp8_weight_block(model: str) -> tuple[int, int] | None:
+    """The (n, k) scale block of `model`'s fp8 checkpoint (what resolve() reads: a local directory's
+    config.json or the catalog entry), None where it has none. The Architecture keeps n only, which is
+    what serving's tensor-parallel split needs; kt-kernel's FP8 LoRA needs both to be 128."""
+    arch = resolve(model)
+    config = _read_config(Path(arch.path) / "config.json") if arch.path else _catalog_entry(model)["config"]
+    return _fp8_weight_block({"quantization_config": _quantization_config(config)}, arch.path or arch.name)
+
+
+def _quantization_config(config: dict) -> object:
+    """The language model's quantization_config: Kimi-K2.5 keeps its int4 one inside text_config; Qwen3.5
+    at the top."""
+    text = config.get("text_config")
+    if isinstance(text, dict) and "hidden_size" not in config:
+        return config.get("quantization_config") or text.get("quantization_config")
+    return config.get("quantization_config")
 
 
 def quant_group_size(config: dict) -> int | None:
@@ -429,10 +448,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         vision = _vision(config, source)
         sized = ("vision_config",) if vision else ()
         encoders = tuple(k for k in config if k in MULTIMODAL_ENCODERS and k not in sized)
-        text = config["text_config"]
-        # Kimi-K2.5 keeps its int4 quantization_config inside text_config; Qwen3.5 at the top
-        quant = config.get("quantization_config") or text.get("quantization_config")
-        config = {**text, "quantization_config": quant}
+        config = {**config["text_config"], "quantization_config": _quantization_config(config)}
     num_experts, per_token = _experts(config, source)
     hidden = _need(config, "hidden_size", source=source)
     layers = _need(config, "num_hidden_layers", source=source, high=MAX_LAYERS)
@@ -478,7 +494,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         max_position_embeddings=_int_key(config, "max_position_embeddings", source),
         native_dtype=_native_dtype(config, source),
         quant_group_size=quant_group_size(config),
-        fp8_block_n=_fp8_block_n(config, source),
+        fp8_block_n=(_fp8_weight_block(config, source) or (None,))[0],
         num_mtp_layers=_mtp_layers(config, source),
         mtp_own_embeddings=_mtp_own_embeddings(config, source),
         linear_attention=_linear_attention(config, layers, source),
@@ -618,15 +634,7 @@ def _from_directory(directory: Path) -> Architecture:
         raise UnknownModelError(
             f"{directory} has no config.json; point --model at a Hugging Face model directory"
         )
-    try:
-        config = json.loads(config_path.read_text())
-    except OSError as exc:
-        raise ModelConfigError(f"{config_path}: cannot read it ({exc.strerror or exc})") from exc
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, nesting too deep
-        why = str(exc)[:200] or type(exc).__name__
-        raise ModelConfigError(f"{config_path}: not valid JSON ({why})") from exc
-    if not isinstance(config, dict):
-        raise ModelConfigError(f"{config_path}: expected a JSON object")
+    config = _read_config(config_path)
     catalog_match = _catalog_match(config)
     extra = {}
     if catalog_match is not None:
@@ -637,6 +645,19 @@ def _from_directory(directory: Path) -> Architecture:
         }
     resolved = directory.resolve()  # `--model .` names the model after the folder, not ""
     return from_config(config, name=resolved.name or str(resolved), path=str(resolved), **extra)
+
+
+def _read_config(config_path: Path) -> dict:
+    try:
+        config = json.loads(config_path.read_text())
+    except OSError as exc:
+        raise ModelConfigError(f"{config_path}: cannot read it ({exc.strerror or exc})") from exc
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, nesting too deep
+        why = str(exc)[:200] or type(exc).__name__
+        raise ModelConfigError(f"{config_path}: not valid JSON ({why})") from exc
+    if not isinstance(config, dict):
+        raise ModelConfigError(f"{config_path}: expected a JSON object")
+    return config
 
 
 def unverified_architecture(arch: Architecture) -> str | None:

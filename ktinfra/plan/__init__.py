@@ -16,7 +16,7 @@ from ktinfra.plan.host import (
     validate,
 )
 from ktinfra.plan.serve import lora_problems, plan_serve
-from ktinfra.plan.sft import plan_sft
+from ktinfra.plan.sft import FP8_SFT_BLOCK, plan_sft
 
 MODES = ("serve", "sft")
 DISK_PARTS = (
@@ -111,12 +111,26 @@ def _check_max_running(value, mode: str) -> None:
         raise PlanInputError(f"--max-running-requests must be a positive integer, got {value!r}")
 
 
+def _check_fp8_weight_block(model: str, arch, expert_format: object) -> None:
+    """kt-kernel 0.7.2's FP8 LoRA (sft/amx.py) reads 128x128 scale blocks only; the Architecture keeps the
+    blocks' n alone (plan_sft refuses an n other than 128), so a k other than 128 is checked here."""
+    if not isinstance(expert_format, str) or expert_format.strip().lower() != "fp8":
+        return
+    block = catalog.fp8_weight_block(model)
+    if block is not None and block[0] == FP8_SFT_BLOCK != block[1]:
+        raise PlanInputError(
+            f"--expert-format fp8: kt-kernel's FP8 LoRA reads 128x128 block FP8 only; {arch.name} has "
+            f"weight_block_size [{block[0]}, {block[1]}]; leave it out to fine-tune from BF16 weights"
+        )
+
+
 def plan(facts: dict, model: str, mode: str, **options) -> dict:
     """Plan `mode` ("serve" | "sft") of `model` on the host `facts` describes.
 
-    options: stack (profile name, default kt-0.7), cpu_format, lora ({name: dir}), port, host, api_key_set,
-    max_running_requests, cutoff_len. Raises PlanInputError on bad input; infeasible plans come back with
-    feasible=False.
+    options: stack (profile name, default kt-0.7); serve: cpu_format, lora ({name: dir}), port, host,
+    api_key_set, max_running_requests, weight_path; sft: cutoff_len, expert_format ("bf16" | "fp8", the
+    routed experts LoRA trains on). Raises PlanInputError on bad input, an option of the other mode included;
+    infeasible plans come back with feasible=False.
     """
     if mode not in MODES:
         raise PlanInputError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -128,10 +142,15 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
         early_warnings += [caveat for caveat in caveats if caveat]
         profile = profiles.load_profile(options.get("stack") or profiles.DEFAULT_PROFILE)
         if options.get("cpu_format") and mode == "sft":
-            raise PlanInputError("--cpu-format applies to serve; SFT reads BF16 experts")
+            raise PlanInputError(
+                "--cpu-format applies to serve; SFT trains BF16 experts, or an FP8 model's FP8 experts "
+                "as published with --expert-format fp8"
+            )
         _check_max_running(options.get("max_running_requests"), mode)
-        if options.get("cutoff_len") is not None and mode != "sft":
-            raise PlanInputError(f"--cutoff-len applies to --mode sft, not --mode {mode}")  # as the CLI says
+        for key in ("cutoff_len", "expert_format"):  # the CLI refuses them the same way, before the facts
+            if options.get(key) is not None and mode != "sft":
+                flag = "--" + key.replace("_", "-")
+                raise PlanInputError(f"{flag} applies to --mode sft, not --mode {mode}")
         if mode == "serve":
             _check_what_render_needs(options)
         if options.get("weight_path") is not None and mode == "serve":
@@ -145,6 +164,7 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
             purpose = "KT serving"
             amx_kernel = has_amx(facts) and section["kt_method"].startswith("AMX")
         else:
+            _check_fp8_weight_block(model, arch, options.get("expert_format"))
             section, est, reasons, problems = plan_sft(arch, facts, options, profile, early_warnings)
             purpose = "KT fine-tuning"
             amx_kernel = has_amx(facts)
