@@ -247,7 +247,14 @@ def _kt_block(
     if generation == "legacy":
         if weight_format:
             raise RenderError("--weight-format goes with --weight-path, a current-stack key")
-    elif fp8 and not weight_format:
+    elif fp8:
+        if weight_format:  # converted experts would contradict the plan, whose RAM holds the FP8 ones
+            raise RenderError(
+                f"--weight-format {weight_format}: the plan trains the checkpoint's FP8 experts (kt_backend "
+                f"{kt['kt_config'].get('kt_backend')}, kt_expert_weight_format fp8), its RAM sized for "
+                "them; leave --weight-format out (--weight-path then names the FP8 checkpoint), or plan "
+                "again without --expert-format fp8 to train converted experts"
+            )
         # kt-kernel 0.7.2 reads FP8 experts from raw safetensors (sft/wrapper.py: "FP8 SFT requires raw
         # safetensors checkpoint files. Point kt_weight_path at model_name_or_path"): --weight-path, if
         # given, names that checkpoint, else the model's own
