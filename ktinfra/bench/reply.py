@@ -243,6 +243,8 @@ class Stream:
             raise UnexpectedReply("the stream held [DONE] and no event before it")
         if not self.events:
             shown = f": it began {_short(began)}" if began else ""
+            if began.startswith(b"{"):  # a whole JSON reply to stream=true
+                shown += " (a whole reply: the server does not stream, try --no-stream)"
             raise UnexpectedReply(f"no 'data:' event in the streamed reply{shown}")
         if not self.shaped:  # events of some other service: JSON, but none the API's chunk
             raise UnexpectedReply(
