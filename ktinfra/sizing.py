@@ -547,11 +547,14 @@ def sft_gpu_runtime_bytes(est: Estimate) -> float:
 
 def table(arch: Architecture) -> dict:
     """Every serve format the model can use, sized from the checkpoint `ktinfra plan` would serve it from,
-    plus SFT, for `ktinfra models`."""
+    plus SFT from BF16 and, for a model that ships FP8, on its FP8 experts (`--expert-format fp8`), for
+    `ktinfra models`."""
     rows = {}
     for name, fmt in CPU_FORMATS.items():
         if not fmt.serves(arch.native_dtype):
             continue
         rows[f"serve:{name}"] = serve(arch, fmt).to_dict()
     rows["sft:BF16"] = sft(arch).to_dict()
+    if arch.native_dtype == "fp8":
+        rows["sft:FP8"] = sft(arch, expert_dtype="fp8").to_dict()
     return rows
