@@ -26,6 +26,7 @@ from ktinfra.profiles import (
     normalize,
     pins,
     python_versions,
+    shared_download_bytes,
     wheel_entry,
     wheel_version,
 )
@@ -355,28 +356,6 @@ def _disk_problems(needs: list[tuple[Path, int]]) -> tuple[list[dict], list[str]
     return disks, problems
 
 
-def _shared_download(env: dict, before: list[dict]) -> int:
-    """Bytes of `env`'s download that an env installed before it in the same run put in the wheelhouse:
-    kt_python_env fills it with `pip wheel --find-links <wheelhouse>`, so the second env of kt-0.7 downloads
-    torch 2.9.1 and its CUDA wheels no more. The profile says how much two envs share
-    (envs.X.download_shared_bytes: {Y: bytes}, on either of the two); the largest share with one earlier env,
-    never more than either env's download."""
-    return max(
-        (
-            min(
-                env["download_bytes"],
-                other["download_bytes"],
-                max(
-                    env["download_shared_bytes"].get(other["key"], 0),
-                    other["download_shared_bytes"].get(env["key"], 0),
-                ),
-            )
-            for other in before
-        ),
-        default=0,
-    )
-
-
 def made_with_full_python(prefix: Path) -> str | None:
     """The version of the Python an existing env at `prefix` was made with, X.Y.Z where it says (a venv's
     pyvenv.cfg, a conda env's conda-meta record of its python package), else X.Y; None where there is no
@@ -469,7 +448,7 @@ def check_install(
         if not env["installed"]:
             needs.append((prefix, env["disk_bytes"]))
             earlier = [e for e in envs if not e["installed"]]
-            downloads += env["download_bytes"] - _shared_download(env, earlier)
+            downloads += env["download_bytes"] - shared_download_bytes(env, earlier)
         envs.append(env)
     known = {w["name"] for env in envs for w in env["wheels"]}
     problems.extend(

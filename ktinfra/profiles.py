@@ -461,6 +461,28 @@ def env_spec(profile: dict, key: str) -> dict:
     return env
 
 
+def shared_download_bytes(env: dict, before: list[dict]) -> int:
+    """Bytes of `env`'s download (env_spec dicts) that an env installed before it in the same run put in the
+    wheelhouse: kt_python_env fills it with `pip wheel --find-links <wheelhouse>`, so the second env of
+    kt-0.7 downloads torch 2.9.1 and its CUDA wheels no more. The profile says how much two envs share
+    (envs.X.download_shared_bytes: {Y: bytes}, on either of the two); the largest share with one earlier env,
+    never more than either env's download. envcheck's disk check and the image's root volume use it."""
+    return max(
+        (
+            min(
+                env["download_bytes"],
+                other["download_bytes"],
+                max(
+                    env["download_shared_bytes"].get(other["key"], 0),
+                    other["download_shared_bytes"].get(env["key"], 0),
+                ),
+            )
+            for other in before
+        ),
+        default=0,
+    )
+
+
 def checkout_dir(repository: str, src_dir: str = SRC_DIR, profile: str = LEGACY_PROFILE) -> str:
     """Where kt_python_env checks out `profile`'s git source cloned from `repository` (the last part of its
     URL, e.g. LLaMA-Factory): src_dir/<the source's name>, as roles/kt_python_env/tasks/pip.yml clones it."""

@@ -95,7 +95,9 @@ def test_an_installed_env_shares_nothing_with_this_download(tmp_path):
 def _site_profile(tmp_path: Path, shared: object) -> Path:
     """kt-0.7 as a site profile file whose sft env (the file's last) says `shared`."""
     text = (profiles.PROFILE_DIR / "kt-0.7.yaml").read_text()
-    assert text.endswith("    download_bytes: 5000000000\n")  # the sft env's last line
+    shipped = "    download_shared_bytes: {inference: 4500000000}\n"
+    assert text.endswith(shipped)  # the sft env's last line
+    text = text.removesuffix(shipped)
     site = tmp_path / "site.yaml"
     site.write_text(f"{text}    download_shared_bytes: {shared}\n")
     return site
@@ -104,6 +106,9 @@ def _site_profile(tmp_path: Path, shared: object) -> Path:
 def test_a_share_in_a_profile_file_is_read(tmp_path):
     profile = profiles.load_profile(str(_site_profile(tmp_path, "{inference: 4500000000}")))
     assert profiles.env_spec(profile, "sft")["download_shared_bytes"] == {"inference": KT_07_SHARED}
+    assert profiles.env_spec(profiles.load_profile("kt-0.7"), "sft")["download_shared_bytes"] == {
+        "inference": KT_07_SHARED
+    }
     assert profiles.env_spec(profile, "inference")["download_shared_bytes"] == {}
 
 
