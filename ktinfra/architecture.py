@@ -136,6 +136,7 @@ class Architecture:
     native_dtype: str  # "bf16" | "fp8" | "int4" (the dtype of the published checkpoint's linear weights)
     quant_group_size: int | None = None  # int4 checkpoints: weights per scale (compressed-tensors group)
     fp8_block_n: int | None = None  # block-quantized fp8 checkpoints: output rows per scale block
+    fp8_block_k: int | None = None  # and input columns per scale block
     num_mtp_layers: int = 0
     mtp_own_embeddings: bool = True  # DeepSeek's MTP layer ships its own embedding and output head
     linear_attention: LinearAttention | None = None

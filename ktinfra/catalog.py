@@ -114,15 +114,6 @@ def _fp8_weight_block(config: dict, source: str) -> tuple[int, int] | None:
     return block[0], block[1]
 
 
-def fp8_weight_block(model: str) -> tuple[int, int] | None:
-    """The (n, k) scale block of `model`'s fp8 checkpoint (what resolve() reads: a local directory's
-    config.json or the catalog entry), None where it has none. The Architecture keeps n only, which is
-    what serving's tensor-parallel split needs; kt-kernel's FP8 LoRA needs both to be 128."""
-    arch = resolve(model)
-    config = _read_config(Path(arch.path) / "config.json") if arch.path else _catalog_entry(model)["config"]
-    return _fp8_weight_block({"quantization_config": _quantization_config(config)}, arch.path or arch.name)
-
-
 def _quantization_config(config: dict) -> object:
     """The language model's quantization_config: Kimi-K2.5 keeps its int4 one inside text_config; Qwen3.5
     at the top."""
@@ -472,6 +463,7 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
                 f"{', '.join(dense_keys)} make intermediate_size the dense MLP's"
             )
         moe_inter = _need(config, "intermediate_size", source=source)  # Mixtral-style: the experts' width
+    fp8_block = _fp8_weight_block(config, source) or (None, None)
     return Architecture(
         name=name,
         hf_repo=hf_repo,
@@ -494,7 +486,8 @@ def from_config(config: dict, *, name: str, hf_repo: str | None = None, path: st
         max_position_embeddings=_int_key(config, "max_position_embeddings", source),
         native_dtype=_native_dtype(config, source),
         quant_group_size=quant_group_size(config),
-        fp8_block_n=(_fp8_weight_block(config, source) or (None,))[0],
+        fp8_block_n=fp8_block[0],
+        fp8_block_k=fp8_block[1],
         num_mtp_layers=_mtp_layers(config, source),
         mtp_own_embeddings=_mtp_own_embeddings(config, source),
         linear_attention=_linear_attention(config, layers, source),

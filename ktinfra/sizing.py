@@ -438,6 +438,7 @@ def lora_params_experts(arch: Architecture, rank: int) -> int:
     return per_expert * arch.num_experts * arch.num_moe_layers
 
 
+FP8_SFT_BLOCK = 128  # kt-kernel 0.7.2 sft/amx.py: 128x128 scale blocks, widths in whole blocks
 SFT_EXPERT_DTYPES = ("bf16", "fp8")  # the routed experts kt-kernel trains LoRA on: BF16, or FP8 in place
 
 
@@ -545,16 +546,40 @@ def sft_gpu_runtime_bytes(est: Estimate) -> float:
     return est.breakdown["cuda_runtime"] + est.breakdown["allocator_cache"]
 
 
+def fp8_sft_shape_problem(arch: Architecture) -> str | None:
+    """Why kt-kernel's FP8 LoRA cannot read this model's FP8 experts as they are shaped (None: it can)."""
+    if arch.native_dtype != "fp8":
+        return f"{arch.name} ships {arch.native_dtype}: it has no FP8 experts to train in place"
+    if (arch.fp8_block_n, arch.fp8_block_k) != (FP8_SFT_BLOCK, FP8_SFT_BLOCK):
+        block = (
+            f"weight_block_size [{arch.fp8_block_n}, {arch.fp8_block_k}]"
+            if arch.fp8_block_n
+            else "no block-wise scales"
+        )
+        return f"kt-kernel's FP8 LoRA reads 128x128 block FP8 only; {arch.name} has {block}"
+    odd = [
+        f"{key} {value}"
+        for key, value in (
+            ("hidden_size", arch.hidden_size),
+            ("moe_intermediate_size", arch.moe_intermediate_size),
+        )
+        if value % FP8_SFT_BLOCK
+    ]
+    if odd:
+        return f"kt-kernel's FP8 LoRA needs multiples of {FP8_SFT_BLOCK}; {arch.name} has {' and '.join(odd)}"
+    return None
+
+
 def table(arch: Architecture) -> dict:
     """Every serve format the model can use, sized from the checkpoint `ktinfra plan` would serve it from,
-    plus SFT from BF16 and, for a model that ships FP8, on its FP8 experts (`--expert-format fp8`), for
-    `ktinfra models`."""
+    plus SFT from BF16 and, for a model whose FP8 experts kt-kernel can train in place, on them
+    (`--expert-format fp8`), for `ktinfra models`."""
     rows = {}
     for name, fmt in CPU_FORMATS.items():
         if not fmt.serves(arch.native_dtype):
             continue
         rows[f"serve:{name}"] = serve(arch, fmt).to_dict()
     rows["sft:BF16"] = sft(arch).to_dict()
-    if arch.native_dtype == "fp8":
+    if fp8_sft_shape_problem(arch) is None:
         rows["sft:FP8"] = sft(arch, expert_dtype="fp8").to_dict()
     return rows

@@ -16,7 +16,7 @@ from ktinfra.plan.host import (
     validate,
 )
 from ktinfra.plan.serve import lora_problems, plan_serve
-from ktinfra.plan.sft import FP8_SFT_BLOCK, plan_sft
+from ktinfra.plan.sft import plan_sft
 
 MODES = ("serve", "sft")
 DISK_PARTS = (
@@ -111,19 +111,6 @@ def _check_max_running(value, mode: str) -> None:
         raise PlanInputError(f"--max-running-requests must be a positive integer, got {value!r}")
 
 
-def _check_fp8_weight_block(model: str, arch, expert_format: object) -> None:
-    """kt-kernel 0.7.2's FP8 LoRA (sft/amx.py) reads 128x128 scale blocks only; the Architecture keeps the
-    blocks' n alone (plan_sft refuses an n other than 128), so a k other than 128 is checked here."""
-    if not isinstance(expert_format, str) or expert_format.strip().lower() != "fp8":
-        return
-    block = catalog.fp8_weight_block(model)
-    if block is not None and block[0] == FP8_SFT_BLOCK != block[1]:
-        raise PlanInputError(
-            f"--expert-format fp8: kt-kernel's FP8 LoRA reads 128x128 block FP8 only; {arch.name} has "
-            f"weight_block_size [{block[0]}, {block[1]}]; leave it out to fine-tune from BF16 weights"
-        )
-
-
 def plan(facts: dict, model: str, mode: str, **options) -> dict:
     """Plan `mode` ("serve" | "sft") of `model` on the host `facts` describes.
 
@@ -164,7 +151,6 @@ def plan(facts: dict, model: str, mode: str, **options) -> dict:
             purpose = "KT serving"
             amx_kernel = has_amx(facts) and section["kt_method"].startswith("AMX")
         else:
-            _check_fp8_weight_block(model, arch, options.get("expert_format"))
             section, est, reasons, problems = plan_sft(arch, facts, options, profile, early_warnings)
             purpose = "KT fine-tuning"
             amx_kernel = has_amx(facts)

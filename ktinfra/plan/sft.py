@@ -61,9 +61,9 @@ ACCELERATE_BF16 = "examples/ktransformers/accelerate/fsdp2_kt_bf16.yaml"
 # kt-kernel 0.7.2's native FP8 LoRA (kt_backend FP8 -> method AMXFP8_SFT; sft/config.py, sft/amx.py,
 # sft/wrapper.py): frozen-base LoRA, every routed expert on the CPU, kt_share_backward_bb on, persistent
 # weights, the checkpoint's weight_block_size [128, 128], hidden_size and moe_intermediate_size multiples of
-# 128 and each NUMA pool's slice of moe_intermediate_size too. Its kernel (avx512-fp8-decode-bf16) is in the
-# wheel's AMX and AVX512-BF16 builds, which an AMX CPU loads.
-FP8_SFT_BLOCK = 128
+# 128 (sizing.fp8_sft_shape_problem) and each NUMA pool's slice of moe_intermediate_size too. Its kernel
+# (avx512-fp8-decode-bf16) is in the wheel's AMX and AVX512-BF16 builds, which an AMX CPU loads.
+FP8_SFT_BLOCK = sizing.FP8_SFT_BLOCK
 # The module each legacy placement rule puts in place of `model` (its `match: name: "^model$"` entry in
 # LLaMA-Factory dc85995 examples/ktransformers/kt_optimize_rules/*-sft*.yaml), by rule-file prefix.
 LEGACY_MODEL_CLASS = {"DeepSeek-": "KDeepseekV2Model", "Qwen3Moe-": "KQwen3MoeModel"}
@@ -166,27 +166,12 @@ def _legacy_rule_gpus(arch: Architecture, used: list[dict], reasons: dict) -> li
 
 def fp8_refusal(arch: Architecture, profile: dict) -> str | None:
     """Why kt-kernel cannot train LoRA on this model's FP8 experts in place on this stack (None: it can)."""
-    if arch.native_dtype != "fp8":
-        return f"{arch.name} ships {arch.native_dtype}: it has no FP8 experts to train in place"
-    if profile["generation"] == "legacy":
+    if arch.native_dtype == "fp8" and profile["generation"] == "legacy":
         return (
             f"the legacy stack {profile['name']} trains BF16 experts only (ktransformers 0.4 "
             "KSFTExpertsCPU); kt-kernel's FP8 LoRA (AMXFP8_SFT) is on the current stack (--stack kt-0.7)"
         )
-    if arch.fp8_block_n != FP8_SFT_BLOCK:
-        block = f"weight_block_size n {arch.fp8_block_n}" if arch.fp8_block_n else "no block-wise scales"
-        return f"kt-kernel's FP8 LoRA reads 128x128 block FP8 only; {arch.name} has {block}"
-    odd = [
-        f"{key} {value}"
-        for key, value in (
-            ("hidden_size", arch.hidden_size),
-            ("moe_intermediate_size", arch.moe_intermediate_size),
-        )
-        if value % FP8_SFT_BLOCK
-    ]
-    if odd:
-        return f"kt-kernel's FP8 LoRA needs multiples of {FP8_SFT_BLOCK}; {arch.name} has {' and '.join(odd)}"
-    return None
+    return sizing.fp8_sft_shape_problem(arch)
 
 
 def expert_dtype(arch: Architecture, profile: dict, asked: object) -> str:

@@ -143,7 +143,7 @@ def _local_v3(tmp_path: Path, **changes) -> str:
         ({"moe_intermediate_size": 1400}, "multiples of 128; .* has moe_intermediate_size 1400"),
         (
             {"quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [64, 64]}},
-            "128x128 block FP8 only; .* has weight_block_size n 64",
+            r"128x128 block FP8 only; .* has weight_block_size \[64, 64\]",
         ),
     ],
 )

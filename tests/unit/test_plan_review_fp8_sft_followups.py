@@ -63,12 +63,16 @@ def test_cli_gives_the_same_error_for_expert_format_in_serve():
 # --- 4: both numbers of weight_block_size ---------------------------------------------------------------
 
 
+def _block(model: str) -> tuple:
+    arch = catalog.resolve(model)
+    return arch.fp8_block_n, arch.fp8_block_k
+
+
 def test_catalog_keeps_both_numbers_of_the_weight_block(tmp_path):
-    assert catalog.fp8_weight_block("DeepSeek-V3") == (128, 128)
-    assert catalog.fp8_weight_block("Qwen3-30B-A3B") is None
+    assert _block("DeepSeek-V3") == (128, 128)
+    assert _block("Qwen3-30B-A3B") == (None, None)
     model = _local_v3(tmp_path, [128, 64])
-    assert catalog.fp8_weight_block(model) == (128, 64)
-    assert catalog.resolve(model).fp8_block_n == 128  # serving's tensor-parallel split reads n, as before
+    assert _block(model) == (128, 64)  # serving's tensor-parallel split reads n, as before
 
 
 def test_fp8_sft_of_a_128_by_64_block_checkpoint_is_bad_input(tmp_path):
@@ -90,3 +94,21 @@ def test_a_128_by_64_block_checkpoint_still_plans_bf16_sft_and_fp8_serving(tmp_p
 def test_a_128_by_128_block_checkpoint_plans_fp8_sft(tmp_path):
     result = plan(_facts(), _local_v3(tmp_path, [128, 128]), "sft", expert_format="fp8")
     assert result["sft"]["checkpoint_dtype"] == "fp8"
+
+
+def test_the_bf16_plan_of_a_128_by_64_block_checkpoint_does_not_offer_fp8(tmp_path):
+    """Before, the default plan's reason said '--expert-format fp8 trains the FP8 experts in place instead
+    ... less RAM', an option plan() then refused for this very checkpoint."""
+    reason = plan(_facts(), _local_v3(tmp_path, [128, 64]), "sft")["reasons"]["checkpoint_dtype"]
+    assert "weight_block_size [128, 64]" in reason, reason
+    assert "less RAM" not in reason, reason
+    (tmp_path / "b").mkdir()
+    reason = plan(_facts(), _local_v3(tmp_path / "b", [128, 128]), "sft")["reasons"]["checkpoint_dtype"]
+    assert "--expert-format fp8" in reason and "less RAM" in reason, reason
+
+
+def test_models_lists_sft_fp8_only_where_kt_kernel_can_read_the_blocks(tmp_path):
+    from ktinfra import sizing
+
+    assert "sft:FP8" in sizing.table(catalog.resolve("DeepSeek-V3"))
+    assert "sft:FP8" not in sizing.table(catalog.resolve(_local_v3(tmp_path, [128, 64])))
