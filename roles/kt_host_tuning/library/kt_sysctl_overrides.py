@@ -7,6 +7,9 @@ directory hides the same name in a later one), and the last assignment of a name
 /etc/sysctl.d/99-sysctl.conf to /etc/sysctl.conf, so a `vm.swappiness = 60` there undid our
 90-ktinfra.conf at every boot while the run reported it applied. Glob names (net.ipv4.conf.*.rp_filter) are
 not counted: systemd-sysctl never lets a glob override an explicit name. Reads only.
+
+Where /proc/sys is mounted read-only (a docker container: the host's sysctls are in force there), nothing
+applies sysctl.d at boot (systemd-sysctl's ConditionPathIsReadWrite=/proc/sys/): proc_sys_read_only says so.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ options:
     description: The file procps' sysctl --system reads after them all; empty for none.
     type: str
     required: true
+  proc_sys:
+    description: Where sysctls are (/proc/sys); proc_sys_read_only tells whether it is mounted read-only.
+    type: path
+    required: true
 """
 
 RETURN = r"""
@@ -46,6 +53,10 @@ overrides:
   elements: dict
   returned: always
   sample: [{file: /etc/sysctl.d/99-sysctl.conf, line: 28, name: vm.swappiness, value: "60", wanted: "10"}]
+proc_sys_read_only:
+  description: proc_sys is on a read-only mount, so no sysctl.d file is applied at this system's boot.
+  type: bool
+  returned: always
 """
 
 
@@ -115,6 +126,13 @@ def overrides(dropin: str, sysctls: dict, search_dirs: list[str], sysctl_conf: s
     ]
 
 
+def read_only(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -122,12 +140,13 @@ def main() -> None:
             "sysctls": {"type": "dict", "required": True},
             "search_dirs": {"type": "list", "elements": "path", "required": True},
             "sysctl_conf": {"type": "str", "required": True},
+            "proc_sys": {"type": "path", "required": True},
         },
         supports_check_mode=True,
     )
     params = module.params
     found = overrides(params["dropin"], params["sysctls"], params["search_dirs"], params["sysctl_conf"])
-    module.exit_json(changed=False, overrides=found)
+    module.exit_json(changed=False, overrides=found, proc_sys_read_only=read_only(params["proc_sys"]))
 
 
 if __name__ == "__main__":
