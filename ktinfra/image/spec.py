@@ -5,7 +5,14 @@ from __future__ import annotations
 import math
 
 from ktinfra.image import ImageError
-from ktinfra.profiles import UnknownProfileError, image_settings, load_profile, wheel_version
+from ktinfra.profiles import (
+    UnknownProfileError,
+    env_spec,
+    image_settings,
+    load_profile,
+    shared_download_bytes,
+    wheel_version,
+)
 
 ENV_ROOT = "/opt/kt/envs"  # kt_python_env_root default
 # Root volume of an AMI: the Deep Learning base AMI's OS + driver + CUDA, plus what the envs need.
@@ -95,7 +102,7 @@ def env_pins(env: dict) -> list[str]:
 def root_volume_gb(profile: dict, envs: dict, base_gb: int = BASE_VOLUME_GB) -> int:
     """image.root_volume_gb of the profile, else the base (BASE_VOLUME_GB, or the base AMI's larger root
     snapshot) plus each env's disk_bytes + download_bytes (the wheelhouse lives on the instance during the
-    build), else a per-env default."""
+    build; less what an env baked before it downloaded: download_shared_bytes), else a per-env default."""
     try:
         size = image_settings(profile, f"profile {profile.get('name')}").get("root_volume_gb")
     except UnknownProfileError as exc:
@@ -103,10 +110,14 @@ def root_volume_gb(profile: dict, envs: dict, base_gb: int = BASE_VOLUME_GB) -> 
     if size is not None:
         return size
     needed = 0.0
+    baked: list[dict] = []
     for env in envs.values():
-        data = profile["envs"][env["role"]]
-        if data.get("disk_bytes"):
-            needed += (data["disk_bytes"] + data.get("download_bytes", 0)) / 1e9
+        data = env_spec(profile, env["role"])
+        if data["disk_bytes"]:
+            # the wheels an env baked before it downloaded are in the wheelhouse already
+            download = data["download_bytes"] - shared_download_bytes(data, baked)
+            needed += (data["disk_bytes"] + download) / 1e9
         else:
             needed += PER_ENV_VOLUME_GB
+        baked.append(data)
     return max(base_gb, BASE_VOLUME_GB) + math.ceil(needed * HEADROOM)
