@@ -311,9 +311,10 @@ def test_make_image_passes_a_profile_path_with_spaces_whole(tmp_path):
 
 def test_make_image_checks_the_input_before_image_deps_installs_anything():
     """Before: image-deps (apt-get install packer, docker, the base image) ran first; a typo in
-    IMAGE_PROFILE was found only after the host had been changed."""
+    IMAGE_PROFILE was found only after the host had been changed. (-o: a .venv older than pyproject.toml
+    would otherwise print the venv's own recipe first, whatever the order of the image recipe.)"""
     proc = subprocess.run(
-        ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), "image"],
+        ["make", "-n", "--no-print-directory", "-C", str(REPO_ROOT), "-o", ".venv/.installed", "image"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     lines = proc.stdout.splitlines()
