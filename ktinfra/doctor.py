@@ -268,6 +268,14 @@ def _suite_env(health_url: str | None = None) -> dict:
     return {**env, "PATH": path, "PYTHONIOENCODING": "utf-8:backslashreplace"}
 
 
+def _plugin_args(env: dict) -> list[str]:
+    """-p testinfra.plugin where PYTEST_DISABLE_PLUGIN_AUTOLOAD is set (a developer's or CI's environment):
+    pytest then loaded no testinfra, and the run ended 'the suite did not run (pytest exit 4) ...
+    unrecognized arguments: --hosts=local://'. Only there: beside the autoloaded plugin pytest refuses it
+    ('Plugin already registered under a different name')."""
+    return ["-p", "testinfra.plugin"] if env.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") else []
+
+
 def resolve_hosts(hosts: list[str]) -> None:
     """Each --hosts entry read as the suite's testinfra reads it, before the suite runs: a backend whose
     Python package is not installed (paramiko, pywinrm) or an ansible:// inventory that cannot be read ended
@@ -415,14 +423,11 @@ def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **option
     resolve_hosts(hosts)
     with tempfile.TemporaryDirectory(prefix="ktinfra-doctor-") as tmp:
         junit = Path(tmp) / "junit.xml"
-        cmd = [sys.executable, "-m", "pytest", *pytest_args(suite, junit, hosts, role, profile, options)]
+        env = _suite_env(options.get("health_url"))
+        cmd = [sys.executable, "-m", "pytest", *_plugin_args(env)]
+        cmd += pytest_args(suite, junit, hosts, role, profile, options)
         done = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            env=_suite_env(options.get("health_url")),
+            cmd, capture_output=True, text=True, encoding="utf-8", errors="replace", env=env
         )
         output = done.stdout + done.stderr
         select = options.get("select")
