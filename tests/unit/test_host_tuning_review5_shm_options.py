@@ -54,3 +54,15 @@ def test_a_hardened_line_keeps_its_options_and_only_the_size_changes(tmp_path):
     )
     rc, output = persist_shm(tmp_path, fstab, "75%")
     assert rc == 0 and "changed=0" in output, output[-3000:]
+
+
+def test_a_plain_defaults_line_and_the_roles_old_line_get_nosuid_nodev(tmp_path):
+    """`defaults` clears nosuid,nodev on remount as well: the line this role wrote before (and a distro's
+    plain `defaults` line) is given them, once."""
+    fstab = tmp_path / "fstab"
+    fstab.write_text(DEBIAN_FSTAB + "tmpfs /dev/shm tmpfs defaults,size=75% 0 0\n")
+    rc, output = persist_shm(tmp_path, fstab, "75%")
+    assert rc == 0 and "changed=1" in output, output[-3000:]
+    assert shm_lines(fstab) == ["tmpfs /dev/shm tmpfs defaults,nosuid,nodev,size=75% 0 0"], fstab.read_text()
+    rc, output = persist_shm(tmp_path, fstab, "75%")
+    assert rc == 0 and "changed=0" in output, output[-3000:]
