@@ -155,10 +155,12 @@ def _cpu_decisions(
         f"{pools}: the usable CPUs sit on {numa_nodes_in_use(facts)} NUMA node(s); kt-kernel binds each pool "
         "to one node, keeping its expert weights in node-local memory"
     )
+    default = "node 0" if pools == 1 else f"nodes 0-{pools - 1}"
+    passed_over = ", ".join(str(i) for i in range(pools) if i not in (nodes or ()))
     reasons["kt_numa_nodes"] = (
         f"{' '.join(map(str, nodes))}: the pools' nodes, passed as --kt-numa-nodes because kt-kernel would "
-        f"bind pool i to node i, and node(s) {', '.join(str(i) for i in range(pools))} are not the ones "
-        "holding the usable cores"
+        f"bind pool i to node i ({default}), and node(s) {passed_over} are not among the nodes holding the "
+        "most usable cores"
         if nodes
         else "not set: the legacy stack's sglang fork has no --kt-numa-nodes; pool i is on node i"
         if legacy
@@ -352,9 +354,10 @@ def choose_gpus(
     )
     heads = None
     if len(used) < len(group):
-        block = _fp8_block(arch, dtype)
-        blocks = f" and leave each rank whole {block}-row fp8 scale blocks" if block else ""
-        heads = f"the tensor-parallel size must divide the attention heads{blocks}"
+        heads = (
+            f"the tensor-parallel size is the largest power of two <= {len(group)} that "
+            f"{_tp_limit(arch, dtype)}: {len(used)}"
+        )
     return used, left_out_reason(gpus, used, "tensor-parallel ranks", heads), tp_why
 
 
