@@ -17,6 +17,9 @@ DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health"
 SERVE_ENV_DIR = "/etc/ktinfra/serve"  # kt_serve_config_dir's default: where render's env files go
 SUPERVISOR_DIR = "/etc/ktinfra/supervisor"  # kt_serve_supervisor_dir's default
 SUPERVISORCTL = "/opt/ktinfra/envs/supervisor/bin/supervisorctl"  # in kt_serve_supervisor_venv's default
+# supervisorctl waits on supervisord's socket without end: a supervisord that accepts and never answers
+# (stopped by SIGSTOP, stuck writing a log to a hung disk) held the check, and doctor, for good
+SUPERVISORCTL_TIMEOUT = 30
 SUPERVISOR_STATES = ("STOPPED", "STARTING", "RUNNING", "BACKOFF", "STOPPING", "EXITED", "FATAL", "UNKNOWN")
 # user:password@ in the URL goes as Basic auth (as curl and requests send it): urllib alone took
 # "user:password@host" for the host name and failed with "Name or service not known". A redirect is not
@@ -177,7 +180,15 @@ def test_supervised_programs_running(host, init_name):
         pytest.skip(f"no program in {SUPERVISOR_DIR}/conf.d is to be started")
     if not host.file(SUPERVISORCTL).exists:
         pytest.fail(f"{SUPERVISORCTL} is missing (kt_serve_supervisor_venv)", pytrace=False)
-    status = host.run(f"{SUPERVISORCTL} -c {conf} status")  # exits 3 when a program is not running
+    # exits 3 when a program is not running
+    status = host.run(f"timeout -k 5 {SUPERVISORCTL_TIMEOUT} {SUPERVISORCTL} -c {conf} status")
+    if status.rc in (124, 137):
+        pytest.fail(
+            f"supervisord does not answer within {SUPERVISORCTL_TIMEOUT} s ({SUPERVISORCTL} -c {conf} "
+            "status hung): it is stopped (kill -CONT PID) or stuck; kill it and start it again: "
+            f"{SUPERVISORCTL.replace('supervisorctl', 'supervisord')} -c {conf}",
+            pytrace=False,
+        )
     states = {}
     for line in status.stdout.splitlines():
         fields = line.split()
