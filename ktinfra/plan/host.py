@@ -303,6 +303,11 @@ def numa_nodes_in_use(facts: dict) -> int:
     return len(numa_node_cores(facts)) or max(1, int(facts["cpu"].get("numa_nodes") or 1))
 
 
+def numa_nodes_of_usable_cpus(facts: dict) -> int:
+    """NUMA nodes that hold CPUs this process may run on, whether or not it may allocate their memory."""
+    return len(_cpu_node_cores(facts)) or numa_nodes_in_use(facts)
+
+
 def _nodes(ids) -> str:
     return ", ".join(str(i) for i in sorted(ids))
 

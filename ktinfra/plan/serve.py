@@ -23,6 +23,7 @@ from ktinfra.plan.host import (
     mig_uuids,
     mig_warnings,
     numa_nodes_in_use,
+    numa_nodes_of_usable_cpus,
     parse_cpulist,
     sequential_thread_pools,
     thread_pools,
@@ -151,8 +152,12 @@ def _cpu_decisions(
     )
     if placed < threads:
         reasons["kt_cpuinfer"] += f"; {threads} cut to {placed} so every thread pool fits its NUMA node"
+    on_nodes, with_memory = numa_nodes_of_usable_cpus(facts), numa_nodes_in_use(facts)
+    allocatable = ""
+    if with_memory < on_nodes:
+        allocatable = f", {with_memory} of them with memory this process may allocate"
     reasons["kt_threadpool_count"] = (
-        f"{pools}: the usable CPUs sit on {numa_nodes_in_use(facts)} NUMA node(s); kt-kernel binds each pool "
+        f"{pools}: the usable CPUs sit on {on_nodes} NUMA node(s){allocatable}; kt-kernel binds each pool "
         "to one node, keeping its expert weights in node-local memory"
     )
     default = "node 0" if pools == 1 else f"nodes 0-{pools - 1}"

@@ -61,3 +61,18 @@ def test_kt_numa_nodes_reason_for_a_container_on_the_second_socket_is_unchanged_
     assert result["serve"]["kt_numa_nodes"] == [1]
     why = result["reasons"]["kt_numa_nodes"]
     assert why.startswith("1: the pools' nodes, passed as --kt-numa-nodes") and "node(s) 0 " in why
+
+
+def test_threadpool_reason_counts_the_nodes_the_cpus_sit_on_when_mems_leave_one_out():
+    """Seed 002's host with a cpuset whose mems are node 0 only: the usable CPUs still sit on 2 nodes; the
+    one pool goes on the node whose memory the process may allocate."""
+    host = load_facts(FIXTURES / "facts" / "seed002-autodl-6430-4090.json")
+    host["cpu"]["memory_nodes_allowed"] = "0"
+    result = plan(host, "Qwen3-30B-A3B", "serve")
+    assert result["serve"]["kt_threadpool_count"] == 1
+    why = result["reasons"]["kt_threadpool_count"]
+    # before: "1: the usable CPUs sit on 1 NUMA node(s)", beside a warning naming node 1's usable CPUs
+    assert why.startswith(
+        "1: the usable CPUs sit on 2 NUMA node(s), 1 of them with memory this process may allocate;"
+    )
+    assert any("NUMA node(s) 1 hold CPUs this process may use" in w for w in result["warnings"])
