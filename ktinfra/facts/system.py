@@ -69,17 +69,21 @@ def memory_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
     # MemTotal counts the static hugetlb pool, which ordinary allocations (the expert weights, the KV
     # pool, page cache) cannot use; MemAvailable already leaves it out
     usable = max(total - hugetlb, 1) if total is not None else None
-    candidates = [v for v in (usable, limits.memory_limit_bytes) if v is not None]
-    # /proc/meminfo is the host's in a container: what the cgroup limit leaves caps it
-    available = [v for v in (meminfo.get("MemAvailable"), limits.memory_free_bytes) if v is not None]
+    # A cgroup limit only caps the RAM /proc/meminfo shows (in a container, the host's): it may exceed the
+    # RAM there is (a 512 GiB limit on a 504 GiB host), so without meminfo's number the memory is unknown
+    available = meminfo.get("MemAvailable")
     return {
-        "total_bytes": min(candidates) if candidates else None,
+        "total_bytes": _capped(usable, limits.memory_limit_bytes),
         "meminfo_total_bytes": total,
         "cgroup_limit_bytes": limits.memory_limit_bytes,
-        "available_bytes": min(available) if available else None,
+        "available_bytes": _capped(available, limits.memory_free_bytes),
         "hugepages_total": meminfo.get("HugePages_Total"),
         "hugetlb_bytes": hugetlb,
     }
+
+
+def _capped(value: int | None, cap: int | None) -> int | None:
+    return None if value is None else min(value, cap) if cap is not None else value
 
 
 def _hugetlb_bytes(meminfo: dict[str, int]) -> int:
