@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -62,9 +64,18 @@ def _print_capture(folder: Path, written: list[Path], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps({"capture": str(folder), "files": [p.name for p in written]}, indent=2))
         return
-    Console().print(
+    _console().print(
         f"wrote {len(written)} files to [bold]{escape(str(folder))}[/]: {', '.join(p.name for p in written)}"
     )
+
+
+def _console() -> Console:
+    """rich's console on stdout, where a character the terminal's encoding lacks prints as "?": a capture
+    keeps a stray byte as U+FFFD, which a zh_CN.GBK terminal cannot show, and the table failed with a
+    UnicodeEncodeError traceback after `--json` and `--capture` had worked in that locale."""
+    if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.errors == "strict":
+        sys.stdout.reconfigure(errors="replace")
+    return Console()
 
 
 def _gib(value: int | None) -> str:
@@ -80,7 +91,7 @@ def _show(value: object) -> str:
 
 
 def _print_tables(result: dict) -> None:
-    console = Console()
+    console = _console()
     cpu, mem, osf = result["cpu"], result["memory"], result["os"]
     host = Table(title=escape(f"Host facts ({result['source']})"), show_header=False)
     host.add_column(style="bold")
