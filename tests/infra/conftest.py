@@ -92,6 +92,9 @@ def _env_python(host, pytestconfig, profile, kind: str, option: str) -> dict:
         # "given": an env the user named that does not run fails its checks (it is not merely absent)
         return {"kind": kind, "name": env_name, "python": explicit if ok else None, "why": why, "given": True}
     python, why = find_env_python(host, env_name, ENV_MARKERS[kind])
+    if not python:  # an env made elsewhere (a site's kt_python_env_root) is found only when named
+        flag = option.replace("_", "-")
+        why += f" (an env elsewhere: ktinfra doctor --{flag.removeprefix('kt-')} PATH, pytest --{flag}=PATH)"
     return {"kind": kind, "name": env_name, "python": python, "why": why, "given": False}
 
 

@@ -11,7 +11,7 @@ import json
 import shlex
 import signal
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from testinfra.backend import base as testinfra_base
@@ -204,16 +204,32 @@ def pool_nodes(cpu: dict) -> list:
     return cpu["numa_nodes"][: max(1, cpu["physical_cores"])]
 
 
+def conda_envs_dir(host) -> str | None:
+    """<conda>/envs of the target's conda ($CONDA_EXE, else conda on PATH): kt_python_env makes its conda envs
+    there wherever that conda is (kt_python_env_conda_exe=/opt/miniconda3/bin/conda, a ~/miniforge3 on
+    PATH), and the suite looked in a fixed list of prefixes only: such an env was 'not installed', and
+    role serve failed 'kt-kernel required ... but absent' on a host that has it."""
+    found = host.run('printf "%s\\n" "${CONDA_EXE:-}"; command -v conda')
+    conda = next((line.strip() for line in found.stdout.splitlines() if line.strip().startswith("/")), None)
+    return str(PurePosixPath(conda).parent.parent / "envs") if conda else None
+
+
 def find_env_python(host, env_name: str, marker: str) -> tuple[str | None, str]:
-    """First python holding `marker`: the env's usual prefixes first, then python3 on PATH."""
-    candidates = [root.format(name=env_name) + "/bin/python" for root in ENV_ROOTS] + ["python3"]
+    """First python holding `marker`: the env's usual prefixes first (the target's conda's envs among them),
+    then python3 on PATH."""
+    roots = [root.format(name=env_name) for root in ENV_ROOTS]
+    conda_envs = conda_envs_dir(host)
+    if conda_envs and f"{conda_envs}/{env_name}" not in roots:
+        roots.append(f"{conda_envs}/{env_name}")
+    candidates = [root + "/bin/python" for root in roots] + ["python3"]
     check = f"import importlib.util,sys; sys.exit(0 if importlib.util.find_spec({marker!r}) else 1)"
     for python in candidates:
         quoted = python if python.startswith("$HOME") else shlex.quote(python)
         found = host.run(f'command -v {quoted} >/dev/null 2>&1 && {quoted} -c "{check}"')
         if found.rc == 0:
             return host.run(f"command -v {quoted}").stdout.strip(), ""
-    return None, f"no python with {marker}: env {env_name!r} not in the usual prefixes, nor python3 on PATH"
+    where = "the usual prefixes" + "".join(f" or {root}" for root in roots[len(ENV_ROOTS) :])
+    return None, f"no python with {marker}: env {env_name!r} not in {where}, nor python3 on PATH"
 
 
 def parse_version(text: str) -> tuple[int, ...]:
