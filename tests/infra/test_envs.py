@@ -21,6 +21,9 @@ KT_SERVER_FLAGS = (
     "--kt-max-deferred-experts-per-token",
 )
 
+# `--help` imports sglang's server (torch, transformers): seconds; bounded, as the probes are
+SGLANG_HELP_TIMEOUT = 300
+
 
 def pin_problems(pins: list[str], installed: dict, copies: dict | None = None) -> list[str]:
     """What keeps `installed` ({name: version}) from the pins; `copies` ({name: {site dir: [versions]}}, the
@@ -76,7 +79,11 @@ def test_sglang_lists_kt_flags(host, inference_env):
     python = require_env(inference_env, "inference env")
     if not run_probe(host, python, "pyenv", "[]")["modules"]["sglang"]:
         pytest.skip(f"sglang not installed in {python}")
-    helped = host.run(f"timeout 300 {shlex.quote(python)} -m sglang.launch_server --help")
+    helped = host.run(f"timeout {SGLANG_HELP_TIMEOUT} {shlex.quote(python)} -m sglang.launch_server --help")
+    assert helped.rc != 124, (  # timeout's own: the first "exited 124" said nothing of a hang
+        f"sglang.launch_server --help in {python} did not finish within {SGLANG_HELP_TIMEOUT} s (hung: its "
+        "imports wait on something; run it by hand to see where)"
+    )
     assert helped.rc == 0, f"sglang.launch_server --help exited {helped.rc}: {helped.stderr.strip()[-800:]}"
     missing = [flag for flag in KT_SERVER_FLAGS if flag not in helped.stdout]
     assert not missing, f"sglang in {python} lacks {', '.join(missing)}: not the sglang-kt build"
