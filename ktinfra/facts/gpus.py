@@ -434,8 +434,11 @@ def _add_topology(gpus: list[dict], text: str | None) -> None:
         return
     header = [cell.strip() for cell in lines[0].split("\t")]
     cpu_column = _column(header, "CPU Affinity")
-    numa_column = _column(header, "NUMA Affinity")
     peers = header[1 : len(header) if cpu_column is None else cpu_column]
+    # The affinity cells are padded with tabs by the width of what they hold, and drivers differ: 580 writes
+    # "0-31\t0\t\tN/A", an older one "0-7\t\tN/A\t\tN/A" (a Tesla P4). Their columns are the header's
+    # names after the peers, taken in order by the cells that are not empty (nvidia-smi writes N/A there).
+    affinity_names = [name for name in header[len(peers) + 1 :] if name]
     by_index = {f"GPU{gpu['index']}": gpu for gpu in gpus}
     for line in lines[1:]:
         fields = [field.strip() for field in line.split("\t")]
@@ -447,10 +450,11 @@ def _add_topology(gpus: list[dict], text: str | None) -> None:
             for peer, link in zip(peers, fields[1 : 1 + len(peers)], strict=True)
             if re.fullmatch(r"GPU\d+", peer) and link != "X"
         }
-        affinity = _cell(fields, cpu_column)
+        cells = dict(zip(affinity_names, [cell for cell in fields[1 + len(peers) :] if cell], strict=False))
+        affinity = _cell(cells.get("CPU Affinity"))
         if affinity is not None:
             gpu["cpu_affinity"] = affinity
-        numa = _cell(fields, numa_column)
+        numa = _cell(cells.get("NUMA Affinity"))
         if numa is not None:
             gpu["numa_affinity"] = _int_or_none(numa)
 
@@ -459,11 +463,9 @@ def _column(header: list[str], name: str) -> int | None:
     return header.index(name) if name in header else None
 
 
-def _cell(fields: list[str], column: int | None) -> str | None:
-    """The cell under a header column; None where the column or the value is missing or N/A."""
-    if column is None or column >= len(fields) or fields[column] in ("", "N/A"):
-        return None
-    return fields[column]
+def _cell(value: str | None) -> str | None:
+    """An affinity cell; None where it is missing or N/A."""
+    return None if value in (None, "", "N/A") else value
 
 
 def _int_or_none(value: str) -> int | None:
