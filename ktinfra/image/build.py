@@ -13,7 +13,9 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from pathlib import Path
 from ktinfra import __version__
 from ktinfra.image import OUT_ROOT, REPO_ROOT, SOURCES, TEMPLATE, ImageError, aws, dockercli, manifest, spec
 from ktinfra.image.packer_adapter import Packer, ensure_available
+from ktinfra.image.verify import _sigterm_unwinds
 from ktinfra.profiles import DEFAULT_PROFILE, is_profile_file, python_versions
 
 KEEP_CHOICES = ("wheelhouse", "models", "tokens")
@@ -362,26 +365,38 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
     prep = prepare(req, ec2=ec2)
     # a refused build writes nothing, not even last-failed.log (that one stays the last build that ran)
     ensure_available(req.packer)
+    # SIGTERM (CI's stop) unwinds as Ctrl-C does: packer runs in a session of its own, which a signal to
+    # ktinfra's group does not reach, so it is stopped here, and the stage and packer's TMPDIR are removed
+    with _sigterm_unwinds():
+        return _run_in_stage(req, prep, on_line)
+
+
+def _run_in_stage(req: BuildRequest, prep: Prepared, on_line: Callable[[str], None] | None) -> dict:
     final = req.out_root / prep.name
     stage = req.out_root / f"{prep.name}.partial"
+    tmpdir = None
     try:
-        shutil.rmtree(stage, ignore_errors=True)
-        stage.mkdir(parents=True)
-        if req.source == "docker":
-            req.wheelhouse.mkdir(parents=True, exist_ok=True)
-        wheels_before = len(list(req.wheelhouse.glob("*"))) if req.source == "docker" else None
-        log = (stage / "build.log").open("w")
-        # packer's TMPDIR (its ansible provisioner's inventory and SSH private key, which an interrupted
-        # packer leaves), removed when the build ends however it ends. Not in the stage: packer's plugins
-        # listen on unix sockets there, whose path may not exceed 107 bytes (a long --out crashed packer)
-        tmpdir = Path(tempfile.mkdtemp(prefix="ktinfra-packer-"))
-    except OSError as exc:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise ImageError(f"cannot set up the build in {stage}: {exc}") from exc
-    try:
+        try:
+            recover_publish(stage, final)
+            shutil.rmtree(stage, ignore_errors=True)
+            stage.mkdir(parents=True)
+            if req.source == "docker":
+                req.wheelhouse.mkdir(parents=True, exist_ok=True)
+            wheels_before = len(list(req.wheelhouse.glob("*"))) if req.source == "docker" else None
+            # packer's TMPDIR (its ansible provisioner's inventory and SSH private key, which an interrupted
+            # packer leaves), removed when the build ends however it ends. Not in the stage: packer's plugins
+            # listen on unix sockets there, whose path may not exceed 107 bytes (a long --out crashed packer)
+            tmpdir = Path(tempfile.mkdtemp(prefix="ktinfra-packer-"))
+            log = (stage / "build.log").open("w")  # last: nothing after it can fail and leave it open
+        except BaseException as exc:
+            shutil.rmtree(stage, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise ImageError(f"cannot set up the build in {stage}: {exc}") from exc
+            raise
         return _run_packer(req, prep, stage, final, log, wheels_before, tmpdir, on_line)
     finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 def _run_packer(
@@ -430,9 +445,15 @@ def _run_packer(
     except BaseException as exc:
         with contextlib.suppress(OSError, ValueError):  # the log says why the build stopped
             log.write(f"error: {(str(exc).splitlines() or [type(exc).__name__])[0]}\n")
-        log.close()
         if req.source == "docker":
-            dockercli.remove_container(prep.variables["docker_container_name"])
+            try:
+                dockercli.remove_container(prep.variables["docker_container_name"])
+            except ImageError as left:  # said, but never in place of the build's own error
+                with contextlib.suppress(OSError, ValueError):
+                    log.write(f"warning: {left}\n")
+                if on_line:
+                    on_line(f"warning: {left}")
+        log.close()
         with contextlib.suppress(OSError):  # never hide the build's own error behind this one
             shutil.copy(stage / "build.log", req.out_root / "last-failed.log")
         shutil.rmtree(stage, ignore_errors=True)
@@ -457,26 +478,75 @@ def _run_packer(
 def publish(stage: Path, final: Path, manifest_text: str) -> Path | None:
     """Make the finished stage directory, its manifest written first, the output at `final`: the previous
     build is renamed aside (a rename, which files a user cannot delete do not stop) and put back if the new
-    one cannot take its place, so `final` always holds one whole build with its manifest. Returns where the
-    previous build is left when it could not be removed entirely (image list and verify pass over it)."""
+    one cannot take its place, so `final` always holds one whole build with its manifest. Ctrl-C and SIGTERM
+    wait until both renames are done; a build killed between them is put in place by recover_publish.
+    Returns where the previous build is left when it could not be removed entirely (image list and verify
+    pass over it)."""
     tmp = stage / ".manifest.json.tmp"
     tmp.write_text(manifest_text)
     os.replace(tmp, stage / "manifest.json")
     old = None
-    if os.path.lexists(final):
-        old = final.with_name(f".{final.name}.old-{secrets.token_hex(4)}")
-        os.replace(final, old)
-    try:
-        os.replace(stage, final)
-    except OSError:
-        if old is not None:
-            os.replace(old, final)
-        raise
+    with _signals_deferred():
+        if os.path.lexists(final):
+            old = final.with_name(f"{OLD_PREFIX.format(final.name)}{secrets.token_hex(4)}")
+            os.replace(final, old)
+        try:
+            os.replace(stage, final)
+        except OSError:
+            if old is not None:
+                os.replace(old, final)
+            raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
         if os.path.lexists(old):
             return old
     return None
+
+
+OLD_PREFIX = ".{}.old-"  # publish's name for the previous build while the new one takes its place
+
+
+def recover_publish(stage: Path, final: Path) -> None:
+    """A publish killed between its renames left no build at `final`: the new one in `stage` (finished:
+    publish writes its manifest first) or only the previous one, renamed aside. The newest whole build is
+    put back at `final` before the next build clears the stage."""
+    if os.path.lexists(final):
+        return
+    aside = final.parent.glob(f"{OLD_PREFIX.format(final.name)}*")
+    olds = sorted(
+        (p for p in aside if (p / "manifest.json").is_file()),
+        key=lambda p: (p / "manifest.json").stat().st_mtime,
+    )
+    if (stage / "manifest.json").is_file() and not stage.is_symlink():
+        os.replace(stage, final)
+    elif olds:
+        os.replace(olds.pop(), final)
+    for left in olds:
+        shutil.rmtree(left, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """SIGINT and SIGTERM that arrive inside are acted on (as their handlers would) once it is left."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum)) for sig in _DEFERRED}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    for signum in caught[:1]:
+        handler = previous[signum]
+        if callable(handler):
+            handler(signum, None)
+        elif handler == signal.SIG_DFL:
+            signal.raise_signal(signum)
+
+
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
 
 def _unusable(prep: Prepared, exc: Exception) -> str:

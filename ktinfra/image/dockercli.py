@@ -52,7 +52,15 @@ def image_info(ref: str) -> dict | None:
 
 
 def remove_container(name: str) -> None:
-    _docker("rm", "-f", "-v", name, check=False)
+    """ImageError naming the container and docker's answer when `docker rm -f` fails: the container (a
+    build's or verify's, systemd and all) would go on running. One that is not there is no error."""
+    proc = _docker("rm", "-f", "-v", name, check=False)
+    answer = proc.stderr.strip()
+    if proc.returncode != 0 and "no such container" not in answer.lower():
+        raise ImageError(
+            f"docker container {name} could not be removed ({answer[-400:] or f'exit {proc.returncode}'}); "
+            f"it is left: `docker rm -f {name}`"
+        )
 
 
 def run_detached(image: str, name: str, args: list[str]) -> None:

@@ -22,6 +22,7 @@ What it gets wrong, and how this adapter works around it (here only):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -162,9 +163,11 @@ class Packer:
         except self._sh.ErrorReturnCode as exc:
             raise PackerError(f"packer build failed (exit {exc.exit_code}):\n{self.tail(40)}") from exc
         except BaseException:
-            # sh starts packer in its own session; packer's panicwrap parent ignores SIGINT and expects the
-            # terminal to reach its child, so the whole process group gets it (as from a Ctrl-C).
-            os.killpg(running.process.pid, signal.SIGINT)
+            # Ctrl-C, or SIGTERM (build's SystemExit). sh starts packer in its own session; packer's panicwrap
+            # parent ignores SIGINT and expects the terminal to reach its child, so the whole process group
+            # gets it (as from a Ctrl-C).
+            with contextlib.suppress(ProcessLookupError):  # packer ended as the signal came
+                os.killpg(running.process.pid, signal.SIGINT)
             running.process.wait()  # RunningCommand.wait() returns at once once it has been interrupted
             raise
         return "\n".join(self._lines)
