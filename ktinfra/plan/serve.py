@@ -526,10 +526,16 @@ def _gpu_decisions(arch, facts, fmt, est, dtype, opts, serve, reasons, problems,
     threshold, held = _prefill_threshold(fmt, arch, dtype, spare, lora, pin_problem, reasons)
     gpu_experts = _gpu_experts(arch, dtype, static, weights, kv_budget, held, lora, reasons)
     if gpu_experts == arch.num_experts and (fmt.converted or fmt.gguf):
-        unread = gb(est.breakdown["cpu_weights_on_disk"])
+        to_write = est.breakdown["cpu_weights_on_disk"]  # 0: already in --weight-path (_weight_path)
+        unread = (
+            f"the {gb(to_write)} of {fmt.weight_format} CPU weights would be "
+            f"{'downloaded' if fmt.gguf else 'converted'} and never read"
+            if to_write
+            else f"the {fmt.weight_format} CPU weights in {serve['kt_weight_path']} "
+            f"({gb(est.breakdown['cpu_experts'])} of experts) would never be read"
+        )
         warnings.append(
-            f"every expert fits on the GPU: kt-kernel runs none, so the {unread} of {fmt.weight_format} CPU "
-            f"weights would be {'downloaded' if fmt.gguf else 'converted'} and never read; "
+            f"every expert fits on the GPU: kt-kernel runs none, so {unread}; "
             + (
                 "the legacy stack's kt-kernel v0.4.4 loads them all the same (it has no native backend); "
                 "the current stack reads the model's own weights in place"
