@@ -8,9 +8,11 @@ import os
 import platform
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -366,19 +368,44 @@ def write_capture(path: str | os.PathLike) -> list[Path]:
     """
     target = Path(path)
     folder = _capture_folder(target)
-    created = _make_parents(folder.parent, target)
-    try:
-        files = collect_live()
-        if folder.is_dir():
-            _fill_empty_folder(folder, target, files)
-        else:
-            _write_new_folder(folder, target, files)
-    except BaseException:
-        for directory in reversed(created):
-            with contextlib.suppress(OSError):
-                directory.rmdir()
-        raise
+    with _terminations_raise():
+        created = _make_parents(folder.parent, target)
+        try:
+            files = collect_live()
+            if folder.is_dir():
+                _fill_empty_folder(folder, target, files)
+            else:
+                _write_new_folder(folder, target, files)
+        except BaseException:
+            for directory in reversed(created):
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+            raise
     return [target / name for name in [*files, "README.md"]]
+
+
+@contextlib.contextmanager
+def _terminations_raise():
+    """SIGTERM and SIGHUP (a closed SSH session) raise SystemExit(128 + signal) while the capture is made,
+    as Ctrl-C raises KeyboardInterrupt, so that the cleanup runs: killed by them, a capture left the folders
+    it had created on the way (the commands may run for a minute). A signal someone ignores (nohup) stays
+    ignored; another handler stays in place."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(number: int, _frame) -> None:
+        raise SystemExit(128 + number)
+
+    previous = {}
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(number) is signal.SIG_DFL:
+            previous[number] = signal.signal(number, stop)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _link_target(link: Path) -> Path:
