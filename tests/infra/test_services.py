@@ -92,8 +92,29 @@ def installed_units(host) -> list[str]:
     return sorted(n for n in names if not n.endswith("@.service"))  # templates are not units that run
 
 
+def unit_command_url(host, unit: str) -> str:
+    """The health URL of the server a unit's own command line starts: sglang's --host and --port where it
+    names them (a hand-made sglang.service on --port 8000 was asked on 30000 and failed 'Connection
+    refused' while it served), else sglang's default. 0.0.0.0 and :: are asked on the loopback."""
+    shown = host.run(f"systemctl show -p ExecStart --value {shlex.quote(unit)}").stdout
+    argv = " ".join(re.findall(r"argv\[\]=([^;]*)", shown)).split()
+    given = {}
+    for i, word in enumerate(argv):
+        name, eq, value = word.partition("=")
+        if name in ("--host", "--port"):
+            given[name] = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+    port = given.get("--port", "")
+    address = given.get("--host", "127.0.0.1")
+    if not port.isdigit() and "--host" not in given:
+        return DEFAULT_HEALTH_URL
+    address = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(address, address)
+    address = f"[{address}]" if ":" in address else address
+    return f"http://{address}:{port if port.isdigit() else 30000}/health"
+
+
 def unit_health_url(host, unit: str) -> str:
-    """KT_HEALTH_URL from the unit's environment file (ktinfra render writes it), else sglang's default.
+    """KT_HEALTH_URL from the unit's environment file (ktinfra render writes it), else the URL its command
+    line gives (unit_command_url).
 
     An optional file (EnvironmentFile=-PATH) that is not there is passed over, as systemd does; one that
     cannot be read (a 0600 env file and doctor not root) fails the check with the reason. Both ended the
@@ -116,7 +137,7 @@ def unit_health_url(host, unit: str) -> str:
         found = re.search(r"^KT_HEALTH_URL=['\"]?([^'\"\s]+)", read.stdout, re.M)
         if found:
             return found.group(1)
-    return DEFAULT_HEALTH_URL
+    return unit_command_url(host, unit)
 
 
 def test_units_enabled_and_active(host, units, init_name):
