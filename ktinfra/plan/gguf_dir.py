@@ -152,9 +152,9 @@ def held_gguf(path: str, requested: str | None) -> HeldGguf | None:
         where = f"{exc.filename}: " if exc.filename and str(exc.filename) != path else ""  # the file, if one
         raise gguf_files.GgufError(f"--weight-path {path}: {where}{exc.strerror or exc}") from exc
     if directory is None:
-        if fmt is None or not fmt.gguf:
+        if fmt is not None and not fmt.gguf:
             return None
-        if os.path.exists(path) and not os.path.isdir(path):  # kt-kernel's GGUFLoader: ValueError
+        if fmt is not None and os.path.exists(path) and not os.path.isdir(path):  # GGUFLoader: ValueError
             raise gguf_files.GgufError(
                 f"--weight-path {path} is a file, not a .gguf file nor a directory: kt-kernel's GGUF loader "
                 "(LLAMAFILE) reads only those"
@@ -164,7 +164,8 @@ def held_gguf(path: str, requested: str | None) -> HeldGguf | None:
         if len(inside) == 1:
             held = held_gguf(str(Path(path) / inside[0]), requested)
             return dataclasses.replace(held, given=path) if held else None
-        _no_gguf(path, fmt, inside)
+        if fmt is not None or inside:  # no format named: GGUF folders inside still say what it holds
+            _no_gguf(path, fmt, inside)
         return None  # not there yet, or empty: the download will put the files there
     quants = ", ".join(q or "quant not stated" for q in directory.quants) or "no experts"
     if fmt is not None and not fmt.gguf:
@@ -194,9 +195,9 @@ def held_gguf(path: str, requested: str | None) -> HeldGguf | None:
     return HeldGguf(path, held_format, source, tuple(models), tuple(directory.others), directory.file_bytes)
 
 
-def _no_gguf(path: str, fmt: sizing.CpuFormat, inside: list[str]) -> None:
-    """A GGUF --cpu-format with a --weight-path that exists but holds no .gguf file itself (nor in one
-    folder only)."""
+def _no_gguf(path: str, fmt: sizing.CpuFormat | None, inside: list[str]) -> None:
+    """A --weight-path that exists but holds no .gguf file itself (nor in one folder only), with a GGUF
+    --cpu-format or none (`inside` is then not empty)."""
     if inside:
         raise gguf_files.GgufError(
             f"--weight-path {path} holds no .gguf file itself, its folders {', '.join(inside)} do: kt-kernel "
