@@ -7,6 +7,7 @@ with their reason: a part that is not installed, or hardware the chosen role doe
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import re
 import shutil
@@ -415,10 +416,27 @@ def parse_junit(path: Path) -> list[Check]:
     return checks
 
 
+# module -> the distribution that brings it: what the suite runs with (ktinfra's ops extra)
+SUITE_TOOLS = {"pytest": "pytest", "testinfra": "pytest-testinfra"}
+
+
+def check_suite_tools() -> None:
+    """pytest and pytest-testinfra in this python (the suite runs with it): without them the run ended in
+    'the suite did not run (pytest exit 1): ... No module named pytest', or in pytest's own usage error,
+    without a word on what to install."""
+    missing = [dist for module, dist in SUITE_TOOLS.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise DoctorError(
+            f"the KT host suite runs with pytest and pytest-testinfra; {' and '.join(missing)} not installed "
+            f"for {sys.executable}: install them there (in a ktinfra checkout: pip install -e '.[ops]')"
+        )
+
+
 def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **options) -> DoctorReport:
     """Run the suite against `hosts`; raises DoctorError when it cannot run, never on failed checks."""
     validate(hosts, role, profile, options.get("method"), options.get("select"))
     validate_options(options)
+    check_suite_tools()
     suite = suite_dir()
     resolve_hosts(hosts)
     with tempfile.TemporaryDirectory(prefix="ktinfra-doctor-") as tmp:
