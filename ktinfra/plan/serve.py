@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 from ktinfra import gguf_files, sizing
@@ -572,6 +573,11 @@ def _weight_path(
     test_weights_review2_gguf_unreadable), with a warning: a user who may read it would not see it charged."""
     if path is None:
         return None
+    if held is None and os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(
+            f"--weight-path {path} is a file: {fmt.weight_format} CPU weights are a directory, the one "
+            "convert_cpu_weights.py writes (--output) and kt-kernel reads (--kt-weight-path)"
+        )
     size = est.breakdown["cpu_weights_on_disk"]
     try:
         present = (Path(path).is_dir() and any(Path(path).iterdir())) or (
