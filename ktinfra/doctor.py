@@ -257,12 +257,17 @@ def _hidden(text: str, url: str | None) -> str:
 HEALTH_URL_ENV = "KTINFRA_SUITE_HEALTH_URL"  # tests/infra/conftest.py's default for --kt-health-url
 
 
-def _suite_env(health_url: str | None = None) -> dict:
-    """The suite's environment: the venv's bin first (testinfra's ansible backend calls ansible-inventory and
-    ansible from PATH), and its output in UTF-8 whatever this process's locale or PYTHONIOENCODING says.
-    Without PYTEST_ADDOPTS: a developer's `-k unit` or `-x` there ran a part of the suite (the rest
-    deselected without a word) and doctor said every check passed."""
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+def _suite_env(health_url: str | None = None, ansible: bool = True) -> dict:
+    """The suite's environment: for ansible:// hosts the venv's bin first (testinfra's ansible backend calls
+    ansible-inventory and ansible from PATH), and its output in UTF-8 whatever this process's locale or
+    PYTHONIOENCODING says. Without PYTEST_ADDOPTS: a developer's `-k unit` or `-x` there ran a part of the
+    suite (the rest deselected without a word) and doctor said every check passed.
+    PATH is the caller's otherwise: local:// runs the target's commands with it, and ktinfra's own venv
+    first put its python3 before the one of the env the user activated (a conda env named otherwise than
+    the profile's, found as python3 on PATH): that env was 'not installed'."""
+    path = os.environ.get("PATH", "")
+    if ansible:
+        path = f"{Path(sys.executable).parent}{os.pathsep}{path}"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", HEALTH_URL_ENV)}
     if health_url:  # a key in it stays out of the suite's argv, which any user of the host may read
         env[HEALTH_URL_ENV] = health_url
@@ -441,7 +446,7 @@ def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **option
     resolve_hosts(hosts)
     with tempfile.TemporaryDirectory(prefix="ktinfra-doctor-") as tmp:
         junit = Path(tmp) / "junit.xml"
-        env = _suite_env(options.get("health_url"))
+        env = _suite_env(options.get("health_url"), any(h.startswith("ansible://") for h in hosts))
         cmd = [sys.executable, "-m", "pytest", *_plugin_args(env)]
         cmd += pytest_args(suite, junit, hosts, role, profile, options)
         done = subprocess.run(
