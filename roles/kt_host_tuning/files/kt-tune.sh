@@ -1,5 +1,6 @@
 #!/bin/sh
-# kt-tune KIND TARGET WANTED: apply one runtime setting, print one JSON line
+# kt-tune KIND TARGET WANTED: apply one runtime setting (or, for a limit, check that logins can get it), print one
+# JSON line
 #   {"setting", "wanted", "before", "status": applied|set|not_set|absent, "reason"}
 # "set" = changed now; "applied" = already as wanted; never exits non-zero for a setting that cannot be set.
 # KT_TUNE_DRY=1 (ansible --check): reads only; "would_set" where it could write, "not_set" where it could not.
@@ -89,5 +90,15 @@ case $kind in
     fi
     err=$(mount -o remount,size="$wanted" /dev/shm 2>&1) || emit not_set "remount /dev/shm: ${err##*: }"
     emit set "" ;;
+  limit)
+    # limits.d is applied at each login by pam_limits, which cannot raise a hard limit above the one it runs with
+    # where raising it is not permitted (a container without CAP_SYS_RESOURCE): it logs, and the login keeps it.
+    # Probed in a subshell with soft = hard = wanted, as limits.d sets them
+    case $target in memlock) flag=-l ;; nofile) flag=-n ;; *) emit absent "$target is not a limit this role sets" ;; esac
+    before=$(ulimit -H $flag)
+    [ "$before" = "$wanted" ] && emit applied ""
+    (ulimit $flag "$wanted") 2>/dev/null || emit not_set "logins keep the hard $target limit $before: raising it \
+is not permitted here (a container: docker run --ulimit $target=...)"
+    emit applied "" ;;
   *) echo "kt-tune: unknown kind $kind" >&2; exit 64 ;;
 esac
