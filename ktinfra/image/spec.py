@@ -112,7 +112,10 @@ def root_volume_gb(profile: dict, envs: dict, base_gb: int = BASE_VOLUME_GB) -> 
     needed = 0.0
     baked: list[dict] = []
     for env in envs.values():
-        data = env_spec(profile, env["role"])
+        try:
+            data = env_spec(profile, env["role"])
+        except UnknownProfileError as exc:
+            raise ImageError(str(exc)) from exc
         if data["disk_bytes"]:
             # the wheels an env baked before it downloaded are in the wheelhouse already
             download = data["download_bytes"] - shared_download_bytes(data, baked)

@@ -9,6 +9,8 @@ import pytest
 
 from ktinfra.image import ImageError, manifest, spec
 
+GB = 10**9
+
 SMOKE = Path(__file__).parents[1] / "integration" / "image" / "smoke-profile.yaml"
 BASE = 'name: p\ngeneration: current\npython: "3.11"\n'  # a profile file's head, for the envs below
 
@@ -32,7 +34,7 @@ def test_volume_from_env_sizes_or_default():
     profile = {
         "name": "p",
         "envs": {
-            "inference": {"name": "a", "packages": ["x==1"], "disk_bytes": 14e9, "download_bytes": 6e9},
+            "inference": {"name": "a", "packages": ["x==1"], "disk_bytes": 14 * GB, "download_bytes": 6 * GB},
             "sft": {"name": "b", "packages": ["y==1"]},
         },
     }
@@ -40,6 +42,9 @@ def test_volume_from_env_sizes_or_default():
     # 40 GB base + (14 + 6 GB sized env + 25 GB for the unsized one) * 1.25 headroom, rounded up
     assert spec.root_volume_gb(profile, envs) == 40 + 57
     assert spec.root_volume_gb(profile, spec.env_specs(profile, only=["inference"])) == 40 + 25
+    profile["envs"]["inference"]["disk_bytes"] = 14e9  # a profile load_profile refuses: named, as ImageError
+    with pytest.raises(ImageError, match="envs.inference.disk_bytes must be a whole number of bytes"):
+        spec.root_volume_gb(profile, envs)
 
 
 def test_unknown_profile_and_env_refused(tmp_path):
