@@ -217,4 +217,9 @@ def _reachable(host) -> None:
         pytest.fail(f"cannot run commands on {name}: {reason}", pytrace=False)
     if result.rc != 0:
         reason = (result.stderr or result.stdout).strip() or f"'true' exited {result.rc}"
+        if result.rc == 127 and "sshpass" in reason:  # testinfra's ssh backend hands a password to sshpass
+            reason += (
+                " (a password in an ssh:// URL goes to sshpass on the controller: apt install sshpass; "
+                "or log in with a key (ssh-copy-id), no password in the URL)"
+            )
         pytest.fail(f"cannot run commands on {name}: {reason}", pytrace=False)
