@@ -312,11 +312,16 @@ def _nodes(ids) -> str:
     return ", ".join(str(i) for i in sorted(ids))
 
 
-def _best_prefix(order: list[int], cores: dict[int, int], threads: int) -> tuple[list[int], int]:
+def _best_prefix(
+    order: list[int], cores: dict[int, int], threads: int, width: int | None = None
+) -> tuple[list[int], int]:
     """(nodes, threads they can run): the first k nodes of `order` whose even split of the threads runs the
-    most, each pool capped by the fewest usable cores among them (a node absent from `cores` has none)."""
+    most, each pool capped by the fewest usable cores among them (a node absent from `cores` has none).
+    `width`: the expert width kt-kernel splits evenly over the pools; counts that do not divide it are out."""
     best: tuple[list[int], int] = ([], 0)
     for pools in range(1, min(threads, len(order)) + 1):
+        if width and width % pools:
+            continue
         chosen = order[:pools]
         fit = min(threads, pools * min(cores.get(node, 0) for node in chosen))
         if fit >= best[1]:  # ties: more pools spread the expert weights over more memory channels
@@ -340,8 +345,26 @@ def _pools_limited(cores: dict[int, int], nodes: list[int], fit: int, threads: i
     )
 
 
+# kt-kernel 0.7.2 operators/moe-tp.hpp:68 (v0.4.4: :55; TP_MOE_Common, every serving backend): "For TP,
+# intermediate_size must be a multiple of NUMA node count", thrown when the experts are built.
+POOLS_SPLIT_WIDTH = "kt-kernel's operators/moe-tp.hpp refuses a pool count that does not divide it"
+
+
+def _width_note(order, cores, threads, width, nodes, fit) -> str | None:
+    """What the even split of the expert width cost: the placement that more pools would have had."""
+    if not width:
+        return None
+    free_nodes, free_fit = _best_prefix(order, cores, threads)
+    if (free_nodes, free_fit) == (nodes, fit):
+        return None
+    return (
+        f"{len(free_nodes)} pools would run {free_fit} threads, but each pool takes an equal slice of the "
+        f"{width}-wide experts, and {width} is not a multiple of {len(free_nodes)} ({POOLS_SPLIT_WIDTH})"
+    )
+
+
 def thread_pools(
-    facts: dict, threads: int, max_pools: int | None = None
+    facts: dict, threads: int, max_pools: int | None = None, width: int | None = None
 ) -> tuple[int, int, str | None, list[int] | None]:
     """(kt_threadpool_count, threads, warning, the pools' nodes when they are not 0..n-1) as kt-kernel
     places them, at most `max_pools` pools (a backend that cannot split the experts further).
@@ -354,13 +377,15 @@ def thread_pools(
         return min(numa_nodes_in_use(facts), threads, max_pools or threads), threads, None, None
     # SGLang names the pools' nodes (--kt-numa-nodes): the ones with the most usable cores
     order = sorted(cores, key=lambda node: (-cores[node], node))[:max_pools]
-    nodes, fit = _best_prefix(order, cores, threads)
+    nodes, fit = _best_prefix(order, cores, threads, width)
     named = None if nodes == list(range(len(nodes))) else nodes
-    return len(nodes), fit, _pools_limited(cores, nodes, fit, threads), named
+    limited = _pools_limited(cores, nodes, fit, threads)
+    split = _width_note(order, cores, threads, width, nodes, fit)
+    return len(nodes), fit, limited and split and f"{limited}; {split}" or limited, named
 
 
 def sequential_thread_pools(
-    facts: dict, threads: int, max_pools: int | None = None, serving: bool = False
+    facts: dict, threads: int, max_pools: int | None = None, serving: bool = False, width: int | None = None
 ) -> tuple[int, int, str | None]:
     """(kt_threadpool_count, threads, warning) where kt-kernel binds pool i to NUMA node i and takes no node
     list: its fine-tuning path (kt-kernel 0.7.2 kt_kernel/sft/base.py), and with `serving` the legacy stack
@@ -373,7 +398,8 @@ def sequential_thread_pools(
         what, why, remedy = "the legacy stack's serving", "its sglang fork has no --kt-numa-nodes", "serve"
     else:
         what, why, remedy = "fine-tuning", "kt_kernel/sft/base.py names no nodes", "fine-tune"
-    nodes, fit = _best_prefix(list(range(max(cores) + 1))[:max_pools], cores, threads)
+    order = list(range(max(cores) + 1))[:max_pools]
+    nodes, fit = _best_prefix(order, cores, threads, width)
     if not fit:
         warning = (
             f"kt-kernel binds {what} thread pool 0 to NUMA node 0 ({why}, unlike serving's --kt-numa-nodes "
@@ -385,7 +411,8 @@ def sequential_thread_pools(
         return 1, threads, warning
     limited = _pools_limited(cores, nodes, fit, threads)
     sequential = f"; {what} binds pool i to node i ({why})"
-    return len(nodes), fit, limited and limited + sequential
+    split = _width_note(order, cores, threads, width, nodes, fit)
+    return len(nodes), fit, limited and limited + sequential + (f"; {split}" if split else "")
 
 
 def compute_capability(gpu: dict) -> tuple[int, int] | None:

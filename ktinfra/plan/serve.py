@@ -135,15 +135,16 @@ def _cpu_decisions(
     max_pools: int | None = None,
     ranks: int = 1,
     legacy: bool = False,
+    width: int | None = None,
 ) -> None:
     cpu = facts["cpu"]
     cores = cpu["physical_cores"]
     threads, note = cpu_worker_threads(facts, ranks)
     if legacy:  # kt-kernel v0.4.4 binds pool i to node i, and the legacy sglang fork cannot name other nodes
-        pools, placed, placement = sequential_thread_pools(facts, threads, max_pools, serving=True)
+        pools, placed, placement = sequential_thread_pools(facts, threads, max_pools, True, width)
         nodes = None
     else:
-        pools, placed, placement, nodes = thread_pools(facts, threads, max_pools)
+        pools, placed, placement, nodes = thread_pools(facts, threads, max_pools, width)
     kt_run = int(cpu["logical_cpus"] * 0.8)
     effect = _kt_run_effect(kt_run, cores, placed)
     reasons["kt_cpuinfer"] = (
@@ -152,7 +153,10 @@ def _cpu_decisions(
         f"hyperthreads; {note}; `kt run`'s default 0.8 x logical = {kt_run} {effect}"
     )
     if placed < threads:
-        reasons["kt_cpuinfer"] += f"; {threads} cut to {placed} so every thread pool fits its NUMA node"
+        sliced = "equal slice" in (placement or "")
+        reasons["kt_cpuinfer"] += f"; {threads} cut to {placed} so every thread pool fits its NUMA node" + (
+            " and takes an equal slice of the experts (see warnings)" if sliced else ""
+        )
     on_nodes, with_memory = numa_nodes_of_usable_cpus(facts), numa_nodes_in_use(facts)
     allocatable = ""
     if with_memory < on_nodes:
@@ -708,7 +712,8 @@ def _plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> 
     max_pools = formats.llamafile_max_pools(arch) if llamafile else None
     # one scheduler process per tensor-parallel rank keeps a CPU busy: the worker threads leave it
     ranks = len(choose_gpus(arch, facts["gpus"], dtype)[0]) if usable_gpus(facts["gpus"]) else 1
-    _cpu_decisions(facts, serve, reasons, warnings, max_pools, ranks, legacy)
+    # each pool takes an equal slice of every expert's width (kt-kernel operators/moe-tp.hpp)
+    _cpu_decisions(facts, serve, reasons, warnings, max_pools, ranks, legacy, arch.moe_intermediate_size)
     serve.update(_network(opts, reasons))
     lora = opts.get("lora")
     if lora:
