@@ -262,12 +262,12 @@ def _suite_env(health_url: str | None = None, ansible: bool = True) -> dict:
     ansible-inventory and ansible from PATH), and its output in UTF-8 whatever this process's locale or
     PYTHONIOENCODING says. Without PYTEST_ADDOPTS: a developer's `-k unit` or `-x` there ran a part of the
     suite (the rest deselected without a word) and doctor said every check passed.
-    PATH is the caller's otherwise: local:// runs the target's commands with it, and ktinfra's own venv
-    first put its python3 before the one of the env the user activated (a conda env named otherwise than
-    the profile's, found as python3 on PATH): that env was 'not installed'."""
-    path = os.environ.get("PATH", "")
-    if ansible:
-        path = f"{Path(sys.executable).parent}{os.pathsep}{path}"
+    Otherwise the venv's bin goes last: local:// runs the target's commands with this PATH, and ktinfra's
+    python3 first hid the one of the env the user activated (a conda env named otherwise than the
+    profile's, found as python3 on PATH): that env was 'not installed'. Last, it is still the python3 of
+    the probes where the PATH has none (ktinfra run by its path, a uv-managed python)."""
+    venv_bin, path = str(Path(sys.executable).parent), os.environ.get("PATH", "")
+    path = f"{venv_bin}{os.pathsep}{path}" if ansible else f"{path}{os.pathsep}{venv_bin}"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", HEALTH_URL_ENV)}
     if health_url:  # a key in it stays out of the suite's argv, which any user of the host may read
         env[HEALTH_URL_ENV] = health_url

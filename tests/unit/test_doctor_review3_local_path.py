@@ -35,4 +35,21 @@ def test_ansible_hosts_still_get_the_venvs_tools_first(monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     venv_bin = str(Path(sys.executable).parent)
     assert doctor._suite_env(None, ansible=True)["PATH"].split(os.pathsep)[0] == venv_bin
-    assert doctor._suite_env(None, ansible=False)["PATH"] == "/usr/bin:/bin"
+    # last otherwise: still the probes' python3 where the PATH has none
+    assert doctor._suite_env(None, ansible=False)["PATH"] == f"/usr/bin:/bin{os.pathsep}{venv_bin}"
+
+
+def test_without_python3_on_path_the_probes_still_run_with_ktinfras(tmp_path, monkeypatch):
+    """ktinfra run by its path on a host whose PATH has no python3 (a uv-managed python): the venv's
+    python3, last on the suite's PATH, runs the probes (first was the rule before; none at all fails every
+    CPU check 'no python3 on the PATH of local://')."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for folder in os.environ["PATH"].split(os.pathsep):  # this PATH, every python left out
+        for tool in os.listdir(folder) if os.path.isdir(folder) else []:
+            if not tool.startswith("python") and not (bin_dir / tool).exists():
+                os.symlink(os.path.join(folder, tool), bin_dir / tool)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    report = doctor.run(["local://"], role="any", select="amx_cpu_flags")
+    [check] = report.checks
+    assert check.status in ("passed", "skipped"), check  # AMX or not: the probe ran
