@@ -25,7 +25,7 @@ from pathlib import Path
 from ktinfra import __version__
 from ktinfra.image import OUT_ROOT, REPO_ROOT, SOURCES, TEMPLATE, ImageError, aws, dockercli, manifest, spec
 from ktinfra.image.packer_adapter import Packer, ensure_available
-from ktinfra.image.verify import _sigterm_unwinds
+from ktinfra.image.signals import sigterm_unwinds
 from ktinfra.profiles import DEFAULT_PROFILE, is_profile_file, python_versions
 
 KEEP_CHOICES = ("wheelhouse", "models", "tokens")
@@ -367,7 +367,7 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
     ensure_available(req.packer)
     # SIGTERM (CI's stop) unwinds as Ctrl-C does: packer runs in a session of its own, which a signal to
     # ktinfra's group does not reach, so it is stopped here, and the stage and packer's TMPDIR are removed
-    with _sigterm_unwinds():
+    with sigterm_unwinds():
         return _run_in_stage(req, prep, on_line)
 
 

@@ -5,7 +5,6 @@ The same suites run against an instance booted from the AMI: `pytest tests/infra
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
@@ -14,7 +13,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ from pathlib import Path
 
 from ktinfra.image import OUT_ROOT, REPO_ROOT, ImageError, dockercli
 from ktinfra.image import manifest as manifest_mod
+from ktinfra.image.signals import sigterm_unwinds
 from ktinfra.image.suite_progress import PROGRESS_ENV
 
 HOST_SUITE = REPO_ROOT / "tests" / "infra"
@@ -154,23 +153,17 @@ def _leftover_output(proc: subprocess.Popen) -> tuple[str, str]:
         return text, ""
 
 
-@contextlib.contextmanager
-def _sigterm_unwinds():
-    """SIGTERM (CI's stop, scripts/test-lanes.sh) ends verify as Ctrl-C does, through its cleanup: the suite's
-    process group (a session of its own, which a signal to verify's group does not reach) is stopped and the
-    container removed. Python's default was to die on the spot and leave both."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum, _frame):
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
+def _remove_after(name: str, failed: BaseException, on_line) -> None:
+    """Remove the container after `failed` stopped verify; a container left is said (on_line, else stderr),
+    never in place of verify's own error or its Ctrl-C / SIGTERM exit."""
     try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        dockercli.remove_container(name)
+    except ImageError as left:
+        said = f"warning: {left} (after: {str(failed) or type(failed).__name__})"
+        if on_line:
+            on_line(said)
+        else:
+            print(said, file=sys.stderr)
 
 
 def check_timeout(timeout_s: float) -> float:
@@ -241,7 +234,7 @@ def verify(
     env = dict(os.environ, KTINFRA_IMAGE_MANIFEST=str(manifest), KTINFRA_IMAGE_CONTAINER=name)
     results = []
     # a `docker run` that fails to start the container (or is interrupted) has created it already
-    with _sigterm_unwinds():
+    with sigterm_unwinds():
         try:
             dockercli.run_detached(image, name, dockercli.SYSTEMD_RUN_ARGS)
             state = wait_for_systemd(name)
@@ -264,8 +257,10 @@ def verify(
                     on_line(run.stdout[-6000:] + run.stderr[-2000:])
                     if run.timed_out:
                         on_line(f"{Path(suite).name}: {results[-1]['summary']}")
-        finally:
-            dockercli.remove_container(name)
+        except BaseException as failed:
+            _remove_after(name, failed, on_line)
+            raise
+        dockercli.remove_container(name)  # a container left is verify's error (exit 1)
     passed = bool(results) and all(r["rc"] == 0 and not r["timed_out"] for r in results)
     summary = "; ".join(f"{Path(r['suite']).name}: {r['summary']}" for r in results)
     return {

@@ -73,7 +73,9 @@ def test_stopped_verify_removes_its_container_and_stops_the_suite(tmp_path, imag
     try:
         name, deadline = "", time.monotonic() + 45
         while time.monotonic() < deadline and not (name and _hung_exec(name)):
-            name = _docker("ps", "--filter", f"ancestor={image}", "--format", "{{.Names}}").strip()
+            # verify's own container: other tests start containers of the same base image at the same time
+            mine = ("--filter", f"ancestor={image}", "--filter", "name=^/image-verify-")
+            name = _docker("ps", *mine, "--format", "{{.Names}}").strip()
             time.sleep(0.5)
         assert name and _hung_exec(name), "the suite did not reach its hanging check"
         proc.send_signal(signum)
