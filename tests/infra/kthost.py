@@ -17,7 +17,7 @@ import pytest
 from testinfra.backend import base as testinfra_base
 
 from ktinfra.facts.cpu import ISA_FLAGS
-from ktinfra.plan.formats import NON_AMX_VARIANTS, forced_cpu_variant
+from ktinfra.plan.formats import CPU_VARIANT_ENV, NON_AMX_VARIANTS, forced_cpu_variant
 
 
 def _decode(backend, data: bytes) -> str:
@@ -150,10 +150,19 @@ def require_env(env: dict, what: str) -> str:
     pytest.skip(f"{what} not installed: {env['why']}")
 
 
+# What the kt-kernel probe never takes from the shell it runs in: KT_KERNEL_CPU_VARIANT there (a developer's
+# export, or doctor's own over local://) forced a library no serve instance loads (the unit and supervisord
+# program read it from the instance's env file only), and the variant check failed on a sound host. The
+# check sets it itself where the plan forces one (run_probe's env).
+PROBE_UNSET = {"kt_kernel_moe": (CPU_VARIANT_ENV,)}
+
+
 def probe_command(python: str, name: str, *argv: str, env: dict | None = None) -> str:
     source = base64.b64encode((PROBES / f"{name}.py").read_bytes()).decode()
     code = f"import base64;exec(base64.b64decode('{source}'))"
-    prefix = ["env", *(f"{key}={value}" for key, value in (env or {}).items())] if env else []
+    unset = [arg for key in PROBE_UNSET.get(name, ()) for arg in ("-u", key)]
+    assigned = [f"{key}={value}" for key, value in (env or {}).items()]
+    prefix = ["env", *unset, *assigned] if unset or assigned else []
     return shlex.join([*prefix, python, "-c", code, *argv])  # python is a path: a space or ; stays in it
 
 
