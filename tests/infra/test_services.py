@@ -218,6 +218,12 @@ def test_supervised_programs_running(host, init_name):
     if not states:
         supervisord = SUPERVISORCTL.replace("supervisorctl", "supervisord")
         said = (status.stdout.strip() or status.stderr.strip())[-300:]
+        if "Permission denied" in said:  # kt_serve's socket is chmod 0700, root's: it answers, not to us
+            pytest.fail(
+                f"cannot ask supervisord ({said}): its socket is root's (kt_serve: chmod 0700); run doctor "
+                "as root",
+                pytrace=False,
+            )
         pytest.fail(
             f"supervisord does not answer ({said}): nothing starts it without systemd; run "
             f"{supervisord} -c {conf}",
