@@ -157,12 +157,40 @@ NON_AMX_VARIANTS = (
 CPU_VARIANTS = ("amx", *(name for name, _ in NON_AMX_VARIANTS))
 
 
-def forced_cpu_variant(facts: dict) -> tuple[str | None, str | None]:
+# kt-kernel v0.4.4 (the legacy stack) knows three names only (_cpu_detect.py:39-40, read lower-cased); any
+# other value is ignored and its own detection picks amx from the flags. A name selects the multi-variant
+# wheel's _kt_kernel_ext_<name> library; the single library `pip install .` builds (the legacy stack's, for
+# this CPU, with AMX compiled in wherever the flags show it: setup.py) is loaded whatever the name.
+LEGACY_CPU_VARIANTS = ("amx", "avx512", "avx2")
+
+
+def _legacy_tiles(kt_method: str | None) -> str:
+    """Whether the legacy library's AMX kernels (kt-kernel v0.4.4 operators/amx) run for `kt_method`."""
+    if kt_method == "LLAMAFILE":
+        return "LLAMAFILE, this plan's CPU method, runs none of its AMX kernels (operators/amx)"
+    method = kt_method or "the CPU method"
+    return f"{method} runs from that library as built, with the AMX kernels the flags compiled in"
+
+
+def forced_cpu_variant(
+    facts: dict, legacy: bool = False, kt_method: str | None = None
+) -> tuple[str | None, str | None]:
     """(the kt-kernel library to force, why): only where the CPU shows AMX flags that its kernel (< 5.16)
-    cannot grant; kt-kernel would otherwise load its amx library and fault on the first tile instruction."""
+    cannot grant; kt-kernel would otherwise load its amx library and fault on the first tile instruction.
+    `legacy`: kt-kernel v0.4.4's names (LEGACY_CPU_VARIANTS); its reason names what `kt_method` runs."""
     old_kernel = amx_blocked_by_kernel(facts) if has_amx(facts) else None
     if not old_kernel:
         return None, None
+    if legacy:
+        variant = "avx512" if isa_flag(facts, "avx512f") else "avx2"
+        return variant, (
+            f"{variant}: kernel {old_kernel} does not grant AMX tiles, but kt-kernel v0.4.4 picks amx from "
+            f"the CPU flags alone; {CPU_VARIANT_ENV}={variant} (v0.4.4 takes amx, avx512 or avx2) is set "
+            f"in the server's environment and selects _kt_kernel_ext_{variant} of a multi-variant build. "
+            "The legacy stack builds one library for this CPU (pip install ., AMX compiled in from the "
+            "flags), which "
+            f"loads whatever the variable says; {_legacy_tiles(kt_method)}"
+        )
     variant = next(
         (name for name, needs in NON_AMX_VARIANTS if all(isa_flag(facts, f) for f in needs)), "avx2"
     )

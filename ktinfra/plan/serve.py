@@ -703,7 +703,7 @@ def _plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> 
         }
     )
     reasons["enable_mixed_chunk"] = "mix prefill chunks into decode batches (seed 002's launch line)"
-    variant, why = formats.forced_cpu_variant(facts)
+    variant, why = formats.forced_cpu_variant(facts, legacy, fmt.kt_method)
     if variant:  # present only where kt-kernel's own library choice would fault
         serve["kt_cpu_variant"], reasons["kt_cpu_variant"] = variant, why
     llamafile = fmt.kt_method == "LLAMAFILE"

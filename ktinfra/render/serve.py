@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ktinfra.facts.cpulist import parse_cpulist
 from ktinfra.int8_weights import MANIFEST_NAME
-from ktinfra.plan.formats import CPU_VARIANT_ENV, CPU_VARIANTS
+from ktinfra.plan.formats import CPU_VARIANT_ENV, CPU_VARIANTS, LEGACY_CPU_VARIANTS
 from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS
 from ktinfra.render.common import (
     Rendered,
@@ -700,10 +700,12 @@ def render_serve(
     env += [env_line(k, v) for k, v in visibility.items()]
     variant = serve.get("kt_cpu_variant")
     if variant is not None:
-        if variant not in CPU_VARIANTS:
+        legacy = plan.get("stack_generation") == "legacy"  # kt-kernel v0.4.4 ignores 0.7.2's names
+        known, kt_kernel = (LEGACY_CPU_VARIANTS, "v0.4.4") if legacy else (CPU_VARIANTS, "0.7.2")
+        if variant not in known:
             raise RenderError(
-                f"plan serve.kt_cpu_variant must be one of {', '.join(CPU_VARIANTS)} or null, "
-                f"got {shown(variant)}"
+                f"plan serve.kt_cpu_variant must be one of {', '.join(known)} or null for the "
+                f"{'legacy' if legacy else 'current'} stack's kt-kernel {kt_kernel}, got {shown(variant)}"
             )
         env.append(env_line(CPU_VARIANT_ENV, variant))  # kt-kernel's library, not its own AMX guess
     if api_key:

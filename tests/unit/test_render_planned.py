@@ -109,9 +109,18 @@ def test_a_forced_kt_kernel_library_reaches_the_environment_file():
     assert 'KT_KERNEL_CPU_VARIANT="avx512_bf16"' in env
     other = render_serve(_plan("h100-xeon-amx-16c", "serve"), name="q30", model_path="/models/q30")
     assert "KT_KERNEL_CPU_VARIANT" not in other.files["ktinfra-serve-q30.env"][0]
-    plan["serve"]["kt_cpu_variant"] = "avx512"
+    plan["serve"]["kt_cpu_variant"] = "avx512"  # kt-kernel v0.4.4's name: 0.7.2 would detect amx itself
     with pytest.raises(RenderError, match="serve.kt_cpu_variant must be one of amx, avx512_bf16"):
         render_serve(plan, name="q30", model_path="/models/q30")
+    legacy = _plan("synthetic-2s-8470q-amx", "serve", stack="kt-0.4-autodl")
+    assert legacy["feasible"] and legacy["serve"]["kt_cpu_variant"] == "avx512"
+    env = render_serve(legacy, name="q30", model_path="/models/q30", weight_path="/models/q30-gguf").files[
+        "ktinfra-serve-q30.env"
+    ][0]
+    assert 'KT_KERNEL_CPU_VARIANT="avx512"' in env.splitlines()
+    legacy["serve"]["kt_cpu_variant"] = "avx512_bf16"  # 0.7.2's name: v0.4.4 would detect amx itself
+    with pytest.raises(RenderError, match="must be one of amx, avx512, avx2 or null for the legacy"):
+        render_serve(legacy, name="q30", model_path="/models/q30", weight_path="/models/q30-gguf")
 
 
 def test_seed002_host_plan_renders_the_seeds_hardware_decisions():
