@@ -68,27 +68,39 @@ def _fp8_block(arch: Architecture, dtype: str | None) -> int | None:
     return arch.fp8_block_n if dtype == "fp8" else None
 
 
-def _splits(arch: Architecture, tp: int, dtype: str | None) -> bool:
-    """tp divides the attention heads and, for a block-quantized fp8 checkpoint on the GPU, leaves each
-    rank whole scale blocks: SGLang's Fp8 layers refuse "output_size ... is not divisible by weight
-    quantization block_n" (Qwen3-235B-A22B-FP8: 1536 / 8 = 192 rows, not a multiple of 128)."""
-    if arch.num_attention_heads % tp:
+def _kv_splits(arch: Architecture, tp: int) -> bool:
+    """SGLang's QKVParallelLinear (layers/linear.py) splits the grouped KV heads over the ranks when tp is
+    below their count and replicates each on tp / kv ranks at or above it; either way one divides the other
+    (its divide() asserts it). MLA keeps no per-rank KV heads (its latent is replicated)."""
+    kv = arch.num_kv_heads
+    return arch.mla is not None or (tp % kv == 0 if tp >= kv else kv % tp == 0)
+
+
+def _splits(arch: Architecture, tp: int, dtype: str | None, kv: bool = True) -> bool:
+    """tp divides the attention heads and splits or replicates the KV heads evenly (_kv_splits) and, for a
+    block-quantized fp8 checkpoint on the GPU, leaves each rank whole scale blocks: SGLang's Fp8 layers
+    refuse "output_size ... is not divisible by weight quantization block_n" (Qwen3-235B-A22B-FP8: 1536 / 8
+    = 192 rows, not a multiple of 128)."""
+    if arch.num_attention_heads % tp or (kv and not _kv_splits(arch, tp)):
         return False
     block = _fp8_block(arch, dtype)
     return not block or all(w % tp == 0 and (w // tp) % block == 0 for w in _ffn_widths(arch))
 
 
-def tensor_parallel(arch: Architecture, gpu_count: int, dtype: str | None = None) -> int:
-    """Largest power of two <= the GPU count that divides the attention heads (and fp8 scale blocks)."""
+def tensor_parallel(arch: Architecture, gpu_count: int, dtype: str | None = None, kv: bool = True) -> int:
+    """Largest power of two <= the GPU count that divides the attention heads, splits the KV heads (`kv`)
+    and the fp8 scale blocks."""
     tp = 1
-    while tp * 2 <= gpu_count and _splits(arch, tp * 2, dtype):
+    while tp * 2 <= gpu_count and _splits(arch, tp * 2, dtype, kv):
         tp *= 2
     return tp
 
 
-def _tp_limit(arch: Architecture, dtype: str | None) -> str:
+def _tp_limit(arch: Architecture, dtype: str | None, gpu_count: int) -> str:
     block = _fp8_block(arch, dtype)
     heads = f"divides {arch.num_attention_heads} heads"
+    if tensor_parallel(arch, gpu_count, dtype) < tensor_parallel(arch, gpu_count, dtype, kv=False):
+        heads += f" and whose ranks split {arch.num_kv_heads} KV heads evenly, or copy each evenly"
     if not block:
         return heads
     widths = "/".join(str(w) for w in _ffn_widths(arch))
@@ -360,13 +372,13 @@ def choose_gpus(
     used = group[: usable(group)[1]]
     tp_why = (
         f"{len(group)} x {group[0].get('name')}; {len(used)} is the largest power of two <= {len(group)} "
-        f"that {_tp_limit(arch, dtype)}"
+        f"that {_tp_limit(arch, dtype, len(group))}"
     )
     heads = None
     if len(used) < len(group):
         heads = (
             f"the tensor-parallel size is the largest power of two <= {len(group)} that "
-            f"{_tp_limit(arch, dtype)}: {len(used)}"
+            f"{_tp_limit(arch, dtype, len(group))}: {len(used)}"
         )
     return used, left_out_reason(gpus, used, "tensor-parallel ranks", heads), tp_why
 
