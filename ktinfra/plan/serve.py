@@ -352,8 +352,19 @@ def _network(opts: dict, reasons: dict) -> dict:
     host = opts.get("host") or ("0.0.0.0" if key_set else "127.0.0.1")
     why = "an API key is configured" if key_set else "no API key, so local clients only"
     reasons["host"] = f"{host}: " + ("set explicitly" if opts.get("host") else why)
-    port = opts.get("port") or DEFAULT_PORT
-    reasons["port"] = f"{port}: " + ("set explicitly" if opts.get("port") else "SGLang's default")
+    port, why = opts.get("port"), "set explicitly"
+    if port is None:
+        port, why = DEFAULT_PORT, "SGLang's default"
+    else:  # the range the CLI and render serve take, in render's words
+        from ktinfra.plan import PlanInputError
+        from ktinfra.render.common import RenderError
+        from ktinfra.render.serve import _port
+
+        try:
+            _port({"port": port})
+        except RenderError as exc:
+            raise PlanInputError(str(exc)) from exc
+    reasons["port"] = f"{port}: {why}"
     return {"host": host, "port": port}
 
 
