@@ -1,6 +1,7 @@
 """The host suite's sglang check gave `sglang.launch_server --help` 300 s and, when they ran out, failed with
 'sglang.launch_server --help exited 124: ' (timeout's exit status, an empty stderr): nothing said it hung.
-Real testinfra local host; the env python is this python with an sglang stand-in whose --help outlasts the bound."""
+Real testinfra local host; the env python is this python with an sglang stand-in whose --help outlasts the
+bound."""
 
 from __future__ import annotations
 
