@@ -54,16 +54,59 @@ def test_the_log_directory_is_roots_only(host):
     assert host.file("/var/log/ktinfra").mode == 0o700
 
 
-def test_the_real_interpreter_ran_and_was_restarted(host):
-    """sglang needs CUDA and is not installed: each start fails on the import, supervisord starts it again."""
-    log = "/var/log/ktinfra/serve-tiny.log"
-    deadline = time.time() + 60
+def test_tiny_runs_on_the_stand_in_sglang(host):
+    """prepare.yml's stand-in sglang.launch_server in the kt-kernel env: the real program stays up."""
+    assert " RUNNING " in host.run(f"{CTL} status ktinfra-serve-tiny").stdout
+    assert http_status(host, 30000) == 200
+
+
+def _settled(host, program: str, timeout: float = 60) -> str:
+    """The program's state once it is neither STARTING nor BACKOFF."""
+    deadline = time.time() + timeout
     while time.time() < deadline:
-        text = host.file(log).content_string if host.file(log).exists else ""
-        if text.count("No module named 'sglang'") >= 2:
+        fields = host.run(f"{CTL} status {program}").stdout.split()
+        if len(fields) > 1 and fields[1] not in ("STARTING", "BACKOFF"):
             break
-        time.sleep(2)
-    assert text.count("No module named 'sglang'") >= 2, text[-2000:]
+        time.sleep(1)
+    return fields[1] if len(fields) > 1 else " ".join(fields)
+
+
+def test_a_server_failing_at_once_ends_fatal_at_the_start_limit_and_fails_the_role(host):
+    """A probe on a bare venv (no sglang), `state: stopped`, started by hand: each start fails on the import,
+    supervisord gives up (FATAL) after the unit's StartLimitBurst=3 attempts (startretries=2). Asked to start
+    it, the role waits for it to settle and fails naming it with the end of its log (before: "ERROR (spawn
+    error)", or a pass while it was still STARTING)."""
+    tiny = next(i for i in host.ansible.get_variables()["kt_serve_instances"] if i["name"] == "tiny")
+    probe = {**tiny, "name": "bare", "port": 30024, "state": "stopped"}
+    bare = "/opt/bare"
+    host.check_output(f"python3 -m venv --without-pip {bare}")
+    extra = {"kt_serve_python": f"{bare}/bin/python"}
+    program, log = "ktinfra-serve-bare", "/var/log/ktinfra/serve-bare.log"
+    try:
+        rc, output = run_playbook(KT_SERVE, extra | {"kt_serve_instances": [probe]})
+        assert rc == 0, output[-3000:]
+        assert " STOPPED " in host.run(f"{CTL} status {program}").stdout
+        started = host.run(f"{CTL} start {program}")  # returns at the first failure: BACKOFF
+        assert started.rc != 0, started.stdout
+        assert _settled(host, program) == "FATAL"
+        time.sleep(5)  # nothing starts it again
+        assert " FATAL " in host.run(f"{CTL} status {program}").stdout
+        # one traceback per attempt, ending in runpy's ImportError ("No module named 'sglang'" twice in each)
+        text = host.file(log).content_string
+        assert text.count("ImportError: Error while finding module specification for 'sglang") == 3, text
+
+        rc, output = run_playbook(KT_SERVE, extra | {"kt_serve_instances": [{**probe, "state": "started"}]})
+        assert rc != 0, output[-3000:]
+        assert task_output(output, "Fail where a started instance's program is not running"), output[-3000:]
+        # the message (ansible prints it on stderr, after the play): the program, its state, its log
+        said = f"{program} FATAL Exited too quickly (process log may have details): not running under"
+        assert said in output and "No module named 'sglang'" in output, output[-3000:]
+        assert tiny["api_key"] not in output
+    finally:
+        rc, output = run_playbook(KT_SERVE, extra | {"kt_serve_instances": [{**probe, "state": "absent"}]})
+        host.run(f"rm -rf {bare}")
+    assert rc == 0, output[-3000:]
+    assert program not in _listed(host)
 
 
 # A stand-in for sglang (it needs CUDA) that stays up, so that supervisord counts the program RUNNING: the
@@ -239,8 +282,8 @@ CHECK = "services.supervised_programs_running"
 
 
 def test_doctor_reports_the_supervised_programs(host):
-    """Without systemd no unit list shows the instances: doctor asks supervisord. tiny cannot start (no
-    sglang), a stand-in instance runs; then supervisord down; then tiny on the stand-in too."""
+    """Without systemd no unit list shows the instances: doctor asks supervisord. tiny stopped by hand, a
+    stand-in instance runs; then supervisord down; then tiny started again by the role."""
     tiny = next(i for i in host.ansible.get_variables()["kt_serve_instances"] if i["name"] == "tiny")
     probe = {**tiny, "name": "doc", "port": 30022}
     extra = {"kt_serve_python": _standin_python(host)}
@@ -248,6 +291,7 @@ def test_doctor_reports_the_supervised_programs(host):
         rc, output = run_playbook(KT_SERVE, extra | {"kt_serve_instances": [probe]})
         assert rc == 0, output[-3000:]
         _running_pid(host, "ktinfra-serve-doc")
+        host.check_output(f"{CTL} stop ktinfra-serve-tiny")  # an autostart program that is down
         rc, checks = _doctor_services(host)
         status, message = checks[CHECK]
         assert rc == 1 and status == "failed", checks
