@@ -46,11 +46,14 @@ def _processes_naming(word: str) -> list[str]:
 
 @pytest.fixture
 def image(tmp_path, request):
-    """The base image under a tag of this test's own, so that its verify container is told apart."""
+    """The base image under a tag of this test's own. Docker's ancestor filter matches the image, whatever
+    the tag: every container of the shared base image (other tests' and molecule's, running beside this one
+    in CI's lanes) matches it too, so only verify's own containers (image-verify-*) are removed."""
     tag = f"{REPO}:verify-stop-{os.getpid()}"
     _docker("tag", BASE, tag)
     yield tag
-    for cid in _docker("ps", "-a", "-q", "--filter", f"ancestor={tag}").split():
+    mine = ("--filter", f"ancestor={tag}", "--filter", "name=^/image-verify-")
+    for cid in _docker("ps", "-a", "-q", *mine).split():
         _docker("rm", "-f", "-v", cid)
     _docker("image", "rm", tag)
 
