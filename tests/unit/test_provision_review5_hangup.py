@@ -14,39 +14,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-SLOW = """
-- hosts: all
-  gather_facts: false
-  tasks:
-    - name: Wait a long time
-      ansible.builtin.wait_for: {timeout: 90}
-"""
-
-
-def processes_naming(marker: str) -> dict[int, str]:
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if marker in cmdline:
-                found[int(entry.name)] = cmdline
-    return found
-
-
-def wait_for(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return condition()
+from test_provision_interrupt import REPO, SLOW
+from test_provision_interrupt import _processes_naming as processes_naming
+from test_provision_interrupt import _wait_for as wait_for
 
 
 def test_a_hangup_stops_ansibles_workers_and_modules(tmp_path: Path) -> None:

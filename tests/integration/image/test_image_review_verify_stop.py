@@ -13,9 +13,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from test_image_review_verify_timeout import _processes_naming
 
 from ktinfra.image import REPO_ROOT, dockercli
 
@@ -30,18 +30,6 @@ def test_waits_for_ever(host):
 
 def _docker(*args: str) -> str:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout
-
-
-def _processes_naming(word: str) -> list[str]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmdline.read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(word.encode() in a for a in args):
-            found.append(b" ".join(args).decode(errors="replace"))
-    return found
 
 
 @pytest.fixture
