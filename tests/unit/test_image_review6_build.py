@@ -124,8 +124,14 @@ def test_ctrl_c_between_publishs_renames_waits_until_the_new_build_is_in_place(t
             time.sleep(0.2)  # the handler runs by now (a sleep is interrupted by it)
 
     monkeypatch.setattr(build.os, "replace", replace)
-    with pytest.raises(KeyboardInterrupt):  # not swallowed: acted on once both renames are done
-        build.publish(stage, final, json.dumps({"build": {"started": "new"}}))
+    # Python's Ctrl-C handler, as in a terminal: a process started in the background of a shell without job
+    # control (CI's lanes, scripts/test-lanes.sh) inherits SIGINT ignored: the test's own SIGINT did nothing
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):  # not swallowed: acted on once both renames are done
+            build.publish(stage, final, json.dumps({"build": {"started": "new"}}))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert json.loads((final / "manifest.json").read_text())["build"]["started"] == "new"
 
 
