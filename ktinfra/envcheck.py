@@ -199,7 +199,7 @@ def _marker_applies(marker: str, python: str, extras: frozenset) -> bool | None:
         parsed = Marker(marker)
     except InvalidMarker:
         return None
-    xy = ".".join(python.split(".")[:2])
+    xy = minor_version(python)
     fulls = [python] if python.count(".") >= 2 else [f"{xy}.{micro}" for micro in _micros(marker, xy)]
     here = default_environment()
     found = set()
@@ -272,11 +272,6 @@ def _rank(filename: str, wanted: dict[Tag, int] | None) -> int | None:
     if wanted is None:
         return 0
     return min((wanted[tag] for tag in found if tag in wanted), default=None)
-
-
-def _fits(filename: str, wanted: dict[Tag, int] | None) -> bool:
-    """Whether pip would install the wheel `filename` where it takes the tags `wanted` (see _rank)."""
-    return _rank(filename, wanted) is not None
 
 
 def _wheelhouse_bytes(
@@ -376,11 +371,9 @@ def made_with_full_python(prefix: Path) -> str | None:
     return found.group(1) if found else None
 
 
-def made_with_python(prefix: Path) -> str | None:
-    """X.Y of the Python an existing env at `prefix` was made with; None where there is no env, or it does
-    not say."""
-    full = made_with_full_python(prefix)
-    return ".".join(full.split(".")[:2]) if full else None
+def minor_version(version: str) -> str:
+    """X.Y of a Python version X.Y or X.Y.Z."""
+    return ".".join(version.split(".")[:2])
 
 
 def check_install(
@@ -435,7 +428,7 @@ def check_install(
                 "root (kt_python_env_root, --root)"
             )
         full = made_with_full_python(prefix)
-        made = ".".join(full.split(".")[:2]) if full else None
+        made = minor_version(full) if full else None
         if full and made == version:  # pip installs into it: its X.Y.Z decides python_full_version markers
             made_with[env["name"]] = full
         if made and made not in versions:

@@ -86,7 +86,7 @@ def test_an_existing_envs_own_micro_version_decides(tmp_path, wh, layout, full, 
 def test_an_existing_env_says_its_x_y_z(tmp_path, layout):
     _make_env(tmp_path / "kt-kernel", layout, "3.12.5")
     assert envcheck.made_with_full_python(tmp_path / "kt-kernel") == "3.12.5"
-    assert envcheck.made_with_python(tmp_path / "kt-kernel") == "3.12"
+    assert envcheck.minor_version(envcheck.made_with_full_python(tmp_path / "kt-kernel")) == "3.12"
     assert envcheck.made_with_full_python(tmp_path / "none") is None
 
 

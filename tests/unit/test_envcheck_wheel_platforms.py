@@ -43,13 +43,16 @@ KT_312 = "kt_kernel-0.7.2-cp312-cp312-manylinux_2_35_x86_64.whl"
     ],
 )
 def test_a_wheel_fits_by_its_python_abi_and_platform(filename, py311, py312):
-    assert envcheck._fits(filename, envcheck._env_tags("3.11", X86_64_GLIBC_2_35)) is py311
-    assert envcheck._fits(filename, envcheck._env_tags("3.12", X86_64_GLIBC_2_35)) is py312
+    assert (envcheck._rank(filename, envcheck._env_tags("3.11", X86_64_GLIBC_2_35)) is not None) is py311
+    assert (envcheck._rank(filename, envcheck._env_tags("3.12", X86_64_GLIBC_2_35)) is not None) is py312
 
 
 def test_this_hosts_platform_tags_are_the_default():
-    assert envcheck._fits("tqdm-4.67.1-py3-none-any.whl", envcheck._env_tags("3.12"))
-    assert not envcheck._fits("kt_kernel-0.7.2-cp312-cp312-macosx_11_0_arm64.whl", envcheck._env_tags("3.12"))
+    assert envcheck._rank("tqdm-4.67.1-py3-none-any.whl", envcheck._env_tags("3.12")) is not None
+    assert (
+        envcheck._rank("kt_kernel-0.7.2-cp312-cp312-macosx_11_0_arm64.whl", envcheck._env_tags("3.12"))
+        is None
+    )
 
 
 def _wheel(wheelhouse: Path, filename: str, size: int) -> None:

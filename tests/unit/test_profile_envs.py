@@ -390,4 +390,6 @@ def test_an_env_made_with_another_python_is_refused_before_the_install(tmp_path,
     )
     problem = next(p for p in result["problems"] if p.startswith(refused))
     assert "profile kt-0.7 installs with Python 3.8: remove it" in problem
-    assert envcheck.made_with_python(tmp_path / "envs" / "kt-sft") is None  # no env there: nothing to refuse
+    assert (
+        envcheck.made_with_full_python(tmp_path / "envs" / "kt-sft") is None
+    )  # no env there: nothing to refuse
