@@ -40,17 +40,22 @@ def provision(site: Path, env: dict[str, str], *args: str) -> subprocess.Complet
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
-        pytest.fail(f"ktinfra provision still ran after {TIMEOUT} s (waiting at a password prompt)")
+        pytest.fail(f"ktinfra provision still ran after {TIMEOUT} s (waiting at a prompt)")
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def make_site(folder: Path, play: str) -> Path:
+    """`play` as play.yml, and an inventory of this host over the local connection."""
+    (folder / "play.yml").write_text(play)
+    python = shutil.which("python3")
+    local = f"localhost ansible_connection=local ansible_python_interpreter={python}\n"
+    (folder / "hosts").write_text(local)
+    return folder
 
 
 @pytest.fixture()
 def site(tmp_path: Path) -> Path:
-    (tmp_path / "play.yml").write_text(PLAY)
-    python = shutil.which("python3")
-    local = f"localhost ansible_connection=local ansible_python_interpreter={python}\n"
-    (tmp_path / "hosts").write_text(local)
-    return tmp_path
+    return make_site(tmp_path, PLAY)
 
 
 def clean_env() -> dict[str, str]:

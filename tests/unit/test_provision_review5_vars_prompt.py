@@ -3,23 +3,18 @@
 ansible-playbook prompts for it on ansible-runner's terminal, which nobody types into: the run hung at the
 prompt with no end. ansible-runner's event for the prompt (playbook_on_vars_prompt) now stops the run as a
 Ctrl-C would, and the report names the variable and how to give it. A real run of the CLI in a subprocess,
-killed after TIMEOUT seconds (on the old code it is still waiting then).
+killed after prompts.TIMEOUT seconds (on the old code it is still waiting then).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import test_provision_review5_prompts as prompts
 
-TIMEOUT = 60
-REPO = Path(__file__).resolve().parents[2]
 PLAY = """
 - hosts: all
   gather_facts: false
@@ -33,29 +28,12 @@ PLAY = """
 
 
 def provision(site: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-    env["PYTHONPATH"] = str(REPO)  # this checkout's ktinfra, not the one the venv has installed
-    command = [sys.executable, "-m", "ktinfra", "provision", "play.yml", "-i", "hosts", "--artifacts", "runs"]
-    process = subprocess.Popen(
-        [*command, *args], cwd=site, env=env, text=True, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        stdout, stderr = process.communicate(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        pytest.fail(f"ktinfra provision still ran after {TIMEOUT} s (waiting at the vars_prompt)")
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    return prompts.provision(site, prompts.clean_env(), *args)
 
 
 @pytest.fixture()
 def site(tmp_path: Path) -> Path:
-    (tmp_path / "play.yml").write_text(PLAY)
-    python = shutil.which("python3")
-    local = f"localhost ansible_connection=local ansible_python_interpreter={python}\n"
-    (tmp_path / "hosts").write_text(local)
-    return tmp_path
+    return prompts.make_site(tmp_path, PLAY)
 
 
 def test_a_vars_prompt_stops_the_run_naming_the_variable(site: Path) -> None:
