@@ -492,7 +492,7 @@ def sft(
         layer_working_set = tokens * (arch.num_dense_layers * dense + arch.num_moe_layers * moe)
     logits = tokens * arch.vocab_size * LOGITS_BYTES_PER_ELEMENT
     if expert_dtype == "fp8" and arch.native_dtype != "fp8":
-        raise ValueError(f"{arch.name} ships {arch.native_dtype}: it has no FP8 experts to train in place")
+        raise ValueError(no_fp8_experts(arch))
     cpu_experts = sft_expert_bytes(arch, expert_dtype)
     lora_cpu = lora_params_experts(arch, lora_rank) * LORA_STATE_BYTES
     download = new_download_bytes(arch)
@@ -546,10 +546,14 @@ def sft_gpu_runtime_bytes(est: Estimate) -> float:
     return est.breakdown["cuda_runtime"] + est.breakdown["allocator_cache"]
 
 
+def no_fp8_experts(arch: Architecture) -> str:
+    return f"{arch.name} ships {arch.native_dtype}: it has no FP8 experts to train in place"
+
+
 def fp8_sft_shape_problem(arch: Architecture) -> str | None:
     """Why kt-kernel's FP8 LoRA cannot read this model's FP8 experts as they are shaped (None: it can)."""
     if arch.native_dtype != "fp8":
-        return f"{arch.name} ships {arch.native_dtype}: it has no FP8 experts to train in place"
+        return no_fp8_experts(arch)
     if (arch.fp8_block_n, arch.fp8_block_k) != (FP8_SFT_BLOCK, FP8_SFT_BLOCK):
         block = (
             f"weight_block_size [{arch.fp8_block_n}, {arch.fp8_block_k}]"

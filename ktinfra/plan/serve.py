@@ -347,6 +347,13 @@ def _deferred(arch: Architecture, gpu_experts: int, reasons: dict) -> int:
     return deferred
 
 
+def port_problem(port: object) -> str | None:
+    """Why a serve port is refused (None: it is fine): one rule for plan, render serve and the CLI."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        return f"port must be an integer 1-65535 (--port or plan serve.port), got {port!r}"
+    return None
+
+
 def _network(opts: dict, reasons: dict) -> dict:
     key_set = bool(opts.get("api_key_set"))
     host = opts.get("host") or ("0.0.0.0" if key_set else "127.0.0.1")
@@ -355,15 +362,10 @@ def _network(opts: dict, reasons: dict) -> dict:
     port, why = opts.get("port"), "set explicitly"
     if port is None:
         port, why = DEFAULT_PORT, "SGLang's default"
-    else:  # the range the CLI and render serve take, in render's words
+    elif problem := port_problem(port):
         from ktinfra.plan import PlanInputError
-        from ktinfra.render.common import RenderError
-        from ktinfra.render.serve import _port
 
-        try:
-            _port({"port": port})
-        except RenderError as exc:
-            raise PlanInputError(str(exc)) from exc
+        raise PlanInputError(problem)
     reasons["port"] = f"{port}: {why}"
     return {"host": host, "port": port}
 

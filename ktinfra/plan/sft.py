@@ -348,12 +348,12 @@ def plan_sft(
     max_tokens = (
         legacy_chunk_size(cutoff_opt or sizing.SFT_CUTOFF_LEN) if profile["generation"] == "legacy" else None
     )
+    # the experts' dtype changes RAM and disk only, so choose_batch sizes VRAM with the default
     if gpus:
         gpu_bytes = gpu_memory_bytes(used)
         cutoff, batch, fits = choose_batch(arch, gpus, gpu_bytes, cutoff_opt, checkpointing, max_tokens)
     else:
         cutoff, batch, fits, gpu_bytes = cutoff_opt or sizing.SFT_CUTOFF_LEN, 1, True, 0
-    # the experts' dtype changes RAM and disk only, so choose_batch sizes VRAM with the default
     batch_args = {"cutoff_len": cutoff, "batch_size": batch, "gradient_checkpointing": checkpointing}
     est = sizing.sft(arch, **batch_args, expert_dtype=experts)
     if gpus and not fits:

@@ -14,7 +14,7 @@ from pathlib import Path
 from ktinfra.facts.cpulist import parse_cpulist
 from ktinfra.int8_weights import MANIFEST_NAME
 from ktinfra.plan.formats import CPU_VARIANT_ENV, CPU_VARIANTS, LEGACY_CPU_VARIANTS
-from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS
+from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS, port_problem
 from ktinfra.render.common import (
     Rendered,
     RenderError,
@@ -106,8 +106,8 @@ def _number(value: float) -> str:
 
 def _port(serve: dict) -> int:
     port = serve.get("port")
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        raise RenderError(f"port must be an integer 1-65535 (--port or plan serve.port), got {port!r}")
+    if problem := port_problem(port):
+        raise RenderError(problem)
     return port
 
 
