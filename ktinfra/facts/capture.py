@@ -367,6 +367,7 @@ def write_capture(path: str | os.PathLike) -> list[Path]:
     call created on the way included.
     """
     target = Path(path)
+    _refuse_planted_links(target)
     folder = _capture_folder(target)
     with _terminations_raise():
         created = _make_parents(folder.parent, target)
@@ -419,6 +420,64 @@ def _link_target(link: Path) -> Path:
             where = os.path.realpath(link)
             raise FileNotFoundError(f"{link} is a link to {where}, which does not exist") from None
         raise _reworded(error, f"cannot follow the link {link}") from None
+
+
+MAX_LINK_HOPS = 40  # the kernel's limit (ELOOP); a longer chain is left to the checks that follow
+
+
+def _refuse_planted_links(target: Path) -> None:
+    """Refuse a path that passes through a link someone else planted in a sticky world-writable folder.
+
+    `/tmp/cap -> /etc/somewhere`, made by another user, turned a root `--capture /tmp/cap` into files written
+    wherever that user chose: the capture follows links by resolving them itself (realpath), which the
+    kernel's fs.protected_symlinks does not stop. The same rule as the kernel's is applied to every link on
+    the way, before anything is written: in a folder with the sticky bit that anyone may write, only a link
+    owned by this user or by the folder's owner is followed."""
+    pending = list(Path(target).parts)
+    current = Path.cwd() if not Path(target).is_absolute() else Path("/")
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part == "/":
+            current = Path("/")
+            continue
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = current.parent
+            continue
+        candidate = current / part
+        try:
+            info = os.lstat(candidate)
+        except OSError:
+            return  # not there yet (made by the capture) or unreadable: later checks say which
+        if not stat.S_ISLNK(info.st_mode):
+            current = candidate
+            continue
+        hops += 1
+        if hops > MAX_LINK_HOPS:
+            return
+        try:
+            points_to = os.readlink(candidate)
+        except OSError:
+            return
+        _refuse_if_planted(candidate, points_to, info, target)
+        pending[:0] = Path(points_to).parts
+
+
+def _refuse_if_planted(link: Path, points_to: str, info: os.stat_result, target: Path) -> None:
+    try:
+        folder = os.stat(link.parent)
+    except OSError:
+        return
+    shared = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+    if shared and info.st_uid not in (os.geteuid(), folder.st_uid):
+        shown = f"{target}: " if link != Path(target) else ""
+        raise PermissionError(
+            f"{shown}refusing to follow the link {link} (to {points_to}): it is owned by uid "
+            f"{info.st_uid}, not by you or the owner of {link.parent}, which anyone may write to; someone "
+            "else may have planted it there. Choose a path of your own (or remove the link)"
+        )
 
 
 def _capture_folder(target: Path) -> Path:

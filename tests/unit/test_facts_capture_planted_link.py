@@ -1,0 +1,111 @@
+"""`ktinfra facts --capture DIR` through a link another user planted in a sticky world-writable folder
+(/tmp): the capture resolved the link itself (realpath), which the kernel's fs.protected_symlinks does not
+stop, and wrote its files wherever the link pointed. A link of one's own there is still followed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ktinfra import facts as host_facts
+from ktinfra.cli import app
+from ktinfra.facts import capture as capture_module
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def sticky(tmp_path, monkeypatch) -> Path:
+    """A /tmp-like folder (mode 1777) under tmp_path, and a capture that collects one file."""
+    monkeypatch.setattr(capture_module, "collect_live", lambda: {"lscpu.txt": "x\n"})
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    folder.chmod(0o1777)
+    return folder
+
+
+@pytest.fixture
+def plant(monkeypatch):
+    """Makes `link` -> `to` owned by nobody: root gives it away (lchown); another user cannot, so lstat
+    reports nobody as that link's owner instead."""
+    planted: set[str] = set()
+    real_lstat = os.lstat
+
+    def lstat(path, *args, **kwargs):
+        info = real_lstat(path, *args, **kwargs)
+        if os.fspath(path) not in planted:
+            return info
+        fields = list(info[:10])
+        fields[4] = NOBODY  # st_uid
+        return os.stat_result(fields)
+
+    if os.geteuid() != 0:
+        monkeypatch.setattr(capture_module.os, "lstat", lstat)
+
+    def make(link: Path, to: Path) -> Path:
+        link.symlink_to(to)
+        if os.geteuid() == 0:
+            os.lchown(link, NOBODY, NOBODY)
+        planted.add(os.fspath(link))
+        return link
+
+    return make
+
+
+def test_a_link_planted_by_another_user_is_refused_before_anything_is_written(sticky, tmp_path, plant):
+    victim = tmp_path / "etc-like"
+    victim.mkdir()
+    link = plant(sticky / "cap", victim)
+    with pytest.raises(PermissionError) as raised:
+        host_facts.write_capture(link)
+    message = str(raised.value)
+    assert f"refusing to follow the link {link} (to {victim})" in message
+    assert f"owned by uid {NOBODY}" in message
+    assert list(victim.iterdir()) == []
+    assert sorted(p.name for p in sticky.iterdir()) == ["cap"]
+
+
+def test_a_planted_link_above_the_capture_folder_is_refused(sticky, tmp_path, plant):
+    """/tmp/x -> /etc, then `--capture /tmp/x/new/cap` made /etc/new/cap."""
+    victim = tmp_path / "etc-like"
+    victim.mkdir()
+    plant(sticky / "x", victim)
+    with pytest.raises(PermissionError, match=f"refusing to follow the link {sticky / 'x'} "):
+        host_facts.write_capture(sticky / "x" / "new" / "cap")
+    assert list(victim.iterdir()) == []
+
+
+def test_a_chain_through_an_own_link_to_a_planted_one_is_refused(sticky, tmp_path, plant):
+    victim = tmp_path / "etc-like"
+    victim.mkdir()
+    plant(sticky / "x", victim)
+    (tmp_path / "mine").symlink_to(sticky / "x")
+    with pytest.raises(PermissionError, match=f"refusing to follow the link {sticky / 'x'} "):
+        host_facts.write_capture(tmp_path / "mine")
+    assert list(victim.iterdir()) == []
+
+
+def test_the_cli_says_why_in_one_line(sticky, tmp_path, plant):
+    victim = tmp_path / "etc-like"
+    victim.mkdir()
+    link = plant(sticky / "cap", victim)
+    result = CliRunner().invoke(app, ["facts", "--capture", str(link)])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: refusing to follow the link {link} ")
+    assert list(victim.iterdir()) == []
+
+
+def test_an_own_link_in_the_sticky_folder_is_still_followed(sticky, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (sticky / "cap").symlink_to(real)
+    host_facts.write_capture(sticky / "cap")
+    assert sorted(p.name for p in real.iterdir()) == ["README.md", "lscpu.txt"]
+
+
+def test_a_new_folder_in_the_sticky_folder_is_made_there(sticky):
+    host_facts.write_capture(sticky / "new")
+    assert sorted(p.name for p in (sticky / "new").iterdir()) == ["README.md", "lscpu.txt"]
