@@ -178,13 +178,15 @@ DISTRO_FSTAB = (
 
 
 def persist_shm(tmp: Path, fstab: Path, shm: str, container: bool) -> tuple[int, str]:
-    """The role's own fstab task (tasks/persist.yml, its module arguments and `when` as written), with only
-    the file it edits pointed at `fstab` (ansible.posix.mount's fstab=): the host's is never touched."""
+    """The role's /dev/shm steps of tasks/persist.yml as written (read the fstab line, keep its options, write
+    the line), with only the fstab they read and edit (kt_host_tuning__fstab) pointed at `fstab`: the host's
+    is never touched. Only the last step alone wrote a `defaults,size=` line that the role never writes."""
     tasks = yaml.safe_load((ROLE / "tasks" / "persist.yml").read_text())
-    task = next(t for t in tasks if t.get("name") == SHM_TASK)
-    task["ansible.posix.mount"]["fstab"] = str(fstab)
-    extra = {"kt_host_tuning_shm_size": shm, "kt_preflight_facts": {"container": container}}
-    return run_play(tmp, [task], extra)
+    first = next(i for i, t in enumerate(tasks) if t.get("name") == "Read the /dev/shm line of fstab")
+    last = next(i for i, t in enumerate(tasks) if t.get("name") == SHM_TASK)
+    extra = {"kt_host_tuning_shm_size": shm, "kt_preflight_facts": {"container": container},
+             "kt_host_tuning__fstab": str(fstab)}  # fmt: skip
+    return run_play(tmp, tasks[first : last + 1], extra)
 
 
 def shm_lines(fstab: Path) -> list[str]:
@@ -196,7 +198,8 @@ def test_the_shm_size_replaces_the_distros_fstab_line_once(tmp_path):
     fstab.write_text(DISTRO_FSTAB)
     rc, output = persist_shm(tmp_path, fstab, "75%", container=False)
     assert rc == 0 and "changed=1" in output, output[-3000:]
-    assert shm_lines(fstab) == ["tmpfs /dev/shm tmpfs defaults,size=75% 0 0"], fstab.read_text()
+    # the distro's options kept, nosuid,nodev added (a plain `defaults` clears them at each boot's remount)
+    assert shm_lines(fstab) == ["tmpfs /dev/shm tmpfs defaults,nosuid,nodev,size=75% 0 0"], fstab.read_text()
     others = [line for line in DISTRO_FSTAB.splitlines() if "/dev/shm" not in line]
     assert [line for line in fstab.read_text().splitlines() if "/dev/shm" not in line] == others
 
@@ -204,7 +207,7 @@ def test_the_shm_size_replaces_the_distros_fstab_line_once(tmp_path):
     assert rc == 0 and "changed=0" in output, output[-3000:]
     rc, output = persist_shm(tmp_path, fstab, "64G", container=False)  # a new size replaces, never adds
     assert rc == 0 and "changed=1" in output, output[-3000:]
-    assert shm_lines(fstab) == ["tmpfs /dev/shm tmpfs defaults,size=64G 0 0"], fstab.read_text()
+    assert shm_lines(fstab) == ["tmpfs /dev/shm tmpfs defaults,nosuid,nodev,size=64G 0 0"], fstab.read_text()
 
 
 @pytest.mark.parametrize(("shm", "container"), [("75%", True), ("", False)])
