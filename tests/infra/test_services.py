@@ -16,7 +16,8 @@ UNIT_PATTERNS = ("ktinfra-serve*", "sglang*")
 DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health"
 SERVE_ENV_DIR = "/etc/ktinfra/serve"  # kt_serve_config_dir's default: where render's env files go
 SUPERVISOR_DIR = "/etc/ktinfra/supervisor"  # kt_serve_supervisor_dir's default
-SUPERVISORCTL = "/opt/ktinfra/envs/supervisor/bin/supervisorctl"  # in kt_serve_supervisor_venv's default
+# in kt_serve_supervisor_venv's default: asked where the programs' conf names no venv (supervisorctl_path)
+SUPERVISORCTL = "/opt/ktinfra/envs/supervisor/bin/supervisorctl"
 # supervisorctl waits on supervisord's socket without end: a supervisord that accepts and never answers
 # (stopped by SIGSTOP, stuck writing a log to a hung disk) held the check, and doctor, for good
 SUPERVISORCTL_TIMEOUT = 30
@@ -225,6 +226,30 @@ def stopped_instances(host) -> list[str]:
     )
 
 
+def supervisor_venvs(host) -> list[str]:
+    """The venvs kt_serve's programs name: each program's start-limit event listener runs the venv's python
+    (command=VENV/bin/python ...), the one place the role writes kt_serve_supervisor_venv on the host."""
+    listed = host.run(f"grep -H -E '^(\\[|command=)' {SUPERVISOR_DIR}/conf.d/*.conf 2>/dev/null")
+    section, venvs = {}, []
+    for line in listed.stdout.splitlines():
+        path, _, text = line.partition(":")
+        if text.startswith("["):
+            section[path] = text.strip()
+        elif section.get(path, "").startswith("[eventlistener:ktinfra-start-limit-"):
+            python = text.removeprefix("command=").split(" ", 1)[0]
+            if python.endswith("/bin/python") and python.removesuffix("/bin/python") not in venvs:
+                venvs.append(python.removesuffix("/bin/python"))
+    return venvs
+
+
+def supervisorctl_path(host) -> str:
+    """supervisorctl of the venv the role runs supervisord from: the default venv's was asked whatever
+    kt_serve_supervisor_venv said, and a host set up with another failed '.../supervisorctl is missing'
+    while supervisord ran every program."""
+    found = [f"{venv}/bin/supervisorctl" for venv in supervisor_venvs(host)]
+    return next((path for path in found if host.file(path).exists), found[0] if found else SUPERVISORCTL)
+
+
 def test_supervised_programs_running(host, init_name):
     """Where PID 1 is not systemd kt_serve runs its instances under supervisord, which nothing starts at
     boot: a container restart leaves the programs down until its start-up command runs."""
@@ -236,15 +261,18 @@ def test_supervised_programs_running(host, init_name):
     wanted = autostart_programs(host)
     if not wanted:
         pytest.skip(f"no program in {SUPERVISOR_DIR}/conf.d is to be started")
-    if not host.file(SUPERVISORCTL).exists:
-        pytest.fail(f"{SUPERVISORCTL} is missing (kt_serve_supervisor_venv)", pytrace=False)
+    ctl = supervisorctl_path(host)
+    supervisord = ctl.removesuffix("supervisorctl") + "supervisord"
+    if not host.file(ctl).exists:
+        pytest.fail(f"{ctl} is missing (kt_serve_supervisor_venv)", pytrace=False)
+    ask = f"{shlex.quote(ctl)} -c {shlex.quote(conf)}"
+    start = f"{shlex.quote(supervisord)} -c {shlex.quote(conf)}"
     # exits 3 when a program is not running
-    status = host.run(f"timeout -k 5 {SUPERVISORCTL_TIMEOUT} {SUPERVISORCTL} -c {conf} status")
+    status = host.run(f"timeout -k 5 {SUPERVISORCTL_TIMEOUT} {ask} status")
     if status.rc in (124, 137):
         pytest.fail(
-            f"supervisord does not answer within {SUPERVISORCTL_TIMEOUT} s ({SUPERVISORCTL} -c {conf} "
-            "status hung): it is stopped (kill -CONT PID) or stuck; kill it and start it again: "
-            f"{SUPERVISORCTL.replace('supervisorctl', 'supervisord')} -c {conf}",
+            f"supervisord does not answer within {SUPERVISORCTL_TIMEOUT} s ({ask} status hung): it is "
+            f"stopped (kill -CONT PID) or stuck; kill it and start it again: {start}",
             pytrace=False,
         )
     states = {}
@@ -253,7 +281,6 @@ def test_supervised_programs_running(host, init_name):
         if len(fields) >= 2 and fields[1] in SUPERVISOR_STATES:
             states[fields[0]] = " ".join(fields[1:])
     if not states:
-        supervisord = SUPERVISORCTL.replace("supervisorctl", "supervisord")
         said = (status.stdout.strip() or status.stderr.strip())[-300:]
         if "Permission denied" in said:  # kt_serve's socket is chmod 0700, root's: it answers, not to us
             pytest.fail(
@@ -262,8 +289,7 @@ def test_supervised_programs_running(host, init_name):
                 pytrace=False,
             )
         pytest.fail(
-            f"supervisord does not answer ({said}): nothing starts it without systemd; run "
-            f"{supervisord} -c {conf}",
+            f"supervisord does not answer ({said}): nothing starts it without systemd; run {start}",
             pytrace=False,
         )
     bad = [f"{name} {states.get(name, 'not known to supervisord (supervisorctl update)')}" for name in wanted
