@@ -162,6 +162,9 @@ class RequestResult:
     # --url or --api points at something else, and the next request gets the same
     bad_reply: bool = False
     retry_after: str | None = None  # a non-200 reply's Retry-After header, as sent
+    # still running when its --duration level ended and the grace after it ran out: ended by the bench, not
+    # the server, so it is neither completed nor failed (error stays None)
+    cut: bool = False
 
     @property
     def retry_later(self) -> bool:
@@ -311,13 +314,19 @@ def _joined(pieces: Iterator[bytes]) -> bytes:
     return bytes(body)
 
 
-def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
-    """One request, timed; never raises for what the server does (refusal, timeout, odd reply)."""
+def send(session: requests.Session, sc: Scenario, prompt: str, cut_at: float | None = None) -> RequestResult:
+    """One request, timed; never raises for what the server does (refusal, timeout, odd reply).
+    `cut_at` (a time.perf_counter() value) ends the request there if its --timeout would end it later: it
+    comes back with `cut` set, not as a timeout."""
     path, body = _payload(sc, prompt)
     headers = {"Authorization": f"Bearer {sc.api_key}"} if sc.api_key else None
     result = RequestResult(ok=False, start=time.time())
     t0 = time.perf_counter()
     deadline = t0 + sc.timeout_s
+    cut = cut_at is not None and cut_at < deadline
+    if cut:
+        deadline = cut_at
+    timed_out = False
     content_type = ""
     try:
         # stream=True also without --stream: the body is read by _reads, under the request's deadline;
@@ -325,7 +334,11 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         with (
             request_deadline(deadline),
             session.post(
-                sc.url.rstrip("/") + path, json=body, headers=headers, stream=True, timeout=sc.timeout_s
+                sc.url.rstrip("/") + path,
+                json=body,
+                headers=headers,
+                stream=True,
+                timeout=max(0.001, deadline - t0),  # the connect too, where cut_at comes first
             ) as resp,
         ):
             result.answered, result.status = True, resp.status_code
@@ -374,8 +387,10 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
             if not result.ok:
                 result.error = "server returned no tokens"
     except TimedOut:
+        timed_out = True
         result.error = f"timed out after {sc.timeout_s:g} s"
     except requests.Timeout as exc:
+        timed_out = True
         kind = "connect" if isinstance(exc, requests.ConnectTimeout) else "no answer"
         result.error = f"timed out after {sc.timeout_s:g} s ({kind})"
     except UnexpectedReply as exc:
@@ -388,6 +403,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
         result.server_failed = True
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
         if time.perf_counter() >= deadline:  # the deadline shut the socket while the headers were read
+            timed_out = True
             result.error = f"timed out after {sc.timeout_s:g} s (no answer)"
         else:
             result.error = f"{type(exc).__name__}: {exc}"
@@ -395,4 +411,6 @@ def send(session: requests.Session, sc: Scenario, prompt: str) -> RequestResult:
     if not result.ok:
         result.ok, result.ttft_s, result.itl_s = False, None, []
         result.latency_s = time.perf_counter() - t0
+        if timed_out and cut:
+            result.cut, result.error = True, None
     return result

@@ -52,7 +52,10 @@ def summarize(results: list[RequestResult], concurrency: int, wall_s: float) -> 
     return {
         "concurrency": concurrency,
         "completed": len(done),
-        "failed": len(results) - len(done),
+        "failed": sum(1 for r in results if not r.ok and not r.cut),
+        # still running when a --duration level and its grace ended: cut by the bench, neither completed
+        # nor failed, and none of their tokens counted
+        "cut": sum(1 for r in results if r.cut),
         "errors": errors[:5],
         "error_counts": [counts[error] for error in errors[:5]],  # how many requests failed with each
         "other_errors": sum(counts[error] for error in errors[5:]),  # failed requests with errors not shown

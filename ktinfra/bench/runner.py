@@ -21,6 +21,10 @@ OnResult = Callable[[RequestResult], None]
 # is not a delay (garbage, negative) leaves the backoff as it is. Both kinds are reported with the level.
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 1.0
+# When a --duration level ends, no user starts another request, and those in flight get this long to finish
+# (k6's gracefulStop, 30 s by default); what still runs then is cut and counted apart, neither completed nor
+# failed. Before, they ran to their --timeout: a 60 s level took 60 s + 600 s against a stuck server.
+GRACE_S = 30.0
 
 
 class _Pauses:
@@ -79,14 +83,20 @@ def run_level(
     duration_s: float | None = None,
     on_result: OnResult | None = None,
     seed: int = 0,
+    grace_s: float | None = None,
 ) -> dict:
-    """Run one concurrency level; returns its metrics. Either a request count or a duration bounds it."""
+    """Run one concurrency level; returns its metrics. Either a request count or a duration bounds it;
+    a duration's requests in flight at its end get `grace_s` (default GRACE_S) more, then are cut."""
     if users < 1:
         raise ValueError("users must be at least 1")
     if (requests_per_user is None) == (duration_s is None):
         raise ValueError("give exactly one of requests_per_user or duration_s")
     if requests_per_user is not None and requests_per_user < 1:
         raise ValueError("requests_per_user must be at least 1")
+    if grace_s is not None and (duration_s is None or not grace_s >= 0):
+        raise ValueError("grace_s is for a duration level, and at least 0")
+    if grace_s is None:
+        grace_s = GRACE_S
     results: list[RequestResult] = []
     lock = threading.Lock()
     stop = threading.Event()  # set on Ctrl-C (or a user's crash): no user starts another request
@@ -94,6 +104,7 @@ def run_level(
     pauses = _Pauses()
     start = time.perf_counter()
     deadline = start + duration_s if duration_s is not None else None
+    cut_at = deadline + grace_s if deadline is not None else None
 
     def user(index: int) -> None:
         with new_session() as session:
@@ -111,7 +122,7 @@ def run_level(
                 if deadline is not None and time.perf_counter() >= deadline:
                     return
                 prompt = make_prompt(sc.prompt_tokens, seed=seed * 1_000_003 + index * 10_007 + n)
-                result = send(session, sc, prompt)
+                result = send(session, sc, prompt, cut_at=cut_at)
                 with lock:
                     results.append(result)
                 if on_result is not None:

@@ -141,6 +141,15 @@ def bench_command(
         show_default=False,
     ),
     duration: float | None = typer.Option(None, "--duration", min=0.1, help="Seconds per level instead."),
+    grace: float | None = typer.Option(
+        None,
+        "--grace",
+        min=0.0,
+        help=f"With --duration: seconds the requests in flight at its end may take to finish (default "
+        f"{bench.runner.GRACE_S:g}); those still running then are cut, counted apart from completed and "
+        "failed.",
+        show_default=False,
+    ),
     timeout: float = typer.Option(
         600.0,
         "--timeout",
@@ -181,6 +190,10 @@ def bench_command(
     _positive("--min-tps", min_tps)
     _positive("--timeout", timeout, bench.MAX_TIMEOUT_S, " s (one day)")
     _positive("--duration", duration)
+    if grace is not None and duration is None:
+        _fail("--grace is the time a --duration level's last requests get to finish; give --duration too")
+    if grace is not None and not math.isfinite(grace):
+        _fail(f"--grace must be a finite number of seconds, not {grace:g}")
     if plot is not None:
         if importlib.util.find_spec("matplotlib") is None:
             _fail("--plot needs matplotlib: pip install 'ktinfra[plot]'")
@@ -237,8 +250,9 @@ def bench_command(
             duration,
             on_result=lambda _r: progress.advance(task),
             seed=seed * LEVEL_SEED_STRIDE + n,
+            grace_s=grace,
         )
-        progress.update(task, total=result["completed"] + result["failed"])
+        progress.update(task, total=result["completed"] + result["failed"] + result["cut"])
         return result
 
     finished: list[dict] = []
@@ -279,6 +293,7 @@ def bench_command(
         "requests_per_user": requests_per_user,
         "seed": seed,
         "duration_s": duration,
+        "grace_s": (bench.runner.GRACE_S if grace is None else grace) if duration is not None else None,
         "timeout_s": timeout,
     }
     if capacity:  # "limited_by_max_users" says the search hit it; this says where it was
@@ -359,6 +374,13 @@ def _report(
         out.print(f"plot written to {escape(str(plot))}")
     if any(lv["failed"] for lv in levels):
         out.print(f"[red]failed requests: {escape('; '.join(_counted_errors(levels)))}")
+    cut = sum(lv["cut"] for lv in levels)
+    if cut:
+        grace = result["scenario"]["grace_s"]
+        out.print(
+            f"{cut} request(s) still running {grace:g} s after the end of --duration were cut: counted "
+            "neither completed nor failed (a longer --duration or --grace lets them finish)"
+        )
     for line in _pause_notes(levels):
         out.print(escape(line))
 
