@@ -199,12 +199,15 @@ def validate(
 
 
 def validate_options(options: dict) -> None:
-    """--python/--sft-python/--health-url: an empty one was dropped without a word, a health URL that is not
-    http(s) became a failed check instead of bad input."""
-    for key in ("python", "sft_python", "health_url"):
+    """--python/--sft-python/--health-url/--supervisor-dir: an empty one was dropped without a word, a health
+    URL that is not http(s) became a failed check instead of bad input."""
+    for key in ("python", "sft_python", "health_url", "supervisor_dir"):
         value = options.get(key)
         if value is not None and not value.strip():
             raise DoctorError(f"--{key.replace('_', '-')} is empty")
+    supervisor_dir = options.get("supervisor_dir")
+    if supervisor_dir is not None and not supervisor_dir.startswith("/"):
+        raise DoctorError(f"--supervisor-dir {supervisor_dir!r}: give its absolute path on the host")
     if options.get("health_url") is not None:
         from ktinfra.bench.client import check_url
 

@@ -37,11 +37,15 @@ def register(app: typer.Typer) -> None:
         python: str = typer.Option(None, "--python", help="python of the inference env on the target"),
         sft_python: str = typer.Option(None, "--sft-python", help="python of the SFT env on the target"),
         health_url: str = typer.Option(None, "--health-url", help="serve health endpoint that must answer"),
+        supervisor_dir: str = typer.Option(
+            None, "--supervisor-dir", help="kt_serve_supervisor_dir, if not /etc/ktinfra/supervisor"
+        ),
         select: str = typer.Option(None, "-k", help="pytest -k expression: run only matching checks"),
         as_json: bool = typer.Option(False, "--json", help="machine JSON on stdout"),
     ) -> None:
         """Run the KT host suite (tests/infra) and list every check; exit 1 if any failed or none passed."""
-        options = {"method": method, "python": python, "sft_python": sft_python, "health_url": health_url}
+        options = {"method": method, "python": python, "sft_python": sft_python, "health_url": health_url,
+                   "supervisor_dir": supervisor_dir}  # fmt: skip
         try:
             host_list = [h.strip() for h in hosts.split(",") if h.strip()]
             report = doctor.run(host_list, role, profile, select=select, **options)

@@ -26,6 +26,11 @@ def pytest_addoption(parser):
     group.addoption("--kt-method", default="AMXINT8", help="serve kt_method (AMX* methods need AMX)")
     group.addoption("--kt-python", default="auto", help="python of the inference env on the target")
     group.addoption("--kt-sft-python", default="auto", help="python of the SFT env on the target")
+    group.addoption(
+        "--kt-supervisor-dir",
+        default=None,
+        help="kt_serve_supervisor_dir on the target, where it is not /etc/ktinfra/supervisor",
+    )
     group.addoption("--kt-unit", action="append", default=[], help="systemd unit that must be enabled+active")
     group.addoption(
         "--kt-health-url",

@@ -15,7 +15,7 @@ from ktinfra.bench.client import shown_url
 UNIT_PATTERNS = ("ktinfra-serve*", "sglang*")
 DEFAULT_HEALTH_URL = "http://127.0.0.1:30000/health"
 SERVE_ENV_DIR = "/etc/ktinfra/serve"  # kt_serve_config_dir's default: where render's env files go
-SUPERVISOR_DIR = "/etc/ktinfra/supervisor"  # kt_serve_supervisor_dir's default
+SUPERVISOR_DIR = "/etc/ktinfra/supervisor"  # kt_serve_supervisor_dir's default (--kt-supervisor-dir)
 # in kt_serve_supervisor_venv's default: asked where the programs' conf names no venv (supervisorctl_path)
 SUPERVISORCTL = "/opt/ktinfra/envs/supervisor/bin/supervisorctl"
 # supervisorctl waits on supervisord's socket without end: a supervisord that accepts and never answers
@@ -67,6 +67,13 @@ HEALTH_CHECK = (
 # The URL goes into a fresh 0600 file by a command that ends at once (printf is a shell builtin): the
 # command line holding it lives for milliseconds, not for the request.
 URL_FILE = "umask 077 && f=$(mktemp) && printf '%s' {url} > \"$f\" && printf '%s' \"$f\""
+
+
+@pytest.fixture(scope="session")
+def supervisor_dir(pytestconfig) -> str:
+    """kt_serve_supervisor_dir on the target: a host set up with another one had its supervised-programs
+    check skipped as 'not installed', and doctor passed with every program down."""
+    return pytestconfig.getoption("kt_supervisor_dir") or SUPERVISOR_DIR
 
 
 @pytest.fixture(scope="module")
@@ -197,10 +204,14 @@ def test_units_enabled_and_active(host, units, init_name):
     print(f"units enabled and active: {', '.join(units)}")
 
 
-def program_autostart(host) -> dict[str, bool]:
+def _conf_files(sup_dir: str | None) -> str:
+    return f"{shlex.quote(sup_dir or SUPERVISOR_DIR)}/conf.d/*.conf"
+
+
+def program_autostart(host, sup_dir: str | None = None) -> dict[str, bool]:
     """{program: autostart} of the programs in kt_serve's supervisord conf.d (state: started -> true,
     stopped -> false)."""
-    listed = host.run(f"grep -H -E '^(\\[program:|autostart=)' {SUPERVISOR_DIR}/conf.d/*.conf 2>/dev/null")
+    listed = host.run(f"grep -H -E '^(\\[program:|autostart=)' {_conf_files(sup_dir)} 2>/dev/null")
     names, autostart = {}, {}
     for line in listed.stdout.splitlines():
         path, _, text = line.partition(":")
@@ -211,25 +222,25 @@ def program_autostart(host) -> dict[str, bool]:
     return autostart
 
 
-def autostart_programs(host) -> list[str]:
+def autostart_programs(host, sup_dir: str | None = None) -> list[str]:
     """The ktinfra-serve-* programs kt_serve told supervisord to start (state: started -> autostart=true)."""
-    return sorted(name for name, start in program_autostart(host).items() if start)
+    return sorted(name for name, start in program_autostart(host, sup_dir).items() if start)
 
 
-def stopped_instances(host) -> list[str]:
+def stopped_instances(host, sup_dir: str | None = None) -> list[str]:
     """The instances kt_serve set to stopped (their program autostart=false): their env file stays, and
     their server is not meant to answer."""
     return sorted(
         name.removeprefix("ktinfra-serve-")
-        for name, start in program_autostart(host).items()
+        for name, start in program_autostart(host, sup_dir).items()
         if not start and name.startswith("ktinfra-serve-")
     )
 
 
-def supervisor_venvs(host) -> list[str]:
+def supervisor_venvs(host, sup_dir: str | None = None) -> list[str]:
     """The venvs kt_serve's programs name: each program's start-limit event listener runs the venv's python
     (command=VENV/bin/python ...), the one place the role writes kt_serve_supervisor_venv on the host."""
-    listed = host.run(f"grep -H -E '^(\\[|command=)' {SUPERVISOR_DIR}/conf.d/*.conf 2>/dev/null")
+    listed = host.run(f"grep -H -E '^(\\[|command=)' {_conf_files(sup_dir)} 2>/dev/null")
     section, venvs = {}, []
     for line in listed.stdout.splitlines():
         path, _, text = line.partition(":")
@@ -242,26 +253,29 @@ def supervisor_venvs(host) -> list[str]:
     return venvs
 
 
-def supervisorctl_path(host) -> str:
+def supervisorctl_path(host, sup_dir: str | None = None) -> str:
     """supervisorctl of the venv the role runs supervisord from: the default venv's was asked whatever
     kt_serve_supervisor_venv said, and a host set up with another failed '.../supervisorctl is missing'
     while supervisord ran every program."""
-    found = [f"{venv}/bin/supervisorctl" for venv in supervisor_venvs(host)]
+    found = [f"{venv}/bin/supervisorctl" for venv in supervisor_venvs(host, sup_dir)]
     return next((path for path in found if host.file(path).exists), found[0] if found else SUPERVISORCTL)
 
 
-def test_supervised_programs_running(host, init_name):
+def test_supervised_programs_running(host, init_name, supervisor_dir):
     """Where PID 1 is not systemd kt_serve runs its instances under supervisord, which nothing starts at
     boot: a container restart leaves the programs down until its start-up command runs."""
     if init_name == "systemd":
         pytest.skip("PID 1 is systemd: kt_serve runs units there, not supervisord programs")
-    conf = f"{SUPERVISOR_DIR}/supervisord.conf"
+    conf = f"{supervisor_dir}/supervisord.conf"
     if not host.file(conf).exists:
-        pytest.skip(f"no {conf}: kt_serve's supervisord fallback is not installed")
-    wanted = autostart_programs(host)
+        pytest.skip(
+            f"no {conf}: kt_serve's supervisord fallback is not installed (another kt_serve_supervisor_dir: "
+            "ktinfra doctor --supervisor-dir DIR, pytest --kt-supervisor-dir=DIR)"
+        )
+    wanted = autostart_programs(host, supervisor_dir)
     if not wanted:
-        pytest.skip(f"no program in {SUPERVISOR_DIR}/conf.d is to be started")
-    ctl = supervisorctl_path(host)
+        pytest.skip(f"no program in {supervisor_dir}/conf.d is to be started")
+    ctl = supervisorctl_path(host, supervisor_dir)
     supervisord = ctl.removesuffix("supervisorctl") + "supervisord"
     if not host.file(ctl).exists:
         pytest.fail(f"{ctl} is missing (kt_serve_supervisor_venv)", pytrace=False)
@@ -298,7 +312,7 @@ def test_supervised_programs_running(host, init_name):
     print(f"supervised programs running: {', '.join(wanted)}")
 
 
-def env_file_health_urls(host) -> list[str]:
+def env_file_health_urls(host, sup_dir: str | None = None) -> list[str]:
     """KT_HEALTH_URL of every serve env file ktinfra installed: where PID 1 is not systemd kt_serve runs the
     same instances under supervisord, which no unit list shows. One that cannot be read (0600, doctor not
     root) fails the check with the reason: before, the unread file left no URL and the check was skipped.
@@ -307,7 +321,7 @@ def env_file_health_urls(host) -> list[str]:
     run was up, as systemd's path never asked a stopped, disabled unit."""
     listed = host.run(f"ls -1 -- {shlex.quote(SERVE_ENV_DIR)}")
     names = [n for n in listed.stdout.splitlines() if n.endswith(".env")] if listed.rc == 0 else []
-    stopped = set(stopped_instances(host)) & {name.removesuffix(".env") for name in names}
+    stopped = set(stopped_instances(host, sup_dir)) & {name.removesuffix(".env") for name in names}
     if stopped:
         shown = ", ".join(sorted(stopped))
         print(f"not asked (kt_serve state stopped, supervisord autostart=false): {shown}")
@@ -344,13 +358,13 @@ def ask_health(host, probe_python: str, url: str) -> str:
     return said
 
 
-def test_health_endpoint_answers(host, pytestconfig, units, init_name, probe_python):
+def test_health_endpoint_answers(host, pytestconfig, units, init_name, probe_python, supervisor_dir):
     explicit = pytestconfig.getoption("kt_health_url")
     urls = [explicit] if explicit else sorted({unit_health_url(host, u) for u in units})
     if not urls and init_name != "systemd":
-        urls = env_file_health_urls(host)
+        urls = env_file_health_urls(host, supervisor_dir)
     if not urls:
-        stopped = stopped_instances(host) if init_name != "systemd" else []
+        stopped = stopped_instances(host, supervisor_dir) if init_name != "systemd" else []
         why = f"; instances set to stopped: {', '.join(stopped)}" if stopped else ""
         pytest.skip(f"no serve unit installed and no --health-url given (pytest: --kt-health-url){why}")
     bad = []

@@ -78,7 +78,9 @@ def test_an_instance_set_to_stopped_is_not_asked(supervised, live_port, capsys):
     supervised("qwen3", "started", live_port)
     supervised("spare", "stopped", _closed_port())
     host = testinfra.get_host("local://")
-    services.test_health_endpoint_answers(host, _Config(), [], "docker-init", sys.executable)
+    services.test_health_endpoint_answers(
+        host, _Config(), [], "docker-init", sys.executable, services.SUPERVISOR_DIR
+    )
     out = capsys.readouterr().out
     assert f"health 200 from http://127.0.0.1:{live_port}/health" in out
     assert "not asked (kt_serve state stopped, supervisord autostart=false): spare" in out
@@ -90,11 +92,15 @@ def test_a_started_instance_that_does_not_answer_still_fails(supervised, live_po
     supervised("down", "started", dead)
     host = testinfra.get_host("local://")
     with pytest.raises(AssertionError, match=f"http://127.0.0.1:{dead}/health: .*refused"):
-        services.test_health_endpoint_answers(host, _Config(), [], "docker-init", sys.executable)
+        services.test_health_endpoint_answers(
+            host, _Config(), [], "docker-init", sys.executable, services.SUPERVISOR_DIR
+        )
 
 
 def test_only_stopped_instances_skip_and_say_so(supervised):
     supervised("spare", "stopped", _closed_port())
     host = testinfra.get_host("local://")
     with pytest.raises(pytest.skip.Exception, match="instances set to stopped: spare"):
-        services.test_health_endpoint_answers(host, _Config(), [], "docker-init", sys.executable)
+        services.test_health_endpoint_answers(
+            host, _Config(), [], "docker-init", sys.executable, services.SUPERVISOR_DIR
+        )

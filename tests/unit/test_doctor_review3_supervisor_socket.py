@@ -42,7 +42,7 @@ def test_a_socket_we_may_not_open_says_run_as_root(tmp_path, monkeypatch):
     _supervisor(tmp_path, monkeypatch, DENIED)
     host = testinfra.get_host("local://")
     with pytest.raises(pytest.fail.Exception) as failed:
-        services.test_supervised_programs_running(host, "docker-init")
+        services.test_supervised_programs_running(host, "docker-init", services.SUPERVISOR_DIR)
     said = str(failed.value)
     assert said.startswith("cannot ask supervisord (error: <class 'PermissionError'>"), said
     assert "run doctor as root" in said and "nothing starts it" not in said
@@ -52,5 +52,5 @@ def test_a_supervisord_that_is_down_is_still_told_how_to_start(tmp_path, monkeyp
     _supervisor(tmp_path, monkeypatch, "unix:///run/ktinfra-supervisor.sock refused connection")
     host = testinfra.get_host("local://")
     with pytest.raises(pytest.fail.Exception) as failed:
-        services.test_supervised_programs_running(host, "docker-init")
+        services.test_supervised_programs_running(host, "docker-init", services.SUPERVISOR_DIR)
     assert "supervisord does not answer (unix://" in str(failed.value)

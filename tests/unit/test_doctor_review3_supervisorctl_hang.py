@@ -47,7 +47,7 @@ def test_a_supervisord_that_never_answers_fails_the_check_in_bounded_time(hung_s
 
     def check():
         try:
-            services.test_supervised_programs_running(host, "docker-init")
+            services.test_supervised_programs_running(host, "docker-init", services.SUPERVISOR_DIR)
             outcome["result"] = "passed"
         except BaseException as exc:  # pytest.fail's Failed is a BaseException
             outcome["result"] = exc

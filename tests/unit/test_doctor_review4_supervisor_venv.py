@@ -50,7 +50,9 @@ def _supervisor(tmp_path, monkeypatch, listener: str, status: str) -> Path:
 def test_the_venv_the_role_used_is_asked(tmp_path, monkeypatch, capsys, listener):
     running = "ktinfra-serve-qwen3              RUNNING   pid 42, uptime 0:10:00\n"
     _supervisor(tmp_path, monkeypatch, listener, running)
-    services.test_supervised_programs_running(testinfra.get_host("local://"), "docker-init")
+    services.test_supervised_programs_running(
+        testinfra.get_host("local://"), "docker-init", services.SUPERVISOR_DIR
+    )
     assert "supervised programs running: ktinfra-serve-qwen3" in capsys.readouterr().out
 
 
@@ -58,7 +60,9 @@ def test_a_supervisord_that_is_down_is_told_to_start_from_that_venv(tmp_path, mo
     refused = "unix:///run/ktinfra-supervisor.sock refused connection"
     venv = _supervisor(tmp_path, monkeypatch, "inline", refused)
     with pytest.raises(pytest.fail.Exception) as failed:
-        services.test_supervised_programs_running(testinfra.get_host("local://"), "docker-init")
+        services.test_supervised_programs_running(
+            testinfra.get_host("local://"), "docker-init", services.SUPERVISOR_DIR
+        )
     said = str(failed.value)
     assert f"run {venv}/bin/supervisord -c " in said, said
 
@@ -72,7 +76,9 @@ def test_programs_without_a_listener_still_use_the_default_venv(tmp_path, monkey
     monkeypatch.setattr(services, "SUPERVISOR_DIR", str(sup_dir))
     monkeypatch.setattr(services, "SUPERVISORCTL", str(tmp_path / "none" / "bin" / "supervisorctl"))
     with pytest.raises(pytest.fail.Exception) as failed:
-        services.test_supervised_programs_running(testinfra.get_host("local://"), "docker-init")
+        services.test_supervised_programs_running(
+            testinfra.get_host("local://"), "docker-init", services.SUPERVISOR_DIR
+        )
     assert str(failed.value).startswith(f"{tmp_path}/none/bin/supervisorctl is missing"), str(failed.value)
 
 
