@@ -17,8 +17,10 @@ OnResult = Callable[[RequestResult], None]
 # It doubles from the first to the longest over failures in a row: against a dead or broken server each user
 # re-sent at once, thousands of failed requests a second for the whole --duration. Each such request counts
 # as a failed one; a success, or a client error (400), ends the pause.
-# A reply's Retry-After (429, 503) makes the pause at least what it asks, up to RETRY_AFTER_MAX_S; one that
-# is not a delay (garbage, negative) leaves the backoff as it is. Both kinds are reported with the level.
+# A reply's Retry-After (429, 503) makes the pause at least what it asks, up to RETRY_AFTER_MAX_S or
+# --timeout, whichever is less (no pause is longer than a request may take: "Retry-After: 60" held a
+# --requests 100 level's users 99 minutes at --timeout 5); one that is not a delay (garbage, negative) leaves
+# the backoff as it is. Both kinds are reported with the level.
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 1.0
 # When a --duration level ends, no user starts another request, and those in flight get this long to finish
@@ -30,7 +32,8 @@ GRACE_S = 30.0
 class _Pauses:
     """What a level's users paused, and the Retry-After values they were sent: the level's report."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout_s: float) -> None:
+        self.longest_allowed_s = min(RETRY_AFTER_MAX_S, timeout_s)
         self.lock = threading.Lock()
         self.count, self.total_s = 0, 0.0
         self.honoured, self.longest_s, self.capped, self.ignored = 0, 0.0, 0, 0
@@ -44,14 +47,14 @@ class _Pauses:
         with self.lock:
             if asked is None:
                 self.ignored += 1
-            elif asked > RETRY_AFTER_MAX_S:
+            elif asked > self.longest_allowed_s:
                 self.capped += 1
             else:
                 self.honoured += 1
                 self.longest_s = max(self.longest_s, asked)
-            if asked is None or asked > RETRY_AFTER_MAX_S:
+            if asked is None or asked > self.longest_allowed_s:
                 self.odd.add(shown(result.retry_after))
-        return backoff if asked is None else max(backoff, min(asked, RETRY_AFTER_MAX_S))
+        return backoff if asked is None else max(backoff, min(asked, self.longest_allowed_s))
 
     def paused(self, seconds: float) -> None:
         with self.lock:
@@ -66,8 +69,8 @@ class _Pauses:
             "retry_after": {
                 "honoured": self.honoured,
                 "longest_s": round(self.longest_s, 3),
-                "capped": self.capped,  # asked more than RETRY_AFTER_MAX_S: paused that long
-                "max_s": RETRY_AFTER_MAX_S,
+                "capped": self.capped,  # asked more than max_s: paused that long
+                "max_s": self.longest_allowed_s,  # RETRY_AFTER_MAX_S, or the request timeout if less
                 "ignored": self.ignored,  # not a delay: the backoff applied
                 "odd_values": sorted(self.odd)[:5],
             }
@@ -101,7 +104,7 @@ def run_level(
     lock = threading.Lock()
     stop = threading.Event()  # set on Ctrl-C (or a user's crash): no user starts another request
     crashed: list[BaseException] = []
-    pauses = _Pauses()
+    pauses = _Pauses(sc.timeout_s)
     start = time.perf_counter()
     deadline = start + duration_s if duration_s is not None else None
     cut_at = deadline + grace_s if deadline is not None else None

@@ -416,7 +416,8 @@ def _pause_notes(levels: list[dict]) -> list[str]:
         odd = sorted({v for ra in asked for v in ra["odd_values"]})[:5]
         notes.append(
             f"Retry-After values the bench did not follow ({', '.join(repr(v) for v in odd)}): {capped} "
-            f"over {asked[0]['max_s']:g} s paused only that long, {ignored} not a delay ignored "
+            f"over {asked[0]['max_s']:g} s ({bench.runner.RETRY_AFTER_MAX_S:g} s, or --timeout if less) "
+            f"paused only that long, {ignored} not a delay ignored "
             "(the usual backoff applied)"
         )
     return notes
