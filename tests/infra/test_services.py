@@ -237,18 +237,38 @@ def stopped_instances(host, sup_dir: str | None = None) -> list[str]:
     )
 
 
-def supervisor_venvs(host, sup_dir: str | None = None) -> list[str]:
-    """The venvs kt_serve's programs name: each program's start-limit event listener runs the venv's python
-    (command=VENV/bin/python ...), the one place the role writes kt_serve_supervisor_venv on the host."""
+def conf_commands(host, sup_dir: str | None = None) -> list[tuple[str, str]]:
+    """(section, command) of every command= line in kt_serve's conf.d, section as '[program:NAME]'."""
     listed = host.run(f"grep -H -E '^(\\[|command=)' {_conf_files(sup_dir)} 2>/dev/null")
-    section, venvs = {}, []
+    section, found = {}, []
     for line in listed.stdout.splitlines():
         path, _, text = line.partition(":")
         if text.startswith("["):
             section[path] = text.strip()
-        elif section.get(path, "").startswith("[eventlistener:ktinfra-start-limit-"):
-            python = text.removeprefix("command=").split(" ", 1)[0]
-            if python.endswith("/bin/python") and python.removesuffix("/bin/python") not in venvs:
+        elif path in section:
+            found.append((section[path], text.removeprefix("command=")))
+    return found
+
+
+def program_env_files(host, sup_dir: str | None = None) -> dict[str, str]:
+    """{instance: env file} as each ktinfra-serve-NAME program's command sources it (`. DIR/NAME.env;`): the
+    one place kt_serve writes kt_serve_config_dir for supervisord, which may be another than SERVE_ENV_DIR."""
+    found = {}
+    for section, command in conf_commands(host, sup_dir):
+        sourced = re.search(r"\. (/\S+\.env);", command)
+        if section.startswith("[program:ktinfra-serve-") and sourced:
+            found[section.removeprefix("[program:ktinfra-serve-").rstrip("]")] = sourced.group(1)
+    return found
+
+
+def supervisor_venvs(host, sup_dir: str | None = None) -> list[str]:
+    """The venvs kt_serve's programs name: each program's start-limit event listener runs the venv's python
+    (command=VENV/bin/python ...), the one place the role writes kt_serve_supervisor_venv on the host."""
+    venvs = []
+    for section, command in conf_commands(host, sup_dir):
+        python = command.split(" ", 1)[0]
+        if section.startswith("[eventlistener:ktinfra-start-limit-") and python.endswith("/bin/python"):
+            if python.removesuffix("/bin/python") not in venvs:
                 venvs.append(python.removesuffix("/bin/python"))
     return venvs
 
@@ -321,14 +341,14 @@ def env_file_health_urls(host, sup_dir: str | None = None) -> list[str]:
     run was up, as systemd's path never asked a stopped, disabled unit."""
     listed = host.run(f"ls -1 -- {shlex.quote(SERVE_ENV_DIR)}")
     names = [n for n in listed.stdout.splitlines() if n.endswith(".env")] if listed.rc == 0 else []
-    stopped = set(stopped_instances(host, sup_dir)) & {name.removesuffix(".env") for name in names}
+    files = {name.removesuffix(".env"): f"{SERVE_ENV_DIR}/{name}" for name in names}
+    files.update(program_env_files(host, sup_dir))  # another kt_serve_config_dir
+    stopped = set(stopped_instances(host, sup_dir)) & set(files)
     if stopped:
         shown = ", ".join(sorted(stopped))
         print(f"not asked (kt_serve state stopped, supervisord autostart=false): {shown}")
-    names = [name for name in names if name.removesuffix(".env") not in stopped]
     urls = set()
-    for name in sorted(names):
-        path = f"{SERVE_ENV_DIR}/{name}"
+    for path in sorted({path for name, path in files.items() if name not in stopped}):
         read = host.run(f"cat -- {shlex.quote(path)}")
         if read.rc != 0:
             said = (read.stderr or read.stdout).strip()

@@ -44,10 +44,10 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def _program(name: str, state: str) -> str:
+def _program(name: str, state: str, env_dir: Path) -> str:
     return (
         f"[program:ktinfra-serve-{name}]\n"
-        f"command=/bin/sh -c 'set -a; . /etc/ktinfra/serve/{name}.env; set +a; exec true'\n"
+        f"command=/bin/sh -c 'set -a; . {env_dir}/{name}.env; set +a; exec true'\n"
         f"autostart={'true' if state == 'started' else 'false'}\nautorestart=true\n"
     )
 
@@ -64,7 +64,7 @@ def supervised(tmp_path, monkeypatch, live_port):
 
     def add(name: str, state: str, port: int) -> None:
         (env_dir / f"{name}.env").write_text(f'KT_HEALTH_URL="http://127.0.0.1:{port}/health"\n')
-        (sup_dir / "conf.d" / f"{name}.conf").write_text(_program(name, state))
+        (sup_dir / "conf.d" / f"{name}.conf").write_text(_program(name, state, env_dir))
 
     return add
 

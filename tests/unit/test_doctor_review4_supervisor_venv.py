@@ -107,3 +107,4 @@ def test_the_venv_is_read_from_the_program_conf_the_role_writes(tmp_path, monkey
     host = testinfra.get_host("local://")
     assert services.supervisor_venvs(host) == ["/srv/sup"]
     assert services.supervisorctl_path(host) == "/srv/sup/bin/supervisorctl"
+    assert services.program_env_files(host) == {"q": f"{tmp_path}/q.env"}  # kt_serve_config_dir
