@@ -146,8 +146,8 @@ def bench_command(
         "--grace",
         min=0.0,
         help=f"With --duration: seconds the requests in flight at its end may take to finish (default "
-        f"{bench.runner.GRACE_S:g}); those still running then are cut, counted apart from completed and "
-        "failed.",
+        f"{bench.runner.GRACE_S:g}, with --capacity at least --gen-tokens / --min-tps); those still running "
+        "then are cut, counted apart from completed and failed (and failing a --capacity level).",
         show_default=False,
     ),
     timeout: float = typer.Option(
@@ -203,6 +203,10 @@ def bench_command(
             _fail(str(exc))
     if requests_per_user is None and duration is None:
         requests_per_user = 2
+    if capacity and duration is not None and grace is None:
+        # a request at --min-tps takes up to gen_tokens / min_tps: one cut before then (and so failing its
+        # level) might have met the target
+        grace = max(bench.runner.GRACE_S, gen_tokens / min_tps)
     if seed is None:
         seed = secrets.randbelow(MAX_SEED + 1)
     eos_by_default = ignore_eos is None and capacity
