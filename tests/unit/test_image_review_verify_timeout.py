@@ -130,3 +130,28 @@ def test_bad_suite_timeout_refused_by_the_library_too(value):
 def test_suite_timeout_default_is_bounded():
     assert 0 < verify.SUITE_TIMEOUT_S <= verify.MAX_SUITE_TIMEOUT_S
     assert os.environ.get("KTINFRA_VERIFY_PROGRESS") is None
+
+
+@pytest.mark.parametrize(("first_timed_out", "containers"), [(True, 2), (False, 1)])
+def test_suite_after_a_timed_out_one_gets_a_fresh_container(
+    tmp_path, docker, monkeypatch, first_timed_out, containers
+):
+    """The hung check's command runs on inside the container (stopping the suite stops only its `docker exec`
+    clients), so the suite after it ran beside it; now it gets a fresh container of the image."""
+    for suite in ("test_a.py", "test_b.py"):
+        (tmp_path / suite).write_text("def test_ok():\n    pass\n")
+    (tmp_path / "m.json").write_text(json.dumps(MANIFEST))
+    runs = iter([verify.SuiteRun(-15, "", "", timed_out=first_timed_out, running="test_a.py::test_ok")])
+
+    def run_suite(cmd, env, timeout_s):
+        return next(runs, verify.SuiteRun(0, "1 passed", ""))
+
+    monkeypatch.setattr(verify, "run_suite", run_suite)
+    said: list[str] = []
+    suites = [tmp_path / "test_a.py", tmp_path / "test_b.py"]
+    doc = verify.verify("ktinfra/kt:smoke", suites=suites, manifest=tmp_path / "m.json", on_line=said.append)
+
+    assert [s["timed_out"] for s in doc["suites"]] == [first_timed_out, False]
+    assert len(docker["started"]) == containers and docker["removed"] == docker["started"]
+    fresh = "test_b.py runs in a fresh container of ktinfra/kt:smoke"
+    assert (fresh in said) is first_timed_out

@@ -5,6 +5,8 @@
   counts the suite failed, and the container is removed.
 - A `docker run` that created the container but could not start it (an image whose entrypoint is missing)
   left the container behind: run_detached was outside verify's cleanup.
+- The hung check's `sleep` ran on inside the container after its suite was stopped, beside the next suite;
+  the suite after a timed-out one now runs in a fresh container of the image.
 ~35 s and ~2 s (make image-test); 30 s leaves the suite's pytest time to reach the hanging check
 on a CI runner that runs the unit lane beside it.
 """
@@ -93,6 +95,29 @@ def test_hung_check_is_stopped_reported_and_the_container_removed(tmp_path, cont
     assert suite["running"].split("::", 1)[1].startswith("test_waits_for_ever"), suite["running"]
     (name,) = container_names
     assert _processes_naming(name) == [], "pytest or docker exec outlived the stopped suite"
+    assert not _container_exists(name)
+
+
+AFTER_SUITE = """\
+def test_no_command_of_the_stopped_suite_runs_here(host):
+    running = host.check_output("cat /proc/[0-9]*/cmdline | tr '\\\\0' ' '")
+    assert "sleep 300" not in running
+"""
+
+
+def test_suite_after_a_timed_out_one_runs_without_its_leftovers(tmp_path, container_names):
+    (tmp_path / "test_hang.py").write_text(SUITE)
+    (tmp_path / "test_after.py").write_text(AFTER_SUITE)
+    manifest = _manifest(tmp_path, BASE)
+    args = ["image", "verify", BASE, "--manifest", str(manifest), "--suite-timeout", "30", "--json"]
+    args += ["--suite", str(tmp_path / "test_hang.py"), "--suite", str(tmp_path / "test_after.py")]
+    result = CliRunner().invoke(app, args)
+
+    assert result.exit_code == 1, result.output
+    hung, after = json.loads(result.stdout)["suites"]
+    assert hung["timed_out"] is True
+    assert after["rc"] == 0 and not after["timed_out"], after
+    (name,) = set(container_names)
     assert not _container_exists(name)
 
 
