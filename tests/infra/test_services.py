@@ -281,6 +281,23 @@ def supervisorctl_path(host, sup_dir: str | None = None) -> str:
     return next((path for path in found if host.file(path).exists), found[0] if found else SUPERVISORCTL)
 
 
+def program_problem(name: str, state: str | None, ask: str) -> str:
+    """What a program that is not RUNNING means and what to run (`ask`: supervisorctl -c CONF). The check
+    gave supervisorctl's line alone ('FATAL Exited too quickly (process log may have details)'), and for an
+    unknown program a bare 'supervisorctl update', which asks another supervisord or none."""
+    if state is None:
+        return f"{name} not known to supervisord: {ask} update"
+    word, log = state.split(" ", 1)[0], f"{ask} tail {name}"
+    meaning = {
+        "STARTING": "still starting; run doctor again in a moment",
+        "BACKOFF": f"it exited as it started and supervisord starts it again; see {log}",
+        "EXITED": f"it exited and supervisord starts it again; see {log}",
+        "FATAL": f"supervisord gave up on it; see {log}, then {ask} start {name}",
+        "STOPPED": f"stopped by hand or at kt_serve's start limit (see {log}); {ask} start {name}",
+    }.get(word)
+    return f"{name} {state}: {meaning}" if meaning else f"{name} {state}"
+
+
 def test_supervised_programs_running(host, init_name, supervisor_dir):
     """Where PID 1 is not systemd kt_serve runs its instances under supervisord, which nothing starts at
     boot: a container restart leaves the programs down until its start-up command runs."""
@@ -326,7 +343,7 @@ def test_supervised_programs_running(host, init_name, supervisor_dir):
             f"supervisord does not answer ({said}): nothing starts it without systemd; run {start}",
             pytrace=False,
         )
-    bad = [f"{name} {states.get(name, 'not known to supervisord (supervisorctl update)')}" for name in wanted
+    bad = [program_problem(name, states.get(name), ask) for name in wanted
            if not states.get(name, "").startswith("RUNNING")]  # fmt: skip
     assert not bad, "; ".join(bad)
     print(f"supervised programs running: {', '.join(wanted)}")
