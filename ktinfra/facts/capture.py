@@ -18,7 +18,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ktinfra import __version__
-from ktinfra.facts.gpus import QUERY_FIELDS, QUERY_FIELDS_BEFORE_MIG, from_csv, listing, xml_gpus
+from ktinfra.facts.gpus import (
+    QUERY_FIELDS,
+    QUERY_FIELDS_BEFORE_COMPUTE_CAP,
+    QUERY_FIELDS_BEFORE_MIG,
+    QUERY_FIELDS_OLDEST,
+    from_csv,
+    listing,
+    xml_gpus,
+)
 from ktinfra.facts.system import df_rows
 from ktinfra.links import LinkLoop
 
@@ -91,6 +99,27 @@ def _give_up(proc: subprocess.Popen) -> None:
 
 def _nvidia_smi(*args: str, keep: Callable[[str], bool]) -> str | None:
     return _run(["nvidia-smi", *args], keep=keep)
+
+
+GPU_QUERIES = (QUERY_FIELDS, QUERY_FIELDS_BEFORE_MIG, QUERY_FIELDS_BEFORE_COMPUTE_CAP, QUERY_FIELDS_OLDEST)
+
+
+def _gpu_query() -> str | None:
+    """`nvidia-smi --query-gpu` CSV. A driver refuses the whole query for a field it does not know
+    (mig.mode.current before R450, compute_cap before R510: every GPU was lost), so it is asked again
+    without them; a first line before the CSV's header (which readers skip) says what was left out."""
+    for fields in GPU_QUERIES:
+        text = _nvidia_smi(f"--query-gpu={','.join(fields)}", "--format=csv", keep=from_csv)
+        if text is None:
+            continue
+        left_out = [field for field in QUERY_FIELDS if field not in fields]
+        if left_out:
+            return (
+                f"# ktinfra facts: this driver refused --query-gpu with {' and '.join(left_out)}; "
+                f"asked again without {'it' if len(left_out) == 1 else 'them'}\n{text}"
+            )
+        return text
+    return None
 
 
 def _names_a_gpu(text: str) -> bool:
@@ -238,11 +267,7 @@ SOURCES: dict[str, CommandOrReader] = {
     "meminfo.txt": lambda: _read("/proc/meminfo"),
     "nproc.txt": ["nproc"],
     "numactl-hardware.txt": ["numactl", "--hardware"],
-    # a driver that predates MIG (R450) refuses the whole query for mig.mode.current: ask again without it
-    "nvidia-smi-query.csv": lambda: (
-        _nvidia_smi(f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv", keep=from_csv)
-        or _nvidia_smi(f"--query-gpu={','.join(QUERY_FIELDS_BEFORE_MIG)}", "--format=csv", keep=from_csv)
-    ),
+    "nvidia-smi-query.csv": _gpu_query,
     "nvidia-smi-q.xml": ["nvidia-smi", "-q", "-x"],
     "nvidia-smi-topo.txt": ["nvidia-smi", "topo", "-m"],
     # the MIG devices' UUIDs, which CUDA_VISIBLE_DEVICES needs to select one (the XML lists no MIG UUID)

@@ -8,6 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from ktinfra.facts.bounds import MAX_GPU_INDEX, MAX_GPU_MEMORY_MIB, MAX_GPU_MULTIPROCESSORS, within
+from ktinfra.facts.gpu_names import capability_from_name
 
 QUERY_FIELDS = [
     "index",
@@ -21,6 +22,10 @@ QUERY_FIELDS = [
     "mig.mode.current",  # last: a header-less CSV of a capture made before it was queried is the rest
 ]
 QUERY_FIELDS_BEFORE_MIG = QUERY_FIELDS[:-1]
+# drivers before R510 refuse the whole query for compute_cap ('Field "compute_cap" is not a valid field to
+# query.'); those before R450 refuse mig.mode.current too
+QUERY_FIELDS_BEFORE_COMPUTE_CAP = [field for field in QUERY_FIELDS if field != "compute_cap"]
+QUERY_FIELDS_OLDEST = [field for field in QUERY_FIELDS_BEFORE_MIG if field != "compute_cap"]
 
 # what `plan` accepts as a compute capability ("9.0", "12", "10.3"; at most 3 digits each side: real ones have
 # 1-2, and a longer number is damage); a cell of another form is read as unknown
@@ -42,7 +47,8 @@ def gpu_facts(files: dict[str, str]) -> tuple[list[dict], dict]:
     The CSV is read first; `nvidia-smi -q -x` fills what it lacks: GPUs the CSV has no valid row for (junk or
     a cut-off file), and empty fields of the GPUs both list (matched by UUID, then PCI bus id). The XML has no
     compute capability on current drivers: a GPU known from the XML alone takes it from a GPU of the same
-    name in the CSV, else keeps null (unknown).
+    name in the CSV, else keeps null (unknown). A CSV without a compute_cap column (a driver before R510
+    refuses the field) gives the capability of the GPU models gpu_names knows by name, null for others.
 
     MIG: `mig` is true when MIG mode is on (CSV `mig.mode.current` or the XML's `mig_mode/current_mig`),
     `mig_devices` lists the instances (XML only), and `memory_mib` is then what one process can use: the
@@ -213,6 +219,8 @@ def _from_csv(text: str | None) -> list[dict]:
         row = dict(zip(header, cells, strict=True))
         if not re.fullmatch(r"\d+", row["index"]):
             continue
+        if "compute_cap" not in row:  # not asked (a driver before R510): known models by their name
+            row["compute_cap"] = capability_from_name(_text(row.get("name")))
         gpus.append(
             _gpu(
                 index=row.get("index"),

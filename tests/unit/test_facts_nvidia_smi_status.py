@@ -108,10 +108,14 @@ def test_a_gpu_that_fell_off_the_bus_leaves_the_others(smi, monkeypatch):
 
 
 def test_a_driver_refusing_the_mig_field_is_asked_again_without_it(smi, monkeypatch):
-    """The refusal (exit 2) holds no GPU, so the second query runs and its CSV is the file."""
+    """The refusal (exit 2) holds no GPU, so the second query runs and its CSV is the file, after a line
+    saying what was left out."""
     monkeypatch.setenv("SMI_REFUSE_MIG", "1")
     files = capture_module.collect_live()
-    assert files["nvidia-smi-query.csv"] == (H200X2 / "nvidia-smi-query.csv").read_text()
+    assert files["nvidia-smi-query.csv"] == (
+        "# ktinfra facts: this driver refused --query-gpu with mig.mode.current; asked again without it\n"
+        + (H200X2 / "nvidia-smi-query.csv").read_text()
+    )
     queries = [call for call in _calls(smi) if call.startswith("--query-gpu")]
     assert len(queries) == 2 and "mig.mode.current" in queries[0] and "mig.mode.current" not in queries[1]
 
