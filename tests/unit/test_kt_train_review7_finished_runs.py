@@ -1,0 +1,40 @@
+"""kt_train and a run that has finished: start: true trains it again only when the play changed its recipe
+(real ansible on localhost, the stand-in systemctl of test_kt_train_role)."""
+
+from __future__ import annotations
+
+from test_kt_train_role import finished, run, systemctl_calls, train
+
+
+def starts(tmp, name: str) -> int:
+    return systemctl_calls(tmp).count(f"start ktinfra-train@{name}.service")
+
+
+def test_a_finished_run_is_not_started_again_by_every_play_and_is_handed_over(tmp_path):
+    """Before: each play with start: true started the finished run anew (LLaMA-Factory resumed from its last
+    checkpoint, loaded the model and saved the adapter again), and a serve_instance run, started again by each
+    play, was never handed over."""
+    finished(tmp_path, "again")
+    runs = [run("again", serve_instance="tiny", start=True)]
+    rc, output = train(tmp_path, runs)  # its recipe is new here: trained (again)
+    assert rc == 0, output[-3000:]
+    assert starts(tmp_path, "again") == 1
+    # the run ends with success (the stand-in then shows the unit inactive, Result=success)
+    (tmp_path / "systemctl.log.ktinfra-train@again.service.active").unlink()
+    rc, output = train(tmp_path, runs)
+    assert rc == 0, output[-3000:]
+    assert starts(tmp_path, "again") == 1, systemctl_calls(tmp_path)
+    assert "again has finished" in output
+    assert (tmp_path / "cfg" / "serve" / "tiny--again.lora.json").exists()
+    assert (tmp_path / "loras" / "again" / ".ktinfra-convert-done").exists()
+
+
+def test_a_finished_run_whose_recipe_changed_is_started_again(tmp_path):
+    finished(tmp_path, "again")
+    rc, output = train(tmp_path, [run("again", start=True)])
+    assert rc == 0, output[-3000:]
+    (tmp_path / "systemctl.log.ktinfra-train@again.service.active").unlink()
+    rc, output = train(tmp_path, [run("again", start=True, template="qwen3_nothink")])
+    assert rc == 0, output[-3000:]
+    assert starts(tmp_path, "again") == 2, systemctl_calls(tmp_path)
+    assert "template: qwen3_nothink" in (tmp_path / "cfg" / "again.yaml").read_text()
