@@ -572,7 +572,8 @@ def left_out_reason(gpus: list[dict], used: list[dict], ranks: str, also: str | 
         causes.append(f"{ranks} cannot span MIG instances: a MIG-enabled GPU gives one instance to the run")
     if len(kt_capable_groups(gpus)) > 1:
         causes.append(
-            f"{ranks} must be identical GPUs (same name and memory); the ones used hold the most memory"
+            f"{ranks} must be identical GPUs (same name, memory within 10 %); the ones used hold the most "
+            "memory"
         )
     because = "; ".join(causes)
     if also:
@@ -585,20 +586,49 @@ def gpu_memory_bytes(gpus: list[dict]) -> int:
     return min(g["memory_mib"] for g in gpus) * MIB
 
 
+# ECC on a GDDR card keeps 1/16 of its memory for check bits (an RTX A6000: 49140 MiB off, 46068 MiB on);
+# the same model with ECC set differently is still one kind of GPU, sized by its smallest rank
+SAME_MODEL_MEMORY_RATIO = 0.9
+
+
 def identical_gpu_groups(gpus: list[dict]) -> list[list[dict]]:
-    """GPUs grouped by (name, memory), in index order: only identical GPUs share tensor-parallel ranks. A
-    MIG-enabled GPU is a group of its own: CUDA shows a process one MIG instance, and NCCL does not
-    connect MIG instances, so no tensor- or data-parallel ranks span instances, of one GPU or of several."""
-    groups: dict[tuple, list[dict]] = {}
-    for gpu in gpus:
-        alone = ("mig", gpu.get("index")) if gpu.get("mig") else None
-        groups.setdefault((gpu.get("name"), gpu["memory_mib"], alone), []).append(gpu)
-    return list(groups.values())
+    """GPUs grouped by model, in index order: only identical GPUs share tensor-parallel ranks. The same name
+    with memory within SAME_MODEL_MEMORY_RATIO (ECC on or off) is one model; ranks are sized by the smallest
+    (gpu_memory_bytes). A MIG-enabled GPU is a group of its own: CUDA shows a process one MIG instance, and
+    NCCL does not connect MIG instances, so no tensor- or data-parallel ranks span instances, of one GPU or
+    of several."""
+    groups: list[list[dict]] = []
+    for gpu in sorted(gpus, key=lambda g: -(g.get("memory_mib") or 0)):
+        group = next((gr for gr in groups if not gpu.get("mig") and _same_model(gr[0], gpu)), None)
+        if group is None:
+            groups.append([gpu])
+        else:
+            group.append(gpu)
+    order = {id(g): n for n, g in enumerate(gpus)}
+    return sorted(
+        (sorted(group, key=lambda g: order[id(g)]) for group in groups), key=lambda gr: order[id(gr[0])]
+    )
+
+
+def _same_model(largest: dict, gpu: dict) -> bool:
+    """Whether `gpu` is of the model of `largest`, the first (largest) GPU of a group."""
+    if largest.get("mig") or largest.get("name") != gpu.get("name"):
+        return False
+    if not (largest.get("memory_mib") and gpu.get("memory_mib")):
+        return largest.get("memory_mib") == gpu.get("memory_mib")
+    return gpu["memory_mib"] >= SAME_MODEL_MEMORY_RATIO * largest["memory_mib"]
+
+
+def most_memory_first(group: list[dict], count: int) -> list[dict]:
+    """The `count` GPUs of an identical-GPU group holding the most memory (ECC off), in the group's order."""
+    kept = sorted(group, key=lambda g: -(g.get("memory_mib") or 0))[:count]
+    return [g for g in group if any(g is k for k in kept)]
 
 
 def gpu_names(gpus: list[dict], *, listed: bool = False) -> str:
     """'2 x NVIDIA H100 80GB HBM3' for identical GPUs, else (or when `listed`) each with index and memory."""
-    if not listed and len(identical_gpu_groups(gpus)) == 1:
+    kinds = {(g.get("name"), g.get("memory_mib"), g.get("index") if g.get("mig") else None) for g in gpus}
+    if not listed and len(kinds) == 1:
         mig = f" (a {gb(gpus[0]['memory_mib'] * MIB)} MIG instance)" if gpus[0].get("mig") else ""
         return f"{len(gpus)} x {gpus[0].get('name')}{mig}"
     return ", ".join(f"GPU {g.get('index')} ({g.get('name')}, {_memory_shown(g)})" for g in gpus)

@@ -23,6 +23,7 @@ from ktinfra.plan.host import (
     mig_reason,
     mig_uuids,
     mig_warnings,
+    most_memory_first,
     numa_nodes_in_use,
     numa_nodes_of_usable_cpus,
     parse_cpulist,
@@ -379,10 +380,10 @@ def choose_gpus(
 
     def usable(group: list[dict]) -> tuple[int, int]:
         tp = tensor_parallel(arch, len(group), dtype)
-        return tp * group[0]["memory_mib"], tp
+        return tp * gpu_memory_bytes(most_memory_first(group, tp)), tp
 
     group = max(kt_capable_groups(gpus), key=usable)
-    used = group[: usable(group)[1]]
+    used = most_memory_first(group, usable(group)[1])
     tp_why = (
         f"{len(group)} x {group[0].get('name')}; {len(used)} is the largest power of two <= {len(group)} "
         f"that {_tp_limit(arch, dtype, len(group))}"

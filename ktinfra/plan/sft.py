@@ -146,7 +146,7 @@ def choose_gpus(gpus: list[dict]) -> tuple[list[dict], str]:
     """(data-parallel ranks of the run, why these): the identical GPUs holding the most memory together
     (ties: more GPUs) among those KT can use. FSDP sizes every rank like the smallest and steps at the
     slowest one's pace, so a mismatched GPU would only cut the batch; an old one would stop the run."""
-    used = max(kt_capable_groups(gpus), key=lambda group: (len(group) * group[0]["memory_mib"], len(group)))
+    used = max(kt_capable_groups(gpus), key=lambda group: (len(group) * gpu_memory_bytes(group), len(group)))
     return used, left_out_reason(gpus, used, "data-parallel ranks")
 
 

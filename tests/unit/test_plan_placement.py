@@ -113,7 +113,7 @@ def test_sft_runs_on_the_identical_gpus_holding_the_most_memory():
     assert result["sft"]["launcher"]["num_processes"] == 1
     assert result["reasons"]["gpu_indices"] == (
         "0: 1 x NVIDIA RTX A4000; left out GPU 1 (NVIDIA GeForce RTX 3050, 8.6 GB): data-parallel ranks "
-        "must be identical GPUs (same name and memory); the ones used hold the most memory"
+        "must be identical GPUs (same name, memory within 10 %); the ones used hold the most memory"
     )
     vram = next(p for p in result["problems"] if "GPU memory per GPU" in p)
     assert vram.endswith("1 x NVIDIA RTX A4000 has 17.2 GB")
