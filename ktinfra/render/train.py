@@ -270,6 +270,34 @@ def _kt_block(
     return kt
 
 
+# Chat templates of LLaMA-Factory's qwen3_vl mm_plugin: its collator appends a dummy image's tokens to the
+# first sample of a text-only batch (data/collator.py), past cutoff_len, while llamafactory-kt sizes
+# kt-kernel's token buffer for cutoff_len (rounded up to 8) x per_device_train_batch_size only
+# (hparams/parser.py _get_kt_runtime_capacity): a batch whose first sample is that long stops the run with
+# "qlen (...) exceeds chunked_prefill_size" (sft/base.py). Upstream's qwen3_5moe example leaves them 128
+# tokens (kt_model_max_length 2176 for cutoff_len 2048).
+DUMMY_IMAGE_TEMPLATES = ("qwen3_vl", "qwen3_vl_nothink", "qwen3_5", "qwen3_5_nothink", "qwen3_6")
+DUMMY_IMAGE_TOKENS = 128
+
+
+def _dummy_image_room(config: dict, template: str, cutoff_len: int, batch: int) -> None:
+    """kt_model_max_length with room for the dummy image of a qwen3_vl-plugin template (set when the plan
+    leaves it out, refused when it leaves too little)."""
+    if template not in DUMMY_IMAGE_TEMPLATES:
+        return
+    need = batch * -(-(cutoff_len + DUMMY_IMAGE_TOKENS) // 8) * 8  # the collator pads to a multiple of 8
+    have = config.get("kt_model_max_length")
+    if have is None:
+        config["kt_model_max_length"] = need
+    elif have < need:
+        raise RenderError(
+            f"plan sft.kt.kt_config.kt_model_max_length {have} leaves no room for the dummy image "
+            f"template {template} adds to a text-only batch: kt-kernel needs {need} tokens "
+            f"(per_device_train_batch_size {batch} x (cutoff_len {cutoff_len} + {DUMMY_IMAGE_TOKENS}), "
+            "rounded up to 8); raise it or leave it out"
+        )
+
+
 # kt_backend values (any case) whose SFT method kt-kernel 0.7.2 cannot run with the CPU activations retained
 # (sft/wrapper.py: retain takes AMXBF16_SFT, AMXFP8_SFT, INT8_SFT, RAWINT4_SFT or MXFP4_SFT)
 NO_CPU_RETAIN_BACKENDS = ("amxint4", "amxbf16_skiplora", "amxint8_skiplora", "amxint4_skiplora")
@@ -734,6 +762,13 @@ def render_train(
     sections["ktransformers"] = _kt_block(
         sft, generation, llamafactory_dir, weight_path, weight_format, model_path
     )
+    if generation == "current":
+        _dummy_image_room(
+            sections["ktransformers"]["kt_config"],
+            chat_template,
+            sections["dataset"]["cutoff_len"],
+            sections["train"]["per_device_train_batch_size"],
+        )
     for key in ("kt_weight_path", "kt_non_expert_weight_path"):  # kt-kernel validates what these hold
         if sections["ktransformers"].get(key):
             check_apart("--output-dir", output_dir, key, sections["ktransformers"][key], "kt-kernel reads it")
