@@ -161,16 +161,18 @@ def unit_problems(host, unit: str) -> list[str]:
     """What is wrong with a serve unit, in words that tell its states apart. `activating` covers both a
     server still loading its model (ExecStartPost waits for its health) and systemd's auto-restart after it
     died: the check said "UNIT activating" for either, as for nothing a user could act on."""
-    props = unit_properties(host, unit)
+    props, quoted = unit_properties(host, unit), shlex.quote(unit)
     if props.get("LoadState") == "not-found":
         return [f"{unit}: no such unit (systemctl list-unit-files --type=service lists those there are)"]
-    enabled = host.run(f"systemctl is-enabled -- {shlex.quote(unit)}")
+    if props.get("LoadState") == "masked":  # neither enabling nor starting it works until it is unmasked
+        return [f"{unit} masked: systemd starts it neither at boot nor by hand; systemctl unmask {quoted}"]
+    enabled = host.run(f"systemctl is-enabled -- {quoted}")
     bad = []
-    if enabled.rc != 0:  # masked, disabled, bad: testinfra's is_enabled raised on all but disabled
+    if enabled.rc != 0:  # disabled, linked, bad: testinfra's is_enabled raised on all but disabled
         word = enabled.stdout.strip() or (enabled.stderr.strip() or "unknown")
         bad.append(f"{unit} not enabled ({word})")
     active, sub = props.get("ActiveState", ""), props.get("SubState", "")
-    journal = f"see journalctl -u {shlex.quote(unit)}"
+    journal = f"see journalctl -u {quoted}"
     if active in RUNNING_STATES:
         return bad
     if active == "activating" and sub.startswith("auto-restart"):
@@ -186,7 +188,7 @@ def unit_problems(host, unit: str) -> list[str]:
     elif active == "failed":
         bad.append(f"{unit} failed ({props.get('Result', '?')}): {journal}")
     elif active == "inactive":
-        bad.append(f"{unit} inactive ({sub or '?'}): not started; systemctl start {shlex.quote(unit)}")
+        bad.append(f"{unit} inactive ({sub or '?'}): not started; systemctl start {quoted}")
     else:
         bad.append(f"{unit} {active or 'in no known state'} ({sub or '?'})")
     return bad

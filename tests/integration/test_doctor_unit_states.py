@@ -59,4 +59,5 @@ def test_starting_restarting_and_masked_units_are_told_apart(box):
     assert "sglang-loading.service still starting (activating, start-post)" in said, said
     assert "sglang-looping.service restarting (activating, auto-restart)" in said, said
     assert "journalctl -u sglang-looping.service" in said, said
-    assert "sglang-masked.service not enabled (masked)" in said, said
+    assert "sglang-masked.service masked" in said and "systemctl unmask sglang-masked.service" in said, said
+    assert "systemctl start sglang-masked" not in said, said

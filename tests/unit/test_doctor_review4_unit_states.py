@@ -93,7 +93,8 @@ def test_an_active_enabled_unit_passes(systemd, capsys):
 def test_a_masked_unit_is_a_failed_check_that_says_masked(systemd):
     systemd("masked", _props("inactive", "dead", load="masked"), rc=1)
     said = _said()
-    assert f"{UNIT} not enabled (masked)" in said, said
+    assert said.startswith(f"{UNIT} masked") and f"systemctl unmask {UNIT}" in said, said
+    assert "systemctl start" not in said, said  # a masked unit does not start: the hint must not say so
 
 
 def test_a_named_unit_that_does_not_exist_says_so(systemd):
