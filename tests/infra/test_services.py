@@ -151,17 +151,21 @@ def unit_health_url(host, unit: str) -> str:
 RUNNING_STATES = ("active", "reloading", "refreshing")  # what `systemctl is-active` exits 0 on
 
 
-def unit_properties(host, unit: str) -> dict[str, str]:
+def unit_properties(host, unit: str) -> tuple[dict[str, str], str]:
+    """The unit's states, and why systemctl could not tell them ("" when it could: no system bus, ...)."""
     names = ("LoadState", "ActiveState", "SubState", "Result", "NRestarts")
     shown = host.run(f"systemctl show {' '.join(f'-p {n}' for n in names)} -- {shlex.quote(unit)}")
-    return dict(line.partition("=")[::2] for line in shown.stdout.splitlines() if "=" in line)
+    props = dict(line.partition("=")[::2] for line in shown.stdout.splitlines() if "=" in line)
+    return props, "" if shown.rc == 0 else (shown.stderr or shown.stdout).strip()[-300:] or f"exit {shown.rc}"
 
 
 def unit_problems(host, unit: str) -> list[str]:
     """What is wrong with a serve unit, in words that tell its states apart. `activating` covers both a
     server still loading its model (ExecStartPost waits for its health) and systemd's auto-restart after it
     died: the check said "UNIT activating" for either, as for nothing a user could act on."""
-    props, quoted = unit_properties(host, unit), shlex.quote(unit)
+    (props, unknown), quoted = unit_properties(host, unit), shlex.quote(unit)
+    if unknown:
+        return [f"{unit}: systemctl cannot tell its state ({unknown})"]
     if props.get("LoadState") == "not-found":
         return [f"{unit}: no such unit (systemctl list-unit-files --type=service lists those there are)"]
     if props.get("LoadState") == "masked":  # neither enabling nor starting it works until it is unmasked

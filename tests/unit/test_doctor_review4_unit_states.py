@@ -102,3 +102,15 @@ def test_a_named_unit_that_does_not_exist_says_so(systemd):
     said = _said("sglang-typo.service")
     assert said.startswith("sglang-typo.service: no such unit"), said
     assert "inactive" not in said, said
+
+
+def test_a_systemctl_that_cannot_answer_says_why(tmp_path, monkeypatch):
+    """systemctl as a user without a system bus (a container without dbus): before, 'UNIT not enabled
+    (Failed to connect to bus ...); UNIT in no known state (?)'."""
+    tool = tmp_path / "systemctl"
+    tool.write_text("#!/bin/sh\necho 'Failed to connect to bus: No such file or directory' >&2\nexit 1\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{Path(sys.executable).parent}:/usr/bin:/bin")
+    said = _said().split("\nassert ")[0]
+    bus = "Failed to connect to bus: No such file or directory"
+    assert said == f"{UNIT}: systemctl cannot tell its state ({bus})", said
