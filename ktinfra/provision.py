@@ -79,6 +79,9 @@ class RunState:
     diffs: list[dict] = field(default_factory=list)
     # vars_prompt variables ansible-playbook went on to prompt for (none given with -e)
     prompts: list[str] = field(default_factory=list)
+    # untimed pause tasks (a `when` kept them from the check before the run) found waiting for Enter
+    pauses: list[str] = field(default_factory=list)
+    timed_pauses: set[str] = field(default_factory=set)  # task uuids of pauses that said "Pausing for"
 
     def counts(self, host: str) -> HostCounts:
         return self.hosts.setdefault(host, HostCounts())
@@ -93,6 +96,8 @@ class RunState:
             self.plays += 1
         elif kind == "playbook_on_vars_prompt":
             self.prompts.append(str(data.get("varname") or ""))
+        elif kind == "verbose" and data.get("resolved_action") in PAUSE:
+            self._pause_output(data, ANSI.sub("", event.get("stdout") or "").strip())
         elif kind == "playbook_on_no_hosts_matched":
             self.plays_without_hosts += 1
         elif kind == "playbook_on_task_start":
@@ -121,6 +126,14 @@ class RunState:
                 self.diffs.append({"host": host, "task": data.get("task", self.task), "diff": text})
         elif kind == "playbook_on_stats":
             self.apply_recap(data)
+
+    def _pause_output(self, data: dict, text: str) -> None:
+        """A pause says 'Pausing for N seconds' first where it is timed; its prompt ('[TASK]' and the
+        prompt's text) without that waits for Enter."""
+        if text.startswith("Pausing for"):
+            self.timed_pauses.add(str(data.get("task_uuid")))
+        elif text.startswith("[") and str(data.get("task_uuid")) not in self.timed_pauses:
+            self.pauses.append(str(data.get("task") or self.task))
 
     def apply_recap(self, stats: dict) -> None:
         """ansible's own recap is authoritative (it knows rescued tasks and skips without events). It omits
@@ -213,6 +226,12 @@ class ProvisionRequest:
                 f"{prompts[0]}: ansible-playbook would wait for it at a prompt ktinfra provision cannot "
                 "answer; unset it (a vault password: ANSIBLE_VAULT_PASSWORD_FILE)"
             )
+        pauses = untimed_pauses(self)
+        if pauses:
+            raise ProvisionError(
+                f"{pauses[0]} waits for someone to press Enter (a pause without seconds or minutes), which "
+                "ktinfra provision cannot do: give it seconds or minutes, or leave it out with --skip-tags"
+            )
         if vaulted and _vault_password_configured() is False:
             raise ProvisionError(
                 f"{vaulted[0]} holds ansible-vault data and no vault password is configured: set "
@@ -302,6 +321,192 @@ def _configured_prompts() -> list[str]:
         return found
     except Exception:  # ansible-playbook from another environment, an ansible.cfg it cannot read: it says
         return []
+
+
+# Untimed `pause` (no seconds/minutes) waits for Enter. Ansible skips the wait where stdin is no terminal, but
+# ansible-runner gives ansible-playbook one that nobody types into: the run hung at the prompt for ever. An
+# untimed pause is a person's go-ahead (e.g. before a reboot), so it is refused, not skipped.
+def _names(*short: str) -> frozenset[str]:
+    prefixes = ("", "ansible.builtin.", "ansible.legacy.")
+    return frozenset(prefix + name for name in short for prefix in prefixes)
+
+
+PAUSE = _names("pause")
+TASK_FILES = _names("import_tasks", "include_tasks", "include")
+ROLE_TASKS = _names("import_role", "include_role")
+PLAYBOOKS = _names("import_playbook")
+ACTIONS = PAUSE | TASK_FILES | ROLE_TASKS
+
+
+def _task_action(task: dict) -> tuple[str, object]:
+    """The task's module among ACTIONS and its arguments (`module: args`, `action:`/`local_action:`)."""
+    for key in ("action", "local_action"):
+        value = task.get(key)
+        if isinstance(value, dict):
+            return str(value.get("module", "")), {k: v for k, v in value.items() if k != "module"}
+        if isinstance(value, str):
+            module, _, args = value.strip().partition(" ")
+            return module, args
+    key = next((key for key in task if key in ACTIONS), "")
+    return key, task.get(key)
+
+
+def _kv(args: object) -> dict:
+    if isinstance(args, dict):
+        return args
+    if isinstance(args, str) and args.strip():
+        try:
+            from ansible.parsing.splitter import parse_kv
+
+            return parse_kv(args)
+        except Exception:  # Ansible says what is wrong with it
+            return {"seconds": None, "_raw_params": args}
+    return {}
+
+
+def _tags(task: dict) -> set[str]:
+    tags = task.get("tags") or []
+    tags = tags.split(",") if isinstance(tags, str) else tags
+    return {str(tag).strip() for tag in tags if isinstance(tag, (str, int))}
+
+
+class PauseScan:
+    """Finds the untimed pause tasks ansible-playbook would run (ignoring `when`: a conditional one is left to
+    the run, which stops at its prompt): in plays, blocks, handlers, imported playbooks, roles (and their
+    dependencies) and task files named without Jinja. --tags/--skip-tags are applied as Ansible does."""
+
+    def __init__(self, request: ProvisionRequest) -> None:
+        self.base = Path(os.path.abspath(request.playbook)).parent
+        ours = None if "ANSIBLE_ROLES_PATH" in os.environ else roles_path_env(request.playbook)
+        configured = ours.split(os.pathsep) if ours else configured_roles_path()
+        self.roles_path = [self.base / "roles", *map(Path, configured), self.base]
+        self.only = {t.strip() for t in (request.tags or "all").split(",") if t.strip()} or {"all"}
+        self.skip = {t.strip() for t in (request.skip_tags or "").split(",") if t.strip()}
+        self.read: set[Path] = set()
+        self.found: list[str] = []
+
+    def runs(self, tags: set[str]) -> bool:
+        """Taggable.evaluate_tags; a templated tag may be anything: taken as selected, not skipped."""
+        if any("{{" in tag for tag in tags):
+            return True
+        tags = tags or {"untagged"}
+        selected = (
+            "always" in tags
+            or ("all" in self.only and "never" not in tags)
+            or not tags.isdisjoint(self.only)
+            or ("tagged" in self.only and tags != {"untagged"} and "never" not in tags)
+        )
+        if not selected or not self.skip:
+            return selected
+        if "all" in self.skip:
+            return "always" in tags and "always" not in self.skip
+        return tags.isdisjoint(self.skip) and not ("tagged" in self.skip and tags != {"untagged"})
+
+    def load(self, path: Path) -> list:
+        path = path.resolve()
+        if path in self.read or not path.is_file():
+            return []
+        self.read.add(path)
+        try:
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_AnsibleTagsLoader)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):  # ansible-playbook says what is wrong
+            return []
+        return data if isinstance(data, list) else []
+
+    def playbook(self, path: Path) -> None:
+        for play in self.load(path):
+            if not isinstance(play, dict):
+                continue
+            imported = next((play[key] for key in PLAYBOOKS if key in play), None)
+            if isinstance(imported, str) and "{{" not in imported:
+                self.playbook(path.parent / imported)
+                continue
+            tags = _tags(play)
+            self.roles(play.get("roles"), tags, path)
+            for key in ("pre_tasks", "tasks", "post_tasks", "handlers"):
+                self.tasks(play.get(key), tags, path, None)
+
+    def roles(self, entries: object, tags: set[str], where: Path) -> None:
+        """A play's roles: or a role's dependencies: (`name`, or a mapping with role: or name:)."""
+        for entry in entries if isinstance(entries, list) else []:
+            entry = {"role": entry} if isinstance(entry, str) else entry
+            name = entry.get("role") or entry.get("name") if isinstance(entry, dict) else None
+            if isinstance(name, str) and "when" not in entry:
+                self.role(name, tags | _tags(entry), where)
+
+    def role(
+        self, name: str, tags: set[str], where: Path, tasks: str = "main", handlers: str = "main"
+    ) -> None:
+        if "{{" in name:
+            return
+        folders = [where.parent / name] if "/" in name else [root / name for root in self.roles_path]
+        folder = next((f for f in folders if f.is_dir()), None)
+        if folder is None:  # a collection's role, or none: ansible-playbook finds it or says so
+            return
+        meta = folder / "meta"
+        self.roles(_yaml_mapping(meta, "main").get("dependencies"), tags, meta / "main.yml")
+        for sub, stem in (("tasks", tasks), ("handlers", handlers)):
+            path = _main_path(folder / sub, stem)
+            if path:
+                self.tasks(self.load(path), tags, path, folder)
+
+    def tasks(self, tasks: object, tags: set[str], path: Path, role: Path | None) -> None:
+        for task in tasks if isinstance(tasks, list) else []:
+            if not isinstance(task, dict) or "when" in task:
+                continue
+            own = tags | _tags(task)
+            if "block" in task:
+                self.tasks(task.get("block"), own, path, role)
+                self.tasks(task.get("always"), own, path, role)  # rescue: only after a failure
+                continue
+            action, args = _task_action(task)
+            args = {**_kv(args), **(task.get("args") if isinstance(task.get("args"), dict) else {})}
+            # an import's tasks take its tags; an include's tasks only run if it does, with their own
+            imported = action.endswith(("import_tasks", "import_role"))
+            inherited = own if imported else tags
+            if action in PAUSE:
+                if self.runs(own) and args.get("seconds") is None and args.get("minutes") is None:
+                    name = task.get("name") or action
+                    self.found.append(f"task {name!r} ({action}) in {_shown(path)}")
+            elif not (imported or self.runs(own)):
+                continue
+            elif action in TASK_FILES and isinstance(args.get("file") or args.get("_raw_params"), str):
+                name = args.get("file") or args.get("_raw_params")
+                folders = [path.parent, *([role / "tasks"] if role else []), self.base]
+                found = next((f / name for f in folders if "{{" not in name and (f / name).is_file()), None)
+                if found:
+                    self.tasks(self.load(found), inherited, found, role)
+            elif action in ROLE_TASKS and isinstance(args.get("name"), str):
+                stems = (args.get("tasks_from") or "main", args.get("handlers_from") or "main")
+                self.role(args["name"], inherited, path, *stems)
+
+
+def _main_path(folder: Path, stem: str) -> Path | None:
+    """A role's tasks/STEM (tasks_from: STEM), as Ansible finds it: STEM, STEM.yml, STEM.yaml, STEM.json."""
+    paths = (folder / f"{stem}{ext}" for ext in (".yml", ".yaml", "", ".json"))
+    return next((path for path in paths if path.is_file()), None)
+
+
+def _yaml_mapping(folder: Path, stem: str) -> dict:
+    path = _main_path(folder, stem)
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_AnsibleTagsLoader) if path else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def untimed_pauses(request: ProvisionRequest) -> list[str]:
+    scan = PauseScan(request)
+    scan.playbook(Path(os.path.abspath(request.playbook)))
+    return scan.found
 
 
 def _check_extra_vars(value: str) -> bool:
@@ -522,7 +727,7 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
 
     def handler(event: dict) -> bool:
         state.handle(event)
-        if state.prompts:  # it waits at the prompt on ansible-runner's terminal, which nobody types into
+        if state.prompts or state.pauses:  # it waits on ansible-runner's terminal, which nobody types into
             interrupt.stop()
         if on_event:
             on_event(state)
@@ -642,6 +847,12 @@ def run_problems(request: ProvisionRequest, state: RunState, rc: int, stdout: st
             f"{request.playbook} prompts for {names} (vars_prompt), which ktinfra provision cannot answer: "
             f"give it with -e {state.prompts[0]}=VALUE"
         ]
+    if state.pauses:
+        return [
+            f"{request.playbook}: task {state.pauses[0]!r} waits for someone to press Enter (a pause without "
+            "seconds or minutes), which ktinfra provision cannot do: give it seconds or minutes, or leave it "
+            "out with --skip-tags"
+        ]
     unparsed = inventory_errors(stdout)
     inventories = ", ".join(str(inventory) for inventory in request.inventories)
     if unparsed:
@@ -667,7 +878,7 @@ def report(
     errors = run_problems(request, state, rc, text)
     ok = rc == 0 and not state.bad_hosts and not errors
     # failed before or beside any host: say what Ansible said (stopped at a prompt: its "User interrupted")
-    if not ok and not state.failures and not state.prompts:
+    if not ok and not state.failures and not state.prompts and not state.pauses:
         errors += [e for e in ansible_errors(text) if e not in errors]
         errors = errors or [
             f"ansible-playbook exited {rc} ({status}) with no failed host; its output: {stdout}"
