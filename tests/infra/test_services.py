@@ -94,9 +94,16 @@ def installed_units(host) -> list[str]:
     against its working directory (ssh: the user's home), so a ~/sglang checkout turned sglang* into
     "sglang", which names no unit, and the hand-made sglang.service went unchecked (skipped)."""
     patterns = shlex.join(UNIT_PATTERNS)
-    files = host.run(f"systemctl list-unit-files --no-legend --plain --type=service {patterns}").stdout
-    loaded = host.run(f"systemctl list-units --all --no-legend --plain --type=service {patterns}").stdout
-    names = {line.split()[0] for line in (files + loaded).splitlines() if line.strip()}
+    said = []
+    for command in ("list-unit-files", "list-units --all"):
+        listed = host.run(f"systemctl {command} --no-legend --plain --type=service {patterns}")
+        # list-unit-files exits 1 in silence where no file matches; with a reason (no bus) the empty list
+        # was read as 'none installed'
+        if listed.rc != 0 and listed.stderr.strip():
+            reason = listed.stderr.strip()[-300:]
+            pytest.fail(f"cannot list the serve units: systemctl {command}: {reason}", pytrace=False)
+        said.append(listed.stdout)
+    names = {line.split()[0] for line in "".join(said).splitlines() if line.strip()}
     return sorted(n for n in names if not n.endswith("@.service"))  # templates are not units that run
 
 

@@ -114,3 +114,26 @@ def test_a_systemctl_that_cannot_answer_says_why(tmp_path, monkeypatch):
     said = _said().split("\nassert ")[0]
     bus = "Failed to connect to bus: No such file or directory"
     assert said == f"{UNIT}: systemctl cannot tell its state ({bus})", said
+
+
+def test_units_that_cannot_be_listed_fail_rather_than_skip(tmp_path, monkeypatch):
+    """The unit list read from a systemctl that cannot answer was empty: 'no unit matching ktinfra-serve*
+    sglang* installed', a skip, and the health check skipped too: doctor passed whatever ran there."""
+    tool = tmp_path / "systemctl"
+    tool.write_text("#!/bin/sh\necho 'Failed to connect to bus: No such file or directory' >&2\nexit 1\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{Path(sys.executable).parent}:/usr/bin:/bin")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        services.installed_units(testinfra.get_host("local://"))
+    said = str(failed.value)
+    assert said.startswith("cannot list the serve units: systemctl list-unit-files"), said
+    assert "Failed to connect to bus" in said, said
+
+
+def test_no_unit_matching_is_still_none_installed(tmp_path, monkeypatch):
+    """systemd 252's list-unit-files exits 1 without a word where no unit file matches the patterns."""
+    tool = tmp_path / "systemctl"
+    tool.write_text('#!/bin/sh\n[ "$1" = list-unit-files ] && exit 1\nexit 0\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{Path(sys.executable).parent}:/usr/bin:/bin")
+    assert services.installed_units(testinfra.get_host("local://")) == []
