@@ -1,0 +1,121 @@
+"""kt_host_tuning: tuned and power-profiles-daemon, which set the CPU governor again after the role.
+
+tuned applies its profile's governor at every start; power-profiles-daemon (intel_pstate/amd_pstate active
+mode) writes powersave to every policy at its start and powersave/performance on each profile change,
+AC/battery switch and resume: the `performance` the run reported applied held until then only. Now, where a
+governor is asked for and cpufreq exists, either one running or enabled fails the play before any change
+(kt_host_tuning_governor_daemons=refuse, the default) or is masked and stopped before the governor
+is written (=stop).
+
+The play is the role's validate and runtime task files (tasks/main.yml's order), with every other setting
+empty, cpufreq a directory in tmp_path (KT_TUNE_CPU_ROOT) and `systemctl` a stand-in on PATH that answers
+`show` from tmp_path/units/<unit> and logs every call: this host's systemd is never asked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from role_play import run_play
+
+SYSTEMCTL = """#!/bin/sh
+echo "$*" >> "{log}"
+# only the one query the role makes is answered: a changed argv (one YAML flow list split the properties
+# into three arguments, and systemd answered LoadState=not-found three times) finds no daemon
+[ "$1 $2 $#" = "show --property=LoadState,UnitFileState,ActiveState,FragmentPath 3" ] || exit 0
+cat "{units}/$3" 2>/dev/null || printf 'LoadState=not-found\\nUnitFileState=\\nActiveState=inactive\\n'
+"""
+RUNNING = "LoadState=loaded\nUnitFileState=enabled\nActiveState=active\nFragmentPath=/lib/systemd/system/x\n"
+
+
+def tune(tmp: Path, units: dict[str, str], extra: dict | None = None) -> tuple[int, str, list[str], str]:
+    """rc, output, the systemctl calls other than show, and cpu0's governor afterwards."""
+    bin_dir, unit_dir, cpu = tmp / "bin", tmp / "units", tmp / "cpu" / "cpu0" / "cpufreq"
+    for folder in (bin_dir, unit_dir, cpu):
+        folder.mkdir(parents=True, exist_ok=True)
+    log = tmp / "systemctl.log"
+    (bin_dir / "systemctl").write_text(SYSTEMCTL.format(log=log, units=unit_dir))
+    (bin_dir / "systemctl").chmod(0o755)
+    for unit, state in units.items():
+        (unit_dir / unit).write_text(state)
+    (cpu / "scaling_governor").write_text("powersave\n")
+    (cpu / "scaling_available_governors").write_text("performance powersave\n")
+    tasks = [{"ansible.builtin.include_role": {"name": "kt_host_tuning", "tasks_from": step}}
+             for step in ("validate", "runtime")]  # fmt: skip
+    role_vars = {
+        "kt_host_tuning_cpu_governor": "performance", "kt_host_tuning_sysctls": {}, "kt_host_tuning_thp": "",
+        "kt_host_tuning_shm_size": "", "kt_host_tuning_report_file": str(tmp / "tuning.json"),
+        "kt_host_tuning_governors_file": str(cpu / "scaling_available_governors"),
+        "kt_preflight_facts": {"container": False},
+    }  # fmt: skip
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "KT_TUNE_CPU_ROOT": str(tmp / "cpu")}
+    rc, output = run_play(tmp, tasks, role_vars | (extra or {}), env=env)
+    calls = [c for c in log.read_text().splitlines() if not c.startswith("show")] if log.exists() else []
+    return rc, output, calls, (cpu / "scaling_governor").read_text().strip()
+
+
+@pytest.mark.parametrize(
+    ("units", "named"),
+    [({"tuned.service": RUNNING}, "tuned.service (active, enabled) sets the CPU governor"),
+     ({"power-profiles-daemon.service": "LoadState=loaded\nUnitFileState=enabled\nActiveState=inactive\n"},
+      "power-profiles-daemon.service (inactive, enabled) sets the CPU governor"),
+     ({"tuned.service": "LoadState=loaded\nUnitFileState=disabled\nActiveState=active\n",
+       "power-profiles-daemon.service": RUNNING},
+      "tuned.service (active, disabled), power-profiles-daemon.service (active, enabled) set the CPU")],
+)  # fmt: skip
+def test_a_daemon_that_resets_the_governor_is_refused_before_anything_changes(tmp_path, units, named):
+    """Before: the governor was written and reported applied; tuned/ppd put theirs back at the next start."""
+    rc, output, calls, governor = tune(tmp_path, units)
+    assert rc != 0, output[-3000:]
+    assert named in output, output[-3000:]
+    assert "kt_host_tuning_governor_daemons=stop" in output and "nothing was changed" in output
+    assert calls == [] and governor == "powersave"
+    assert not (tmp_path / "tuning.json").exists()
+
+
+def test_with_stop_they_are_masked_and_stopped_before_the_governor_is_set(tmp_path):
+    units = {"tuned.service": RUNNING, "power-profiles-daemon.service": RUNNING}
+    rc, output, calls, governor = tune(tmp_path, units, {"kt_host_tuning_governor_daemons": "stop"})
+    assert rc == 0, output[-3000:]
+    assert calls == ["mask --now tuned.service", "mask --now power-profiles-daemon.service"]
+    assert governor == "performance"
+    report = json.loads((tmp_path / "tuning.json").read_text())["settings"]
+    governor_set = {"setting": "scaling_governor", "wanted": "performance", "reason": "", "status": "applied"}
+    assert governor_set in report
+
+
+@pytest.mark.parametrize(
+    "state",
+    ["LoadState=masked\nUnitFileState=masked\nActiveState=inactive\n",
+     "LoadState=loaded\nUnitFileState=disabled\nActiveState=inactive\n", None],
+)  # fmt: skip
+def test_a_stopped_disabled_masked_or_missing_daemon_passes(tmp_path, state):
+    rc, output, calls, governor = tune(tmp_path, {"tuned.service": state} if state else {})
+    assert rc == 0, output[-3000:]
+    assert calls == [] and governor == "performance"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"kt_host_tuning_cpu_governor": ""}, {"kt_preflight_facts": {"container": True}},
+     {"kt_host_tuning_governors_file": "/nonexistent/scaling_available_governors"}],
+)  # fmt: skip
+def test_no_governor_a_container_or_no_cpufreq_asks_nothing(tmp_path, extra):
+    """The daemons only matter where the role writes a governor: asked for, on a host, with cpufreq."""
+    rc, output, calls, _ = tune(tmp_path, {"tuned.service": RUNNING}, extra)
+    assert rc == 0, output[-3000:]
+    assert calls == [] and not (tmp_path / "systemctl.log").exists()
+
+
+def test_with_stop_a_unit_file_in_etc_that_mask_cannot_replace_is_refused_first(tmp_path):
+    """systemctl mask fails on /etc/systemd/system/<unit> itself (File ... already exists): found in the real
+    systemd container with a stand-in unit there; the play stopped one daemon and failed on masking."""
+    own = RUNNING.replace("/lib/systemd/system/x", "/etc/systemd/system/tuned.service")
+    units = {"tuned.service": own, "power-profiles-daemon.service": RUNNING}
+    rc, output, calls, governor = tune(tmp_path, units, {"kt_host_tuning_governor_daemons": "stop"})
+    assert rc != 0, output[-3000:]
+    refusal = "/etc/systemd/system/tuned.service: systemctl mask cannot replace a unit file"
+    assert refusal in output, output[-3000:]
+    assert calls == [] and governor == "powersave"
