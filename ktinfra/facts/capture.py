@@ -521,6 +521,14 @@ def _capture_folder(target: Path) -> Path:
             raise _reworded(error, f"cannot read {target}") from None
         if used:
             raise FileExistsError(f"{target} is not empty; choose a new or empty directory")
+        owner = os.stat(folder).st_uid
+        if owner not in (os.geteuid(), 0):
+            # the folder's owner may rename entries in it: the staging folder swapped for a link to /etc
+            # while the commands run, and the files went there (an empty /tmp/cap made by another user)
+            raise PermissionError(
+                f"{target} is owned by uid {owner}, not by you: its owner could swap what is written there "
+                "for links; choose a new folder or an empty one of your own"
+            )
     return folder
 
 

@@ -109,3 +109,41 @@ def test_an_own_link_in_the_sticky_folder_is_still_followed(sticky, tmp_path):
 def test_a_new_folder_in_the_sticky_folder_is_made_there(sticky):
     host_facts.write_capture(sticky / "new")
     assert sorted(p.name for p in (sticky / "new").iterdir()) == ["README.md", "lscpu.txt"]
+
+
+@pytest.fixture
+def give_away(monkeypatch):
+    """Makes a folder another user's (nobody's): root chowns it; another user cannot, so stat says so."""
+    given: set[str] = set()
+    real_stat = os.stat
+
+    def fake_stat(path, *args, **kwargs):
+        info = real_stat(path, *args, **kwargs)
+        if os.fspath(path) not in given:
+            return info
+        fields = list(info[:10])
+        fields[4] = NOBODY
+        return os.stat_result(fields)
+
+    if os.geteuid() != 0:
+        monkeypatch.setattr(capture_module.os, "stat", fake_stat)
+
+    def make(folder: Path) -> Path:
+        folder.mkdir()
+        folder.chmod(0o777)
+        if os.geteuid() == 0:
+            os.chown(folder, NOBODY, NOBODY)
+        given.add(os.fspath(folder))
+        return folder
+
+    return make
+
+
+def test_an_empty_folder_another_user_made_is_not_filled(sticky, give_away):
+    """/tmp/cap made empty by another user: its owner could swap the staging folder inside it for a link to
+    /etc while the commands ran (a minute), and the files were written there."""
+    folder = give_away(sticky / "cap")
+    with pytest.raises(PermissionError) as raised:
+        host_facts.write_capture(folder)
+    assert str(raised.value).startswith(f"{folder} is owned by uid {NOBODY}, not by you")
+    assert list(folder.iterdir()) == []
