@@ -15,7 +15,7 @@ _BY_NAME: list[tuple[str, str]] = [
     (r"\bRTX PRO \d{4}\b.*Blackwell|\bRTX 50\d0\b", "12.0"),
     (r"\bG?B[12]00\b", "10.0"),
     (r"\bRTX \d{4} Ada\b|\bRTX 40\d0\b|\bL40S?\b|\bL4\b|\bL20\b", "8.9"),
-    (r"\bG?H100\b|\bH800\b|\bH200\b|\bH20\b", "9.0"),
+    (r"\bG?H100\b|\bH800\b|\bG?H200\b|\bH20\b", "9.0"),
     (r"\bA100\b|\bA800\b|\bA30\b", "8.0"),
     (r"\bA10G?\b|\bA16\b|\bA2\b|\bA40\b|\bRTX A\d{3,4}\b|\bRTX 30\d0\b", "8.6"),
     (r"\bT4\b|\bRTX 20\d0\b|\bQuadro RTX \d{4}\b|\bTITAN RTX\b|\bGTX 16\d0\b", "7.5"),

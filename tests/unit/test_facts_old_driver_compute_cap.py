@@ -130,6 +130,7 @@ def test_a_synthetic_r470_capture_reads_both_gpus_with_capability_from_the_name(
         ("Tesla P40", "6.1"),
         ("NVIDIA H100 80GB HBM3", "9.0"),
         ("NVIDIA H20", "9.0"),
+        ("NVIDIA GH200 480GB", "9.0"),
         ("NVIDIA L40S", "8.9"),
         ("NVIDIA GeForce RTX 4090", "8.9"),
         ("NVIDIA RTX 6000 Ada Generation", "8.9"),
