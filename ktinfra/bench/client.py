@@ -187,8 +187,8 @@ class RequestResult:
         return self.output_tokens / self.latency_s if self.ok and self.latency_s > 0 else 0.0
 
 
-def make_prompt(tokens: int, seed: int) -> str:
-    rng = random.Random(seed)
+def make_prompt(tokens: int, seed: int | str) -> str:
+    rng = random.Random(seed)  # a str seed is hashed with SHA-512: the same prompt in every process
     return " ".join(rng.choice(_WORDS) for _ in range(tokens))
 
 

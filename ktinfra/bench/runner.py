@@ -79,6 +79,14 @@ class _Pauses:
         }
 
 
+def prompt_seed(level_seed: int, user: int, n: int) -> str:
+    """The seed of a user's n-th prompt: one per (level, user, request), none shared. The sum it was
+    (level_seed * 1_000_003 + user * 10_007 + n) gave user 0's request 10007 user 1's first prompt, and a
+    level's user 0 request 697 the prompt of user 100's first in the level seeded one below: the server's
+    prefix cache answered those."""
+    return f"{level_seed}:{user}:{n}"
+
+
 def run_level(
     sc: Scenario,
     users: int,
@@ -124,7 +132,7 @@ def run_level(
                         return
                 if deadline is not None and time.perf_counter() >= deadline:
                     return
-                prompt = make_prompt(sc.prompt_tokens, seed=seed * 1_000_003 + index * 10_007 + n)
+                prompt = make_prompt(sc.prompt_tokens, seed=prompt_seed(seed, index, n))
                 result = send(session, sc, prompt, cut_at=cut_at)
                 with lock:
                     results.append(result)
