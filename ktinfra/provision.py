@@ -223,10 +223,15 @@ class ProvisionRequest:
         prompts = _configured_prompts()
         if prompts:
             raise ProvisionError(
-                f"{prompts[0]}: ansible-playbook would wait for it at a prompt ktinfra provision cannot "
-                "answer; unset it (a vault password: ANSIBLE_VAULT_PASSWORD_FILE)"
+                f"{prompts[0]}: ansible-playbook would wait at a prompt ktinfra provision cannot answer; "
+                "unset it (a vault password: ANSIBLE_VAULT_PASSWORD_FILE)"
             )
-        pauses = untimed_pauses(self)
+        pauses, debuggers = interactive_tasks(self)
+        if debuggers:
+            raise ProvisionError(
+                f"{debuggers[0]}: the task debugger would wait at its prompt, which ktinfra provision cannot "
+                "answer: remove it (or set debugger: never)"
+            )
         if pauses:
             raise ProvisionError(
                 f"{pauses[0]} waits for someone to press Enter (a pause without seconds or minutes), which "
@@ -298,13 +303,15 @@ PROMPT_SETTINGS = {
     "DEFAULT_ASK_VAULT_PASS": "ask_vault_pass",
     "DEFAULT_ASK_PASS": "ask_pass",
     "DEFAULT_BECOME_ASK_PASS": "become_ask_pass",
+    "ENABLE_TASK_DEBUGGER": "enable_task_debugger",  # its prompt opens at a failed task
 }
 
 
 def _configured_prompts() -> list[str]:
     """What makes ansible-playbook run from here prompt for a password (ask_vault_pass, ask_pass,
-    become_ask_pass or a vault_identity_list entry LABEL@prompt), with where it is set. Under ansible-runner
-    the prompt waits on a terminal nobody types into: the run hung with no event until killed."""
+    become_ask_pass or a vault_identity_list entry LABEL@prompt) or open the task debugger
+    (enable_task_debugger, the debug strategy), with where it is set. Under ansible-runner the prompt waits on
+    a terminal nobody types into: the run hung with no event until killed."""
     try:
         from ansible.config.manager import ConfigManager
 
@@ -318,6 +325,9 @@ def _configured_prompts() -> list[str]:
         for identity in identities or []:
             if identity.split("@", 1)[-1] in ("prompt", "prompt_ask_vault_pass"):
                 found.append(f"vault_identity_list holds {identity} ({origin})")
+        strategy, origin = manager.get_config_value_and_origin("DEFAULT_STRATEGY")
+        if strategy in DEBUG_STRATEGY:
+            found.append(f"strategy is {strategy} ({origin})")
         return found
     except Exception:  # ansible-playbook from another environment, an ansible.cfg it cannot read: it says
         return []
@@ -336,6 +346,8 @@ TASK_FILES = _names("import_tasks", "include_tasks", "include")
 ROLE_TASKS = _names("import_role", "include_role")
 PLAYBOOKS = _names("import_playbook")
 ACTIONS = PAUSE | TASK_FILES | ROLE_TASKS
+DEBUG_STRATEGY = _names("debug")
+DEBUGGER_ON = frozenset({"always", "on_failed", "on_unreachable", "on_skipped"})
 
 
 def _task_action(task: dict) -> tuple[str, object]:
@@ -384,6 +396,15 @@ class PauseScan:
         self.skip = {t.strip() for t in (request.skip_tags or "").split(",") if t.strip()}
         self.read: set[Path] = set()
         self.found: list[str] = []
+        self.debuggers: list[str] = []  # plays, blocks and tasks that open the task debugger
+
+    def debugger(self, item: dict, what: str, path: Path) -> None:
+        name = item.get("name")
+        where = f"{what} {name!r} in {_shown(path)}" if name else f"a {what} in {_shown(path)}"
+        if item.get("debugger") in DEBUGGER_ON:
+            self.debuggers.append(f"{where} sets debugger: {item['debugger']}")
+        if what == "play" and item.get("strategy") in DEBUG_STRATEGY:
+            self.debuggers.append(f"{where} sets strategy: {item['strategy']}")
 
     def runs(self, tags: set[str]) -> bool:
         """Taggable.evaluate_tags; a templated tag may be anything: taken as selected, not skipped."""
@@ -421,6 +442,7 @@ class PauseScan:
             if isinstance(imported, str) and "{{" not in imported:
                 self.playbook(path.parent / imported)
                 continue
+            self.debugger(play, "play", path)
             tags = _tags(play)
             self.roles(play.get("roles"), tags, path)
             for key in ("pre_tasks", "tasks", "post_tasks", "handlers"):
@@ -452,6 +474,8 @@ class PauseScan:
 
     def tasks(self, tasks: object, tags: set[str], path: Path, role: Path | None) -> None:
         for task in tasks if isinstance(tasks, list) else []:
+            if isinstance(task, dict):
+                self.debugger(task, "block" if "block" in task else "task", path)
             if not isinstance(task, dict) or "when" in task:
                 continue
             own = tags | _tags(task)
@@ -503,10 +527,11 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def untimed_pauses(request: ProvisionRequest) -> list[str]:
+def interactive_tasks(request: ProvisionRequest) -> tuple[list[str], list[str]]:
+    """The untimed pauses the playbook would run, and what in it opens the task debugger."""
     scan = PauseScan(request)
     scan.playbook(Path(os.path.abspath(request.playbook)))
-    return scan.found
+    return scan.found, scan.debuggers
 
 
 def _check_extra_vars(value: str) -> bool:
