@@ -521,15 +521,26 @@ def _capture_folder(target: Path) -> Path:
             raise _reworded(error, f"cannot read {target}") from None
         if used:
             raise FileExistsError(f"{target} is not empty; choose a new or empty directory")
-        owner = os.stat(folder).st_uid
-        if owner not in (os.geteuid(), 0):
-            # the folder's owner may rename entries in it: the staging folder swapped for a link to /etc
-            # while the commands run, and the files went there (an empty /tmp/cap made by another user)
-            raise PermissionError(
-                f"{target} is owned by uid {owner}, not by you: its owner could swap what is written there "
-                "for links; choose a new folder or an empty one of your own"
-            )
+        _refuse_another_users(folder, target)
+    else:
+        # the capture's folders are made in the nearest one there is (the staging folder, missing parents)
+        _refuse_another_users(next(p for p in folder.parents if p.is_dir()), target)
     return folder
+
+
+def _refuse_another_users(folder: Path, target: Path) -> None:
+    """A folder's owner may rename what is in it, also with the sticky bit: the staging folder (or a parent
+    made for the capture) swapped for a link to /etc while the commands run, and the files went there (an
+    empty /tmp/cap made by another user, or `--capture /home/eve/cap` as root). Only this user's folders and
+    root's are written in."""
+    owner = os.stat(folder).st_uid
+    if owner in (os.geteuid(), 0):
+        return
+    what = f"{target} is" if folder == target else f"{target}: {folder} (where it is made) is"
+    raise PermissionError(
+        f"{what} owned by uid {owner}, not by you: its owner could swap what is written there for links; "
+        "choose a new folder or an empty one of your own"
+    )
 
 
 def _make_parents(parent: Path, target: Path) -> list[Path]:

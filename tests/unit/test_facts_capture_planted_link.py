@@ -147,3 +147,15 @@ def test_an_empty_folder_another_user_made_is_not_filled(sticky, give_away):
         host_facts.write_capture(folder)
     assert str(raised.value).startswith(f"{folder} is owned by uid {NOBODY}, not by you")
     assert list(folder.iterdir()) == []
+
+
+def test_no_folder_is_made_inside_another_users_folder(tmp_path, give_away, monkeypatch):
+    """`--capture /home/eve/cap` as root: eve may rename the staging folder made in her folder (or a parent
+    made for the capture) and put a link to /etc in its place while the commands run."""
+    monkeypatch.setattr(capture_module, "collect_live", lambda: {"lscpu.txt": "x\n"})
+    eve = give_away(tmp_path / "eve")
+    for target in (eve / "cap", eve / "new" / "deeper" / "cap"):
+        with pytest.raises(PermissionError) as raised:
+            host_facts.write_capture(target)
+        assert str(raised.value).startswith(f"{target}: {eve} (where it is made) is owned by uid {NOBODY}")
+    assert list(eve.iterdir()) == []
