@@ -905,9 +905,11 @@ def report(
     # failed before or beside any host: say what Ansible said (stopped at a prompt: its "User interrupted")
     if not ok and not state.failures and not state.prompts and not state.pauses:
         errors += [e for e in ansible_errors(text) if e not in errors]
-        errors = errors or [
-            f"ansible-playbook exited {rc} ({status}) with no failed host; its output: {stdout}"
-        ]
+        if rc is None:  # a signal ended it: the SIGTERM or SIGKILL after a Ctrl-C it did not stop at
+            ended = f"was ended by a signal ({status}) before it exited"
+        else:
+            ended = f"exited {rc} ({status}) with no failed host"
+        errors = errors or [f"ansible-playbook {ended}; its output: {stdout}"]
     return {
         "ok": ok,
         "playbook": str(request.playbook),
