@@ -16,7 +16,7 @@ from systemd_box import systemd_box
 ROOT = Path(__file__).resolve().parents[2]
 UNITS = {
     "/etc/systemd/system/sglang-loading.service": "[Service]\nType=exec\nExecStart=/bin/sleep infinity\n"
-    "ExecStartPost=/bin/sleep 600\n[Install]\nWantedBy=multi-user.target\n",
+    "ExecStartPost=/bin/sleep 600\nTimeoutStartSec=900\n[Install]\nWantedBy=multi-user.target\n",
     "/etc/systemd/system/sglang-looping.service": "[Service]\nExecStart=/bin/false\nRestart=always\n"
     "RestartSec=600\n[Install]\nWantedBy=multi-user.target\n",
     "/lib/systemd/system/sglang-masked.service": "[Service]\nExecStart=/bin/sleep infinity\n",
