@@ -226,7 +226,13 @@ class ProvisionRequest:
                 f"{prompts[0]}: ansible-playbook would wait at a prompt ktinfra provision cannot answer; "
                 "unset it (a vault password: ANSIBLE_VAULT_PASSWORD_FILE)"
             )
-        pauses, debuggers = interactive_tasks(self)
+        pauses, debuggers, prompted = interactive_tasks(self)
+        if prompted:
+            name, where = prompted[0]
+            raise ProvisionError(
+                f"{where} prompts for {name} (vars_prompt), which ktinfra provision cannot answer: give it "
+                f"with -e {name}=VALUE"
+            )
         if debuggers:
             raise ProvisionError(
                 f"{debuggers[0]}: the task debugger would wait at its prompt, which ktinfra provision cannot "
@@ -397,6 +403,8 @@ class PauseScan:
         self.read: set[Path] = set()
         self.found: list[str] = []
         self.debuggers: list[str] = []  # plays, blocks and tasks that open the task debugger
+        self.given = _extra_var_names(request.extra_vars)
+        self.prompted: list[tuple[str, str]] = []  # vars_prompt (name, file) no -e gives
 
     def debugger(self, item: dict, what: str, path: Path) -> None:
         name = item.get("name")
@@ -443,6 +451,10 @@ class PauseScan:
                 self.playbook(path.parent / imported)
                 continue
             self.debugger(play, "play", path)
+            for entry in play.get("vars_prompt") or [] if self.given is not None else []:
+                name = entry.get("name") if isinstance(entry, dict) else None
+                if isinstance(name, str) and "{{" not in name and name not in self.given:
+                    self.prompted.append((name, _shown(path)))
             tags = _tags(play)
             self.roles(play.get("roles"), tags, path)
             for key in ("pre_tasks", "tasks", "post_tasks", "handlers"):
@@ -527,11 +539,35 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def interactive_tasks(request: ProvisionRequest) -> tuple[list[str], list[str]]:
-    """The untimed pauses the playbook would run, and what in it opens the task debugger."""
+def interactive_tasks(request: ProvisionRequest) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """The untimed pauses the playbook would run, what in it opens the task debugger, and its vars_prompt
+    variables that no -e gives (name, file)."""
     scan = PauseScan(request)
     scan.playbook(Path(os.path.abspath(request.playbook)))
-    return scan.found, scan.debuggers
+    return scan.found, scan.debuggers, scan.prompted
+
+
+def _extra_var_names(values: list[str]) -> set[str] | None:
+    """The variables the -e values give (checked by _check_extra_vars); None where that cannot be told here
+    (an ansible-vault file, ansible-playbook from another environment)."""
+    names: set[str] = set()
+    for value in values:
+        if value.startswith("@"):
+            text = _vars_file(value).read_text(encoding="utf-8")
+            if text.startswith("$ANSIBLE_VAULT"):
+                return None
+        elif value.startswith(("{", "[")):
+            text = value
+        else:
+            try:
+                from ansible.parsing.splitter import parse_kv
+            except ImportError:
+                return None
+            names.update(parse_kv(value))
+            continue
+        data = yaml.load(text, Loader=_AnsibleTagsLoader)
+        names.update(map(str, data if isinstance(data, dict) else {}))
+    return names
 
 
 def _check_extra_vars(value: str) -> bool:
