@@ -294,13 +294,26 @@ def supervisorctl_path(host, sup_dir: str | None = None) -> str:
     return next((path for path in found if host.file(path).exists), found[0] if found else SUPERVISORCTL)
 
 
+LISTENER_PREFIX = "ktinfra-start-limit-"  # + NAME: kt_serve's event listener of program ktinfra-serve-NAME
+
+
+def start_limit_listeners(host, sup_dir: str, programs: list[str]) -> list[str]:
+    """The start-limit listeners of `programs` (ktinfra-serve-NAME -> ktinfra-start-limit-NAME) that conf.d
+    has: with one down, a server that keeps dying is restarted without end, which the check passed."""
+    sections = {section for section, _ in conf_commands(host, sup_dir)}
+    names = [LISTENER_PREFIX + program.removeprefix("ktinfra-serve-") for program in programs]
+    return [name for name in names if f"[eventlistener:{name}]" in sections]
+
+
 def program_problem(name: str, state: str | None, ask: str) -> str:
     """What a program that is not RUNNING means and what to run (`ask`: supervisorctl -c CONF). The check
     gave supervisorctl's line alone ('FATAL Exited too quickly (process log may have details)'), and for an
     unknown program a bare 'supervisorctl update', which asks another supervisord or none."""
     if state is None:
         return f"{name} not known to supervisord: {ask} update"
-    word, log = state.split(" ", 1)[0], f"{ask} tail {name}"
+    # a start-limit listener's stdout is supervisord's event protocol (stdout_logfile=NONE): it writes stderr
+    stream = " stderr" if name.startswith(LISTENER_PREFIX) else ""
+    word, log = state.split(" ", 1)[0], f"{ask} tail {name}{stream}"
     meaning = {
         "STARTING": "still starting; run doctor again in a moment",
         "BACKOFF": f"it exited as it started and supervisord starts it again; see {log}",
@@ -325,6 +338,7 @@ def test_supervised_programs_running(host, init_name, supervisor_dir):
     wanted = autostart_programs(host, supervisor_dir)
     if not wanted:
         pytest.skip(f"no program in {supervisor_dir}/conf.d is to be started")
+    wanted += start_limit_listeners(host, supervisor_dir, wanted)
     ctl = supervisorctl_path(host, supervisor_dir)
     supervisord = ctl.removesuffix("supervisorctl") + "supervisord"
     if not host.file(ctl).exists:

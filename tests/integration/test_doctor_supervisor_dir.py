@@ -28,7 +28,9 @@ def docker(*args: str) -> subprocess.CompletedProcess:
 
 
 def say(box: str, state: str) -> None:
-    docker("exec", box, "sh", "-c", f"echo 'ktinfra-serve-q  {state}' > /srv/status.txt")
+    listener = "ktinfra-start-limit-q  RUNNING   pid 8, uptime 0:01:00"
+    lines = f"'ktinfra-serve-q  {state}' '{listener}'"
+    docker("exec", box, "sh", "-c", f"printf '%s\\n' {lines} > /srv/status.txt")
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,10 @@ def test_the_check_reads_the_dir_it_is_given(tmp_path, capsys):
     )
     ctl = venv / "bin" / "supervisorctl"
     ctl.parent.mkdir(parents=True)
-    ctl.write_text("#!/bin/sh\necho 'ktinfra-serve-q  RUNNING  pid 9, uptime 0:01:00'\n")
+    ctl.write_text(
+        "#!/bin/sh\necho 'ktinfra-serve-q  RUNNING  pid 9, uptime 0:01:00'\n"
+        "echo 'ktinfra-start-limit-q  RUNNING  pid 8, uptime 0:01:00'\n"
+    )
     ctl.chmod(0o755)
     host = testinfra.get_host("local://")
     services.test_supervised_programs_running(host, "docker-init", str(sup_dir))

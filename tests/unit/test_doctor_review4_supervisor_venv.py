@@ -48,7 +48,10 @@ def _supervisor(tmp_path, monkeypatch, listener: str, status: str) -> Path:
 
 @pytest.mark.parametrize("listener", sorted(LISTENERS))
 def test_the_venv_the_role_used_is_asked(tmp_path, monkeypatch, capsys, listener):
-    running = "ktinfra-serve-qwen3              RUNNING   pid 42, uptime 0:10:00\n"
+    running = (
+        "ktinfra-serve-qwen3              RUNNING   pid 42, uptime 0:10:00\n"
+        "ktinfra-start-limit-qwen3        RUNNING   pid 41, uptime 0:10:00\n"
+    )
     _supervisor(tmp_path, monkeypatch, listener, running)
     services.test_supervised_programs_running(
         testinfra.get_host("local://"), "docker-init", services.SUPERVISOR_DIR
