@@ -459,7 +459,10 @@ def _refuse_planted_links(target: Path) -> None:
     the way, before anything is written: in a folder with the sticky bit that anyone may write, only a link
     owned by this user or by the folder's owner is followed."""
     pending = list(Path(target).parts)
-    current = Path.cwd() if not Path(target).is_absolute() else Path("/")
+    try:
+        current = Path.cwd() if not Path(target).is_absolute() else Path("/")
+    except OSError as error:  # the current folder was deleted
+        raise _reworded(error, f"cannot create {target} in the current folder") from None
     hops = 0
     while pending:
         part = pending.pop(0)

@@ -159,3 +159,16 @@ def test_no_folder_is_made_inside_another_users_folder(tmp_path, give_away, monk
             host_facts.write_capture(target)
         assert str(raised.value).startswith(f"{target}: {eve} (where it is made) is owned by uid {NOBODY}")
     assert list(eve.iterdir()) == []
+
+
+def test_a_relative_path_in_a_deleted_current_folder_is_a_sentence(tmp_path, monkeypatch):
+    """The link check asks for the current folder: a deleted one gave '[Errno 2] No such file or directory'
+    (the capture before it said 'cannot create cap: ...')."""
+    monkeypatch.setattr(capture_module, "collect_live", lambda: {"lscpu.txt": "x\n"})
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(FileNotFoundError) as raised:
+        host_facts.write_capture("cap")
+    assert str(raised.value) == "cannot create cap in the current folder: No such file or directory"
