@@ -603,6 +603,18 @@ def _launcher_env(launcher: dict, own: dict) -> dict:
     return {key: str(value) for key, value in env.items()}
 
 
+def _env_value(key: str, value: str) -> str:
+    """check_word for a value of the env file, which may hold a token (the file is 0600): the error names the
+    variable, never the value, which would reach the play's output and logs."""
+    try:
+        return check_word(f"launcher env {key}", value)
+    except RenderError:
+        raise RenderError(
+            f"plan sft.launcher.env.{key} is empty, not UTF-8 text, or holds whitespace, a quote, a "
+            "backslash, '$' or a backtick: systemd reads it as one word (the value is not shown)"
+        ) from None
+
+
 def _launcher(sft: dict, generation: str) -> dict:
     """The plan's sft.launcher (optional): its kind must match the stack generation's launcher."""
     launcher = sft.get("launcher") or {}
@@ -799,10 +811,7 @@ def render_train(
     variables.update(visibility)
     variables.update(_launcher_env(launcher, variables))
     env = [f"# ktinfra train run {name}; install as {env_dir}/{name}.env"]
-    env += [
-        env_line(check_env_name(key), check_word(f"launcher env {key}", value))
-        for key, value in variables.items()
-    ]
+    env += [env_line(check_env_name(key), _env_value(key, value)) for key, value in variables.items()]
     out.add(f"ktinfra-train-{name}.env", "\n".join(env) + "\n", mode=0o600)
     out.add(
         "ktinfra-train@.service",
