@@ -143,12 +143,21 @@ def run_level(
                 backoff = min(max(2 * backoff, BACKOFF_FIRST_S), BACKOFF_MAX_S) if retry else 0.0
                 pause = pauses.next_pause(result, backoff)
 
+    running = [users]
+    ended = threading.Event()  # every user returned, or one crashed
+
     def guarded(index: int) -> None:
         try:
             user(index)
         except BaseException as exc:  # re-raised below, in the caller's thread
             crashed.append(exc)
             stop.set()
+            ended.set()  # at once: the other users' requests in flight are abandoned, as on Ctrl-C
+        finally:
+            with lock:
+                running[0] -= 1
+                if not running[0]:
+                    ended.set()
 
     # Daemon threads, not a ThreadPoolExecutor: on Ctrl-C the caller gets KeyboardInterrupt at once, and the
     # process can exit without waiting for the requests in flight (the executor joins its threads at exit,
@@ -159,8 +168,9 @@ def run_level(
     try:
         for i, thread in enumerate(threads):
             start_thread(thread, f"user {i + 1} of {users}")  # ThreadLimit: the users started stop
-        for thread in threads:
-            thread.join()
+        # not a join of each thread: a user that crashed (the OS refusing its request's deadline timer) ended
+        # the level only once every other user's request in flight had ended, up to --timeout later
+        ended.wait()
     except BaseException:
         stop.set()
         raise
