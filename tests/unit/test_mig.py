@@ -110,7 +110,9 @@ def test_capture_queries_mig_mode_and_falls_back_for_an_old_driver(monkeypatch):
         return None if "mig.mode.current" in argv[1] else "index, name\n0, GPU\n"
 
     monkeypatch.setattr(capture_module, "_run", run)
-    assert capture_module.SOURCES["nvidia-smi-query.csv"]() == "index, name\n0, GPU\n"
+    # the capture says which field the driver refused (readers skip lines before the CSV header)
+    note = "# ktinfra facts: this driver refused --query-gpu with mig.mode.current; asked again without it\n"
+    assert capture_module.SOURCES["nvidia-smi-query.csv"]() == note + "index, name\n0, GPU\n"
     assert [argv[1] for argv in asked] == [
         "--query-gpu=" + ",".join(QUERY_FIELDS),
         "--query-gpu=" + ",".join(QUERY_FIELDS_BEFORE_MIG),
