@@ -369,17 +369,18 @@ def _task_action(task: dict) -> tuple[str, object]:
     return key, task.get(key)
 
 
-def _kv(args: object) -> dict:
-    if isinstance(args, dict):
-        return args
-    if isinstance(args, str) and args.strip():
-        try:
-            from ansible.parsing.splitter import parse_kv
+def _kv(args: object) -> dict | None:
+    """A task's arguments as a mapping; None where Ansible would refuse them (it says why)."""
+    if args is None or isinstance(args, dict):
+        return args or {}
+    if not isinstance(args, str):
+        return None
+    try:
+        from ansible.parsing.splitter import parse_kv
 
-            return parse_kv(args)
-        except Exception:  # Ansible says what is wrong with it
-            return {"seconds": None, "_raw_params": args}
-    return {}
+        return parse_kv(args)
+    except Exception:
+        return None
 
 
 def _tags(task: dict) -> set[str]:
@@ -409,9 +410,9 @@ class PauseScan:
     def debugger(self, item: dict, what: str, path: Path) -> None:
         name = item.get("name")
         where = f"{what} {name!r} in {_shown(path)}" if name else f"a {what} in {_shown(path)}"
-        if item.get("debugger") in DEBUGGER_ON:
+        if str(item.get("debugger")) in DEBUGGER_ON:
             self.debuggers.append(f"{where} sets debugger: {item['debugger']}")
-        if what == "play" and item.get("strategy") in DEBUG_STRATEGY:
+        if what == "play" and str(item.get("strategy")) in DEBUG_STRATEGY:
             self.debuggers.append(f"{where} sets strategy: {item['strategy']}")
 
     def runs(self, tags: set[str]) -> bool:
@@ -496,7 +497,10 @@ class PauseScan:
                 self.tasks(task.get("always"), own, path, role)  # rescue: only after a failure
                 continue
             action, args = _task_action(task)
-            args = {**_kv(args), **(task.get("args") if isinstance(task.get("args"), dict) else {})}
+            args = _kv(args)
+            if args is None:
+                continue
+            args = {**args, **(task.get("args") if isinstance(task.get("args"), dict) else {})}
             # an import's tasks take its tags; an include's tasks only run if it does, with their own
             imported = action.endswith(("import_tasks", "import_role"))
             inherited = own if imported else tags
