@@ -20,8 +20,13 @@ run cpuinfo.txt cat /proc/cpuinfo
 run meminfo.txt cat /proc/meminfo
 run nproc.txt nproc
 run numactl-hardware.txt numactl --hardware
-run nvidia-smi-query.csv nvidia-smi --format=csv \
-  --query-gpu=index,name,uuid,memory.total,memory.used,compute_cap,driver_version,pci.bus_id
+# drivers before R510 refuse the whole query for compute_cap: asked again without it, as ktinfra's capture does
+fields=index,name,uuid,memory.total,memory.used,compute_cap,driver_version,pci.bus_id
+if ! nvidia-smi --format=csv --query-gpu="$fields" >"$dir/nvidia-smi-query.csv" 2>&1 &&
+  older=$(nvidia-smi --format=csv --query-gpu="${fields/compute_cap,/}" 2>&1); then
+  printf '# ktinfra facts: this driver refused --query-gpu with compute_cap; asked again without it\n%s\n' \
+    "$older" >"$dir/nvidia-smi-query.csv"
+fi
 run nvidia-smi-q.xml nvidia-smi -q -x
 run nvidia-smi-topo.txt nvidia-smi topo -m
 run df.txt df -B1 --output=source,fstype,size,used,avail,target

@@ -51,3 +51,37 @@ def test_a_raw_snapshot_asks_for_the_c_locale(tmp_path):
     proc = subprocess.run(command, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "cap" / "lscpu.txt").read_text() == "LC_ALL=C\n"
+
+
+OLD_DRIVER_SMI = """#!/bin/sh
+case "$*" in
+  *compute_cap*) echo 'Field "compute_cap" is not a valid field to query.'; exit 2 ;;
+  *--query-gpu*) printf 'index, name, uuid, memory.total [MiB], memory.used [MiB], driver_version, '
+                 printf 'pci.bus_id\\n'
+                 printf '0, NVIDIA A100-SXM4-80GB, GPU-1, 81920 MiB, 0 MiB, 470.82.01, 00000000:07:00.0\\n' ;;
+  *) exit 1 ;;
+esac
+"""
+
+
+def test_a_raw_snapshot_asks_an_old_driver_again_without_compute_cap(tmp_path):
+    """Drivers before R510 refuse the whole --query-gpu for compute_cap: the raw snapshot kept only the
+    refusal, and facts read no GPU from it. A real old driver cannot run here: nvidia-smi is a script that
+    answers as R470 does."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python3").symlink_to("/bin/false")
+    (bare / "nvidia-smi").write_text(OLD_DRIVER_SMI)
+    (bare / "nvidia-smi").chmod(0o755)
+    proc = _run(tmp_path, str(bare))
+    assert proc.returncode == 0, proc.stderr
+    csv = (tmp_path / "cap" / "nvidia-smi-query.csv").read_text()
+    assert csv.startswith("# ktinfra facts: this driver refused --query-gpu with compute_cap;")
+    from ktinfra.facts import from_capture
+
+    (gpu,) = from_capture(tmp_path / "cap")["gpus"]
+    assert (gpu["name"], gpu["memory_mib"], gpu["compute_capability"]) == (
+        "NVIDIA A100-SXM4-80GB",
+        81920,
+        "8.0",
+    )
