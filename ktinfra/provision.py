@@ -239,9 +239,10 @@ class ProvisionRequest:
                 "answer: remove it (or set debugger: never)"
             )
         if pauses:
+            pause, skip = pauses[0]
             raise ProvisionError(
-                f"{pauses[0]} waits for someone to press Enter (a pause without seconds or minutes), which "
-                "ktinfra provision cannot do: give it seconds or minutes, or leave it out with --skip-tags"
+                f"{pause} waits for someone to press Enter (a pause without seconds or minutes), which "
+                f"ktinfra provision cannot do: give it seconds or minutes, or {skip}"
             )
         if vaulted and _vault_password_configured() is False:
             raise ProvisionError(
@@ -402,7 +403,7 @@ class PauseScan:
         self.only = {t.strip() for t in (request.tags or "all").split(",") if t.strip()} or {"all"}
         self.skip = {t.strip() for t in (request.skip_tags or "").split(",") if t.strip()}
         self.read: set[Path] = set()
-        self.found: list[str] = []
+        self.found: list[tuple[str, str]] = []  # untimed pauses: (which, how to skip it)
         self.debuggers: list[str] = []  # plays, blocks and tasks that open the task debugger
         self.given = _extra_var_names(request.extra_vars)
         self.prompted: list[tuple[str, str]] = []  # vars_prompt (name, file) no -e gives
@@ -507,7 +508,13 @@ class PauseScan:
             if action in PAUSE:
                 if self.runs(own) and args.get("seconds") is None and args.get("minutes") is None:
                     name = task.get("name") or action
-                    self.found.append(f"task {name!r} ({action}) in {_shown(path)}")
+                    tag = next((t for t in sorted(own) if "{{" not in t and t != "always"), None)
+                    skip = (
+                        f"leave it out with --skip-tags {tag}"
+                        if tag
+                        else "tag it to skip it with --skip-tags"
+                    )
+                    self.found.append((f"task {name!r} ({action}) in {_shown(path)}", skip))
             elif not (imported or self.runs(own)):
                 continue
             elif action in TASK_FILES and isinstance(args.get("file") or args.get("_raw_params"), str):
@@ -543,7 +550,9 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def interactive_tasks(request: ProvisionRequest) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+def interactive_tasks(
+    request: ProvisionRequest,
+) -> tuple[list[tuple[str, str]], list[str], list[tuple[str, str]]]:
     """The untimed pauses the playbook would run, what in it opens the task debugger, and its vars_prompt
     variables that no -e gives (name, file)."""
     scan = PauseScan(request)
