@@ -10,6 +10,7 @@ the real template, run by a real supervisord in tmp_path; the server is a script
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 import subprocess
 import sys
@@ -21,10 +22,12 @@ import pytest
 from role_play import REPO, run_play
 
 from ktinfra.render.common import render_template
-from ktinfra.render.serve import _restart_policy
+from ktinfra.render.serve import STOP_TIMEOUT_S, _restart_policy
 
 TEMPLATE = REPO / "roles" / "kt_serve" / "templates" / "program.conf.j2"
 VENV = Path(sys.executable).parent.parent  # supervisor is a dev dependency: its python runs the listener
+LISTENER = REPO / "roles" / "kt_serve" / "files" / "ktinfra_start_limit.py"
+LISTENER_SHA1 = hashlib.sha1(LISTENER.read_bytes()).hexdigest()
 POLICY = _restart_policy(3600)
 BURST = POLICY["start_limit_burst"]
 PROGRAM = "ktinfra-serve-t"
@@ -48,6 +51,25 @@ def _unit(server: Path) -> str:
         **POLICY,
     )
     return re.sub(r"(?m)^ExecStart=.*$", f"ExecStart=/bin/sh {server}", unit)
+
+
+def _render(tmp_path: Path, unit: str) -> Path:
+    """tmp_path/conf.d/t.conf: program.conf.j2 rendered by ansible from `unit`; the listener: the role's."""
+    results = [{"item": {"name": "t"}, "content": base64.b64encode(unit.encode()).decode()}]
+    conf = tmp_path / "conf.d" / "t.conf"
+    conf.parent.mkdir()
+    task = {"ansible.builtin.template": {"src": str(TEMPLATE), "dest": str(conf)}, "loop": "{{ instances }}"}
+    extra = {
+        "instances": [{"name": "t", "state": "started"}],
+        "kt_serve__units": {"results": results},
+        "kt_serve_config_dir": str(tmp_path),
+        "kt_serve_supervisor_venv": str(VENV),
+        "kt_serve__start_limit_path": str(LISTENER),
+        "kt_serve__start_limit_sha1": LISTENER_SHA1,
+    }
+    rc, output = run_play(tmp_path, [task], extra)
+    assert rc == 0, output[-3000:]
+    return conf
 
 
 def _ctl(run: Path, *args: str) -> str:
@@ -79,18 +101,7 @@ def supervised(tmp_path):
     run = Path(tempfile.mkdtemp(prefix="ktsl"))  # short: a unix socket path has at most 107 bytes
     server = tmp_path / "server.sh"
     server.write_text(SERVER.format(runs=tmp_path / "runs", once=tmp_path / "once"))
-    unit = {"item": {"name": "t"}, "content": base64.b64encode(_unit(server).encode()).decode()}
-    conf = tmp_path / "conf.d" / "t.conf"
-    conf.parent.mkdir()
-    task = {"ansible.builtin.template": {"src": str(TEMPLATE), "dest": str(conf)}, "loop": "{{ instances }}"}
-    extra = {
-        "instances": [{"name": "t", "state": "started"}],
-        "kt_serve__units": {"results": [unit]},
-        "kt_serve_config_dir": str(tmp_path),
-        "kt_serve_supervisor_venv": str(VENV),
-    }
-    rc, output = run_play(tmp_path, [task], extra)
-    assert rc == 0, output[-3000:]
+    conf = _render(tmp_path, _unit(server))
     # the host's paths into tmp_path; startsecs 10 -> 1, so that a run of 3 s dies "late", as a load does
     (tmp_path / "work").mkdir()
     text = conf.read_text().replace("/var/lib/ktinfra/serve/t", str(tmp_path / "work"))
@@ -153,3 +164,30 @@ def test_a_server_that_served_and_then_crashed_once_is_restarted(tmp_path, super
     assert _wait_for(run, "RUNNING") == "RUNNING", _runs(tmp_path)
     time.sleep(2)  # past startsecs: it stays RUNNING
     assert _state(run) == "RUNNING" and _runs(tmp_path).count("died") == 1
+
+
+def _conf_line(conf: Path, key: str) -> str:
+    return next(line for line in conf.read_text().splitlines() if line.startswith(key + "="))
+
+
+def test_the_program_stops_with_the_grace_of_the_units_timeout_stop_sec(tmp_path):
+    """Before, stopwaitsecs=60: supervisord killed a server that was still shutting down after 60 s, where
+    systemd (TimeoutStopSec=STOP_TIMEOUT_S) waits 120 s."""
+    unit = _unit(tmp_path / "server.sh")
+    assert f"\nTimeoutStopSec={STOP_TIMEOUT_S}\n" in unit
+    assert _conf_line(_render(tmp_path, unit), "stopwaitsecs") == f"stopwaitsecs={STOP_TIMEOUT_S}"
+
+    other = tmp_path / "other"
+    other.mkdir()
+    unit = re.sub(r"(?m)^TimeoutStopSec=.*$", "TimeoutStopSec=300", unit)
+    assert _conf_line(_render(other, unit), "stopwaitsecs") == "stopwaitsecs=300"
+
+
+def test_the_listener_runs_from_its_installed_file_with_the_venvs_python(tmp_path):
+    """Before, the listener was a base64 blob in the command line (`python -c "...exec(...)"`)."""
+    conf = _render(tmp_path, _unit(tmp_path / "server.sh"))
+    section = conf.read_text().split("[eventlistener:ktinfra-start-limit-t]\n")[1]
+    command = f"{VENV}/bin/python {LISTENER} {PROGRAM} {BURST} {POLICY['start_limit_interval_s']} "
+    assert section.startswith(f"command={command}/var/log/ktinfra/serve-t.log\n"), section
+    # its sha1 in the environment: `supervisorctl update` restarts the listener when the file changed
+    assert f'\nenvironment=KTINFRA_START_LIMIT_SHA1="{LISTENER_SHA1}"\n' in section

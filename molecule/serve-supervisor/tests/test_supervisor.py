@@ -17,6 +17,8 @@ from ansible_run import (
     task_output,
 )
 
+from ktinfra.render.serve import STOP_TIMEOUT_S
+
 CONF = "/etc/ktinfra/supervisor/supervisord.conf"
 CTL = f"/opt/ktinfra/envs/supervisor/bin/supervisorctl -c {CONF}"
 # the start-up command docs/readme/roles2.md tells users to put in the container's entrypoint
@@ -47,6 +49,43 @@ def test_program_runs_the_units_exec_start_with_the_env_file(host):
     env = host.file("/etc/ktinfra/serve/tiny.env")
     assert env.mode == 0o600 and 'KT_API_KEY="molecule-not-a-secret"' in env.content_string
     assert "molecule-not-a-secret" not in program
+
+
+VENV = "/opt/ktinfra/envs/supervisor"
+LISTENER = f"{VENV}/bin/ktinfra-start-limit"
+LISTENER_CONF = "/etc/ktinfra/supervisor/conf.d/ktinfra-serve-tiny.conf"
+
+
+def test_the_start_limit_listener_is_a_file_run_by_the_venvs_python(host):
+    listener = host.file(LISTENER)
+    assert listener.mode == 0o755 and listener.user == "root" and listener.group == "root"
+    assert "usage: ktinfra-start-limit" in host.check_output(f"{VENV}/bin/python {LISTENER} -h")
+    pid = host.check_output(f"{CTL} pid ktinfra-start-limit-tiny")
+    argv = host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/cmdline").splitlines()
+    assert argv[:3] == [f"{VENV}/bin/python", LISTENER, "ktinfra-serve-tiny"], argv
+    sha1 = host.check_output(f"sha1sum {LISTENER}").split()[0]
+    assert f'\nenvironment=KTINFRA_START_LIMIT_SHA1="{sha1}"\n' in host.file(LISTENER_CONF).content_string
+
+
+def test_a_changed_listener_restarts_the_listener_only(host):
+    """What a role upgrade with another listener file does: the program's conf names a sha1 the running
+    listener was not started with; `update` restarts the listener group, not the server."""
+    server = _running_pid(host, "ktinfra-serve-tiny")
+    listener = host.check_output(f"{CTL} pid ktinfra-start-limit-tiny")
+    old_sha1 = r's/^\(environment=KTINFRA_START_LIMIT_SHA1=\).*/\1"old"/'
+    host.check_output(f"sed -i '{old_sha1}' {LISTENER_CONF}")
+    host.check_output(f"{CTL} update")  # the running listener now is the one of the older role
+    old = host.check_output(f"{CTL} pid ktinfra-start-limit-tiny")
+    assert old != listener
+    rc, output = run_playbook(KT_SERVE)
+    assert rc == 0, output[-3000:]
+    new = host.check_output(f"{CTL} pid ktinfra-start-limit-tiny")
+    assert new.isdigit() and new != old, output[-3000:]
+    assert host.check_output(f"{CTL} pid ktinfra-serve-tiny") == server
+
+
+def test_the_program_stops_with_the_units_timeout_stop_sec(host):
+    assert f"\nstopwaitsecs={STOP_TIMEOUT_S}\n" in host.file(LISTENER_CONF).content_string
 
 
 def test_the_log_directory_is_roots_only(host):
