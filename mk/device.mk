@@ -57,6 +57,7 @@ infra-docker: venv docker-ready ## KT host suite over docker:// against a system
 	  and c["services.health_endpoint_answers"] == "failed"; print("ok   docker:// stopped unit -> exit 1"), \
 	  $(INFRA_OUT)/docker-down.json)
 	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_doctor_supervised.py \
+	  tests/integration/test_doctor_supervisor_dir.py tests/integration/test_doctor_unit_states.py \
 	  tests/integration/test_infra_no_numa_sysfs.py
 
 infra-ssh: venv docker-ready ## KT host suite over ssh:// against a systemd container running sshd (loopback port)
