@@ -38,3 +38,16 @@ def test_a_finished_run_whose_recipe_changed_is_started_again(tmp_path):
     assert rc == 0, output[-3000:]
     assert starts(tmp_path, "again") == 2, systemctl_calls(tmp_path)
     assert "template: qwen3_nothink" in (tmp_path / "cfg" / "again.yaml").read_text()
+
+
+def test_a_running_run_whose_recipe_changed_is_told_to_restart(tmp_path):
+    """Before: the play installed the new recipe and said nothing, while the running unit trained on with the
+    one it started with."""
+    rc, output = train(tmp_path, [run("busy", start=True)])
+    assert rc == 0, output[-3000:]
+    rc, output = train(tmp_path, [run("busy", start=True, template="qwen3_nothink")])
+    assert rc == 0, output[-3000:]
+    assert starts(tmp_path, "busy") == 1, systemctl_calls(tmp_path)
+    assert "ktinfra-train@busy is running with the recipe and env it started with" in output
+    rc, output = train(tmp_path, [run("busy", start=True, template="qwen3_nothink")])  # unchanged: no word
+    assert rc == 0 and "is running with the recipe" not in output, output[-3000:]
