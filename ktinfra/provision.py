@@ -210,7 +210,11 @@ class ProvisionRequest:
             raise ProvisionError("no inventory given")
         for inventory in self.inventories:
             if not inventory.exists() and not _host_list(inventory):
-                raise ProvisionError(f"inventory {inventory} does not exist")
+                message = f"inventory {inventory} does not exist"
+                # `-i gpu1` is a path to Ansible too: a host list has a comma
+                if os.sep not in str(inventory):
+                    message += f" (to name a host, end it with a comma: -i '{inventory},')"
+                raise ProvisionError(message)
         vaulted = []
         for value in self.extra_vars:
             if value == "@":  # Path("") is the current directory

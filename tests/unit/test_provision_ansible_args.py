@@ -249,7 +249,9 @@ def test_hosts_named_on_the_command_line(site: Path) -> None:
     assert sorted(report["hosts"]) == ["alpha", "delta", "gamma"]
     assert report["inventory"] == ["gamma,delta,", str(site / "one")]
     code, stderr, _ = provision(site, "-i", "gamma")  # no comma: a path, and there is none
-    assert code == 1 and stderr == "error: inventory gamma does not exist\n"
+    assert code == 1 and stderr == (
+        "error: inventory gamma does not exist (to name a host, end it with a comma: -i 'gamma,')\n"
+    )
 
 
 def test_skip_tags_are_passed_and_reported(site: Path) -> None:
