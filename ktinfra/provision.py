@@ -406,7 +406,7 @@ class PauseScan:
         self.roles_path = [self.base / "roles", *map(Path, configured), self.base]
         self.only = {t.strip() for t in (request.tags or "all").split(",") if t.strip()} or {"all"}
         self.skip = {t.strip() for t in (request.skip_tags or "").split(",") if t.strip()}
-        self.read: set[Path] = set()
+        self.read: set[tuple[Path, frozenset[str]]] = set()  # each file once per set of tags it inherits
         self.found: list[tuple[str, str]] = []  # untimed pauses: (which, how to skip it)
         self.debuggers: list[str] = []  # plays, blocks and tasks that open the task debugger
         self.given = _extra_var_names(request.extra_vars)
@@ -437,11 +437,11 @@ class PauseScan:
             return "always" in tags and "always" not in self.skip
         return tags.isdisjoint(self.skip) and not ("tagged" in self.skip and tags != {"untagged"})
 
-    def load(self, path: Path) -> list:
-        path = path.resolve()
-        if path in self.read or not path.is_file():
+    def load(self, path: Path, tags: set[str] | frozenset[str] = frozenset()) -> list:
+        key = (path.resolve(), frozenset(tags))
+        if key in self.read or not path.is_file():
             return []
-        self.read.add(path)
+        self.read.add(key)
         try:
             data = yaml.load(path.read_text(encoding="utf-8"), Loader=_AnsibleTagsLoader)
         except (OSError, UnicodeDecodeError, yaml.YAMLError):  # ansible-playbook says what is wrong
@@ -488,7 +488,7 @@ class PauseScan:
         for sub, stem in (("tasks", tasks), ("handlers", handlers)):
             path = _main_path(folder / sub, stem)
             if path:
-                self.tasks(self.load(path), tags, path, folder)
+                self.tasks(self.load(path, tags), tags, path, folder)
 
     def tasks(self, tasks: object, tags: set[str], path: Path, role: Path | None) -> None:
         for task in tasks if isinstance(tasks, list) else []:
@@ -526,7 +526,7 @@ class PauseScan:
                 folders = [path.parent, *([role / "tasks"] if role else []), self.base]
                 found = next((f / name for f in folders if "{{" not in name and (f / name).is_file()), None)
                 if found:
-                    self.tasks(self.load(found), inherited, found, role)
+                    self.tasks(self.load(found, inherited), inherited, found, role)
             elif action in ROLE_TASKS and isinstance(args.get("name"), str):
                 stems = (args.get("tasks_from") or "main", args.get("handlers_from") or "main")
                 self.role(args["name"], inherited, path, *stems)
