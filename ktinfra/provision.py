@@ -8,6 +8,7 @@ ansible-playbook's recap).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -783,6 +784,37 @@ def _make_run_dir(request: ProvisionRequest, run_dir: Path) -> None:
         ) from exc
 
 
+# variables whose values a run's `command` file keeps (Ansible's settings, paths); the others are hidden
+KEPT_ENV = re.compile(r"^(ANSIBLE_|RUNNER_|AWX_|LC_)|^(PATH|PYTHONPATH|HOME|PWD|LANG|VIRTUAL_ENV)$")
+SECRET_ENV = re.compile(r"PASS(WORD)?$|TOKEN|SECRET|_KEY$|CREDENTIAL", re.IGNORECASE)
+HIDDEN = "(hidden by ktinfra)"
+
+
+def _hide_environment(artifact_dir: Path) -> None:
+    """ansible-runner writes the controller's whole environment into the run's `command` file, kept for 50
+    runs: an HF_TOKEN, a cloud key, anything exported in the shell lay on disk. Values other than Ansible's
+    settings and paths are replaced (the names stay, for post-mortems)."""
+    path = artifact_dir / "command"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    env = data.get("env") if isinstance(data, dict) else None
+    if not isinstance(env, dict):
+        return
+    data["env"] = {
+        name: value if KEPT_ENV.search(name) and not SECRET_ENV.search(name) else HIDDEN
+        for name, value in env.items()
+    }
+    partial = path.with_name(".command.partial")
+    try:
+        with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
+            json.dump(data, handle, ensure_ascii=False)
+        os.replace(partial, path)  # never a half-written command file
+    except OSError:  # a full disk: the run goes on (ansible-runner's own writes fail as loudly)
+        partial.unlink(missing_ok=True)
+
+
 def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None = None) -> dict:
     """Run the playbook; return the report (see docs/readme/roles2.md for its keys)."""
     request.validate()
@@ -842,6 +874,10 @@ def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None =
             quiet=True,
             rotate_artifacts=50,
             cancel_callback=interrupt,
+            # 'running': the command file is written, ansible-playbook not yet started
+            status_handler=lambda data, runner_config: (
+                _hide_environment(artifact_root / ident) if data.get("status") == "running" else None
+            ),
             settings={"pexpect_timeout": Interrupt.POLL},
         )
         # ansible-runner sets ANSIBLE_HOST_KEY_CHECKING=False wherever the environment does not set it, and
