@@ -5,6 +5,7 @@ Serve units are ktinfra-serve@NAME.service (ktinfra render) or hand-made sglang*
 units (ktinfra-convert@, ktinfra-train@) are not expected to stay active and are not checked here.
 """
 
+import configparser
 import re
 import shlex
 
@@ -221,18 +222,36 @@ def _conf_files(sup_dir: str | None) -> str:
     return f"{shlex.quote(sup_dir or SUPERVISOR_DIR)}/conf.d/*.conf"
 
 
+def supervisor_sections(host, sup_dir: str | None = None) -> dict[str, dict[str, str]]:
+    """{section: {option: value}} of kt_serve's conf.d as supervisord reads it: its UnhosedConfigParser is a
+    RawConfigParser with ';' and '#' inline comments and strict=False, fed the [include] glob's files in
+    sorted order. Lines grepped for 'autostart=' were taken from whichever section they stood in, so an
+    event listener's autostart= after its program's decided the program's; 'autostart = true' was not seen."""
+    listed = host.run(f"printf '%s\\n' {_conf_files(sup_dir)}")
+    parser = configparser.RawConfigParser(inline_comment_prefixes=(";", "#"), strict=False)
+    for path in sorted(listed.stdout.splitlines()):
+        read = host.run(f"cat -- {shlex.quote(path)}")
+        if read.rc != 0:  # no file matched the glob (printf gave the pattern back)
+            continue
+        try:
+            parser.read_string(read.stdout, source=path)
+        except configparser.Error as error:
+            reason = " ".join(str(error).split())[:300]
+            pytest.fail(f"supervisord cannot read {path} either: {reason}", pytrace=False)
+    return {name: dict(parser.items(name)) for name in parser.sections()}
+
+
+SUPERVISOR_FALSE = ("no", "false", "off", "0")  # supervisor.datatypes.boolean's false words, any case
+
+
 def program_autostart(host, sup_dir: str | None = None) -> dict[str, bool]:
     """{program: autostart} of the programs in kt_serve's supervisord conf.d (state: started -> true,
-    stopped -> false)."""
-    listed = host.run(f"grep -H -E '^(\\[program:|autostart=)' {_conf_files(sup_dir)} 2>/dev/null")
-    names, autostart = {}, {}
-    for line in listed.stdout.splitlines():
-        path, _, text = line.partition(":")
-        if text.startswith("[program:"):
-            names[path] = text.removeprefix("[program:").rstrip("]").strip()
-        elif text.startswith("autostart=") and path in names:
-            autostart[names[path]] = text.strip() == "autostart=true"
-    return autostart
+    stopped -> false), from each [program:NAME] section's own autostart (supervisord's default: true)."""
+    return {
+        section.partition(":")[2].strip(): options.get("autostart", "true").lower() not in SUPERVISOR_FALSE
+        for section, options in supervisor_sections(host, sup_dir).items()
+        if section.startswith("program:")
+    }
 
 
 def autostart_programs(host, sup_dir: str | None = None) -> list[str]:
@@ -251,16 +270,12 @@ def stopped_instances(host, sup_dir: str | None = None) -> list[str]:
 
 
 def conf_commands(host, sup_dir: str | None = None) -> list[tuple[str, str]]:
-    """(section, command) of every command= line in kt_serve's conf.d, section as '[program:NAME]'."""
-    listed = host.run(f"grep -H -E '^(\\[|command=)' {_conf_files(sup_dir)} 2>/dev/null")
-    section, found = {}, []
-    for line in listed.stdout.splitlines():
-        path, _, text = line.partition(":")
-        if text.startswith("["):
-            section[path] = text.strip()
-        elif path in section:
-            found.append((section[path], text.removeprefix("command=")))
-    return found
+    """(section, command) of each section in kt_serve's conf.d that has a command, as '[program:NAME]'."""
+    return [
+        (f"[{section}]", options["command"])
+        for section, options in supervisor_sections(host, sup_dir).items()
+        if "command" in options
+    ]
 
 
 def program_env_files(host, sup_dir: str | None = None) -> dict[str, str]:
@@ -279,7 +294,7 @@ def supervisor_venvs(host, sup_dir: str | None = None) -> list[str]:
     (command=VENV/bin/python ...), the one place the role writes kt_serve_supervisor_venv on the host."""
     venvs = []
     for section, command in conf_commands(host, sup_dir):
-        python = command.split(" ", 1)[0]
+        python = (command.split(None, 1) or [""])[0]
         if section.startswith("[eventlistener:ktinfra-start-limit-") and python.endswith("/bin/python"):
             if python.removesuffix("/bin/python") not in venvs:
                 venvs.append(python.removesuffix("/bin/python"))
