@@ -111,9 +111,13 @@ def installed_units(host) -> list[str]:
 def unit_command_url(host, unit: str) -> str:
     """The health URL of the server a unit's own command line starts: sglang's --host and --port where it
     names them (a hand-made sglang.service on --port 8000 was asked on 30000 and failed 'Connection
-    refused' while it served), else sglang's default. 0.0.0.0 and :: are asked on the loopback."""
+    refused' while it served), else sglang's default. 0.0.0.0 and :: are asked on the loopback.
+
+    systemctl shows each command as `{ path=P ; argv[]=ARGS ; ignore_errors=...}`, ARGS joined by spaces
+    unquoted: an argument's own ';' (sh -c 'set -a; . ENV; exec ... --port 8000') ended ARGS there, and the
+    port after it was never seen."""
     shown = host.run(f"systemctl show -p ExecStart --value {shlex.quote(unit)}").stdout
-    argv = " ".join(re.findall(r"argv\[\]=([^;]*)", shown)).split()
+    argv = " ".join(re.findall(r"argv\[\]=(.*?) ; ignore_errors=", shown)).split()
     given = {}
     for i, word in enumerate(argv):
         name, eq, value = word.partition("=")
