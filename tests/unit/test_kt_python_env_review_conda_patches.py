@@ -1,0 +1,83 @@
+"""kt_python_env's conda patches (tasks/env.yml) with a stand-in conda on localhost: applied when the env's
+install is due, not on every run (each call solves the env against the channels: the network, minutes on an
+AutoDL container, and an offline run that asked conda-forge)."""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import yaml
+from role_play import REPO, run_play
+
+ENV = [{"ansible.builtin.include_role": {"name": "kt_python_env", "tasks_from": "env"}}]
+# `conda create -y -p PREFIX python=X` makes a venv there (a python with pip, as a conda env has);
+# `conda install` says what conda says for packages already in the env. Every call is logged.
+FAKE_CONDA = """#!/bin/sh
+echo "$*" >> {log}
+case "$1" in
+  create) exec {python} -m venv "$4" ;;
+  install) echo "# All requested packages already installed." ;;
+esac
+"""
+
+
+def _setup(tmp: Path, patches: list[dict]) -> dict:
+    wrapper = tmp / "ktinfra"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m ktinfra "$@"\n')
+    conda = tmp / "conda"
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    conda.write_text(FAKE_CONDA.format(log=tmp / "conda.log", python=base_python))
+    for exe in (wrapper, conda):
+        exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    env = {"name": "probe", "packages": [], "conda_patches": patches}
+    profile = {"name": "patches", "generation": "legacy", "python": "3.11", "glibc_min": "2.35",
+               "kernel_min": "5.16", "envs": {"inference": env}}  # fmt: skip
+    (tmp / "profile.yaml").write_text(yaml.safe_dump(profile))
+    (tmp / "wh").mkdir(exist_ok=True)
+    return {
+        "kt_preflight_ktinfra_exe": str(wrapper),
+        "kt_python_env_profile": str(tmp / "profile.yaml"),
+        "kt_python_env__profile_ref": str(tmp / "profile.yaml"),
+        "kt_python_env__profile_pending": False,
+        "kt_python_env_offline": True,
+        "kt_python_env_install": {
+            "manager": "conda", "conda_exe": str(conda), "python": "3.11", "wheelhouse": str(tmp / "wh"),
+            "profile": "patches", "pip": {"index_url": "", "extra_index_urls": []},
+        },
+        "kt_python_env_spec": {
+            "name": "probe", "key": "inference", "prefix": str(tmp / "env"), "packages": [], "wheels": [],
+            "conda_patches": patches, "git": [],
+        },
+    }  # fmt: skip
+
+
+def _conda_calls(tmp: Path) -> list[str]:
+    log = tmp / "conda.log"
+    calls = log.read_text().splitlines() if log.exists() else []
+    log.unlink(missing_ok=True)
+    return calls
+
+
+def test_conda_patches_are_applied_when_the_install_is_due_only(tmp_path):
+    """Before: `conda install -c conda-forge libstdcxx-ng ...` ran on every run, offline too
+    (kt_python_env_offline says the network is never touched): a re-run with nothing to do asked the channels
+    again."""
+    patch = {"channel": "conda-forge", "packages": ["libstdcxx-ng"]}
+    extra = _setup(tmp_path, [patch])
+    rc, output = run_play(tmp_path, ENV, extra)
+    calls = _conda_calls(tmp_path)
+    assert rc == 0 and [c.split()[0] for c in calls] == ["create", "install"], output[-3000:] + str(calls)
+    rc, output = run_play(tmp_path, ENV, extra)
+    assert rc == 0 and "changed=0" in output, output[-3000:]
+    assert _conda_calls(tmp_path) == [], output[-3000:]
+    # a profile whose patches change makes the install due, as a pin bump does
+    moved = _setup(tmp_path, [patch | {"packages": ["libstdcxx-ng", "gcc_impl_linux-64"]}])
+    rc, output = run_play(tmp_path, ENV, moved)
+    calls = _conda_calls(tmp_path)
+    assert rc == 0 and calls == [
+        "install -y -p {} -c conda-forge libstdcxx-ng gcc_impl_linux-64".format(tmp_path / "env")
+    ], output[-3000:] + str(calls)
+    rc, output = run_play(tmp_path, ENV, moved)
+    assert rc == 0 and "changed=0" in output and _conda_calls(tmp_path) == [], output[-3000:]
