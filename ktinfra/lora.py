@@ -91,6 +91,7 @@ class Adapter:
     warnings: list[str] = field(default_factory=list)
     config: dict = field(default_factory=dict, repr=False)  # adapter_config.json as read ({} when none)
     lora_modules: list[str] = field(default_factory=list)  # modules the lora_A tensors name (q_proj, ...)
+    nonexpert_tensors: int = 0  # tensors of adapter_model.safetensors not on the routed experts
 
     def as_dict(self) -> dict:
         return {
@@ -195,6 +196,7 @@ def _check_peft_tensors(adapter: Adapter, weights: Path) -> None:
         )
     adapter.tensors += len(header)
     adapter.expert_lora = adapter.expert_lora or any(_is_expert_lora_key(k) for k in header)
+    adapter.nonexpert_tensors += sum(not _is_expert_lora_key(k) for k in header)
     adapter.lora_modules = sorted({k.split(".lora_A.")[0].rsplit(".", 1)[-1] for k in lora_a})
 
 
@@ -668,7 +670,9 @@ def check_planned_adapter(name: str, path: Path) -> None:
     (the plan may be made away from the adapters)."""
     if not (path / CONFIG_FILE).is_file() or (path / KT_FUSED_FILE).is_file():
         return
-    check_served_as_is(inspect_adapter(name, path))
+    adapter = inspect_adapter(name, path)
+    check_served_as_is(adapter)
+    check_nonexpert_lora(adapter)
 
 
 def kt_lora_problems(
@@ -693,11 +697,26 @@ def kt_lora_problems(
     return problems
 
 
+def check_nonexpert_lora(adapter: Adapter) -> None:
+    """sglang-kt 0.7.2 splits an adapter carrying expert LoRA into its expert and non-expert tensors at start
+    and refuses one with no non-expert tensor (server_args.py _prepare_kt_composite_lora_adapter): kt-kernel's
+    converter makes such an adapter from a KT output without adapter_model.safetensors."""
+    if adapter.expert_lora and not adapter.nonexpert_tensors:
+        raise LoraError(
+            f"adapter {adapter.name} has LoRA on the routed experts only ({adapter.path}): sglang-kt "
+            "refuses such an adapter at start (server_args.py: 'contains expert tensors but no non-expert "
+            "tensors'); train LoRA on the attention too (adapter_model.safetensors beside the fused "
+            "experts), or export a merged model (llamafactory-cli export)"
+        )
+
+
 def check_kt_lora_serving(adapters: list[Adapter], kt_method: object, legacy: bool) -> None:
-    """kt_lora_problems as a LoraError; the legacy stack's sglang fork serves converted adapters without
-    either rule."""
+    """kt_lora_problems and check_nonexpert_lora as a LoraError; the legacy stack's sglang fork serves
+    converted adapters without these rules."""
     if legacy:
         return
+    for adapter in adapters:
+        check_nonexpert_lora(adapter)
     names = ", ".join(a.name for a in adapters)
     remedy = f"serve each of {names} from its own instance (--name)"
     problems = kt_lora_problems(
