@@ -132,6 +132,14 @@ def unit_command_url(host, unit: str) -> str:
     return f"http://{address}:{port if port.isdigit() else 30000}/health"
 
 
+def assigned_health_url(env_text: str) -> str:
+    """KT_HEALTH_URL as an env file leaves it: the last assignment, indented or not, wins (systemd and sh
+    alike), as a later file's wins over an earlier one's. The first was taken: a file where a port change was
+    appended (or a second EnvironmentFile= setting it) was asked on the old port."""
+    found = re.findall(r"^[ \t]*KT_HEALTH_URL=['\"]?([^'\"\s]+)", env_text, re.M)
+    return found[-1] if found else ""
+
+
 def unit_health_url(host, unit: str) -> str:
     """KT_HEALTH_URL from the unit's environment file (ktinfra render writes it), else the URL its command
     line gives (unit_command_url).
@@ -140,6 +148,7 @@ def unit_health_url(host, unit: str) -> str:
     cannot be read (a 0600 env file and doctor not root) fails the check with the reason. Both ended the
     check in a RuntimeError traceback of testinfra's `cat`."""
     listed = host.run(f"systemctl show -p EnvironmentFiles --value {shlex.quote(unit)}").stdout
+    url = ""
     for line in listed.splitlines():
         path, _, ignore = line.strip().partition(" (ignore_errors=")
         if not path.startswith("/"):
@@ -154,10 +163,8 @@ def unit_health_url(host, unit: str) -> str:
                 "root, or name the URL (ktinfra doctor --health-url, pytest --kt-health-url)",
                 pytrace=False,
             )
-        found = re.search(r"^KT_HEALTH_URL=['\"]?([^'\"\s]+)", read.stdout, re.M)
-        if found:
-            return found.group(1)
-    return unit_command_url(host, unit)
+        url = assigned_health_url(read.stdout) or url
+    return url or unit_command_url(host, unit)
 
 
 RUNNING_STATES = ("active", "reloading", "refreshing")  # what `systemctl is-active` exits 0 on
@@ -420,8 +427,8 @@ def env_file_health_urls(host, sup_dir: str | None = None) -> list[str]:
                 "root, or name the URL (ktinfra doctor --health-url, pytest --kt-health-url)",
                 pytrace=False,
             )
-        urls.update(re.findall(r"^KT_HEALTH_URL=['\"]?([^'\"\s]+)", read.stdout, re.M))
-    return sorted(urls)
+        urls.add(assigned_health_url(read.stdout))
+    return sorted(urls - {""})
 
 
 def ask_health(host, probe_python: str, url: str) -> str:
