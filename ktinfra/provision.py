@@ -965,7 +965,7 @@ def run_problems(request: ProvisionRequest, state: RunState, rc: int, stdout: st
         return [
             f"{request.playbook}: task {state.pauses[0]!r} waits for someone to press Enter (a pause without "
             "seconds or minutes), which ktinfra provision cannot do: give it seconds or minutes, or leave it "
-            "out with --skip-tags"
+            "out with --skip-tags TAG (a tag it has, or one to give it)"
         ]
     unparsed = inventory_errors(stdout)
     inventories = ", ".join(str(inventory) for inventory in request.inventories)

@@ -61,7 +61,8 @@ def test_a_pause_a_when_guards_stops_the_run_at_its_prompt(tmp_path: Path) -> No
     assert report["ok"] is False
     assert report["errors"] == [
         "play.yml: task 'Confirm' waits for someone to press Enter (a pause without seconds or minutes), "
-        "which ktinfra provision cannot do: give it seconds or minutes, or leave it out with --skip-tags"
+        "which ktinfra provision cannot do: give it seconds or minutes, or leave it out with --skip-tags TAG "
+        "(a tag it has, or one to give it)"
     ]
     assert not (site / "made").exists()  # the tasks after it did not run
 
