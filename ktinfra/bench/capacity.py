@@ -21,7 +21,7 @@ def level_passes(level: dict, min_tps: float) -> bool:
         and level.get("cut", 0) == 0
         and level["completed"] > 0
         and tps is not None
-        and tps["min"] >= min_tps
+        and tps.get("min_exact", tps["min"]) >= min_tps
     )
 
 

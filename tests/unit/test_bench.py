@@ -39,7 +39,7 @@ def test_summarize_throughput_latency_and_user_speed():
     assert m["request_throughput"] == pytest.approx(0.5)
     assert m["output_throughput"] == pytest.approx(10.0)
     assert m["input_throughput"] == pytest.approx(50.0)
-    assert m["user_tps"] == {"min": 5.0, "median": 7.5, "mean": 7.5}
+    assert m["user_tps"] == {"min": 5.0, "min_exact": 5.0, "median": 7.5, "mean": 7.5}
     # TPOT excludes the first token: (2.0 - 0.5) / 19 s and (4.0 - 0.5) / 19 s
     assert m["tpot_ms"]["mean"] == pytest.approx(1000 * (1.5 / 19 + 3.5 / 19) / 2, abs=0.01)
     assert m["ttft_ms"]["p99"] == pytest.approx(500.0)
