@@ -699,7 +699,10 @@ def _mixed_precision(train: dict) -> str:
 
 def _accelerate_config(num_gpus: int, mixed_precision: str = "bf16") -> str:
     """FSDP2 settings as in LLaMA-Factory examples/ktransformers/accelerate/fsdp2_kt_*.yaml (no KT keys);
-    mixed_precision follows the recipe's fp16/bf16, else accelerate's env would still ask for bf16."""
+    mixed_precision follows the recipe's fp16/bf16, else accelerate's env would still ask for bf16.
+    main_process_port 0: accelerate (utils/launch.py prepare_multi_gpu_env) takes a free port from the OS for
+    torchrun's master; without it every run asks for 29500, and of two runs started together on one host
+    (both find 29500 free before either binds it) the second fails to bind it."""
     config = {
         "compute_environment": "LOCAL_MACHINE",
         "distributed_type": "FSDP",
@@ -714,6 +717,7 @@ def _accelerate_config(num_gpus: int, mixed_precision: str = "bf16") -> str:
         "mixed_precision": mixed_precision,
         "num_machines": 1,
         "num_processes": num_gpus,
+        "main_process_port": 0,
         "rdzv_backend": "static",
         "same_network": True,
         "use_cpu": False,
