@@ -198,6 +198,8 @@ def build_manifest(root: Path, model_path: Path, *, hashes: bool = True) -> dict
             f"points to ({root.resolve()})"
         )
     entries = sorted(p.name for p in root.iterdir() if p.name != MANIFEST_NAME)
+    if LEGACY_MANIFEST_NAME in entries:
+        _refuse_legacy_manifest(root)
     stray = [n for n in entries if not _LAYER.fullmatch(n) or not _real_dir(root / n)]
     if stray:
         _refuse_wrong_level(root, entries)
@@ -239,6 +241,17 @@ def build_manifest(root: Path, model_path: Path, *, hashes: bool = True) -> dict
         "layers": scanned,
         "bytes": sum(layer["bytes"] for layer in scanned),
     }
+
+
+def _refuse_legacy_manifest(root: Path) -> None:
+    """kt-kernel loads a tree with exactly one manifest, its schema-1 one too: the files stay, the old
+    manifest goes before a schema-2 one is written."""
+    legacy = root / LEGACY_MANIFEST_NAME
+    raise WeightsError(
+        f"{root} holds kt-kernel's schema-1 {LEGACY_MANIFEST_NAME} (kt-kernel loads a tree with exactly one "
+        f"manifest): for a schema-2 {MANIFEST_NAME}, remove {legacy} and run `ktinfra weights manifest` "
+        "again; the converted files stay"
+    )
 
 
 def _holds_layers(folder: Path) -> bool:
@@ -355,6 +368,8 @@ def check_manifest(root: Path, model_path: Path) -> dict:
         raise WeightsError(f"{root} is not a directory" if root.exists() else f"{root} does not exist")
     recorded = read_manifest(root)
     if recorded is None:
+        if (root / LEGACY_MANIFEST_NAME).exists() or (root / LEGACY_MANIFEST_NAME).is_symlink():
+            _refuse_legacy_manifest(root)
         _refuse_wrong_level(root, sorted(p.name for p in root.iterdir()))
         raise WeightsError(f"{root} has no {MANIFEST_NAME}: write it with `ktinfra weights manifest`")
     current = build_manifest(root, model_path, hashes=False)
