@@ -81,6 +81,9 @@ KT_CONFIG_KEYS = {
     "kt_model_max_length": 1, "kt_tp_enabled": bool, "kt_share_backward_bb": bool,
     "kt_share_cache_pool": bool, "kt_force_fused_expert_lora": bool,
 }  # fmt: skip
+# kt_config keys llamafactory-kt drops when true (transformers-kt's transport metadata: hparams/model_args.py
+# _normalize_advanced_kt_config); any other value of them it refuses as derived from its own arguments
+KT_CONFIG_DROPPED = ("enabled", "kt_skip_expert_loading")
 KT_CONFIG_WORDS = {  # sft/config.py _KNOWN_SFT_BACKENDS (any case), ExpertWeightFormat, WeightLifecycle
     "backend": ("auto", "int8", "fp8", "amxbf16", "amxint8", "amxfp8", "amxint4", "rawint4", "mxfp4",
                 "amxint4_kgroup", "amxbf16_skiplora", "amxint8_skiplora", "amxint4_skiplora"),
@@ -529,7 +532,7 @@ def _check_kt_keys(kt: dict, generation: str, no_checkpointing: bool) -> None:
         if key in kt:
             _check_kind(f"sft.kt.{key}", kind, kt[key])
     for key, value in (kt.get("kt_config") or {}).items():
-        if key == "enabled" and value is True:  # llamafactory-kt drops it (transport metadata)
+        if key in KT_CONFIG_DROPPED and value is True:
             continue
         kind = KT_CONFIG_KEYS.get(key)
         if kind is None:
