@@ -189,7 +189,7 @@ RUNNING_STATES = ("active", "reloading", "refreshing")  # what `systemctl is-act
 
 def unit_properties(host, unit: str) -> tuple[dict[str, str], str]:
     """The unit's states, and why systemctl could not tell them ("" when it could: no system bus, ...)."""
-    names = ("LoadState", "ActiveState", "SubState", "Result", "NRestarts")
+    names = ("LoadState", "LoadError", "ActiveState", "SubState", "Result", "NRestarts")
     shown = host.run(f"systemctl show {' '.join(f'-p {n}' for n in names)} -- {shlex.quote(unit)}")
     props = dict(line.partition("=")[::2] for line in shown.stdout.splitlines() if "=" in line)
     return props, "" if shown.rc == 0 else (shown.stderr or shown.stdout).strip()[-300:] or f"exit {shown.rc}"
@@ -206,6 +206,13 @@ def unit_problems(host, unit: str) -> list[str]:
         return [f"{unit}: no such unit (systemctl list-unit-files --type=service lists those there are)"]
     if props.get("LoadState") == "masked":  # neither enabling nor starting it works until it is unmasked
         return [f"{unit} masked: systemd starts it neither at boot nor by hand; systemctl unmask {quoted}"]
+    if props.get("LoadState") in ("bad-setting", "error"):  # `systemctl start` refuses it: fix the file first
+        error = props.get("LoadError", "")
+        why = error.partition(" ")[2].strip('"') or props["LoadState"]
+        return [
+            f"{unit} not loaded ({props['LoadState']}: {why}): journalctl -u {quoted} names the line; fix "
+            "the unit file, then systemctl daemon-reload"
+        ]
     enabled = host.run(f"systemctl is-enabled -- {quoted}")
     bad = []
     if enabled.rc != 0:  # disabled, linked, bad: testinfra's is_enabled raised on all but disabled
