@@ -699,14 +699,17 @@ def kt_lora_problems(
 
 def check_nonexpert_lora(adapter: Adapter) -> None:
     """sglang-kt 0.7.2 splits an adapter carrying expert LoRA into its expert and non-expert tensors at start
-    and refuses one with no non-expert tensor (server_args.py _prepare_kt_composite_lora_adapter): kt-kernel's
-    converter makes such an adapter from a KT output without adapter_model.safetensors."""
+    and refuses one with no non-expert tensor on --lora-paths (server_args.py
+    _prepare_kt_composite_lora_adapter; it takes such an adapter only as --kt-expert-lora-path, which
+    ktinfra does not render): kt-kernel's converter makes one from a KT output without
+    adapter_model.safetensors."""
     if adapter.expert_lora and not adapter.nonexpert_tensors:
         raise LoraError(
             f"adapter {adapter.name} has LoRA on the routed experts only ({adapter.path}): sglang-kt "
-            "refuses such an adapter at start (server_args.py: 'contains expert tensors but no non-expert "
-            "tensors'); train LoRA on the attention too (adapter_model.safetensors beside the fused "
-            "experts), or export a merged model (llamafactory-cli export)"
+            "refuses such an adapter on --lora-paths at start (server_args.py: 'contains expert tensors but "
+            "no non-expert tensors'; it takes one only as --kt-expert-lora-path, which ktinfra does not "
+            "render); train LoRA on the attention too (adapter_model.safetensors beside the fused experts), "
+            "or export a merged model (llamafactory-cli export)"
         )
 
 

@@ -1,6 +1,7 @@
 """An adapter whose LoRA sits on the routed experts only: sglang-kt splits a merged KT adapter into expert and
 non-expert parts at start and refuses one without non-expert tensors (server_args.py
-_prepare_kt_composite_lora_adapter: "contains expert tensors but no non-expert tensors for SGLang
+_prepare_kt_composite_lora_adapter: "contains expert tensors but no non-expert tensors. This is an
+expert-only adapter: pass it with --kt-expert-lora-path together with --kt-weight-path, not through
 --lora-paths"). kt-kernel's converter makes exactly that from a KT output without
 adapter_model.safetensors."""
 
@@ -28,6 +29,7 @@ def test_kt_output_with_only_expert_lora_is_refused_before_converting(tmp_path):
     assert res.exit_code == 1, res.output
     assert res.stderr.startswith("error: adapter mine has LoRA on the routed experts only")
     assert "no non-expert tensors" in res.stderr
+    assert "it takes one only as --kt-expert-lora-path, which ktinfra does not render" in res.stderr
     assert not out.exists() and not (tmp_path / "bundle").exists()
 
 
