@@ -5,6 +5,7 @@ AutoDL container, and an offline run that asked conda-forge)."""
 from __future__ import annotations
 
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,13 +13,14 @@ import yaml
 from role_play import REPO, run_play
 
 ENV = [{"ansible.builtin.include_role": {"name": "kt_python_env", "tasks_from": "env"}}]
-# `conda create -y -p PREFIX python=X` makes a venv there (a python with pip, as a conda env has);
+# `conda create -y -p PREFIX python=X` (and `conda install ... pip`) makes a venv there, python then pip, and
+# then the pip package's conda-meta record, as conda writes one after each package's files; another
 # `conda install` says what conda says for packages already in the env. Every call is logged.
 FAKE_CONDA = """#!/bin/sh
 echo "$*" >> {log}
-case "$1" in
-  create) exec {python} -m venv "$4" ;;
-  install) echo "# All requested packages already installed." ;;
+case "$1 $* " in
+  create*|*" pip "*) {python} -m venv "$4" && mkdir -p "$4/conda-meta" && : >"$4/conda-meta/pip-24.0-0.json";;
+  install*) echo "# All requested packages already installed." ;;
 esac
 """
 
@@ -80,4 +82,21 @@ def test_conda_patches_are_applied_when_the_install_is_due_only(tmp_path):
         "install -y -p {} -c conda-forge libstdcxx-ng gcc_impl_linux-64".format(tmp_path / "env")
     ], output[-3000:] + str(calls)
     rc, output = run_play(tmp_path, ENV, moved)
+    assert rc == 0 and "changed=0" in output and _conda_calls(tmp_path) == [], output[-3000:]
+
+
+def test_a_conda_env_cut_off_before_pip_is_completed(tmp_path):
+    """`conda create` links python before pip (pip depends on it): one cut off there (Ctrl-C, a dropped SSH
+    connection) left bin/python without pip. Before: `creates: bin/python` kept it, and every later run failed
+    at `<env>/bin/pip install` (No such file or directory)."""
+    extra = _setup(tmp_path, [])
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base_python, "-m", "venv", "--without-pip", tmp_path / "env"], check=True)  # the cut-off
+    rc, output = run_play(tmp_path, ENV, extra)
+    calls = _conda_calls(tmp_path)
+    assert rc == 0 and calls == [f"install -y -p {tmp_path / 'env'} python=3.11 pip"], output[-3000:] + str(
+        calls
+    )
+    assert (tmp_path / "env" / "bin" / "pip").exists()
+    rc, output = run_play(tmp_path, ENV, extra)
     assert rc == 0 and "changed=0" in output and _conda_calls(tmp_path) == [], output[-3000:]
