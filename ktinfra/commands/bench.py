@@ -87,6 +87,26 @@ def _level_table(levels: list[dict], min_tps: float | None) -> Table:
     return table
 
 
+def _check_capacity_grace(grace: float, target_s: float, timeout: float) -> None:
+    """A request at --min-tps takes up to gen_tokens / min_tps: cut sooner, it fails its level though it might
+    have met the target, and the search reports a capacity below the server's. Past --timeout it fails
+    anyway."""
+    needed = min(target_s, timeout)
+    if grace < needed:
+        # rounded up: a suggested 33.33 for 33.333... would be refused again
+        suggested = math.ceil(needed * 100 - 1e-9) / 100
+        bound = (
+            f"--timeout ({needed:g} s; --gen-tokens / --min-tps is {target_s:g} s)"
+            if timeout < target_s
+            else f"--gen-tokens / --min-tps ({needed:g} s, the time a request at the target speed may take)"
+        )
+        _fail(
+            f"--grace {grace:g} is shorter than {bound}: a request still running at the end of --duration "
+            f"that would meet the target is cut and fails its level; give --grace {suggested:g} or more, or "
+            "leave it out (that is the default with --capacity)"
+        )
+
+
 def bench_command(
     url: str = typer.Option(
         ..., "--url", help="Endpoint base URL, e.g. http://127.0.0.1:30000 (server or router)."
@@ -146,8 +166,9 @@ def bench_command(
         "--grace",
         min=0.0,
         help=f"With --duration: seconds the requests in flight at its end may take to finish (default "
-        f"{bench.runner.GRACE_S:g}, with --capacity at least --gen-tokens / --min-tps); those still running "
-        "then are cut, counted apart from completed and failed (and failing a --capacity level).",
+        f"{bench.runner.GRACE_S:g}; with --capacity at least --gen-tokens / --min-tps, also when given); "
+        "those still running then are cut, counted apart from completed and failed (and failing a --capacity "
+        "level).",
         show_default=False,
     ),
     timeout: float = typer.Option(
@@ -194,6 +215,8 @@ def bench_command(
         _fail("--grace is the time a --duration level's last requests get to finish; give --duration too")
     if grace is not None and not math.isfinite(grace):
         _fail(f"--grace must be a finite number of seconds, not {grace:g}")
+    if capacity and grace is not None:
+        _check_capacity_grace(grace, gen_tokens / min_tps, timeout)
     if plot is not None:
         if importlib.util.find_spec("matplotlib") is None:
             _fail("--plot needs matplotlib: pip install 'ktinfra[plot]'")
