@@ -58,9 +58,11 @@ def _finite(value: object) -> object:
 
 def _level_table(levels: list[dict], min_tps: float | None) -> Table:
     table = Table(title="ktinfra bench")
+    # requests cut at the end of a --duration level are neither ok nor failed: `3/0` alone reads as all fine
+    with_cut = any(lv.get("cut") for lv in levels)
     for col in (
         "users",
-        "ok/failed",
+        "ok/failed/cut" if with_cut else "ok/failed",
         "req/s",
         "out tok/s",
         "user tok/s min/med",
@@ -74,7 +76,7 @@ def _level_table(levels: list[dict], min_tps: float | None) -> Table:
         tps, ttft, tpot = lv["user_tps"], lv["ttft_ms"], lv["tpot_ms"]
         row = [
             str(lv["concurrency"]),
-            f"{lv['completed']}/{lv['failed']}",
+            f"{lv['completed']}/{lv['failed']}" + (f"/{lv.get('cut', 0)}" if with_cut else ""),
             f"{lv['request_throughput']:.2f}",
             f"{lv['output_throughput']:.1f}",
             f"{tps['min']:.1f}/{tps['median']:.1f}" if tps else "-",
