@@ -185,11 +185,13 @@ def unit_health_url(host, unit: str) -> str:
 
 
 RUNNING_STATES = ("active", "reloading", "refreshing")  # what `systemctl is-active` exits 0 on
+# the units whose start starts this one: a static unit (no [Install]) none of them names starts by hand only
+PULLED_BY = ("WantedBy", "RequiredBy", "UpheldBy", "BoundBy", "TriggeredBy")
 
 
 def unit_properties(host, unit: str) -> tuple[dict[str, str], str]:
     """The unit's states, and why systemctl could not tell them ("" when it could: no system bus, ...)."""
-    names = ("LoadState", "LoadError", "ActiveState", "SubState", "Result", "NRestarts")
+    names = ("LoadState", "LoadError", "ActiveState", "SubState", "Result", "NRestarts", *PULLED_BY)
     shown = host.run(f"systemctl show {' '.join(f'-p {n}' for n in names)} -- {shlex.quote(unit)}")
     props = dict(line.partition("=")[::2] for line in shown.stdout.splitlines() if "=" in line)
     return props, "" if shown.rc == 0 else (shown.stderr or shown.stdout).strip()[-300:] or f"exit {shown.rc}"
@@ -218,6 +220,12 @@ def unit_problems(host, unit: str) -> list[str]:
     if enabled.rc != 0:  # disabled, linked, bad: testinfra's is_enabled raised on all but disabled
         word = enabled.stdout.strip() or (enabled.stderr.strip() or "unknown")
         bad.append(f"{unit} not enabled ({word})")
+    elif enabled.stdout.strip() == "static" and not any(props.get(name, "").strip() for name in PULLED_BY):
+        # is-enabled exits 0 on static: a hand-made unit without [Install], started by hand, passed as enabled
+        bad.append(
+            f"{unit} static: no [Install] section and no unit wants it, so nothing starts it at boot; add "
+            f"[Install] WantedBy=multi-user.target to it, then systemctl enable {quoted}"
+        )
     active, sub = props.get("ActiveState", ""), props.get("SubState", "")
     journal = f"see journalctl -u {quoted}"
     if active in RUNNING_STATES:
