@@ -70,7 +70,8 @@ def plot_levels(levels: list[dict], path: Path, min_tps: float | None = None, ti
     right.legend()
     right.grid(alpha=0.3)
     if title:
-        fig.suptitle(title)
+        # a pair of `$` (in a model name or URL) is a math formula to matplotlib: escaped, each is drawn as is
+        fig.suptitle(title.replace("$", r"\$"))
     fig.tight_layout()
     try:
         _save(fig, path)
