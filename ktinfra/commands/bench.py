@@ -6,6 +6,7 @@ import importlib.util
 import json
 import math
 import secrets
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated
 
@@ -56,6 +57,16 @@ def _finite(value: object) -> object:
     return value
 
 
+def _slowest(tps: dict, min_tps: float | None) -> str:
+    """The slowest user's tok/s rounded down, with as many decimals as --min-tps has (at least one): rounded
+    half up, 19.996 showed as 20.0 beside a failed --min-tps 20, and 19.998 as 20.0 beside a met 19.995."""
+    decimals = 1 if min_tps is None else min(9, max(1, -Decimal(repr(min_tps)).as_tuple().exponent))
+    value = tps.get("min_exact", tps["min"])
+    if value is None or not math.isfinite(value):  # a server's absurd token count: inf
+        return f"{value}"
+    return f"{math.floor(value * 10**decimals + 1e-9) / 10**decimals:.{decimals}f}"
+
+
 def _level_table(levels: list[dict], min_tps: float | None) -> Table:
     table = Table(title="ktinfra bench")
     # requests cut at the end of a --duration level are neither ok nor failed: `3/0` alone reads as all fine
@@ -79,7 +90,7 @@ def _level_table(levels: list[dict], min_tps: float | None) -> Table:
             f"{lv['completed']}/{lv['failed']}" + (f"/{lv.get('cut', 0)}" if with_cut else ""),
             f"{lv['request_throughput']:.2f}",
             f"{lv['output_throughput']:.1f}",
-            f"{tps['min']:.1f}/{tps['median']:.1f}" if tps else "-",
+            f"{_slowest(tps, min_tps)}/{tps['median']:.1f}" if tps else "-",
             f"{ttft['median']:.0f}/{ttft['p99']:.0f}" if ttft else "-",
             f"{tpot['median']:.1f}" if tpot else "-",
         ]
