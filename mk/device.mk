@@ -58,6 +58,7 @@ infra-docker: venv docker-ready ## KT host suite over docker:// against a system
 	  $(INFRA_OUT)/docker-down.json)
 	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_doctor_supervised.py \
 	  tests/integration/test_doctor_supervisor_dir.py tests/integration/test_doctor_unit_states.py \
+	  tests/integration/test_doctor_stopped_unit_instance.py tests/integration/test_doctor_static_unit.py \
 	  tests/integration/test_infra_no_numa_sysfs.py
 
 infra-ssh: venv docker-ready ## KT host suite over ssh:// against a systemd container running sshd (loopback port)
