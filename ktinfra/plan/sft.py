@@ -58,6 +58,20 @@ CURRENT_SFT_MODEL_TYPES = frozenset(
     }
 )
 ACCELERATE_BF16 = "examples/ktransformers/accelerate/fsdp2_kt_bf16.yaml"
+# Chat templates of LLaMA-Factory's qwen3_vl mm_plugin: its collator appends a dummy image's tokens to the
+# first sample of a text-only batch (data/collator.py), past cutoff_len, while llamafactory-kt sizes
+# kt-kernel's token buffer (kt_model_max_length, its chunked_prefill_size) for cutoff_len x batch only:
+# the first batch whose first sample is that long stops the run with "qlen (...) exceeds
+# chunked_prefill_size" (sft/base.py). Upstream's qwen3_5moe example leaves them 128 tokens (2176 for 2048).
+DUMMY_IMAGE_TEMPLATES = ("qwen3_vl", "qwen3_vl_nothink", "qwen3_5", "qwen3_5_nothink", "qwen3_6")
+DUMMY_IMAGE_TOKENS = 128
+# The template render train picks for these model types when the plan names none (its TEMPLATES)
+DUMMY_IMAGE_DEFAULTS = {"qwen3_5_moe": "qwen3_5", "qwen3_vl_moe": "qwen3_vl"}
+# The extra room costs kt-kernel 0.7.2 about 1-2 MB of RAM per token (operators/amx/sft_moe.hpp: per NUMA
+# pool, the shared working pools hold max_len x experts_per_tok x ~(18 x moe_intermediate/pools + 16 x
+# hidden) bytes, and with recompute one layer's cache pool at a time, freed after its backward): for
+# Qwen3.5-397B-A17B (hidden 4096, moe_intermediate 1024, 10 experts per token, 2 pools) 128 tokens are about
+# 0.25 GB per sample of the batch, beside ~800 GB of BF16 experts. Negligible: sizing does not add it.
 # kt-kernel 0.7.2's native FP8 LoRA (kt_backend FP8 -> method AMXFP8_SFT; sft/config.py, sft/amx.py,
 # sft/wrapper.py): frozen-base LoRA, every routed expert on the CPU, kt_share_backward_bb on, persistent
 # weights, the checkpoint's weight_block_size [128, 128], hidden_size and moe_intermediate_size multiples of
@@ -204,6 +218,18 @@ def _fp8_pool_problem(arch: Architecture, pools: int) -> list[str]:
     ]
 
 
+def dummy_image_template(arch: Architecture) -> str | None:
+    """The run's chat template where it is one that adds a dummy image to a text-only batch (None: not)."""
+    template = arch.template or DUMMY_IMAGE_DEFAULTS.get(arch.model_type)
+    return template if template in DUMMY_IMAGE_TEMPLATES else None
+
+
+def kt_model_max_length(cutoff: int, batch: int) -> int:
+    """kt-kernel's token buffer for a dummy-image template: each sample's cutoff_len plus the image's
+    tokens, padded to a multiple of 8 as the collator pads."""
+    return batch * padded_tokens(cutoff + DUMMY_IMAGE_TOKENS)
+
+
 def kt_keys(
     arch: Architecture,
     facts: dict,
@@ -212,6 +238,7 @@ def kt_keys(
     warnings: list,
     cutoff: int = sizing.SFT_CUTOFF_LEN,
     experts: str = "bf16",
+    batch: int = 1,
 ) -> tuple[dict, dict, str, list]:
     """(kt keys, launcher, reason, problems) for the profile's generation and the experts' dtype (fp8:
     current stack only); appends to `warnings`."""
@@ -259,6 +286,9 @@ def kt_keys(
             "kt_share_backward_bb": True,
         },
     }
+    template = dummy_image_template(arch)
+    if template:
+        keys["kt_config"]["kt_model_max_length"] = kt_model_max_length(cutoff, batch)
     launcher = {  # ktransformers doc/en/SFT/KTransformers-Fine-Tuning_User-Guide.md, "Run the command"
         "kind": "accelerate",
         "env": {"USE_KT": "1", "ACCELERATE_USE_KT": "true"},
@@ -278,6 +308,14 @@ def kt_keys(
         f"{cores} threads in {pools} NUMA thread pool(s) on node(s) {nodes} (kt-kernel binds pool i "
         "to node i), launched by accelerate with FSDP2"
         + (f"; {usable} usable cores cut to {cores} (see warnings)" if cores < usable else "")
+        + (
+            f"; kt_model_max_length {keys['kt_config']['kt_model_max_length']} = batch {batch} x "
+            f"(cutoff_len {cutoff} + {DUMMY_IMAGE_TOKENS}, padded to {SFT_PAD_MULTIPLE}): chat template "
+            f"{template} adds a dummy image's tokens to a text-only batch, past the cutoff_len x batch "
+            "kt-kernel's token buffer holds by default"
+            if template
+            else ""
+        )
     )
     return keys, launcher, reason, _fp8_pool_problem(arch, pools) if fp8 else []
 
@@ -374,7 +412,7 @@ def plan_sft(
         f"{gb(sizing.sft_gpu_runtime_bytes(est))} per GPU of CUDA context and allocator cache"
     )
     keys, launcher, reasons["kt"], kt_problems = kt_keys(
-        arch, facts, profile, gpus, warnings, cutoff, experts
+        arch, facts, profile, gpus, warnings, cutoff, experts, batch
     )
     problems += kt_problems
     # each data-parallel rank (accelerate's processes) steps its own micro-batch; the legacy launcher is one

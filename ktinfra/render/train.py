@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from ktinfra import int8_weights
+from ktinfra.plan.sft import DUMMY_IMAGE_TEMPLATES, DUMMY_IMAGE_TOKENS, kt_model_max_length
 from ktinfra.profiles import SRC_DIR, checkout_dir
 from ktinfra.render.chat_templates import unknown_template
 from ktinfra.render.common import (
@@ -273,22 +274,13 @@ def _kt_block(
     return kt
 
 
-# Chat templates of LLaMA-Factory's qwen3_vl mm_plugin: its collator appends a dummy image's tokens to the
-# first sample of a text-only batch (data/collator.py), past cutoff_len, while llamafactory-kt sizes
-# kt-kernel's token buffer for cutoff_len (rounded up to 8) x per_device_train_batch_size only
-# (hparams/parser.py _get_kt_runtime_capacity): a batch whose first sample is that long stops the run with
-# "qlen (...) exceeds chunked_prefill_size" (sft/base.py). Upstream's qwen3_5moe example leaves them 128
-# tokens (kt_model_max_length 2176 for cutoff_len 2048).
-DUMMY_IMAGE_TEMPLATES = ("qwen3_vl", "qwen3_vl_nothink", "qwen3_5", "qwen3_5_nothink", "qwen3_6")
-DUMMY_IMAGE_TOKENS = 128
-
-
+# Why a qwen3_vl-plugin template needs room past cutoff_len x batch: ktinfra.plan.sft DUMMY_IMAGE_TEMPLATES
 def _dummy_image_room(config: dict, template: str, cutoff_len: int, batch: int) -> None:
     """kt_model_max_length with room for the dummy image of a qwen3_vl-plugin template (set when the plan
     leaves it out, refused when it leaves too little)."""
     if template not in DUMMY_IMAGE_TEMPLATES:
         return
-    need = batch * -(-(cutoff_len + DUMMY_IMAGE_TOKENS) // 8) * 8  # the collator pads to a multiple of 8
+    need = kt_model_max_length(cutoff_len, batch)
     have = config.get("kt_model_max_length")
     if have is None:
         config["kt_model_max_length"] = need
