@@ -664,10 +664,24 @@ def carries_expert_lora(path: Path) -> bool | None:
         return None
 
 
+def _merged_kt_adapter(path: Path) -> bool:
+    """Whether adapter_model.safetensors already holds the per-expert LoRA (a converted adapter, which
+    sglang-kt serves whatever else lies beside it)."""
+    weights = path / "adapter_model.safetensors"
+    return weights.is_file() and any(_is_expert_lora_key(key) for key in safetensors_header(weights))
+
+
 def check_planned_adapter(name: str, path: Path) -> None:
     """`ktinfra lora plan`: an adapter directory readable here that is a plain PEFT adapter (no fused expert
     LoRA for the converter) gets serve's checks of what SGLang reads; one not on this host is left alone
-    (the plan may be made away from the adapters)."""
+    (the plan may be made away from the adapters). A KT training output is refused: it needs converting."""
+    if (path / KT_FUSED_FILE).is_file() and not _merged_kt_adapter(path):
+        raise LoraError(
+            f"adapter {name}: {path} is a KT training output ({KT_FUSED_FILE}, not converted), which "
+            "sglang-kt refuses on --lora-paths at start (server_args.py: 'received raw KT training "
+            "adapter'): let `ktinfra lora serve` convert and serve it, or plan the output of kt-kernel's "
+            "convert_kt_to_sglang_adapter.py"
+        )
     if not (path / CONFIG_FILE).is_file() or (path / KT_FUSED_FILE).is_file():
         return
     adapter = inspect_adapter(name, path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from test_lora import H100, kt_dir, peft_dir, serve_args
+from test_lora import H100, merged_kt_dir, peft_dir, serve_args
 from typer.testing import CliRunner
 
 from ktinfra.cli import app
@@ -37,7 +37,7 @@ def test_lora_serve_defers_the_experts_it_moves_to_the_cpu(tmp_path):
 
 def test_lora_plan_makes_a_plan_sglang_kt_starts(tmp_path):
     plan = _h100_plan(tmp_path, kt_gpu_prefill_token_threshold=2048, max_running_requests=1)
-    adapter = kt_dir(tmp_path / "kt")
+    adapter = merged_kt_dir(tmp_path / "kt")  # converted: a training output is refused
     res = CliRunner().invoke(app, ["lora", "plan", "--plan", plan, "--adapter", f"kt={adapter}", "--json"])
     assert res.exit_code == 0, res.output
     planned = json.loads(res.stdout)
@@ -52,7 +52,7 @@ def test_lora_plan_makes_a_plan_sglang_kt_starts(tmp_path):
 
 def test_lora_plan_refuses_a_kt_adapter_beside_another(tmp_path):
     plan = _h100_plan(tmp_path)
-    specs = [f"kt={kt_dir(tmp_path / 'kt')}", f"peft={peft_dir(tmp_path / 'peft')}"]
+    specs = [f"kt={merged_kt_dir(tmp_path / 'kt')}", f"peft={peft_dir(tmp_path / 'peft')}"]
     args = ["lora", "plan", "--plan", plan, "--json"] + [f"--adapter={spec}" for spec in specs]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 1 and res.stdout == ""
@@ -61,7 +61,7 @@ def test_lora_plan_refuses_a_kt_adapter_beside_another(tmp_path):
 
 def test_plan_refuses_one_running_request_with_adapters(tmp_path):
     args = ["plan", "--model", "Qwen3-30B-A3B", "--from", str(H100), "--json", "--max-running-requests", "1"]
-    res = CliRunner().invoke(app, [*args, "--lora", f"kt={kt_dir(tmp_path / 'kt')}"])
+    res = CliRunner().invoke(app, [*args, "--lora", f"kt={merged_kt_dir(tmp_path / 'kt')}"])
     assert res.exit_code == 2, res.output
     assert any("sglang-kt serves LoRA with at least 2" in p for p in json.loads(res.stdout)["problems"])
     assert CliRunner().invoke(app, args).exit_code == 0  # without adapters one request is a choice
