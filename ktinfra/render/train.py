@@ -215,6 +215,8 @@ def _kt_block(
             f"plan sft.kt.use_kt must be true (the unit runs with USE_KT=1), got {kt['use_kt']!r}"
         )
     kt = {"use_kt": True, **kt}
+    if isinstance(kt.get("kt_config"), dict):  # filled in below: the caller's plan stays as it was
+        kt["kt_config"] = dict(kt["kt_config"])
     if generation == "legacy" and (weight_path or "kt_weight_path" in kt):
         # LLaMA-Factory <= 0.9.4 (the legacy stack) has no kt_weight_path argument; 0.9.5 added it and
         # dropped kt_optimize_rule/cpu_infer/chunk_size, so no one recipe can carry both.
