@@ -360,10 +360,11 @@ def _read_manifest(root: Path) -> dict | None:
     return manifest
 
 
-def check_manifest(root: Path, model_path: Path) -> dict:
+def check_manifest(root: Path, model_path: Path, hashes: bool = False) -> dict:
     """The tree as it is now against its manifest: every setting and count kt-kernel validates (layers,
-    pools, file set, sizes, byte totals, layout), and a sha256 of the form it requires for every file; not
-    the hashes' values (kt-kernel checks them when it loads)."""
+    pools, file set, sizes, byte totals, layout), and a sha256 of the form it requires for every file. The
+    hashes' values only with `hashes` (the whole tree is read): kt-kernel 0.7.2 compares them when it loads a
+    pretrained KT artifact (sft/artifacts.py), not when it trains from kt_weight_path (sft/wrapper.py)."""
     if not root.is_dir():
         raise WeightsError(f"{root} is not a directory" if root.exists() else f"{root} does not exist")
     recorded = read_manifest(root)
@@ -378,7 +379,22 @@ def check_manifest(root: Path, model_path: Path) -> dict:
         raise WeightsError(
             f"{root / MANIFEST_NAME} does not describe the files there now ({wrong}): write it again"
         )
+    if hashes:
+        _check_hashes(root, recorded)
     return summary(current, root / MANIFEST_NAME)
+
+
+def _check_hashes(root: Path, recorded: dict) -> None:
+    """Every file's sha256 against the one recorded (the manifest already matches the tree otherwise)."""
+    for layer in sorted(recorded["layers"], key=_by_index):
+        for entry in _by_path(layer["files"]):
+            if sha256_of(root / entry["path"]) != entry["sha256"]:
+                raise WeightsError(
+                    f"{entry['path']}: its sha256 is not the one {MANIFEST_NAME} records, at the same size: "
+                    "the file was replaced after the manifest was written (another conversion into the "
+                    "tree?), and kt-kernel refuses it where it checks hashes: convert again into an empty "
+                    "directory, then write the manifest"
+                )
 
 
 _LAYER_KEYS = ("index", "state", "numa_count", "bytes")

@@ -66,9 +66,25 @@ def manifest(root: Root, model_path: ModelPath, as_json: AsJson = False) -> None
 
 
 @weights_app.command("check")
-def check(root: Root, model_path: ModelPath, as_json: AsJson = False) -> None:
+def check(
+    root: Root,
+    model_path: ModelPath,
+    as_json: AsJson = False,
+    hashes: Annotated[
+        bool,
+        typer.Option(
+            "--hashes",
+            help="also compare every file's sha256 with the manifest, as kt-kernel's pretrained-artifact "
+            "load does (reads the whole tree)",
+        ),
+    ] = False,
+) -> None:
     """Check that the tree still matches its manifest as kt-kernel checks it; exit 1 when not."""
-    _run(int8_weights.check_manifest, root, model_path, as_json, "matches")
+
+    def action(tree: Path, model: Path) -> dict:
+        return int8_weights.check_manifest(tree, model, hashes=hashes)
+
+    _run(action, root, model_path, as_json, "matches")
 
 
 def register(app: typer.Typer) -> None:
