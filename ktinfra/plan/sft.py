@@ -122,15 +122,19 @@ def choose_batch(
     cutoff: int | None,
     checkpointing: bool = True,
     max_tokens: int | None = None,
+    room: int = 0,
 ) -> tuple[int, int, bool]:
     """(cutoff_len, per-device batch, fits): the longest cutoff, then the largest batch, that fit. With
-    max_tokens (the legacy KT MoE's chunk_size), no batch holds more tokens than that."""
+    max_tokens (the legacy KT MoE's chunk_size), no batch holds more tokens than that; room: tokens a
+    sample may have past cutoff_len (a dummy image's), sized on the GPU too."""
     cutoffs = [cutoff] if cutoff else [sizing.SFT_CUTOFF_LEN, 1024, 512]
     for length in cutoffs:
         for batch in (4, 2, 1):
             if batch > 1 and max_tokens and batch * padded_tokens(length) > max_tokens:
                 continue
-            est = sizing.sft(arch, cutoff_len=length, batch_size=batch, gradient_checkpointing=checkpointing)
+            est = sizing.sft(
+                arch, cutoff_len=length + room, batch_size=batch, gradient_checkpointing=checkpointing
+            )
             if per_gpu_need(est, gpus) <= gpu_bytes:
                 return length, batch, True
     return cutoffs[0], 1, False
@@ -141,7 +145,7 @@ def per_gpu_need(est: sizing.Estimate, gpus: int) -> float:
     return sizing.sft_per_gpu_bytes(est, gpus) + sizing.sft_gpu_runtime_bytes(est)
 
 
-def _vram_problem(est: sizing.Estimate, gpus: list[dict], cutoff: int, gpu_bytes: int) -> str:
+def _vram_problem(est: sizing.Estimate, gpus: list[dict], cutoff: int, gpu_bytes: int, room: int = 0) -> str:
     """Batch 1 does not fit: what each of the run's identical GPUs must hold, part by part."""
     share = sizing.sft_per_gpu_bytes(est, len(gpus))
     runtime = sizing.sft_gpu_runtime_bytes(est)
@@ -151,7 +155,9 @@ def _vram_problem(est: sizing.Estimate, gpus: list[dict], cutoff: int, gpu_bytes
         peak += f" on each, the {sharded} of weights and LoRA state sharded over {len(gpus)} GPUs"
     need, have = gb_apart(share + runtime, gpu_bytes)
     return (
-        f"needs {need} GPU memory per GPU at cutoff_len {cutoff}, batch 1 ({peak}, + "
+        f"needs {need} GPU memory per GPU at cutoff_len {cutoff}"
+        + (f" + {room} dummy-image tokens" if room else "")
+        + f", batch 1 ({peak}, + "
         f"{gb(runtime)} CUDA context and allocator cache), {gpu_names(gpus)} has {have}"
     )
 
@@ -386,16 +392,18 @@ def plan_sft(
     max_tokens = (
         legacy_chunk_size(cutoff_opt or sizing.SFT_CUTOFF_LEN) if profile["generation"] == "legacy" else None
     )
+    # a text-only batch of a dummy-image template is padded to its first sample, cutoff_len + the image
+    room = DUMMY_IMAGE_TOKENS if profile["generation"] != "legacy" and dummy_image_template(arch) else 0
     # the experts' dtype changes RAM and disk only, so choose_batch sizes VRAM with the default
     if gpus:
         gpu_bytes = gpu_memory_bytes(used)
-        cutoff, batch, fits = choose_batch(arch, gpus, gpu_bytes, cutoff_opt, checkpointing, max_tokens)
+        cutoff, batch, fits = choose_batch(arch, gpus, gpu_bytes, cutoff_opt, checkpointing, max_tokens, room)
     else:
         cutoff, batch, fits, gpu_bytes = cutoff_opt or sizing.SFT_CUTOFF_LEN, 1, True, 0
-    batch_args = {"cutoff_len": cutoff, "batch_size": batch, "gradient_checkpointing": checkpointing}
+    batch_args = {"cutoff_len": cutoff + room, "batch_size": batch, "gradient_checkpointing": checkpointing}
     est = sizing.sft(arch, **batch_args, expert_dtype=experts)
     if gpus and not fits:
-        problems.append(_vram_problem(est, used, cutoff, gpu_bytes))
+        problems.append(_vram_problem(est, used, cutoff, gpu_bytes, room))
     reasons["cutoff_len"] = (
         f"{cutoff} tokens"
         + (" (set explicitly)" if cutoff_opt else "")
@@ -407,7 +415,9 @@ def plan_sft(
     )
     reasons["lora_rank"] = "rank 8, alpha 16 on all linear layers: LLaMA-Factory's KT examples"
     reasons["vram_bytes"] = (
-        f"{gb(est.vram_bytes)} allocated at peak (every token of cutoff_len a label; the model was within "
+        f"{gb(est.vram_bytes)} allocated at peak (every token of cutoff_len"
+        + (f" + {room} dummy-image tokens" if room else "")
+        + " a label; the model was within "
         "-4..+6 % of an H100 run at 512-2048 tokens, docs/results/2026-11-22-h100-sft-vram) + "
         f"{gb(sizing.sft_gpu_runtime_bytes(est))} per GPU of CUDA context and allocator cache"
     )
