@@ -49,6 +49,7 @@ def load(item: dict) -> dict:
             "distributed_type": str(accel.distributed_type),
             "fsdp_version": accel.fsdp_config.get("fsdp_version"),
             "mixed_precision": str(accel.mixed_precision),
+            "main_process_port": accel.main_process_port,
         },
     }
 

@@ -301,6 +301,7 @@ def test_llamafactory_kt_loads_the_rendered_recipe_as_planned(train_results, nam
         "distributed_type": "DistributedType.FSDP",
         "fsdp_version": 2,
         "mixed_precision": "bf16",
+        "main_process_port": 0,  # accelerate-kt's launch picks a free port for 0 (fed2ba2), 29500 without
     }
     assert rendered["argv"][:2] == ["/opt/kt/envs/kt-sft/bin/accelerate", "launch"]
 
