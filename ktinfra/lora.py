@@ -397,6 +397,19 @@ def inspect_adapter(name: str, path: Path, base: str | None = None) -> Adapter:
     return adapter
 
 
+def check_legacy_adapters(adapters: list[Adapter], legacy: bool) -> None:
+    """The legacy stack's sglang fork (0.4.x) has no KT expert LoRA: its convert_lora.py copies
+    fused_expert_lora.safetensors unconverted, and its LoRA loader takes those tensors as weights of their
+    layer (srt/lora/lora.py initialize_weights), so the expert LoRA would not be served."""
+    fused = next((a for a in adapters if a.kind == "kt-fused"), None) if legacy else None
+    if fused is not None:
+        raise LoraError(
+            f"adapter {fused.name}: {fused.path} holds kt-kernel's fused expert LoRA ({KT_FUSED_FILE}), "
+            "which the legacy stack's sglang fork does not serve (it has no KT expert LoRA): serve it on the "
+            "current stack, without --legacy"
+        )
+
+
 def needs_conversion(adapter: Adapter, legacy: bool) -> bool:
     return legacy or adapter.kind == "kt-fused"
 

@@ -252,6 +252,7 @@ def serve(
             check_out_dir(out)
         api_key = read_api_key_file(api_key_file)
         adapters = _inspect_adapters(adapter, base)
+        lora.check_legacy_adapters(adapters, legacy)
         steps, served = _conversion_steps(
             adapters,
             base=base,

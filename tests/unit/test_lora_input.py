@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_bench_http import Server, whole
 from test_bench_odd_servers import drip_headers, endless
-from test_lora import kt_dir, peft_dir, serve_args
+from test_lora import kt_dir, merged_kt_dir, peft_dir, serve_args
 from test_lora_cli_errors import _Server, assert_clean_error, invoke
 
 from ktinfra import lora
@@ -168,8 +168,9 @@ for name in ("adapter_config.json", "adapter_model.safetensors"):
 
 
 def _two_adapter_args(tmp_path: Path, converter: Path, out: Path) -> list[str]:
-    """Two KT adapters in one server: the legacy stack's sglang fork serves them (sglang-kt only one)."""
-    one, two = kt_dir(tmp_path / "one"), kt_dir(tmp_path / "two")
+    """Two adapters with expert LoRA in one server: the legacy stack's sglang fork serves them (sglang-kt only
+    one); converted ones, per-expert tensors (the fork has no kt-kernel fused expert LoRA)."""
+    one, two = merged_kt_dir(tmp_path / "one"), merged_kt_dir(tmp_path / "two")
     args = serve_args(one, "--adapter", f"b={two}", "--converter", str(converter), "--legacy")
     return [*args, "--converter-python", sys.executable, "--output-dir", str(out), "--json"]
 

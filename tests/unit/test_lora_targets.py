@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from test_lora import H100, kt_dir, peft_dir
+from test_lora import H100, merged_kt_dir, peft_dir
 from test_lora_cli_errors import assert_clean_error, invoke
 from test_lora_input import COPYING_CONVERTER
 
@@ -28,7 +28,7 @@ def test_two_adapters_converting_into_one_directory_are_refused_before_convertin
     "already exists; pass --overwrite" (wrong advice: this run made it), after the first had converted."""
     converter = tmp_path / "converter.py"
     converter.write_text(COPYING_CONVERTER)
-    out = kt_dir(tmp_path / "out")
+    out = merged_kt_dir(tmp_path / "out")
     for extra in ([], ["--overwrite"]):
         result = invoke([*_legacy_args(converter, f"mine={out}", f"again={out}"), *extra])
         assert_clean_error(result, f"adapters mine and again would both be converted into {out}_converted")
@@ -40,7 +40,7 @@ def test_a_conversion_into_another_adapters_input_is_refused_before_converting(t
     read from (and then converted); without it, the advice was to pass --overwrite."""
     converter = tmp_path / "converter.py"
     converter.write_text(COPYING_CONVERTER)
-    one, other = kt_dir(tmp_path / "one"), peft_dir(tmp_path / "conv" / "mine")
+    one, other = merged_kt_dir(tmp_path / "one"), peft_dir(tmp_path / "conv" / "mine")
     args = [*_legacy_args(converter, f"mine={one}", f"b={other}"), "--output-dir", str(tmp_path / "conv")]
     for extra in ([], ["--overwrite"]):
         result = invoke([*args, *extra])
