@@ -33,3 +33,9 @@ def systemd_box(prefix: str, docker_args: Sequence[str] = (), image: str = IMAGE
         yield name
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
+def box_sh(box: str, command: str) -> str:
+    """`sh -c COMMAND` in the container; its stdout (CalledProcessError when it fails)."""
+    return subprocess.run(["docker", "exec", box, "sh", "-c", command], capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip

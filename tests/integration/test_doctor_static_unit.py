@@ -11,15 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from systemd_box import box_sh as sh
 from systemd_box import systemd_box
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = "[Service]\nExecStart=/bin/sleep infinity\n"
-
-
-def sh(box: str, command: str) -> str:
-    return subprocess.run(["docker", "exec", box, "sh", "-c", command], capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from systemd_box import box_sh as sh
 from systemd_box import systemd_box
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,11 +19,6 @@ TEMPLATE = (
     '[Service]\nExecStart=/bin/sh -c "case %i in spare) exit 3;; esac; exec sleep infinity"\n'
     "[Install]\nWantedBy=multi-user.target\n"
 )
-
-
-def sh(box: str, command: str) -> str:
-    return subprocess.run(["docker", "exec", box, "sh", "-c", command], capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
 
 
 @pytest.fixture(scope="module")
