@@ -535,15 +535,25 @@ def _refuse_another_users(folder: Path, target: Path) -> None:
     """A folder's owner may rename what is in it, also with the sticky bit: the staging folder (or a parent
     made for the capture) swapped for a link to /etc while the commands run, and the files went there (an
     empty /tmp/cap made by another user, or `--capture /home/eve/cap` as root). Only this user's folders and
-    root's are written in."""
-    owner = os.stat(folder).st_uid
-    if owner in (os.geteuid(), 0):
+    root's are written in, and under sudo the folders of the user who ran sudo that no one else may write
+    in (`sudo ktinfra facts --capture cap` in one's own home: that user asked for the files there)."""
+    info = os.stat(folder)
+    if info.st_uid in (os.geteuid(), 0) or _sudo_users_own(info):
         return
+    owner = info.st_uid
     what = f"{target} is" if folder == target else f"{target}: {folder} (where it is made) is"
     raise PermissionError(
         f"{what} owned by uid {owner}, not by you: its owner could swap what is written there for links; "
         "choose a new folder or an empty one of your own"
     )
+
+
+def _sudo_users_own(info: os.stat_result) -> bool:
+    """The folder is the sudo caller's (SUDO_UID, as root) and writable by its owner alone."""
+    caller = os.environ.get("SUDO_UID", "")
+    if os.geteuid() != 0 or not caller.isdigit():
+        return False
+    return info.st_uid == int(caller) and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def _make_parents(parent: Path, target: Path) -> list[Path]:

@@ -172,3 +172,29 @@ def test_a_relative_path_in_a_deleted_current_folder_is_a_sentence(tmp_path, mon
     with pytest.raises(FileNotFoundError) as raised:
         host_facts.write_capture("cap")
     assert str(raised.value) == "cannot create cap in the current folder: No such file or directory"
+
+
+SUDO_CASES = [(NOBODY, 0o755, False), (NOBODY, 0o777, True), (NOBODY + 1, 0o755, True), (None, 0o755, True)]
+
+
+@pytest.mark.parametrize(("sudo_uid", "mode", "refused"), SUDO_CASES)
+def test_under_sudo_the_callers_own_folder_is_written_in(
+    tmp_path, give_away, monkeypatch, sudo_uid, mode, refused
+):
+    """`sudo ktinfra facts --capture cap` in eve's home, by eve: she asked for the files there, and no one
+    else may write in it, so it is not refused (ea459b9 refused every root capture into a user's home). Her
+    folder writable by others, another sudo caller's, or no sudo: refused as before."""
+    monkeypatch.setattr(capture_module, "collect_live", lambda: {"lscpu.txt": "x\n"})
+    monkeypatch.setattr(capture_module.os, "geteuid", lambda: 0)
+    if sudo_uid is None:
+        monkeypatch.delenv("SUDO_UID", raising=False)
+    else:
+        monkeypatch.setenv("SUDO_UID", str(sudo_uid))
+    eve = give_away(tmp_path / "eve")
+    eve.chmod(mode)
+    if refused:
+        with pytest.raises(PermissionError, match="not by you"):
+            host_facts.write_capture(eve / "cap")
+    else:
+        host_facts.write_capture(eve / "cap")
+        assert sorted(p.name for p in (eve / "cap").iterdir()) == ["README.md", "lscpu.txt"]
