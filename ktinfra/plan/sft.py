@@ -65,8 +65,14 @@ ACCELERATE_BF16 = "examples/ktransformers/accelerate/fsdp2_kt_bf16.yaml"
 # chunked_prefill_size" (sft/base.py). Upstream's qwen3_5moe example leaves them 128 tokens (2176 for 2048).
 DUMMY_IMAGE_TEMPLATES = ("qwen3_vl", "qwen3_vl_nothink", "qwen3_5", "qwen3_5_nothink", "qwen3_6")
 DUMMY_IMAGE_TOKENS = 128
-# The template render train picks for these model types when the plan names none (its TEMPLATES)
-DUMMY_IMAGE_DEFAULTS = {"qwen3_5_moe": "qwen3_5", "qwen3_vl_moe": "qwen3_vl"}
+# LLaMA-Factory chat templates per architecture (config.json model_type), as the KT examples pick them: the
+# one render train writes when the plan names none. None for kimi_k2: its chat format
+# (<|im_user|>user<|im_middle|>...) is not DeepSeek's, and the plan says "set `template` yourself"
+TEMPLATES = {
+    "current": {"qwen3_moe": "qwen3", "qwen3_5_moe": "qwen3_5", "qwen3_vl_moe": "qwen3_vl",
+                "deepseek_v2": "deepseek", "deepseek_v3": "deepseek3"},
+    "legacy": {"qwen3_moe": "qwen3_nothink", "deepseek_v2": "deepseek", "deepseek_v3": "deepseek"},
+}  # fmt: skip
 # The extra room costs kt-kernel 0.7.2 about 1-2 MB of RAM per token (operators/amx/sft_moe.hpp: per NUMA
 # pool, the shared working pools hold max_len x experts_per_tok x ~(18 x moe_intermediate/pools + 16 x
 # hidden) bytes, and with recompute one layer's cache pool at a time, freed after its backward): for
@@ -226,7 +232,7 @@ def _fp8_pool_problem(arch: Architecture, pools: int) -> list[str]:
 
 def dummy_image_template(arch: Architecture) -> str | None:
     """The run's chat template where it is one that adds a dummy image to a text-only batch (None: not)."""
-    template = arch.template or DUMMY_IMAGE_DEFAULTS.get(arch.model_type)
+    template = arch.template or TEMPLATES["current"].get(arch.model_type)
     return template if template in DUMMY_IMAGE_TEMPLATES else None
 
 

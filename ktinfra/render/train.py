@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from ktinfra import int8_weights
-from ktinfra.plan.sft import DUMMY_IMAGE_TEMPLATES, DUMMY_IMAGE_TOKENS, kt_model_max_length
+from ktinfra.plan.sft import DUMMY_IMAGE_TEMPLATES, DUMMY_IMAGE_TOKENS, TEMPLATES, kt_model_max_length
 from ktinfra.profiles import SRC_DIR, checkout_dir
 from ktinfra.render.chat_templates import unknown_template
 from ktinfra.render.common import (
@@ -54,14 +54,6 @@ DEFAULT_SFT_PYTHON = "/opt/kt/envs/kt-sft/bin/python"
 # Legacy stack: kt_python_env's LLaMA-Factory checkout (relative kt_optimize_rule paths are pinned under it).
 LLAMAFACTORY_DIR = checkout_dir("LLaMA-Factory")
 ENV_DIR = "/etc/ktinfra/train"
-# LLaMA-Factory chat templates per architecture (config.json model_type), as the KT examples pick them.
-TEMPLATES = {
-    "current": {"qwen3_moe": "qwen3", "qwen3_5_moe": "qwen3_5", "qwen3_vl_moe": "qwen3_vl",
-                "deepseek_v2": "deepseek", "deepseek_v3": "deepseek3"},
-    "legacy": {"qwen3_moe": "qwen3_nothink", "deepseek_v2": "deepseek", "deepseek_v3": "deepseek"},
-}  # fmt: skip
-# none for kimi_k2: its chat format (<|im_user|>user<|im_middle|>...) is not DeepSeek's, and the plan says
-# "set `template` yourself"
 # The KT keys each stack's LLaMA-Factory takes at the top level of the recipe: HfArgumentParser refuses any
 # other key (no ALLOW_EXTRA_ARGS), and a key of another section would silently replace that one.
 KT_KEYS = {
