@@ -818,6 +818,12 @@ def _hide_environment(artifact_dir: Path) -> None:
 def run(request: ProvisionRequest, on_event: Callable[[RunState], None] | None = None) -> dict:
     """Run the playbook; return the report (see docs/readme/roles2.md for its keys)."""
     request.validate()
+    return run_validated(request, on_event)
+
+
+def run_validated(request: ProvisionRequest, on_event: Callable[[RunState], None] | None = None) -> dict:
+    """run() for a request whose validate() has passed (it reads the playbooks and Ansible's configuration,
+    ~0.7 s for site.yml: the CLI validates before its live view starts, and does not again here)."""
     try:
         import ansible_runner  # controller-side dependency (ktinfra[ops])
     except ImportError:

@@ -20,7 +20,7 @@ from ktinfra.provision import (
     ProvisionRequest,
     RunState,
     exit_code,
-    run,
+    run_validated,
 )
 
 
@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
         try:
             request.validate()  # before the live view starts
             with Live(console=err, transient=True, refresh_per_second=4) as live:
-                result = run(request, on_event=lambda state: live.update(_live_view(state)))
+                result = run_validated(request, on_event=lambda state: live.update(_live_view(state)))
         except ProvisionError as exc:
             typer.echo(f"error: {exc}", err=True)  # one plain line, never wrapped
             raise typer.Exit(1) from exc
