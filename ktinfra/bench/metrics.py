@@ -86,3 +86,9 @@ def summarize(results: list[RequestResult], concurrency: int, wall_s: float) -> 
         if user_tps
         else None,
     }
+
+
+def slowest_user_tps(tps: dict) -> float | None:
+    """A level's slowest user's tok/s as --min-tps is compared with it: unrounded (min_exact), or the rounded
+    min of a level summarised without it."""
+    return tps.get("min_exact", tps["min"])

@@ -6,6 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from ktinfra.bench.metrics import slowest_user_tps
 from ktinfra.links import LinkLoop, written_file
 
 # The format follows the suffix; these three need nothing beyond matplotlib itself.
@@ -50,7 +51,7 @@ def plot_levels(levels: list[dict], path: Path, min_tps: float | None = None, ti
     users = [lv["concurrency"] for lv in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     # unrounded, as compared with --min-tps: rounded down, 0.008 was drawn at 0.0, below a target of 0.001
-    slowest = [lv["user_tps"].get("min_exact", lv["user_tps"]["min"]) for lv in rows]
+    slowest = [slowest_user_tps(lv["user_tps"]) for lv in rows]
     left.plot(users, slowest, "o-", label="slowest user")
     left.plot(users, [lv["user_tps"]["median"] for lv in rows], "s--", label="median user")
     if min_tps is not None:

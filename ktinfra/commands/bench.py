@@ -19,6 +19,7 @@ from rich.table import Table
 from ktinfra import bench
 from ktinfra.bench.client import shown_url
 from ktinfra.bench.deadline import socks_proxy_problem
+from ktinfra.bench.metrics import slowest_user_tps
 from ktinfra.bench.plot import check_plot_path, plot_levels
 from ktinfra.commands import non_empty_path, non_empty_text
 from ktinfra.render.common import RenderError, read_api_key_file
@@ -61,7 +62,7 @@ def _slowest(tps: dict, min_tps: float | None) -> str:
     """The slowest user's tok/s rounded down, with as many decimals as --min-tps has (at least one): rounded
     half up, 19.996 showed as 20.0 beside a failed --min-tps 20, and 19.998 as 20.0 beside a met 19.995."""
     decimals = 1 if min_tps is None else min(9, max(1, -Decimal(repr(min_tps)).as_tuple().exponent))
-    value = tps.get("min_exact", tps["min"])
+    value = slowest_user_tps(tps)
     if value is None or not math.isfinite(value):  # a server's absurd token count: inf
         return f"{value}"
     return f"{math.floor(value * 10**decimals + 1e-9) / 10**decimals:.{decimals}f}"
