@@ -234,10 +234,7 @@ class ProvisionRequest:
         pauses, debuggers, prompted = interactive_tasks(self)
         if prompted:
             name, where = prompted[0]
-            raise ProvisionError(
-                f"{where} prompts for {name} (vars_prompt), which ktinfra provision cannot answer: give it "
-                f"with -e {name}=VALUE"
-            )
+            raise ProvisionError(_vars_prompt_refusal(where, name, name))
         if debuggers:
             raise ProvisionError(
                 f"{debuggers[0]}: the task debugger would wait at its prompt, which ktinfra provision cannot "
@@ -245,10 +242,7 @@ class ProvisionRequest:
             )
         if pauses:
             pause, skip = pauses[0]
-            raise ProvisionError(
-                f"{pause} waits for someone to press Enter (a pause without seconds or minutes), which "
-                f"ktinfra provision cannot do: give it seconds or minutes, or {skip}"
-            )
+            raise ProvisionError(_untimed_pause_refusal(pause, skip))
         if vaulted and _vault_password_configured() is False:
             raise ProvisionError(
                 f"{vaulted[0]} holds ansible-vault data and no vault password is configured: set "
@@ -958,20 +952,32 @@ def inventory_errors(stdout: str) -> list[str]:
     return blocks if any(b.startswith(unparsed) for b in blocks) else []
 
 
+def _vars_prompt_refusal(where: str, names: str, first: str) -> str:
+    return (
+        f"{where} prompts for {names} (vars_prompt), which ktinfra provision cannot answer: give it with "
+        f"-e {first}=VALUE"
+    )
+
+
+def _untimed_pause_refusal(pause: str, skip: str) -> str:
+    return (
+        f"{pause} waits for someone to press Enter (a pause without seconds or minutes), which ktinfra "
+        f"provision cannot do: give it seconds or minutes, or {skip}"
+    )
+
+
 def run_problems(request: ProvisionRequest, state: RunState, rc: int, stdout: str) -> list[str]:
     """What fails a run that ansible-playbook calls successful: its inventory could not be parsed, or no
     play matched a host (a group missing from the inventory, an empty one), so nothing was provisioned."""
     if state.prompts:
         names = ", ".join(state.prompts)
-        return [
-            f"{request.playbook} prompts for {names} (vars_prompt), which ktinfra provision cannot answer: "
-            f"give it with -e {state.prompts[0]}=VALUE"
-        ]
+        return [_vars_prompt_refusal(str(request.playbook), names, state.prompts[0])]
     if state.pauses:
+        pause = f"{request.playbook}: task {state.pauses[0]!r}"
         return [
-            f"{request.playbook}: task {state.pauses[0]!r} waits for someone to press Enter (a pause without "
-            "seconds or minutes), which ktinfra provision cannot do: give it seconds or minutes, or leave it "
-            "out with --skip-tags TAG (a tag it has, or one to give it)"
+            _untimed_pause_refusal(
+                pause, "leave it out with --skip-tags TAG (a tag it has, or one to give it)"
+            )
         ]
     unparsed = inventory_errors(stdout)
     inventories = ", ".join(str(inventory) for inventory in request.inventories)
