@@ -10,9 +10,9 @@ from pathlib import Path
 import model_configs
 import pytest
 import yaml
+from test_render_support import render_train_here
 
 from ktinfra.planner import load_facts, plan
-from ktinfra.render.train import render_train
 
 FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 
@@ -39,16 +39,7 @@ def test_a_dummy_image_model_plans_room_in_kt_model_max_length(tmp_path, name, c
 def test_the_planned_value_is_what_render_train_takes(tmp_path):
     (tmp_path / "model").mkdir()
     result = _sft(tmp_path / "model", model_configs.QWEN3_5_35B_A3B)
-    rendered = render_train(
-        result,
-        name="r",
-        model_path="/m",
-        dataset="d",
-        dataset_dir="/d",
-        output_dir="/o",
-        python=str(tmp_path / "absent" / "bin" / "python"),
-        llamafactory_dir=str(tmp_path / "lf"),
-    )
+    rendered = render_train_here(result, tmp_path)
     recipe = yaml.safe_load(rendered.files["r.yaml"][0])
     planned = result["sft"]["kt"]["kt_config"]["kt_model_max_length"]
     assert recipe["kt_config"]["kt_model_max_length"] == planned

@@ -17,6 +17,22 @@ def load_fixture_plan(name: str) -> dict:
     return json.loads((PLANS / name).read_text())
 
 
+def render_train_here(plan: dict, tmp_path: Path, name: str = "r", output_dir: str = "/o"):
+    """render_train with fixed paths, its python and LLaMA-Factory checkout absent from this machine."""
+    from ktinfra.render.train import render_train
+
+    return render_train(
+        plan,
+        name=name,
+        model_path="/m",
+        dataset="d",
+        dataset_dir="/d",
+        output_dir=output_dir,
+        python=str(tmp_path / "absent" / "bin" / "python"),
+        llamafactory_dir=str(tmp_path / "lf"),
+    )
+
+
 def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
     """Every file under directory (hidden temp files included) with its content and mode."""
     return {

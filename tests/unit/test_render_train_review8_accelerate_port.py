@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from test_render_support import load_fixture_plan
-
-from ktinfra.render.train import render_train
+from test_render_support import load_fixture_plan, render_train_here
 
 CURRENT = "h100-qwen3-30b-a3b-sft-current.json"
 
@@ -18,16 +16,7 @@ def _accelerate(tmp_path, name: str, gpus: list[int]) -> dict:
     plan["host"]["gpus"] = [dict(plan["host"]["gpus"][0], index=i) for i in gpus]
     plan["sft"]["gpu_indices"] = gpus
     plan["sft"]["launcher"]["num_processes"] = len(gpus)
-    rendered = render_train(
-        plan,
-        name=name,
-        model_path="/m",
-        dataset="d",
-        dataset_dir="/d",
-        output_dir=f"/o/{name}",
-        python=str(tmp_path / "absent" / "bin" / "python"),
-        llamafactory_dir=str(tmp_path / "lf"),
-    )
+    rendered = render_train_here(plan, tmp_path, name, f"/o/{name}")
     return yaml.safe_load(rendered.files[f"{name}.accelerate.yaml"][0])
 
 

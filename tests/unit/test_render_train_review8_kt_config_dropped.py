@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from test_render_support import load_fixture_plan
+from test_render_support import load_fixture_plan, render_train_here
 
 from ktinfra.render import RenderError
-from ktinfra.render.train import render_train
 
 CURRENT = "h100-qwen3-30b-a3b-sft-current.json"
 
@@ -17,16 +16,7 @@ CURRENT = "h100-qwen3-30b-a3b-sft-current.json"
 def _render(tmp_path, **keys):
     plan = load_fixture_plan(CURRENT)
     plan["sft"]["kt"].setdefault("kt_config", {}).update(keys)
-    rendered = render_train(
-        plan,
-        name="r",
-        model_path="/m",
-        dataset="d",
-        dataset_dir="/d",
-        output_dir="/o",
-        python=str(tmp_path / "absent" / "bin" / "python"),
-        llamafactory_dir=str(tmp_path / "lf"),
-    )
+    rendered = render_train_here(plan, tmp_path)
     return yaml.safe_load(rendered.files["r.yaml"][0])["kt_config"]
 
 

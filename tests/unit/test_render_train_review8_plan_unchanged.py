@@ -7,9 +7,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from test_render_support import load_fixture_plan
-
-from ktinfra.render.train import render_train
+from test_render_support import load_fixture_plan, render_train_here
 
 CURRENT = "h100-qwen3-30b-a3b-sft-current.json"
 
@@ -20,14 +18,5 @@ def test_render_train_does_not_change_the_plan(tmp_path, architecture):
     plan["model"]["architecture"] = architecture
     plan["sft"]["template"] = None
     before = copy.deepcopy(plan)
-    render_train(
-        plan,
-        name="r",
-        model_path="/m",
-        dataset="d",
-        dataset_dir="/d",
-        output_dir="/o",
-        python=str(tmp_path / "absent" / "bin" / "python"),
-        llamafactory_dir=str(tmp_path / "lf"),
-    )
+    render_train_here(plan, tmp_path)
     assert plan == before
