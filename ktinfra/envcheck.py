@@ -24,6 +24,7 @@ from ktinfra.profiles import (
     _same_version,
     env_spec,
     normalize,
+    parse_freeze,
     pins,
     python_versions,
     shared_download_bytes,
@@ -351,6 +352,52 @@ def _disk_problems(needs: list[tuple[Path, int]]) -> tuple[list[dict], list[str]
     return disks, problems
 
 
+def _downloads(env: dict) -> bool:
+    """Whether installing `env` downloads into the wheelhouse: a new env, or one whose pins were bumped."""
+    return not env["installed"] or env["reinstall_due"]
+
+
+def _pins_changed(prefix: Path, env: dict) -> bool:
+    """Whether the env at `prefix` (its recorded freeze) is not at the profile's pins: a pin bumped or added
+    changes its requirements, and kt_python_env installs it again."""
+    try:
+        installed = parse_freeze((prefix / FREEZE_FILE).read_text(errors="replace"))
+    except OSError:
+        return True
+    return any(
+        name not in installed or not _same_version(installed[name], version)
+        for name, version in pins(env).items()
+    )
+
+
+def _installed_sizes(prefix: Path) -> dict[str, tuple[str, int]]:
+    """Normalised name -> (version, bytes) of each distribution installed in the env at `prefix`: the sizes
+    its RECORD lists (pip and uv write one for every file, .pyc included)."""
+    found = {}
+    for record in prefix.glob("lib/python3*/site-packages/*.dist-info/RECORD"):
+        name, _, version = record.parent.name.removesuffix(".dist-info").partition("-")
+        try:
+            rows = record.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        size = sum(int(row.rsplit(",", 1)[-1]) for row in rows if row.rsplit(",", 1)[-1].isdigit())
+        found[normalize(name)] = (version, size)
+    return found
+
+
+def _kept_bytes(prefix: Path, env: dict) -> int:
+    """Bytes of the existing env at `prefix` that a reinstall keeps: the pinned distributions already at their
+    pin. Everything else is counted as new: a bumped pin's new version is unpacked before pip removes the old
+    one, and it may bring new versions of its unpinned dependencies (torch: its CUDA wheels)."""
+    installed = _installed_sizes(prefix)
+    return sum(
+        size
+        for name, pinned in pins(env).items()
+        for version, size in [installed.get(name, ("", 0))]
+        if version and _same_version(version, pinned)
+    )
+
+
 def made_with_full_python(prefix: Path) -> str | None:
     """The version of the Python an existing env at `prefix` was made with, X.Y.Z where it says (a venv's
     pyvenv.cfg, a conda env's conda-meta record of its python package), else X.Y; None where there is no
@@ -438,9 +485,11 @@ def check_install(
                 "another root (kt_python_env_root, --root)"
             )
         env["installed"] = (prefix / FREEZE_FILE).is_file()
-        if not env["installed"]:
-            needs.append((prefix, env["disk_bytes"]))
-            earlier = [e for e in envs if not e["installed"]]
+        env["reinstall_due"] = env["installed"] and _pins_changed(prefix, env)
+        if not env["installed"] or env["reinstall_due"]:
+            kept = _kept_bytes(prefix, env) if env["installed"] else 0  # a pin bump: what stays as it is
+            needs.append((prefix, max(0, env["disk_bytes"] - kept)))
+            earlier = [e for e in envs if _downloads(e)]
             downloads += env["download_bytes"] - shared_download_bytes(env, earlier)
         envs.append(env)
     known = {w["name"] for env in envs for w in env["wheels"]}
@@ -449,7 +498,7 @@ def check_install(
         for name in sorted(set(wheel_overrides or {}) - known)
     )
     # wheels already in the wheelhouse are not downloaded again: those these envs install, not all of it
-    downloading = [env for env in envs if not env["installed"]]
+    downloading = [env for env in envs if _downloads(env)]
     credit = _wheelhouse_bytes(wheelhouse, downloading, version, made_with=made_with)
     needs.append((wheelhouse, max(0, downloads - credit)))
     disks, disk_problems = _disk_problems(needs)
