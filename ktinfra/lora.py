@@ -826,6 +826,21 @@ def check_endpoint(url: str, timeout_s: float) -> None:
         raise LoraError(problem)
 
 
+def check_model_name(model: str) -> None:
+    """SGLang (sglang-kt 0.7.2 and the legacy fork alike, entrypoints/openai/serving_base.py
+    _parse_model_parameter) takes what follows the first ':' of a request's model as the adapter, before the
+    lora_path field, and does not check the name before it: a served name holding a ':' cannot be asked for
+    without selecting an adapter (`a:b` asks for adapter b, `a:b` + --adapter x for adapter b:x)."""
+    _, colon, rest = model.partition(":")
+    if colon:
+        raise LoraError(
+            f"--model {model!r} holds a ':', and SGLang reads what follows the first ':' of a request's "
+            f"model as the adapter name (serving_base.py _parse_model_parameter; here {rest.strip()!r}): "
+            "pass a model name without ':' (SGLang does not compare it with the served name) and the "
+            "adapter with --adapter"
+        )
+
+
 def _shown(data: object) -> str:
     """The start of a reply for an error message, even for one nested too deeply to serialize."""
     try:
@@ -848,6 +863,7 @@ def chat_check(
     or with the `lora_path` request field (legacy). A malformed URL or timeout raises LoraError; what the
     server does (no answer, an error, a reply of the wrong shape) is reported in the result."""
     check_endpoint(url, timeout_s)
+    check_model_name(model)
     body: dict = {
         "model": f"{model}:{adapter}" if adapter and not legacy else model,
         "messages": [{"role": "user", "content": prompt}],

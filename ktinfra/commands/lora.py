@@ -383,7 +383,12 @@ def plan_cmd(
 @lora_app.command("check")
 def check(
     url: str = typer.Option(..., "--url", help="Server or router base URL."),
-    model: str = typer.Option(..., "--model", callback=non_empty_text, help="Served model name."),
+    model: str = typer.Option(
+        ...,
+        "--model",
+        callback=non_empty_text,
+        help="Served model name (no ':'; the adapter goes in --adapter).",
+    ),
     adapter: str | None = typer.Option(
         None, "--adapter", callback=non_empty_text, help="Adapter name (left side of --lora-paths)."
     ),
