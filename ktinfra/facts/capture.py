@@ -159,30 +159,90 @@ def _cuda_visible_devices() -> str | None:
     return os.environ["CUDA_VISIBLE_DEVICES"] + "\n" + (f"CUDA_DEVICE_ORDER={order}\n" if order else "")
 
 
+LIMIT_CONTROLLERS = {"cpu", "cpuset", "memory"}
+
+
 def _cgroup_dirs() -> list[Path]:
-    """Own cgroup directories and their ancestors, per controller (v1) or unified (v2)."""
-    root = Path("/sys/fs/cgroup")
+    """Own cgroup directories and their ancestors up to the mount, per v1 hierarchy (cpu, cpuset, memory)
+    or unified (v2).
+
+    /proc/self/mountinfo says where each hierarchy is mounted: a v1 hierarchy may hold several controllers
+    ("cpu,cpuacct" mounted at /sys/fs/cgroup/cpu,cpuacct, with or without a cpu link to it) and may be
+    mounted anywhere; and a container's mount shows a subtree (root /docker/abc), so the own path of
+    /proc/self/cgroup is taken relative to that mount's root."""
+    own = _read("/proc/self/cgroup") or ""
+    mounts = _cgroup_mounts(_read("/proc/self/mountinfo"), own)
     dirs: list[Path] = []
-    for line in (_read("/proc/self/cgroup") or "").splitlines():
+    for line in own.splitlines():
         _, _, rest = line.partition(":")
         controllers, sep, path = rest.partition(":")
         if not sep:
             continue
-        if controllers == "":
-            mount = root if (root / "cgroup.controllers").exists() else None
-        else:
-            names = set(controllers.split(","))
-            mount = next(
-                (root / c for c in ("cpu", "cpuset", "memory") if c in names and (root / c).is_dir()), None
-            )
-        if mount is None:
+        names = set(controllers.split(",")) - {""}
+        if names and not names & LIMIT_CONTROLLERS:
+            continue  # named (name=systemd) and other hierarchies hold no limit read here
+        found = _mount_of(mounts, names, path)
+        if found is None:
             continue
-        parts = [p for p in path.split("/") if p]
-        for depth in range(len(parts) + 1):
-            candidate = mount.joinpath(*parts[:depth])
+        mount, inside = found
+        for depth in range(len(inside) + 1):
+            candidate = mount.joinpath(*inside[:depth])
             if candidate.is_dir() and candidate not in dirs:
                 dirs.append(candidate)
     return dirs
+
+
+def _cgroup_mounts(mountinfo: str | None, own: str) -> list[tuple[set[str], str, Path]]:
+    """(controllers, root inside the hierarchy, mount point) of each cgroup mount; controllers are empty
+    for cgroup2. Without mountinfo, the usual places under /sys/fs/cgroup of the hierarchies in `own`."""
+    if mountinfo is None:
+        base, guessed = Path("/sys/fs/cgroup"), []
+        for line in own.splitlines():
+            controllers = line.partition(":")[2].partition(":")[0]
+            names = set(controllers.split(",")) - {""}
+            places = [controllers, *sorted(names & LIMIT_CONTROLLERS)] if names else [""]
+            guessed += [(names, "/", base / place) for place in places]
+        return guessed
+    mounts = []
+    for line in mountinfo.splitlines():
+        fields, sep, tail = line.partition(" - ")
+        fields, tail = fields.split(), tail.split()
+        if not sep or len(fields) < 5 or len(tail) < 3 or tail[0] not in ("cgroup", "cgroup2"):
+            continue
+        controllers = set(tail[2].split(",")) if tail[0] == "cgroup" else set()
+        mounts.append((controllers, _unescape(fields[3]), Path(_unescape(fields[4]))))
+    return mounts
+
+
+def _mount_of(
+    mounts: list[tuple[set[str], str, Path]], names: set[str], path: str
+) -> tuple[Path, list[str]] | None:
+    """The mount of the hierarchy `names` (empty: cgroup2) whose root holds `path`, the deepest such root,
+    and the parts of `path` below it. A mount whose root does not hold it (a cgroup namespace shows "/.."
+    there) gives its mount point alone."""
+    best = None
+    for controllers, root, point in mounts:
+        if (not names and controllers) or (names and not names <= controllers):
+            continue
+        if not point.is_dir():
+            continue
+        inside = _below(root, path)
+        if inside is None:
+            best = best or (point, [], -1)
+        elif best is None or len(root) > best[2]:
+            best = (point, inside, len(root))
+    return None if best is None else best[:2]
+
+
+def _below(root: str, path: str) -> list[str] | None:
+    root_parts = [p for p in root.split("/") if p]
+    parts = [p for p in path.split("/") if p]
+    return parts[len(root_parts) :] if parts[: len(root_parts)] == root_parts else None
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes space, tab, newline and backslash in paths as octal escapes (\\040)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 CGROUP_FILES = (
