@@ -437,11 +437,21 @@ def test_supervised_programs_running(host, init_name, supervisor_dir):
 def env_file_health_urls(host, sup_dir: str | None = None) -> list[str]:
     """KT_HEALTH_URL of every serve env file ktinfra installed: where PID 1 is not systemd kt_serve runs the
     same instances under supervisord, which no unit list shows. One that cannot be read (0600, doctor not
-    root) fails the check with the reason: before, the unread file left no URL and the check was skipped.
+    root) fails the check with the reason: before, the unread file left no URL and the check was skipped; so
+    does a directory it may not list (0700 root's), which read as one without env files.
     The env file of an instance set to stopped is passed over (its program is not started, so nothing
     answers there): it failed the check with 'Connection refused' on a host where every instance meant to
     run was up, as systemd's path never asked a stopped, disabled unit."""
-    listed = host.run(f"ls -1 -- {shlex.quote(SERVE_ENV_DIR)}")
+    listed = host.run(f"LC_ALL=C ls -1 -- {shlex.quote(SERVE_ENV_DIR)}")
+    if listed.rc != 0 and "No such file or directory" not in listed.stderr:
+        # a 0700 directory and doctor not root: read as 'no env files', the check was skipped
+        said = (listed.stderr or listed.stdout).strip()[-300:]
+        pytest.fail(
+            f"cannot list the serve environment files in {SERVE_ENV_DIR} ({said}): run doctor as root "
+            "(sudo ktinfra doctor ...), or name the URL (ktinfra doctor --health-url, "
+            "pytest --kt-health-url)",
+            pytrace=False,
+        )
     names = [n for n in listed.stdout.splitlines() if n.endswith(".env")] if listed.rc == 0 else []
     files = {name.removesuffix(".env"): f"{SERVE_ENV_DIR}/{name}" for name in names}
     files.update(program_env_files(host, sup_dir))  # another kt_serve_config_dir

@@ -1,0 +1,50 @@
+"""`ktinfra doctor` over docker:// as a user who is not root (docker://nobody@BOX) against a container whose
+PID 1 is not systemd, where /etc/ktinfra/serve is 0700 root's: the health check read the directory it may not
+list as 'no env files' and was skipped ('no serve unit installed'), so doctor passed while the server was
+down. It now fails, saying the directory cannot be read and to run doctor as root."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "ktinfra/debian12-systemd:latest"
+
+
+def docker(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True)
+
+
+@pytest.fixture(scope="module")
+def box():
+    name = f"doctor-serve-dir-{uuid.uuid4().hex[:8]}"
+    docker("run", "-d", "--name", name, "--entrypoint", "sleep", IMAGE, "infinity")
+    try:
+        setup = (
+            "mkdir -p /etc/ktinfra/serve && chmod 700 /etc/ktinfra/serve && "
+            "printf 'KT_HEALTH_URL=http://127.0.0.1:30123/health\\n' > /etc/ktinfra/serve/q.env"
+        )
+        docker("exec", name, "sh", "-c", setup)
+        yield name
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
+def test_a_serve_dir_the_user_cannot_read_fails_the_health_check(box):
+    res = subprocess.run(
+        [sys.executable, "-m", "ktinfra", "doctor", "--hosts", f"docker://nobody@{box}", "--role", "any",
+         "-k", "health", "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    (check,) = json.loads(res.stdout)["checks"]
+    said = check["message"]
+    assert check["status"] == "failed", check
+    assert "cannot list the serve environment files in /etc/ktinfra/serve" in said, said
+    assert "Permission denied" in said and "run doctor as root (sudo" in said, said
+    assert res.returncode == 1
