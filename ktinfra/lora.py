@@ -756,6 +756,43 @@ def check_kt_lora_serving(adapters: list[Adapter], kt_method: object, legacy: bo
         raise LoraError(problems[0])
 
 
+# srt/lora/utils.py get_normalized_target_modules: the target_modules names SGLang takes for embed_tokens
+EMBEDDING_TARGETS = frozenset({"embed_tokens", "vocab_emb", "embeddings", "word_embeddings"})
+EMBEDDING_LORA_BACKEND = "triton"
+
+
+def adapter_targets(path: Path) -> object:
+    """target_modules of the adapter_config.json in `path`, or None where it cannot be read here."""
+    try:
+        config = _read_json(path / CONFIG_FILE)
+    except (OSError, LoraError):
+        return None
+    return config.get("target_modules") if isinstance(config, dict) else None
+
+
+def check_lora_backend(targets: dict[str, object], backend: str) -> None:
+    """An adapter whose target_modules name the input embedding makes SGLang (sglang-kt 0.7.2 and the
+    legacy fork) wrap embed_tokens, whose LoRA A is an embedding lookup that only the triton backend
+    implements (backend/triton_backend.py run_lora_a_embedding): csgmv and torch_native inherit
+    base_backend.py's stub, which returns None, and the server fails on its first forward. lm_head LoRA is
+    two matmuls, which every backend runs. `targets`: adapter name -> target_modules (None: unknown)."""
+    if backend == EMBEDDING_LORA_BACKEND:
+        return
+    for name, modules in targets.items():
+        listed = modules if isinstance(modules, list) else []
+        embedding = next(
+            (m for m in listed if isinstance(m, str) and m.split(".")[-1] in EMBEDDING_TARGETS), None
+        )
+        if embedding is not None:
+            raise LoraError(
+                f"adapter {name} has LoRA on the input embedding ({embedding!r} in target_modules), which "
+                f"SGLang's {backend} LoRA backend cannot run: only {EMBEDDING_LORA_BACKEND} implements the "
+                "embedding LoRA kernel (srt/lora/backend/triton_backend.py run_lora_a_embedding; the others "
+                f"return None there and the server fails on its first forward): pass --lora-backend "
+                f"{EMBEDDING_LORA_BACKEND}"
+            )
+
+
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

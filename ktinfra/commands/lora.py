@@ -224,7 +224,9 @@ def serve(
     ] = None,
     port: int | None = typer.Option(None, "--port", min=1, max=65535),
     max_loras_per_batch: int = typer.Option(1, "--max-loras-per-batch", min=1),
-    lora_backend: str = typer.Option("triton", "--lora-backend", help="triton|csgmv|torch_native"),
+    lora_backend: str = typer.Option(
+        "triton", "--lora-backend", help="triton|csgmv|torch_native (embed_tokens LoRA: triton only)"
+    ),
     server_python: str = typer.Option(
         DEFAULT_SERVE_PYTHON, "--server-python", help="Python of the sglang env."
     ),
@@ -267,6 +269,7 @@ def serve(
         lora.check_kt_lora_serving(adapters, plan_section(plan_doc, "serve").get("kt_method"), legacy)
         plan_section(plan_doc, "serve")  # a plan without one is refused here, not in lora_plan
         plan_doc = lora.lora_plan(plan_doc, served, max_loras_per_batch, lora_backend)
+        lora.check_lora_backend({a.name: a.config.get("target_modules") for a in adapters}, lora_backend)
         instance = name or plan_doc["serve"].get("served_model_name") or Path(base).name
         rendered = render_serve(
             plan_doc,
@@ -359,7 +362,9 @@ def plan_cmd(
         list[str], typer.Option("--adapter", help="NAME=DIR of an adapter SGLang loads (repeatable).")
     ],
     max_loras_per_batch: int = typer.Option(1, "--max-loras-per-batch", min=1),
-    lora_backend: str = typer.Option("triton", "--lora-backend", help="triton|csgmv|torch_native"),
+    lora_backend: str = typer.Option(
+        "triton", "--lora-backend", help="triton|csgmv|torch_native (embed_tokens LoRA: triton only)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
 ) -> None:
     """Put converted adapters on a serve plan: every expert on the CPU, no GPU prefill threshold, at least
@@ -368,6 +373,7 @@ def plan_cmd(
         plan_doc = resolve_plan(plan, None, None, None, "serve")
         adapters = _adapters_on(plan_doc, adapter)
         plan_doc = lora.lora_plan(plan_doc, adapters, max_loras_per_batch, lora_backend)
+        lora.check_lora_backend({n: lora.adapter_targets(p) for n, p in adapters.items()}, lora_backend)
     except (lora.LoraError, RenderError) as exc:
         _fail(str(exc))
     if as_json:
