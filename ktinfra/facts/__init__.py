@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 from pathlib import Path
 
 from ktinfra.facts.capture import SOURCES, collect_live, read_capture, write_capture
@@ -21,8 +22,13 @@ def from_capture(path: str | os.PathLike) -> dict:
 
 
 def gather_live() -> dict:
-    """Facts of this host: the capture's commands and files, run here and parsed the same way."""
-    return parse_files(collect_live(), "live")
+    """Facts of this host: the capture's commands and files, run here and parsed the same way. The machine
+    and kernel come from uname(2) itself: `uname -a` is laid out differently by busybox and toybox, and a
+    minimal image may have no uname command."""
+    facts = parse_files(collect_live(), "live")
+    facts["os"]["arch"] = platform.machine() or facts["os"]["arch"]
+    facts["os"]["kernel"] = facts["os"]["kernel"] or platform.release() or None
+    return facts
 
 
 def load(path: str | os.PathLike) -> dict:

@@ -59,6 +59,13 @@ SYSTEM_MOUNT_ROOTS = ("/etc", "/usr", "/boot", "/bin", "/sbin", "/lib", "/lib32"
 CONTAINER_CGROUP = re.compile(
     r"/(docker|kubepods|containerd|lxc|libpod|podman|machine\.slice/libpod|garden|crio)\b"
 )
+# `uname -m` of Linux machines. GNU `uname -a` ends "<machine> <processor> <platform> GNU/Linux", busybox's
+# "<machine> Linux" (Alpine) or "<machine> GNU/Linux", toybox's "<machine> Toybox": the machine is the last
+# such word after the kernel version.
+MACHINE = re.compile(
+    r"x86_64|i[3-6]86|aarch64(_be)?|armv\d+\w*|ppc64(le)?|ppcle|ppc|s390x?|riscv(32|64)|loongarch(32|64)"
+    r"|mips(64)?(el)?|sparc(64)?|ia64"
+)
 GOVERNORS = {"performance", "powersave", "ondemand", "schedutil", "conservative", "userspace"}
 
 
@@ -120,10 +127,18 @@ def os_facts(files: dict[str, str]) -> dict:
         "version_id": version,
         "pretty_name": release.get("PRETTY_NAME"),
         "kernel": uname[2] if len(uname) > 2 else None,
-        "arch": uname[-2] if len(uname) > 3 and uname[-1] == "GNU/Linux" else None,
+        "arch": _machine(uname),
         "glibc": glibc,
         "glibc_source": source if glibc else None,
     }
+
+
+def _machine(uname: list[str]) -> str | None:
+    """The machine of `uname -a`'s words (sysname, nodename and release come first)."""
+    known = next((word for word in reversed(uname[3:]) if MACHINE.fullmatch(word)), None)
+    if known is None and len(uname) > 3 and uname[-1] == "GNU/Linux":
+        return uname[-2]  # a machine name not listed above, in GNU's layout
+    return known
 
 
 def _glibc_from_ldd(text: str | None) -> str | None:
