@@ -784,10 +784,27 @@ SECRET_ENV = re.compile(r"PASS(WORD)?$|TOKEN|SECRET|_KEY$|CREDENTIAL", re.IGNORE
 HIDDEN = "(hidden by ktinfra)"
 
 
+def _hidden_extra_vars(value: str) -> str:
+    """An -e value as the `command` file keeps it: its variables' names, each with HIDDEN for its value (an
+    @FILE stays: a path)."""
+    if value.startswith("@"):
+        return value
+    try:
+        if value.startswith(("{", "[")):
+            data = yaml.load(value, Loader=_AnsibleTagsLoader)
+            return json.dumps(dict.fromkeys(map(str, data if isinstance(data, dict) else {}), HIDDEN))
+        from ansible.parsing.splitter import parse_kv
+
+        return " ".join(f"{name}={HIDDEN}" for name in parse_kv(value))
+    except Exception:  # validate() let it through: hidden whole
+        return HIDDEN
+
+
 def _hide_environment(artifact_dir: Path) -> None:
     """ansible-runner writes the controller's whole environment into the run's `command` file, kept for 50
     runs: an HF_TOKEN, a cloud key, anything exported in the shell lay on disk. Values other than Ansible's
-    settings and paths are replaced (the names stay, for post-mortems)."""
+    settings and paths are replaced (the names stay, for post-mortems); so are the -e values of its command
+    line (`-e hf_token=...` lay there too)."""
     path = artifact_dir / "command"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -800,6 +817,12 @@ def _hide_environment(artifact_dir: Path) -> None:
         name: value if KEPT_ENV.search(name) and not SECRET_ENV.search(name) else HIDDEN
         for name, value in env.items()
     }
+    command = data.get("command")
+    if isinstance(command, list):
+        data["command"] = [
+            _hidden_extra_vars(str(arg)) if previous in ("-e", "--extra-vars") else arg
+            for previous, arg in zip([None, *command], command, strict=False)
+        ]
     partial = path.with_name(".command.partial")
     try:
         with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
