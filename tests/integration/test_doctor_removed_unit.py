@@ -1,0 +1,38 @@
+"""`ktinfra doctor -k units` over docker:// against a container whose PID 1 is systemd, where a hand-made
+sglang-old.service failed and was then removed (disabled, file deleted, daemon-reload): systemd keeps it
+listed as 'not-found failed failed' until reset-failed, and the units check failed on it ('no such unit')."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from systemd_box import box_sh as sh
+from systemd_box import systemd_box
+
+ROOT = Path(__file__).resolve().parents[2]
+UNIT = "/etc/systemd/system/sglang-old.service"
+
+
+@pytest.fixture(scope="module")
+def box():
+    with systemd_box("doctor-removed-unit") as name:
+        sh(name, f"printf '[Service]\\nExecStart=/bin/false\\n' > {UNIT} && systemctl daemon-reload")
+        sh(name, "systemctl start sglang-old.service || true")
+        sh(name, f"rm {UNIT} && systemctl daemon-reload")
+        assert "not-found failed" in sh(name, "systemctl list-units --all --no-legend --plain 'sglang*'")
+        yield name
+
+
+def test_a_removed_unit_that_had_failed_is_not_checked(box):
+    res = subprocess.run(
+        [sys.executable, "-m", "ktinfra", "doctor", "--hosts", f"docker://{box}", "--role", "any",
+         "-k", "units_enabled", "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    (check,) = json.loads(res.stdout)["checks"]
+    assert check["status"] == "skipped", check
+    assert "no unit matching" in check["message"], check
