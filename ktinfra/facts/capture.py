@@ -651,16 +651,40 @@ def _reworded(error: OSError, what: str, staging: Path | None = None, shown: Pat
 
 
 def _write_files(staging: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (staging / name).write_text(text, encoding="utf-8")
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    (staging / "README.md").write_text(
+    readme = (
         f"Captured by `ktinfra facts --capture` (ktinfra {__version__}) on {stamp};\n"
         "commands that were missing on the host are absent.\n"
         "Read it back with `ktinfra facts --from DIR`.\n"
     )
-    for name in [*files, "README.md"]:
-        (staging / name).chmod(0o644)  # a capture is meant to be shared, also when written under umask 077
+    folder = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for name, text in {**files, "README.md": readme}.items():
+            _write_new_file(folder, name, staging, text)
+    finally:
+        os.close(folder)
+
+
+# a new file only, never through a link: a name that is taken by the time it is opened (a link planted
+# after the checks included) is refused, and what the link points to is not touched
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _write_new_file(folder: int, name: str, staging: Path, text: str) -> None:
+    """Create `name` in the open folder `folder` (which is `staging`) holding `text`, mode 0644."""
+    data, path = memoryview(text.encode("utf-8")), staging / name
+    try:
+        fd = os.open(name, NEW_FILE_FLAGS, 0o644, dir_fd=folder)
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, "appeared while the capture was written", str(path)) from None
+    except OSError as error:
+        raise type(error)(error.errno, error.strerror, str(path)) from None
+    try:
+        os.fchmod(fd, 0o644)  # a capture is meant to be shared, also when written under umask 077
+        while data:
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
 
 
 def _write_new_folder(folder: Path, target: Path, files: dict[str, str]) -> None:
@@ -692,10 +716,10 @@ def _fill_empty_folder(folder: Path, target: Path, files: dict[str, str]) -> Non
         _write_files(staging, files)
         for item in sorted(staging.iterdir()):
             destination = folder / item.name
-            if destination.exists() or destination.is_symlink():
-                raise FileExistsError(f"{target / item.name} appeared while the capture was written")
-            item.rename(destination)
+            _move_no_replace(item, destination, target / item.name)
             moved.append(destination)
+            with contextlib.suppress(FileNotFoundError):
+                item.unlink()  # the staging name of a file moved by link(2)
         staging.rmdir()
     except BaseException as error:
         for done in moved:
@@ -705,3 +729,20 @@ def _fill_empty_folder(folder: Path, target: Path, files: dict[str, str]) -> Non
         if isinstance(error, OSError):  # also EFBIG/ENOSPC from a write, which carry no file name
             raise _reworded(error, f"cannot write into {target}", staging, target) from None
         raise
+
+
+def _move_no_replace(item: Path, destination: Path, shown: Path) -> None:
+    """Put `item` at `destination` unless something is there, also something that appears meanwhile: link(2)
+    refuses a name that is taken (a link included, which it neither follows nor replaces) where rename(2)
+    replaced it. A filesystem without hard links (vfat, some FUSE) gets the check, then the rename."""
+    try:
+        os.link(item, destination, follow_symlinks=False)
+        return
+    except FileExistsError:
+        raise FileExistsError(f"{shown} appeared while the capture was written") from None
+    except OSError as error:
+        if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV):
+            raise
+    if destination.exists() or destination.is_symlink():
+        raise FileExistsError(f"{shown} appeared while the capture was written")
+    item.rename(destination)
