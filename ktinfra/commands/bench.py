@@ -31,6 +31,7 @@ DEFAULT_MAX_USERS = 64
 MAX_TOKENS = 1 << 20
 MAX_REQUESTS = 1_000_000
 MAX_SEED = 2**31 - 1
+DEFAULT_TIMEOUT_S = 600.0
 # each level's prompts come from seed * stride + users: levels of one run never share a seed
 LEVEL_SEED_STRIDE = 1_000_033
 
@@ -101,22 +102,41 @@ def _level_table(levels: list[dict], min_tps: float | None) -> Table:
     return table
 
 
-def _check_capacity_grace(grace: float, target_s: float, timeout: float) -> None:
-    """A request at --min-tps takes up to gen_tokens / min_tps: cut sooner, it fails its level though it might
-    have met the target, and the search reports a capacity below the server's. Past --timeout it fails
-    anyway."""
-    needed = min(target_s, timeout)
-    if grace < needed:
-        # rounded up: a suggested 33.33 for 33.333... would be refused again
-        suggested = math.ceil(needed * 100 - 1e-9) / 100
-        bound = (
-            f"--timeout ({needed:g} s; --gen-tokens / --min-tps is {target_s:g} s)"
-            if timeout < target_s
-            else f"--gen-tokens / --min-tps ({needed:g} s, the time a request at the target speed may take)"
-        )
+def _round_up(seconds: float) -> float:
+    """`seconds` rounded up to 2 decimals: a suggested 33.33 for 33.333... would be refused again."""
+    return math.ceil(seconds * 100 - 1e-9) / 100
+
+
+def _capacity_timeout(timeout: float | None, target_s: float) -> float:
+    """The request timeout of a --capacity run. A request at exactly --min-tps takes target_s (--gen-tokens /
+    --min-tps): timed out sooner, it fails its level though it met the target. A --timeout given below that is
+    refused; left out, the default is raised to it."""
+    if target_s > bench.MAX_TIMEOUT_S:
         _fail(
-            f"--grace {grace:g} is shorter than {bound}: a request still running at the end of --duration "
-            f"that would meet the target is cut and fails its level; give --grace {suggested:g} or more, or "
+            f"--gen-tokens / --min-tps is {target_s:g} s, the time a request at the target speed may take: "
+            f"beyond the longest --timeout ({bench.MAX_TIMEOUT_S:g} s, one day); raise --min-tps or lower "
+            "--gen-tokens"
+        )
+    if timeout is None:
+        return max(DEFAULT_TIMEOUT_S, target_s)
+    if timeout < target_s:
+        _fail(
+            f"--timeout {timeout:g} is shorter than --gen-tokens / --min-tps ({target_s:g} s, the time a "
+            "request at the target speed may take): such a request would time out and fail its level; "
+            f"give --timeout {_round_up(target_s):g} or more, or leave it out (with --capacity the default "
+            f"is that, where above {DEFAULT_TIMEOUT_S:g} s)"
+        )
+    return timeout
+
+
+def _check_capacity_grace(grace: float, target_s: float) -> None:
+    """A request at --min-tps takes up to gen_tokens / min_tps: cut sooner, it fails its level though it might
+    have met the target, and the search reports a capacity below the server's."""
+    if grace < target_s:
+        _fail(
+            f"--grace {grace:g} is shorter than --gen-tokens / --min-tps ({target_s:g} s, the time a request "
+            "at the target speed may take): a request still running at the end of --duration that would "
+            f"meet the target is cut and fails its level; give --grace {_round_up(target_s):g} or more, or "
             "leave it out (that is the default with --capacity)"
         )
 
@@ -185,11 +205,14 @@ def bench_command(
         "level).",
         show_default=False,
     ),
-    timeout: float = typer.Option(
-        600.0,
+    timeout: float | None = typer.Option(
+        None,
         "--timeout",
         min=1.0,
-        help="Seconds one request may take in all (and at most between two reads).",
+        help=f"Seconds one request may take in all (and at most between two reads). Default "
+        f"{DEFAULT_TIMEOUT_S:g}; with --capacity at least --gen-tokens / --min-tps (a request at the target "
+        "speed takes that long), and a shorter --timeout is refused.",
+        show_default=False,
     ),
     api_key_file: Annotated[
         str | None,
@@ -229,8 +252,12 @@ def bench_command(
         _fail("--grace is the time a --duration level's last requests get to finish; give --duration too")
     if grace is not None and not math.isfinite(grace):
         _fail(f"--grace must be a finite number of seconds, not {grace:g}")
-    if capacity and grace is not None:
-        _check_capacity_grace(grace, gen_tokens / min_tps, timeout)
+    if capacity:
+        timeout = _capacity_timeout(timeout, gen_tokens / min_tps)
+        if grace is not None:
+            _check_capacity_grace(grace, gen_tokens / min_tps)
+    elif timeout is None:
+        timeout = DEFAULT_TIMEOUT_S
     if plot is not None:
         if importlib.util.find_spec("matplotlib") is None:
             _fail("--plot needs matplotlib: pip install 'ktinfra[plot]'")

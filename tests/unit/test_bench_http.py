@@ -397,8 +397,8 @@ def test_plot_failure_after_the_load_keeps_the_results(server, tmp_path, as_json
 
 def test_capacity_says_when_the_search_stopped_at_max_users(server):
     server.reply = lambda h, body: sse(h, [delta("a"), USAGE, DONE])
-    args = ["--url", server.url, "--capacity", "--min-tps", "0.001", "--max-users", "3", "--requests", "1"]
+    args = ["--url", server.url, "--capacity", "--min-tps", "1", "--max-users", "3", "--requests", "1"]
     res = cli(*args)
     assert res.exit_code == 0, res.output
     text = " ".join(res.stdout.split())
-    assert "capacity: >= 3 users at >= 0.001 tok/s each (stopped at --max-users" in text
+    assert "capacity: >= 3 users at >= 1 tok/s each (stopped at --max-users" in text

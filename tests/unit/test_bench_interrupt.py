@@ -58,7 +58,7 @@ def test_ctrl_c_during_a_capacity_search_keeps_the_finished_levels(server):
     server.reply = reply
     bench = subprocess.Popen(
         [sys.executable, "-m", "ktinfra", "bench", "--url", server.url, "--model", "m"]
-        + ["--capacity", "--min-tps", "0.001", "--requests", "1", "--json"],
+        + ["--capacity", "--min-tps", "1", "--requests", "1", "--json"],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,
@@ -89,7 +89,7 @@ def test_ctrl_c_while_plotting_keeps_the_measured_levels(server, tmp_path):
     plot = tmp_path / "capacity.png"
     bench = subprocess.Popen(
         [sys.executable, "-m", "ktinfra", "bench", "--url", server.url, "--model", "m"]
-        + ["--capacity", "--min-tps", "0.001", "--max-users", "2", "--requests", "1", "--json"]
+        + ["--capacity", "--min-tps", "1", "--max-users", "2", "--requests", "1", "--json"]
         + ["--plot", str(plot)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), "MPLCONFIGDIR": str(tmp_path / "mpl")},  # a cold cache

@@ -221,8 +221,8 @@ def test_a_chunk_of_several_tokens_counts_as_that_many_gaps(server):
 @pytest.mark.parametrize(
     ("args", "sent"),
     [
-        (["--capacity", "--min-tps", "0.001", "--max-users", "1"], True),
-        (["--capacity", "--min-tps", "0.001", "--max-users", "1", "--no-ignore-eos"], False),
+        (["--capacity", "--min-tps", "1", "--max-users", "1"], True),
+        (["--capacity", "--min-tps", "1", "--max-users", "1", "--no-ignore-eos"], False),
         (["--users", "1"], False),
         (["--users", "1", "--ignore-eos"], True),
     ],

@@ -44,7 +44,7 @@ def limited(*args: str) -> subprocess.CompletedProcess:
 def test_a_refused_thread_during_a_capacity_search_keeps_the_finished_levels(server):
     # it was a RuntimeError traceback ("can't start new thread") and the levels already measured were lost
     server.reply = lambda h, body: sse(h, [delta("a"), delta("b"), USAGE, DONE])
-    run = limited("--url", server.url, "--capacity", "--min-tps", "0.001", "--max-users", "64", "--json")
+    run = limited("--url", server.url, "--capacity", "--min-tps", "1", "--max-users", "64", "--json")
     assert run.returncode == 1, run.stderr
     assert "Traceback" not in run.stderr and "RuntimeError" not in run.stderr
     result = json.loads(run.stdout)
