@@ -279,8 +279,20 @@ def test_units_enabled_and_active(host, units, init_name):
     print(f"units enabled and active: {', '.join(units)}")
 
 
-def _conf_files(sup_dir: str | None) -> str:
-    return f"{shlex.quote(sup_dir or SUPERVISOR_DIR)}/conf.d/*.conf"
+ROOT_HINT = "run doctor as root (sudo ktinfra doctor ...)"
+
+
+def listed_names(host, path: str, what: str, hint: str = "") -> list[str]:
+    """The names in directory `path`, [] where it is not there. One doctor may not list (0700 root's, doctor
+    run as a normal user) fails the check: it read as empty, so its env files or programs were 'not there'
+    and the check was skipped while a server was down."""
+    listed = host.run(f"LC_ALL=C ls -1 -- {shlex.quote(path)}")
+    if listed.rc == 0:
+        return listed.stdout.splitlines()
+    if "No such file or directory" in listed.stderr:
+        return []
+    said = (listed.stderr or listed.stdout).strip()[-300:]
+    pytest.fail(f"cannot list {what} in {path} ({said}): {ROOT_HINT}{hint}", pytrace=False)
 
 
 def supervisor_sections(host, sup_dir: str | None = None) -> dict[str, dict[str, str]]:
@@ -288,12 +300,14 @@ def supervisor_sections(host, sup_dir: str | None = None) -> dict[str, dict[str,
     RawConfigParser with ';' and '#' inline comments and strict=False, fed the [include] glob's files in
     sorted order. Lines grepped for 'autostart=' were taken from whichever section they stood in, so an
     event listener's autostart= after its program's decided the program's; 'autostart = true' was not seen."""
-    listed = host.run(f"printf '%s\\n' {_conf_files(sup_dir)}")
+    conf_d = f"{sup_dir or SUPERVISOR_DIR}/conf.d"
+    names = listed_names(host, conf_d, "supervisord's program files")
     parser = configparser.RawConfigParser(inline_comment_prefixes=(";", "#"), strict=False)
-    for path in sorted(listed.stdout.splitlines()):
-        read = host.run(f"cat -- {shlex.quote(path)}")
-        if read.rc != 0:  # no file matched the glob (printf gave the pattern back)
-            continue
+    for path in sorted(f"{conf_d}/{name}" for name in names if name.endswith(".conf")):
+        read = host.run(f"LC_ALL=C cat -- {shlex.quote(path)}")
+        if read.rc != 0:  # its programs were left out without a word: a started one went unchecked
+            said = (read.stderr or read.stdout).strip()[-300:]
+            pytest.fail(f"cannot read supervisord's program file {path} ({said}): {ROOT_HINT}", pytrace=False)
         try:
             parser.read_string(read.stdout, source=path)
         except configparser.Error as error:
@@ -405,8 +419,10 @@ def test_supervised_programs_running(host, init_name, supervisor_dir):
     boot: a container restart leaves the programs down until its start-up command runs."""
     if init_name == "systemd":
         pytest.skip("PID 1 is systemd: kt_serve runs units there, not supervisord programs")
-    conf = f"{supervisor_dir}/supervisord.conf"
-    if not host.file(conf).exists:
+    name = "supervisord.conf"
+    conf = f"{supervisor_dir}/{name}"
+    # not there, or in a directory doctor may not enter: listing it tells the two apart
+    if not host.file(conf).exists and name not in listed_names(host, supervisor_dir, name):
         pytest.skip(
             f"no {conf}: kt_serve's supervisord fallback is not installed (another kt_serve_supervisor_dir: "
             "ktinfra doctor --supervisor-dir DIR, pytest --kt-supervisor-dir=DIR)"
@@ -460,17 +476,9 @@ def env_file_health_urls(host, sup_dir: str | None = None) -> list[str]:
     The env file of an instance set to stopped is passed over (its program is not started, so nothing
     answers there): it failed the check with 'Connection refused' on a host where every instance meant to
     run was up, as systemd's path never asked a stopped, disabled unit."""
-    listed = host.run(f"LC_ALL=C ls -1 -- {shlex.quote(SERVE_ENV_DIR)}")
-    if listed.rc != 0 and "No such file or directory" not in listed.stderr:
-        # a 0700 directory and doctor not root: read as 'no env files', the check was skipped
-        said = (listed.stderr or listed.stdout).strip()[-300:]
-        pytest.fail(
-            f"cannot list the serve environment files in {SERVE_ENV_DIR} ({said}): run doctor as root "
-            "(sudo ktinfra doctor ...), or name the URL (ktinfra doctor --health-url, "
-            "pytest --kt-health-url)",
-            pytrace=False,
-        )
-    names = [n for n in listed.stdout.splitlines() if n.endswith(".env")] if listed.rc == 0 else []
+    or_url = ", or name the URL (ktinfra doctor --health-url, pytest --kt-health-url)"
+    listed = listed_names(host, SERVE_ENV_DIR, "the serve environment files", or_url)
+    names = [n for n in listed if n.endswith(".env")]
     files = {name.removesuffix(".env"): f"{SERVE_ENV_DIR}/{name}" for name in names}
     files.update(program_env_files(host, sup_dir))  # another kt_serve_config_dir
     stopped = set(stopped_instances(host, sup_dir)) & set(files)
