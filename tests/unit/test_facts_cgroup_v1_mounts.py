@@ -161,3 +161,17 @@ def test_a_cgroup_v2_host_keeps_working(root):
     )
     limits = _limits(root)
     assert (limits.quota_cpus, limits.memory_limit_bytes) == (1.5, 4 * GIB)
+
+
+def test_without_mountinfo_the_combined_folder_under_sys_fs_cgroup_is_guessed(root):
+    """No /proc/self/mountinfo to read (a sandbox that hides it): the hierarchy "cpu,cpuacct" is looked for
+    at /sys/fs/cgroup/cpu,cpuacct, then at /sys/fs/cgroup/cpu, with mount roots taken as "/"."""
+    _write(
+        root,
+        {
+            "/proc/self/cgroup": "4:cpu,cpuacct:/job\n",
+            "/sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_quota_us": "200000\n",
+            "/sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_period_us": "100000\n",
+        },
+    )
+    assert _limits(root).quota_cpus == 2.0
