@@ -358,6 +358,29 @@ def check_ids(suite: Path) -> list[str]:
     return ids
 
 
+# a -k identifier as pytest's expression lexer reads one
+_SELECT_IDENT = re.compile(r"(?:\w|:|\+|-|\.|\[|\]|\\|/)+")
+
+
+def pytest_select(select: str, ids: list[str]) -> str:
+    """`-k` with each check id as the report shows it (MODULE.NAME, MODULE.NAME[PARAMS]) written in the names
+    pytest matches -k against (test_MODULE.py, test_NAME[HOST-PARAMS]): as given, an id matched no check, so
+    `-k services.health_endpoint_answers`, copied from the report or from doctor's own list of checks, ended
+    in 'no check matches'. Every other word goes to pytest as it is."""
+    known = set(ids)
+
+    def as_pytest_names(found: re.Match) -> str:
+        word = found.group()
+        base, bracket, params = word.partition("[")
+        if base not in known or (bracket and (not params.endswith("]") or "[" in params)):
+            return word
+        module, name = base.split(".", 1)
+        terms = [f"test_{module}.py", f"test_{name}["] + ([f"-{params}"] if params not in ("", "]") else [])
+        return f"({' and '.join(terms)})"
+
+    return _SELECT_IDENT.sub(as_pytest_names, select)
+
+
 def _no_match(select: str, suite: Path) -> DoctorError:
     ids = check_ids(suite)
     shown = ", ".join(ids[:6]) + (", ..." if len(ids) > 6 else "")
@@ -451,12 +474,13 @@ def run(hosts: list[str], role: str = "serve", profile: str = "kt-0.7", **option
         junit = Path(tmp) / "junit.xml"
         env = _suite_env(options.get("health_url"), any(h.startswith("ansible://") for h in hosts))
         cmd = [sys.executable, "-m", "pytest", *_plugin_args(env)]
-        cmd += pytest_args(suite, junit, hosts, role, profile, options)
+        select = options.get("select")
+        selected = {**options, "select": pytest_select(select, check_ids(suite))} if select else options
+        cmd += pytest_args(suite, junit, hosts, role, profile, selected)
         done = subprocess.run(
             cmd, capture_output=True, text=True, encoding="utf-8", errors="replace", env=env
         )
         output = done.stdout + done.stderr
-        select = options.get("select")
         if select and done.returncode == 4 and "Wrong expression passed to '-k'" in output:
             detail = output.split("Wrong expression passed to '-k'", 1)[1]
             raise DoctorError(f"bad -k expression {select!r}{_first_line(detail)}")
