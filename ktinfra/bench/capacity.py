@@ -8,19 +8,21 @@ from collections.abc import Callable
 from ktinfra.bench.metrics import slowest_user_tps
 
 CRITERION = (
-    "every request of the level completed (none failed, none cut at the end of a --duration level) and the "
-    "slowest one got >= min_tps output tok/s (end to end)"
+    "every request of the level completed (none failed, none cut at the end of a --duration level or at a "
+    "--requests level's time limit, none left unsent by that limit) and the slowest one got >= min_tps "
+    "output tok/s (end to end)"
 )
 
 
 def level_passes(level: dict, min_tps: float) -> bool:
     """A request cut at the end of a --duration level fails it: it is the slowest of the level (it ran from
     before the deadline to the end of the grace and did not finish), and left out it let a level pass whose
-    other users were fast enough."""
+    other users were fast enough. So does a request a --requests level's time limit left unsent."""
     tps = level.get("user_tps")
     return (
         level["failed"] == 0
         and level.get("cut", 0) == 0
+        and level.get("not_sent", 0) == 0
         and level["completed"] > 0
         and tps is not None
         and slowest_user_tps(tps) >= min_tps

@@ -95,9 +95,12 @@ def run_level(
     on_result: OnResult | None = None,
     seed: int = 0,
     grace_s: float | None = None,
+    time_limit_s: float | None = None,
 ) -> dict:
     """Run one concurrency level; returns its metrics. Either a request count or a duration bounds it;
-    a duration's requests in flight at its end get `grace_s` (default GRACE_S) more, then are cut."""
+    a duration's requests in flight at its end get `grace_s` (default GRACE_S) more, then are cut. A request
+    count's level may have a `time_limit_s`: then no user starts another request, those in flight are cut and
+    the rest counted as not sent."""
     if users < 1:
         raise ValueError("users must be at least 1")
     if (requests_per_user is None) == (duration_s is None):
@@ -106,6 +109,8 @@ def run_level(
         raise ValueError("requests_per_user must be at least 1")
     if grace_s is not None and (duration_s is None or not grace_s >= 0):
         raise ValueError("grace_s is for a duration level, and at least 0")
+    if time_limit_s is not None and (requests_per_user is None or not time_limit_s > 0):
+        raise ValueError("time_limit_s is for a level of a request count, and above 0")
     if grace_s is None:
         grace_s = GRACE_S
     results: list[RequestResult] = []
@@ -114,8 +119,11 @@ def run_level(
     crashed: list[BaseException] = []
     pauses = _Pauses(sc.timeout_s)
     start = time.perf_counter()
-    deadline = start + duration_s if duration_s is not None else None
-    cut_at = deadline + grace_s if deadline is not None else None
+    if duration_s is not None:
+        deadline = start + duration_s
+        cut_at = deadline + grace_s
+    else:  # a request count's time limit is a hard end: no grace
+        deadline = cut_at = start + time_limit_s if time_limit_s is not None else None
 
     def user(index: int) -> None:
         with new_session() as session:
@@ -176,4 +184,7 @@ def run_level(
         raise
     if crashed:
         raise crashed[0]
-    return summarize(results, users, time.perf_counter() - start) | pauses.report()
+    summary = summarize(results, users, time.perf_counter() - start)
+    # never started: the level's time limit ran out first (each user stops between requests only so)
+    summary["not_sent"] = users * requests_per_user - len(results) if requests_per_user is not None else 0
+    return summary | pauses.report()

@@ -129,6 +129,23 @@ def _capacity_timeout(timeout: float | None, target_s: float) -> float:
     return timeout
 
 
+def _capacity_level_timeout(level_timeout: float | None, requests: int, target_s: float) -> float:
+    """The time limit of a --capacity --requests level. Each user sends its requests back to back, so a level
+    whose every request meets the target ends within requests x target_s; one still running then has missed
+    it. Left out, GRACE_S on top covers what a user does between requests; a shorter one given is refused."""
+    needed = requests * target_s
+    if level_timeout is None:
+        return needed + bench.runner.GRACE_S
+    if level_timeout < needed:
+        _fail(
+            f"--level-timeout {level_timeout:g} is shorter than --requests x --gen-tokens / --min-tps "
+            f"({needed:g} s, the time a level meeting the target may take): its last requests would be cut "
+            f"and fail the level; give --level-timeout {_round_up(needed):g} or more, or leave it out (the "
+            f"default with --capacity is that + {bench.runner.GRACE_S:g} s)"
+        )
+    return level_timeout
+
+
 def _check_capacity_grace(grace: float, target_s: float) -> None:
     """A request at --min-tps takes up to gen_tokens / min_tps: cut sooner, it fails its level though it might
     have met the target, and the search reports a capacity below the server's."""
@@ -214,6 +231,15 @@ def bench_command(
         "speed takes that long), and a shorter --timeout is refused.",
         show_default=False,
     ),
+    level_timeout: float | None = typer.Option(
+        None,
+        "--level-timeout",
+        help="With --requests (the default): seconds one level may run in all; then no user starts another "
+        "request, those in flight are cut and the rest counted as not sent (both fail a --capacity level). "
+        "Default: none with --users; with --capacity --requests x --gen-tokens / --min-tps (the longest a "
+        f"level meeting the target takes) + {bench.runner.GRACE_S:g} s, and a shorter one is refused.",
+        show_default=False,
+    ),
     api_key_file: Annotated[
         str | None,
         typer.Option(
@@ -252,10 +278,17 @@ def bench_command(
         _fail("--grace is the time a --duration level's last requests get to finish; give --duration too")
     if grace is not None and not math.isfinite(grace):
         _fail(f"--grace must be a finite number of seconds, not {grace:g}")
+    _positive("--level-timeout", level_timeout)
+    if level_timeout is not None and duration is not None:
+        _fail("--level-timeout bounds a --requests level; a --duration level ends at --duration and --grace")
+    if requests_per_user is None and duration is None:
+        requests_per_user = 2
     if capacity:
         timeout = _capacity_timeout(timeout, gen_tokens / min_tps)
         if grace is not None:
             _check_capacity_grace(grace, gen_tokens / min_tps)
+        if requests_per_user is not None:
+            level_timeout = _capacity_level_timeout(level_timeout, requests_per_user, gen_tokens / min_tps)
     elif timeout is None:
         timeout = DEFAULT_TIMEOUT_S
     if plot is not None:
@@ -265,8 +298,6 @@ def bench_command(
             check_plot_path(plot)
         except ValueError as exc:
             _fail(str(exc))
-    if requests_per_user is None and duration is None:
-        requests_per_user = 2
     if capacity and duration is not None and grace is None:
         # a request at --min-tps takes up to gen_tokens / min_tps: one cut before then (and so failing its
         # level) might have met the target
@@ -319,6 +350,7 @@ def bench_command(
             on_result=lambda _r: progress.advance(task),
             seed=seed * LEVEL_SEED_STRIDE + n,
             grace_s=grace,
+            time_limit_s=level_timeout,
         )
         progress.update(task, total=result["completed"] + result["failed"] + result["cut"])
         return result
@@ -363,6 +395,7 @@ def bench_command(
         "duration_s": duration,
         "grace_s": (bench.runner.GRACE_S if grace is None else grace) if duration is not None else None,
         "timeout_s": timeout,
+        "level_timeout_s": level_timeout,
     }
     if capacity:  # "limited_by_max_users" says the search hit it; this says where it was
         result["scenario"]["max_users"] = max_users
@@ -443,11 +476,18 @@ def _report(
     if any(lv["failed"] for lv in levels):
         out.print(f"[red]failed requests: {escape('; '.join(_counted_errors(levels)))}")
     cut = sum(lv["cut"] for lv in levels)
-    if cut:
-        grace = result["scenario"]["grace_s"]
+    not_sent = sum(lv.get("not_sent", 0) for lv in levels)
+    grace, level_timeout = result["scenario"]["grace_s"], result["scenario"]["level_timeout_s"]
+    if cut and grace is not None:
         out.print(
             f"{cut} request(s) still running {grace:g} s after the end of --duration were cut: counted "
             "neither completed nor failed (a longer --duration or --grace lets them finish)"
+        )
+    elif cut or not_sent:
+        out.print(
+            f"{cut} request(s) still running at the level's time limit (--level-timeout {level_timeout:g} s) "
+            f"were cut and {not_sent} not sent: counted neither completed nor failed (a longer "
+            "--level-timeout lets them finish)"
         )
     for line in _pause_notes(levels):
         out.print(escape(line))
