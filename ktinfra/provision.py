@@ -231,6 +231,9 @@ class ProvisionRequest:
                 f"{prompts[0]}: ansible-playbook would wait at a prompt ktinfra provision cannot answer; "
                 "unset it (a vault password: ANSIBLE_VAULT_PASSWORD_FILE)"
             )
+        refused = unknown_tags(self)
+        if refused:
+            raise ProvisionError("; ".join(refused))
         pauses, debuggers, prompted = interactive_tasks(self)
         if prompted:
             name, where = prompted[0]
@@ -407,6 +410,24 @@ class PauseScan:
         self.given = _extra_var_names(request.extra_vars)
         self.prompted: list[tuple[str, str]] = []  # vars_prompt (name, file) no -e gives
 
+    # a block's parts walked (rescue: only after a failure)
+    BLOCK_PARTS = ("block", "always")
+
+    def skips(self, item: dict) -> bool:
+        """A task or role left to the run: a `when` may keep it from running."""
+        return "when" in item
+
+    def tags_of(self, item: dict) -> set[str]:
+        return _tags(item)
+
+    def unresolved(self, what: str) -> None:
+        """What the walk cannot follow (a templated name, a role it does not find, YAML it cannot read)."""
+
+    def task_files(self, name: str, folders: list[Path]) -> list[Path]:
+        """The task file an include or import names, as Ansible finds it (none for a templated name)."""
+        found = next((f / name for f in folders if "{{" not in name and (f / name).is_file()), None)
+        return [found] if found else []
+
     def debugger(self, item: dict, what: str, path: Path) -> None:
         name = item.get("name")
         where = f"{what} {name!r} in {_shown(path)}" if name else f"a {what} in {_shown(path)}"
@@ -434,12 +455,16 @@ class PauseScan:
 
     def load(self, path: Path, tags: set[str] | frozenset[str] = frozenset()) -> list:
         key = (path.resolve(), frozenset(tags))
-        if key in self.read or not path.is_file():
+        if key in self.read:
+            return []
+        if not path.is_file():
+            self.unresolved(str(path))
             return []
         self.read.add(key)
         try:
             data = yaml.load(path.read_text(encoding="utf-8"), Loader=_AnsibleTagsLoader)
         except (OSError, UnicodeDecodeError, yaml.YAMLError):  # ansible-playbook says what is wrong
+            self.unresolved(str(path))
             return []
         return data if isinstance(data, list) else []
 
@@ -448,15 +473,19 @@ class PauseScan:
             if not isinstance(play, dict):
                 continue
             imported = next((play[key] for key in PLAYBOOKS if key in play), None)
-            if isinstance(imported, str) and "{{" not in imported:
-                self.playbook(path.parent / imported)
+            if any(key in play for key in PLAYBOOKS):
+                self.tags_of(play)
+                if isinstance(imported, str) and "{{" not in imported:
+                    self.playbook(path.parent / imported)
+                else:
+                    self.unresolved(f"import_playbook {imported!r}")
                 continue
             self.debugger(play, "play", path)
             for entry in play.get("vars_prompt") or [] if self.given is not None else []:
                 name = entry.get("name") if isinstance(entry, dict) else None
                 if isinstance(name, str) and "{{" not in name and name not in self.given:
                     self.prompted.append((name, _shown(path)))
-            tags = _tags(play)
+            tags = self.tags_of(play)
             self.roles(play.get("roles"), tags, path)
             for key in ("pre_tasks", "tasks", "post_tasks", "handlers"):
                 self.tasks(play.get(key), tags, path, None)
@@ -466,17 +495,18 @@ class PauseScan:
         for entry in entries if isinstance(entries, list) else []:
             entry = {"role": entry} if isinstance(entry, str) else entry
             name = entry.get("role") or entry.get("name") if isinstance(entry, dict) else None
-            if isinstance(name, str) and "when" not in entry:
-                self.role(name, tags | _tags(entry), where)
+            if not isinstance(name, str):
+                self.unresolved(f"role {entry!r}")
+            elif not self.skips(entry):
+                self.role(name, tags | self.tags_of(entry), where)
 
     def role(
         self, name: str, tags: set[str], where: Path, tasks: str = "main", handlers: str = "main"
     ) -> None:
-        if "{{" in name:
-            return
         folders = [where.parent / name] if "/" in name else [root / name for root in self.roles_path]
-        folder = next((f for f in folders if f.is_dir()), None)
+        folder = next((f for f in folders if f.is_dir()), None) if "{{" not in name else None
         if folder is None:  # a collection's role, or none: ansible-playbook finds it or says so
+            self.unresolved(f"role {name!r}")
             return
         meta = folder / "meta"
         self.roles(_yaml_mapping(meta, "main").get("dependencies"), tags, meta / "main.yml")
@@ -489,18 +519,19 @@ class PauseScan:
         for task in tasks if isinstance(tasks, list) else []:
             if isinstance(task, dict):
                 self.debugger(task, "block" if "block" in task else "task", path)
-            if not isinstance(task, dict) or "when" in task:
+            if not isinstance(task, dict) or self.skips(task):
                 continue
-            own = tags | _tags(task)
+            own = tags | self.tags_of(task)
             if "block" in task:
-                self.tasks(task.get("block"), own, path, role)
-                self.tasks(task.get("always"), own, path, role)  # rescue: only after a failure
+                for part in self.BLOCK_PARTS:
+                    self.tasks(task.get(part), own, path, role)
                 continue
             action, args = _task_action(task)
             args = _kv(args)
             if args is None:
                 continue
             args = {**args, **(task.get("args") if isinstance(task.get("args"), dict) else {})}
+            self.tags_of(args["apply"] if isinstance(args.get("apply"), dict) else {})
             # an import's tasks take its tags; an include's tasks only run if it does, with their own
             imported = action.endswith(("import_tasks", "import_role"))
             inherited = own if imported else tags
@@ -519,12 +550,86 @@ class PauseScan:
             elif action in TASK_FILES and isinstance(args.get("file") or args.get("_raw_params"), str):
                 name = args.get("file") or args.get("_raw_params")
                 folders = [path.parent, *([role / "tasks"] if role else []), self.base]
-                found = next((f / name for f in folders if "{{" not in name and (f / name).is_file()), None)
-                if found:
-                    self.tasks(self.load(found, inherited), inherited, found, role)
+                found = self.task_files(name, folders)
+                for each in found:
+                    self.tasks(self.load(each, inherited), inherited, each, role)
+                if not found:
+                    self.unresolved(f"{action} {name!r}")
             elif action in ROLE_TASKS and isinstance(args.get("name"), str):
                 stems = (args.get("tasks_from") or "main", args.get("handlers_from") or "main")
                 self.role(args["name"], inherited, path, *stems)
+            elif action in TASK_FILES | ROLE_TASKS:
+                self.unresolved(f"{action} {args!r}")
+
+
+class TagScan(PauseScan):
+    """Every tag the playbook gives a play, role, block or task (`when` or --tags aside; an include's
+    `apply: {tags: ...}` too); `complete` is False where some of it cannot be read from here (a templated tag
+    or name, a collection's role), so that a tag it lacks may still be there."""
+
+    BLOCK_PARTS = ("block", "rescue", "always")
+
+    def __init__(self, request: ProvisionRequest) -> None:
+        super().__init__(request)
+        self.known: set[str] = set()
+        self.complete = True
+
+    def runs(self, tags: set[str]) -> bool:
+        return True
+
+    def skips(self, item: dict) -> bool:
+        return False
+
+    def task_files(self, name: str, folders: list[Path]) -> list[Path]:
+        """A templated name (`{{ manager }}.yml`): every file it may name in the first folder that has one."""
+        if "{{" not in name:
+            return super().task_files(name, folders)
+        pattern = re.sub(r"{{.*?}}", "*", name)
+        found = ([path for path in sorted(folder.glob(pattern)) if path.is_file()] for folder in folders)
+        return next((paths for paths in found if paths), [])
+
+    def tags_of(self, item: dict) -> set[str]:
+        tags = _tags(item)
+        if any("{{" in tag for tag in tags) or isinstance(item.get("tags"), str) and "{{" in item["tags"]:
+            self.complete = False
+        self.known |= tags
+        return tags
+
+    def unresolved(self, what: str) -> None:
+        self.complete = False
+
+
+# what --tags / --skip-tags select without any task having them (`always`: a play's fact gathering has it)
+SPECIAL_TAGS = frozenset({"all", "always", "tagged", "untagged"})
+
+
+def unknown_tags(request: ProvisionRequest) -> list[str]:
+    """'--tags X' / '--skip-tags X' refusals for tags that nothing in the playbook has: Ansible runs nothing
+    (or skips nothing) and exits 0. None where the walk could not read all of the playbook."""
+    given = {"--tags": request.tags, "--skip-tags": request.skip_tags}
+    wanted = {
+        option: [t.strip() for t in (value or "").split(",") if t.strip() and t.strip() not in SPECIAL_TAGS]
+        for option, value in given.items()
+    }
+    if not any(wanted.values()):
+        return []
+    scan = TagScan(request)
+    scan.playbook(Path(os.path.abspath(request.playbook)))
+    if not scan.complete:
+        return []
+    known = ", ".join(sorted(scan.known - SPECIAL_TAGS)) or "none"
+    refusals = []
+    for option, tags in wanted.items():
+        missing = [tag for tag in tags if tag not in scan.known]
+        if missing:
+            what = "this tag" if len(missing) == 1 else "these tags"
+            verb = "run" if option == "--tags" else "skip"
+            refusals.append(
+                f"{option} {','.join(missing)}: no play, role, block or task of {request.playbook} has "
+                f"{what}, so Ansible would {verb} nothing of it; its tags: {known} "
+                f"(and {', '.join(sorted(SPECIAL_TAGS))})"
+            )
+    return refusals
 
 
 def _main_path(folder: Path, stem: str) -> Path | None:

@@ -137,8 +137,9 @@ def test_a_bad_file_in_an_inventory_directory_fails_the_run(tmp_path: Path) -> N
         ),
         # the implicit localhost is targeted when the play names it, even with an empty inventory
         ("implicit-localhost", PLAY.format(hosts="localhost"), "", []),
-        # --tags selecting no task: the hosts were targeted, nothing to do
-        ("no-task-tagged", PLAY.format(hosts="all"), f"[local]\n{LOCAL}", ["--tags", "nothing"]),
+        # --tags selecting no task (`tagged`: PLAY has none; a tag no task has is refused before the run): the
+        # hosts were targeted, nothing to do
+        ("no-task-tagged", PLAY.format(hosts="all"), f"[local]\n{LOCAL}", ["--tags", "tagged"]),
     ],
 )
 def test_runs_that_targeted_a_host_stay_ok(tmp_path: Path, case, playbook, inventory, extra) -> None:

@@ -176,7 +176,7 @@ def test_an_untimed_pause_is_found_wherever_it_runs(tmp_path, monkeypatch, files
         ("    - {pause: {seconds: 3}}\n    - {pause: 'minutes=1 prompt=x'}\n", {}),
         ("    - {pause: {}, when: ask}\n    - {pause: {}, tags: [never]}\n", {}),
         ("    - {pause: {}, tags: [gate]}\n    - {debug: {msg: x}, tags: [work]}\n", {"tags": "work"}),
-        ("    - block:\n        - {pause: {}}\n      tags: gate\n", {"skip_tags": "gate,other"}),
+        ("    - block:\n        - {pause: {}}\n      tags: gate\n", {"skip_tags": "gate"}),
         ("    - include_tasks: {file: '{{ which }}.yml'}\n", {}),
     ],
     ids=["timed", "conditional-or-never", "not-in-tags", "skipped-block", "templated-include"],
