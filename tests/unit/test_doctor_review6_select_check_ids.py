@@ -6,6 +6,10 @@ names; the suite is run for real on this machine."""
 
 from __future__ import annotations
 
+import shutil
+
+import pytest
+
 from ktinfra import doctor
 
 
@@ -31,3 +35,14 @@ def test_words_that_are_no_check_id_go_to_pytest_as_they_are():
     ids = doctor.check_ids(doctor.suite_dir())
     for select in ("health", "cpu and not amx", "services.health", "cpu.amx_cpu_flags[", "x[y]"):
         assert doctor.pytest_select(select, ids) == select
+
+
+def test_a_suite_file_that_does_not_parse_is_the_suite_run_s_error(tmp_path, monkeypatch):
+    """-k reads the suite's check ids from its source before it runs: a file there that does not parse (a
+    KTINFRA_INFRA_SUITE checkout mid-edit) must end in doctor's one error, not a SyntaxError traceback."""
+    suite = tmp_path / "infra"
+    shutil.copytree(doctor.suite_dir(), suite, ignore=shutil.ignore_patterns("__pycache__"))
+    (suite / "test_broken.py").write_text("def test_x(:\n")
+    monkeypatch.setenv(doctor.SUITE_ENV, str(suite))
+    with pytest.raises(doctor.DoctorError, match=r"the suite did not run \(pytest exit 2\)"):
+        doctor.run(["local://"], "any", "kt-0.7", select="services.health_endpoint_answers")
