@@ -117,7 +117,17 @@ def installed_units(host) -> list[str]:
     if removed:
         shown = ", ".join(removed)
         print(f"not checked (unit file removed, the unit down; systemctl reset-failed clears it): {shown}")
-    return [name for name in names if name not in stopped and name not in removed]
+    found = UnitList(name for name in names if name not in stopped and name not in removed)
+    found.passed_over = [f"{name} (disabled and down)" for name in stopped]
+    found.passed_over += [f"{name} (unit file removed)" for name in removed]
+    return found
+
+
+class UnitList(list):
+    """The units to check, and those installed_units passed over ('UNIT (why)'): where none is left, the
+    skips said 'no unit matching ... installed' / 'no serve unit installed' on a host that lists them."""
+
+    passed_over: list[str] = []
 
 
 def removed_and_down(host, unit: str) -> bool:
@@ -272,6 +282,9 @@ def test_units_enabled_and_active(host, units, init_name):
         if units:
             pytest.fail(f"units {units} asked for, but PID 1 is {init_name!r}, not systemd", pytrace=False)
         pytest.skip(f"PID 1 is {init_name!r}, not systemd: no units installed")
+    over = getattr(units, "passed_over", [])
+    if not units and over:
+        pytest.skip(f"no unit matching {' '.join(UNIT_PATTERNS)} to check (passed over: {', '.join(over)})")
     if not units:
         pytest.skip(f"no unit matching {' '.join(UNIT_PATTERNS)} installed")
     bad = [problem for unit in units for problem in unit_problems(host, unit)]
@@ -546,8 +559,8 @@ def test_health_endpoint_answers(host, pytestconfig, units, init_name, probe_pyt
     if not urls:
         stopped = stopped_instances(host, supervisor_dir) if init_name != "systemd" else []
         why = f"; instances set to stopped: {', '.join(stopped)}" if stopped else ""
-        what = "no serve unit installed"
-        what = f"no serve unit with a unit file ({', '.join(unloaded)})" if unloaded else what
+        over = [*getattr(units, "passed_over", []), *unloaded]
+        what = f"no serve unit to ask (passed over: {', '.join(over)})" if over else "no serve unit installed"
         pytest.skip(f"{what} and no --health-url given (pytest: --kt-health-url){why}")
     bad = []
     for url in urls:

@@ -60,3 +60,19 @@ def test_a_removed_unit_that_still_runs_is_checked(systemd):
     assert units == ["sglang-old.service"], units
     with pytest.raises(AssertionError, match="sglang-old.service: no such unit"):
         services.test_units_enabled_and_active(host, units, "systemd")
+
+
+def test_the_skips_name_the_units_passed_over(systemd, tmp_path):
+    """With every listed unit passed over, the units check said 'no unit matching ktinfra-serve* sglang*
+    installed' and the health check 'no serve unit installed', on a host that lists the unit."""
+    systemd("sglang-old.service", "failed")
+    host = testinfra.get_host("local://")
+    units = services.installed_units(host)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        services.test_units_enabled_and_active(host, units, "systemd")
+    over = "(passed over: sglang-old.service (unit file removed))"
+    assert str(skipped.value) == f"no unit matching ktinfra-serve* sglang* to check {over}", skipped.value
+    config = importlib.import_module("test_doctor_review3_stopped_instance")._Config()
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        services.test_health_endpoint_answers(host, config, units, "systemd", sys.executable, str(tmp_path))
+    assert str(skipped.value).startswith(f"no serve unit to ask {over} and no --health-url"), skipped.value

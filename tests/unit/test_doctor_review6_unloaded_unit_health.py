@@ -55,7 +55,7 @@ def test_a_unit_without_a_unit_file_is_not_asked(systemd, tmp_path, state):
     with pytest.raises(pytest.skip.Exception) as skipped:
         _check(["sglang.service"], tmp_path)
     said = str(skipped.value)
-    assert f"no serve unit with a unit file (sglang.service ({state}))" in said, said
+    assert f"no serve unit to ask (passed over: sglang.service ({state}))" in said, said
 
 
 def test_a_masked_unit_beside_a_live_one_leaves_the_live_one_asked(systemd, tmp_path, live_port, capsys):
