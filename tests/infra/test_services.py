@@ -292,7 +292,9 @@ def test_units_enabled_and_active(host, units, init_name):
     print(f"units enabled and active: {', '.join(units)}")
 
 
-ROOT_HINT = "run doctor as root (sudo ktinfra doctor ...)"
+# sudo on the controller reaches local:// only: over ssh:// the target's commands run as the URL's user
+# (testinfra's ?sudo=true runs them through sudo there)
+ROOT_HINT = "run doctor as root (sudo ktinfra doctor ...; over ssh: ssh://root@HOST, or HOST?sudo=true)"
 
 
 def listed_names(host, path: str, what: str, hint: str = "") -> list[str]:

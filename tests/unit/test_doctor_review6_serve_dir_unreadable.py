@@ -66,6 +66,8 @@ def test_a_serve_dir_doctor_cannot_read_fails_rather_than_skips(tmp_path, monkey
         serve.chmod(0o755)
     assert said.startswith(f"cannot list the serve environment files in {serve} ("), said
     assert "Permission denied" in said and "run doctor as root (sudo ktinfra doctor" in said, said
+    # sudo on the controller does not reach a host doctor asks over ssh
+    assert "over ssh: ssh://root@HOST, or HOST?sudo=true" in said, said
 
 
 def test_a_serve_dir_that_is_not_there_still_skips(tmp_path, monkeypatch):
