@@ -137,9 +137,10 @@ def _failure(sc: Scenario, event: dict) -> str | None:
     """What the server said went wrong, in an event or a whole reply that answers 200 all the same: SGLang
     streams ``{"error": {"message": ...}}`` before [DONE] when generation fails (transformers serve
     ``{"error": "..."}``), and ends an aborted request with finish_reason "abort" (``{"type": "abort",
-    "message": ...}`` in /generate's meta_info). Without this the tokens streamed before it made the
-    request a success. A server that sends the error object itself, unwrapped (``{"object": "error",
-    "message": ..., "code": 400}``, the shape of an OpenAI-style ErrorResponse), failed the same way."""
+    "message": ...}`` in /generate's meta_info); a finish_reason "error" ends a failed one. Without this
+    the tokens streamed before it made the request a success. A server that sends the error object itself,
+    unwrapped (``{"object": "error", "message": ..., "code": 400}``, the shape of an OpenAI-style
+    ErrorResponse), failed the same way."""
     error = event.get("error")
     if not error and event.get("object") == "error":
         error = event
@@ -148,6 +149,8 @@ def _failure(sc: Scenario, event: dict) -> str | None:
         return f"server error: {message if isinstance(message, str) and message else _short(error)}"
     reason = _finish_reason(sc, event)
     kind = reason.get("type") if isinstance(reason, dict) else reason
+    if kind == "error":  # Together's API, vLLM's FinishReason.ERROR: the reply ended in a failure
+        return "server ended the reply with finish_reason error"
     if kind != "abort":
         return None
     message = reason.get("message") if isinstance(reason, dict) else None
