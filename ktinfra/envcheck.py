@@ -3,6 +3,7 @@ every reason the install would fail (missing interpreter, conda needed, wheel sh
 
 from __future__ import annotations
 
+import configparser
 import email.parser
 import json
 import os
@@ -418,6 +419,62 @@ def made_with_full_python(prefix: Path) -> str | None:
     return found.group(1) if found else None
 
 
+# pip reads index-url from [global] and from its command's section: `pip wheel` fills the wheelhouse,
+# `pip install` installs the git sources
+_PIP_INDEX_SECTIONS = ("global", "wheel", "install")
+
+
+def _pip_config_files() -> list[Path]:
+    """The configuration files pip reads (pip.pypa.io, topics/configuration), in its order: the global ones
+    ($XDG_CONFIG_DIRS/pip/pip.conf, /etc/pip.conf), the user's, then $PIP_CONFIG_FILE; none where that is
+    /dev/null."""
+    named = os.environ.get("PIP_CONFIG_FILE")
+    if named == os.devnull:
+        return []
+    home = Path(os.path.expanduser("~"))
+    dirs = [d for d in (os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":") if d]
+    user = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    found = [Path(d) / "pip" / "pip.conf" for d in dirs] + [Path("/etc/pip.conf")]
+    found += [home / ".pip" / "pip.conf", user / "pip" / "pip.conf"]
+    return found + ([Path(named)] if named else [])
+
+
+def host_pip_index() -> str | None:
+    """Where this host's own pip configuration names an index (a lab's local PyPI mirror): PIP_INDEX_URL, or
+    the pip.conf that sets index-url; None where none does. The place only: the URL may carry a password."""
+    if os.environ.get("PIP_INDEX_URL"):
+        return "PIP_INDEX_URL"
+    source = None
+    for path in _pip_config_files():
+        parser = configparser.RawConfigParser()
+        try:
+            parser.read(path, encoding="utf-8")  # a file that is not there is passed over
+        except (configparser.Error, OSError, UnicodeDecodeError):
+            continue  # pip itself stops on it, with its own message
+        for section in _PIP_INDEX_SECTIONS:
+            if parser.has_section(section) and any(
+                key.replace("_", "-").lstrip("-") == "index-url" and value.strip()
+                for key, value in parser.items(section)
+            ):
+                source = str(path)  # a later file wins, as in pip
+    return source
+
+
+def _pip_settings(profile: dict) -> dict:
+    """The profile's pip settings as the installer takes them. A host whose pip configuration names an index
+    keeps it: the profile's index_url (PyPI in the shipped profiles) is a default, not passed as --index-url
+    over the host's mirror; kt_python_env_pip_index_url, given, still wins over both (the role passes it)."""
+    pip = profile.get("pip") or {}
+    host = host_pip_index()
+    source = f"host pip configuration ({host})" if host else "profile" if pip.get("index_url") else None
+    return {
+        **pip,
+        "index_url": None if host else pip.get("index_url"),
+        **({"index_from": source} if source else {}),  # none: pip's own default index
+        "extra_index_urls": pip.get("extra_index_urls") or [],
+    }
+
+
 def minor_version(version: str) -> str:
     """X.Y of a Python version X.Y or X.Y.Z."""
     return ".".join(version.split(".")[:2])
@@ -509,11 +566,7 @@ def check_install(
         "python_exe": python,
         "manager": resolved,
         "conda_exe": conda if resolved == "conda" else None,
-        "pip": {
-            **(profile.get("pip") or {}),
-            "index_url": (profile.get("pip") or {}).get("index_url"),
-            "extra_index_urls": (profile.get("pip") or {}).get("extra_index_urls") or [],
-        },
+        "pip": _pip_settings(profile),
         "upstream": profile.get("upstream"),
         "wheelhouse": str(wheelhouse),
         "envs": envs,
