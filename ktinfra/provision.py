@@ -971,7 +971,16 @@ def run_validated(request: ProvisionRequest, on_event: Callable[[RunState], None
             on_event(state)
         return True
 
-    envvars = {"PATH": os.pathsep.join([str(Path(playbook_exe).parent), os.environ.get("PATH", "")])}
+    envvars = {
+        "PATH": os.pathsep.join([str(Path(playbook_exe).parent), os.environ.get("PATH", "")]),
+        # Ansible's paramiko connection asks on ansible-playbook's terminal whether to trust a host key
+        # missing from known_hosts, and that terminal is ansible-runner's, which nobody types into: the run
+        # hung there. With this setting it fails the host with the key's fingerprint instead; it changes
+        # nothing else (only connection plugins that support persistence read it: the network ones, which
+        # force it). The ssh connection cannot ask: Ansible runs it without a terminal, so it says "Host
+        # key verification failed".
+        "ANSIBLE_USE_PERSISTENT_CONNECTIONS": "True",
+    }
     roles = roles_path_env(request.playbook)
     if roles and "ANSIBLE_ROLES_PATH" not in os.environ:
         envvars["ANSIBLE_ROLES_PATH"] = roles
@@ -1124,12 +1133,33 @@ def run_problems(request: ProvisionRequest, state: RunState, rc: int, stdout: st
     return []
 
 
+# what ssh and Ansible's paramiko connection say where a host's key is not in known_hosts, or has changed
+HOST_KEY_FAILURES = (
+    "Host key verification failed",
+    "authenticity of host",
+    "HOST IDENTIFICATION HAS CHANGED",
+)
+
+
+def host_key_problems(state: RunState) -> list[str]:
+    """How to go on where a host failed at its SSH host key (ktinfra provision never lets ssh ask)."""
+    hosts = sorted({f.host for f in state.failures if any(s in f.message for s in HOST_KEY_FAILURES)})
+    if not hosts:
+        return []
+    return [
+        f"{', '.join(hosts)}: the SSH host key is not in known_hosts (or has changed), and ktinfra provision "
+        "cannot answer ssh's question whether to trust it: check the key's fingerprint and add it "
+        "(ssh-keyscan -p PORT HOST >> ~/.ssh/known_hosts), or turn checking off yourself "
+        "(host_key_checking = False in ansible.cfg, or ANSIBLE_HOST_KEY_CHECKING=False)"
+    ]
+
+
 def report(
     request: ProvisionRequest, state: RunState, rc: int, status: str, artifacts: str, started: float
 ) -> dict:
     stdout = Path(artifacts) / "stdout"
     text = stdout.read_text(errors="replace") if stdout.is_file() else ""
-    errors = run_problems(request, state, rc, text)
+    errors = run_problems(request, state, rc, text) + host_key_problems(state)
     ok = rc == 0 and not state.bad_hosts and not errors
     # failed before or beside any host: say what Ansible said (stopped at a prompt: its "User interrupted")
     if not ok and not state.failures and not state.prompts and not state.pauses:
