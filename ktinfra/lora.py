@@ -410,6 +410,39 @@ def check_legacy_adapters(adapters: list[Adapter], legacy: bool) -> None:
         )
 
 
+def check_alpha_flag(adapters: list[Adapter], lora_alpha: float | None, legacy: bool) -> None:
+    """--lora-alpha fills in a missing lora_alpha, nothing more: kt-kernel's converter keeps the input's own
+    (convert_kt_to_sglang_adapter.py _build_adapter_config), SGLang serves a PEFT adapter's as it is, and the
+    legacy convert_lora.py takes none. A flag that would be dropped is refused rather than ignored: what the
+    user meant (this scaling) is not what would be served."""
+    if lora_alpha is None:
+        return
+    if legacy:
+        raise LoraError(
+            "--lora-alpha applies to kt-kernel's converter only; the legacy convert_lora.py keeps the "
+            f"adapter's lora_alpha (drop --legacy, or --lora-alpha and set lora_alpha in {CONFIG_FILE})"
+        )
+    for adapter in adapters:
+        if adapter.alpha is not None and adapter.alpha != lora_alpha:
+            raise LoraError(
+                f"adapter {adapter.name}: its {CONFIG_FILE} has lora_alpha {adapter.alpha:g}, which is what "
+                f"gets served (scaling lora_alpha/r); --lora-alpha {lora_alpha:g} only fills in a missing "
+                f"one and would be ignored: drop it, or serve a copy whose {CONFIG_FILE} has lora_alpha "
+                f"{lora_alpha:g}"
+            )
+
+
+def check_training_outputs(adapters: list[Adapter], legacy: bool, lora_alpha: float | None = None) -> None:
+    """What `lora serve` refuses of inspected training outputs before converting, in one function (for
+    `render lora-convert` to share): a KT output on the legacy stack, an adapter of expert LoRA only (current
+    stack), a --lora-alpha the conversion would drop."""
+    check_legacy_adapters(adapters, legacy)
+    if not legacy:
+        for adapter in adapters:
+            check_nonexpert_lora(adapter)
+    check_alpha_flag(adapters, lora_alpha, legacy)
+
+
 def needs_conversion(adapter: Adapter, legacy: bool) -> bool:
     return legacy or adapter.kind == "kt-fused"
 

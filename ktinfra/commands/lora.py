@@ -214,7 +214,9 @@ def serve(
         ),
     ] = None,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing converted adapters."),
-    lora_alpha: float | None = typer.Option(None, "--lora-alpha", help="Alpha if the output has none."),
+    lora_alpha: float | None = typer.Option(
+        None, "--lora-alpha", help="Alpha for an output without lora_alpha (one that has its own is refused)."
+    ),
     name: str | None = typer.Option(None, "--name", help="Served model name = systemd instance name."),
     weight_path: str | None = typer.Option(None, "--weight-path", help="Converted CPU expert weights."),
     host: str | None = typer.Option(None, "--host", help="Bind address (non-loopback needs --api-key-file)."),
@@ -254,7 +256,7 @@ def serve(
             check_out_dir(out)
         api_key = read_api_key_file(api_key_file)
         adapters = _inspect_adapters(adapter, base)
-        lora.check_legacy_adapters(adapters, legacy)
+        lora.check_training_outputs(adapters, legacy, lora_alpha)
         steps, served = _conversion_steps(
             adapters,
             base=base,
