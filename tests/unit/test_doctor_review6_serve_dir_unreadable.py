@@ -2,39 +2,21 @@
 instances' env files. A directory doctor may not read (0700 root's, doctor run as a normal user) was read as
 'no env files': the check was skipped ('no serve unit installed and no --health-url given') and doctor passed
 with every server down. It now fails, saying the directory cannot be read and to run doctor as root. Real
-testinfra local host; the commands run as nobody (setpriv) where this test runs as root, whom no mode keeps
-out."""
+testinfra local host, seen as a user who is not root (not_root_host)."""
 
 from __future__ import annotations
 
 import importlib
-import os
-import shlex
 import sys
 from pathlib import Path
 
 import pytest
 import testinfra
+from not_root_host import NotRootHost
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "infra"))
 services = importlib.import_module("test_services")
 stopped_instance = importlib.import_module("test_doctor_review3_stopped_instance")
-
-
-class _AsNobody:
-    """A testinfra host whose commands run as nobody: the view of doctor run by a user who is not root."""
-
-    def __init__(self, host):
-        self.host = host
-
-    def run(self, command: str):
-        as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "
-        return self.host.run(as_nobody + shlex.quote(command))
-
-
-def _user_host():
-    host = testinfra.get_host("local://")
-    return _AsNobody(host) if os.geteuid() == 0 else host
 
 
 def _check(host, sup_dir: Path) -> None:
@@ -61,7 +43,7 @@ def test_a_serve_dir_doctor_cannot_read_fails_rather_than_skips(tmp_path, monkey
     serve.chmod(0o000)
     monkeypatch.setattr(services, "SERVE_ENV_DIR", str(serve))
     try:
-        said = _failure(_user_host(), tmp_path / "supervisor")
+        said = _failure(NotRootHost(), tmp_path / "supervisor")
     finally:
         serve.chmod(0o755)
     assert said.startswith(f"cannot list the serve environment files in {serve} ("), said
