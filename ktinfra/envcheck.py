@@ -25,7 +25,6 @@ from ktinfra.profiles import (
     _same_version,
     env_spec,
     normalize,
-    parse_freeze,
     pins,
     python_versions,
     shared_download_bytes,
@@ -35,7 +34,10 @@ from ktinfra.profiles import (
 
 CONDA_CANDIDATES = ("/root/miniconda3/bin/conda", "/opt/conda/bin/conda", "/root/anaconda3/bin/conda")
 MANAGERS = ("auto", "conda", "venv")
+# kt_python_env_state_files (roles/kt_python_env/vars/main.yml): what the role keeps next to an env
 FREEZE_FILE = "ktinfra-freeze.txt"
+REQUIREMENTS_FILE = "ktinfra-requirements.txt"
+INSTALLED_FILE = "ktinfra-requirements.installed.txt"  # the requirements of the last install that finished
 
 
 def _executable_file(path: str) -> bool:
@@ -354,21 +356,119 @@ def _disk_problems(needs: list[tuple[Path, int]]) -> tuple[list[dict], list[str]
 
 
 def _downloads(env: dict) -> bool:
-    """Whether installing `env` downloads into the wheelhouse: a new env, or one whose pins were bumped."""
+    """Whether installing `env` downloads into the wheelhouse: a new env, or one installed again."""
     return not env["installed"] or env["reinstall_due"]
 
 
-def _pins_changed(prefix: Path, env: dict) -> bool:
-    """Whether the env at `prefix` (its recorded freeze) is not at the profile's pins: a pin bumped or added
-    changes its requirements, and kt_python_env installs it again."""
+def requirements_text(profile_name: str, env: dict) -> str:
+    """The requirements kt_python_env writes for `env` (roles/kt_python_env/templates/requirements.txt.j2,
+    which a test renders to keep the two alike), less its first line (ansible_managed: the controller's
+    setting, no input of the env)."""
+    lines = [f"# Stack profile {profile_name}, env {env['key']} ({env['name']}).", *env["packages"]]
+    lines += [f"{w['name']}=={w['version']}" for w in env["wheels"]]
+    lines += [f"# wheel file {w['name']}: {w['file']} sha256={w['sha256']}" for w in env["wheels"]]
+    lines += [f"# conda patch {p['channel']}: {' '.join(p['packages'])}" for p in env["conda_patches"]]
+    lines += [
+        f"# git source {g['name']}: {g['repo']}@{g['ref']} subdir={g['subdir']} editable={g['editable']} "
+        f"extras={','.join(g['extras'])}"
+        for g in env["git"]
+    ]
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _without_header(path: Path) -> str | None:
+    """A requirements record of kt_python_env less its ansible_managed line; None where there is none."""
     try:
-        installed = parse_freeze((prefix / FREEZE_FILE).read_text(errors="replace"))
+        return path.read_text(errors="replace").partition("\n")[2] if path.is_file() else None
     except OSError:
-        return True
-    return any(
-        name not in installed or not _same_version(installed[name], version)
-        for name, version in pins(env).items()
-    )
+        return None
+
+
+def reinstall_reasons(prefix: Path, profile_name: str, env: dict) -> list[dict]:
+    """Why kt_python_env installs the env at `prefix` again ([]: it does not), decided as its tasks/env.yml
+    does ("Decide whether to install"): the requirements it writes now differ from those of the last install
+    that finished (a pin bumped, a wheel rebuilt under the same version, a git source at another ref, a
+    conda patch), there is no record of one, or an install of other requirements was cut off. The env's
+    freeze is no input: an env off its pins whose requirements did not change fails the role's pin check,
+    it is not installed again."""
+    wanted = requirements_text(profile_name, env)
+    finished = _without_header(prefix / INSTALLED_FILE)
+    if finished is None:
+        return [{"kind": "no_record", "text": f"no record of a finished install ({INSTALLED_FILE})"}]
+    if finished != wanted:
+        return _differences(finished, wanted) or [{"kind": "other", "text": "its requirements changed"}]
+    if _without_header(prefix / REQUIREMENTS_FILE) != wanted:
+        return [{"kind": "unfinished", "text": "an install of other requirements did not finish"}]
+    return []
+
+
+_PINNED = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*==\s*([^\s;]+)")  # NAME[extras]==X
+
+
+def _record(text: str) -> dict:
+    """A requirements record's lines by what they say: pins, other requirements, wheel files, git sources,
+    conda patches, the header."""
+    found: dict = {"pins": {}, "requirements": set(), "wheels": {}, "git": {}, "conda": set(), "header": ""}
+    for line in text.splitlines():
+        if line.startswith("# wheel file "):
+            name, _, rest = line.removeprefix("# wheel file ").partition(": ")
+            found["wheels"][name] = rest
+        elif line.startswith("# git source "):
+            name, _, rest = line.removeprefix("# git source ").partition(": ")
+            found["git"][name] = rest
+        elif line.startswith("# conda patch "):
+            found["conda"].add(line.removeprefix("# conda patch "))
+        elif line.startswith("#"):
+            found["header"] += line
+        elif (pin := _PINNED.fullmatch(line.strip())) is not None:
+            found["pins"][normalize(pin.group(1))] = pin.group(2)
+        elif line.strip():
+            found["requirements"].add(line.strip())
+    return found
+
+
+def _differences(finished: str, wanted: str) -> list[dict]:
+    old, new = _record(finished), _record(wanted)
+    reasons = []
+    for name in sorted(set(old["pins"]) | set(new["pins"])):
+        before, after = old["pins"].get(name), new["pins"].get(name)
+        if before != after:
+            text = f"{name} {before or '(not pinned)'} → {after or '(not pinned)'}"
+            reasons.append({"kind": "pin", "package": name, "old": before, "new": after, "text": text})
+    for name in sorted(set(old["wheels"]) & set(new["wheels"])):
+        before, after = old["wheels"][name], new["wheels"][name]
+        if before != after and old["pins"].get(normalize(name)) == new["pins"].get(normalize(name)):
+            old_sha, new_sha = before.rpartition(" sha256=")[2], after.rpartition(" sha256=")[2]
+            text = f"wheel {name} rebuilt: {before} → {after}"
+            reasons.append(
+                {"kind": "wheel", "package": name, "old_sha256": old_sha, "new_sha256": new_sha, "text": text}
+            )
+    for name in sorted(set(old["git"]) | set(new["git"])):
+        before, after = old["git"].get(name), new["git"].get(name)
+        if before != after:
+            old_ref, new_ref = (_git_ref(r) for r in (before, after))
+            moved = before and after and old_ref != new_ref
+            text = (
+                f"git source {name} moved: {old_ref} → {new_ref}"
+                if moved
+                else f"git source {name}: {before or '(none)'} → {after or '(none)'}"
+            )
+            reasons.append(
+                {"kind": "git", "source": name, "old_ref": old_ref, "new_ref": new_ref, "text": text}
+            )
+    for kind, label in (("requirements", "requirement"), ("conda", "conda patch")):
+        for line in sorted(old[kind] - new[kind]):
+            reasons.append({"kind": kind, "old": line, "new": None, "text": f"{label} {line} removed"})
+        for line in sorted(new[kind] - old[kind]):
+            reasons.append({"kind": kind, "old": None, "new": line, "text": f"{label} {line} added"})
+    if old["header"] != new["header"]:
+        reasons.append({"kind": "other", "text": "the profile or env is named differently"})
+    return reasons
+
+
+def _git_ref(description: str | None) -> str | None:
+    """REF of a git source's record `REPO@REF subdir=...`."""
+    return description.partition(" subdir=")[0].rpartition("@")[2] if description else None
 
 
 def _installed_sizes(prefix: Path) -> dict[str, tuple[str, int]]:
@@ -542,9 +642,10 @@ def check_install(
                 "another root (kt_python_env_root, --root)"
             )
         env["installed"] = (prefix / FREEZE_FILE).is_file()
-        env["reinstall_due"] = env["installed"] and _pins_changed(prefix, env)
+        env["reinstall_reasons"] = reinstall_reasons(prefix, profile["name"], env) if env["installed"] else []
+        env["reinstall_due"] = bool(env["reinstall_reasons"])
         if not env["installed"] or env["reinstall_due"]:
-            kept = _kept_bytes(prefix, env) if env["installed"] else 0  # a pin bump: what stays as it is
+            kept = _kept_bytes(prefix, env) if env["installed"] else 0  # a reinstall: what stays as it is
             needs.append((prefix, max(0, env["disk_bytes"] - kept)))
             earlier = [e for e in envs if _downloads(e)]
             downloads += env["download_bytes"] - shared_download_bytes(env, earlier)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from installed_env import record_install
+
 from ktinfra import envcheck
 
 GB = 10**9
@@ -32,12 +34,14 @@ def _profile(disk: int, download: int) -> dict:
 
 
 def _installed_env(root: Path, freeze: dict[str, str], sizes: dict[str, int] | None = None) -> Path:
-    """An env under root/inf with `freeze` recorded and, for each of `sizes`, a dist-info whose RECORD
-    lists that many bytes (as pip writes it: path,hash,size)."""
+    """An env under root/inf installed at the pins `freeze` (its records as kt_python_env leaves them) and,
+    for each of `sizes`, a dist-info whose RECORD lists that many bytes (as pip writes it: path,hash,size)."""
     prefix = root / "inf"
     site = prefix / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
-    (prefix / envcheck.FREEZE_FILE).write_text("".join(f"{n}=={v}\n" for n, v in freeze.items()))
+    profile = _profile(0, 0)
+    profile["envs"]["inference"]["packages"] = [f"{n}=={v}" for n, v in freeze.items()]
+    record_install(prefix, profile, "inference")
     for name, size in (sizes or {}).items():
         info = site / f"{name.replace('-', '_')}-{freeze[name]}.dist-info"
         info.mkdir()

@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from installed_env import record_install
 
 from ktinfra import envcheck, profiles
 
@@ -87,8 +88,7 @@ def test_a_share_is_never_more_than_either_download(tmp_path):
 
 def test_an_installed_env_shares_nothing_with_this_download(tmp_path):
     """Its wheels may be gone from the wheelhouse: only what is there is credited."""
-    (tmp_path / "envs" / "inf").mkdir(parents=True)
-    (tmp_path / "envs" / "inf" / envcheck.FREEZE_FILE).write_text("torch==2.9.1\n")
+    record_install(tmp_path / "envs" / "inf", _envs({"inference": 4 * GB}), "inference")
     assert _wheelhouse_need(tmp_path, _envs({"inference": 4 * GB}), ["inference", "sft"]) == 8 * GB
 
 

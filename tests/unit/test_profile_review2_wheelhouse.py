@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from installed_env import record_install
 
 from ktinfra import envcheck
 
@@ -115,7 +116,6 @@ def test_an_installed_env_neither_needs_nor_credits_the_wheelhouse(tmp_path):
     wh = tmp_path / "wh"
     wh.mkdir()
     _wheel(wh, "kt_kernel-0.7.2-cp311-cp311-manylinux_2_35_x86_64.whl", [], size=5000)
-    (tmp_path / "envs" / "kt-kernel").mkdir(parents=True)
-    (tmp_path / "envs" / "kt-kernel" / envcheck.FREEZE_FILE).write_text("kt-kernel==0.7.2\n")
+    record_install(tmp_path / "envs" / "kt-kernel", _profile(10**6, ["kt-kernel==0.7.2"]), "inference")
     need, too_small = _need(tmp_path, _profile(10**6, ["kt-kernel==0.7.2"]))
     assert (need, too_small) == (0, [])
