@@ -202,10 +202,9 @@ class Stream:
         complete = False
         began = b""  # the first line that is no SSE field (an HTML page's first line): shown if no event came
         kind = b""  # the SSE `event:` name of the event being read; a blank line ends the event
+        data = None  # the event's last data line: its message, should `event: error` come after it
+        refused: UnexpectedReply | None = None  # what was wrong with that data, unless the event is an error
         for raw in lines:
-            if not raw:
-                kind = b""
-                continue
             if raw.startswith(b"event:"):
                 kind = raw[6:].strip()
                 continue
@@ -213,35 +212,39 @@ class Stream:
                 # llama.cpp's server streams a failure as its own field, `error: {"code": 500, "message":
                 # ..., "type": "server_error"}` (server_sent_event(sink, "error", ...)), not as data
                 raise ServerFailed(_error_event(raw[6:].strip()))
-            if not raw.startswith(b"data:"):
+            if raw and not raw.startswith(b"data:"):
                 began = began or raw.strip()
+                continue
+            if not raw:  # the event ends; its fields came in any order: `event: error` after the data too
+                if kind == b"error" and data is not None:
+                    raise ServerFailed(_error_event(data))
+                if refused:
+                    raise refused
+                kind, data = b"", None
                 continue
             data = raw[5:].strip()
             if kind == b"error":  # `event: error` then `data: ...`: the data is the server's message
                 raise ServerFailed(_error_event(data))
+            if refused:  # a server that sends no blank lines: each data line is its own event
+                raise refused
             if not data:
                 continue  # an empty event: a keep-alive some proxies send while the model thinks
             if data == b"[DONE]":
                 complete = True
                 break
-            event = _object(_json(data), "event")
-            self.events += 1
-            self.shaped = self.shaped or _ANSWER_FIELD[self.sc.api] in event
-            failure = _failure(self.sc, event)
-            if failure:
-                raise ServerFailed(failure)
+            try:
+                finished, tokens = self._event(data)
+            except UnexpectedReply as exc:
+                refused = exc
+                continue
             # some OpenAI-compatible servers end with the finish_reason event and send no [DONE]
-            complete = complete or _finish_reason(self.sc, event) is not None
-            p, c = _usage(self.sc, event)
-            new = self._new_output(event, c)
-            self.prompt_tokens, self.completion_tokens = p or self.prompt_tokens, c or self.completion_tokens
-            if new:
-                # a running count brings what it grew by since the tokens yielded so far: counted against the
-                # previous count, a count that first comes with the last text (earlier chunks uncounted, 1
-                # each) was all of the reply's tokens again, and made that many ITL gaps more than it had
-                tokens = max(1, c - self.yielded) if c else 1
-                self.yielded += tokens
+            complete = complete or finished
+            if tokens:
                 yield tokens
+        if kind == b"error" and data is not None:
+            raise ServerFailed(_error_event(data))
+        if refused:
+            raise refused
         if not self.events and complete:
             raise UnexpectedReply("the stream held [DONE] and no event before it")
         if not self.events:
@@ -256,6 +259,27 @@ class Stream:
         if not complete:
             # a body closed mid-generation (a worker killed behind a proxy): its tokens are not an answer
             raise CutOff(f"stream ended before [DONE] ({self.events} events, none with a finish_reason)")
+
+    def _event(self, data: bytes) -> tuple[bool, int]:
+        """(whether it has a finish_reason, the tokens it brought) of one event's data."""
+        event = _object(_json(data), "event")
+        self.events += 1
+        self.shaped = self.shaped or _ANSWER_FIELD[self.sc.api] in event
+        failure = _failure(self.sc, event)
+        if failure:
+            raise ServerFailed(failure)
+        finished = _finish_reason(self.sc, event) is not None
+        p, c = _usage(self.sc, event)
+        new = self._new_output(event, c)
+        self.prompt_tokens, self.completion_tokens = p or self.prompt_tokens, c or self.completion_tokens
+        if not new:
+            return finished, 0
+        # a running count brings what it grew by since the tokens yielded so far: counted against the
+        # previous count, a count that first comes with the last text (earlier chunks uncounted, 1 each) was
+        # all of the reply's tokens again, and made that many ITL gaps more than it had
+        tokens = max(1, c - self.yielded) if c else 1
+        self.yielded += tokens
+        return finished, tokens
 
     def _new_output(self, event: dict, count: int | None) -> bool:
         if self.sc.api != "sglang":
