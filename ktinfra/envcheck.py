@@ -433,15 +433,20 @@ def _differences(finished: str, wanted: str) -> list[dict]:
     for name in sorted(set(old["pins"]) | set(new["pins"])):
         before, after = old["pins"].get(name), new["pins"].get(name)
         if before != after:
-            text = f"{name} {before or '(not pinned)'} → {after or '(not pinned)'}"
+            text = f"{name} {before or '(not pinned)'} -> {after or '(not pinned)'}"
             reasons.append({"kind": "pin", "package": name, "old": before, "new": after, "text": text})
     for name in sorted(set(old["wheels"]) & set(new["wheels"])):
         before, after = old["wheels"][name], new["wheels"][name]
         if before != after and old["pins"].get(normalize(name)) == new["pins"].get(normalize(name)):
-            old_sha, new_sha = before.rpartition(" sha256=")[2], after.rpartition(" sha256=")[2]
-            text = f"wheel {name} rebuilt: {before} → {after}"
+            (old_file, _, old_sha), (new_file, _, new_sha) = (
+                w.rpartition(" sha256=") for w in (before, after)
+            )
+            text = f"wheel {name} rebuilt: sha256 {old_sha[:12]}... -> {new_sha[:12]}..." + (
+                f", file {old_file} -> {new_file}" if old_file != new_file else ""
+            )
             reasons.append(
-                {"kind": "wheel", "package": name, "old_sha256": old_sha, "new_sha256": new_sha, "text": text}
+                {"kind": "wheel", "package": name, "old_sha256": old_sha, "new_sha256": new_sha}
+                | {"old_file": old_file, "new_file": new_file, "text": text}
             )
     for name in sorted(set(old["git"]) | set(new["git"])):
         before, after = old["git"].get(name), new["git"].get(name)
@@ -449,9 +454,9 @@ def _differences(finished: str, wanted: str) -> list[dict]:
             old_ref, new_ref = (_git_ref(r) for r in (before, after))
             moved = before and after and old_ref != new_ref
             text = (
-                f"git source {name} moved: {old_ref} → {new_ref}"
+                f"git source {name} moved: {old_ref} -> {new_ref}"
                 if moved
-                else f"git source {name}: {before or '(none)'} → {after or '(none)'}"
+                else f"git source {name}: {before or '(none)'} -> {after or '(none)'}"
             )
             reasons.append(
                 {"kind": "git", "source": name, "old_ref": old_ref, "new_ref": new_ref, "text": text}

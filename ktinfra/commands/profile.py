@@ -145,11 +145,16 @@ def check_cmd(
         raise typer.Exit(1) from error
     result["problems"] = _directory_problems(root=root, wheelhouse=wheelhouse) + result["problems"]
     summary = [
-        f"{name} {env['key']}: no problems (prefix {env['prefix']}"
-        + (", installed)" if env["installed"] else ")")
-        for env in result["envs"]
+        f"{name} {env['key']}: no problems (prefix {env['prefix']}{_state(env)})" for env in result["envs"]
     ]
     _finish(result, as_json, summary)
+
+
+def _state(env: dict) -> str:
+    """What kt_python_env does with an env that exists: nothing, or install it again, and why."""
+    if env.get("reinstall_due"):
+        return ", reinstall due: " + "; ".join(reason["text"] for reason in env["reinstall_reasons"])
+    return ", installed" if env["installed"] else ""
 
 
 def _refuse_twice(flag: str, values: list[str]) -> None:

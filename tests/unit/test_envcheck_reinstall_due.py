@@ -123,7 +123,7 @@ def test_a_moved_git_ref_makes_the_reinstall_due(tmp_path):
         "new_ref": "v2",
         "text": None,
     }
-    assert reason["text"] == "git source LLaMA-Factory moved: v1 → v2"
+    assert reason["text"] == "git source LLaMA-Factory moved: v1 -> v2"
 
 
 def test_a_bumped_pin_says_old_and_new(tmp_path):
@@ -133,8 +133,8 @@ def test_a_bumped_pin_says_old_and_new(tmp_path):
     profile["envs"]["inference"]["packages"].append("torchaudio==2.9.2")
     env = _check(tmp_path, profile)
     assert [r["text"] for r in env["reinstall_reasons"]] == [
-        "torch 2.9.1 → 2.9.2",
-        "torchaudio (not pinned) → 2.9.2",
+        "torch 2.9.1 -> 2.9.2",
+        "torchaudio (not pinned) -> 2.9.2",
     ]
     assert [(r["old"], r["new"]) for r in env["reinstall_reasons"]] == [("2.9.1", "2.9.2"), (None, "2.9.2")]
 
