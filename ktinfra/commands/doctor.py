@@ -49,16 +49,23 @@ def register(app: typer.Typer) -> None:
         try:
             host_list = [h.strip() for h in hosts.split(",") if h.strip()]
             report = doctor.run(host_list, role, profile, select=select, **options)
+            _show(report, as_json)
         except (doctor.DoctorError, UnknownProfileError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
-        if as_json:
-            typer.echo(json.dumps(report.to_dict(), indent=2))
-        else:
-            console = Console()
-            console.print(_table(report))
-            summary = report.to_dict()["summary"]
-            console.print(", ".join(f"{n} {s}" for s, n in summary.items()))
-            if not summary["passed"] and not summary["failed"] and not summary["error"]:
-                console.print("[bold red]nothing was checked: no check passed[/]")
+        except KeyboardInterrupt:  # typer's own exit 130 said nothing; the suite's temp dir is gone already
+            typer.echo("error: interrupted: doctor stopped before its report was complete", err=True)
+            raise typer.Exit(130) from None
         raise typer.Exit(0 if report.ok else 1)
+
+
+def _show(report: doctor.DoctorReport, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    console = Console()
+    console.print(_table(report))
+    summary = report.to_dict()["summary"]
+    console.print(", ".join(f"{n} {s}" for s, n in summary.items()))
+    if not summary["passed"] and not summary["failed"] and not summary["error"]:
+        console.print("[bold red]nothing was checked: no check passed[/]")
