@@ -495,6 +495,26 @@ def test_supervised_programs_running(host, init_name, supervisor_dir):
     print(f"supervised programs running: {', '.join(wanted)}")
 
 
+def args_health_url(env_text: str) -> str:
+    """Where the server of an env file that sets no KT_HEALTH_URL listens: the --host and --port of its
+    KT_SERVE_ARGS (the last assignment, as sh leaves it; the program passes them to sglang, and render
+    derives KT_HEALTH_URL from the same two), sglang's own default for either not given; "" where the file
+    sets no KT_SERVE_ARGS."""
+    found = re.findall(r"^[ \t]*KT_SERVE_ARGS=(.*)$", env_text, re.M)
+    if not found:
+        return ""
+    words = found[-1].strip().strip("'\"").split()
+    given = {}
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name in ("--host", "--port"):
+            given[name] = value if eq else (words[i + 1] if i + 1 < len(words) else "")
+    port, host_arg = given.get("--port", ""), given.get("--host", "")
+    address = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host_arg, host_arg)
+    address = f"[{address}]" if ":" in address else address
+    return f"http://{address}:{port if port.isdigit() else 30000}/health"
+
+
 def env_file_health_urls(host, sup_dir: str | None = None) -> list[str]:
     """KT_HEALTH_URL of every serve env file ktinfra installed: where PID 1 is not systemd kt_serve runs the
     same instances under supervisord, which no unit list shows. One that cannot be read (0600, doctor not
@@ -502,7 +522,10 @@ def env_file_health_urls(host, sup_dir: str | None = None) -> list[str]:
     does a directory it may not list (0700 root's), which read as one without env files.
     The env file of an instance set to stopped is passed over (its program is not started, so nothing
     answers there): it failed the check with 'Connection refused' on a host where every instance meant to
-    run was up, as systemd's path never asked a stopped, disabled unit."""
+    run was up, as systemd's path never asked a stopped, disabled unit.
+    A file without KT_HEALTH_URL was dropped without a word (where no file had it, the check was skipped as
+    'no serve unit installed' while the programs ran): it is asked where its KT_SERVE_ARGS serve
+    (args_health_url); one with neither fails the check, naming the file."""
     or_url = ", or name the URL (ktinfra doctor --health-url, pytest --kt-health-url)"
     listed = listed_names(host, SERVE_ENV_DIR, "the serve environment files", or_url)
     names = [n for n in listed if n.endswith(".env")]
@@ -522,8 +545,18 @@ def env_file_health_urls(host, sup_dir: str | None = None) -> list[str]:
                 "root, or name the URL (ktinfra doctor --health-url, pytest --kt-health-url)",
                 pytrace=False,
             )
-        urls.add(assigned_health_url(read.stdout))
-    return sorted(urls - {""})
+        assigned = assigned_health_url(read.stdout)
+        url = assigned or args_health_url(read.stdout)
+        if not url:
+            pytest.fail(
+                f"{path} sets neither KT_HEALTH_URL nor KT_SERVE_ARGS: where its instance serves is not "
+                "known; set KT_HEALTH_URL there (ktinfra render writes it)" + or_url,
+                pytrace=False,
+            )
+        if not assigned:
+            print(f"{path} sets no KT_HEALTH_URL: asked at {shown_url(url)}, from its KT_SERVE_ARGS")
+        urls.add(url)
+    return sorted(urls)
 
 
 def ask_health(host, probe_python: str, url: str) -> str:
