@@ -56,7 +56,7 @@ def test_supervisord_instances_ask_the_last_assignment_only(tmp_path, monkeypatc
     env_dir = tmp_path / "serve"
     env_dir.mkdir()
     (env_dir / "q.env").write_text(f'KT_HEALTH_URL="{_url(30000)}"\nKT_HEALTH_URL="{_url(8001)}"\n')
-    (env_dir / "r.env").write_text("KT_SERVE_ARGS=x\n")
+    (env_dir / "r.env").write_text('KT_SERVE_ARGS="--port 8001"\n')  # no KT_HEALTH_URL: asked at its --port
     monkeypatch.setattr(services, "SERVE_ENV_DIR", str(env_dir))
     host = testinfra.get_host("local://")
     assert services.env_file_health_urls(host, str(tmp_path / "supervisor")) == [_url(8001)]
