@@ -433,14 +433,31 @@ def check_alpha_flag(adapters: list[Adapter], lora_alpha: float | None, legacy: 
 
 
 def check_training_outputs(adapters: list[Adapter], legacy: bool, lora_alpha: float | None = None) -> None:
-    """What `lora serve` refuses of inspected training outputs before converting, in one function (for
-    `render lora-convert` to share): a KT output on the legacy stack, an adapter of expert LoRA only (current
+    """What `lora serve` and `render lora-convert` refuse of inspected training outputs before converting:
+    a KT output on the legacy stack, an adapter of expert LoRA only (current
     stack), a --lora-alpha the conversion would drop."""
     check_legacy_adapters(adapters, legacy)
     if not legacy:
         for adapter in adapters:
             check_nonexpert_lora(adapter)
     check_alpha_flag(adapters, lora_alpha, legacy)
+
+
+def check_conversion_input(path: Path, legacy: bool, lora_alpha: float | None = None) -> None:
+    """`render lora-convert`'s --adapter, where this host can read it (the unit may be rendered away from
+    the training output): inspect_adapter and check_training_outputs as `lora serve` runs them, and on the
+    current stack a KT training output, the only input kt-kernel's converter takes (it stops without
+    fused_expert_lora.safetensors)."""
+    if not path.is_dir():
+        return
+    adapter = inspect_adapter(path.name, path)
+    check_training_outputs([adapter], legacy, lora_alpha)
+    if not legacy and adapter.kind != "kt-fused":
+        merged = "already converted" if adapter.expert_lora else "a PEFT adapter"
+        raise LoraError(
+            f"adapter {path} is {merged}, not a KT training output ({KT_FUSED_FILE}): kt-kernel's converter "
+            "stops without that file, and SGLang serves this directory as it is (ktinfra lora plan)"
+        )
 
 
 def needs_conversion(adapter: Adapter, legacy: bool) -> bool:

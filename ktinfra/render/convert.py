@@ -398,6 +398,19 @@ def _current_lora_script(python: str, script: str | None) -> tuple[str, str]:
     )
 
 
+def _check_lora_input(adapter: str, legacy: bool, lora_alpha: float | None) -> None:
+    """What `ktinfra lora serve` refuses of a training output before converting it, where this host can
+    read it (one function for both)."""
+    from ktinfra.lora import LoraError, check_conversion_input
+
+    try:
+        check_conversion_input(Path(adapter), legacy, lora_alpha)
+    except LoraError as exc:
+        raise RenderError(str(exc)) from None
+    except OSError as exc:  # a path the checks could not look at (EACCES on a parent)
+        raise RenderError(f"--adapter {adapter}: {exc.strerror or exc}") from None
+
+
 def render_lora_convert(
     *,
     adapter: str,
@@ -448,6 +461,7 @@ def render_lora_convert(
         documentation = (
             "https://github.com/kvcache-ai/ktransformers/blob/main/doc/en/SFT/Qwen3.5-SGLang-LoRA-Serving.md"
         )
+    _check_lora_input(adapter, legacy, lora_alpha)
     script_name = PurePosixPath(script).name
     out = Rendered()
     out.add(

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from role_play import PREFLIGHT, REPO, changed_site_profile, run_play, stacks_planned, task_output
 from test_kt_python_env_site_profile import PROFILE  # a small site profile of the current generation
+from test_lora import kt_dir, peft_dir
 
 FILES = REPO / "molecule" / "serve" / "files"
 # A unit this stand-in started shows as active (as a started training run does); a (re)start of
@@ -92,12 +93,10 @@ def train(
     return run_play(tmp, tasks, setup(tmp) | {"kt_train_runs": runs} | extra, cli, env=env, flags=flags)
 
 
-def finished(tmp: Path, name: str) -> None:
-    """The training output of a finished KT run (the stand-in systemctl says it is inactive with success)."""
-    out = tmp / "outputs" / name
-    out.mkdir(parents=True)
-    for file in ("fused_expert_lora.safetensors", "adapter_model.safetensors", "adapter_config.json"):
-        (out / file).write_text("{}")
+def finished(tmp: Path, name: str) -> Path:
+    """The training output of a finished KT run, small but real (`render lora-convert` inspects it as `lora
+    serve` does); the stand-in systemctl says the run is inactive with success."""
+    return kt_dir(tmp / "outputs" / name)
 
 
 def scratch_left(tmp: Path) -> list[str]:
@@ -229,7 +228,7 @@ def test_a_legacy_run_names_the_checkouts_kt_python_env_made(tmp_path):
     /opt/ktinfra/src/sglang/convert_lora.py, where nothing checks them out. Now both are kt_python_env's
     checkouts: kt_python_env_src_dir/<the profile's source name>."""
     legacy = REPO / "tests" / "fixtures" / "plans" / "seed002-qwen3-30b-a3b-sft-legacy.json"
-    finished(tmp_path, "old")
+    peft_dir(tmp_path / "outputs" / "old")  # PEFT's adapter: the legacy stack trains no fused expert LoRA
     runs = [run("old", plan_file=str(legacy), serve_instance="tiny", legacy_lora_convert=True)]
     src = str(tmp_path / "src")
     rc, output = train(tmp_path, runs, kt_python_env_src_dir=src)
@@ -348,7 +347,7 @@ def test_an_adapter_conversion_that_fails_to_render_installs_no_run(tmp_path):
 
 @pytest.mark.slow
 def test_a_finished_run_is_converted_and_handed_over_once(tmp_path):
-    finished(tmp_path, "done")
+    output_dir = finished(tmp_path, "done")
     runs = [run("done", serve_instance="tiny"), run("fresh")]
     rc, output = train(tmp_path, runs)
     assert rc == 0, output[-3000:]
@@ -357,8 +356,10 @@ def test_a_finished_run_is_converted_and_handed_over_once(tmp_path):
     handover = json.loads((tmp_path / "cfg" / "serve" / "tiny--done.lora.json").read_text())
     source = handover.pop("source")
     assert handover == {"instance": "tiny", "name": "done", "path": str(tmp_path / "loras" / "done")}
-    assert source["adapter_config.json"] == {"sha256": hashlib.sha256(b"{}").hexdigest()}
-    assert source["fused_expert_lora.safetensors"]["size"] == 2
+    config = (output_dir / "adapter_config.json").read_bytes()
+    assert source["adapter_config.json"] == {"sha256": hashlib.sha256(config).hexdigest()}
+    fused = (output_dir / "fused_expert_lora.safetensors").stat()
+    assert source["fused_expert_lora.safetensors"] == {"size": fused.st_size, "mtime": fused.st_mtime}
     assert (tmp_path / "cfg" / "lora" / "done.env").stat().st_mode & 0o777 == 0o600
     lora_unit = (tmp_path / "units" / "ktinfra-lora-convert@.service").read_text()
     assert f"EnvironmentFile={tmp_path / 'cfg' / 'lora'}/%i.env" in lora_unit
@@ -411,9 +412,10 @@ def test_a_retrained_run_is_converted_again_and_handed_over(tmp_path):
     assert rc == 0 and "changed=0" in output, output[-3000:]
     assert len(convert_calls(tmp_path, "done")) == 1 and not handed_over(output)
 
-    # the run is trained again and finishes: new adapter files in outputs/done
-    for f in ("fused_expert_lora.safetensors", "adapter_model.safetensors"):
-        (tmp_path / "outputs" / "done" / f).write_text('{"retrained": true}')
+    # the run is trained again (16 experts, not 8) and finishes: new adapter files in outputs/done
+    retrained = kt_dir(tmp_path / "retrained", experts=16)
+    for new in retrained.iterdir():
+        new.replace(tmp_path / "outputs" / "done" / new.name)
     rc, output = train(tmp_path, runs)
     assert rc == 0, output[-3000:]
     assert len(convert_calls(tmp_path, "done")) == 2, "the new training output was not converted"
@@ -421,7 +423,10 @@ def test_a_retrained_run_is_converted_again_and_handed_over(tmp_path):
     assert sorted(p.name for p in adapter.iterdir()) == [".ktinfra-convert-done"]  # the new conversion only
     second = json.loads(record.read_text())["source"]
     assert second != first and json.loads((adapter / ".ktinfra-convert-done").read_text()) == second
-    assert second["adapter_model.safetensors"]["size"] == len('{"retrained": true}')
+    fused = "fused_expert_lora.safetensors"
+    assert (
+        second[fused]["size"] == (tmp_path / "outputs" / "done" / fused).stat().st_size > first[fused]["size"]
+    )
     assert sorted(p.name for p in (tmp_path / "loras").iterdir()) == ["done"]  # no staging, nothing set aside
 
     rc, output = train(tmp_path, runs)

@@ -23,8 +23,8 @@ if "--overwrite" in sys.argv and output.exists():
     shutil.rmtree(output)
 output.mkdir(parents=True)
 parts = ("fused_expert_lora.safetensors", "adapter_model.safetensors")
-merged = "".join((adapter / part).read_text() for part in parts)
-(output / "adapter_model.safetensors").write_text(merged)
+merged = b"".join((adapter / part).read_bytes() for part in parts)
+(output / "adapter_model.safetensors").write_bytes(merged)
 (output / "adapter_config.json").write_text('{"base_model_name_or_path": "%s"}' % base)
 with open(sys.argv[0] + ".calls", "a") as log:
     log.write(output.name + "\\n")
@@ -60,13 +60,16 @@ def record(tmp: Path, name: str = "done") -> Path:
 
 
 def test_a_run_finished_by_hand_is_converted_and_handed_over(tmp_path):
-    finished(tmp_path, "done")
+    trained = finished(tmp_path, "done")
     end_training(tmp_path, "done")
     rc, output = train(tmp_path, [run("done", serve_instance="tiny")], **nosystemd(tmp_path))
     assert rc == 0, output[-3000:]
     adapter = tmp_path / "loras" / "done"
     assert conversions(tmp_path) == 1
-    assert (adapter / "adapter_model.safetensors").read_text() == "{}{}"  # the real converter's output
+    parts = [
+        (trained / p).read_bytes() for p in ("fused_expert_lora.safetensors", "adapter_model.safetensors")
+    ]
+    assert (adapter / "adapter_model.safetensors").read_bytes() == b"".join(parts)  # the converter's output
     assert json.loads((adapter / "adapter_config.json").read_text()) == {
         "base_model_name_or_path": str(tmp_path / "model")
     }
