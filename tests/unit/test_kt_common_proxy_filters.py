@@ -1,0 +1,58 @@
+"""kt_common's ktinfra_proxy filters, called directly: the one rule for proxy URLs and NO_PROXY entries and
+the one environment of a task that downloads, which kt_preflight and kt_python_env both use (before, each
+role wrote the regex and the environment). The roles' own runs against a real index, a recording proxy and a
+self-signed mirror: test_kt_python_env_network.py, test_kt_preflight_network.py."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from role_play import ROLES
+
+_SPEC = importlib.util.spec_from_file_location(
+    "ktinfra_proxy_plugin", ROLES / "kt_common/filter_plugins/ktinfra_proxy.py"
+)
+plugin = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(plugin)
+
+
+def test_proxies_without_a_scheme_or_host_are_named_and_empty_ones_pass():
+    named = {
+        "ok": "http://proxy.lab:3128",
+        "with_password": "http://user:p%40ss@proxy.lab:3128/",
+        "socks": "SOCKS5H://10.0.0.1:1080",
+        "unset": "",
+        "no_scheme": "proxy.lab:3128",
+        "path": "http://proxy.lab:3128/path",
+        "ftp": "ftp://proxy.lab",
+        "space": "http://proxy lab:3128",
+        "newline": "http://proxy.lab:3128\n",
+    }
+    assert plugin.ktinfra_not_proxy_urls(named) == ["no_scheme", "path", "ftp", "space", "newline"]
+
+
+def test_no_proxy_entries_that_are_urls():
+    entries = ["mirror.lab", ".lab.example", "10.0.0.0/8", "http://mirror.lab", "a b", "lab\t", 8080]
+    assert plugin.ktinfra_not_no_proxy_hosts(entries) == ["http://mirror.lab", "a b", "lab\t"]
+
+
+def test_the_environment_holds_what_is_given_in_both_spellings_and_the_bundle_under_every_name():
+    settings = {
+        "http_proxy": "http://p:3128",
+        "https_proxy": "",
+        "no_proxy": ["mirror.lab", "10.0.0.0/8"],
+        "ca_bundle": "/etc/lab-ca.pem",
+    }
+    env = plugin.ktinfra_proxy_env(settings, ["GIT_SSL_CAINFO"])
+    assert env == {
+        "HTTP_PROXY": "http://p:3128",
+        "http_proxy": "http://p:3128",
+        "NO_PROXY": "mirror.lab,10.0.0.0/8",
+        "no_proxy": "mirror.lab,10.0.0.0/8",
+        **dict.fromkeys(
+            ["PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "GIT_SSL_CAINFO"],
+            "/etc/lab-ca.pem",
+        ),
+    }
+    unset = {"http_proxy": "", "https_proxy": "", "no_proxy": [], "ca_bundle": ""}
+    assert plugin.ktinfra_proxy_env(unset) == {}
