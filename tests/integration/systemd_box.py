@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from ktinfra.image.dockercli import SYSTEMD_RUN_ARGS  # the run options `image verify` boots images with
 
 IMAGE = os.environ.get("KTINFRA_BASE_IMAGE", "ktinfra/debian12-systemd:latest")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
@@ -39,3 +43,15 @@ def box_sh(box: str, command: str) -> str:
     """`sh -c COMMAND` in the container; its stdout (CalledProcessError when it fails)."""
     return subprocess.run(["docker", "exec", box, "sh", "-c", command], capture_output=True, text=True,
                           check=True).stdout  # fmt: skip
+
+
+def doctor_checks(target: str, *args: str) -> tuple[int, dict[str, dict]]:
+    """`ktinfra doctor --hosts docker://TARGET --role any ARGS --json` (TARGET: a container or
+    USER@container): its exit status and its checks by id."""
+    res = subprocess.run(
+        [sys.executable, "-m", "ktinfra", "doctor", "--hosts", f"docker://{target}", "--role", "any", *args,
+         "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert res.stdout, res.stderr[-3000:]
+    return res.returncode, {check["id"]: check for check in json.loads(res.stdout)["checks"]}

@@ -5,16 +5,10 @@ cannot be read there, and the service checks were errors quoting testinfra's Com
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from systemd_box import box_sh as sh
-from systemd_box import systemd_box
+from systemd_box import doctor_checks, systemd_box
 
-ROOT = Path(__file__).resolve().parents[2]
 # remounting the container's own /proc: its pid namespace has its own proc instance, the host's is untouched
 PROC_ARGS = ["--cap-add", "SYS_ADMIN", "--security-opt", "apparmor=unconfined", "--security-opt",
              "seccomp=unconfined"]  # fmt: skip
@@ -28,12 +22,7 @@ def box():
 
 
 def test_service_checks_run_where_pid_1_is_hidden(box):
-    res = subprocess.run(
-        [sys.executable, "-m", "ktinfra", "doctor", "--hosts", f"docker://nobody@{box}", "--role", "any",
-         "-k", "services", "--json"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )  # fmt: skip
-    checks = {c["id"]: c for c in json.loads(res.stdout)["checks"]}
+    _, checks = doctor_checks(f"nobody@{box}", "-k", "services")
     assert checks["services.units_enabled_and_active"]["message"] == (
         "no unit matching ktinfra-serve* sglang* installed"
     ), checks

@@ -4,16 +4,10 @@ listed as 'not-found failed failed' until reset-failed, and the units check fail
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from systemd_box import box_sh as sh
-from systemd_box import systemd_box
+from systemd_box import doctor_checks, systemd_box
 
-ROOT = Path(__file__).resolve().parents[2]
 UNIT = "/etc/systemd/system/sglang-old.service"
 
 
@@ -28,11 +22,7 @@ def box():
 
 
 def test_a_removed_unit_that_had_failed_is_not_checked(box):
-    res = subprocess.run(
-        [sys.executable, "-m", "ktinfra", "doctor", "--hosts", f"docker://{box}", "--role", "any",
-         "-k", "units_enabled", "--json"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )  # fmt: skip
-    (check,) = json.loads(res.stdout)["checks"]
+    _, checks = doctor_checks(box, "-k", "units_enabled")
+    (check,) = checks.values()
     assert check["status"] == "skipped", check
     assert "no unit matching" in check["message"], check

@@ -5,15 +5,12 @@ down. It now fails, saying the directory cannot be read and to run doctor as roo
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
+from systemd_box import doctor_checks
 
-ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "ktinfra/debian12-systemd:latest"
 
 
@@ -37,14 +34,10 @@ def box():
 
 
 def test_a_serve_dir_the_user_cannot_read_fails_the_health_check(box):
-    res = subprocess.run(
-        [sys.executable, "-m", "ktinfra", "doctor", "--hosts", f"docker://nobody@{box}", "--role", "any",
-         "-k", "health", "--json"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )  # fmt: skip
-    (check,) = json.loads(res.stdout)["checks"]
+    returncode, checks = doctor_checks(f"nobody@{box}", "-k", "health")
+    (check,) = checks.values()
     said = check["message"]
     assert check["status"] == "failed", check
     assert "cannot list the serve environment files in /etc/ktinfra/serve" in said, said
     assert "Permission denied" in said and "run doctor as root (sudo" in said, said
-    assert res.returncode == 1
+    assert returncode == 1

@@ -4,16 +4,9 @@ sglang unit and no other: the health check asked it at sglang's default URL and 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from systemd_box import box_sh as sh
-from systemd_box import systemd_box
-
-ROOT = Path(__file__).resolve().parents[2]
+from systemd_box import doctor_checks, systemd_box
 
 
 @pytest.fixture(scope="module")
@@ -25,15 +18,10 @@ def box():
 
 
 def test_a_masked_unit_is_not_asked_for_its_health(box):
-    res = subprocess.run(
-        [sys.executable, "-m", "ktinfra", "doctor", "--hosts", f"docker://{box}", "--role", "any",
-         "-k", "services", "--json"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )  # fmt: skip
-    checks = {c["id"]: c for c in json.loads(res.stdout)["checks"]}
+    returncode, checks = doctor_checks(box, "-k", "services")
     health, units = checks["services.health_endpoint_answers"], checks["services.units_enabled_and_active"]
     assert units["status"] == "failed" and "sglang.service masked" in units["message"], units
     assert health["status"] == "skipped", health
     assert "sglang.service (masked)" in health["message"], health
     assert "Connection refused" not in health["message"], health
-    assert res.returncode == 1
+    assert returncode == 1
