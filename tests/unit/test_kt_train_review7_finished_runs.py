@@ -21,6 +21,7 @@ def test_a_finished_run_is_not_started_again_by_every_play_and_is_handed_over(tm
     assert starts(tmp_path, "again") == 1
     # the run ends with success (the stand-in then shows the unit inactive, Result=success)
     (tmp_path / "systemctl.log.ktinfra-train@again.service.active").unlink()
+    (tmp_path / "outputs" / "again" / "train_results.json").write_text("{}")  # written at its end
     rc, output = train(tmp_path, runs)
     assert rc == 0, output[-3000:]
     assert starts(tmp_path, "again") == 1, systemctl_calls(tmp_path)
@@ -34,6 +35,7 @@ def test_a_finished_run_whose_recipe_changed_is_started_again(tmp_path):
     rc, output = train(tmp_path, [run("again", start=True)])
     assert rc == 0, output[-3000:]
     (tmp_path / "systemctl.log.ktinfra-train@again.service.active").unlink()
+    (tmp_path / "outputs" / "again" / "train_results.json").write_text("{}")  # written at its end
     rc, output = train(tmp_path, [run("again", start=True, template="qwen3_nothink")])
     assert rc == 0, output[-3000:]
     assert starts(tmp_path, "again") == 2, systemctl_calls(tmp_path)

@@ -95,3 +95,19 @@ def test_a_run_that_finished_before_a_reboot_is_still_finished(tmp_path):
     assert starts(tmp_path, "done") == 1, systemctl_calls(tmp_path)
     assert "done has finished" in output
     assert record(tmp_path, "done").exists()
+
+
+def test_an_output_trained_by_hand_before_the_recipe_was_installed_is_handed_over(tmp_path):
+    """A run the role does not start (start false, the default: as molecule serve's prepared output) whose
+    complete output predates the recipe a play installed: the recipe's time does not speak for it, so it is
+    handed over (a rule asking its train_results.json to be newer than the recipe never handed it over)."""
+    runs = [run("byhand", serve_instance="tiny")]
+    rc, output = train(tmp_path, runs)  # installs the recipe; no output yet
+    assert rc == 0 and not record(tmp_path, "byhand").exists(), output[-3000:]
+    for file in finished(tmp_path, "elsewhere").iterdir():  # trained by hand, its output put in place
+        file.replace(tmp_path / "outputs" / "byhand" / file.name)
+    installed = (tmp_path / "cfg" / "byhand.yaml").stat().st_mtime
+    write_output(tmp_path, "byhand", installed - 7200, installed - 7100)
+    rc, output = train(tmp_path, runs)
+    assert rc == 0, output[-3000:]
+    assert starts(tmp_path, "byhand") == 0 and record(tmp_path, "byhand").exists(), output[-3000:]

@@ -95,8 +95,11 @@ def train(
 
 def finished(tmp: Path, name: str) -> Path:
     """The training output of a finished KT run, small but real (`render lora-convert` inspects it as `lora
-    serve` does); the stand-in systemctl says the run is inactive with success."""
-    return kt_dir(tmp / "outputs" / name)
+    serve` does), train_results.json written last as LLaMA-Factory's save_metrics does; the stand-in systemctl
+    says the run is inactive with success."""
+    out = kt_dir(tmp / "outputs" / name)
+    (out / "train_results.json").write_text("{}")
+    return out
 
 
 def scratch_left(tmp: Path) -> list[str]:
@@ -229,6 +232,7 @@ def test_a_legacy_run_names_the_checkouts_kt_python_env_made(tmp_path):
     checkouts: kt_python_env_src_dir/<the profile's source name>."""
     legacy = REPO / "tests" / "fixtures" / "plans" / "seed002-qwen3-30b-a3b-sft-legacy.json"
     peft_dir(tmp_path / "outputs" / "old")  # PEFT's adapter: the legacy stack trains no fused expert LoRA
+    (tmp_path / "outputs" / "old" / "train_results.json").write_text("{}")  # the run's last write
     runs = [run("old", plan_file=str(legacy), serve_instance="tiny", legacy_lora_convert=True)]
     src = str(tmp_path / "src")
     rc, output = train(tmp_path, runs, kt_python_env_src_dir=src)
@@ -416,6 +420,7 @@ def test_a_retrained_run_is_converted_again_and_handed_over(tmp_path):
     retrained = kt_dir(tmp_path / "retrained", experts=16)
     for new in retrained.iterdir():
         new.replace(tmp_path / "outputs" / "done" / new.name)
+    (tmp_path / "outputs" / "done" / "train_results.json").write_text("{}")
     rc, output = train(tmp_path, runs)
     assert rc == 0, output[-3000:]
     assert len(convert_calls(tmp_path, "done")) == 2, "the new training output was not converted"
@@ -447,6 +452,7 @@ def test_another_converter_or_base_model_converts_the_same_output_again(tmp_path
     assert rc == 0 and len(convert_calls(tmp_path, "done")) == 1, output[-3000:]
     record = tmp_path / "cfg" / "serve" / "tiny--done.lora.json"
     first = json.loads(record.read_text())["source"]
+    (tmp_path / "outputs" / "done" / "train_results.json").touch()  # trained with the recipe installed above
 
     rc, output = train(tmp_path, runs, kt_train_lora_converter=str(fixed))
     assert rc == 0, output[-3000:]

@@ -97,7 +97,9 @@ def test_a_run_that_did_not_reach_the_end_of_training_is_not_handed_over(tmp_pat
     """No train_results.json, or one from an earlier run older than the adapter files (killed between
     save_model and save_metrics): the output may be half-written."""
     finished(tmp_path, "done")
-    if ending != "none":
+    if ending == "none":
+        (tmp_path / "outputs" / "done" / "train_results.json").unlink()
+    else:
         end_training(tmp_path, "done", later=-60)
     rc, output = train(tmp_path, [run("done", serve_instance="tiny")], **nosystemd(tmp_path))
     assert rc == 0, output[-3000:]
@@ -111,9 +113,10 @@ def test_a_run_still_training_by_hand_is_handed_over_after_it_ended(tmp_path):
     directory here) keeps the finished output of the run before it: not handed over while a process names
     the recipe."""
     finished(tmp_path, "done")
-    end_training(tmp_path, "done")
     rc, output = train(tmp_path, [run("done")], **nosystemd(tmp_path))  # installs cfg/done.yaml
     assert rc == 0 and (tmp_path / "cfg" / "done.yaml").exists(), output[-3000:]
+    end_training(tmp_path, "done")
+    (tmp_path / "outputs" / "done" / "train_results.json").touch()  # the run trained with that recipe
     trainer = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(600)", "train", "done.yaml"], cwd=tmp_path / "cfg"
     )
