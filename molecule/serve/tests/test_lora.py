@@ -137,7 +137,9 @@ def _count(host, unit: str, line: str) -> int:
 
 
 def test_a_retrained_run_is_converted_again_and_restarts_its_instance(host):
-    """Training again rewrites outputs/tiny-sft (here: the same bytes in newer files): the next train.yml run
+    """Training again rewrites outputs/tiny-sft (here: the same bytes in newer files, train_results.json last,
+    as LLaMA-Factory writes it after the adapter; without it kt_train's tasks/finished.yml sees a run that did
+    not reach its end and converts nothing): the next train.yml run
     converts it again under systemd, swaps the result in whole and restarts `tiny` onto it, although the
     adapter's path, and so the env file, stay the same; the run after that changes nothing."""
     convert, serve = "ktinfra-lora-convert@tiny-sft.service", "ktinfra-serve@tiny.service"
@@ -150,6 +152,7 @@ def test_a_retrained_run_is_converted_again_and_restarts_its_instance(host):
         main_pid(host, serve),
     )
     host.check_output(f"touch {OUTPUT}/fused_expert_lora.safetensors {OUTPUT}/adapter_model.safetensors")
+    host.check_output(f"touch {OUTPUT}/train_results.json")  # save_metrics, after the adapter: a finished run
     rc, output = run_playbook(PLAYBOOKS / "train.yml", probe_pin(host), "--tags", "train")
     assert rc == 0, output[-3000:]
     assert _count(host, convert, converted) == conversions + 1
