@@ -39,6 +39,20 @@ def systemd_box(prefix: str, docker_args: Sequence[str] = (), image: str = IMAGE
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
 
 
+@contextmanager
+def plain_box(prefix: str, setup: str, image: str = IMAGE) -> Iterator[str]:
+    """A container whose PID 1 is `sleep` (no systemd: kt_serve's supervisord shape), `setup` run in it by sh;
+    its name, removed afterwards whatever happened."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["docker", "run", "-d", "--name", name, "--entrypoint", "sleep", image, "infinity"],
+                   check=True, capture_output=True)  # fmt: skip
+    try:
+        box_sh(name, setup)
+        yield name
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
 def box_sh(box: str, command: str) -> str:
     """`sh -c COMMAND` in the container; its stdout (CalledProcessError when it fails)."""
     return subprocess.run(["docker", "exec", box, "sh", "-c", command], capture_output=True, text=True,

@@ -5,32 +5,18 @@ down. It now fails, saying the directory cannot be read and to run doctor as roo
 
 from __future__ import annotations
 
-import subprocess
-import uuid
-
 import pytest
-from systemd_box import doctor_checks
-
-IMAGE = "ktinfra/debian12-systemd:latest"
-
-
-def docker(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True)
+from systemd_box import doctor_checks, plain_box
 
 
 @pytest.fixture(scope="module")
 def box():
-    name = f"doctor-serve-dir-{uuid.uuid4().hex[:8]}"
-    docker("run", "-d", "--name", name, "--entrypoint", "sleep", IMAGE, "infinity")
-    try:
-        setup = (
-            "mkdir -p /etc/ktinfra/serve && chmod 700 /etc/ktinfra/serve && "
-            "printf 'KT_HEALTH_URL=http://127.0.0.1:30123/health\\n' > /etc/ktinfra/serve/q.env"
-        )
-        docker("exec", name, "sh", "-c", setup)
+    setup = (
+        "mkdir -p /etc/ktinfra/serve && chmod 700 /etc/ktinfra/serve && "
+        "printf 'KT_HEALTH_URL=http://127.0.0.1:30123/health\\n' > /etc/ktinfra/serve/q.env"
+    )
+    with plain_box("doctor-serve-dir", setup) as name:
         yield name
-    finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
 
 
 def test_a_serve_dir_the_user_cannot_read_fails_the_health_check(box):

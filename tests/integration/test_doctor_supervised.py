@@ -5,17 +5,12 @@ service checks were skipped and a dead server passed."""
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 import time
-import uuid
-from pathlib import Path
 
 import pytest
+from systemd_box import doctor_checks, plain_box
 
-ROOT = Path(__file__).resolve().parents[2]
-IMAGE = "ktinfra/debian12-systemd:latest"
 PORT = 30123
 
 
@@ -25,28 +20,18 @@ def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def box():
-    name = f"doctor-supervised-{uuid.uuid4().hex[:8]}"
-    docker("run", "-d", "--name", name, "--entrypoint", "sleep", IMAGE, "infinity")
-    try:
-        env = f"KT_SERVE_ARGS=x\nKT_HEALTH_URL=http://127.0.0.1:{PORT}/health\n"
-        setup = (
-            f"mkdir -p /etc/ktinfra/serve /www && printf '{env}' > /etc/ktinfra/serve/q.env "
-            "&& chmod 600 /etc/ktinfra/serve/q.env && echo ok > /www/health"
-        )
-        docker("exec", name, "sh", "-c", setup)
+    env = f"KT_SERVE_ARGS=x\nKT_HEALTH_URL=http://127.0.0.1:{PORT}/health\n"
+    setup = (
+        f"mkdir -p /etc/ktinfra/serve /www && printf '{env}' > /etc/ktinfra/serve/q.env "
+        "&& chmod 600 /etc/ktinfra/serve/q.env && echo ok > /www/health"
+    )
+    with plain_box("doctor-supervised", setup) as name:
         yield name
-    finally:
-        docker("rm", "-f", name, check=False)
 
 
 def doctor(name: str) -> tuple[int, dict]:
-    res = subprocess.run(
-        [sys.executable, "-m", "ktinfra", "doctor", "--hosts", f"docker://{name}", "--role", "any",
-         "-k", "services", "--json"],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
-    report = json.loads(res.stdout)
-    return res.returncode, {c["id"]: (c["status"], c["message"]) for c in report["checks"]}
+    returncode, checks = doctor_checks(name, "-k", "services")
+    return returncode, {id_: (c["status"], c["message"]) for id_, c in checks.items()}
 
 
 def test_a_dead_server_fails_and_a_live_one_passes_without_systemd(box):
