@@ -649,7 +649,7 @@ def check_install(
         env["installed"] = (prefix / FREEZE_FILE).is_file()
         env["reinstall_reasons"] = reinstall_reasons(prefix, profile["name"], env) if env["installed"] else []
         env["reinstall_due"] = bool(env["reinstall_reasons"])
-        if not env["installed"] or env["reinstall_due"]:
+        if _downloads(env):
             kept = _kept_bytes(prefix, env) if env["installed"] else 0  # a reinstall: what stays as it is
             needs.append((prefix, max(0, env["disk_bytes"] - kept)))
             earlier = [e for e in envs if _downloads(e)]
