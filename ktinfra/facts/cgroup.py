@@ -7,6 +7,7 @@ the tightest one: the smallest CPU quota and memory limit, the intersection of t
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass
 
 from ktinfra.facts.bounds import MAX_DISK_BYTES
@@ -15,6 +16,9 @@ from ktinfra.facts.cpulist import parse_cpulist
 # memory.limit_in_bytes of an unlimited v1 cgroup is PAGE_COUNTER_MAX pages (9223372036854771712 with 4 KiB
 # pages); anything this large means "no limit" whatever the page size.
 UNLIMITED_BYTES = 1 << 62
+# "<control file path>: <value>": the path holds a cgroup's, which may itself contain ':' (and ': '), so
+# the line splits after the last "/<file name>:" (no value holds a '/')
+LINE = re.compile(r"(?P<path>/(?:.*/)?[\w.]+): ?(?P<value>[^/]*)")
 
 
 @dataclass(frozen=True)
@@ -30,10 +34,10 @@ class CgroupLimits:
 def parse_cgroup(text: str | None) -> CgroupLimits:
     by_dir: dict[str, dict[str, str]] = {}
     for line in (text or "").splitlines():
-        path, sep, value = line.partition(":")
-        if not sep or not path.startswith("/"):
-            continue
-        by_dir.setdefault(posixpath.dirname(path), {})[posixpath.basename(path)] = value.strip()
+        match = LINE.fullmatch(line)
+        if match is not None:
+            path = match["path"]
+            by_dir.setdefault(posixpath.dirname(path), {})[posixpath.basename(path)] = match["value"].strip()
 
     cpuset: set[int] | None = None
     quotas: list[float] = []
