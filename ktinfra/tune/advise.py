@@ -378,13 +378,17 @@ def _oom(log: ServerLog) -> list[dict]:
     if decode or slots:
         current = _current(log, "max_running_requests")
         peak = max((b.running_req or 0 for b in log.decodes), default=0)
-        base = current if current and current > 0 else peak
+        # what ran, not a cap it never reached: SGLang derives its own (4096 from a large pool), and halving
+        # that changes nothing for a server that ran out of memory at 48
+        base = min((n for n in (current, peak) if _is_int(n) and n > 0), default=0)
         what = [f"{len(decode)} out-of-memory error(s) during decode"] if decode else []
         if slots:
             what.append(f"{len(slots)} time(s) the request slots ran out (alloc_req_slots)")
         least = LORA_MIN_RUNNING_REQUESTS if _serves_lora(log) else 1
+        below = f", below the cap of {current}" if _is_int(current) and 0 < peak < current else ""
         reason = (
-            f"{' and '.join(what)} (peak #running-req {peak}): halve the number of requests decoded at once"
+            f"{' and '.join(what)} (peak #running-req {peak}{below}): halve the number of requests decoded "
+            "at once"
         )
         suggested = max(least, base // 2) if base else None
         if least > 1 and suggested is not None and suggested >= base:
