@@ -403,7 +403,9 @@ def _oom(log: ServerLog) -> list[dict]:
             _rec("--max-running-requests", current, suggested, reason, [o.line for o in decode + slots], -1)
         )
     experts = _current(log, "kt_num_gpu_experts")
-    if log.ooms and _is_int(experts) and experts > 0 and _capped_pool(log) is not None and not _ratio(log):
+    # any ratio, 0.0 included (every expert on the CPU), makes sglang-kt ignore the count
+    counted = _ratio(log) is None
+    if log.ooms and _is_int(experts) and experts > 0 and _capped_pool(log) is not None and counted:
         recs.append(
             _rec(
                 "--kt-num-gpu-experts",
