@@ -31,7 +31,7 @@ from ktinfra.bench.reply import (
 APIS = ("openai", "sglang")
 MAX_TIMEOUT_S = 86400.0  # one day: larger values overflow socket and clock arithmetic (OverflowError)
 ERROR_BODY_BYTES = 4096  # what is read of a non-200 reply's body, for its message
-# A whole (non-streamed) reply, and one streamed event line, beyond which a reply is not an answer to a
+# A whole (non-streamed) reply, and one streamed line or event, beyond which a reply is not an answer to a
 # benchmark prompt: SGLang's cumulative-text events for 100k tokens are under 1 MiB. Reading stops there,
 # so a server that streams without end cannot fill this process's memory.
 MAX_REPLY_BYTES = 64 << 20
@@ -365,7 +365,7 @@ def send(session: requests.Session, sc: Scenario, prompt: str, cut_at: float | N
             chunks = 0
             pieces = _reads(resp, sc.timeout_s, deadline)
             if sc.stream:
-                stream, last = Stream(sc), None
+                stream, last = Stream(sc, max_event_bytes=MAX_REPLY_BYTES), None
                 for tokens in stream.outputs(_lines(pieces)):
                     now = time.perf_counter()
                     if last is None:

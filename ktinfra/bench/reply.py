@@ -184,10 +184,12 @@ def estimate_from_chars(chars: int) -> int:
 class Stream:
     """A streamed reply, event by event: its token counts, and whether it said it was complete."""
 
-    def __init__(self, sc: Scenario) -> None:
+    def __init__(self, sc: Scenario, max_event_bytes: int = 64 << 20) -> None:
         self.sc = sc
+        self.max_event_bytes = max_event_bytes  # an event split over data lines is gathered up to this
         self.events = 0
         self.shaped = False  # an event had the API's answer field (choices, or /generate's text)
+        self.complete = False  # [DONE] came, or an event with a finish_reason
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.chars = 0  # characters of generated text: the token estimate when the server sends no counts
@@ -198,11 +200,17 @@ class Stream:
     def outputs(self, lines: Iterator[bytes]) -> Iterator[int]:
         """Yields, as each event with new output arrives, how many tokens it brought (1 where the server
         counts nothing; more with SGLang's --stream-interval above 1); raises for a failure the server
-        reports, an event of the wrong shape, and a stream that ends before it said it was complete."""
-        complete = False
+        reports, an event of the wrong shape, and a stream that ends before it said it was complete.
+
+        A data line that is a whole JSON value is an event as soon as it arrives (a server that sends no
+        blank lines between events has each counted one by one). One that is not starts an event split over
+        data lines: the SSE spec joins an event's data lines with '\\n' and dispatches it at the blank line
+        (or the stream's end), and an OpenAI-style server may split a JSON chunk so."""
         began = b""  # the first line that is no SSE field (an HTML page's first line): shown if no event came
         kind = b""  # the SSE `event:` name of the event being read; a blank line ends the event
-        data = None  # the event's last data line: its message, should `event: error` come after it
+        data = None  # the event's data: its message, should `event: error` come after it
+        split: list[bytes] = []  # the data lines of an event split over several, until it ends
+        size = 0
         refused: UnexpectedReply | None = None  # what was wrong with that data, unless the event is an error
         for raw in lines:
             if raw.startswith(b"event:"):
@@ -216,36 +224,51 @@ class Stream:
                 began = began or raw.strip()
                 continue
             if not raw:  # the event ends; its fields came in any order: `event: error` after the data too
+                if split:
+                    data, split, size = b"\n".join(split), [], 0
+                    if kind != b"error":
+                        yield from self._tokens(_json(data))
                 if kind == b"error" and data is not None:
                     raise ServerFailed(_error_event(data))
                 if refused:
                     raise refused
                 kind, data = b"", None
                 continue
-            data = raw[5:].strip()
+            line = raw[5:].strip()
             if kind == b"error":  # `event: error` then `data: ...`: the data is the server's message
-                raise ServerFailed(_error_event(data))
+                raise ServerFailed(_error_event(b"\n".join([*split, line])))
             if refused:  # a server that sends no blank lines: each data line is its own event
                 raise refused
-            if not data:
+            if split:
+                split.append(line)
+                size += len(line) + 1
+                if size > self.max_event_bytes:
+                    raise UnexpectedReply(f"an event ran past {self.max_event_bytes >> 20} MiB of data lines")
+                continue
+            data = line
+            if not line:
                 continue  # an empty event: a keep-alive some proxies send while the model thinks
-            if data == b"[DONE]":
-                complete = True
+            if line == b"[DONE]":
+                self.complete = True
                 break
             try:
-                finished, tokens = self._event(data)
+                value = _json(line)
+            except UnexpectedReply:
+                split, size = [line], len(line)
+                continue
+            try:
+                yield from self._tokens(value)
             except UnexpectedReply as exc:
                 refused = exc
-                continue
-            # some OpenAI-compatible servers end with the finish_reason event and send no [DONE]
-            complete = complete or finished
-            if tokens:
-                yield tokens
+        if split:  # the stream ended in the middle of an event split over data lines
+            data = b"\n".join(split)
+            if kind != b"error":
+                yield from self._tokens(_json(data))
         if kind == b"error" and data is not None:
             raise ServerFailed(_error_event(data))
         if refused:
             raise refused
-        if not self.events and complete:
+        if not self.events and self.complete:
             raise UnexpectedReply("the stream held [DONE] and no event before it")
         if not self.events:
             shown = f": it began {_short(began)}" if began else ""
@@ -256,13 +279,21 @@ class Stream:
             raise UnexpectedReply(
                 f"no event with {_ANSWER_FIELD[self.sc.api]!r} in the streamed reply ({self.events} events)"
             )
-        if not complete:
+        if not self.complete:
             # a body closed mid-generation (a worker killed behind a proxy): its tokens are not an answer
             raise CutOff(f"stream ended before [DONE] ({self.events} events, none with a finish_reason)")
 
-    def _event(self, data: bytes) -> tuple[bool, int]:
+    def _tokens(self, value: object) -> Iterator[int]:
+        """The tokens one event's data (a JSON value) brought, if any."""
+        finished, tokens = self._event(value)
+        # some OpenAI-compatible servers end with the finish_reason event and send no [DONE]
+        self.complete = self.complete or finished
+        if tokens:
+            yield tokens
+
+    def _event(self, value: object) -> tuple[bool, int]:
         """(whether it has a finish_reason, the tokens it brought) of one event's data."""
-        event = _object(_json(data), "event")
+        event = _object(value, "event")
         self.events += 1
         self.shaped = self.shaped or _ANSWER_FIELD[self.sc.api] in event
         failure = _failure(self.sc, event)
