@@ -71,11 +71,12 @@ def _slowest(tps: dict, min_tps: float | None) -> str:
 
 def _level_table(levels: list[dict], min_tps: float | None) -> Table:
     table = Table(title="ktinfra bench")
-    # requests cut at the end of a --duration level are neither ok nor failed: `3/0` alone reads as all fine
-    with_cut = any(lv.get("cut") for lv in levels)
+    # requests cut at the end of a level, and those --level-timeout left unsent, are neither ok nor failed:
+    # `3/0` alone reads as all fine
+    extra = [name for name in ("cut", "not_sent") if any(lv.get(name) for lv in levels)]
     for col in (
         "users",
-        "ok/failed/cut" if with_cut else "ok/failed",
+        "/".join(["ok", "failed", *(name.replace("_", " ") for name in extra)]),
         "req/s",
         "out tok/s",
         "user tok/s min/med",
@@ -89,7 +90,7 @@ def _level_table(levels: list[dict], min_tps: float | None) -> Table:
         tps, ttft, tpot = lv["user_tps"], lv["ttft_ms"], lv["tpot_ms"]
         row = [
             str(lv["concurrency"]),
-            f"{lv['completed']}/{lv['failed']}" + (f"/{lv.get('cut', 0)}" if with_cut else ""),
+            "/".join(str(lv.get(name, 0)) for name in ("completed", "failed", *extra)),
             f"{lv['request_throughput']:.2f}",
             f"{lv['output_throughput']:.1f}",
             f"{_slowest(tps, min_tps)}/{tps['median']:.1f}" if tps else "-",
