@@ -33,6 +33,9 @@ run df.txt df -B1 --output=source,fstype,size,used,avail,target
 run lsblk.json lsblk -J
 run os-release.txt cat /etc/os-release
 run uname.txt uname -a
+run uname-s.txt uname -s  # each field alone: a host name may hold a space
+run uname-r.txt uname -r
+run uname-m.txt uname -m
 run thp.txt cat /sys/kernel/mm/transparent_hugepage/enabled
 run numa_balancing.txt cat /proc/sys/kernel/numa_balancing
 run pid1.txt cat /proc/1/comm

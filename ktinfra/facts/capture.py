@@ -341,6 +341,10 @@ SOURCES: dict[str, CommandOrReader] = {
     "container.txt": _container_markers,
     "os-release.txt": lambda: _read("/etc/os-release") or _read("/usr/lib/os-release"),
     "uname.txt": ["uname", "-a"],
+    # each field alone: `uname -a` joins them with spaces, and a host name may hold one (or be empty)
+    "uname-s.txt": ["uname", "-s"],
+    "uname-r.txt": ["uname", "-r"],
+    "uname-m.txt": ["uname", "-m"],
     "ldd.txt": ["ldd", "--version"],
     "df.txt": _df,
     # MOUNTPOINTS needs util-linux >= 2.37 (Ubuntu 22.04); older lsblk only knows MOUNTPOINT

@@ -126,11 +126,17 @@ def os_facts(files: dict[str, str]) -> dict:
         "id": os_id,
         "version_id": version,
         "pretty_name": release.get("PRETTY_NAME"),
-        "kernel": uname[2] if len(uname) > 2 else None,
-        "arch": _machine(uname),
+        "kernel": _one_word(files.get("uname-r.txt")) or (uname[2] if len(uname) > 2 else None),
+        "arch": _one_word(files.get("uname-m.txt")) or _machine(uname),
         "glibc": glibc,
         "glibc_source": source if glibc else None,
     }
+
+
+def _one_word(text: str | None) -> str | None:
+    """`uname -r` or `uname -m` output: one word, else None (older captures hold `uname -a` alone)."""
+    words = (text or "").split()
+    return words[0] if len(words) == 1 else None
 
 
 def _machine(uname: list[str]) -> str | None:

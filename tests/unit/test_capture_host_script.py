@@ -85,3 +85,19 @@ def test_a_raw_snapshot_asks_an_old_driver_again_without_compute_cap(tmp_path):
         81920,
         "8.0",
     )
+
+
+def test_a_raw_snapshot_records_each_uname_field(tmp_path):
+    """`uname -a` joins the fields with spaces, so a host name holding one shifted the release facts read;
+    the raw snapshot recorded `uname -a` alone."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python3").symlink_to("/bin/false")
+    proc = _run(tmp_path, str(bare))
+    assert proc.returncode == 0, proc.stderr
+    held = {flag: (tmp_path / "cap" / f"uname-{flag}.txt").read_text() for flag in "srm"}
+    assert held == {
+        "s": os.uname().sysname + "\n",
+        "r": os.uname().release + "\n",
+        "m": os.uname().machine + "\n",
+    }
