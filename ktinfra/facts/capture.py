@@ -674,13 +674,19 @@ def _write_files(staging: Path, files: dict[str, str]) -> None:
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def _appeared(staged: Path) -> FileExistsError:
+    """A capture file's name was taken after the checks (in the staging folder or where the file is moved).
+    `staged` is the file's staging path, which _reworded shows as the user's path."""
+    return FileExistsError(errno.EEXIST, "appeared while the capture was written", str(staged))
+
+
 def _write_new_file(folder: int, name: str, staging: Path, text: str) -> None:
     """Create `name` in the open folder `folder` (which is `staging`) holding `text`, mode 0644."""
     data, path = memoryview(text.encode("utf-8")), staging / name
     try:
         fd = os.open(name, NEW_FILE_FLAGS, 0o644, dir_fd=folder)
     except FileExistsError:
-        raise FileExistsError(errno.EEXIST, "appeared while the capture was written", str(path)) from None
+        raise _appeared(path) from None
     except OSError as error:
         raise type(error)(error.errno, error.strerror, str(path)) from None
     try:
@@ -720,7 +726,7 @@ def _fill_empty_folder(folder: Path, target: Path, files: dict[str, str]) -> Non
         _write_files(staging, files)
         for item in sorted(staging.iterdir()):
             destination = folder / item.name
-            _move_no_replace(item, destination, target / item.name)
+            _move_no_replace(item, destination)
             moved.append(destination)
             with contextlib.suppress(FileNotFoundError):
                 item.unlink()  # the staging name of a file moved by link(2)
@@ -735,7 +741,7 @@ def _fill_empty_folder(folder: Path, target: Path, files: dict[str, str]) -> Non
         raise
 
 
-def _move_no_replace(item: Path, destination: Path, shown: Path) -> None:
+def _move_no_replace(item: Path, destination: Path) -> None:
     """Put `item` at `destination` unless something is there, also something that appears meanwhile: link(2)
     refuses a name that is taken (a link included, which it neither follows nor replaces) where rename(2)
     replaced it. A filesystem without hard links (vfat, some FUSE) gets the check, then the rename."""
@@ -743,10 +749,10 @@ def _move_no_replace(item: Path, destination: Path, shown: Path) -> None:
         os.link(item, destination, follow_symlinks=False)
         return
     except FileExistsError:
-        raise FileExistsError(f"{shown} appeared while the capture was written") from None
+        raise _appeared(item) from None
     except OSError as error:
         if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV):
             raise
     if destination.exists() or destination.is_symlink():
-        raise FileExistsError(f"{shown} appeared while the capture was written")
+        raise _appeared(item)
     item.rename(destination)
