@@ -20,11 +20,30 @@ def _table(report: doctor.DoctorReport) -> Table:
     for column in ("check", "host", "status", "detail"):
         table.add_column(column, overflow="fold")
     for check in report.checks:
-        detail = check.message or check.output.splitlines()[-1:] and check.output.splitlines()[-1] or ""
         table.add_row(
-            escape(check.id), escape(check.host), f"[{STYLE[check.status]}]{check.status}[/]", escape(detail)
+            escape(check.id),
+            escape(check.host),
+            f"[{STYLE[check.status]}]{check.status}[/]",
+            escape(_detail(check)),
         )
     return table
+
+
+def _detail(check: doctor.Check) -> str:
+    """The table's detail: the check's message, else the last line it printed."""
+    lines = check.output.splitlines()
+    return check.message or (lines[-1] if lines else "")
+
+
+def _notes(report: doctor.DoctorReport) -> list[str]:
+    """What the checks printed besides their detail: the units passed over (set to stopped, unit file
+    removed, masked or not found), where a health URL came from. Only --json showed them."""
+    notes = []
+    for check in report.checks:
+        shown = _detail(check).strip()
+        lines = (line.strip() for line in check.output.splitlines())
+        notes += [f"{check.id} ({check.host}): {line}" for line in lines if line and line != shown]
+    return notes
 
 
 def register(app: typer.Typer) -> None:
@@ -65,6 +84,8 @@ def _show(report: doctor.DoctorReport, as_json: bool) -> None:
         return
     console = Console()
     console.print(_table(report))
+    for note in _notes(report):
+        console.print(note, style="dim", markup=False, highlight=False, soft_wrap=True)
     summary = report.to_dict()["summary"]
     console.print(", ".join(f"{n} {s}" for s, n in summary.items()))
     if not summary["passed"] and not summary["failed"] and not summary["error"]:
