@@ -198,6 +198,49 @@ def _check_peft_tensors(adapter: Adapter, weights: Path) -> None:
     adapter.expert_lora = adapter.expert_lora or any(_is_expert_lora_key(k) for k in header)
     adapter.nonexpert_tensors += sum(not _is_expert_lora_key(k) for k in header)
     adapter.lora_modules = sorted({k.split(".lora_A.")[0].rsplit(".", 1)[-1] for k in lora_a})
+    _check_declared_modules(adapter, weights, header)
+
+
+def _check_declared_modules(adapter: Adapter, weights: Path, header: dict) -> None:
+    """The tensors against what adapter_config.json declares. A tensor that is no LoRA factor is a module
+    saved whole (PEFT modules_to_save, trainable tokens), which SGLang does not load: a warning. And the
+    vocabulary-sized modules (embed_tokens, lm_head) must be in target_modules exactly when their LoRA is in
+    the file: SGLang skips the tensors of one target_modules does not name (srt/lora/lora.py
+    _process_weight), sglang-kt takes a merged KT adapter's targets from its tensors instead
+    (server_args.py _prepare_kt_composite_lora_adapter), and ktinfra's backend and tensor-parallel checks read
+    target_modules: a mismatch serves another adapter than the one checked."""
+    whole = [k for k in header if ".lora_" not in k]
+    if whole:  # with modules_to_save declared, _check_served_scaling refused the adapter already
+        adapter.warnings.append(
+            f"{weights.name}: {len(whole)} tensor(s) are no LoRA factor ({', '.join(whole[:3])}), but "
+            f"{CONFIG_FILE} declares no modules_to_save: weights saved whole, which SGLang does not load "
+            "as trained (it reads lora_A/lora_B only): export a merged model if they were trained"
+        )
+    targets = adapter.config.get("target_modules")
+    if not isinstance(targets, list):  # none, or a PEFT regex: SGLang and the converter go by the tensors
+        return
+    in_file: dict[str, str] = {}
+    for key in header:
+        module = vocab_module(key.split(".lora_", 1)[0])
+        if module:
+            in_file.setdefault(module, key)
+    in_config = {vocab_module(t): t for t in targets if isinstance(t, str) and vocab_module(t)}
+    config_path = adapter.path / CONFIG_FILE
+    undeclared = sorted(in_file.keys() - in_config.keys())
+    if undeclared:
+        module = undeclared[0]
+        raise LoraError(
+            f"{config_path}: target_modules {json.dumps(targets)} does not name {module}, but {weights.name} "
+            f"holds its LoRA ({in_file[module]}): SGLang drops those tensors of a plain adapter (srt/lora/"
+            "lora.py skips a module target_modules does not name) and serves them from a merged KT adapter "
+            f"(sglang-kt reads its targets from the tensors): add {module!r} to target_modules, or remove "
+            "those tensors"
+        )
+    for module in sorted(in_config.keys() - in_file.keys()):  # SGLang wraps it, with nothing trained there
+        adapter.warnings.append(
+            f"target_modules names {in_config[module]!r}, but {weights.name} holds no LoRA for {module} "
+            f"(an incomplete save or an edited {CONFIG_FILE}?): nothing trained there is served"
+        )
 
 
 def _is_expert_lora_key(key: str) -> bool:
@@ -806,9 +849,17 @@ def check_kt_lora_serving(adapters: list[Adapter], kt_method: object, legacy: bo
         raise LoraError(problems[0])
 
 
-# srt/lora/utils.py get_normalized_target_modules: the target_modules names SGLang takes for embed_tokens
+# srt/lora/utils.py get_normalized_target_modules: the target_modules names SGLang takes for embed_tokens and
+# for lm_head (the vocabulary-sized modules, which SGLang wraps outside the decoder layers)
 EMBEDDING_TARGETS = frozenset({"embed_tokens", "vocab_emb", "embeddings", "word_embeddings"})
+LM_HEAD_TARGETS = frozenset({"lm_head", "output", "unembed_tokens"})
 EMBEDDING_LORA_BACKEND = "triton"
+
+
+def vocab_module(name: str) -> str | None:
+    """The vocabulary-sized module ("embed_tokens" or "lm_head") a target_modules entry names, else None."""
+    last = name.split(".")[-1]
+    return "embed_tokens" if last in EMBEDDING_TARGETS else "lm_head" if last in LM_HEAD_TARGETS else None
 
 
 def adapter_targets(path: Path) -> object:
