@@ -654,24 +654,22 @@ def _reworded(error: OSError, what: str, staging: Path | None = None, shown: Pat
     return type(error)(f"{what}: {reason}")
 
 
-def _write_files(staging: Path, files: dict[str, str]) -> None:
+def _write_files(held: int, staging: Path, files: dict[str, str]) -> None:
+    """Create the capture files (and its README) in the open staging folder `held`, which is `staging`."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     readme = (
         f"Captured by `ktinfra facts --capture` (ktinfra {__version__}) on {stamp};\n"
         "commands that were missing on the host are absent.\n"
         "Read it back with `ktinfra facts --from DIR`.\n"
     )
-    folder = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        for name, text in {**files, "README.md": readme}.items():
-            _write_new_file(folder, name, staging, text)
-    finally:
-        os.close(folder)
+    for name, text in {**files, "README.md": readme}.items():
+        _write_new_file(held, name, staging, text)
 
 
 # a new file only, never through a link: a name that is taken by the time it is opened (a link planted
 # after the checks included) is refused, and what the link points to is not touched
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def _appeared(staged: Path) -> FileExistsError:
@@ -697,62 +695,132 @@ def _write_new_file(folder: int, name: str, staging: Path, text: str) -> None:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def _staging_folder(parent: int, parent_path: Path, prefix: str, failed: str):
+    """A new private folder in `parent_path` (open as `parent`): (its path, the folder held open). `failed`
+    begins the error when it cannot be made.
+
+    Whoever may write in `parent_path` (the sudo caller, in a root capture) can swap the staging folder for
+    a link to any folder once it exists. Everything the capture does to it after it is made goes through
+    the open folder (writes, fchmod, the listing, moves out of it and removals), and a step that can only
+    go by name (a rename, the final rmdir) is taken only while the name still leads to it (_still_ours).
+    On any failure the capture's own files in it are removed through the open folder, and the folder too
+    while its name still leads to it."""
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=prefix, dir=parent_path))
+    except OSError as error:
+        raise _reworded(error, failed) from None
+    try:
+        held = os.open(staging.name, FOLDER_FLAGS | os.O_NOFOLLOW, dir_fd=parent)
+    except BaseException as error:
+        shutil.rmtree(staging, ignore_errors=True)  # rmtree refuses a link in its place
+        if isinstance(error, OSError):
+            raise _reworded(error, failed) from None
+        raise
+    try:
+        yield staging, held
+    except BaseException:
+        for name in _listing(held):
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=held)
+        with contextlib.suppress(OSError):
+            _still_ours(parent, staging, held)
+            os.rmdir(staging.name, dir_fd=parent)
+        raise
+    finally:
+        os.close(held)
+
+
+def _listing(held: int) -> list[str]:
+    try:
+        return sorted(os.listdir(held))
+    except OSError:
+        return []
+
+
+def _still_ours(parent: int, staging: Path, held: int) -> None:
+    """Raise unless the name of the staging folder in `parent` still leads to the folder held open."""
+    mine = os.fstat(held)
+    try:
+        now = os.stat(staging.name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        now = None
+    if now is None or (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino):
+        raise OSError(
+            errno.EBUSY,
+            "its staging folder was replaced while the capture was written (by whoever else may write in "
+            f"{staging.parent}); nothing was put in place",
+        )
+
+
 def _write_new_folder(folder: Path, target: Path, files: dict[str, str]) -> None:
     """Stage next to `folder`, then rename the staging folder into place."""
     try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        parent = os.open(folder.parent, FOLDER_FLAGS)
     except OSError as error:
         raise _reworded(error, f"cannot create {target}") from None
     try:
-        _write_files(staging, files)
-        staging.chmod(0o755)  # mkdtemp makes it private; a capture is meant to be shared
-        staging.rename(folder)
-    except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise _reworded(error, f"cannot write {target}", staging, target) from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        staged = _staging_folder(parent, folder.parent, f".{folder.name}.", f"cannot create {target}")
+        with staged as (staging, held):
+            try:
+                _write_files(held, staging, files)
+                os.fchmod(held, 0o755)  # mkdtemp makes it private; a capture is meant to be shared
+                _still_ours(parent, staging, held)
+                # rename(2) goes by name: the check above leaves the shortest window there is
+                os.rename(staging.name, folder.name, src_dir_fd=parent, dst_dir_fd=parent)
+            except OSError as error:
+                raise _reworded(error, f"cannot write {target}", staging, target) from None
+    finally:
+        os.close(parent)
 
 
 def _fill_empty_folder(folder: Path, target: Path, files: dict[str, str]) -> None:
     """Stage inside the empty `folder` (maybe a mount point or a link's target), then move the files up."""
     try:
-        staging = Path(tempfile.mkdtemp(prefix=".capture.", dir=folder))
+        home = os.open(folder, FOLDER_FLAGS)
     except OSError as error:
         raise _reworded(error, f"cannot write into {target}") from None
-    moved: list[Path] = []
+    moved: list[str] = []
     try:
-        _write_files(staging, files)
-        for item in sorted(staging.iterdir()):
-            destination = folder / item.name
-            _move_no_replace(item, destination)
-            moved.append(destination)
-            with contextlib.suppress(FileNotFoundError):
-                item.unlink()  # the staging name of a file moved by link(2)
-        staging.rmdir()
-    except BaseException as error:
-        for done in moved:
-            with contextlib.suppress(OSError):
-                done.unlink()
-        shutil.rmtree(staging, ignore_errors=True)
-        if isinstance(error, OSError):  # also EFBIG/ENOSPC from a write, which carry no file name
-            raise _reworded(error, f"cannot write into {target}", staging, target) from None
-        raise
+        staged = _staging_folder(home, folder, ".capture.", f"cannot write into {target}")
+        with staged as (staging, held):
+            try:
+                _write_files(held, staging, files)
+                _still_ours(home, staging, held)
+                for name in _listing(held):
+                    _move_no_replace(held, home, name, staging)
+                    moved.append(name)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=held)  # the staging name of a file moved by link(2)
+                _still_ours(home, staging, held)
+                os.rmdir(staging.name, dir_fd=home)
+            except BaseException as error:
+                for name in moved:
+                    with contextlib.suppress(OSError):
+                        os.unlink(name, dir_fd=home)
+                if isinstance(error, OSError):  # also EFBIG/ENOSPC from a write, which carry no file name
+                    raise _reworded(error, f"cannot write into {target}", staging, target) from None
+                raise
+    finally:
+        os.close(home)
 
 
-def _move_no_replace(item: Path, destination: Path) -> None:
-    """Put `item` at `destination` unless something is there, also something that appears meanwhile: link(2)
-    refuses a name that is taken (a link included, which it neither follows nor replaces) where rename(2)
-    replaced it. A filesystem without hard links (vfat, some FUSE) gets the check, then the rename."""
+def _move_no_replace(held: int, home: int, name: str, staging: Path) -> None:
+    """Move `name` from the open staging folder `held` (which is `staging`) into the open folder `home`
+    unless something is there, also something that appears meanwhile: link(2) refuses a name that is taken
+    (a link included, which it neither follows nor replaces) where rename(2) replaced it. A filesystem
+    without hard links (vfat, some FUSE) gets the check, then the rename."""
     try:
-        os.link(item, destination, follow_symlinks=False)
+        os.link(name, name, src_dir_fd=held, dst_dir_fd=home, follow_symlinks=False)
         return
     except FileExistsError:
-        raise _appeared(item) from None
+        raise _appeared(staging / name) from None
     except OSError as error:
         if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV):
-            raise
-    if destination.exists() or destination.is_symlink():
-        raise _appeared(item)
-    item.rename(destination)
+            raise type(error)(error.errno, error.strerror, str(staging / name)) from None
+    try:
+        os.stat(name, dir_fd=home, follow_symlinks=False)
+    except FileNotFoundError:
+        os.rename(name, name, src_dir_fd=held, dst_dir_fd=home)
+        return
+    raise _appeared(staging / name)

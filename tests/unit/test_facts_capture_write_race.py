@@ -86,7 +86,15 @@ def test_a_link_that_appears_after_the_move_check_is_refused_not_replaced(tmp_pa
             planted.symlink_to(victim)  # the files are written; the move comes next
         return real_iterdir(self)
 
+    real_listdir = os.listdir
+
+    def listdir(path="."):  # the staging folder listed through its open descriptor (int)
+        if isinstance(path, int) and not os.path.lexists(planted):
+            planted.symlink_to(victim)
+        return real_listdir(path)
+
     monkeypatch.setattr(Path, "iterdir", iterdir)
+    monkeypatch.setattr(capture_module.os, "listdir", listdir)
     monkeypatch.setattr(Path, "exists", lambda self, **kw: self != planted and real_exists(self, **kw))
     monkeypatch.setattr(Path, "is_symlink", lambda self: self != planted and real_is_symlink(self))
     with pytest.raises(FileExistsError, match="appeared while the capture was written"):

@@ -132,7 +132,7 @@ def test_a_full_disk_while_filling_an_empty_folder_names_the_folder(tmp_path, mo
     """EFBIG / ENOSPC come from write() without a file name: the error still names the user's folder."""
     import errno
 
-    def full(staging, files):
+    def full(*_args):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(capture_module, "collect_live", lambda: {"lscpu.txt": "x\n"})
