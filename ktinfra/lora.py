@@ -871,26 +871,45 @@ def adapter_targets(path: Path) -> object:
     return config.get("target_modules") if isinstance(config, dict) else None
 
 
-def check_lora_backend(targets: dict[str, object], backend: str) -> None:
-    """An adapter whose target_modules name the input embedding makes SGLang (sglang-kt 0.7.2 and the
-    legacy fork) wrap embed_tokens, whose LoRA A is an embedding lookup that only the triton backend
-    implements (backend/triton_backend.py run_lora_a_embedding): csgmv and torch_native inherit
-    base_backend.py's stub, which returns None, and the server fails on its first forward. lm_head LoRA is
-    two matmuls, which every backend runs. `targets`: adapter name -> target_modules (None: unknown)."""
-    if backend == EMBEDDING_LORA_BACKEND:
-        return
+def plan_tp_size(plan: dict) -> int:
+    """serve.tensor_parallel_size of a plan, 1 where it is not a whole number (render refuses that)."""
+    serve = plan.get("serve") if isinstance(plan.get("serve"), dict) else {}
+    tp_size = serve.get("tensor_parallel_size", 1)
+    return tp_size if isinstance(tp_size, int) and not isinstance(tp_size, bool) else 1
+
+
+def check_lora_backend(targets: dict[str, object], backend: str, tp_size: int = 1) -> None:
+    """What SGLang (sglang-kt 0.7.2 and the legacy fork) runs of an adapter's embed_tokens / lm_head LoRA;
+    `lora serve`, `lora plan` and `render serve` all ask here. `targets`: adapter name -> target_modules
+    (None: unknown).
+
+    embed_tokens: its LoRA A is an embedding lookup only the triton backend implements
+    (backend/triton_backend.py run_lora_a_embedding); csgmv and torch_native inherit base_backend.py's stub,
+    which returns None, and the server fails on its first forward. lm_head LoRA is two matmuls every backend
+    runs. Tensor parallel: both layers are written for one GPU (lora/layers.py VocabParallelEmbeddingWithLoRA
+    and ParallelLMHeadWithLoRA, "simplified for TP=1"; mem_pool.py "[to-do] support TP"): their LoRA buffers
+    hold the whole vocabulary on every rank, and lm_head's LoRA B (N = the whole vocabulary,
+    triton_ops/sgemm_lora_b.py) is added into the rank's vocab/tp-wide logits shard."""
     for name, modules in targets.items():
-        listed = modules if isinstance(modules, list) else []
-        embedding = next(
-            (m for m in listed if isinstance(m, str) and m.split(".")[-1] in EMBEDDING_TARGETS), None
-        )
-        if embedding is not None:
+        listed = [m for m in modules if isinstance(m, str)] if isinstance(modules, list) else []
+        embedding = next((m for m in listed if vocab_module(m) == "embed_tokens"), None)
+        if embedding is not None and backend != EMBEDDING_LORA_BACKEND:
             raise LoraError(
                 f"adapter {name} has LoRA on the input embedding ({embedding!r} in target_modules), which "
                 f"SGLang's {backend} LoRA backend cannot run: only {EMBEDDING_LORA_BACKEND} implements the "
                 "embedding LoRA kernel (srt/lora/backend/triton_backend.py run_lora_a_embedding; the others "
                 f"return None there and the server fails on its first forward): pass --lora-backend "
                 f"{EMBEDDING_LORA_BACKEND}"
+            )
+        vocab = [m for m in listed if vocab_module(m)]
+        if vocab and tp_size > 1:
+            raise LoraError(
+                f"adapter {name} has LoRA on {', '.join(repr(m) for m in vocab)} (target_modules), and the "
+                f"plan serves with tensor_parallel_size {tp_size}: SGLang's embed_tokens and lm_head LoRA "
+                "layers are written for one GPU (srt/lora/layers.py VocabParallelEmbeddingWithLoRA, "
+                "ParallelLMHeadWithLoRA: 'does not support tensor parallelism > 1'; lm_head's LoRA is added "
+                "over the whole vocabulary into each GPU's vocab/tp slice of the logits): serve it with "
+                "tensor_parallel_size 1, or train it without embed_tokens/lm_head in target_modules"
             )
 
 

@@ -271,7 +271,8 @@ def serve(
         lora.check_kt_lora_serving(adapters, plan_section(plan_doc, "serve").get("kt_method"), legacy)
         plan_section(plan_doc, "serve")  # a plan without one is refused here, not in lora_plan
         plan_doc = lora.lora_plan(plan_doc, served, max_loras_per_batch, lora_backend)
-        lora.check_lora_backend({a.name: a.config.get("target_modules") for a in adapters}, lora_backend)
+        targets = {a.name: a.config.get("target_modules") for a in adapters}
+        lora.check_lora_backend(targets, lora_backend, lora.plan_tp_size(plan_doc))
         instance = name or plan_doc["serve"].get("served_model_name") or Path(base).name
         rendered = render_serve(
             plan_doc,
@@ -375,7 +376,8 @@ def plan_cmd(
         plan_doc = resolve_plan(plan, None, None, None, "serve")
         adapters = _adapters_on(plan_doc, adapter)
         plan_doc = lora.lora_plan(plan_doc, adapters, max_loras_per_batch, lora_backend)
-        lora.check_lora_backend({n: lora.adapter_targets(p) for n, p in adapters.items()}, lora_backend)
+        targets = {n: lora.adapter_targets(p) for n, p in adapters.items()}
+        lora.check_lora_backend(targets, lora_backend, lora.plan_tp_size(plan_doc))
     except (lora.LoraError, RenderError) as exc:
         _fail(str(exc))
     if as_json:

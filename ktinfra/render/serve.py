@@ -312,9 +312,13 @@ def _kt_weight_path(serve: dict, method: str, model_path: str, weight_path: str 
     )
 
 
-def _lora_args(lora: object, gpu_experts: int, threshold: int | None, requests: int) -> list[str]:
+def _lora_args(
+    lora: object, gpu_experts: int, threshold: int | None, requests: int, tp_size: int
+) -> list[str]:
     """sglang-kt 0.7.2 refuses KT LoRA beside GPU experts or the GPU prefill threshold (kt_ep_wrapper.py)
-    and with fewer than 2 running requests (server_args.py)."""
+    and with fewer than 2 running requests (server_args.py). Adapters readable here get the backend and
+    tensor-parallel checks of `ktinfra lora plan` (lora.check_lora_backend): a plan made elsewhere, by
+    `plan --lora` or edited by hand reaches render without them."""
     if not lora:
         return []
     if not isinstance(lora, dict):
@@ -352,9 +356,22 @@ def _lora_args(lora: object, gpu_experts: int, threshold: int | None, requests: 
     for name, path in paths.items():
         check_instance_name("LoRA adapter name", name)
         argv.append(f"{name}={check_abs_path(f'LoRA adapter {name} path', path)}")
+    _check_lora_targets(paths, backend, tp_size)
     argv += ["--max-loras-per-batch", str(require_int(lora, "max_loras_per_batch", "serve.lora", 1))]
     argv += ["--lora-backend", backend]
     return argv
+
+
+def _check_lora_targets(paths: dict, backend: str, tp_size: int) -> None:
+    # imported here: ktinfra.lora imports this module
+    from ktinfra.lora import LoraError, adapter_targets, check_lora_backend
+
+    targets = {name: adapter_targets(Path(path)) for name, path in paths.items()}
+    try:
+        check_lora_backend(targets, backend, tp_size)
+    except LoraError as exc:
+        where = f"plan serve.lora (backend {backend}, tensor_parallel_size {tp_size})"
+        raise RenderError(f"{where}: {exc}") from None
 
 
 def _state_pool_args(serve: dict, requests: int) -> list[str]:
@@ -443,7 +460,7 @@ def sglang_argv(
     threshold = optional_int(serve, "kt_gpu_prefill_token_threshold", "serve", 0)
     if threshold is not None:
         argv += ["--kt-gpu-prefill-token-threshold", str(threshold)]
-    return argv + _lora_args(serve.get("lora"), gpu_experts, threshold, requests)
+    return argv + _lora_args(serve.get("lora"), gpu_experts, threshold, requests, tp_size)
 
 
 def _check_legacy_stack(plan: dict) -> None:
