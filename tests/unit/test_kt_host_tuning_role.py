@@ -177,16 +177,19 @@ DISTRO_FSTAB = (
 )
 
 
-def persist_shm(tmp: Path, fstab: Path, shm: str, container: bool) -> tuple[int, str]:
+def persist_shm(
+    tmp: Path, fstab: Path, shm: str, container: bool, memory: dict | None = None
+) -> tuple[int, str]:
     """The role's /dev/shm steps of tasks/persist.yml as written (read the fstab line, keep its options, write
     the line), with only the fstab they read and edit (kt_host_tuning__fstab) pointed at `fstab`: the host's
     is never touched. Only the last step alone wrote a `defaults,size=` line that the role never writes."""
     tasks = yaml.safe_load((ROLE / "tasks" / "persist.yml").read_text())
     first = next(i for i, t in enumerate(tasks) if t.get("name") == "Read the /dev/shm line of fstab")
     last = next(i for i, t in enumerate(tasks) if t.get("name") == SHM_TASK)
-    extra = {"kt_host_tuning_shm_size": shm, "kt_preflight_facts": {"container": container},
-             "kt_host_tuning__fstab": str(fstab)}  # fmt: skip
-    return run_play(tmp, tasks[first : last + 1], extra)
+    facts = {"container": container} | ({"memory": memory} if memory else {})
+    extra = {"kt_host_tuning_shm_size": shm, "kt_preflight_facts": facts, "kt_host_tuning__fstab": str(fstab)}
+    role_vars = {"ansible.builtin.include_vars": str(ROLE / "vars" / "main.yml")}  # the size it persists
+    return run_play(tmp, [role_vars, *tasks[first : last + 1]], extra)
 
 
 def shm_lines(fstab: Path) -> list[str]:
