@@ -28,7 +28,7 @@ ONESHOT_NOT_RUN = "LoadState=loaded\nUnitFileState=enabled\nActiveState=inactive
       "cpupower: the governor of /etc/default/cpupower-service.conf (Arch) or /etc/sysconfig/cpupower"),
      ({"snap.auto-cpufreq.service.service": RUNNING},
       "snap.auto-cpufreq.service.service (active, enabled) sets the CPU governor itself",
-      "snap.auto-cpufreq.service: the same, installed as a snap")],
+      "snap.auto-cpufreq.service: auto-cpufreq's snap, its charger or battery governor every 2 s")],
 )  # fmt: skip
 def test_tlp_auto_cpufreq_and_cpupower_are_refused_before_anything_changes(tmp_path, units, named, why):
     """Before: none of them was asked about; the governor was written and reported applied."""
