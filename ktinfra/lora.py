@@ -885,10 +885,11 @@ def check_lora_backend(targets: dict[str, object], backend: str, tp_size: int = 
 
     embed_tokens: its LoRA A is an embedding lookup only the triton backend implements
     (backend/triton_backend.py run_lora_a_embedding); csgmv and torch_native inherit base_backend.py's stub,
-    which returns None, and the server fails on its first forward. lm_head LoRA is two matmuls every backend
-    runs. Tensor parallel: both layers are written for one GPU (lora/layers.py VocabParallelEmbeddingWithLoRA
-    and ParallelLMHeadWithLoRA, "simplified for TP=1"; mem_pool.py "[to-do] support TP"): their LoRA buffers
-    hold the whole vocabulary on every rank, and lm_head's LoRA B (N = the whole vocabulary,
+    which returns None, and the server fails on its first forward. lm_head: csgmv is refused, as upstream's
+    server_args.py says it does not support it (and drops lm_head from --lora-target-modules all). Tensor
+    parallel: both layers are written for one GPU (lora/layers.py VocabParallelEmbeddingWithLoRA and
+    ParallelLMHeadWithLoRA, "simplified for TP=1"; mem_pool.py "[to-do] support TP"): their LoRA buffers hold
+    the whole vocabulary on every rank, and lm_head's LoRA B (N = the whole vocabulary,
     triton_ops/sgemm_lora_b.py) is added into the rank's vocab/tp-wide logits shard."""
     for name, modules in targets.items():
         listed = [m for m in modules if isinstance(m, str)] if isinstance(modules, list) else []
@@ -900,6 +901,14 @@ def check_lora_backend(targets: dict[str, object], backend: str, tp_size: int = 
                 "embedding LoRA kernel (srt/lora/backend/triton_backend.py run_lora_a_embedding; the others "
                 f"return None there and the server fails on its first forward): pass --lora-backend "
                 f"{EMBEDDING_LORA_BACKEND}"
+            )
+        head = next((m for m in listed if vocab_module(m) == "lm_head"), None)
+        if head is not None and backend == "csgmv":
+            raise LoraError(
+                f"adapter {name} has LoRA on the output head ({head!r} in target_modules), which SGLang's "
+                "csgmv LoRA backend does not support (srt/server_args.py: \"LoRA backend 'csgmv' does not "
+                'yet support embedding or lm_head layers"; it drops both from --lora-target-modules all): '
+                f"pass --lora-backend {EMBEDDING_LORA_BACKEND}"
             )
         vocab = [m for m in listed if vocab_module(m)]
         if vocab and tp_size > 1:

@@ -38,7 +38,8 @@ def _parse_lora(values: list[str]) -> dict[str, str]:
 def _check_adapters_served_as_is(result: dict, adapters: dict[str, str]) -> None:
     """What `ktinfra lora plan` checks of an adapter readable here that the current stack serves as is (the
     legacy stack converts every adapter first): a render of this plan must not start a server that stops on
-    its adapter_config.json."""
+    its adapter_config.json, nor one whose LoRA backend or tensor parallel cannot run its embed_tokens/lm_head
+    LoRA."""
     if not adapters or result.get("stack_generation") == "legacy":
         return
     from ktinfra import lora
@@ -48,6 +49,13 @@ def _check_adapters_served_as_is(result: dict, adapters: dict[str, str]) -> None
             lora.check_planned_adapter(name, Path(directory))
         except lora.LoraError as exc:
             _fail(f"--lora {name}: {exc}")
+    served = result.get("serve") if isinstance(result.get("serve"), dict) else {}
+    backend = (served.get("lora") or {}).get("backend", "triton")
+    try:
+        targets = {name: lora.adapter_targets(Path(directory)) for name, directory in adapters.items()}
+        lora.check_lora_backend(targets, backend, lora.plan_tp_size(result))
+    except lora.LoraError as exc:
+        _fail(f"--lora: {exc}")
 
 
 def _parse_mode(value: str) -> str:

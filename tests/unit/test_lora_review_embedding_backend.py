@@ -51,7 +51,7 @@ def test_lora_plan_refuses_embedding_lora_on_csgmv(tmp_path):
 
 @pytest.mark.parametrize(
     ("targets", "backend"),
-    [(["q_proj", "embed_tokens"], "triton"), (["q_proj", "lm_head"], "csgmv"), (["q_proj"], "csgmv")],
+    [(["q_proj", "embed_tokens"], "triton"), (["q_proj", "lm_head"], "torch_native"), (["q_proj"], "csgmv")],
 )
 def test_what_the_backend_runs_is_planned(tmp_path, targets, backend):
     adapter = _adapter(tmp_path, *targets)
