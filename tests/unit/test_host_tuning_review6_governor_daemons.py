@@ -1,11 +1,12 @@
 """kt_host_tuning: TLP, auto-cpufreq and cpupower.service also set the CPU governor after the role.
 
-TLP writes CPU_SCALING_GOVERNOR_ON_AC/BAT (where its config sets them) at boot and on power-source changes,
-auto-cpufreq's daemon sets its governor every 2 s, and cpupower.service (Arch, Fedora) is a oneshot that
-applies its config's governor at every boot: the check knew tuned and power-profiles-daemon only, so with
-any of these the role wrote `performance`, reported it applied, and it held until their next write. Now each
-running or enabled one is refused before any change like tuned, with why; an enabled oneshot that has not
-run (inactive) counts. thermald changes scaling_max_freq, never the governor, and is not asked about.
+TLP writes CPU_SCALING_GOVERNOR_ON_AC/BAT (where its config sets them) at boot and on power-source changes
+(its tlp-pd.service at each power-profile change), auto-cpufreq's daemon sets its governor every 2 s, and
+cpupower.service (Arch, Fedora) is a oneshot that applies its config's governor at every boot: the check
+knew tuned and power-profiles-daemon only, so with any of these the role wrote `performance`, reported it
+applied, and it held until their next write. Now each running or enabled one is refused before any change
+like tuned, with why; an enabled oneshot that has not run (inactive) counts. thermald changes
+scaling_max_freq, never the governor, and is not asked about.
 
 Same stand-in systemctl and cpufreq directory as test_kt_host_tuning_governor_daemons.py.
 """
@@ -26,6 +27,9 @@ ONESHOT_NOT_RUN = "LoadState=loaded\nUnitFileState=enabled\nActiveState=inactive
      ({"cpupower.service": ONESHOT_NOT_RUN},
       "cpupower.service (inactive, enabled) sets the CPU governor itself",
       "cpupower: the governor of /etc/default/cpupower-service.conf (Arch) or /etc/sysconfig/cpupower"),
+     ({"tlp-pd.service": "LoadState=loaded\nUnitFileState=enabled\nActiveState=inactive\n"},
+      "tlp-pd.service (inactive, enabled) sets the CPU governor itself",
+      "tlp-pd: TLP's power-profiles service (TLP 1.9+, D-Bus activated): tlp performance/balanced"),
      ({"snap.auto-cpufreq.service.service": RUNNING},
       "snap.auto-cpufreq.service.service (active, enabled) sets the CPU governor itself",
       "snap.auto-cpufreq.service: auto-cpufreq's snap, its charger or battery governor every 2 s")],
