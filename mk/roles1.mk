@@ -37,4 +37,5 @@ TEST_TARGETS += host-tuning-containers
 host-tuning-containers: venv docker-ready ## kt_host_tuning in systemd containers: boot-time governor units, governor daemons, read-only /proc/sys
 	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_host_tuning_review5_governor_units.py \
 		tests/integration/test_kt_host_tuning_governor_daemons.py \
+		tests/integration/test_host_tuning_review6_governor_daemons.py \
 		tests/integration/test_host_tuning_review5_container_boot_order.py
