@@ -316,9 +316,7 @@ def _lora_args(
     lora: object, gpu_experts: int, threshold: int | None, requests: int, tp_size: int
 ) -> list[str]:
     """sglang-kt 0.7.2 refuses KT LoRA beside GPU experts or the GPU prefill threshold (kt_ep_wrapper.py)
-    and with fewer than 2 running requests (server_args.py). Adapters readable here get the backend and
-    tensor-parallel checks of `ktinfra lora plan` (lora.check_lora_backend): a plan made elsewhere, by
-    `plan --lora` or edited by hand reaches render without them."""
+    and with fewer than 2 running requests (server_args.py). The adapters themselves: _check_lora_adapters."""
     if not lora:
         return []
     if not isinstance(lora, dict):
@@ -356,22 +354,22 @@ def _lora_args(
     for name, path in paths.items():
         check_instance_name("LoRA adapter name", name)
         argv.append(f"{name}={check_abs_path(f'LoRA adapter {name} path', path)}")
-    _check_lora_targets(paths, backend, tp_size)
     argv += ["--max-loras-per-batch", str(require_int(lora, "max_loras_per_batch", "serve.lora", 1))]
     argv += ["--lora-backend", backend]
     return argv
 
 
-def _check_lora_targets(paths: dict, backend: str, tp_size: int) -> None:
+def _check_lora_adapters(plan: dict, lora: dict, method: str, tp_size: int) -> None:
+    """The checks `ktinfra lora plan` makes of each adapter readable here (lora.check_plan_adapters): what
+    SGLang reads of it, and its backend and tensor parallel."""
     # imported here: ktinfra.lora imports this module
-    from ktinfra.lora import LoraError, adapter_targets, check_lora_backend
+    from ktinfra.lora import LoraError, check_plan_adapters
 
-    targets = {name: adapter_targets(Path(path)) for name, path in paths.items()}
+    legacy = plan.get("stack_generation") == "legacy"
     try:
-        check_lora_backend(targets, backend, tp_size)
+        check_plan_adapters(lora["paths"], lora.get("backend") or "triton", tp_size, method, legacy)
     except LoraError as exc:
-        where = f"plan serve.lora (backend {backend}, tensor_parallel_size {tp_size})"
-        raise RenderError(f"{where}: {exc}") from None
+        raise RenderError(f"plan {exc}") from None
 
 
 def _state_pool_args(serve: dict, requests: int) -> list[str]:
@@ -460,7 +458,10 @@ def sglang_argv(
     threshold = optional_int(serve, "kt_gpu_prefill_token_threshold", "serve", 0)
     if threshold is not None:
         argv += ["--kt-gpu-prefill-token-threshold", str(threshold)]
-    return argv + _lora_args(serve.get("lora"), gpu_experts, threshold, requests, tp_size)
+    lora_argv = _lora_args(serve.get("lora"), gpu_experts, threshold, requests, tp_size)
+    if lora_argv:
+        _check_lora_adapters(plan, serve["lora"], method, tp_size)
+    return argv + lora_argv
 
 
 def _check_legacy_stack(plan: dict) -> None:
