@@ -6,6 +6,7 @@ self-signed mirror: test_kt_python_env_network.py, test_kt_preflight_network.py.
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 
 from role_play import ROLES
 
@@ -56,3 +57,32 @@ def test_the_environment_holds_what_is_given_in_both_spellings_and_the_bundle_un
     }
     unset = {"http_proxy": "", "https_proxy": "", "no_proxy": [], "ca_bundle": ""}
     assert plugin.ktinfra_proxy_env(unset) == {}
+
+
+def test_the_pip_script_exports_the_environment_and_runs_pip_with_the_index_arguments(tmp_path):
+    """Sourced by sh as the pip tasks run it: every value, quotes, $ and spaces included, arrives as given."""
+    env = {"HTTP_PROXY": "http://lab:p'a$s s@proxy:3128", "NO_PROXY": "mirror.lab,10.0.0.0/8"}
+    args = ["--index-url", "https://ci:t0k`en@mirror/simple", "--trusted-host=mirror.lab"]
+    script = tmp_path / "settings.sh"
+    script.write_text(plugin.ktinfra_pip_script(env, args))
+    shown = 'printf "%s\\n" "$HTTP_PROXY" "$NO_PROXY" "$@"'
+    run = ["sh", "-c", '. "$0" && ktinfra_pip "$@"', str(script), "sh", "-c", shown, "sh", "first arg"]
+    out = subprocess.run(run, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == [env["HTTP_PROXY"], env["NO_PROXY"], "first arg", *args]
+
+
+def test_the_index_is_the_variable_else_the_hosts_own_else_the_profiles():
+    profile = "https://pypi.org/simple"
+    assert plugin.ktinfra_pip_index_url("https://mirror/simple", True, profile) == "https://mirror/simple"
+    assert plugin.ktinfra_pip_index_url("", True, profile) == ""  # pip reads the host's configuration
+    assert plugin.ktinfra_pip_index_url("", False, profile) == profile
+    assert plugin.ktinfra_pip_index_url("", False, None) == ""  # pip's default
+
+
+def test_the_profiles_index_is_read_from_its_text_and_anything_else_is_none():
+    assert (
+        plugin.ktinfra_profile_index_url("pip:\n  index_url: https://mirror/simple\n")
+        == "https://mirror/simple"
+    )
+    for text in ["pip: {}\n", "name: x\n", "- a\n", "pip: [\n", "", None, "pip:\n  index_url: 3\n"]:
+        assert plugin.ktinfra_profile_index_url(text) == "", text

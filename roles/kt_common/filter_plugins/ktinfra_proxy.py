@@ -1,4 +1,4 @@
-"""ktinfra_proxy: the proxy and CA settings of the tasks that download, and the rules they must meet.
+"""ktinfra_proxy: the proxy, CA and index settings of the tasks that download, and the rules they must meet.
 
 kt_preflight (ktinfra's own dependencies) and kt_python_env (the envs) take the same four settings and each
 wrote the same regex and the same environment; each role still names its own variables:
@@ -14,11 +14,27 @@ wrote the same regex and the same environment; each role still names its own var
   proxy;
 - requests (pip, conda) lets REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE win over pip's own --cert, so a host that
   sets them (Debian's) ignored PIP_CERT alone: the bundle goes in under every name read.
+
+The pip downloads read that environment and their index arguments from a file of the run (0600, removed
+after), not from the task: a task's environment is printed in Ansible's -vvv connection lines and its argv in
+the result, and a proxy or index URL may hold a password. pip's own --proxy (or proxy= of a pip config
+file) would not do: it makes pip ignore NO_PROXY and REQUESTS_CA_BUNDLE, and PIP_CONFIG_FILE hides the
+user's pip.conf.
+
+    {{ kt_python_env__network_env | ktinfra_pip_script(kt_python_env_index_args) }}    -> the file's text
+    argv: [sh, -c, '. "$0" && ktinfra_pip "$@"', FILE, pip, wheel, ...]
+
+The index the downloads pass, one decision for both roles (kt_python_env, kt_preflight):
+
+    {{ kt_python_env_pip_index_url | ktinfra_pip_index_url(host_names_an_index, profile_index_url) }}
 """
 
 from __future__ import annotations
 
 import re
+import shlex
+
+import yaml
 
 _PROXY = re.compile(r"(?i)(https?|socks5h?)://([^\s@]+@)?[^/\s@]+/?")
 _NOT_A_HOST = re.compile(r"://|\s")
@@ -50,12 +66,44 @@ def ktinfra_proxy_env(settings: dict, more_ca_names: list | tuple = ()) -> dict[
     return env
 
 
+def ktinfra_pip_script(env: dict, pip_args: list | tuple = ()) -> str:
+    """A POSIX sh file that exports `env` and defines ktinfra_pip, which runs its arguments (a pip command)
+    with `pip_args` after them; sourced by `sh -c '. "$0" && ktinfra_pip "$@"' FILE pip ...`."""
+    lines = [f"export {name}={shlex.quote(str(value))}" for name, value in env.items()]
+    args = "".join(f" {shlex.quote(str(arg))}" for arg in pip_args)
+    return "\n".join([*lines, f'ktinfra_pip() {{ exec "$@"{args}; }}', ""])
+
+
+def ktinfra_pip_index_url(chosen: str, host_names_one: bool, profile_index: str | None) -> str:
+    """The --index-url of the downloads: `chosen` (the role's variable) when set; else none where the host's
+    own pip configuration names an index (PIP_INDEX_URL, a pip.conf: pip reads it, a lab's mirror is kept);
+    else the profile's index_url; '' for none (pip's default)."""
+    if chosen:
+        return str(chosen)
+    return "" if host_names_one else str(profile_index or "")
+
+
+def ktinfra_profile_index_url(text: object) -> str:
+    """The pip.index_url of a profile's YAML `text`; '' where it has none or is no profile (ktinfra's profile
+    check says what is wrong with it, later)."""
+    try:
+        data = yaml.safe_load(text) if isinstance(text, str) else None
+    except yaml.YAMLError:
+        return ""
+    pip = data.get("pip") if isinstance(data, dict) else None
+    index = pip.get("index_url") if isinstance(pip, dict) else None
+    return index if isinstance(index, str) else ""
+
+
 class FilterModule:
-    """Proxy and CA rules, for every role that lists kt_common in its meta dependencies."""
+    """Proxy, CA and index rules, for every role that lists kt_common in its meta dependencies."""
 
     def filters(self) -> dict:
         return {
             "ktinfra_not_proxy_urls": ktinfra_not_proxy_urls,
             "ktinfra_not_no_proxy_hosts": ktinfra_not_no_proxy_hosts,
             "ktinfra_proxy_env": ktinfra_proxy_env,
+            "ktinfra_pip_script": ktinfra_pip_script,
+            "ktinfra_pip_index_url": ktinfra_pip_index_url,
+            "ktinfra_profile_index_url": ktinfra_profile_index_url,
         }
