@@ -1,0 +1,83 @@
+"""kt_preflight's install of ktinfra's dependencies into its tool venv (under tmp_path), run for real on
+localhost against a real index and a real forwarding proxy (local_pypi.py, the wheels of
+test_kt_preflight_network): a proxy password stays out of -vvv, pip reading it from a 0600 file of the run
+that is removed after it; and the index is kt_python_env's decision (kt_common's ktinfra_pip_index_url):
+the stack profile's index_url unless the host's pip configuration names one."""
+
+from __future__ import annotations
+
+import base64
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from local_pypi import serve_index, serve_proxy
+from role_play import run_play
+from test_kt_preflight_network import NO_HOST_CONFIG, TOOL, _asked, _installed, _tool_vars, wheels  # noqa: F401
+
+PASSWORD = "s3cret"
+
+
+@pytest.fixture
+def proxy():
+    server = serve_proxy()
+    yield server
+    server.close()
+
+
+def _scratch(tmp: Path) -> dict:
+    (tmp / "scratch").mkdir(exist_ok=True)
+    return {"TMPDIR": str(tmp / "scratch")}
+
+
+def test_the_proxy_password_stays_out_of_vvv_and_the_file_is_removed(tmp_path, wheels, proxy):  # noqa: F811
+    """Before: the proxy was the install task's environment, which -vvv prints in its EXEC line (no_log
+    hides the result only)."""
+    index = serve_index(wheels)
+    try:
+        extra = _tool_vars(tmp_path) | {
+            "kt_preflight_pip_index_url": f"http://127.0.0.1:{index.port}/simple",
+            "kt_preflight_http_proxy": f"http://lab:{PASSWORD}@127.0.0.1:{proxy.port}",
+        }
+        rc, output = run_play(tmp_path, TOOL, extra, env=NO_HOST_CONFIG | _scratch(tmp_path), flags=["-vvv"])
+    finally:
+        index.close()
+    assert rc == 0 and _installed(tmp_path), output[-3000:]
+    through = _asked(proxy)
+    assert through and through[0][1] == "Basic " + base64.b64encode(f"lab:{PASSWORD}".encode()).decode()
+    assert PASSWORD not in output
+    named = set(re.findall(r"[^\s\"']*/ktinfra-pip\.[^\s\"'/]+\.sh", output))
+    assert named and list((tmp_path / "scratch").glob("ktinfra-pip.*")) == [], named
+
+
+def _site_profile(tmp: Path, index_url: str) -> dict:
+    profile = {
+        "name": "site", "generation": "current", "glibc_min": "2.17", "kernel_min": "3.10",
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}", "pip": {"index_url": index_url},
+        "envs": {"inference": {"name": "probe", "packages": ["ktprobe==1.0.0"]}},
+    }  # fmt: skip
+    (tmp / "site.yaml").write_text(yaml.safe_dump(profile))
+    return {"kt_preflight_stack": str(tmp / "site.yaml"), "kt_python_env_profile": str(tmp / "site.yaml")}
+
+
+def test_the_profiles_index_is_used_and_the_hosts_pip_index_wins_over_it(tmp_path, wheels):  # noqa: F811
+    """Before: preflight did not read the profile's index_url: with no index variable and no host
+    configuration its pip asked PyPI, not the lab's mirror that the profile names (kt_python_env asked it)."""
+    index, other = serve_index(wheels), serve_index(wheels)
+    try:
+        extra = _tool_vars(tmp_path) | _site_profile(tmp_path, f"http://127.0.0.1:{index.port}/simple")
+        rc, output = run_play(tmp_path, TOOL, extra, env=NO_HOST_CONFIG)
+        assert rc == 0 and _installed(tmp_path), output[-3000:]
+        assert _asked(index), index.asked
+        fresh = tmp_path / "again"
+        fresh.mkdir()
+        host = NO_HOST_CONFIG | {"PIP_INDEX_URL": f"http://127.0.0.1:{other.port}/simple"}
+        extra = _tool_vars(fresh) | _site_profile(fresh, f"http://127.0.0.1:{index.port}/simple")
+        rc, output = run_play(fresh, TOOL, extra, env=host)
+        assert rc == 0 and _installed(fresh), output[-3000:]
+        assert _asked(other) and len(_asked(index)) == 1, (index.asked, other.asked)
+    finally:
+        index.close()
+        other.close()
