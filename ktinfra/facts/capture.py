@@ -283,6 +283,17 @@ def _cpufreq() -> str | None:
     return f"{listing}\n{(_read(str(base / 'scaling_governor')) or '').strip()}\n"
 
 
+def _node_meminfo() -> str | None:
+    """/sys/devices/system/node/node*/meminfo, one after another (each line names its node)."""
+    base = Path("/sys/devices/system/node")
+    nodes = sorted(
+        (p for p in (base.iterdir() if base.is_dir() else ()) if re.fullmatch(r"node\d+", p.name)),
+        key=lambda p: int(p.name[4:]),
+    )
+    texts = [text for p in nodes if (text := _read(str(p / "meminfo")))]
+    return "".join(texts) or None
+
+
 def _pid1_environ_container() -> str:
     raw = _read("/proc/1/environ") or ""
     return next((item.split("=", 1)[1] for item in raw.split("\0") if item.startswith("container=")), "")
@@ -327,6 +338,8 @@ SOURCES: dict[str, CommandOrReader] = {
     "meminfo.txt": lambda: _read("/proc/meminfo"),
     "nproc.txt": ["nproc"],
     "numactl-hardware.txt": ["numactl", "--hardware"],
+    # each node's memory as the kernel counts it (numactl may be missing; its sizes are these, in MB)
+    "node-meminfo.txt": _node_meminfo,
     "nvidia-smi-query.csv": _gpu_query,
     "nvidia-smi-q.xml": ["nvidia-smi", "-q", "-x"],
     "nvidia-smi-topo.txt": ["nvidia-smi", "topo", "-m"],

@@ -6,6 +6,7 @@ import re
 
 from ktinfra.facts.bounds import MAX_DISK_BYTES, MAX_MEMORY_BYTES, within
 from ktinfra.facts.cgroup import CgroupLimits
+from ktinfra.facts.numa_memory import node_memory
 
 # glibc shipped by distribution releases, used only when no `ldd --version` was captured (os.glibc_source
 # then says "os-release"). From the distributions' package archives (libc6 / glibc package versions).
@@ -79,6 +80,7 @@ def memory_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
     # A cgroup limit only caps the RAM /proc/meminfo shows (in a container, the host's): it may exceed the
     # RAM there is (a 512 GiB limit on a 504 GiB host), so without meminfo's number the memory is unknown
     available = meminfo.get("MemAvailable")
+    nodes, nodes_source = node_memory(files, meminfo)
     return {
         "total_bytes": _capped(usable, limits.memory_limit_bytes),
         "meminfo_total_bytes": total,
@@ -86,6 +88,9 @@ def memory_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
         "available_bytes": _capped(available, limits.memory_free_bytes),
         "hugepages_total": meminfo.get("HugePages_Total"),
         "hugetlb_bytes": hugetlb,
+        # per NUMA node: kt-kernel binds each thread pool's share of the experts to its node's memory
+        "numa_node_bytes": nodes,
+        "numa_node_bytes_source": nodes_source,
     }
 
 
