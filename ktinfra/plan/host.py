@@ -58,6 +58,7 @@ MIG_GPU_MEMORY_MIB = _int_between(0, bounds.MAX_GPU_MEMORY_MIB)  # 0: MIG on, no
 GPU_MULTIPROCESSORS = _int_between(1, bounds.MAX_GPU_MULTIPROCESSORS)
 GPU_INDEX = _int_between(0, bounds.MAX_GPU_INDEX)
 MEMORY_BYTES = _int_between(1, bounds.MAX_MEMORY_BYTES)
+NODE_MEMORY_BYTES = _int_between(0, bounds.MAX_MEMORY_BYTES)  # 0: a CPU-only node
 DISK_BYTES = _int_between(0, bounds.MAX_DISK_BYTES)
 BOOLEAN = ("true, false or null", lambda v: isinstance(v, bool))
 STRING = ("a string", _is_str)
@@ -146,6 +147,11 @@ def _check_mig_devices(gpu: dict, path: str) -> None:
 def _check_system(facts: dict) -> None:
     memory = _field(facts, "memory", "memory", OBJECT, required=True)
     _field(memory, "total_bytes", "memory.total_bytes", MEMORY_BYTES, required=True)
+    node_memory = _field(memory, "numa_node_bytes", "memory.numa_node_bytes", OBJECT) or {}
+    for node in node_memory:
+        if not str(node).isdigit():
+            raise _bad("memory.numa_node_bytes", 'an object of node numbers ("0", "1", ...)', node)
+        _field(node_memory, node, f"memory.numa_node_bytes.{node}", NODE_MEMORY_BYTES, required=True)
     _field(facts, "container", "container", BOOLEAN)
     os_facts = _field(facts, "os", "os", OBJECT) or {}
     for key in ("kernel", "glibc"):
@@ -312,15 +318,52 @@ def _nodes(ids) -> str:
     return ", ".join(str(i) for i in sorted(ids))
 
 
+def numa_node_memory(facts: dict) -> dict[int, int] | None:
+    """Memory per NUMA node (memory.numa_node_bytes), None when the facts do not know it."""
+    nodes = facts["memory"].get("numa_node_bytes")
+    if not isinstance(nodes, dict) or not nodes:
+        return None
+    return {int(node): int(size) for node, size in nodes.items() if str(node).isdigit()}
+
+
+def _short_nodes(memory: dict[int, int] | None, nodes: list[int], share_bytes: float | None) -> list[int]:
+    """Those of `nodes` whose memory cannot hold their pool's even share of `share_bytes` (none when the
+    node memory is unknown)."""
+    if memory is None or not share_bytes or not nodes:
+        return []
+    return [node for node in nodes if memory.get(node, 0) < share_bytes / len(nodes)]
+
+
+def hwloc_indices(facts: dict, nodes: list[int]) -> list[int]:
+    """`nodes` (the kernel's node numbers) as kt-kernel's --kt-numa-nodes takes them: kt-kernel 0.7.2 looks a
+    pool's node up with hwloc_get_obj_by_type(HWLOC_OBJ_NUMANODE, id), a logical index that counts hwloc's
+    NUMA nodes, the nodes with memory in order (hwloc 2 shows no memoryless node): on a host with nodes 0 and
+    2, node 2 is index 1, and 2 finds no node (the pool's threads and memory stay unbound). Without
+    memory.numa_node_bytes the node numbers are kept."""
+    memory = numa_node_memory(facts)
+    if memory is None:
+        return nodes
+    ranks = {node: rank for rank, node in enumerate(n for n in sorted(memory) if memory[n] > 0)}
+    return [ranks.get(node, node) for node in nodes]
+
+
 def _best_prefix(
-    order: list[int], cores: dict[int, int], threads: int, width: int | None = None
+    order: list[int],
+    cores: dict[int, int],
+    threads: int,
+    width: int | None = None,
+    fits=None,
 ) -> tuple[list[int], int]:
     """(nodes, threads they can run): the first k nodes of `order` whose even split of the threads runs the
     most, each pool capped by the fewest usable cores among them (a node absent from `cores` has none).
-    `width`: the expert width kt-kernel splits evenly over the pools; counts that do not divide it are out."""
+    `width`: the expert width kt-kernel splits evenly over the pools; counts that do not divide it are out.
+    `fits(nodes)`: whether those nodes' memory holds their pools' shares of the experts; counts that do not
+    are out."""
     best: tuple[list[int], int] = ([], 0)
     for pools in range(1, min(threads, len(order)) + 1):
         if width and width % pools:
+            continue
+        if fits is not None and not fits(order[:pools]):
             continue
         chosen = order[:pools]
         fit = min(threads, pools * min(cores.get(node, 0) for node in chosen))
@@ -363,34 +406,92 @@ def _width_note(order, cores, threads, width, nodes, fit) -> str | None:
     )
 
 
+def _memory_fit(facts: dict, share_bytes: float | None):
+    """The `fits` of _best_prefix for a pool share of `share_bytes` in all, or None where it cannot tell."""
+    memory = numa_node_memory(facts)
+    if memory is None or not share_bytes:
+        return None
+    return lambda chosen: not _short_nodes(memory, chosen, share_bytes)
+
+
+def _placed(facts, order, cores, threads, width, share_bytes) -> tuple[list[int], int, str | None]:
+    """(nodes, threads, why fewer pools than the cores allow): the best placement whose pools' shares fit
+    their nodes' memory; when none fits, the best by cores (pool_memory_problem then refuses the plan)."""
+    nodes, fit = _best_prefix(order, cores, threads, width)
+    fits = _memory_fit(facts, share_bytes)
+    if fits is None or fits(nodes):
+        return nodes, fit, None
+    held, held_fit = _best_prefix(order, cores, threads, width, fits)
+    if not held_fit:
+        return nodes, fit, None
+    short = _short_nodes(numa_node_memory(facts), nodes, share_bytes)
+    slice_, held_slice = gb(share_bytes / len(nodes)), gb(share_bytes / len(held))
+    note = (
+        f"{len(nodes)} pools on node(s) {_nodes(nodes)} would run {fit} threads, but kt-kernel splits "
+        f"every CPU expert evenly over the pools and keeps each pool's slice ({slice_}) in its own node's "
+        f"memory, which node(s) {_nodes(short)} cannot hold; {len(held)} pool(s) on node(s) {_nodes(held)} "
+        f"hold theirs ({held_slice} each)"
+    )
+    return held, held_fit, note
+
+
+def pool_memory_problem(facts: dict, nodes: list[int], share_bytes: float | None) -> str | None:
+    """Why the pools on `nodes` (kernel node numbers) cannot hold their shares of `share_bytes`, or None."""
+    memory = numa_node_memory(facts)
+    lacking = _short_nodes(memory, nodes, share_bytes)
+    if not lacking:
+        return None
+    share = share_bytes / len(nodes)
+    short = ", ".join(f"node {n} has {gb(memory.get(n, 0))}" for n in lacking)
+    layout = ", ".join(f"{n}: {gb(size)}" for n, size in sorted(memory.items()))
+    return (
+        f"each of the {len(nodes)} kt-kernel thread pool(s) on NUMA node(s) {_nodes(nodes)} keeps its slice "
+        f"of every CPU expert, {gb(share)} ({gb(share_bytes)} / {len(nodes)}), in its own node's memory, and "
+        f"{short} (memory per node {layout}); no fewer pools fit either (kt-kernel keeps every expert in "
+        "RAM, GPU experts included): use a smaller --cpu-format, or a host whose nodes hold the share"
+    )
+
+
 def thread_pools(
-    facts: dict, threads: int, max_pools: int | None = None, width: int | None = None
-) -> tuple[int, int, str | None, list[int] | None]:
-    """(kt_threadpool_count, threads, warning, the pools' nodes when they are not 0..n-1) as kt-kernel
-    places them, at most `max_pools` pools (a backend that cannot split the experts further).
+    facts: dict,
+    threads: int,
+    max_pools: int | None = None,
+    width: int | None = None,
+    share_bytes: float | None = None,
+) -> tuple[int, int, str | None, list[int]]:
+    """(kt_threadpool_count, threads, warning, the pools' nodes) as kt-kernel places them, at most
+    `max_pools` pools (a backend that cannot split the experts further); `share_bytes`: the CPU experts,
+    which the pools split evenly, each in its node's memory (memory.numa_node_bytes).
 
     kt-kernel 0.7.2 (experts_base._get_cpu_infer) gives every pool threads // pools threads and binds pool
     i to NUMA node i unless SGLang names the nodes (--kt-numa-nodes, sglang-kt 0.7.2): the pools go on the
-    nodes with the most usable cores, named when those are not 0..n-1."""
+    nodes with the most usable cores (hwloc_indices: how --kt-numa-nodes names them)."""
     cores = numa_node_cores(facts)
     if not cores:
-        return min(numa_nodes_in_use(facts), threads, max_pools or threads), threads, None, None
+        count = min(numa_nodes_in_use(facts), threads, max_pools or threads)
+        return count, threads, None, list(range(count))
     # SGLang names the pools' nodes (--kt-numa-nodes): the ones with the most usable cores
     order = sorted(cores, key=lambda node: (-cores[node], node))[:max_pools]
-    nodes, fit = _best_prefix(order, cores, threads, width)
-    named = None if nodes == list(range(len(nodes))) else nodes
+    nodes, fit, memory_note = _placed(facts, order, cores, threads, width, share_bytes)
     limited = _pools_limited(cores, nodes, fit, threads)
-    split = _width_note(order, cores, threads, width, nodes, fit)
-    return len(nodes), fit, limited and split and f"{limited}; {split}" or limited, named
+    split = None if memory_note else _width_note(order, cores, threads, width, nodes, fit)
+    notes = [note for note in (limited, split, memory_note) if note]
+    return len(nodes), fit, "; ".join(notes) if limited else None, nodes
 
 
 def sequential_thread_pools(
-    facts: dict, threads: int, max_pools: int | None = None, serving: bool = False, width: int | None = None
+    facts: dict,
+    threads: int,
+    max_pools: int | None = None,
+    serving: bool = False,
+    width: int | None = None,
+    share_bytes: float | None = None,
 ) -> tuple[int, int, str | None]:
     """(kt_threadpool_count, threads, warning) where kt-kernel binds pool i to NUMA node i and takes no node
     list: its fine-tuning path (kt-kernel 0.7.2 kt_kernel/sft/base.py), and with `serving` the legacy stack
     (kt-kernel v0.4.4; its sglang fork has no --kt-numa-nodes). The pools can only be nodes 0..n-1, so n is
-    the count of those that runs the most threads (at most `max_pools`)."""
+    the count of those that runs the most threads (at most `max_pools`) and holds its share of
+    `share_bytes` on each node."""
     cores = numa_node_cores(facts)
     if not cores:
         return min(numa_nodes_in_use(facts), threads, max_pools or threads), threads, None
@@ -399,7 +500,7 @@ def sequential_thread_pools(
     else:
         what, why, remedy = "fine-tuning", "kt_kernel/sft/base.py names no nodes", "fine-tune"
     order = list(range(max(cores) + 1))[:max_pools]
-    nodes, fit = _best_prefix(order, cores, threads, width)
+    nodes, fit, memory_note = _placed(facts, order, cores, threads, width, share_bytes)
     if not fit:
         warning = (
             f"kt-kernel binds {what} thread pool 0 to NUMA node 0 ({why}, unlike serving's --kt-numa-nodes "
@@ -411,8 +512,9 @@ def sequential_thread_pools(
         return 1, threads, warning
     limited = _pools_limited(cores, nodes, fit, threads)
     sequential = f"; {what} binds pool i to node i ({why})"
-    split = _width_note(order, cores, threads, width, nodes, fit)
-    return len(nodes), fit, limited and limited + sequential + (f"; {split}" if split else "")
+    split = None if memory_note else _width_note(order, cores, threads, width, nodes, fit)
+    more = "".join(f"; {note}" for note in (split, memory_note) if note)
+    return len(nodes), fit, limited and limited + sequential + more
 
 
 def compute_capability(gpu: dict) -> tuple[int, int] | None:

@@ -18,6 +18,7 @@ from ktinfra.plan.host import (
     gb_apart,
     gpu_memory_bytes,
     gpu_names,
+    hwloc_indices,
     kt_capable_groups,
     left_out_reason,
     mig_reason,
@@ -27,6 +28,7 @@ from ktinfra.plan.host import (
     numa_nodes_in_use,
     numa_nodes_of_usable_cpus,
     parse_cpulist,
+    pool_memory_problem,
     sequential_thread_pools,
     thread_pools,
     unknown_capability_warnings,
@@ -149,15 +151,23 @@ def _cpu_decisions(
     ranks: int = 1,
     legacy: bool = False,
     width: int | None = None,
+    share_bytes: float | None = None,
+    problems: list | None = None,
 ) -> None:
     cpu = facts["cpu"]
     cores = cpu["physical_cores"]
     threads, note = cpu_worker_threads(facts, ranks)
     if legacy:  # kt-kernel v0.4.4 binds pool i to node i, and the legacy sglang fork cannot name other nodes
-        pools, placed, placement = sequential_thread_pools(facts, threads, max_pools, True, width)
-        nodes = None
+        placement_of = sequential_thread_pools(facts, threads, max_pools, True, width, share_bytes)
+        pools, placed, placement = placement_of
+        on, nodes = list(range(pools)), None
     else:
-        pools, placed, placement, nodes = thread_pools(facts, threads, max_pools, width)
+        pools, placed, placement, on = thread_pools(facts, threads, max_pools, width, share_bytes)
+        nodes = hwloc_indices(facts, on)
+        nodes = None if nodes == list(range(len(nodes))) else nodes
+    short = pool_memory_problem(facts, on, share_bytes)
+    if short and problems is not None:
+        problems.append(short)
     kt_run = int(cpu["logical_cpus"] * 0.8)
     effect = _kt_run_effect(kt_run, cores, placed)
     reasons["kt_cpuinfer"] = (
@@ -189,6 +199,11 @@ def _cpu_decisions(
         if legacy
         else "not set: pool i on node i (kt-kernel's default) is where the usable cores are"
     )
+    if not legacy and (nodes or list(range(pools))) != on:
+        reasons["kt_numa_nodes"] += (
+            f" (the kernel's node(s) {' '.join(map(str, on))}: kt-kernel finds a pool's node by hwloc's "
+            "logical index, which counts only the nodes with memory, not by the kernel's node number)"
+        )
     if max_pools is not None and pools == max_pools < numa_nodes_in_use(facts):
         reasons["kt_threadpool_count"] += (
             f"; at most {max_pools}: LLAMAFILE gives each pool whole {formats.LLAMAFILE_BLOCK}-weight blocks "
@@ -739,7 +754,18 @@ def _plan_serve(arch: Architecture, facts: dict, opts: dict, warnings: list) -> 
     # one scheduler process per tensor-parallel rank keeps a CPU busy: the worker threads leave it
     ranks = len(choose_gpus(arch, facts["gpus"], dtype)[0]) if usable_gpus(facts["gpus"]) else 1
     # each pool takes an equal slice of every expert's width (kt-kernel operators/moe-tp.hpp)
-    _cpu_decisions(facts, serve, reasons, warnings, max_pools, ranks, legacy, arch.moe_intermediate_size)
+    _cpu_decisions(
+        facts,
+        serve,
+        reasons,
+        warnings,
+        max_pools,
+        ranks,
+        legacy,
+        arch.moe_intermediate_size,
+        est.breakdown["cpu_experts"],
+        problems,
+    )
     serve.update(_network(opts, reasons))
     lora = opts.get("lora")
     if lora:
