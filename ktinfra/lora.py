@@ -202,20 +202,13 @@ def _check_peft_tensors(adapter: Adapter, weights: Path) -> None:
 
 
 def _check_declared_modules(adapter: Adapter, weights: Path, header: dict) -> None:
-    """The tensors against what adapter_config.json declares. A tensor that is no LoRA factor is a module
-    saved whole (PEFT modules_to_save, trainable tokens), which SGLang does not load: a warning. And the
+    """The tensors against what adapter_config.json declares: none saved whole (_check_whole_tensors), and the
     vocabulary-sized modules (embed_tokens, lm_head) must be in target_modules exactly when their LoRA is in
     the file: SGLang skips the tensors of one target_modules does not name (srt/lora/lora.py
     _process_weight), sglang-kt takes a merged KT adapter's targets from its tensors instead
     (server_args.py _prepare_kt_composite_lora_adapter), and ktinfra's backend and tensor-parallel checks read
     target_modules: a mismatch serves another adapter than the one checked."""
-    whole = [k for k in header if ".lora_" not in k]
-    if whole:  # with modules_to_save declared, _check_served_scaling refused the adapter already
-        adapter.warnings.append(
-            f"{weights.name}: {len(whole)} tensor(s) are no LoRA factor ({', '.join(whole[:3])}), but "
-            f"{CONFIG_FILE} declares no modules_to_save: weights saved whole, which SGLang does not load "
-            "as trained (it reads lora_A/lora_B only): export a merged model if they were trained"
-        )
+    _check_whole_tensors(weights, header)
     targets = adapter.config.get("target_modules")
     if not isinstance(targets, list):  # none, or a PEFT regex: SGLang and the converter go by the tensors
         return
@@ -241,6 +234,62 @@ def _check_declared_modules(adapter: Adapter, weights: Path, header: dict) -> No
             f"target_modules names {in_config[module]!r}, but {weights.name} holds no LoRA for {module} "
             f"(an incomplete save or an edited {CONFIG_FILE}?): nothing trained there is served"
         )
+
+
+_LAYER_KEY = re.compile(r"layers\.\d+\.")  # SGLang's get_layer_id
+
+
+def _added_token_embedding(key: str) -> bool:
+    """A tensor SGLang loads as the embeddings of added tokens (srt/lora/lora.py _process_weight)."""
+    if _LAYER_KEY.search(key) or "embed_tokens" in key or "lm_head" in key:
+        return False
+    return "input_embeddings" in key or "output_embeddings" in key
+
+
+def _frozen_vocab_base(key: str, header: dict) -> bool:
+    """The base weight of an embed_tokens/lm_head the file holds LoRA for: PEFT's save_pretrained
+    (save_embedding_layers "auto", the default) saves it beside embedding LoRA, frozen, the base model's own;
+    SGLang skipping it changes nothing."""
+    module, sep, _ = key.rpartition(".base_layer.")
+    if not sep or _LAYER_KEY.search(key) or vocab_module(module) is None:
+        return False
+    return any(other.startswith(f"{module}.lora_") for other in header)
+
+
+def _check_whole_tensors(weights: Path, header: dict) -> None:
+    """A tensor that is no LoRA factor is a module saved whole (PEFT modules_to_save, trainable tokens; with
+    modules_to_save declared, _check_served_scaling refused the adapter already), which SGLang does not serve
+    (sglang-kt 0.7.2 and the legacy fork alike): srt/lora/lora.py _process_weight keeps one outside the
+    decoder layers only for embed_tokens/lm_head, where mem_pool.py load_lora_weight_to_buffer copies only
+    lora_A/lora_B names (a whole lm_head.weight goes nowhere, with no message), and it puts one inside a
+    layer beside the LoRA, where mem_pool.py loads it as its module's lora_B."""
+    whole = [
+        k
+        for k in header
+        if ".lora_" not in k and not _added_token_embedding(k) and not _frozen_vocab_base(k, header)
+    ]
+    if not whole:
+        return
+    shown = ", ".join(whole[:3]) + (", ..." if len(whole) > 3 else "")
+    fates = []
+    if any(not _LAYER_KEY.search(k) for k in whole):
+        fates.append(
+            "SGLang skips those outside the decoder layers without a message (srt/lora/lora.py "
+            "_process_weight; mem_pool.py loads only the lora_A/lora_B of embed_tokens and lm_head), so the "
+            "adapter would be served without what was trained there"
+        )
+    if any(_LAYER_KEY.search(k) for k in whole):
+        fates.append(
+            "SGLang loads those inside a decoder layer as their module's lora_B (srt/lora/mem_pool.py "
+            "load_lora_weight_to_buffer), and loading the adapter fails (a KeyError, a shape assert, or "
+            "'Cannot find target module name')"
+        )
+    raise LoraError(
+        f"{weights}: {len(whole)} tensor(s) are no LoRA factor ({shown}): modules saved whole (PEFT "
+        f"modules_to_save, trainable tokens, a resized vocabulary), though {CONFIG_FILE} declares no "
+        f"modules_to_save. {'; '.join(fates)}: export a merged model (llamafactory-cli export) if they were "
+        "trained, or save the adapter without them"
+    )
 
 
 def _is_expert_lora_key(key: str) -> bool:

@@ -77,16 +77,18 @@ def test_a_kt_output_without_lora_alpha_is_still_converted_with_lora_alpha(tmp_p
     assert result.exit_code == 0, result.output
 
 
+_ATTENTION_LORA = {
+    "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": [4, 64],
+    "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": [64, 4],
+}
+
+
 @pytest.mark.parametrize("saved", [["embed_tokens", "lm_head"], "lm_head"])
 def test_modules_to_save_is_refused(tmp_path, saved):
     adapter = _edit(peft_dir(tmp_path / "a"), modules_to_save=saved)
     write_safetensors(
         adapter / "adapter_model.safetensors",
-        {
-            "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": [4, 64],
-            "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": [64, 4],
-            "base_model.model.lm_head.weight": [128, 64],  # PEFT saves the module whole
-        },
+        {**_ATTENTION_LORA, "base_model.model.lm_head.weight": [128, 64]},  # PEFT saves the module whole
     )
     with pytest.raises(lora.LoraError, match=r"modules_to_save .* is set; PEFT saved those modules"):
         lora.inspect_adapter("a", adapter)
@@ -94,8 +96,11 @@ def test_modules_to_save_is_refused(tmp_path, saved):
     assert_clean_error(result, "export a merged model")
     assert not out.exists()
     for empty in (None, []):  # LLaMA-Factory writes null without additional_target
-        _edit(adapter, modules_to_save=empty)
-        assert lora.inspect_adapter("a", adapter).kind == "peft"
+        _edit(adapter, modules_to_save=empty)  # the whole lm_head.weight is still dropped by SGLang
+        with pytest.raises(lora.LoraError, match=r"no LoRA factor \(base_model.model.lm_head.weight\)"):
+            lora.inspect_adapter("a", adapter)
+    write_safetensors(adapter / "adapter_model.safetensors", {**_ATTENTION_LORA})
+    assert lora.inspect_adapter("a", adapter).kind == "peft"
 
 
 def _h100_plan(tmp_path) -> str:
