@@ -418,6 +418,22 @@ def _oom(log: ServerLog) -> list[dict]:
                 direction=-1,
             )
         )
+    ratio = _ratio(log)
+    if log.ooms and _is_number(ratio) and ratio > 0 and _capped_pool(log) is not None:
+        recs.append(
+            _rec(
+                "--kt-gpu-experts-ratio",
+                ratio,
+                round(ratio / 2, 4),
+                f"GPU ran out of memory, --kt-gpu-experts-ratio {ratio:g} puts that share of the MoE experts "
+                "on the GPU (sglang-kt then ignores --kt-num-gpu-experts) and --max-total-tokens caps the KV "
+                "pool: halving the ratio moves half of them back to the CPU (kt-kernel) and leaves that VRAM "
+                "free for activations (--ansible-vars does not write it: the plan has no ratio; change it "
+                "where it is given)",
+                [o.line for o in (prefill + decode + slots + unknown)],
+                direction=-1,
+            )
+        )
     recs += _graph_capture_oom(log)
     if unknown and not prefill and not decode:
         reason = "GPU out of memory outside a recognisable prefill/decode step: lower the static pool"
@@ -600,20 +616,17 @@ def _cuda_graph(log: ServerLog) -> list[dict]:
     if current is not None and peak <= current:
         return []  # graphs are off for another reason (e.g. --disable-cuda-graph)
     suggested = min(768, 2 ** math.ceil(math.log2(max(peak, 1))))
+    reason = (
+        f"{len(no_graph)} of {len(decodes)} decode batches ran without CUDA graph at up to {peak} running "
+        "requests: capture graphs for larger batches (costs some memory; lower --mem-fraction-static "
+        "slightly if needed)"
+    )
+    # no batch runs more requests than the scheduler's cap: a graph above it is memory for nothing
+    if (cap := _running_cap(log)) is not None and suggested > cap:
+        suggested = cap
+        reason += f" (not above {cap}: --max-running-requests caps the batch)"
     evidence = ([log.capture_line] if log.capture_line else []) + [b.line for b in no_graph]
-    return [
-        _rec(
-            "--cuda-graph-max-bs",
-            current,
-            suggested,
-            f"{len(no_graph)} of {len(decodes)} decode batches ran without CUDA graph at up to {peak} "
-            "running requests: capture graphs for larger batches (costs some memory; lower "
-            "--mem-fraction-static "
-            "slightly if needed)",
-            evidence,
-            direction=+1,
-        )
-    ]
+    return [_rec("--cuda-graph-max-bs", current, suggested, reason, evidence, direction=+1)]
 
 
 def _request_rate(log: ServerLog) -> list[dict]:
