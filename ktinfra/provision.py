@@ -257,11 +257,53 @@ class ProvisionRequest:
         if not existing.is_dir():
             raise ProvisionError(f"artifacts {self.artifacts}: {existing} is not a directory")
 
-    def cmdline(self) -> str:
-        """-e values as ansible-playbook takes them (key=value, JSON/YAML, @file made absolute)."""
-        values = [f"@{_vars_file(v).resolve()}" if v.startswith("@") else v for v in self.extra_vars]
+    def cmdline(self, extra_vars: list[str] | None = None) -> str:
+        """ansible-playbook's -e (`extra_vars` as passed, else as given: key=value, JSON/YAML, @file made
+        absolute), --check and --diff."""
+        if extra_vars is None:
+            extra_vars = [arg for arg, _ in _passed_extra_vars(self.extra_vars, None)]
         flags = ["--check"] * self.check + ["--diff"] * self.diff
-        return shlex.join([arg for value in values for arg in ("-e", value)] + flags)
+        return shlex.join([arg for value in extra_vars for arg in ("-e", value)] + flags)
+
+
+def _passed_extra_vars(values: list[str], private: Path | None) -> list[tuple[str, str]]:
+    """Each -e as ansible-playbook gets it, with the value given: an @FILE made absolute; with `private` (the
+    run's own 0700 folder) a key=value or JSON/YAML value written to a 0600 file there and given as @ it. On
+    ansible-playbook's command line a token or password given with -e was in /proc/PID/cmdline, which every
+    user of the controller reads (ps), for as long as the run went."""
+    passed = []
+    for number, value in enumerate(values, 1):
+        if value.startswith("@"):
+            path = f"@{_vars_file(value).resolve()}"
+            passed.append((path, path))
+            continue
+        text = None if private is None else _extra_vars_text(value)
+        if text is None:
+            passed.append((value, value))
+            continue
+        path = private / f"extra-vars-{number}.yml"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        with os.fdopen(os.open(path, flags, 0o600), "w", encoding="utf-8", errors="surrogateescape") as out:
+            out.write(text)
+        passed.append((f"@{path}", value))
+    return passed
+
+
+def _extra_vars_text(value: str) -> str | None:
+    """An -e value as the text of a vars file from which ansible-playbook reads the same variables: JSON/YAML
+    as given (Ansible parses both with the same loader, and trusts both as templates), key=value pairs as
+    Ansible splits them, every value a string as there. None where Ansible cannot be imported here to split
+    them: that -e stays on the command line."""
+    if value.startswith(("{", "[")):
+        return value
+    try:
+        from ansible.parsing.splitter import parse_kv
+    except ImportError:
+        return None
+    pairs = {str(name): str(text) for name, text in parse_kv(value).items()}
+    # YAML, not JSON: Ansible reads a file as JSON first, where a lone "__ansible_unsafe" key means something
+    dumped = yaml.safe_dump(pairs, default_style='"', allow_unicode=True, sort_keys=False, width=1 << 30)
+    return "# -e key=value pairs, each value a string, as Ansible splits them\n" + dumped
 
 
 def _host_list(inventory: Path) -> bool:
@@ -905,11 +947,12 @@ def _hidden_extra_vars(value: str) -> str:
         return HIDDEN
 
 
-def _hide_environment(artifact_dir: Path) -> None:
+def _hide_environment(artifact_dir: Path, given: dict[str, str] | None = None) -> None:
     """ansible-runner writes the controller's whole environment into the run's `command` file, kept for 50
     runs: an HF_TOKEN, a cloud key, anything exported in the shell lay on disk. Values other than Ansible's
     settings and paths are replaced (the names stay, for post-mortems); so are the -e values of its command
-    line (`-e hf_token=...` lay there too)."""
+    line (`-e hf_token=...` lay there too). `given`: each -e argument passed -> the value given (a run's own
+    extra-vars file is shown as the -e it holds, hidden so)."""
     path = artifact_dir / "command"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -925,7 +968,9 @@ def _hide_environment(artifact_dir: Path) -> None:
     command = data.get("command")
     if isinstance(command, list):
         data["command"] = [
-            _hidden_extra_vars(str(arg)) if previous in ("-e", "--extra-vars") else arg
+            _hidden_extra_vars((given or {}).get(str(arg), str(arg)))
+            if previous in ("-e", "--extra-vars")
+            else arg
             for previous, arg in zip([None, *command], command, strict=False)
         ]
     partial = path.with_name(".command.partial")
@@ -992,6 +1037,14 @@ def run_validated(request: ProvisionRequest, on_event: Callable[[RunState], None
         tempfile.TemporaryDirectory(prefix="ktinfra-provision-") as private,
         Interrupt() as interrupt,
     ):
+        try:
+            passed = _passed_extra_vars(request.extra_vars, Path(private))
+        except OSError as exc:  # a full or read-only temporary folder: nothing of the run is left
+            shutil.rmtree(artifact_root / ident, ignore_errors=True)
+            raise ProvisionError(
+                f"cannot write the -e values for ansible-playbook in {private} ({exc.strerror or exc})"
+            ) from exc
+        given = dict(passed)
         runner = ansible_runner.interface.init_runner(
             private_data_dir=private,
             project_dir=os.getcwd(),  # ansible-playbook's cwd is the caller's, as when run by hand
@@ -1004,7 +1057,7 @@ def run_validated(request: ProvisionRequest, on_event: Callable[[RunState], None
             limit=request.limit,
             tags=request.tags,
             skip_tags=request.skip_tags,
-            cmdline=request.cmdline() or None,
+            cmdline=request.cmdline([arg for arg, _ in passed]) or None,
             envvars=envvars,
             suppress_env_files=True,
             event_handler=handler,
@@ -1013,7 +1066,7 @@ def run_validated(request: ProvisionRequest, on_event: Callable[[RunState], None
             cancel_callback=interrupt,
             # 'running': the command file is written, ansible-playbook not yet started
             status_handler=lambda data, runner_config: (
-                _hide_environment(artifact_root / ident) if data.get("status") == "running" else None
+                _hide_environment(artifact_root / ident, given) if data.get("status") == "running" else None
             ),
             settings={"pexpect_timeout": Interrupt.POLL},
         )
