@@ -972,28 +972,31 @@ def check_lora_backend(targets: dict[str, object], backend: str, tp_size: int = 
 
 
 def check_plan_adapters(
-    paths: dict[str, str], backend: str, tp_size: int, kt_method: object, legacy: bool
+    paths: dict[str, str], backend: str, tp_size: int, kt_method: object, legacy: bool, flag: str = ""
 ) -> None:
-    """`render serve`'s checks of a plan's serve.lora.paths, for the adapters readable here (a plan made
-    elsewhere, by `plan --lora` or edited by hand reaches render without `lora plan`'s): check_planned_adapter
-    and kt_lora_problems on the current stack (the legacy stack converts every adapter first), and
-    check_lora_backend. Each LoraError names the plan key."""
+    """The checks of a plan's serve.lora.paths for the adapters readable here, run by `render serve` (a plan
+    made elsewhere or edited by hand reaches render without `lora plan`'s) and `plan --lora` (flag
+    "--lora": messages name the flag, not the plan key; kt_method None: the planner states the KT adapter
+    rules as problems itself): check_planned_adapter and kt_lora_problems on the current stack (the legacy
+    stack converts every adapter first), and check_lora_backend. Each LoraError names the key or the flag."""
     if not legacy:
         for name, path in paths.items():
             try:
                 check_planned_adapter(name, Path(path))
             except LoraError as exc:
-                raise LoraError(f"serve.lora.paths.{name}: {exc}") from None
+                key = f"{flag} {name}" if flag else f"serve.lora.paths.{name}"
+                raise LoraError(f"{key}: {exc}") from None
         kinds = {name: carries_expert_lora(Path(path)) for name, path in paths.items()}
         remedy = f"plan each of {', '.join(paths)} for its own instance"
-        problems = kt_lora_problems(kinds, kt_method, remedy)
+        problems = kt_lora_problems(kinds, kt_method, remedy) if kt_method is not None else []
         if problems:
-            raise LoraError(f"serve.lora.paths: {problems[0]}")
+            raise LoraError(f"{flag or 'serve.lora.paths'}: {problems[0]}")
     targets = {name: adapter_targets(Path(path)) for name, path in paths.items()}
     try:
         check_lora_backend(targets, backend, tp_size)
     except LoraError as exc:
-        raise LoraError(f"serve.lora (backend {backend}, tensor_parallel_size {tp_size}): {exc}") from None
+        where = f"{flag or 'serve.lora'} (backend {backend}, tensor_parallel_size {tp_size})"
+        raise LoraError(f"{where}: {exc}") from None
 
 
 def _is_count(value: object) -> bool:

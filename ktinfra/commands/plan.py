@@ -36,26 +36,20 @@ def _parse_lora(values: list[str]) -> dict[str, str]:
 
 
 def _check_adapters_served_as_is(result: dict, adapters: dict[str, str]) -> None:
-    """What `ktinfra lora plan` checks of an adapter readable here that the current stack serves as is (the
-    legacy stack converts every adapter first): a render of this plan must not start a server that stops on
-    its adapter_config.json, nor one whose LoRA backend or tensor parallel cannot run its embed_tokens/lm_head
-    LoRA."""
-    if not adapters or result.get("stack_generation") == "legacy":
+    """What `render serve` checks of a plan's adapters readable here (lora.check_plan_adapters): a render of
+    this plan must not start a server that stops on an adapter, its LoRA backend or its tensor parallel."""
+    if not adapters:
         return
     from ktinfra import lora
 
-    for name, directory in adapters.items():
-        try:
-            lora.check_planned_adapter(name, Path(directory))
-        except lora.LoraError as exc:
-            _fail(f"--lora {name}: {exc}")
     served = result.get("serve") if isinstance(result.get("serve"), dict) else {}
     backend = (served.get("lora") or {}).get("backend", "triton")
+    legacy = result.get("stack_generation") == "legacy"
     try:
-        targets = {name: lora.adapter_targets(Path(directory)) for name, directory in adapters.items()}
-        lora.check_lora_backend(targets, backend, lora.plan_tp_size(result))
+        # kt_method None: the planner states the KT adapter rules as problems (exit 2) itself
+        lora.check_plan_adapters(adapters, backend, lora.plan_tp_size(result), None, legacy, flag="--lora")
     except lora.LoraError as exc:
-        _fail(f"--lora: {exc}")
+        _fail(str(exc))
 
 
 def _parse_mode(value: str) -> str:

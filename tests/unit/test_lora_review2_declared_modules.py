@@ -5,8 +5,8 @@ embed_tokens LoRA passed `lora plan` (exit 0), with csgmv too: sglang-kt 0.7.2 t
 targets from its tensors (server_args.py _prepare_kt_composite_lora_adapter), so it wraps embed_tokens on a
 backend that cannot run it, while ktinfra's backend check read target_modules. A plain adapter with the same
 mismatch is served without those tensors (srt/lora/lora.py _process_weight skips a module target_modules does
-not name). Both are now refused; the reverse (target_modules naming embed_tokens, no tensor for it) and
-tensors saved whole without modules_to_save are warned about."""
+not name). Both are now refused; the reverse (target_modules naming embed_tokens, no tensor for it) is warned
+about; tensors saved whole without modules_to_save are refused (4e64a37: SGLang drops them)."""
 
 from __future__ import annotations
 
@@ -85,10 +85,10 @@ def test_a_config_naming_embed_tokens_without_its_tensors_is_warned_about(tmp_pa
     assert any(said in w for w in warnings), warnings
 
 
-def test_tensors_saved_whole_without_modules_to_save_are_warned_about(tmp_path):
+def test_tensors_saved_whole_without_modules_to_save_are_refused(tmp_path):
     adapter = _tensors(peft_dir(tmp_path / "a"), ATTENTION, {"base_model.model.lm_head.weight": [128, 64]})
-    warnings = lora.inspect_adapter("a", adapter).warnings
-    assert any("no LoRA factor (base_model.model.lm_head.weight)" in w for w in warnings), warnings
+    with pytest.raises(lora.LoraError, match=r"no LoRA factor \(base_model.model.lm_head.weight\)"):
+        lora.inspect_adapter("a", adapter)
 
 
 def test_config_and_tensors_that_agree_are_accepted(tmp_path):

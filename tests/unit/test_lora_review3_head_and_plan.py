@@ -56,7 +56,8 @@ def test_plan_lora_refuses_vocab_lora_on_two_gpus(tmp_path, target):
     adapter = _adapter(tmp_path, "q_proj", target)
     args = ["plan", "--model", "Qwen3-30B-A3B", "--from", TWO_GPUS, "--lora", f"e={adapter}", "--json"]
     result = invoke(args)
-    assert_clean_error(result, f"--lora: adapter e has LoRA on {target!r} (target_modules)")
+    where = "--lora (backend triton, tensor_parallel_size 2)"
+    assert_clean_error(result, f"{where}: adapter e has LoRA on {target!r} (target_modules)")
     assert "the plan serves with tensor_parallel_size 2" in result.output
 
 
