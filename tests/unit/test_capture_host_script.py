@@ -101,3 +101,23 @@ def test_a_raw_snapshot_records_each_uname_field(tmp_path):
         "r": os.uname().release + "\n",
         "m": os.uname().machine + "\n",
     }
+
+
+def test_a_raw_snapshot_records_each_numa_nodes_memory(tmp_path):
+    """The planner checks each kt-kernel pool's share against its node's memory (memory.numa_node_bytes);
+    facts read it from node-meminfo.txt, which the raw snapshot did not record."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python3").symlink_to("/bin/false")
+    proc = _run(tmp_path, str(bare))
+    assert proc.returncode == 0, proc.stderr
+    held = (tmp_path / "cap" / "node-meminfo.txt").read_text()
+    nodes = sorted(Path("/sys/devices/system/node").glob("node[0-9]*"), key=lambda p: int(p.name[4:]))
+    assert nodes, "this machine shows no NUMA node in sysfs"
+    now = "".join((node / "meminfo").read_text() for node in nodes)
+
+    def fields(text: str) -> list[str]:  # the counters move between two reads, the names and MemTotal do not
+        return [line.split(":")[0] if "MemTotal" not in line else line for line in text.splitlines()]
+
+    assert fields(held) == fields(now)
+    assert f"Node {nodes[0].name[4:]} MemTotal:" in held
