@@ -65,7 +65,8 @@ def test_a_router_without_a_healthy_worker_fails_the_run_naming_them(tmp_path, r
     rc, output = wait(tmp_path, router, [GOOD, DEAD], [(GOOD, False)])
     assert rc != 0, output[-3000:]
     assert "has no healthy worker after 5 s" in output, output[-3000:]
-    assert f"not taken in or not healthy: {GOOD}, {DEAD}" in output, output[-3000:]
+    named = f"not taken in or not healthy: {GOOD}, {DEAD}: check that each answers /health from this host;"
+    assert named in output, output[-3000:]
     assert "k3y" not in output
     assert ("/workers", "Bearer k3y") in Router.seen
 

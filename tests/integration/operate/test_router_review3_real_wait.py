@@ -1,11 +1,11 @@
 """kt_router's health wait (real ansible on localhost, -c local) against a real sglang-router 0.3.2 in front
-of a stand-in SGLang worker (a local HTTP server answering what the router asks of a worker it adds: /health,
-/server_info, /model_info) and a worker URL nothing answers. The router's own /health is 200 either way.
+of a stand-in SGLang worker (a local HTTP server answering /health only: the router also asks for /server_info
+and /model_info and takes the worker without them) and a worker URL nothing answers. The router's own
+/health is 200 either way.
 Also: kt_router_policy's choices are the real router's."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -23,18 +23,9 @@ from role_play import ROLES, run_play  # noqa: E402
 
 class Worker(BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (http.server's name)
-        answers = {
-            "/health": {},
-            "/server_info": {"model_path": "tiny"},
-            "/model_info": {"model_path": "tiny", "is_generation": True},
-            "/v1/models": {"object": "list", "data": [{"id": "tiny", "object": "model"}]},
-        }
-        body = json.dumps(answers.get(self.path, {"error": "not found"})).encode()
-        self.send_response(200 if self.path in answers else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
+        self.send_response(200 if self.path == "/health" else 404)
+        self.send_header("Content-Length", "0")
         self.end_headers()
-        self.wfile.write(body)
 
     def log_message(self, *args):
         pass
