@@ -1033,10 +1033,15 @@ def run_validated(request: ProvisionRequest, on_event: Callable[[RunState], None
     # A fresh private_data_dir per run: ansible-runner reads env/cmdline, env/envvars, env/extravars, ...
     # back from it whenever they exist, so a shared one made every past -e apply to later runs. Only the
     # artifacts (one directory per run) are kept, under ARTIFACTS/artifacts/.
-    with (
-        tempfile.TemporaryDirectory(prefix="ktinfra-provision-") as private,
-        Interrupt() as interrupt,
-    ):
+    try:
+        private_dir = tempfile.TemporaryDirectory(prefix="ktinfra-provision-")
+    except OSError as exc:  # no usable temporary folder (full, read-only, gone): nothing of the run is left
+        shutil.rmtree(artifact_root / ident, ignore_errors=True)
+        raise ProvisionError(
+            f"cannot make ansible-runner's private folder in {exc.filename or 'the temporary folder'} "
+            f"({exc.strerror or exc}): set TMPDIR to a writable folder"
+        ) from exc
+    with private_dir as private, Interrupt() as interrupt:
         try:
             passed = _passed_extra_vars(request.extra_vars, Path(private))
         except OSError as exc:  # a full or read-only temporary folder: nothing of the run is left

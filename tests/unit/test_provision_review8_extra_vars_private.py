@@ -164,3 +164,16 @@ def test_a_file_that_cannot_be_written_is_an_error_and_leaves_no_run(
         run(request)
     assert list((site / "runs" / "artifacts").iterdir()) == []
     assert list((site / "tmp").iterdir()) == []
+
+
+def test_no_usable_temporary_folder_is_an_error_and_leaves_no_run(
+    clean: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tempfile.TemporaryDirectory raising (TMPDIR full, read-only or gone) was a traceback."""
+    site = _site(clean, SNOOP)
+    (clean / "not-a-folder").write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(clean / "not-a-folder" / "tmp"))
+    request = ProvisionRequest(site / "play.yml", site / "hosts", extra_vars=["a=1"], artifacts=site / "runs")
+    with pytest.raises(ProvisionError, match="cannot make ansible-runner's private folder in .*not-a-folder"):
+        run(request)
+    assert list((site / "runs" / "artifacts").iterdir()) == []
