@@ -5,7 +5,8 @@ TEST_TARGETS += render-systemd
 
 render-systemd: venv docker-ready ## rendered units under systemd in a container; `lora serve --start` there; OS package installs against real apt
 	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_render_systemd.py \
-		tests/integration/test_lora_start_systemd.py tests/integration/test_os_packages.py
+		tests/integration/test_lora_start_systemd.py tests/integration/test_os_packages.py \
+		tests/integration/test_train_end_marker.py
 
 # LLaMA-Factory 0.9.4 (PyPI) reads the legacy recipes. Installed --no-deps plus the dependencies its argument
 # parser imports, at the upper bounds 0.9.4 declares: the web UI and multimodal ones (gradio, torchvision,
