@@ -60,7 +60,8 @@ def test_render_serve_cli_refuses_it_before_writing(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("targets", "backend"), [(["embed_tokens"], "triton"), (["lm_head"], "torch_native"), (["q_proj"], "csgmv")]
+    ("targets", "backend"),
+    [(["embed_tokens"], "triton"), (["lm_head"], "torch_native"), (["q_proj"], "csgmv")],
 )
 def test_what_the_backend_runs_renders(tmp_path, targets, backend):
     plan = lora_plan({"e": _adapter(tmp_path, *targets)}, backend)
