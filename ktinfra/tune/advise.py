@@ -428,8 +428,7 @@ def _oom(log: ServerLog) -> list[dict]:
                 f"GPU ran out of memory, --kt-gpu-experts-ratio {ratio:g} puts that share of the MoE experts "
                 "on the GPU (sglang-kt then ignores --kt-num-gpu-experts) and --max-total-tokens caps the KV "
                 "pool: halving the ratio moves half of them back to the CPU (kt-kernel) and leaves that VRAM "
-                "free for activations (--ansible-vars does not write it: the plan has no ratio; change it "
-                "where it is given)",
+                f"free for activations ({RATIO_NOT_WRITTEN})",
                 [o.line for o in (prefill + decode + slots + unknown)],
                 direction=-1,
             )
@@ -470,6 +469,8 @@ def _graph_capture_oom(log: ServerLog) -> list[dict]:
     return [_lower_static_pool(log, reason, graphs)]
 
 
+# the plan has no --kt-gpu-experts-ratio key (ANSIBLE_KEYS): a ratio change is made where the ratio is given
+RATIO_NOT_WRITTEN = "--ansible-vars does not write it: the plan has no ratio; change it where it is given"
 NO_POOL_FRACTION_ROOM = 0.85  # below this --mem-fraction-static can still grow by 0.05 for the pool
 
 
@@ -480,14 +481,24 @@ def _startup(log: ServerLog) -> list[dict]:
     (lower --mem-fraction-static, which SGLang applies only after the weights are in)."""
     load = [o for o in log.ooms if o.phase == "load"]
     experts = _current(log, "kt_num_gpu_experts")
-    has_experts = _is_int(experts) and experts > 0 and _ratio(log) is None
+    ratio = _ratio(log)
+    has_experts = _is_int(experts) and experts > 0 and ratio is None
     recs = []
     if load:
         reason = (
             f"{len(load)} out-of-memory error(s) while loading the weights, before any KV pool or prefill "
             "(--mem-fraction-static and --chunked-prefill-size do not apply yet): the weights do not fit"
         )
-        if has_experts:
+        if ratio is not None and ratio > 0:
+            reason += (
+                f": --kt-gpu-experts-ratio {ratio:g} puts that share of the MoE experts on the GPU "
+                "(sglang-kt then ignores --kt-num-gpu-experts), halving it moves half of them back to the "
+                f"CPU (kt-kernel) ({RATIO_NOT_WRITTEN})"
+            )
+            recs.append(
+                _rec("--kt-gpu-experts-ratio", ratio, round(ratio / 2, 4), reason, [o.line for o in load], -1)
+            )
+        elif has_experts:
             reason += ": move half of the GPU experts back to the CPU (kt-kernel)"
             recs.append(
                 _rec("--kt-num-gpu-experts", experts, experts // 2, reason, [o.line for o in load], -1)
@@ -500,8 +511,8 @@ def _startup(log: ServerLog) -> list[dict]:
                 if not _is_int(experts)
                 else "; with no GPU experts to move the model needs a smaller weight format or more GPUs"
             )
-            if _ratio(log) is not None:
-                reason += f"; --kt-gpu-experts-ratio {_ratio(log):g} is set: lower it"
+            if ratio == 0:
+                reason += " (--kt-gpu-experts-ratio 0 keeps every expert on the CPU already)"
             recs.append(_rec("--kt-num-gpu-experts", experts, None, reason, [o.line for o in load]))
     if log.no_pool:
         current = _arg(log, "mem_fraction_static")
