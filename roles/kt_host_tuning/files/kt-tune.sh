@@ -4,11 +4,12 @@
 #   {"setting", "wanted", "before", "status": applied|set|not_set|absent, "reason"}
 # "set" = changed now; "applied" = already as wanted; never exits non-zero for a setting that cannot be set.
 # KT_TUNE_DRY=1 (ansible --check): reads only; "would_set" where it could write, "not_set" where it could not.
-# KT_TUNE_SYSCTL_ROOT, KT_TUNE_CPU_ROOT: where sysctls and cpufreq are (default /proc/sys and
-# /sys/devices/system/cpu; the tests use directories).
+# KT_TUNE_SYSCTL_ROOT, KT_TUNE_CPU_ROOT, KT_TUNE_MEMINFO: where sysctls, cpufreq and meminfo are (default
+# /proc/sys, /sys/devices/system/cpu and /proc/meminfo; the tests use directories and a file).
 kind=$1 target=$2 wanted=$3 before="" undo=""
 sysctl_root=${KT_TUNE_SYSCTL_ROOT:-/proc/sys}
 cpu_root=${KT_TUNE_CPU_ROOT:-/sys/devices/system/cpu}
+meminfo=${KT_TUNE_MEMINFO:-/proc/meminfo}
 # JSON string content: no quotes or backslashes, every control character (the kernel's tabs) a space
 clean() { printf '%s' "$1" | tr -d '"\\' | tr '[:cntrl:]' ' '; }
 # multi-value sysctls (ip_local_port_range) read back tab-separated: compare with whitespace collapsed
@@ -75,9 +76,18 @@ case $kind in
   shm)
     [ -d /dev/shm ] || emit absent "/dev/shm is not mounted"
     before=$(df -B1 --output=size /dev/shm | tail -1 | tr -d ' ')
+    size=$wanted
     case $wanted in
-      *%) total=$(awk '/^MemTotal:/ {print $2 * 1024}' /proc/meminfo)
-          want_bytes=$(awk -v t="$total" -v p="${wanted%\%}" 'BEGIN {printf "%d", t * p / 100}') ;;
+      # tmpfs takes N% of MemTotal, which counts the hugetlb pool tmpfs cannot use: as the role (vars/main.yml),
+      # N% of MemTotal less the pool (Hugetlb, else HugePages_Total x Hugepagesize), in KiB, at least 1k
+      *%) sizes=$(awk -v p="${wanted%\%}" '/^MemTotal:/ {t = $2} /^Hugetlb:/ {h = $2}
+            /^HugePages_Total:/ {n = $2} /^Hugepagesize:/ {s = $2}
+            END {if (t == "") exit 1; if (h == "") h = n * s; k = int((t - h) * p / 100)
+                 printf "%.0f %.0f\n", (k < 1 ? 1 : k), h}' "$meminfo" 2>/dev/null)
+          kib=${sizes% *} pool=${sizes#* }
+          case $kib in ''|*[!0-9]*) emit not_set "no MemTotal in $meminfo to take $wanted of" ;; esac
+          [ "$pool" -gt 0 ] && size=${kib}k
+          want_bytes=$((kib * 1024)) ;;
       *) want_bytes=$(numfmt --from=iec "$(printf '%s' "$wanted" | tr kmg KMG)") ;;
     esac
     # tmpfs rounds to pages: within 1% counts as applied
@@ -88,7 +98,7 @@ case $kind in
       [ $(( 0x$cap >> 21 & 1 )) = 1 ] && emit would_set ""
       emit not_set "remount /dev/shm: no CAP_SYS_ADMIN"
     fi
-    err=$(mount -o remount,size="$wanted" /dev/shm 2>&1) || emit not_set "remount /dev/shm: ${err##*: }"
+    err=$(mount -o remount,size="$size" /dev/shm 2>&1) || emit not_set "remount /dev/shm: ${err##*: }"
     emit set "" ;;
   limit)
     # limits.d is applied at each login by pam_limits, which cannot raise a hard limit above the one it runs with
