@@ -27,7 +27,8 @@ def persist_shm(tmp: Path, fstab: Path, shm: str) -> tuple[int, str]:
             step["ansible.posix.mount"]["fstab"] = str(fstab)
     extra = {"kt_host_tuning_shm_size": shm, "kt_preflight_facts": {"container": False},
              "kt_host_tuning__fstab": str(fstab)}  # fmt: skip
-    return run_play(tmp, steps, extra)
+    role_vars = {"ansible.builtin.include_vars": str(ROLE / "vars" / "main.yml")}  # the size it persists
+    return run_play(tmp, [role_vars, *steps], extra)
 
 
 def shm_lines(fstab: Path) -> list[str]:
