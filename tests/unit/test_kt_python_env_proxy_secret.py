@@ -6,12 +6,17 @@ or not, so neither is in a task's environment (printed in -vvv's connection line
 from __future__ import annotations
 
 import base64
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 from local_pypi import PACKAGE, make_wheel, serve_index, serve_proxy
+from role_play import run_play, task_output
 from test_kt_python_env_network import _install, _installed
+from test_kt_python_env_review_conda_patches import ENV, _setup
+from test_kt_python_env_review_offline_git import PIP, _commit, _git, _vars
 
 PASSWORD, TOKEN = "s3cret", "t0ken"
 
@@ -69,3 +74,78 @@ def test_a_failed_download_shows_pips_error_and_removes_the_file(tmp_path, proxy
     assert PASSWORD not in output and TOKEN not in output
     named, left = _settings_files(tmp_path, output)
     assert named and left == [], (named, left)
+
+
+# ---- conda and git: the same settings file (a stand-in conda: no conda channel is reachable here) ----
+
+BAD_PATCH = "no-such-package"
+# logs the proxy it was given and its arguments; a patch of BAD_PATCH fails as conda does, on stderr
+LOGGING_CONDA = """#!/bin/sh
+echo "$http_proxy $*" >> {log}
+case "$* " in
+  *" {bad} "*) echo "PackagesNotFoundError: The following packages are not available: {bad}" >&2; exit 1;;
+esac
+"""
+
+
+def _conda_run(tmp: Path, patch: str) -> tuple[int, str, list[str]]:
+    """env.yml with the conda patches' stand-in (test_kt_python_env_review_conda_patches) logging each call,
+    at -vvv with a proxy password; its calls."""
+    extra = _setup(tmp, [{"channel": "conda-forge", "packages": [patch]}])
+    logged = tmp / "conda"
+    creating = logged.read_text()
+    logged.write_text(LOGGING_CONDA.format(log=tmp / "calls.log", bad=BAD_PATCH) + creating.split("\n", 1)[1])
+    (tmp / "scratch").mkdir(exist_ok=True)
+    extra |= {"kt_python_env_http_proxy": f"http://lab:{PASSWORD}@127.0.0.1:3128"}
+    rc, output = run_play(tmp, ENV, extra, env={"TMPDIR": str(tmp / "scratch")}, flags=["-vvv"])
+    calls = (tmp / "calls.log").read_text().splitlines() if (tmp / "calls.log").exists() else []
+    return rc, output, calls
+
+
+def test_conda_gets_the_proxy_from_the_file_and_vvv_does_not_show_it(tmp_path):
+    """Before: conda create and the patches had the proxy as their environment, printed by -vvv."""
+    rc, output, calls = _conda_run(tmp_path, "libstdcxx-ng")
+    assert rc == 0, output[-3000:]
+    proxy = f"http://lab:{PASSWORD}@127.0.0.1:3128"
+    assert [c.split()[:2] for c in calls] == [[proxy, "create"], [proxy, "install"]], calls
+    assert PASSWORD not in output
+    named, left = _settings_files(tmp_path, output)
+    assert named and left == [], (named, left)
+
+
+def test_a_failed_conda_patch_shows_condas_error_and_removes_the_file(tmp_path):
+    """Before: with a proxy password the patch task was no_log: its error was hidden."""
+    rc, output, calls = _conda_run(tmp_path, BAD_PATCH)
+    assert rc != 0 and len(calls) == 2, output[-3000:]
+    assert f"PackagesNotFoundError: The following packages are not available: {BAD_PATCH}" in output
+    assert PASSWORD not in output
+    named, left = _settings_files(tmp_path, output)
+    assert named and left == [], (named, left)
+
+
+def test_git_gets_the_proxy_from_the_file_and_vvv_does_not_show_it(tmp_path):
+    """pip.yml's checkout of a git source (file:// repository, a logging pip), git behind a shim on PATH
+    that logs the proxy it was given. Before: the git module had the proxy as its environment, printed by
+    -vvv."""
+    upstream = tmp_path / "upstream"
+    _git(tmp_path, "init", "-q", str(upstream))
+    sha = _commit(upstream, "1")
+    shim = tmp_path / "bin" / "git"
+    shim.parent.mkdir()
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True).stdout.strip()
+    shim.write_text(f'#!/bin/sh\necho "$http_proxy" >> {tmp_path / "git.log"}\nexec {real} "$@"\n')
+    shim.chmod(0o755)
+    (tmp_path / "scratch").mkdir()
+    extra = _vars(tmp_path, sha, offline=False)
+    extra |= {"kt_python_env_http_proxy": f"http://lab:{PASSWORD}@127.0.0.1:3128"}
+    env = {"TMPDIR": str(tmp_path / "scratch"), "PATH": f"{shim.parent}:{os.environ['PATH']}"}
+    rc, output = run_play(tmp_path, PIP, extra, env=env, flags=["-vvv"])
+    assert rc == 0, output[-3000:]
+    assert _git(tmp_path / "src" / "probe", "rev-parse", "HEAD") == sha
+    seen = set((tmp_path / "git.log").read_text().splitlines())
+    assert seen == {f"http://lab:{PASSWORD}@127.0.0.1:3128"}, seen
+    assert PASSWORD not in output
+    assert sorted((tmp_path / "scratch").glob("ktinfra-*")) == []
+    rc, output = run_play(tmp_path, PIP, extra, env=env, flags=["-vvv"])
+    assert rc == 0 and PASSWORD not in output, output[-3000:]
+    assert "changed:" not in task_output(output, "Check out git sources"), output[-3000:]

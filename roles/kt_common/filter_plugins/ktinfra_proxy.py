@@ -23,6 +23,7 @@ user's pip.conf.
 
     {{ kt_python_env__network_env | ktinfra_pip_script(kt_python_env_index_args) }}    -> the file's text
     argv: [sh, -c, '. "$0" && ktinfra_pip "$@"', FILE, pip, wheel, ...]
+    argv: [sh, -c, '. "$0" && exec "$@"', FILE, conda, create, ...]    -> the environment only, no index
 
 The index the downloads pass, one decision for both roles (kt_python_env, kt_preflight):
 
