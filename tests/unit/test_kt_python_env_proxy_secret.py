@@ -133,7 +133,9 @@ def test_git_gets_the_proxy_from_the_file_and_vvv_does_not_show_it(tmp_path):
     shim = tmp_path / "bin" / "git"
     shim.parent.mkdir()
     real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True).stdout.strip()
-    shim.write_text(f'#!/bin/sh\necho "$http_proxy" >> {tmp_path / "git.log"}\nexec {real} "$@"\n')
+    # the shim also lists TMPDIR and the sources' folder while git runs: where the run's git script is
+    listing = f"ls -a {tmp_path / 'scratch'} {tmp_path / 'src'} >> {tmp_path / 'where.log'}"
+    shim.write_text(f'#!/bin/sh\necho "$http_proxy" >> {tmp_path / "git.log"}\n{listing}\nexec {real} "$@"\n')
     shim.chmod(0o755)
     (tmp_path / "scratch").mkdir()
     extra = _vars(tmp_path, sha, offline=False)
@@ -146,6 +148,11 @@ def test_git_gets_the_proxy_from_the_file_and_vvv_does_not_show_it(tmp_path):
     assert seen == {f"http://lab:{PASSWORD}@127.0.0.1:3128"}, seen
     assert PASSWORD not in output
     assert sorted((tmp_path / "scratch").glob("ktinfra-*")) == []
+    # made in the sources' folder, not in TMPDIR (a hardened host's /tmp is noexec), and removed after
+    where = (tmp_path / "where.log").read_text()
+    assert "ktinfra-git." not in where.split(f"{tmp_path / 'src'}:")[0], where
+    assert ".ktinfra-git." in where.split(f"{tmp_path / 'src'}:")[1], where
+    assert sorted((tmp_path / "src").glob(".ktinfra-git.*")) == []
     rc, output = run_play(tmp_path, PIP, extra, env=env, flags=["-vvv"])
     assert rc == 0 and PASSWORD not in output, output[-3000:]
     assert "changed:" not in task_output(output, "Check out git sources"), output[-3000:]
