@@ -126,6 +126,17 @@ def _role_files():
                 yield rel, path
 
 
+def _tasks(tasks: list) -> list:
+    """The tasks of a task file, those inside block/rescue/always included (kt_python_env's env.yml runs its
+    conda env and venv steps in a block since 2d7842a)."""
+    found = []
+    for task in tasks:
+        found.append(task)
+        for key in ("block", "rescue", "always"):
+            found += _tasks(task.get(key) or [])
+    return found
+
+
 def test_no_role_outside_kt_common_makes_or_repairs_a_venv_by_hand():
     """One copy of the block (before: four copies, and two venvs still kept a cut-off create for ever)."""
     by_hand = re.compile(r"-m[\s,\"']+venv\b|\bvenv\b.*--clear|read_text\(\s*['\"]RECORD|virtualenv_command")
@@ -141,7 +152,7 @@ def test_no_role_outside_kt_common_makes_or_repairs_a_venv_by_hand():
     for rel, path in _role_files():
         if path.suffix != ".yml" or rel.parts[1] != "tasks":
             continue
-        for task in yaml.safe_load(path.read_text()) or []:
+        for task in _tasks(yaml.safe_load(path.read_text()) or []):
             include = task.get("ansible.builtin.include_role", task.get("ansible.builtin.import_role", {}))
             if include.get("name") == "kt_common" and include.get("tasks_from") == "venv":
                 callers.add(str(rel))

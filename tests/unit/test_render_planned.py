@@ -29,6 +29,7 @@ SERVE_PROBLEMS = {
     "h100-xeon-amx-16c": (),
     "h200-xeon-amx-16c": (),
     "synthetic-2s-8470q-amx": (),
+    "synthetic-2s-8470q-unbalanced": (),
     "synthetic-4x5090-8470q": (),
     "synthetic-autodl-6430-4090": (),
     "synthetic-autodl-8352v-4090": ("/root/autodl-tmp has 32.2 GB free", "glibc 2.31 is older than 2.35"),
@@ -44,6 +45,7 @@ SFT_PROBLEMS = {  # the same for both stacks
     "h100-xeon-amx-16c": SHORT_OF_DISK,
     "h200-xeon-amx-16c": SHORT_OF_DISK,
     "synthetic-2s-8470q-amx": ("older than 5.16: AMX tiles need ARCH_REQ_XCOMP_PERM",),
+    "synthetic-2s-8470q-unbalanced": (),
     "synthetic-4x5090-8470q": (),
     "synthetic-autodl-6430-4090": (),
     "synthetic-autodl-8352v-4090": (
