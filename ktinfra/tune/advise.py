@@ -420,19 +420,12 @@ def _oom(log: ServerLog) -> list[dict]:
         )
     ratio = _ratio(log)
     if log.ooms and _is_number(ratio) and ratio > 0 and _capped_pool(log) is not None:
-        recs.append(
-            _rec(
-                "--kt-gpu-experts-ratio",
-                ratio,
-                round(ratio / 2, 4),
-                f"GPU ran out of memory, --kt-gpu-experts-ratio {ratio:g} puts that share of the MoE experts "
-                "on the GPU (sglang-kt then ignores --kt-num-gpu-experts) and --max-total-tokens caps the KV "
-                "pool: halving the ratio moves half of them back to the CPU (kt-kernel) and leaves that VRAM "
-                f"free for activations ({RATIO_NOT_WRITTEN})",
-                [o.line for o in (prefill + decode + slots + unknown)],
-                direction=-1,
-            )
+        reason = (
+            f"GPU ran out of memory, {_ratio_on_gpu(ratio)} and --max-total-tokens caps the KV pool: "
+            "halving the ratio moves half of them back to the CPU (kt-kernel) and leaves that VRAM free for "
+            "activations"
         )
+        recs.append(_halved_ratio(ratio, reason, prefill + decode + slots + unknown))
     recs += _graph_capture_oom(log)
     if unknown and not prefill and not decode:
         reason = "GPU out of memory outside a recognisable prefill/decode step: lower the static pool"
@@ -474,6 +467,19 @@ RATIO_NOT_WRITTEN = "--ansible-vars does not write it: the plan has no ratio; ch
 NO_POOL_FRACTION_ROOM = 0.85  # below this --mem-fraction-static can still grow by 0.05 for the pool
 
 
+def _ratio_on_gpu(ratio: float) -> str:
+    return (
+        f"--kt-gpu-experts-ratio {ratio:g} puts that share of the MoE experts on the GPU (sglang-kt then "
+        "ignores --kt-num-gpu-experts)"
+    )
+
+
+def _halved_ratio(ratio: float, reason: str, ooms: list) -> dict:
+    """Halve --kt-gpu-experts-ratio, which the plan (and so --ansible-vars) does not hold."""
+    reason = f"{reason} ({RATIO_NOT_WRITTEN})"
+    return _rec("--kt-gpu-experts-ratio", ratio, round(ratio / 2, 4), reason, [o.line for o in ooms], -1)
+
+
 def _startup(log: ServerLog) -> list[dict]:
     """A server that never started: its weights ran out of GPU memory while loading, or left none for the KV
     pool ("Not enough memory. Please try to increase --mem-fraction-static"). Without this the log of a
@@ -490,14 +496,8 @@ def _startup(log: ServerLog) -> list[dict]:
             "(--mem-fraction-static and --chunked-prefill-size do not apply yet): the weights do not fit"
         )
         if ratio is not None and ratio > 0:
-            reason += (
-                f": --kt-gpu-experts-ratio {ratio:g} puts that share of the MoE experts on the GPU "
-                "(sglang-kt then ignores --kt-num-gpu-experts), halving it moves half of them back to the "
-                f"CPU (kt-kernel) ({RATIO_NOT_WRITTEN})"
-            )
-            recs.append(
-                _rec("--kt-gpu-experts-ratio", ratio, round(ratio / 2, 4), reason, [o.line for o in load], -1)
-            )
+            reason += f": {_ratio_on_gpu(ratio)}, halving it moves half of them back to the CPU (kt-kernel)"
+            recs.append(_halved_ratio(ratio, reason, load))
         elif has_experts:
             reason += ": move half of the GPU experts back to the CPU (kt-kernel)"
             recs.append(
