@@ -422,7 +422,24 @@ def _message(node: ET.Element) -> str:
     text = text.removeprefix("failed on setup with ").strip('"')
     for prefix in ("Failed: ", "AssertionError: ", "Skipped: "):
         text = text.removeprefix(prefix)
-    return text.split("\nassert ")[0][:2000]
+    return _first(text.split("\nassert ")[0], KEPT_CHARS)
+
+
+# a check's message and output are kept to this many characters each: the junit file they come from is gone
+# with the suite's temp dir, so a cut says how much went
+KEPT_CHARS = 2000
+
+
+def _first(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[... {len(text) - limit} more characters not kept]"
+
+
+def _last(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"[{len(text) - limit} earlier characters not kept ...]\n{text[-limit:]}"
 
 
 def parse_junit(path: Path) -> list[Check]:
@@ -447,7 +464,9 @@ def parse_junit(path: Path) -> list[Check]:
         out = case.find("system-out")
         output = (out.text or "").strip() if out is not None else ""
         output = output.split("Captured Out ---", 1)[-1].strip("- \n")
-        checks.append(Check(check_id, host, status, message, output[-2000:], float(case.get("time", 0))))
+        checks.append(
+            Check(check_id, host, status, message, _last(output, KEPT_CHARS), float(case.get("time", 0)))
+        )
     return checks
 
 
