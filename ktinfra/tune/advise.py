@@ -53,6 +53,8 @@ ARG_CHECKS = {
     "kt_gpu_prefill_token_threshold": lambda v: _is_int(v) and v > 0,
     "kt_gpu_experts_ratio": lambda v: _is_number(v) and 0 <= v <= 1,
     "disable_cuda_graph": lambda v: isinstance(v, bool),
+    "disable_cuda_graph_padding": lambda v: isinstance(v, bool),
+    "speculative_algorithm": lambda v: isinstance(v, str) and bool(v),
     "enable_lora": lambda v: isinstance(v, bool),
     "kt_lora_path": lambda v: isinstance(v, str) and bool(v),
     "kt_expert_lora_path": lambda v: isinstance(v, str) and bool(v),
@@ -634,10 +636,33 @@ def _cuda_graph(log: ServerLog) -> list[dict]:
     )
     # no batch runs more requests than the scheduler's cap: a graph above it is memory for nothing
     if (cap := _running_cap(log)) is not None and suggested > cap:
-        suggested = cap
-        reason += f" (not above {cap}: --max-running-requests caps the batch)"
+        sizes = _capture_sizes(log)
+        suggested = min((size for size in sizes if size >= cap), default=cap)
+        if suggested == cap:
+            reason += f" (not above {cap}: --max-running-requests caps the batch)"
+        else:
+            below = max(size for size in sizes if size < cap)
+            reason += (
+                f" ({suggested}, not {cap}: --max-running-requests caps the batch at {cap}, but SGLang "
+                "captures only the sizes of its list up to --cuda-graph-max-bs, and adds the cap itself only "
+                f"when that list goes past it; {cap} would stop at {below}, batches of {below + 1} to {cap} "
+                "without a graph)"
+            )
     evidence = ([log.capture_line] if log.capture_line else []) + [b.line for b in no_graph]
     return [_rec("--cuda-graph-max-bs", current, suggested, reason, evidence, direction=+1)]
+
+
+def _capture_sizes(log: ServerLog, largest: int = 4096) -> list[int]:
+    """The batch sizes SGLang captures graphs for up to --cuda-graph-max-bs LARGEST (server_args.py
+    _generate_cuda_graph_batch_sizes); cuda_graph_runner adds the request pool's size (max_running_requests)
+    when the largest of them is above it."""
+    if _arg(log, "disable_cuda_graph_padding"):
+        return list(range(1, largest + 1))
+    if _arg(log, "speculative_algorithm"):
+        head = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8)]
+        return head + list(range(272, largest + 1, 16))
+    head = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16)]
+    return head + list(range(512, largest + 1, 32))
 
 
 def _request_rate(log: ServerLog) -> list[dict]:

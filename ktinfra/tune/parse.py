@@ -80,6 +80,9 @@ TRACKED_ARGS = (
     "kt_gpu_prefill_token_threshold",
     "kt_gpu_experts_ratio",
     "disable_cuda_graph",
+    # which batch sizes SGLang captures graphs for (server_args._generate_cuda_graph_batch_sizes)
+    "disable_cuda_graph_padding",
+    "speculative_algorithm",
     # a LoRA server (sglang-kt: every expert on the CPU, at least 2 running requests; ktinfra.plan's bounds)
     "enable_lora",
     "kt_lora_path",

@@ -57,3 +57,33 @@ def test_an_oom_on_a_capped_pool_halves_the_experts_ratio(ratio, halved):
 def test_no_ratio_change_without_gpu_experts_or_a_cap(line):
     changes, _ = advise(line, CAPPED.format(free=6.0), *DECODE_OOM)
     assert "--kt-gpu-experts-ratio" not in changes
+
+
+def graph_rec_with(cap: int, running: int, **extra) -> dict:
+    decodes = [NO_GRAPH.format(s=s, n=running) for s in range(10)]
+    changes, _ = advise(args(cuda_graph_max_bs=16, **extra), RUNNING_CAP.format(cap=cap), *decodes)
+    return changes["--cuda-graph-max-bs"]
+
+
+@pytest.mark.parametrize(
+    ("cap", "extra", "suggested", "below"),
+    [
+        (50, {}, 56, 48),  # 16..256 step 8: a cap of 50 stops the list at 48
+        (300, {}, 304, 288),  # 272..496 step 16
+        (50, {"speculative_algorithm": "'EAGLE'"}, 52, 48),  # the spec-decoding list: 40..64 step 4
+    ],
+)
+def test_a_cap_off_sglang_s_capture_sizes_gets_the_size_that_covers_it(cap, extra, suggested, below):
+    """--cuda-graph-max-bs 50 captures [..., 40, 48] (server_args._generate_cuda_graph_batch_sizes keeps the
+    sizes up to it) and cuda_graph_runner adds the pool's size (50) only when the largest is above it: the
+    batches of 49 and 50 ran without a graph after following the old advice. 56 captures [..., 48, 50]."""
+    rec = graph_rec_with(cap=cap, running=cap, **extra)
+    assert (rec["current"], rec["suggested"]) == (16, suggested)
+    assert f"{cap} would stop at {below}, batches of {below + 1} to {cap} without a graph" in rec["reason"]
+
+
+@pytest.mark.parametrize(("cap", "extra"), [(200, {}), (50, {"disable_cuda_graph_padding": "True"})])
+def test_a_cap_among_the_capture_sizes_is_the_suggestion(cap, extra):
+    rec = graph_rec_with(cap=cap, running=cap, **extra)
+    assert (rec["current"], rec["suggested"]) == (16, cap)
+    assert f"not above {cap}: --max-running-requests caps the batch" in rec["reason"]
