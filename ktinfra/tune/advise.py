@@ -427,7 +427,7 @@ def _oom(log: ServerLog) -> list[dict]:
             "halving the ratio moves half of them back to the CPU (kt-kernel) and leaves that VRAM free for "
             "activations"
         )
-        recs.append(_halved_ratio(ratio, reason, prefill + decode + slots + unknown))
+        recs.append(_halved_ratio(ratio, reason, [o.line for o in prefill + decode + slots + unknown]))
     recs += _graph_capture_oom(log)
     if unknown and not prefill and not decode:
         reason = "GPU out of memory outside a recognisable prefill/decode step: lower the static pool"
@@ -476,10 +476,10 @@ def _ratio_on_gpu(ratio: float) -> str:
     )
 
 
-def _halved_ratio(ratio: float, reason: str, ooms: list) -> dict:
+def _halved_ratio(ratio: float, reason: str, evidence: list[str]) -> dict:
     """Halve --kt-gpu-experts-ratio, which the plan (and so --ansible-vars) does not hold."""
     reason = f"{reason} ({RATIO_NOT_WRITTEN})"
-    return _rec("--kt-gpu-experts-ratio", ratio, round(ratio / 2, 4), reason, [o.line for o in ooms], -1)
+    return _rec("--kt-gpu-experts-ratio", ratio, round(ratio / 2, 4), reason, evidence, -1)
 
 
 def _startup(log: ServerLog) -> list[dict]:
@@ -499,7 +499,7 @@ def _startup(log: ServerLog) -> list[dict]:
         )
         if ratio is not None and ratio > 0:
             reason += f": {_ratio_on_gpu(ratio)}, halving it moves half of them back to the CPU (kt-kernel)"
-            recs.append(_halved_ratio(ratio, reason, load))
+            recs.append(_halved_ratio(ratio, reason, [o.line for o in load]))
         elif has_experts:
             reason += ": move half of the GPU experts back to the CPU (kt-kernel)"
             recs.append(
@@ -535,6 +535,14 @@ def _startup(log: ServerLog) -> list[dict]:
                 "weights take instead, move half of them back to the CPU (kt-kernel)"
             )
             recs.append(_rec("--kt-num-gpu-experts", experts, experts // 2, reason, log.no_pool, -1))
+        elif ratio is not None and ratio > 0:
+            reason += (
+                f"; --mem-fraction-static {current:g} leaves little for activations already"
+                if current is not None
+                else f"; {_unknown_note(log, 'mem_fraction_static')}"
+            )
+            reason += f": {_ratio_on_gpu(ratio)}, halving it frees the memory of half of them (kt-kernel)"
+            recs.append(_halved_ratio(ratio, reason, log.no_pool))
         else:
             suggested = round(min(0.95, current + 0.03), 2) if current is not None else None
             if current is None:

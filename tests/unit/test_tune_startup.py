@@ -136,3 +136,20 @@ def test_a_crash_loop_of_the_same_flags_counts_every_start(tmp_path: Path):
     res = CliRunner().invoke(app, ["tune", "--log", str(log), "--ansible-vars", str(vars_file), "--json"])
     assert res.exit_code == 0, res.output
     assert "mem_fraction_static: 0.65" in vars_file.read_text()
+
+
+def test_no_kv_pool_with_a_high_fraction_and_an_experts_ratio_halves_the_ratio():
+    """sglang-kt ignores --kt-num-gpu-experts while --kt-gpu-experts-ratio is set: before, the only advice
+    was --mem-fraction-static 0.88 -> 0.91, which leaves activations 3 % less and frees no expert."""
+    line = args(fraction=0.88, experts=64).replace("random_seed", "kt_gpu_experts_ratio=0.5, random_seed")
+    result = run(line, *NO_POOL)
+    assert changes(result) == {"--kt-gpu-experts-ratio": (0.5, 0.25)}
+    reason = result["recommendations"][0]["reason"]
+    assert "--mem-fraction-static 0.88 leaves little for activations already" in reason
+    assert "--ansible-vars does not write it" in reason
+    assert result["recommendations"][0]["evidence"] == [NO_POOL[-1]]
+
+
+def test_no_kv_pool_with_a_ratio_of_zero_still_raises_the_fraction():
+    line = args(fraction=0.88, experts=64).replace("random_seed", "kt_gpu_experts_ratio=0.0, random_seed")
+    assert changes(run(line, *NO_POOL)) == {"--mem-fraction-static": (0.88, 0.91)}
