@@ -971,31 +971,63 @@ def check_lora_backend(targets: dict[str, object], backend: str, tp_size: int = 
             )
 
 
-def check_plan_adapters(
-    paths: dict[str, str], backend: str, tp_size: int, kt_method: object, legacy: bool, flag: str = ""
+class PlannedAdapterError(LoraError):
+    """A refusal of check_planned_adapters and what it is about (`scope`): "adapter" (the one `adapter`
+    names), "set" (the adapters together) or "backend" (their LoRA backend and tensor parallel)."""
+
+    def __init__(self, message: str, scope: str, adapter: str | None = None):
+        super().__init__(message)
+        self.scope, self.adapter = scope, adapter
+
+
+def check_planned_adapters(
+    paths: dict[str, str] | dict[str, Path],
+    backend: str,
+    tp_size: int,
+    kt_method: object,
+    legacy: bool,
+    remedy: str,
+    kt_rules: bool = True,
 ) -> None:
-    """The checks of a plan's serve.lora.paths for the adapters readable here, run by `render serve` (a plan
-    made elsewhere or edited by hand reaches render without `lora plan`'s) and `plan --lora` (flag
-    "--lora": messages name the flag, not the plan key; kt_method None: the planner states the KT adapter
-    rules as problems itself): check_planned_adapter and kt_lora_problems on the current stack (the legacy
-    stack converts every adapter first), and check_lora_backend. Each LoraError names the key or the flag."""
-    if not legacy:
+    """Every check of the adapters a plan serves, for those readable here; `lora plan` calls it, and
+    `render serve` and `plan --lora` through check_plan_adapters: check_planned_adapter on each and
+    kt_lora_problems where `kt_rules` (`remedy` says how to serve several), both on the current stack only,
+    then check_lora_backend. Refusals are PlannedAdapterErrors."""
+    if not legacy:  # the legacy stack converts every adapter first
         for name, path in paths.items():
             try:
                 check_planned_adapter(name, Path(path))
             except LoraError as exc:
-                key = f"{flag} {name}" if flag else f"serve.lora.paths.{name}"
-                raise LoraError(f"{key}: {exc}") from None
+                raise PlannedAdapterError(str(exc), "adapter", name) from None
+    if not legacy and kt_rules:
         kinds = {name: carries_expert_lora(Path(path)) for name, path in paths.items()}
-        remedy = f"plan each of {', '.join(paths)} for its own instance"
-        problems = kt_lora_problems(kinds, kt_method, remedy) if kt_method is not None else []
+        problems = kt_lora_problems(kinds, kt_method, remedy)
         if problems:
-            raise LoraError(f"{flag or 'serve.lora.paths'}: {problems[0]}")
+            raise PlannedAdapterError(problems[0], "set")
     targets = {name: adapter_targets(Path(path)) for name, path in paths.items()}
     try:
         check_lora_backend(targets, backend, tp_size)
     except LoraError as exc:
-        where = f"{flag or 'serve.lora'} (backend {backend}, tensor_parallel_size {tp_size})"
+        raise PlannedAdapterError(str(exc), "backend") from None
+
+
+def check_plan_adapters(
+    paths: dict[str, str], backend: str, tp_size: int, kt_method: object, legacy: bool, flag: str = ""
+) -> None:
+    """check_planned_adapters for a plan's serve.lora.paths, run by `render serve` (a plan made elsewhere or
+    edited by hand reaches render without `lora plan`'s checks) and `plan --lora` (flag "--lora": messages
+    name the flag, not the plan key; kt_method None: the planner states the KT adapter rules as problems
+    itself). Each LoraError names the key or the flag."""
+    remedy = f"plan each of {', '.join(paths)} for its own instance"
+    try:
+        check_planned_adapters(paths, backend, tp_size, kt_method, legacy, remedy, kt_method is not None)
+    except PlannedAdapterError as exc:
+        if exc.scope == "adapter":
+            where = f"{flag} {exc.adapter}" if flag else f"serve.lora.paths.{exc.adapter}"
+        elif exc.scope == "set":
+            where = flag or "serve.lora.paths"
+        else:
+            where = f"{flag or 'serve.lora'} (backend {backend}, tensor_parallel_size {tp_size})"
         raise LoraError(f"{where}: {exc}") from None
 
 

@@ -338,21 +338,10 @@ def serve(
     console.print(shlex.join(result["command"]), soft_wrap=True, markup=False)
 
 
-def _adapters_on(plan_doc: dict, specs: list[str]) -> dict[str, Path]:
-    """NAME=DIR adapters (already in SGLang's format) for the plan: names unique and instance-safe, and the
-    current stack's rules for adapters carrying expert LoRA where this host can read them."""
-    parsed = _adapter_specs(specs)
-    names = [n for n, _ in parsed]
-    adapters = {name: Path(check_abs_path(f"adapter {name}", str(path))) for name, path in parsed}
-    if plan_doc.get("stack_generation") != "legacy":
-        for name, path in adapters.items():
-            lora.check_planned_adapter(name, path)
-        kinds = {name: lora.carries_expert_lora(path) for name, path in adapters.items()}
-        remedy = f"serve each of {', '.join(names)} from its own instance"
-        problems = lora.kt_lora_problems(kinds, plan_section(plan_doc, "serve").get("kt_method"), remedy)
-        if problems:
-            raise lora.LoraError(problems[0])
-    return adapters
+def _planned_adapters(specs: list[str]) -> dict[str, Path]:
+    """NAME=DIR adapters (already in SGLang's format) for the plan: names unique and instance-safe, paths
+    absolute."""
+    return {name: Path(check_abs_path(f"adapter {name}", str(path))) for name, path in _adapter_specs(specs)}
 
 
 @lora_app.command("plan")
@@ -374,10 +363,13 @@ def plan_cmd(
     2 running requests (what sglang-kt needs for KT LoRA). Prints the plan for `ktinfra render serve`."""
     try:
         plan_doc = resolve_plan(plan, None, None, None, "serve")
-        adapters = _adapters_on(plan_doc, adapter)
+        adapters = _planned_adapters(adapter)
+        kt_method = plan_section(plan_doc, "serve").get("kt_method")  # a plan without one stops here
         plan_doc = lora.lora_plan(plan_doc, adapters, max_loras_per_batch, lora_backend)
-        targets = {n: lora.adapter_targets(p) for n, p in adapters.items()}
-        lora.check_lora_backend(targets, lora_backend, lora.plan_tp_size(plan_doc))
+        legacy = plan_doc.get("stack_generation") == "legacy"
+        remedy = f"serve each of {', '.join(adapters)} from its own instance"
+        tp_size = lora.plan_tp_size(plan_doc)
+        lora.check_planned_adapters(adapters, lora_backend, tp_size, kt_method, legacy, remedy)
     except (lora.LoraError, RenderError) as exc:
         _fail(str(exc))
     if as_json:
