@@ -826,18 +826,27 @@ def _merged_kt_adapter(path: Path) -> bool:
     return weights.is_file() and any(_is_expert_lora_key(key) for key in safetensors_header(weights))
 
 
-def check_planned_adapter(name: str, path: Path) -> None:
-    """`ktinfra lora plan`: an adapter directory readable here that is a plain PEFT adapter (no fused expert
-    LoRA for the converter) gets serve's checks of what SGLang reads; one not on this host is left alone
-    (the plan may be made away from the adapters). A KT training output is refused: it needs converting."""
-    if (path / KT_FUSED_FILE).is_file() and not _merged_kt_adapter(path):
+def check_planned_adapter(name: str, path: Path, legacy: bool = False) -> None:
+    """An adapter directory a plan serves as it is, readable here: serve's checks of what SGLang reads
+    (inspect_adapter, check_served_as_is: the legacy fork reads adapter_config.json and the tensors as
+    sglang-kt does, srt/lora/lora_config.py, lora.py, lora_manager.py init_lora_shapes). One not on this host
+    is left alone (the plan may be made away from the adapters). A KT training output is refused: sglang-kt
+    needs it converted, and the legacy fork serves no fused expert LoRA at all (check_legacy_adapters)."""
+    fused = (path / KT_FUSED_FILE).is_file()
+    if legacy:
+        if fused or (path / CONFIG_FILE).is_file():
+            adapter = inspect_adapter(name, path)
+            check_legacy_adapters([adapter], legacy)
+            check_served_as_is(adapter)
+        return
+    if fused and not _merged_kt_adapter(path):
         raise LoraError(
             f"adapter {name}: {path} is a KT training output ({KT_FUSED_FILE}, not converted), which "
             "sglang-kt refuses on --lora-paths at start (server_args.py: 'received raw KT training "
             "adapter'): let `ktinfra lora serve` convert and serve it, or plan the output of kt-kernel's "
             "convert_kt_to_sglang_adapter.py"
         )
-    if not (path / CONFIG_FILE).is_file() or (path / KT_FUSED_FILE).is_file():
+    if not (path / CONFIG_FILE).is_file() or fused:
         return
     adapter = inspect_adapter(name, path)
     check_served_as_is(adapter)
@@ -990,15 +999,14 @@ def check_planned_adapters(
     kt_rules: bool = True,
 ) -> None:
     """Every check of the adapters a plan serves, for those readable here; `lora plan` calls it, and
-    `render serve` and `plan --lora` through check_plan_adapters: check_planned_adapter on each and
-    kt_lora_problems where `kt_rules` (`remedy` says how to serve several), both on the current stack only,
-    then check_lora_backend. Refusals are PlannedAdapterErrors."""
-    if not legacy:  # the legacy stack converts every adapter first
-        for name, path in paths.items():
-            try:
-                check_planned_adapter(name, Path(path))
-            except LoraError as exc:
-                raise PlannedAdapterError(str(exc), "adapter", name) from None
+    `render serve` and `plan --lora` through check_plan_adapters: check_planned_adapter on each (either
+    stack: the directory is what the server loads), kt_lora_problems where `kt_rules` (current stack;
+    `remedy` says how to serve several), then check_lora_backend. Refusals are PlannedAdapterErrors."""
+    for name, path in paths.items():
+        try:
+            check_planned_adapter(name, Path(path), legacy)
+        except LoraError as exc:
+            raise PlannedAdapterError(str(exc), "adapter", name) from None
     if not legacy and kt_rules:
         kinds = {name: carries_expert_lora(Path(path)) for name, path in paths.items()}
         problems = kt_lora_problems(kinds, kt_method, remedy)

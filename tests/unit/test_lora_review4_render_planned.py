@@ -4,8 +4,8 @@ Render ran only lora.check_lora_backend on them: a plan made elsewhere or edited
 adapter_config.json and tensors disagreed, or that named an unconverted KT training output (the fused expert
 file, no per-expert tensors), rendered with exit 0, and sglang-kt stopped at start. Render now runs
 lora.check_plan_adapters (check_planned_adapter, kt_lora_problems, check_lora_backend) on the adapters it can
-read, before anything is written, naming the plan key; the legacy stack converts adapters first and skips
-the first two, as plan --lora does."""
+read, before anything is written, naming the plan key; kt_lora_problems on the current stack only (the
+per-adapter checks run on the legacy stack too: test_lora_review5_legacy_plan_content)."""
 
 from __future__ import annotations
 
@@ -85,12 +85,12 @@ def test_a_merged_kt_adapter_is_served_alone(tmp_path):
     assert f"kt={paths['kt']}" in _render(current_plan({"kt": paths["kt"]})).info["argv"]
 
 
-def test_the_legacy_stack_converts_adapters_first(tmp_path):
-    """plan --lora skips these checks on the legacy stack (its adapters go through convert_lora.py)."""
-    adapter = _undeclared_embedding(tmp_path)
-    plan = lora_plan({"e": adapter})  # the seed002 fixture is a legacy-stack plan
+def test_the_legacy_stack_gets_the_adapter_checks_too(tmp_path):
+    """serve.lora.paths is what the legacy fork loads too (test_lora_review5_legacy_plan_content)."""
+    plan = lora_plan({"e": _undeclared_embedding(tmp_path)})  # the seed002 fixture is a legacy-stack plan
     assert plan["stack_generation"] == "legacy"
-    assert f"e={adapter}" in _render(plan).info["argv"]
+    with pytest.raises(RenderError, match=r"^plan serve.lora.paths.e: .*does not name embed_tokens"):
+        _render(plan)
 
 
 def test_what_lora_plan_accepts_renders_and_an_adapter_elsewhere_too(tmp_path):
