@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ktinfra.facts.bounds import MAX_MEMORY_BYTES, MAX_NUMA_NODES, within
+from ktinfra.facts.cpulist import parse_cpulist
 
 MIB = 1 << 20
 # Node sizes must add up to MemTotal (the kernel counts both from the same managed pages); numactl rounds
@@ -60,3 +61,15 @@ def _numactl_nodes(text: str | None) -> dict[int, tuple[int, int]]:
         if node < MAX_NUMA_NODES and within(size, 0, MAX_MEMORY_BYTES) is not None:
             found[node] = (size, 0)
     return found
+
+
+def allowed_node_bytes(nodes: dict[str, int] | None, files: dict[str, str]) -> int | None:
+    """The memory of the nodes this process may allocate on (Mems_allowed_list), where that leaves a node out;
+    None when every node is allowed, either is unknown, or no allowed node is among the nodes (nothing to
+    go by)."""
+    status = files.get("proc-self-status.txt") or ""
+    listed = re.search(r"^Mems_allowed_list:\s*(\S+)\s*$", status, re.M)
+    allowed = parse_cpulist(listed.group(1)) if listed else None
+    if not nodes or not allowed or {int(node) for node in nodes} <= allowed:
+        return None
+    return sum(size for node, size in nodes.items() if int(node) in allowed) or None

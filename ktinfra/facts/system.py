@@ -6,7 +6,7 @@ import re
 
 from ktinfra.facts.bounds import MAX_DISK_BYTES, MAX_MEMORY_BYTES, within
 from ktinfra.facts.cgroup import CgroupLimits
-from ktinfra.facts.numa_memory import node_memory
+from ktinfra.facts.numa_memory import allowed_node_bytes, node_memory
 
 # glibc shipped by distribution releases, used only when no `ldd --version` was captured (os.glibc_source
 # then says "os-release"). From the distributions' package archives (libc6 / glibc package versions).
@@ -81,11 +81,13 @@ def memory_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
     # RAM there is (a 512 GiB limit on a 504 GiB host), so without meminfo's number the memory is unknown
     available = meminfo.get("MemAvailable")
     nodes, nodes_source = node_memory(files, meminfo)
+    # a cpuset's mems (a container pinned to one socket) keep this process off the other nodes' memory
+    allowed = allowed_node_bytes(nodes, files)
     return {
-        "total_bytes": _capped(usable, limits.memory_limit_bytes),
+        "total_bytes": _capped(_capped(usable, limits.memory_limit_bytes), allowed),
         "meminfo_total_bytes": total,
         "cgroup_limit_bytes": limits.memory_limit_bytes,
-        "available_bytes": _capped(available, limits.memory_free_bytes),
+        "available_bytes": _capped(_capped(available, limits.memory_free_bytes), allowed),
         "hugepages_total": meminfo.get("HugePages_Total"),
         "hugetlb_bytes": hugetlb,
         # per NUMA node: kt-kernel binds each thread pool's share of the experts to its node's memory

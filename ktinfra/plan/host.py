@@ -334,17 +334,36 @@ def _short_nodes(memory: dict[int, int] | None, nodes: list[int], share_bytes: f
     return [node for node in nodes if memory.get(node, 0) < share_bytes / len(nodes)]
 
 
+def hwloc_nodes(facts: dict) -> list[int] | None:
+    """The kernel's node numbers of hwloc's NUMA nodes, in hwloc's logical order, or None where the facts do
+    not tell. kt-kernel loads hwloc's topology with no flags, and hwloc 2 then leaves out the nodes this
+    process may not allocate on (the cpuset's mems: HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED unset) and shows no
+    memoryless node: in a container whose cpuset.mems is 1, kernel node 1 is hwloc's node 0."""
+    memory = numa_node_memory(facts)
+    allowed = memory_nodes_allowed(facts)
+    if memory is None and allowed is None:
+        return None
+    with_memory = {n for n, size in memory.items() if size > 0} if memory is not None else set(allowed)
+    return sorted(with_memory & allowed if allowed is not None else with_memory)
+
+
 def hwloc_indices(facts: dict, nodes: list[int]) -> list[int]:
     """`nodes` (the kernel's node numbers) as kt-kernel's --kt-numa-nodes takes them: kt-kernel 0.7.2 looks a
     pool's node up with hwloc_get_obj_by_type(HWLOC_OBJ_NUMANODE, id), a logical index that counts hwloc's
-    NUMA nodes, the nodes with memory in order (hwloc 2 shows no memoryless node): on a host with nodes 0 and
-    2, node 2 is index 1, and 2 finds no node (the pool's threads and memory stay unbound). Without
-    memory.numa_node_bytes the node numbers are kept."""
-    memory = numa_node_memory(facts)
-    if memory is None:
+    NUMA nodes (hwloc_nodes): on a host with nodes 0 and 2, node 2 is index 1, and 2 finds no node (the
+    pool's threads and memory stay unbound). Where the facts do not tell, the node numbers are kept."""
+    order = hwloc_nodes(facts)
+    if order is None:
         return nodes
-    ranks = {node: rank for rank, node in enumerate(n for n in sorted(memory) if memory[n] > 0)}
+    ranks = {node: rank for rank, node in enumerate(order)}
     return [ranks.get(node, node) for node in nodes]
+
+
+def sequential_pool_nodes(facts: dict, pools: int) -> list[int]:
+    """The kernel's nodes of pools 0..pools-1 where kt-kernel binds pool i to hwloc's NUMA node i (no node
+    list: fine-tuning, the legacy stack's serving)."""
+    order = hwloc_nodes(facts)
+    return order[:pools] if order and len(order) >= pools else list(range(pools))
 
 
 def _best_prefix(
@@ -435,7 +454,12 @@ def _placed(facts, order, cores, threads, width, share_bytes) -> tuple[list[int]
     return held, held_fit, note
 
 
-def pool_memory_problem(facts: dict, nodes: list[int], share_bytes: float | None) -> str | None:
+SERVE_POOL_REMEDY = "use a smaller --cpu-format, or a host whose nodes hold the share"
+
+
+def pool_memory_problem(
+    facts: dict, nodes: list[int], share_bytes: float | None, remedy: str = SERVE_POOL_REMEDY
+) -> str | None:
     """Why the pools on `nodes` (kernel node numbers) cannot hold their shares of `share_bytes`, or None."""
     memory = numa_node_memory(facts)
     lacking = _short_nodes(memory, nodes, share_bytes)
@@ -448,7 +472,7 @@ def pool_memory_problem(facts: dict, nodes: list[int], share_bytes: float | None
         f"each of the {len(nodes)} kt-kernel thread pool(s) on NUMA node(s) {_nodes(nodes)} keeps its slice "
         f"of every CPU expert, {gb(share)} ({gb(share_bytes)} / {len(nodes)}), in its own node's memory, and "
         f"{short} (memory per node {layout}); no fewer pools fit either (kt-kernel keeps every expert in "
-        "RAM, GPU experts included): use a smaller --cpu-format, or a host whose nodes hold the share"
+        f"RAM, GPU experts included): {remedy}"
     )
 
 
@@ -489,9 +513,9 @@ def sequential_thread_pools(
 ) -> tuple[int, int, str | None]:
     """(kt_threadpool_count, threads, warning) where kt-kernel binds pool i to NUMA node i and takes no node
     list: its fine-tuning path (kt-kernel 0.7.2 kt_kernel/sft/base.py), and with `serving` the legacy stack
-    (kt-kernel v0.4.4; its sglang fork has no --kt-numa-nodes). The pools can only be nodes 0..n-1, so n is
-    the count of those that runs the most threads (at most `max_pools`) and holds its share of
-    `share_bytes` on each node."""
+    (kt-kernel v0.4.4; its sglang fork has no --kt-numa-nodes). The pools can only be hwloc's nodes 0..n-1
+    (sequential_pool_nodes names them), so n is the count of those that runs the most threads (at most
+    `max_pools`) and holds its share of `share_bytes` on each node."""
     cores = numa_node_cores(facts)
     if not cores:
         return min(numa_nodes_in_use(facts), threads, max_pools or threads), threads, None
@@ -499,15 +523,17 @@ def sequential_thread_pools(
         what, why, remedy = "the legacy stack's serving", "its sglang fork has no --kt-numa-nodes", "serve"
     else:
         what, why, remedy = "fine-tuning", "kt_kernel/sft/base.py names no nodes", "fine-tune"
-    order = list(range(max(cores) + 1))[:max_pools]
+    # pool i is on hwloc's node i: the nodes this process may allocate on, in order
+    order = (hwloc_nodes(facts) or list(range(max(cores) + 1)))[:max_pools]
     nodes, fit, memory_note = _placed(facts, order, cores, threads, width, share_bytes)
     if not fit:
+        first = order[0] if order else 0
         warning = (
-            f"kt-kernel binds {what} thread pool 0 to NUMA node 0 ({why}, unlike serving's --kt-numa-nodes "
-            f"on the current stack), and this process has no usable cores there, or may not allocate its "
-            f"memory: its {threads} workers are usable on node(s) {_nodes(cores)} only, so they run away "
-            f"from the node kt-kernel binds them and their expert weights to; {remedy} where node 0's CPUs "
-            "and memory are this process's"
+            f"kt-kernel binds {what} thread pool 0 to NUMA node {first} ({why}, unlike serving's "
+            f"--kt-numa-nodes on the current stack), and this process has no usable cores there, or may not "
+            f"allocate its memory: its {threads} workers are usable on node(s) {_nodes(cores)} only, so they "
+            f"run away from the node kt-kernel binds them and their expert weights to; {remedy} where node "
+            f"{first}'s CPUs and memory are this process's"
         )
         return 1, threads, warning
     limited = _pools_limited(cores, nodes, fit, threads)

@@ -18,6 +18,8 @@ from ktinfra.plan.host import (
     mig_reason,
     mig_uuids,
     mig_warnings,
+    pool_memory_problem,
+    sequential_pool_nodes,
     sequential_thread_pools,
     usable_gpus,
 )
@@ -251,9 +253,12 @@ def kt_keys(
     cutoff: int = sizing.SFT_CUTOFF_LEN,
     experts: str = "bf16",
     batch: int = 1,
+    cpu_experts: float | None = None,
 ) -> tuple[dict, dict, str, list]:
     """(kt keys, launcher, reason, problems) for the profile's generation and the experts' dtype (fp8:
-    current stack only); appends to `warnings`."""
+    current stack only); appends to `warnings`. `cpu_experts`: the experts' bytes in RAM, which the pools
+    split evenly, each pool's slice in its own node's memory (as serving's, kt-kernel 0.7.2
+    operators/moe-sft-tp.hpp: TP_MOE_SFT is moe-tp.hpp's TP_MOE, one intermediate slice per NUMA pool)."""
     # accelerate starts one process per GPU; rank 0 owns the KT backend (kt_kernel/sft/autograd.py) while the
     # others wait on their GPUs, busy as serving's tensor-parallel schedulers. Legacy: one process.
     ranks = 1 if profile["generation"] == "legacy" else max(gpus, 1)
@@ -282,10 +287,17 @@ def kt_keys(
         )
         return keys, launcher, reason, problems
     usable = cores
-    pools, cores, placement = sequential_thread_pools(facts, usable)
+    fp8 = experts == "fp8"
+    pools, cores, placement = sequential_thread_pools(facts, usable, share_bytes=cpu_experts)
     if placement:
         warnings.append(placement)
-    fp8 = experts == "fp8"
+    on = sequential_pool_nodes(facts, pools)
+    remedy = "fine-tune on a host whose nodes hold the share" + (
+        ""
+        if fp8 or arch.native_dtype != "fp8"
+        else ", or train the FP8 experts in place (--expert-format fp8)"
+    )
+    short = pool_memory_problem(facts, on, cpu_experts, remedy)
     keys = {
         "use_kt": True,
         "kt_config": {
@@ -308,7 +320,7 @@ def kt_keys(
         "num_processes": max(gpus, 1),
         "command": "accelerate launch --config_file <accelerate_config> -m llamafactory.cli train <yaml>",
     }
-    nodes = ", ".join(map(str, range(pools)))
+    nodes = ", ".join(map(str, on))
     method = (
         "FP8 (kt-kernel AMXFP8_SFT) on the checkpoint's block-FP8 experts, kt_share_backward_bb on as it "
         "requires"
@@ -318,7 +330,12 @@ def kt_keys(
     reason = (
         f"current KT keys (LLaMA-Factory examples/ktransformers, kt_kernel.sft.KTConfig): {method}, "
         f"{cores} threads in {pools} NUMA thread pool(s) on node(s) {nodes} (kt-kernel binds pool i "
-        "to node i), launched by accelerate with FSDP2"
+        + (
+            "to node i)"
+            if on == list(range(pools))
+            else "to hwloc's NUMA node i, which counts only the nodes this process may allocate on)"
+        )
+        + ", launched by accelerate with FSDP2"
         + (f"; {usable} usable cores cut to {cores} (see warnings)" if cores < usable else "")
         + (
             f"; kt_model_max_length {keys['kt_config']['kt_model_max_length']} = batch {batch} x "
@@ -329,7 +346,12 @@ def kt_keys(
             else ""
         )
     )
-    return keys, launcher, reason, _fp8_pool_problem(arch, pools) if fp8 else []
+    return (
+        keys,
+        launcher,
+        reason,
+        (_fp8_pool_problem(arch, pools) if fp8 else []) + ([short] if short else []),
+    )
 
 
 def _checkpoint_reason(arch: Architecture, profile: dict, experts: str, est: sizing.Estimate, **batch) -> str:
@@ -428,7 +450,7 @@ def plan_sft(
         f"{gb(sizing.sft_gpu_runtime_bytes(est))} per GPU of CUDA context and allocator cache"
     )
     keys, launcher, reasons["kt"], kt_problems = kt_keys(
-        arch, facts, profile, gpus, warnings, cutoff, experts, batch
+        arch, facts, profile, gpus, warnings, cutoff, experts, batch, est.breakdown["cpu_experts"]
     )
     problems += kt_problems
     # each data-parallel rank (accelerate's processes) steps its own micro-batch; the legacy launcher is one
