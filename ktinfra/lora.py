@@ -44,6 +44,7 @@ from ktinfra.render.serve import LORA_BACKENDS  # the GPU ones render accepts: o
 CONFIG_FILE = "adapter_config.json"
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 KT_FUSED_FILE = "fused_expert_lora.safetensors"
+ADDED_TOKENS_FILE = "added_tokens.json"  # srt/lora/lora_config.py get_added_tokens_config
 # sglang-kt 0.7.2: server_args.py KT_EXPERT_LORA_MODULES; kt_ep_wrapper.py _KT_SFT_METHOD_BY_INFERENCE_METHOD
 KT_EXPERT_LORA_MODULES = ("gate_proj", "up_proj", "down_proj")
 KT_LORA_METHODS = frozenset({"AMXBF16", "BF16", "AMXFP8", "FP8", "AMXINT8", "AMXINT4", "RAWINT4", "MXFP4"})
@@ -208,6 +209,7 @@ def _check_declared_modules(adapter: Adapter, weights: Path, header: dict) -> No
     _process_weight), sglang-kt takes a merged KT adapter's targets from its tensors instead
     (server_args.py _prepare_kt_composite_lora_adapter), and ktinfra's backend and tensor-parallel checks read
     target_modules: a mismatch serves another adapter than the one checked."""
+    _check_added_tokens(weights, header)
     _check_whole_tensors(weights, header)
     targets = adapter.config.get("target_modules")
     if not isinstance(targets, list):  # none, or a PEFT regex: SGLang and the converter go by the tensors
@@ -240,10 +242,38 @@ _LAYER_KEY = re.compile(r"layers\.\d+\.")  # SGLang's get_layer_id
 
 
 def _added_token_embedding(key: str) -> bool:
-    """A tensor SGLang loads as the embeddings of added tokens (srt/lora/lora.py _process_weight)."""
+    """A tensor SGLang takes as the embeddings of added tokens (srt/lora/lora.py _process_weight)."""
     if _LAYER_KEY.search(key) or "embed_tokens" in key or "lm_head" in key:
         return False
     return "input_embeddings" in key or "output_embeddings" in key
+
+
+def _check_added_tokens(weights: Path, header: dict) -> None:
+    """Embeddings of tokens added to the vocabulary (input_embeddings/output_embeddings) are served by no
+    stack: sglang-kt refuses an adapter with added_tokens.json at start (srt/lora/lora_manager.py
+    validate_new_adapter), and without that file srt/lora/lora.py _process_weight asserts that their rows
+    equal its (zero) added tokens, so loading fails; the legacy fork copies input_embeddings only beside
+    embed_tokens/lm_head LoRA and output_embeddings nowhere (mem_pool.py load_lora_weight_to_buffer), and
+    either way the server tokenizes with the base model's tokenizer, which has no added token."""
+    added = [k for k in header if _added_token_embedding(k) and header[k]["shape"][:1] != [0]]
+    if not added:
+        return
+    listed = (weights.parent / ADDED_TOKENS_FILE).is_file()
+    start = (
+        f"with {ADDED_TOKENS_FILE} beside it, sglang-kt refuses the adapter at start "
+        "(srt/lora/lora_manager.py validate_new_adapter: 'LoRA serving currently doesn't support adapters "
+        "that add tokens to the vocabulary')"
+        if listed
+        else f"without {ADDED_TOKENS_FILE}, loading the adapter fails on srt/lora/lora.py _process_weight's "
+        "assert that their rows equal the added tokens it lists (none)"
+    )
+    raise LoraError(
+        f"{weights}: {', '.join(added[:2])}{', ...' if len(added) > 2 else ''}: embeddings of tokens added "
+        f"to the vocabulary, which SGLang does not serve: {start}; the legacy fork loads "
+        "input_embeddings only beside embed_tokens/lm_head LoRA and output_embeddings nowhere (srt/lora/"
+        "mem_pool.py load_lora_weight_to_buffer), and the server tokenizes with the base model's tokenizer: "
+        "export a merged model with the resized vocabulary (llamafactory-cli export)"
+    )
 
 
 def _frozen_vocab_base(key: str, header: dict) -> bool:

@@ -6,9 +6,10 @@ sglang-kt 0.7.2 and the legacy fork (srt/lora/lora.py _process_weight) keep a te
 layers only for embed_tokens/lm_head named in target_modules, and mem_pool.py load_lora_weight_to_buffer
 copies only their lora_A/lora_B names: the whole weight goes nowhere, with no message, and the adapter is
 served without what was trained there. One inside a layer is loaded as its module's lora_B, and loading
-fails. Both are now refused; SGLang's added-token embeddings (input_embeddings/output_embeddings) are not,
-nor the frozen base weight PEFT's save_pretrained saves beside embed_tokens/lm_head LoRA by default
-(save_embedding_layers "auto": <module>.base_layer.weight), which SGLang skips harmlessly."""
+fails. Both are now refused (added-token embeddings, input_embeddings/output_embeddings, are refused for
+their own reasons: test_lora_review5_added_tokens), not the frozen base weight PEFT's save_pretrained saves
+beside embed_tokens/lm_head LoRA by default (save_embedding_layers "auto": <module>.base_layer.weight),
+which SGLang skips harmlessly."""
 
 from __future__ import annotations
 
@@ -85,9 +86,9 @@ def test_render_serve_refuses_it_naming_the_plan_key(tmp_path):
         render_serve(current_plan({"e": adapter}), name="q", model_path="/m", weight_path="/w")
 
 
-def test_lora_factors_and_added_token_embeddings_are_accepted(tmp_path):
-    added = {"input_embeddings": [2, 64], "output_embeddings": [2, 64]}  # SGLang loads these itself
-    adapter = _adapter(tmp_path, ATTENTION, EMBEDDING, added, targets=("q_proj", "embed_tokens"))
+def test_lora_factors_are_accepted(tmp_path):
+    # added-token embeddings (input_embeddings/output_embeddings): test_lora_review5_added_tokens
+    adapter = _adapter(tmp_path, ATTENTION, EMBEDDING, targets=("q_proj", "embed_tokens"))
     assert lora.inspect_adapter("a", adapter).warnings == []
 
 
