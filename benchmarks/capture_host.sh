@@ -22,6 +22,8 @@ run nproc.txt nproc
 run numactl-hardware.txt numactl --hardware
 # each NUMA node's memory (its meminfo lines name the node), as ktinfra's capture records it
 run node-meminfo.txt sh -c 'cat /sys/devices/system/node/node[0-9]*/meminfo'
+# each node's huge pages of every size (node meminfo counts the default size only, not 1 GiB pages)
+run node-hugepages.txt sh -c 'grep -H . /sys/devices/system/node/node[0-9]*/hugepages/hugepages-*kB/nr_hugepages'
 # drivers before R510 refuse the whole query for compute_cap: asked again without it, as ktinfra's capture does
 fields=index,name,uuid,memory.total,memory.used,compute_cap,driver_version,pci.bus_id
 if ! nvidia-smi --format=csv --query-gpu="$fields" >"$dir/nvidia-smi-query.csv" 2>&1 &&

@@ -294,6 +294,18 @@ def _node_meminfo() -> str | None:
     return "".join(texts) or None
 
 
+def _node_hugepages() -> str | None:
+    """Each node's huge page pool of every size, as `grep -H . .../nr_hugepages` prints it ("PATH:COUNT")."""
+    lines = []
+    for path in sorted(
+        Path("/sys/devices/system/node").glob("node[0-9]*/hugepages/hugepages-*kB/nr_hugepages")
+    ):
+        count = (_read(str(path)) or "").strip()
+        if count.isdigit():
+            lines.append(f"{path}:{count}\n")
+    return "".join(lines) or None
+
+
 def _pid1_environ_container() -> str:
     raw = _read("/proc/1/environ") or ""
     return next((item.split("=", 1)[1] for item in raw.split("\0") if item.startswith("container=")), "")
@@ -340,6 +352,8 @@ SOURCES: dict[str, CommandOrReader] = {
     "numactl-hardware.txt": ["numactl", "--hardware"],
     # each node's memory as the kernel counts it (numactl may be missing; its sizes are these, in MB)
     "node-meminfo.txt": _node_meminfo,
+    # each node's huge pages of every size (node-meminfo.txt counts the default size only)
+    "node-hugepages.txt": _node_hugepages,
     "nvidia-smi-query.csv": _gpu_query,
     "nvidia-smi-q.xml": ["nvidia-smi", "-q", "-x"],
     "nvidia-smi-topo.txt": ["nvidia-smi", "topo", "-m"],

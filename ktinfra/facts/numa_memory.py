@@ -12,13 +12,20 @@ MIB = 1 << 20
 # each node down to a MiB. The Firecracker VMs' node0 shows only touched memory (4699 MB of 252 GiB).
 AGREEMENT = 0.02
 NODE_LINE = re.compile(r"^Node (\d{1,4}) (MemTotal|HugePages_Total):\s+(\d{1,20})(\s*kB)?\s*$", re.M)
+# node-hugepages.txt: `grep -H . /sys/devices/system/node/node*/hugepages/hugepages-*/nr_hugepages`, every
+# page size (node meminfo's HugePages_Total counts the default size only, not 1 GiB pages beside 2 MiB ones)
+NODE_PAGES = re.compile(
+    r"/node(\d{1,4})/hugepages/hugepages-(\d{1,10})kB/nr_hugepages:\s*(\d{1,20})\s*$", re.M
+)
 
 
 def node_memory(files: dict[str, str], meminfo: dict[str, int]) -> tuple[dict[str, int] | None, str | None]:
     """({node: bytes a process can allocate there}, where they come from), or (None, why not).
 
-    From node-meminfo.txt (/sys/devices/system/node/node*/meminfo: each node's MemTotal less its default-size
-    huge pages), else `numactl --hardware`'s 'node N size: X MB'. Kept only when they add up to MemTotal."""
+    From node-meminfo.txt (/sys/devices/system/node/node*/meminfo: each node's MemTotal), else `numactl
+    --hardware`'s 'node N size: X MB'. Kept only when they add up to MemTotal. Each node's huge page pool is
+    left out (ordinary allocations, the experts', cannot use it): every page size from node-hugepages.txt,
+    else the default size's from node-meminfo.txt."""
     total = meminfo.get("MemTotal")
     found = _sysfs_nodes(files.get("node-meminfo.txt"), meminfo.get("Hugepagesize", 0))
     source = "node-meminfo.txt"
@@ -26,6 +33,9 @@ def node_memory(files: dict[str, str], meminfo: dict[str, int]) -> tuple[dict[st
         found, source = _numactl_nodes(files.get("numactl-hardware.txt")), "numactl-hardware.txt"
     if not found:
         return None, None
+    pools = _huge_page_pools(files.get("node-hugepages.txt"))
+    if pools:
+        found = {node: (size, min(pools.get(node, 0), size)) for node, (size, _) in found.items()}
     if total is None:
         return None, f"ignored: {source} without a MemTotal to check it against"
     listed = sum(size for size, _ in found.values())
@@ -52,6 +62,16 @@ def _sysfs_nodes(text: str | None, page_bytes: int) -> dict[int, tuple[int, int]
         for node, size in sizes.items()
         if within(size, 0, MAX_MEMORY_BYTES) is not None
     }
+
+
+def _huge_page_pools(text: str | None) -> dict[int, int]:
+    """{node: bytes of its huge pages, every size} from node-hugepages.txt ({} when it lists none)."""
+    pools: dict[int, int] = {}
+    for match in NODE_PAGES.finditer(text or ""):
+        node, page_kib, count = (int(group) for group in match.groups())
+        if node < MAX_NUMA_NODES:
+            pools[node] = min(pools.get(node, 0) + count * page_kib * 1024, MAX_MEMORY_BYTES)
+    return pools
 
 
 def _numactl_nodes(text: str | None) -> dict[int, tuple[int, int]]:
