@@ -284,6 +284,7 @@ def serve(
             host=host,
             port=port,
             env_dir=env_dir,
+            converting=frozenset(a.name for a, _, _ in steps),
         )
         rendered.add("plan-lora.json", json.dumps(plan_doc, indent=2) + "\n")
         conversions = [{"adapter": a.name, "output": str(t), "command": c(t)} for a, t, c in steps]

@@ -359,15 +359,20 @@ def _lora_args(
     return argv
 
 
-def _check_lora_adapters(plan: dict, lora: dict, method: str, tp_size: int) -> None:
+def _check_lora_adapters(
+    plan: dict, lora: dict, method: str, tp_size: int, converting: frozenset[str] = frozenset()
+) -> None:
     """The checks `ktinfra lora plan` makes of each adapter readable here (lora.check_plan_adapters): what
-    SGLang reads of it, and its backend and tensor parallel."""
+    SGLang reads of it, and its backend and tensor parallel. `converting`: adapters `lora serve` converts
+    into their path after rendering; what lies there now is the output --overwrite replaces, not what is
+    served (serve checks the training output, and convert() the new output)."""
     # imported here: ktinfra.lora imports this module
     from ktinfra.lora import LoraError, check_plan_adapters
 
     legacy = plan.get("stack_generation") == "legacy"
+    paths = {name: path for name, path in lora["paths"].items() if name not in converting}
     try:
-        check_plan_adapters(lora["paths"], lora.get("backend") or "triton", tp_size, method, legacy)
+        check_plan_adapters(paths, lora.get("backend") or "triton", tp_size, method, legacy)
     except LoraError as exc:
         raise RenderError(f"plan {exc}") from None
 
@@ -389,9 +394,15 @@ def _state_pool_args(serve: dict, requests: int) -> list[str]:
 
 
 def sglang_argv(
-    plan: dict, *, model_path: str, weight_path: str | None, python: str = "python3"
+    plan: dict,
+    *,
+    model_path: str,
+    weight_path: str | None,
+    python: str = "python3",
+    converting: frozenset[str] = frozenset(),
 ) -> list[str]:
-    """The full `python -m sglang.launch_server ...` argv for a serve plan (the API key travels by env)."""
+    """The full `python -m sglang.launch_server ...` argv for a serve plan (the API key travels by env);
+    `converting`: see _check_lora_adapters."""
     serve = plan_section(plan, "serve")
     model_path = check_abs_path("model path", model_path)
     method = require_str(serve, "kt_method", "serve")
@@ -460,7 +471,7 @@ def sglang_argv(
         argv += ["--kt-gpu-prefill-token-threshold", str(threshold)]
     lora_argv = _lora_args(serve.get("lora"), gpu_experts, threshold, requests, tp_size)
     if lora_argv:
-        _check_lora_adapters(plan, serve["lora"], method, tp_size)
+        _check_lora_adapters(plan, serve["lora"], method, tp_size, converting)
     return argv + lora_argv
 
 
@@ -673,13 +684,16 @@ def render_serve(
     start_timeout_s: int = 3600,
     numa: str = "auto",
     env_dir: str = ENV_DIR,
+    converting: frozenset[str] = frozenset(),
 ) -> Rendered:
     name = check_instance_name("--name", name)
     env_dir = check_env_dir(env_dir)
     python = check_program("--python", python)
     user = check_user(user)
     plan = _with_overrides(plan, name, host, port)
-    argv = sglang_argv(plan, model_path=model_path, weight_path=weight_path, python=python)
+    argv = sglang_argv(
+        plan, model_path=model_path, weight_path=weight_path, python=python, converting=converting
+    )
     serve = plan["serve"]
     _check_user_can_bind(user, serve["port"])
     if api_key is not None:
