@@ -27,6 +27,7 @@ from ktinfra.facts.gpus import (
     listing,
     xml_gpus,
 )
+from ktinfra.facts.noreplace import rename_no_replace
 from ktinfra.facts.system import df_rows
 from ktinfra.links import LinkLoop
 
@@ -793,12 +794,24 @@ def _write_new_folder(folder: Path, target: Path, files: dict[str, str]) -> None
                 _write_files(held, staging, files)
                 os.fchmod(held, 0o755)  # mkdtemp makes it private; a capture is meant to be shared
                 _still_ours(parent, staging, held)
-                # rename(2) goes by name: the check above leaves the shortest window there is
-                os.rename(staging.name, folder.name, src_dir_fd=parent, dst_dir_fd=parent)
+                # rename(2) goes by name: the check above leaves the shortest window there is; the new
+                # name is never taken over (an empty folder made there meanwhile was, by rename(2))
+                _rename_into_place(parent, staging.name, folder)
             except OSError as error:
                 raise _reworded(error, f"cannot write {target}", staging, target) from None
     finally:
         os.close(parent)
+
+
+def _rename_into_place(parent: int, staged: str, folder: Path) -> None:
+    try:
+        rename_no_replace(parent, staged, folder.name)
+    except FileExistsError:
+        raise FileExistsError(
+            errno.EEXIST,
+            f"{folder.name} appeared in {folder.parent} while the capture was written; it was left as it is "
+            "and nothing was put in place",
+        ) from None
 
 
 def _fill_empty_folder(folder: Path, target: Path, files: dict[str, str]) -> None:
