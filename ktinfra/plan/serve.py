@@ -29,6 +29,7 @@ from ktinfra.plan.host import (
     numa_nodes_of_usable_cpus,
     parse_cpulist,
     pool_memory_problem,
+    sequential_pool_nodes,
     sequential_thread_pools,
     thread_pools,
     unknown_capability_warnings,
@@ -160,7 +161,7 @@ def _cpu_decisions(
     if legacy:  # kt-kernel v0.4.4 binds pool i to node i, and the legacy sglang fork cannot name other nodes
         placement_of = sequential_thread_pools(facts, threads, max_pools, True, width, share_bytes)
         pools, placed, placement = placement_of
-        on, nodes = list(range(pools)), None
+        on, nodes = sequential_pool_nodes(facts, pools), None
     else:
         pools, placed, placement, on = thread_pools(facts, threads, max_pools, width, share_bytes)
         nodes = hwloc_indices(facts, on)
@@ -202,7 +203,8 @@ def _cpu_decisions(
     if not legacy and (nodes or list(range(pools))) != on:
         reasons["kt_numa_nodes"] += (
             f" (the kernel's node(s) {' '.join(map(str, on))}: kt-kernel finds a pool's node by hwloc's "
-            "logical index, which counts only the nodes with memory, not by the kernel's node number)"
+            "logical index, which counts only the nodes with memory that this process may allocate on (its "
+            "cpuset's mems), not by the kernel's node number)"
         )
     if max_pools is not None and pools == max_pools < numa_nodes_in_use(facts):
         reasons["kt_threadpool_count"] += (

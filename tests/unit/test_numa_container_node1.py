@@ -88,3 +88,13 @@ def test_sft_checks_the_experts_against_node_1(tmp_path):
     result = plan(node1_container(tmp_path, "1"), "Qwen3-235B-A22B", "sft")
     assert not result["feasible"]
     assert any("node 1 has 135 GB" in p for p in result["problems"]), result["problems"]
+
+
+def test_legacy_serve_on_node_1_alone_checks_node_1s_memory(tmp_path):
+    """The legacy stack (kt-kernel v0.4.4, worker_pool.cpp: hwloc_get_obj_by_type(HWLOC_OBJ_NUMANODE, i) as
+    0.7.2) binds pool i to hwloc's node i, node 1 here: its pool check read node 0's 404 GB."""
+    host = node1_container(tmp_path, "1")
+    result = plan(host, "DeepSeek-V3", "serve", cpu_format="AMXINT4", stack="kt-0.4-autodl")
+    assert not result["feasible"]
+    assert any("node 1 has 135 GB" in p for p in result["problems"]), result["problems"]
+    assert not any("node 0 has" in p for p in result["problems"]), result["problems"]
