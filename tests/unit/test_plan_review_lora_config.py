@@ -48,8 +48,12 @@ def test_a_good_adapter_and_one_not_on_this_host_are_planned(tmp_path):
     assert paths == {"mine": str(adapter), "elsewhere": "/srv/not/here"}
 
 
-def test_the_legacy_stack_converts_every_adapter_first_so_it_is_not_refused(tmp_path):
+def test_the_legacy_stack_checks_the_adapter_it_will_load_too(tmp_path):
+    """The legacy stack loads the directory the plan names (render converts nothing, and convert_lora.py only
+    strips key prefixes: 66229ca), and its sglang fork reads modules_to_save as sglang-kt does: refused too.
+    Before 66229ca this test pinned the skip."""
     adapter = _edit(peft_dir(tmp_path / "a"), modules_to_save=["lm_head"])
     proc = _plan("--lora", f"mine={adapter}", "--stack", "kt-0.4-autodl", "--json")
-    assert "--lora mine" not in proc.stderr, proc.stderr
-    assert json.loads(proc.stdout)["serve"]["lora"]["paths"] == {"mine": str(adapter)}
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert proc.stdout == "" and "error: --lora mine:" in proc.stderr, proc.stderr
+    assert "modules_to_save" in proc.stderr, proc.stderr
