@@ -556,13 +556,18 @@ def check_alpha_flag(adapters: list[Adapter], lora_alpha: float | None, legacy: 
 
 def check_training_outputs(adapters: list[Adapter], legacy: bool, lora_alpha: float | None = None) -> None:
     """What `lora serve` and `render lora-convert` refuse of inspected training outputs before converting:
-    a KT output on the legacy stack, an adapter of expert LoRA only (current
-    stack), a --lora-alpha the conversion would drop."""
+    a KT output on the legacy stack, an adapter of expert LoRA only (current stack), a --lora-alpha the
+    conversion would drop; on the legacy stack also an adapter_config.json the fork cannot start with
+    (check_served_as_is), since its convert_lora.py copies that file as it is (only the tensor names
+    change), where kt-kernel's converter writes its own."""
     check_legacy_adapters(adapters, legacy)
     if not legacy:
         for adapter in adapters:
             check_nonexpert_lora(adapter)
     check_alpha_flag(adapters, lora_alpha, legacy)
+    if legacy:
+        for adapter in adapters:
+            check_served_as_is(adapter)
 
 
 def check_conversion_input(path: Path, legacy: bool, lora_alpha: float | None = None) -> None:
