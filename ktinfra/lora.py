@@ -567,7 +567,7 @@ def check_training_outputs(adapters: list[Adapter], legacy: bool, lora_alpha: fl
     check_alpha_flag(adapters, lora_alpha, legacy)
     if legacy:
         for adapter in adapters:
-            check_served_as_is(adapter)
+            check_served_as_is(adapter, legacy)
 
 
 def check_conversion_input(path: Path, legacy: bool, lora_alpha: float | None = None) -> None:
@@ -596,11 +596,12 @@ def needs_conversion(adapter: Adapter, legacy: bool) -> bool:
 SGLANG_CONFIG_KEYS = ("peft_type", "r", "lora_alpha", "target_modules")
 
 
-def check_served_as_is(adapter: Adapter) -> None:
+def check_served_as_is(adapter: Adapter, legacy: bool = False) -> None:
     """A PEFT adapter the current stack serves without conversion: what sglang-kt 0.7.2 reads of its
     adapter_config.json must be there, and target_modules a list. A string (a PEFT regex, "all-linear")
     stops the server at start unless --lora-target-modules is given (lora_manager.py init_lora_shapes),
-    and ktinfra renders no such flag."""
+    and ktinfra renders no such flag. sglang-kt also refuses a non-empty added_tokens.json
+    (_check_added_tokens_file; not `legacy`: the fork has no such check)."""
     config_path = adapter.path / CONFIG_FILE
     missing = [key for key in SGLANG_CONFIG_KEYS if key not in adapter.config]
     if missing:
@@ -616,6 +617,36 @@ def check_served_as_is(adapter: Adapter) -> None:
             "names from an adapter (it stops at start otherwise, and ktinfra renders no "
             f"--lora-target-modules): write the modules the adapter's tensors name, {listed}"
         )
+    if not legacy:
+        _check_added_tokens_file(adapter)
+
+
+def _check_added_tokens_file(adapter: Adapter) -> None:
+    """sglang-kt counts the entries of the adapter's added_tokens.json (srt/lora/lora_config.py
+    get_added_tokens_config; malformed JSON: a warning, counted as none) and refuses the adapter at start
+    when there is one (lora_manager.py validate_new_adapter), whatever its tensors hold. LLaMA-Factory saves
+    the tokenizer beside the adapter, and a tokenizer with tokens past its base vocabulary (Qwen's special
+    tokens) writes that file."""
+    path = adapter.path / ADDED_TOKENS_FILE
+    if not path.is_file():
+        return
+    try:
+        listed = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return
+    if listed is None or (isinstance(listed, (dict, list, str)) and not listed):
+        return
+    shown = ", ".join(f"{k} {v}" for k, v in list(listed.items())[:3]) if isinstance(listed, dict) else ""
+    raise LoraError(
+        f"{path}: lists tokens added to the tokenizer{f' ({shown}, ...)' if shown else ''}, and sglang-kt "
+        f"refuses an adapter with a non-empty {ADDED_TOKENS_FILE} at start, whatever its tensors hold "
+        "(srt/lora/lora_manager.py validate_new_adapter: 'LoRA serving currently doesn't support adapters "
+        "that add tokens to the vocabulary'). LLaMA-Factory saves the tokenizer beside the adapter, and a "
+        "tokenizer with tokens past its base vocabulary (Qwen's special tokens) writes this file: where the "
+        "model's vocabulary already holds them (ids below its vocab_size), serve a copy of the adapter "
+        f"without {ADDED_TOKENS_FILE} (the server uses the base model's tokenizer); else export a merged "
+        "model (llamafactory-cli export)"
+    )
 
 
 # Finds the package without importing it: kt_kernel/__init__ loads the native extension (CPU-variant
@@ -872,7 +903,7 @@ def check_planned_adapter(name: str, path: Path, legacy: bool = False) -> None:
         if fused or (path / CONFIG_FILE).is_file():
             adapter = inspect_adapter(name, path)
             check_legacy_adapters([adapter], legacy)
-            check_served_as_is(adapter)
+            check_served_as_is(adapter, legacy)
         return
     if fused and not _merged_kt_adapter(path):
         raise LoraError(
