@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from role_play import ROLES, run_play, task_output
 from test_image_validate import _wheel
+from test_kt_router_given_workers_asked import REFUSED as GIVEN_REFUSED
+from test_kt_router_given_workers_asked import nothing_listens, sglang_like
 
 ROLE = ROLES / "kt_router"
 
@@ -315,15 +317,24 @@ def test_values_router_env_or_the_unit_cannot_carry_are_refused_before_any_chang
     assert not fresh.exists()
 
 
-def _install(tmp_path, version: str, fail: str = "") -> tuple[int, str]:
+def _install(tmp_path, version: str, fail: str = "", workers: list[str] | None = None) -> tuple[int, str]:
     """The role with kt_router_packages [sglang-router==version], installed by pip from a local stand-in
-    wheel into a real venv; `fail`: the systemctl command that fails (the run stops there)."""
+    wheel into a real venv; `fail`: the systemctl command that fails (the run stops there). `workers`: the
+    given kt_router_workers, else a stand-in SGLang server (without a key) for the run, on the same port at
+    each run of a test: the role asks a given worker the inventory does not hold before it writes the
+    router's files."""
+    if workers is None:
+        port_file = tmp_path / "worker-port"
+        port = int(port_file.read_text()) if port_file.exists() else 0
+        with sglang_like(None, port) as (url, _):
+            port_file.write_text(url.rsplit(":", 1)[1])
+            return _install(tmp_path, version, fail, [url])
     (tmp_path / "wheels").mkdir(exist_ok=True)
     (tmp_path / "units").mkdir(exist_ok=True)  # /etc/systemd/system is there
     _wheel(tmp_path / "wheels", "sglang_router", {"sglang_router/__init__.py": b""}, version=version)
     extra = {
         "kt_router__sd_booted": {"stat": {"isdir": True}},
-        "kt_router_workers": ["http://10.0.0.11:30000"],
+        "kt_router_workers": workers,
         "kt_router_worker_api_key": "k3y",
         "kt_router_venv": str(tmp_path / "venv"),
         "kt_router_config_dir": str(tmp_path / "cfg"),
@@ -375,3 +386,16 @@ def test_a_run_cut_off_between_the_install_and_the_restart_is_restarted_by_the_n
     assert rc == 0, output[-3000:]
     assert "changed: [localhost]" in task_output(output, "Queue the restart a cut-off run did not do")
     assert _restarts(tmp_path) == first + 1
+
+
+@pytest.mark.slow  # a real venv (minutes on a loaded host); test_kt_router_given_workers_asked.py: fast
+def test_a_given_worker_the_router_cannot_use_stops_the_run_before_the_routers_files(tmp_path):
+    """Before: a given URL the inventory does not hold went into router.env unasked and the router was
+    restarted with it (here: a URL nothing answers at)."""
+    dead = nothing_listens()
+    rc, output = _install(tmp_path, "0.3.2", workers=[dead])
+    assert rc != 0
+    assert f"{GIVEN_REFUSED} from this host: {dead}: no answer on /health" in output, output[-3000:]
+    assert not (tmp_path / "cfg").exists()
+    systemctl = tmp_path / "systemctl.log"
+    assert not systemctl.exists() or "start" not in systemctl.read_text()
