@@ -38,4 +38,5 @@ host-tuning-containers: venv docker-ready ## kt_host_tuning in systemd container
 	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_host_tuning_review5_governor_units.py \
 		tests/integration/test_kt_host_tuning_governor_daemons.py \
 		tests/integration/test_host_tuning_review6_governor_daemons.py \
+		tests/integration/test_kt_host_tuning_governor_config.py \
 		tests/integration/test_host_tuning_review5_container_boot_order.py

@@ -6,7 +6,8 @@ cpupower.service (Arch, Fedora) is a oneshot that applies its config's governor 
 knew tuned and power-profiles-daemon only, so with any of these the role wrote `performance`, reported it
 applied, and it held until their next write. Now each running or enabled one is refused before any change
 like tuned, with why; an enabled oneshot that has not run (inactive) counts. thermald changes
-scaling_max_freq, never the governor, and is not asked about.
+scaling_max_freq, never the governor, and is not asked about. TLP and cpupower are given configs that set a
+governor here (without one they are not refused: test_kt_host_tuning_governor_config.py).
 
 Same stand-in systemctl and cpufreq directory as test_kt_host_tuning_governor_daemons.py.
 """
@@ -17,6 +18,14 @@ import pytest
 from test_kt_host_tuning_governor_daemons import RUNNING, tune
 
 ONESHOT_NOT_RUN = "LoadState=loaded\nUnitFileState=enabled\nActiveState=inactive\nFragmentPath=/usr/lib/x\n"
+
+
+def governor_configs(tmp) -> None:
+    """TLP's and cpupower's configs setting a governor (without one they are not asked about:
+    test_kt_host_tuning_governor_config.py), where tune() has the role read them."""
+    (tmp / "tlp").mkdir(exist_ok=True)
+    (tmp / "tlp" / "tlp.conf").write_text("TLP_ENABLE=1\nCPU_SCALING_GOVERNOR_ON_AC=powersave\n")
+    (tmp / "cpupower").write_text("governor='ondemand'\n")
 
 
 @pytest.mark.parametrize(
@@ -36,6 +45,7 @@ ONESHOT_NOT_RUN = "LoadState=loaded\nUnitFileState=enabled\nActiveState=inactive
 )  # fmt: skip
 def test_tlp_auto_cpufreq_and_cpupower_are_refused_before_anything_changes(tmp_path, units, named, why):
     """Before: none of them was asked about; the governor was written and reported applied."""
+    governor_configs(tmp_path)
     rc, output, calls, governor = tune(tmp_path, units)
     assert rc != 0, output[-3000:]
     message = " ".join(output.split())  # the failure message is folded over lines
@@ -47,6 +57,7 @@ def test_tlp_auto_cpufreq_and_cpupower_are_refused_before_anything_changes(tmp_p
 
 def test_with_stop_the_new_daemons_are_masked_before_the_governor_is_set(tmp_path):
     units = {"tlp.service": RUNNING, "auto-cpufreq.service": RUNNING, "cpupower.service": ONESHOT_NOT_RUN}
+    governor_configs(tmp_path)
     rc, output, calls, governor = tune(tmp_path, units, {"kt_host_tuning_governor_daemons": "stop"})
     assert rc == 0, output[-3000:]
     assert calls == [f"mask --now {unit}" for unit in units]

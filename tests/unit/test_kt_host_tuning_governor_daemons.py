@@ -30,6 +30,16 @@ cat "{units}/$3" 2>/dev/null || printf 'LoadState=not-found\\nUnitFileState=\\nA
 RUNNING = "LoadState=loaded\nUnitFileState=enabled\nActiveState=active\nFragmentPath=/lib/systemd/system/x\n"
 
 
+def config_paths(tmp: Path) -> dict:
+    """TLP's and cpupower's config files and udev's rules directories, in tmp: this host's are never read."""
+    tlp = [str(tmp / "tlp" / name) for name in ("defaults.conf", "tlp.d/*.conf", "tlp.conf")]
+    return {
+        "kt_host_tuning__tlp_confs": tlp,
+        "kt_host_tuning__cpupower_confs": [str(tmp / "cpupower"), str(tmp / "sysconfig-cpupower")],
+        "kt_host_tuning__udev_rule_dirs": [str(tmp / "udev" / "etc"), str(tmp / "udev" / "lib")],
+    }
+
+
 def tune(tmp: Path, units: dict[str, str], extra: dict | None = None) -> tuple[int, str, list[str], str]:
     """rc, output, the systemctl calls other than show, and cpu0's governor afterwards."""
     bin_dir, unit_dir, cpu = tmp / "bin", tmp / "units", tmp / "cpu" / "cpu0" / "cpufreq"
@@ -49,6 +59,7 @@ def tune(tmp: Path, units: dict[str, str], extra: dict | None = None) -> tuple[i
         "kt_host_tuning_shm_size": "", "kt_host_tuning_report_file": str(tmp / "tuning.json"),
         "kt_host_tuning_governors_file": str(cpu / "scaling_available_governors"),
         "kt_preflight_facts": {"container": False},
+        **config_paths(tmp),
     }  # fmt: skip
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "KT_TUNE_CPU_ROOT": str(tmp / "cpu")}
     rc, output = run_play(tmp, tasks, role_vars | (extra or {}), env=env)
