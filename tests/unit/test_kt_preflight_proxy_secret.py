@@ -7,7 +7,9 @@ the stack profile's index_url unless the host's pip configuration names one."""
 from __future__ import annotations
 
 import base64
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -35,6 +37,10 @@ def _scratch(tmp: Path) -> dict:
 def test_the_proxy_password_stays_out_of_vvv_and_the_file_is_removed(tmp_path, wheels, proxy):  # noqa: F811
     """Before: the proxy was the install task's environment, which -vvv prints in its EXEC line (no_log
     hides the result only)."""
+    # what a run killed before its always (SIGKILL) left: the file of this user on this host, a password in it
+    stale = tmp_path / "tool" / f".ktinfra-run.{os.getuid()}" / f"downloads.{os.uname().nodename}.sh"
+    stale.parent.mkdir(parents=True)
+    stale.write_text(f"export http_proxy=http://lab:{PASSWORD}@old-proxy:3128\n")
     index = serve_index(wheels)
     try:
         extra = _tool_vars(tmp_path) | {
@@ -48,8 +54,10 @@ def test_the_proxy_password_stays_out_of_vvv_and_the_file_is_removed(tmp_path, w
     through = _asked(proxy)
     assert through and through[0][1] == "Basic " + base64.b64encode(f"lab:{PASSWORD}".encode()).decode()
     assert PASSWORD not in output
-    named = set(re.findall(r"[^\s\"']*/ktinfra-pip\.[^\s\"'/]+\.sh", output))
-    assert named and list((tmp_path / "scratch").glob("ktinfra-pip.*")) == [], named
+    named = set(re.findall(r"[^\s\"']*/\.ktinfra-run\.[0-9]+/downloads\.[^\s\"'/]+\.sh", output))
+    assert named == {str(stale)} and not stale.exists(), named  # the one name; the killed run's file gone
+    assert list((tmp_path / "scratch").glob("ktinfra-pip.*")) == []
+    assert stat.S_IMODE(stale.parent.stat().st_mode) == 0o700
 
 
 def _site_profile(tmp: Path, index_url: str) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import stat
 import subprocess
 from pathlib import Path
 
@@ -37,9 +38,18 @@ def _run(tmp: Path, index, proxy) -> tuple[int, str]:
 
 
 def _settings_files(tmp: Path, output: str) -> tuple[list[str], list[Path]]:
-    """The settings files the run's output names (tempfile's result), and those still on disk."""
-    named = sorted(set(re.findall(r"[^\s\"']*/ktinfra-pip\.[^\s\"'/]+\.sh", output)))
-    return named, sorted((tmp / "scratch").glob("ktinfra-pip.*"))
+    """The settings files the run's output names, and those still on disk (in TMPDIR, where they were made
+    before, or in their folder next to the envs)."""
+    named = sorted(set(re.findall(r"[^\s\"']*/\.ktinfra-run\.[0-9]+/downloads\.[^\s\"'/]+\.sh", output)))
+    return named, sorted((tmp / "scratch").glob("ktinfra-pip.*")) + sorted(tmp.rglob("downloads.*.sh"))
+
+
+def _stale(folder: Path) -> Path:
+    """The settings file a run killed before its always (SIGKILL) left in `folder`, a password in it."""
+    stale = folder / f".ktinfra-run.{os.getuid()}" / f"downloads.{os.uname().nodename}.sh"
+    stale.parent.mkdir(parents=True)
+    stale.write_text(f"export http_proxy=http://lab:{PASSWORD}@old-proxy:3128\n")
+    return stale
 
 
 def test_the_proxy_password_and_index_token_stay_out_of_vvv_and_the_file_is_removed(tmp_path, proxy):
@@ -88,7 +98,7 @@ esac
 """
 
 
-def _conda_run(tmp: Path, patch: str) -> tuple[int, str, list[str]]:
+def _conda_run(tmp: Path, patch: str, flags: tuple[str, ...] = ("-vvv",)) -> tuple[int, str, list[str]]:
     """env.yml with the conda patches' stand-in (test_kt_python_env_review_conda_patches) logging each call,
     at -vvv with a proxy password; its calls."""
     extra = _setup(tmp, [{"channel": "conda-forge", "packages": [patch]}])
@@ -97,20 +107,32 @@ def _conda_run(tmp: Path, patch: str) -> tuple[int, str, list[str]]:
     logged.write_text(LOGGING_CONDA.format(log=tmp / "calls.log", bad=BAD_PATCH) + creating.split("\n", 1)[1])
     (tmp / "scratch").mkdir(exist_ok=True)
     extra |= {"kt_python_env_http_proxy": f"http://lab:{PASSWORD}@127.0.0.1:3128"}
-    rc, output = run_play(tmp, ENV, extra, env={"TMPDIR": str(tmp / "scratch")}, flags=["-vvv"])
+    rc, output = run_play(tmp, ENV, extra, env={"TMPDIR": str(tmp / "scratch")}, flags=list(flags))
     calls = (tmp / "calls.log").read_text().splitlines() if (tmp / "calls.log").exists() else []
     return rc, output, calls
 
 
 def test_conda_gets_the_proxy_from_the_file_and_vvv_does_not_show_it(tmp_path):
     """Before: conda create and the patches had the proxy as their environment, printed by -vvv."""
+    stale = _stale(tmp_path)  # next to the env (tmp_path/env): what a killed run left
     rc, output, calls = _conda_run(tmp_path, "libstdcxx-ng")
     assert rc == 0, output[-3000:]
     proxy = f"http://lab:{PASSWORD}@127.0.0.1:3128"
     assert [c.split()[:2] for c in calls] == [[proxy, "create"], [proxy, "install"]], calls
     assert PASSWORD not in output
     named, left = _settings_files(tmp_path, output)
-    assert named and left == [], (named, left)
+    # the one name of this user on this host, in a folder of the user only: the killed run's file is gone
+    assert named == [str(stale)] and left == [], (named, left)
+    assert stat.S_IMODE(stale.parent.stat().st_mode) == 0o700
+
+
+def test_check_mode_writes_no_settings_file(tmp_path):
+    """Under --check no download runs. Before: the file was written (check_mode: false) and the always's
+    removal, a file task under --check, only said it would remove it: each --check of a conda env left a
+    0600 file with the proxy password in TMPDIR."""
+    rc, output, calls = _conda_run(tmp_path, "libstdcxx-ng", flags=("--check",))
+    assert rc == 0 and calls == [], output[-3000:]
+    assert _settings_files(tmp_path, output)[1] == []  # none in TMPDIR, none next to the env
 
 
 def test_a_failed_conda_patch_shows_condas_error_and_removes_the_file(tmp_path):
