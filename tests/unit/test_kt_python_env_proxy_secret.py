@@ -6,10 +6,12 @@ or not, so neither is in a task's environment (printed in -vvv's connection line
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import re
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -178,3 +180,60 @@ def test_git_gets_the_proxy_from_the_file_and_vvv_does_not_show_it(tmp_path):
     rc, output = run_play(tmp_path, PIP, extra, env=env, flags=["-vvv"])
     assert rc == 0 and PASSWORD not in output, output[-3000:]
     assert "changed:" not in task_output(output, "Check out git sources"), output[-3000:]
+
+
+# ---- the profile's wheel files given by URL: fetched through the same settings file ----
+
+
+def _wheel_url_run(tmp: Path, proxy, sha256: str | None = None) -> tuple[int, str, Path]:
+    """env.yml (test_kt_python_env_rerun's venv env) whose one package is a wheel file given by URL, served
+    by a real local index through the recording proxy (with a password), at -vvv; the wheelhouse file."""
+    from test_kt_python_env_rerun import _setup as _venv_setup
+
+    served = sorted((tmp / "files").glob("*.whl"))  # made once: a zip holds the time it was made
+    wheel = served[0] if served else make_wheel(tmp / "files")
+    server = serve_index(tmp / "files")
+    extra = _venv_setup(tmp, "six")
+    # the tool venv's python (kt_python_env_tool_python) next to ktinfra, as kt_preflight leaves them
+    tool = tmp / "tool" / "bin"
+    tool.mkdir(parents=True, exist_ok=True)
+    for name in ("ktinfra", "python"):
+        if not (tool / name).exists():
+            (tool / name).symlink_to(tmp / "ktinfra" if name == "ktinfra" else sys.executable)
+    entry = {"name": PACKAGE, "file": wheel.name, "version": "1.0.0", "wheelhouse_file": wheel.name,
+             "path": None, "url": f"http://127.0.0.1:{server.port}/files/{wheel.name}",
+             "sha256": sha256 or hashlib.sha256(wheel.read_bytes()).hexdigest()}  # fmt: skip
+    extra["kt_python_env_spec"].update(packages=[], wheels=[entry])
+    extra |= {"kt_preflight_ktinfra_exe": str(tool / "ktinfra"),
+              "kt_python_env_http_proxy": f"http://lab:{PASSWORD}@127.0.0.1:{proxy.port}"}  # fmt: skip
+    (tmp / "scratch").mkdir(exist_ok=True)
+    try:
+        rc, output = run_play(tmp, ENV, extra, env={"TMPDIR": str(tmp / "scratch")}, flags=["-vvv"])
+    finally:
+        server.close()
+    return rc, output, tmp / "wh" / wheel.name
+
+
+def test_a_wheel_url_is_fetched_through_the_proxy_and_vvv_does_not_show_the_password(tmp_path, proxy):
+    """Before: get_url had the proxy as its environment (the module takes a proxy from nowhere else), and
+    -vvv prints a task's environment in its EXEC line: the password was in the output."""
+    rc, output, wheel = _wheel_url_run(tmp_path, proxy)
+    assert rc == 0 and wheel.is_file(), output[-3000:]
+    through = [auth for url, auth in proxy.asked if url.endswith(wheel.name)]
+    assert through == ["Basic " + base64.b64encode(f"lab:{PASSWORD}".encode()).decode()], proxy.asked
+    assert PASSWORD not in output
+    assert sorted(p.name for p in wheel.parent.iterdir()) == [wheel.name]  # no partial download left
+    rc, output, _ = _wheel_url_run(tmp_path, proxy)  # whole in the wheelhouse: not fetched again
+    assert rc == 0 and len([u for u, _ in proxy.asked if u.endswith(wheel.name)]) == 1, output[-3000:]
+    assert PASSWORD not in output
+
+
+def test_a_wheel_url_with_another_sha256_fails_readably_and_leaves_nothing(tmp_path, proxy):
+    """Before: with a proxy password the download was no_log: its error (the checksum mismatch) hidden."""
+    rc, output, wheel = _wheel_url_run(tmp_path, proxy, sha256="0" * 64)
+    assert rc != 0 and not wheel.exists(), output[-3000:]
+    served = hashlib.sha256((tmp_path / "files" / wheel.name).read_bytes()).hexdigest()
+    assert served in task_output(output, "Download wheel files"), output[-3000:]  # the error, readable
+    assert "censored" not in task_output(output, "Download wheel files"), output[-3000:]
+    assert PASSWORD not in output
+    assert list(wheel.parent.iterdir()) == []
