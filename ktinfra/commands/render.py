@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +12,7 @@ from rich.markup import escape
 
 from ktinfra.commands import non_empty_path, non_empty_text
 from ktinfra.profiles import SRC_DIR
-from ktinfra.render import RenderError, load_plan, write_bundle
+from ktinfra.render import Rendered, RenderError, load_plan, write_bundle
 from ktinfra.render.common import read_api_key_file
 from ktinfra.render.convert import (
     CONVERT_ENV_DIR,
@@ -100,6 +101,15 @@ def _emit(rendered, out: Path, as_json: bool) -> None:
     console.print(f"then: systemctl daemon-reload && systemctl start {rendered.info['unit']}", soft_wrap=True)
 
 
+def _render_into(out: Path, as_json: bool, render: Callable[[], Rendered]) -> None:
+    """Every render subcommand's end: render (plan lookups included), write into --out and report; a
+    RenderError is one error line and exit 1."""
+    try:
+        _emit(render(), out, as_json)
+    except RenderError as exc:
+        _fail(str(exc))
+
+
 @render_app.command("serve")
 def serve_cmd(
     name: Annotated[str, typer.Option("--name", help="Served model name = systemd instance name.")],
@@ -137,10 +147,11 @@ def serve_cmd(
     as_json: JsonFlag = False,
 ) -> None:
     """SGLang + kt-kernel server: ktinfra-serve@.service + ktinfra-serve-NAME.env (0600)."""
-    try:
-        plan = resolve_plan(plan_file, model, facts, from_dir, "serve")
-        rendered = render_serve(
-            plan,
+    _render_into(
+        out,
+        as_json,
+        lambda: render_serve(
+            resolve_plan(plan_file, model, facts, from_dir, "serve"),
             name=name,
             model_path=model_path,
             weight_path=weight_path,
@@ -153,10 +164,8 @@ def serve_cmd(
             start_timeout_s=start_timeout,
             numa=numa,
             env_dir=env_dir,
-        )
-        _emit(rendered, out, as_json)
-    except RenderError as exc:
-        _fail(str(exc))
+        ),
+    )
 
 
 PythonOpt = Annotated[str, typer.Option("--python", help="Python of the env that runs the job.")]
@@ -212,8 +221,10 @@ def convert_cmd(
 ) -> None:
     """CPU expert weight conversion: ktinfra-convert@.service (oneshot) + env. int8 is written as layer
     folders plus kt-weight-manifest.json, the layout kt-kernel also trains from."""
-    try:
-        rendered = render_convert(
+    _render_into(
+        out,
+        as_json,
+        lambda: render_convert(
             model_path=model_path,
             output=output,
             method=method,
@@ -227,10 +238,8 @@ def convert_cmd(
             user=user,
             ktinfra=ktinfra,
             env_dir=env_dir,
-        )
-        _emit(rendered, out, as_json)
-    except RenderError as exc:
-        _fail(str(exc))
+        ),
+    )
 
 
 @render_app.command("lora-convert")
@@ -265,8 +274,10 @@ def lora_convert_cmd(
     as_json: JsonFlag = False,
 ) -> None:
     """LoRA adapter conversion for SGLang: ktinfra-lora-convert@.service (oneshot) + env."""
-    try:
-        rendered = render_lora_convert(
+    _render_into(
+        out,
+        as_json,
+        lambda: render_lora_convert(
             adapter=adapter,
             output=output,
             legacy=legacy,
@@ -279,10 +290,8 @@ def lora_convert_cmd(
             user=user,
             overwrite=overwrite,
             env_dir=env_dir,
-        )
-        _emit(rendered, out, as_json)
-    except RenderError as exc:
-        _fail(str(exc))
+        ),
+    )
 
 
 @render_app.command("train")
@@ -323,10 +332,11 @@ def train_cmd(
     as_json: JsonFlag = False,
 ) -> None:
     """LoRA SFT run: RUN.yaml (LLaMA-Factory) + ktinfra-train@.service + env."""
-    try:
-        plan = resolve_plan(plan_file, model, facts, from_dir, "sft")
-        rendered = render_train(
-            plan,
+    _render_into(
+        out,
+        as_json,
+        lambda: render_train(
+            resolve_plan(plan_file, model, facts, from_dir, "sft"),
             name=name,
             model_path=model_path,
             dataset=dataset,
@@ -340,10 +350,8 @@ def train_cmd(
             src_dir=src_dir,
             user=user,
             env_dir=env_dir,
-        )
-        _emit(rendered, out, as_json)
-    except RenderError as exc:
-        _fail(str(exc))
+        ),
+    )
 
 
 def register(app: typer.Typer) -> None:
