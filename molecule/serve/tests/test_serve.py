@@ -11,7 +11,8 @@ STORE = "/srv/ktinfra"
 SUBDIRS = ["models", "cpu-weights", "gguf", "loras", "datasets", "outputs", "wheelhouse", "hf-cache"]
 MODEL = f"{STORE}/models/tiny-qwen3-moe"
 INSTANCES = {"tiny": ("127.0.0.1", 30000), "tiny-public": ("0.0.0.0", 30001)}
-# Golden: `ktinfra render serve` of files/plan-tiny.json (the planner's output for the H100 capture) with
+# Golden: `ktinfra render serve` of files/plan-tiny.json (the planner's output for the H100 capture as of
+# 5250666, without the serve keys added since: an earlier ktinfra's plan file) with
 # kt_serve_overrides {max_running_requests: 7} (plan: 32) and tiny-public's own {chunked_prefill_size: 4096}.
 GOLDEN_ARGS = (
     "--host {host} --port {port} --model /srv/ktinfra/models/tiny-qwen3-moe --trust-remote-code "
