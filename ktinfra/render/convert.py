@@ -348,27 +348,15 @@ def render_convert(
             "--model-path",
             model_path,
         ]
-    out = Rendered()
-    out.add(
-        "ktinfra-convert@.service",
-        render_template(
-            "systemd/ktinfra-convert@.service.j2",
-            python=unit_literal(python),
-            script=unit_literal(script),
-            env_dir=unit_literal(env_dir),
-            user=user and unit_literal(user),
-        ),
-    )
     marker = f"{output}/{MANIFEST_NAME if post else DONE_MARKER}"
     env = [
-        f"# ktinfra convert instance {name}; install as {env_dir}/{name}.env",
         env_line("KT_CONVERT_ARGS", " ".join(args)),
         env_line("KT_CONVERT_FINISH", " ".join(post)),
         env_line("KT_CONVERT_MARKER", marker),
         # int8's marker is the manifest kt-kernel reads: it stays as `ktinfra weights manifest` wrote it
         env_line("KT_CONVERT_SOURCE", "" if post else model_path),
     ]
-    out.add(f"ktinfra-convert-{name}.env", "\n".join(env) + "\n", mode=0o600)
+    out = _oneshot_job("convert", name, env, python=python, script=script, env_dir=env_dir, user=user)
     out.info = {
         "unit": f"ktinfra-convert@{name}.service",
         "argv": [python, script, *args],
@@ -377,6 +365,36 @@ def render_convert(
         "done_marker": marker,
         "kt_weight_path": output,
     }
+    return out
+
+
+def _oneshot_job(
+    job: str,
+    name: str,
+    env: list[str],
+    *,
+    python: str,
+    script: str,
+    env_dir: str,
+    user: str | None,
+    **unit_vars: str,
+) -> Rendered:
+    """A job's bundle: the ktinfra-JOB@.service template (python runs script; the other template values
+    come in unit_vars) and instance NAME's EnvironmentFile (0600) of the env lines under one header."""
+    out = Rendered()
+    out.add(
+        f"ktinfra-{job}@.service",
+        render_template(
+            f"systemd/ktinfra-{job}@.service.j2",
+            python=unit_literal(python),
+            script=unit_literal(script),
+            env_dir=unit_literal(env_dir),
+            user=user and unit_literal(user),
+            **unit_vars,
+        ),
+    )
+    header = f"# ktinfra {job} instance {name}; install as {env_dir}/{name}.env"
+    out.add(f"ktinfra-{job}-{name}.env", "\n".join([header, *env]) + "\n", mode=0o600)
     return out
 
 
@@ -463,27 +481,23 @@ def render_lora_convert(
         )
     _check_lora_input(adapter, legacy, lora_alpha)
     script_name = PurePosixPath(script).name
-    out = Rendered()
-    out.add(
-        "ktinfra-lora-convert@.service",
-        render_template(
-            "systemd/ktinfra-lora-convert@.service.j2",
-            python=unit_literal(python),
-            script=unit_literal(script),
-            script_name=unit_literal(script_name),
-            generation="legacy" if legacy else "current",
-            documentation=unit_literal(documentation),
-            env_dir=unit_literal(env_dir),
-            user=user and unit_literal(user),
-        ),
-    )
     marker = f"{output}/{DONE_MARKER}"
     env = [
-        f"# ktinfra lora-convert instance {name}; install as {env_dir}/{name}.env",
         env_line("KT_LORA_CONVERT_ARGS", " ".join(args)),
         env_line("KT_LORA_MARKER", marker),
     ]
-    out.add(f"ktinfra-lora-convert-{name}.env", "\n".join(env) + "\n", mode=0o600)
+    out = _oneshot_job(
+        "lora-convert",
+        name,
+        env,
+        python=python,
+        script=script,
+        env_dir=env_dir,
+        user=user,
+        script_name=unit_literal(script_name),
+        generation="legacy" if legacy else "current",
+        documentation=unit_literal(documentation),
+    )
     out.info = {
         "unit": f"ktinfra-lora-convert@{name}.service",
         "argv": [python, script, *args],
