@@ -49,6 +49,9 @@ def test_tlp_auto_cpufreq_and_cpupower_are_refused_then_masked_and_thermald_is_l
         sh(box, "systemctl enable --now tlp.service auto-cpufreq.service thermald.service")
         sh(box, "systemctl enable cpupower.service")  # runs at the next boot only
         sh(box, f"mkdir -p {Path(GOVERNORS).parent} && echo 'performance powersave' > {GOVERNORS}")
+        # since 44ccfc6 TLP and cpupower count only where their config sets a governor
+        sh(box, "cat > /etc/tlp.conf", "CPU_SCALING_GOVERNOR_ON_AC=powersave\n")
+        sh(box, "mkdir -p /etc/default && cat > /etc/default/cpupower", "governor='ondemand'\n")
         before = {
             "tlp.service": ["active", "enabled"],
             "auto-cpufreq.service": ["active", "enabled"],
