@@ -677,7 +677,10 @@ def _sections(
 def _yaml(sections: dict, header: str) -> str:
     parts = [header]
     for title, body in sections.items():
-        parts.append(f"### {title}\n" + yaml.safe_dump(body, sort_keys=False, default_flow_style=False))
+        # allow_unicode: a path such as outputs/模型-lora stays as it is, not "\u6A21…" in double quotes:
+        # the unit's ExecStopPost reads output_dir with sed; ASCII recipes come out the same
+        text = yaml.safe_dump(body, sort_keys=False, default_flow_style=False, allow_unicode=True)
+        parts.append(f"### {title}\n" + text)
     return "\n".join(parts)
 
 

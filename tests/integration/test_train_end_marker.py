@@ -29,6 +29,7 @@ BIN = "/opt/kt/envs/kt-sft/bin"
 # `accelerate launch ... train RECIPE`: the recipe is its last argument
 ACCELERATE_STANDIN = """#!/bin/bash
 recipe=${@: -1}
+while [ -e /run/standin-wait ]; do sleep 0.2; done  # a test's play changes the recipe meanwhile
 out=$(sed -n 's/^output_dir: //p' "$recipe" | tr -d "'")
 mkdir -p "$out"
 echo adapter > "$out/adapter_model.safetensors"
@@ -140,3 +141,29 @@ def test_a_run_that_succeeds_replaces_the_record_with_success(box, tmp_path):
         "adapter_model.safetensors",
         "train_results.json",
     ]
+
+
+def test_the_record_names_the_recipe_the_run_started_with(box, tmp_path):
+    """A play installs a changed recipe while the run trains (kt_train does, and says so). Before, the record
+    took the sha256 of the recipe at the end, one this run never read."""
+    sh(box, "rm -rf /runs/changed && mkdir /runs/changed && echo 1 > /run/standin-exit")
+    sh(box, "touch /run/standin-wait")
+    rendered = install_run(box, tmp_path, "changed", "/runs/changed")
+    sh(box, f"systemctl start {rendered['unit']}")
+    recipe = rendered["install"]["changed.yaml"]
+    sh(box, f"echo '# changed by a play' >> {recipe} && rm /run/standin-wait")
+    wait_ended(box, rendered["unit"])
+    started = hashlib.sha256(Path(tmp_path / "changed" / "changed.yaml").read_bytes()).hexdigest()
+    assert record(box, "/runs/changed")["RECIPE_SHA256"] == started
+    sh(box, f"systemctl stop {rendered['unit']}; systemctl reset-failed {rendered['unit']} 2>/dev/null; true")
+
+
+def test_an_output_dir_with_non_ascii_characters_gets_its_record(box, tmp_path):
+    """Before: the recipe's YAML escaped the path ("/runs/\\u6A21\\u578B-lora"), the unit found no such
+    folder and wrote no record, so a run failed after its metrics there looked finished after a reboot."""
+    sh(box, "rm -rf /runs/模型-lora && mkdir /runs/模型-lora && echo 1 > /run/standin-exit")
+    rendered = install_run(box, tmp_path, "unicode", "/runs/模型-lora")
+    sh(box, f"systemctl start {rendered['unit']}")
+    assert wait_ended(box, rendered["unit"])["Result"] == "exit-code"
+    assert record(box, "/runs/模型-lora")["SERVICE_RESULT"] == "exit-code"
+    sh(box, f"systemctl stop {rendered['unit']}; systemctl reset-failed {rendered['unit']} 2>/dev/null; true")
