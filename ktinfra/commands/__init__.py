@@ -1,6 +1,7 @@
 """One module per CLI command group; each exposes `register(app)`."""
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -50,3 +51,14 @@ def absolute_path(param: typer.CallbackParam, value: str | None) -> Path | None:
         typer.echo(f"error: {max(param.opts, key=len)} must be an absolute path, got {value!r}", err=True)
         raise typer.Exit(1)
     return Path(value)
+
+
+# --api-key-file of the commands that talk to a running server (bench, lora check)
+BearerKeyFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key-file",
+        callback=non_empty_path,
+        help="File holding the server's API key (sent as Bearer).",
+    ),
+]

@@ -21,7 +21,7 @@ from ktinfra.bench.client import shown_url
 from ktinfra.bench.deadline import socks_proxy_problem
 from ktinfra.bench.metrics import slowest_user_tps
 from ktinfra.bench.plot import check_plot_path, plot_levels
-from ktinfra.commands import non_empty_path, non_empty_text
+from ktinfra.commands import BearerKeyFileOpt, non_empty_path, non_empty_text
 from ktinfra.render.common import RenderError, read_api_key_file
 
 # One thread per user; SGLang's own --max-running-requests is in the hundreds at most
@@ -241,14 +241,7 @@ def bench_command(
         f"level meeting the target takes) + {bench.runner.GRACE_S:g} s, and a shorter one is refused.",
         show_default=False,
     ),
-    api_key_file: Annotated[
-        str | None,
-        typer.Option(
-            "--api-key-file",
-            callback=non_empty_path,
-            help="File holding the server's API key (sent as Bearer).",
-        ),
-    ] = None,
+    api_key_file: BearerKeyFileOpt = None,
     as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
     plot: Annotated[
         str | None,
