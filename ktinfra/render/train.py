@@ -579,10 +579,11 @@ def _launcher_env(launcher: dict, own: dict) -> dict:
     """The plan's launcher env; it may repeat what ktinfra sets itself (`own`), never change it."""
     env = launcher.get("env") or {}
     if not isinstance(env, dict):
-        raise RenderError(f"plan sft.launcher.env must map variable names to values, not {shown(env)}")
+        raise RenderError(f"plan sft.launcher.env must map variable names to values, not {_env_kind(env)}")
     for key, value in env.items():
         if not (isinstance(value, str) or real_number(value)):  # null/true would read "None"/"True"
-            raise RenderError(f"plan sft.launcher.env.{key} must be a string or a number, got {shown(value)}")
+            kind = _env_kind(value)
+            raise RenderError(f"plan sft.launcher.env.{key} must be a string or a number, got {kind}")
         if key in _OWN_ENV and str(value) != own.get(key):
             raise RenderError(
                 f"plan sft.launcher.env sets {key}={value}, but ktinfra sets it "
@@ -590,6 +591,14 @@ def _launcher_env(launcher: dict, own: dict) -> dict:
                 "and the stack"
             )
     return {key: str(value) for key, value in env.items()}
+
+
+def _env_kind(value) -> str:
+    """A wrong launcher env value as an error shows it: a scalar as it is, a list or mapping by its kind only
+    (it may hold a token the plan meant to pass)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return shown(value)
+    return f"a {type(value).__name__} (its content not shown: it may hold a secret)"
 
 
 def _env_value(key: str, value: str) -> str:

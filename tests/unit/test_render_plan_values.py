@@ -6,6 +6,7 @@ recipe with use_kt false, and a run name that collides with another run's Accele
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -285,3 +286,19 @@ def test_an_output_dir_nested_with_the_model_or_the_dataset_dir_is_refused(paths
     result = CliRunner().invoke(app, ["render", "train", *args])
     assert result.exit_code == 1 and result.stdout == "" and not (tmp_path / "out").exists()
     assert result.stderr.startswith("error: ") and "must not lie inside one another" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"HF": {"token": "hf_planted0secret"}}, "env.HF must be a string or a number, got a dict (its"),
+        (["HF_TOKEN=hf_planted0secret"], "must map variable names to values, not a list (its content"),
+    ],
+)
+def test_a_wrong_launcher_env_value_is_refused_without_showing_it(env, message):
+    """Before: the error printed the value, a token nested in a mapping or a KEY=VALUE list with it."""
+    plan = sft_plan()
+    plan["sft"]["launcher"] = {"kind": "accelerate", "env": env}
+    with pytest.raises(RenderError, match=re.escape(message)) as caught:
+        render_train(plan, name="r1", **TRAIN)
+    assert "hf_planted0secret" not in str(caught.value)
