@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import struct
 import subprocess
@@ -623,30 +624,87 @@ def check_served_as_is(adapter: Adapter, legacy: bool = False) -> None:
 
 def _check_added_tokens_file(adapter: Adapter) -> None:
     """sglang-kt counts the entries of the adapter's added_tokens.json (srt/lora/lora_config.py
-    get_added_tokens_config; malformed JSON: a warning, counted as none) and refuses the adapter at start
-    when there is one (lora_manager.py validate_new_adapter), whatever its tensors hold. LLaMA-Factory saves
-    the tokenizer beside the adapter, and a tokenizer with tokens past its base vocabulary (Qwen's special
-    tokens) writes that file."""
+    get_added_tokens_config: open() as text, json.load, only a JSONDecodeError is caught, logged and
+    counted as none) and refuses the adapter at start when there is one (lora_manager.py
+    validate_new_adapter), whatever its tensors hold or whether the base model has the tokens.
+    LLaMA-Factory saves the tokenizer beside the adapter, and transformers 4.x writes this file for each token
+    at or past its base vocabulary (Qwen's special tokens), so a Qwen LoRA trained with it has one."""
     path = adapter.path / ADDED_TOKENS_FILE
     if not path.is_file():
         return
     try:
-        listed = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        listed = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError:
         return
+    except json.JSONDecodeError:  # a UTF-8 BOM included: SGLang counts it as none too
+        return
+    except (UnicodeDecodeError, RecursionError) as err:
+        raise LoraError(
+            f"{path}: sglang-kt cannot read it ({type(err).__name__}; it catches only a JSON syntax "
+            f"error) and fails to load the adapter at start: remove {ADDED_TOKENS_FILE} from the copy "
+            "you serve"
+        ) from None
     if listed is None or (isinstance(listed, (dict, list, str)) and not listed):
         return
+    if not isinstance(listed, (dict, list, str)):
+        raise LoraError(
+            f"{path}: holds {json.dumps(listed)}, not a JSON object; sglang-kt takes its len() and fails to "
+            f"load the adapter at start: remove {ADDED_TOKENS_FILE} from the copy you serve"
+        )
     shown = ", ".join(f"{k} {v}" for k, v in list(listed.items())[:3]) if isinstance(listed, dict) else ""
-    raise LoraError(
+    refused = (
         f"{path}: lists tokens added to the tokenizer{f' ({shown}, ...)' if shown else ''}, and sglang-kt "
         f"refuses an adapter with a non-empty {ADDED_TOKENS_FILE} at start, whatever its tensors hold "
         "(srt/lora/lora_manager.py validate_new_adapter: 'LoRA serving currently doesn't support adapters "
-        "that add tokens to the vocabulary'). LLaMA-Factory saves the tokenizer beside the adapter, and a "
-        "tokenizer with tokens past its base vocabulary (Qwen's special tokens) writes this file: where the "
-        "model's vocabulary already holds them (ids below its vocab_size), serve a copy of the adapter "
-        f"without {ADDED_TOKENS_FILE} (the server uses the base model's tokenizer); else export a merged "
-        "model (llamafactory-cli export)"
+        "that add tokens to the vocabulary'). "
     )
+    served = shlex.quote(f"{adapter.path}-served")
+    copy = (
+        f"serve a copy of the adapter without the file (cp -r {shlex.quote(str(adapter.path))} {served} && "
+        f"rm {served}/{ADDED_TOKENS_FILE}; the server tokenizes with the base model's tokenizer)"
+    )
+    merged = "export a merged model (llamafactory-cli export) and serve it without --lora"
+    base_ids = _base_tokenizer_ids(adapter.base_model) if isinstance(listed, dict) else None
+    if base_ids is None:
+        raise LoraError(
+            refused + "LLaMA-Factory saves the tokenizer beside the adapter, and transformers 4.x writes "
+            "this file for the special tokens of a Qwen model: where each entry has the same id in the "
+            "served model's own tokenizer (its tokenizer.json added_tokens), " + copy + "; a token that "
+            "tokenizer lacks (added for training) sglang-kt does not serve through LoRA: " + merged
+        )
+    foreign = [f"{token} {index}" for token, index in listed.items() if base_ids.get(token) != index]
+    tokenizer = Path(adapter.base_model) / "tokenizer.json"
+    if not foreign:
+        raise LoraError(
+            refused + f"Each entry has the same id in the base model's tokenizer ({tokenizer}), so "
+            "nothing is lost without it: " + copy
+        )
+    raise LoraError(
+        refused + f"{len(foreign)} of them the base model's tokenizer ({tokenizer}) does not hold with that "
+        f"id ({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}): the adapter was trained with "
+        "tokens the base model lacks, which sglang-kt does not serve through LoRA: " + merged
+    )
+
+
+def _base_tokenizer_ids(base_model: object) -> dict[str, int] | None:
+    """token -> id of the base model's tokenizer.json (vocabulary and added_tokens), where the adapter's
+    base_model_name_or_path is a directory here holding one (LLaMA-Factory writes model_name_or_path)."""
+    if not isinstance(base_model, str) or not base_model:
+        return None
+    try:
+        tokenizer = json.loads((Path(base_model) / "tokenizer.json").read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(tokenizer, dict):
+        return None
+    model = tokenizer.get("model")
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    ids = {t: i for t, i in vocab.items() if isinstance(i, int)} if isinstance(vocab, dict) else {}
+    for entry in tokenizer.get("added_tokens") or []:
+        content, index = (entry.get("content"), entry.get("id")) if isinstance(entry, dict) else (None, None)
+        if isinstance(content, str) and isinstance(index, int):
+            ids[content] = index
+    return ids
 
 
 # Finds the package without importing it: kt_kernel/__init__ loads the native extension (CPU-variant
