@@ -92,13 +92,15 @@ def test_a_given_worker_with_a_key_is_refused_when_the_router_has_none(tmp_path)
     assert f"{url}: /get_model_info answered 401 without a key" in output, output[-3000:]
 
 
-def test_a_given_url_nothing_answers_at_is_refused_naming_it(tmp_path):
+def test_a_given_url_nothing_answers_at_is_named_not_refused(tmp_path):
+    """Refused until 9dbdd3d's follow-up: an SGLang server still loading its model does not answer either
+    (test_kt_router_given_worker_loading.py)."""
     dead = nothing_listens()
     with sglang_like("k3y") as (url, _):
         rc, output = ask(tmp_path, [url, dead], "k3y")
-    assert rc != 0
-    assert f"{dead}: no answer on /health (" in output and "Connection refused" in output, output[-3000:]
-    assert f"{url}:" not in output.split(REFUSED)[-1]  # the one that answers with the key is not named
+    assert rc == 0, output[-3000:]
+    assert f"do not answer /health from this host yet: {dead} (" in output and "Connection refused" in output
+    assert REFUSED not in output
 
 
 def test_given_workers_the_key_opens_pass(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from role_play import ROLES, run_play, task_output
 from test_image_validate import _wheel
 from test_kt_router_given_workers_asked import REFUSED as GIVEN_REFUSED
-from test_kt_router_given_workers_asked import nothing_listens, sglang_like
+from test_kt_router_given_workers_asked import sglang_like
 
 ROLE = ROLES / "kt_router"
 
@@ -391,11 +391,11 @@ def test_a_run_cut_off_between_the_install_and_the_restart_is_restarted_by_the_n
 @pytest.mark.slow  # a real venv (minutes on a loaded host); test_kt_router_given_workers_asked.py: fast
 def test_a_given_worker_the_router_cannot_use_stops_the_run_before_the_routers_files(tmp_path):
     """Before: a given URL the inventory does not hold went into router.env unasked and the router was
-    restarted with it (here: a URL nothing answers at)."""
-    dead = nothing_listens()
-    rc, output = _install(tmp_path, "0.3.2", workers=[dead])
+    restarted with it (here: a server whose api_key is not kt_router_worker_api_key)."""
+    with sglang_like("its-own") as (url, _):
+        rc, output = _install(tmp_path, "0.3.2", workers=[url])
     assert rc != 0
-    assert f"{GIVEN_REFUSED} from this host: {dead}: no answer on /health" in output, output[-3000:]
+    assert f"{GIVEN_REFUSED} from this host: {url}: /get_model_info answered 401" in output, output[-3000:]
     assert not (tmp_path / "cfg").exists()
     systemctl = tmp_path / "systemctl.log"
     assert not systemctl.exists() or "start" not in systemctl.read_text()
