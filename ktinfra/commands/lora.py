@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ktinfra import lora
-from ktinfra.commands import non_empty_path, non_empty_text
+from ktinfra.commands import BearerKeyFileOpt, non_empty_path, non_empty_text
 from ktinfra.render import RenderError, render_serve, write_bundle
 from ktinfra.render.common import check_abs_path, read_api_key_file
 from ktinfra.render.files import check_bundle, check_out_dir
@@ -399,14 +399,7 @@ def check(
     prompt: str = typer.Option("Say hello in one short sentence.", "--prompt"),
     max_tokens: int = typer.Option(32, "--max-tokens", min=1),
     timeout: float = typer.Option(120.0, "--timeout", min=1.0),
-    api_key_file: Annotated[
-        str | None,
-        typer.Option(
-            "--api-key-file",
-            callback=non_empty_path,
-            help="File holding the server's API key (sent as Bearer).",
-        ),
-    ] = None,
+    api_key_file: BearerKeyFileOpt = None,
     as_json: bool = typer.Option(False, "--json", help="Print machine JSON on stdout."),
 ) -> None:
     """Send one chat request through the endpoint and check that a reply comes back."""
