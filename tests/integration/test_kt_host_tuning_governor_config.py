@@ -6,7 +6,9 @@ and TLP's udev rule in /usr/lib/udev/rules.d, and an enabled cpupower.service wh
 its governor commented out (as Arch ships it). By default the role must fail before any change, naming
 tlp.service and 85-tlp.rules but not cpupower; with kt_host_tuning_governor_daemons=stop tlp.service ends
 masked, /etc/udev/rules.d/85-tlp.rules holds no rule, cpupower.service stays enabled, and a second run changes
-nothing. Same container and play as test_kt_host_tuning_governor_daemons.py.
+nothing (no udevd in the container: the udev reload is skipped). Then TLP's sleep hook is installed: stop is
+refused (no /etc file replaces a system-sleep hook) until TLP_ENABLE=0. Same container and play as
+test_kt_host_tuning_governor_daemons.py.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ WantedBy=multi-user.target
 """
 RULE = 'ACTION=="change", SUBSYSTEM=="power_supply", RUN+="/usr/sbin/tlp auto"\n'
 MASK = "/etc/udev/rules.d/85-tlp.rules"
+HOOK = "/usr/lib/systemd/system-sleep/tlp"
 
 
 def states(box: str) -> dict[str, list[str]]:
@@ -74,3 +77,15 @@ def test_tlps_rule_is_masked_with_it_and_cpupower_without_a_governor_is_left(tmp
 
         rc, output = tune(tmp_path, box, kt_host_tuning_governor_daemons="stop")
         assert rc == 0 and "changed=0" in output, output[-4000:]
+
+        # TLP's sleep hook (Debian's tlp ships it in /lib/systemd/system-sleep, /usr/lib here): `tlp resume`
+        # after each resume, masked or not, and nothing in /etc replaces it: stop is refused (TLP_ENABLE=0)
+        hook = "#!/bin/sh\ncase $1 in post) tlp resume ;; esac\n"
+        sh(box, f"mkdir -p {Path(HOOK).parent} && cat > {HOOK} && chmod 755 {HOOK}", hook)
+        rc, output = tune(tmp_path, box, kt_host_tuning_governor_daemons="stop")
+        assert rc != 0, output[-4000:]
+        message = " ".join(output.split())
+        assert f"{HOOK} runs `tlp resume`" in message and "TLP_ENABLE=0 in /etc/tlp.conf" in message, message
+        sh(box, "sed -i s/TLP_ENABLE=1/TLP_ENABLE=0/ /etc/tlp.conf")
+        rc, output = tune(tmp_path, box, kt_host_tuning_governor_daemons="stop")
+        assert rc == 0, output[-4000:]

@@ -31,12 +31,14 @@ RUNNING = "LoadState=loaded\nUnitFileState=enabled\nActiveState=active\nFragment
 
 
 def config_paths(tmp: Path) -> dict:
-    """TLP's and cpupower's config files and udev's rules directories, in tmp: this host's are never read."""
+    """TLP's and cpupower's configs, udev's rules, sleep hook folders: in tmp, this host's are never read."""
     tlp = [str(tmp / "tlp" / name) for name in ("defaults.conf", "tlp.d/*.conf", "tlp.conf")]
     return {
         "kt_host_tuning__tlp_confs": tlp,
         "kt_host_tuning__cpupower_confs": [str(tmp / "cpupower"), str(tmp / "sysconfig-cpupower")],
         "kt_host_tuning__udev_rule_dirs": [str(tmp / "udev" / "etc"), str(tmp / "udev" / "lib")],
+        "kt_host_tuning__sleep_hook_dirs": [str(tmp / "sleep" / "systemd"), str(tmp / "sleep" / "elogind")],
+        "kt_host_tuning__udev_control": str(tmp / "udev" / "control"),  # absent: no udevd asked
     }
 
 

@@ -7,7 +7,10 @@ readconfs), an empty value or TLP_ENABLE=0 setting nothing. cpupower.service app
 /etc/default/cpupower (Arch; GOVERNOR= in cpupower-service.conf) or `-g` in CPUPOWER_START_OPTS of
 /etc/sysconfig/cpupower (Fedora), sourced as shell: the last assignment wins. TLP's udev rule (85-tlp.rules)
 runs `tlp auto` on every power_supply change whether tlp.service runs, is disabled or masked; a file of the
-same name in the first of the rules directories (/etc/udev/rules.d) replaces it. Reads only.
+same name in the first of the rules directories (/etc/udev/rules.d) replaces it. TLP's sleep hooks
+(/usr/lib/systemd/system-sleep/tlp, elogind's 49-tlp-sleep) run `tlp resume` after each resume, masked or not:
+systemd-sleep runs every executable of /usr/lib/systemd/system-sleep and has no directory that replaces one by
+name (systemd-suspend.service(8), systemd 252). Reads only.
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ options:
     type: list
     elements: path
     required: true
+  sleep_hook_dirs:
+    description: The system-sleep directories of systemd and elogind, whose executables run at each resume.
+    type: list
+    elements: path
+    default: []
 """
 
 RETURN = r"""
@@ -55,6 +63,11 @@ tlp_udev_rules:
   returned: always
   sample: [{name: 85-tlp.rules, file: /usr/lib/udev/rules.d/85-tlp.rules,
             override: /etc/udev/rules.d/85-tlp.rules, overridable: true}]
+tlp_sleep_hooks:
+  description: Executable sleep hooks whose name says tlp and that run `tlp resume`, one per real file.
+  type: list
+  returned: always
+  sample: [{name: tlp, file: /usr/lib/systemd/system-sleep/tlp}]
 """
 
 TLP_GOVERNOR_KEYS = (
@@ -67,6 +80,7 @@ TLP_LINE = re.compile(r'^(?P<name>[A-Z_]+[0-9]*)(?P<op>=|\+=)"?(?P<value>[][0-9a
 SHELL_LINE = re.compile(r"^\s*(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
 GOVERNOR_OPTION = re.compile(r"(^|\s)(-g|--governor)(\s|=|$)")
 RUNS_TLP_AUTO = re.compile(r"RUN\+?=.*\btlp auto\b")
+RUNS_TLP_RESUME = re.compile(r"\btlp\s+resume\b")
 
 
 def read_lines(path: str) -> list[str]:
@@ -137,12 +151,28 @@ def tlp_udev_rules(dirs: list[str]) -> list[dict]:
     return rules
 
 
+def tlp_sleep_hooks(dirs: list[str]) -> list[dict]:
+    """/lib is /usr/lib on a merged-/usr system: a hook found through both is the same file, named once."""
+    hooks, seen = [], set()
+    for folder in dirs:
+        for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*"))):
+            real = os.path.realpath(path)
+            name = os.path.basename(path)
+            if real in seen or "tlp" not in name or not (os.path.isfile(path) and os.access(path, os.X_OK)):
+                continue
+            if any(RUNS_TLP_RESUME.search(line) for line in read_lines(path)):
+                seen.add(real)
+                hooks.append({"name": name, "file": path})
+    return hooks
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "tlp_files": {"type": "list", "elements": "str", "required": True},
             "cpupower_files": {"type": "list", "elements": "str", "required": True},
             "udev_rule_dirs": {"type": "list", "elements": "path", "required": True},
+            "sleep_hook_dirs": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
@@ -152,6 +182,7 @@ def main() -> None:
         tlp=tlp_settings(params["tlp_files"]),
         cpupower=cpupower_settings(params["cpupower_files"]),
         tlp_udev_rules=tlp_udev_rules(params["udev_rule_dirs"]),
+        tlp_sleep_hooks=tlp_sleep_hooks(params["sleep_hook_dirs"]),
     )
 
 
