@@ -55,6 +55,8 @@ def test_by_default_the_hook_is_named_with_tlp(tmp_path):
     message = " ".join(output.split())
     assert f"tlp (sleep hook, {tmp_path}/sleep/systemd/tlp)" in message, message
     assert "tlp: TLP's sleep hook: tlp resume" in message and "85-tlp.rules (" not in message
+    # stop alone would be refused next (the hook cannot be masked): the advice says what works
+    assert "Set TLP_ENABLE=0 in /etc/tlp.conf" in message and "=stop to have them masked" not in message
     assert calls == [] and governor == "powersave"
 
 
