@@ -259,14 +259,15 @@ def _check_added_tokens(weights: Path, header: dict) -> None:
     added = [k for k in header if _added_token_embedding(k) and header[k]["shape"][:1] != [0]]
     if not added:
         return
-    listed = (weights.parent / ADDED_TOKENS_FILE).is_file()
+    listed = _added_tokens_counted(weights.parent / ADDED_TOKENS_FILE)
     start = (
         f"with {ADDED_TOKENS_FILE} beside it, sglang-kt refuses the adapter at start "
         "(srt/lora/lora_manager.py validate_new_adapter: 'LoRA serving currently doesn't support adapters "
         "that add tokens to the vocabulary')"
         if listed
         else f"without {ADDED_TOKENS_FILE}, loading the adapter fails on srt/lora/lora.py _process_weight's "
-        "assert that their rows equal the added tokens it lists (none)"
+        "assert that their rows equal the added tokens it lists (none; so does one SGLang counts no token "
+        "in: empty, or no JSON)"
     )
     raise LoraError(
         f"{weights}: {', '.join(added[:2])}{', ...' if len(added) > 2 else ''}: embeddings of tokens added "
@@ -275,6 +276,18 @@ def _check_added_tokens(weights: Path, header: dict) -> None:
         "mem_pool.py load_lora_weight_to_buffer), and the server tokenizes with the base model's tokenizer: "
         "export a merged model with the resized vocabulary (llamafactory-cli export)"
     )
+
+
+def _added_tokens_counted(path: Path) -> bool:
+    """Whether sglang-kt counts tokens in an adapter's added_tokens.json (lora_config.py: len() of its JSON; a
+    JSON syntax error or no file is none), or cannot read it at all (which stops the load at start too)."""
+    try:
+        listed = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    except (UnicodeDecodeError, RecursionError):
+        return True
+    return bool(listed) if isinstance(listed, (dict, list, str)) else listed is not None
 
 
 def _frozen_vocab_base(key: str, header: dict) -> bool:

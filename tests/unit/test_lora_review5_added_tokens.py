@@ -86,3 +86,17 @@ def test_empty_ones_load_as_nothing_and_pass(tmp_path):
     """Zero rows and no added_tokens.json: the assert holds (0 == 0) and nothing is added."""
     adapter = _adapter(tmp_path, ATTENTION, {"input_embeddings": [0, 64]})
     assert lora.inspect_adapter("a", adapter).warnings == []
+
+
+@pytest.mark.parametrize("text", ["{}", "not json", "\ufeff{}"], ids=["empty", "no-json", "bom"])
+def test_an_added_tokens_file_sglang_counts_as_empty_is_the_assert_case(tmp_path, text):
+    """SGLang counts no token in these (lora_config.py catches only the JSON error; a BOM is one), so the
+    load fails at _process_weight's assert; before, the file's mere presence made the message say 'refused
+    at start'."""
+    adapter = _adapter(tmp_path, ATTENTION, {"input_embeddings": [2, 64]})
+    (adapter / "added_tokens.json").write_text(text, encoding="utf-8")
+    with pytest.raises(lora.LoraError) as caught:
+        lora.inspect_adapter("a", adapter)
+    said = str(caught.value)
+    assert "loading the adapter fails on srt/lora/lora.py _process_weight's assert" in said, said
+    assert "refuses the adapter at start" not in said
