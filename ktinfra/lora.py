@@ -278,13 +278,22 @@ def _check_added_tokens(weights: Path, header: dict) -> None:
     )
 
 
-def _added_tokens_counted(path: Path) -> bool:
-    """Whether sglang-kt counts tokens in an adapter's added_tokens.json (lora_config.py: len() of its JSON; a
-    JSON syntax error or no file is none), or cannot read it at all (which stops the load at start too)."""
+def _sglang_added_tokens(path: Path) -> object:
+    """An adapter's added_tokens.json as sglang-kt reads it (srt/lora/lora_config.py
+    get_added_tokens_config: open() as text, json.load, only a JSONDecodeError caught): None where it has none
+    (no file, a JSON syntax error, a UTF-8 BOM among them); UnicodeDecodeError or RecursionError where reading
+    it there fails, which stops the adapter's load."""
     try:
-        listed = json.loads(path.read_bytes().decode("utf-8"))
+        return json.loads(path.read_bytes().decode("utf-8"))
     except (OSError, json.JSONDecodeError):
-        return False
+        return None
+
+
+def _added_tokens_counted(path: Path) -> bool:
+    """Whether sglang-kt counts tokens in an adapter's added_tokens.json (lora_config.py: len() of its JSON),
+    or cannot read it at all (which stops the load at start too)."""
+    try:
+        listed = _sglang_added_tokens(path)
     except (UnicodeDecodeError, RecursionError):
         return True
     return bool(listed) if isinstance(listed, (dict, list, str)) else listed is not None
@@ -643,14 +652,8 @@ def _check_added_tokens_file(adapter: Adapter) -> None:
     LLaMA-Factory saves the tokenizer beside the adapter, and transformers 4.x writes this file for each token
     at or past its base vocabulary (Qwen's special tokens), so a Qwen LoRA trained with it has one."""
     path = adapter.path / ADDED_TOKENS_FILE
-    if not path.is_file():
-        return
     try:
-        listed = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError:
-        return
-    except json.JSONDecodeError:  # a UTF-8 BOM included: SGLang counts it as none too
-        return
+        listed = _sglang_added_tokens(path)
     except (UnicodeDecodeError, RecursionError) as err:
         raise LoraError(
             f"{path}: sglang-kt cannot read it ({type(err).__name__}; it catches only a JSON syntax "
