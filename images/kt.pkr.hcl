@@ -40,6 +40,11 @@ variable "cleanup_keep" {
   type        = string
   default     = ""
   description = "Comma list of things cleanup keeps: wheelhouse, models, tokens."
+  # refused here, before the build starts, rather than by cleanup.sh at its end
+  validation {
+    condition     = length([for k in split(",", var.cleanup_keep) : k if ! contains(["", "wheelhouse", "models", "tokens"], k)]) == 0
+    error_message = "The cleanup_keep value must be a comma list of wheelhouse, models and tokens (or empty)."
+  }
 }
 
 variable "labels" {
@@ -114,6 +119,10 @@ variable "aws_ssh_username" {
 variable "aws_root_volume_gb" {
   type    = number
   default = 200
+  validation {
+    condition     = var.aws_root_volume_gb >= 1 && floor(var.aws_root_volume_gb) == var.aws_root_volume_gb
+    error_message = "The aws_root_volume_gb value must be a whole number of GB, at least 1."
+  }
 }
 
 variable "aws_ami_name" {

@@ -16,6 +16,21 @@ MODEL_DIRS=${KTINFRA_MODEL_DIRS:-/models /data/models /opt/kt/models $(store_dir
 keep() { case "$KEEP" in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 say() { echo "cleanup: $*"; }
 
+# a misspelt item (model, token) would remove what the build was asked to keep: refuse it before any removal
+set -f
+IFS=,
+for item in ${KTINFRA_KEEP:-}; do
+  case "$item" in
+    wheelhouse | models | tokens | "") ;;
+    *)
+      echo "cleanup: KTINFRA_KEEP names '$item'; it takes wheelhouse, models and tokens: nothing was removed" >&2
+      exit 2
+      ;;
+  esac
+done
+unset IFS
+set +f
+
 used_before=$(df -P / | awk 'NR==2 {print $3}')
 
 # package manager and python caches
