@@ -172,6 +172,46 @@ def _error_event(data: bytes) -> str:
     return f"server error: {_short(data)}" if data else "server error (no message)"
 
 
+def _whole_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _hopeless(data: bytes) -> bool:
+    """Whether no data lines after `data` can make it JSON: the decoder stopped before its end, and what
+    follows, joined on with a newline, cannot mend that (no JSON token or string spans a newline)."""
+    try:
+        json.loads(data)
+    except json.JSONDecodeError as exc:
+        return exc.pos < len(exc.doc.rstrip())
+    except (ValueError, RecursionError):  # not UTF-8; nested too deeply
+        return True
+    return False
+
+
+def _event_json(lines: list[bytes]) -> object:
+    """The JSON of an event's data lines joined with a newline; where it is none, the first line it goes
+    wrong at (the decoder's line is the data line), or that the event ended inside a JSON value."""
+    data = b"\n".join(lines)
+    if len(lines) == 1:
+        return _json(data)
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        if exc.pos >= len(exc.doc.rstrip()):
+            raise UnexpectedReply(
+                f"not JSON: an event's {len(lines)} data lines end inside a JSON value: {_short(data)}"
+            ) from None
+        at = min(exc.lineno, len(lines))
+        shown = _short(lines[at - 1])
+        raise UnexpectedReply(f"not JSON at data line {at} of {len(lines)}: {shown}") from None
+    except (ValueError, RecursionError):
+        return _json(data)
+
+
 def estimate_tokens(text: str) -> int:
     """Output tokens of a reply the server sent no usage for: about 4 characters per token."""
     return estimate_from_chars(len(text)) if text.strip() else 0
@@ -205,12 +245,16 @@ class Stream:
         A data line that is a whole JSON value is an event as soon as it arrives (a server that sends no
         blank lines between events has each counted one by one). One that is not starts an event split over
         data lines: the SSE spec joins an event's data lines with '\\n' and dispatches it at the blank line
-        (or the stream's end), and an OpenAI-style server may split a JSON chunk so."""
+        (or the stream's end), and an OpenAI-style server may split a JSON chunk so. `event: error` before
+        its data gathers the data the same way: the message is the whole of it. Where the split data can no
+        longer become JSON, a whole JSON line (or [DONE], never part of JSON) shows a server that sends no
+        blank lines: the event ended before that line, and fails there, naming its first bad line."""
         began = b""  # the first line that is no SSE field (an HTML page's first line): shown if no event came
         kind = b""  # the SSE `event:` name of the event being read; a blank line ends the event
         data = None  # the event's data: its message, should `event: error` come after it
         split: list[bytes] = []  # the data lines of an event split over several, until it ends
         size = 0
+        hopeless = False  # the split's first line is no JSON and no start of one: joining cannot mend it
         refused: UnexpectedReply | None = None  # what was wrong with that data, unless the event is an error
         for raw in lines:
             if raw.startswith(b"event:"):
@@ -225,9 +269,9 @@ class Stream:
                 continue
             if not raw:  # the event ends; its fields came in any order: `event: error` after the data too
                 if split:
-                    data, split, size = b"\n".join(split), [], 0
-                    if kind != b"error":
-                        yield from self._tokens(_json(data))
+                    data = b"\n".join(split)
+                    yield from self._split_event(split, kind)
+                    split, size = [], 0
                 if kind == b"error" and data is not None:
                     raise ServerFailed(_error_event(data))
                 if refused:
@@ -235,35 +279,38 @@ class Stream:
                 kind, data = b"", None
                 continue
             line = raw[5:].strip()
-            if kind == b"error":  # `event: error` then `data: ...`: the data is the server's message
-                raise ServerFailed(_error_event(b"\n".join([*split, line])))
+            if split:
+                if line != b"[DONE]" and not (hopeless and _whole_json(line)):
+                    split.append(line)
+                    size += len(line) + 1
+                    if size > self.max_event_bytes:
+                        mib = self.max_event_bytes >> 20
+                        raise UnexpectedReply(f"an event ran past {mib} MiB of data lines")
+                    continue
+                yield from self._split_event(split, kind)  # no blank line came: the event ended before this
+                split, size, kind, data = [], 0, b"", None
             if refused:  # a server that sends no blank lines: each data line is its own event
                 raise refused
-            if split:
-                split.append(line)
-                size += len(line) + 1
-                if size > self.max_event_bytes:
-                    raise UnexpectedReply(f"an event ran past {self.max_event_bytes >> 20} MiB of data lines")
-                continue
             data = line
-            if not line:
-                continue  # an empty event: a keep-alive some proxies send while the model thinks
             if line == b"[DONE]":
                 self.complete = True
                 break
+            if not line and kind != b"error":
+                continue  # an empty event: a keep-alive some proxies send while the model thinks
             try:
-                value = _json(line)
-            except UnexpectedReply:
-                split, size = [line], len(line)
+                value = json.loads(line)
+            except (ValueError, RecursionError):
+                split, size, hopeless = [line], len(line), _hopeless(line)
                 continue
+            if kind == b"error":  # `event: error` then `data: {...}`: the server's message
+                raise ServerFailed(_error_event(line))
             try:
                 yield from self._tokens(value)
             except UnexpectedReply as exc:
                 refused = exc
         if split:  # the stream ended in the middle of an event split over data lines
             data = b"\n".join(split)
-            if kind != b"error":
-                yield from self._tokens(_json(data))
+            yield from self._split_event(split, kind)
         if kind == b"error" and data is not None:
             raise ServerFailed(_error_event(data))
         if refused:
@@ -282,6 +329,12 @@ class Stream:
         if not self.complete:
             # a body closed mid-generation (a worker killed behind a proxy): its tokens are not an answer
             raise CutOff(f"stream ended before [DONE] ({self.events} events, none with a finish_reason)")
+
+    def _split_event(self, split: list[bytes], kind: bytes) -> Iterator[int]:
+        """The tokens of an event whose data came over several data lines, or its error."""
+        if kind == b"error":
+            raise ServerFailed(_error_event(b"\n".join(split)))
+        yield from self._tokens(_event_json(split))
 
     def _tokens(self, value: object) -> Iterator[int]:
         """The tokens one event's data (a JSON value) brought, if any."""

@@ -65,7 +65,7 @@ def test_data_lines_that_join_into_no_json_are_refused(server):
     server.reply = lambda h, body: sse(h, [delta("a"), event, DONE])
     result = send(requests.Session(), scenario(server), "hi")
     assert (result.ok, result.bad_reply) == (False, True)
-    assert result.error == 'unexpected reply: not JSON: {"choices": [\\noops'
+    assert result.error == "unexpected reply: not JSON at data line 2 of 2: oops"
 
 
 def test_an_endless_split_event_fails_once_it_is_too_big(server, monkeypatch):
