@@ -36,6 +36,9 @@ def _show(result: dict, console: Console) -> None:
             else ""
         )
     )
+    if summary.get("running_req_max") is not None:
+        peak, note = summary["running_req_max"], summary["running_req_max_note"]
+        console.print(escape(f"peak #running-req {peak} ({note})"))
     first = lambda rec: rec["evidence"][0] if rec["evidence"] else ""  # noqa: E731
     if result["recommendations"]:
         columns = ("parameter", "current", "suggested", "reason", "evidence (first)")

@@ -10,7 +10,7 @@ from statistics import mean, median
 
 from ktinfra import catalog
 from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS
-from ktinfra.tune.parse import OOM_PHASES, ServerLog
+from ktinfra.tune.parse import DECODE_LOG_INTERVAL, OOM_PHASES, ServerLog
 
 MAX_EVIDENCE = 5
 USAGE_GOOD = 0.9  # token usage above this means the KV cache is well used
@@ -59,6 +59,7 @@ ARG_CHECKS = {
     "kt_lora_path": lambda v: isinstance(v, str) and bool(v),
     "kt_expert_lora_path": lambda v: isinstance(v, str) and bool(v),
     "model_path": lambda v: isinstance(v, str) and bool(v.strip()),
+    "decode_log_interval": lambda v: _is_int(v) and v > 0,
 }
 
 
@@ -379,7 +380,7 @@ def _oom(log: ServerLog) -> list[dict]:
         )
     if decode or slots:
         current = _current(log, "max_running_requests")
-        peak = max((b.running_req or 0 for b in log.decodes), default=0)
+        peak = log.running_req_peak or 0
         # what ran, not a cap it never reached: SGLang derives its own (4096 from a large pool), and halving
         # that changes nothing for a server that ran out of memory at 48
         base = min((n for n in (current, peak) if _is_int(n) and n > 0), default=0)
@@ -390,7 +391,7 @@ def _oom(log: ServerLog) -> list[dict]:
         below = f", below the cap of {current}" if _is_int(current) and 0 < peak < current else ""
         reason = (
             f"{' and '.join(what)} (peak #running-req {peak}{below}): halve the number of requests decoded "
-            "at once"
+            f"at once; {sampled_peak(log)}"
         )
         suggested = max(least, base // 2) if base else None
         if least > 1 and suggested is not None and suggested >= base:
@@ -713,6 +714,14 @@ def _raises(rec: dict) -> bool:
     return _is_number(current) and _is_number(suggested) and suggested > current
 
 
+def sampled_peak(log: ServerLog) -> str:
+    return (
+        "the peak is sampled: SGLang logs every prefill batch but a decode batch only every "
+        f"{_arg(log, 'decode_log_interval') or DECODE_LOG_INTERVAL} iterations (--decode-log-interval), so "
+        "more may have run between lines"
+    )
+
+
 def summarize(log: ServerLog) -> dict:
     decodes = log.decodes
     usage = [b.token_usage for b in decodes if b.token_usage is not None]
@@ -728,7 +737,8 @@ def summarize(log: ServerLog) -> dict:
         "no_kv_pool": len(log.no_pool),
         "token_usage": {"mean": round(mean(usage), 3), "max": max(usage)} if usage else None,
         "queue_req": {"median": median(queue), "max": max(queue)} if queue else None,
-        "running_req_max": max((b.running_req or 0 for b in decodes), default=None) if decodes else None,
+        "running_req_max": log.running_req_peak,
+        "running_req_max_note": sampled_peak(log) if log.running_req_peak is not None else None,
         "gen_throughput_tok_s": {"mean": round(mean(throughput), 2), "max": max(throughput)}
         if throughput
         else None,

@@ -89,7 +89,10 @@ TRACKED_ARGS = (
     "kt_expert_lora_path",
     # the model, for its experts per MoE layer (the most --kt-num-gpu-experts can place)
     "model_path",
+    # how many decode iterations pass between two decode lines: the peak #running-req is a sample
+    "decode_log_interval",
 )
+DECODE_LOG_INTERVAL = 40  # SGLang's default --decode-log-interval (server_args.py)
 
 
 @dataclass
@@ -145,6 +148,14 @@ class ServerLog:
     @property
     def decodes(self) -> list[BatchLine]:
         return [b for b in self.batches if b.kind == "decode"]
+
+    @property
+    def running_req_peak(self) -> int | None:
+        """The most requests a logged batch line ran, None when none says. Both line kinds carry it
+        (scheduler_metrics_mixin.py): a prefill line the requests decoding when it was scheduled, logged for
+        every prefill batch; a decode line only every --decode-log-interval iterations. A sample, so the
+        real peak may be higher."""
+        return max((b.running_req for b in self.batches if b.running_req is not None), default=None)
 
     @property
     def first_ts(self) -> datetime | None:
