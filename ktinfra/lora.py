@@ -11,6 +11,7 @@ prefixes. KT LoRA serving needs `--kt-num-gpu-experts 0`.
 
 from __future__ import annotations
 
+import filecmp
 import json
 import math
 import os
@@ -619,12 +620,15 @@ def needs_conversion(adapter: Adapter, legacy: bool) -> bool:
 SGLANG_CONFIG_KEYS = ("peft_type", "r", "lora_alpha", "target_modules")
 
 
-def check_served_as_is(adapter: Adapter, legacy: bool = False) -> None:
+def check_served_as_is(
+    adapter: Adapter, legacy: bool = False, served_base: str | None = None, copied: bool = False
+) -> None:
     """A PEFT adapter the current stack serves without conversion: what sglang-kt 0.7.2 reads of its
     adapter_config.json must be there, and target_modules a list. A string (a PEFT regex, "all-linear")
     stops the server at start unless --lora-target-modules is given (lora_manager.py init_lora_shapes),
     and ktinfra renders no such flag. sglang-kt also refuses a non-empty added_tokens.json
-    (_check_added_tokens_file; not `legacy`: the fork has no such check)."""
+    (_check_added_tokens_file, against `served_base`'s tokenizer where given; not `legacy`: the fork has no
+    such check; not `copied`: served from a copy without the file, base_added_tokens)."""
     config_path = adapter.path / CONFIG_FILE
     missing = [key for key in SGLANG_CONFIG_KEYS if key not in adapter.config]
     if missing:
@@ -640,11 +644,42 @@ def check_served_as_is(adapter: Adapter, legacy: bool = False) -> None:
             "names from an adapter (it stops at start otherwise, and ktinfra renders no "
             f"--lora-target-modules): write the modules the adapter's tensors name, {listed}"
         )
-    if not legacy:
-        _check_added_tokens_file(adapter)
+    if not legacy and not copied:
+        _check_added_tokens_file(adapter, served_base)
 
 
-def _check_added_tokens_file(adapter: Adapter) -> None:
+def _served_tokenizer(adapter: Adapter, served_base: str | None) -> tuple[Path, dict[str, int]] | None:
+    """The tokenizer.json an adapter's added tokens are compared with, and its token ids: the served model's
+    (`lora serve --base`) where it is readable here, else that of the adapter's base_model_name_or_path."""
+    for base in (served_base, adapter.base_model):
+        ids = _base_tokenizer_ids(base)
+        if ids is not None:
+            return Path(base) / "tokenizer.json", ids
+    return None
+
+
+def _tokens_not_in(listed: dict, ids: dict[str, int]) -> list[str]:
+    """`token id` of each added_tokens.json entry the tokenizer does not hold with that very id."""
+    return [f"{t} {i}" for t, i in listed.items() if type(i) is not int or ids.get(t) != i]
+
+
+def base_added_tokens(adapter: Adapter, served_base: str | None) -> tuple[Path, int] | None:
+    """Where sglang-kt counts tokens in the adapter's added_tokens.json and every entry has the same id in the
+    served model's tokenizer (_served_tokenizer): that tokenizer.json and the number of entries. A copy of the
+    adapter without the file then serves the same tokens (SGLang tokenizes with the model's tokenizer); None
+    in every other case (no such file, one sglang-kt cannot read, a token the tokenizer lacks or numbers
+    otherwise, no tokenizer here to compare with)."""
+    try:
+        listed = _sglang_added_tokens(adapter.path / ADDED_TOKENS_FILE)
+    except (UnicodeDecodeError, RecursionError):
+        return None
+    found = _served_tokenizer(adapter, served_base) if isinstance(listed, dict) and listed else None
+    if found is None or _tokens_not_in(listed, found[1]):
+        return None
+    return found[0], len(listed)
+
+
+def _check_added_tokens_file(adapter: Adapter, served_base: str | None = None) -> None:
     """sglang-kt counts the entries of the adapter's added_tokens.json (srt/lora/lora_config.py
     get_added_tokens_config: open() as text, json.load, only a JSONDecodeError is caught, logged and
     counted as none) and refuses the adapter at start when there is one (lora_manager.py
@@ -680,20 +715,20 @@ def _check_added_tokens_file(adapter: Adapter) -> None:
         f"rm {served}/{ADDED_TOKENS_FILE}; the server tokenizes with the base model's tokenizer)"
     )
     merged = "export a merged model (llamafactory-cli export) and serve it without --lora"
-    base_ids = _base_tokenizer_ids(adapter.base_model) if isinstance(listed, dict) else None
-    if base_ids is None:
+    found = _served_tokenizer(adapter, served_base) if isinstance(listed, dict) else None
+    if found is None:
         raise LoraError(
             refused + "LLaMA-Factory saves the tokenizer beside the adapter, and transformers 4.x writes "
             "this file for the special tokens of a Qwen model: where each entry has the same id in the "
             "served model's own tokenizer (its tokenizer.json added_tokens), " + copy + "; a token that "
             "tokenizer lacks (added for training) sglang-kt does not serve through LoRA: " + merged
         )
-    foreign = [f"{token} {index}" for token, index in listed.items() if base_ids.get(token) != index]
-    tokenizer = Path(adapter.base_model) / "tokenizer.json"
+    tokenizer, base_ids = found
+    foreign = _tokens_not_in(listed, base_ids)
     if not foreign:
         raise LoraError(
             refused + f"Each entry has the same id in the base model's tokenizer ({tokenizer}), so "
-            "nothing is lost without it: " + copy
+            "nothing is lost without it: " + copy + "; `ktinfra lora serve` makes such a copy itself"
         )
     raise LoraError(
         refused + f"{len(foreign)} of them the base model's tokenizer ({tokenizer}) does not hold with that "
@@ -878,15 +913,8 @@ def convert(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -
     """Run the converter into a scratch directory, then move it into place: never a half-written adapter.
     On failure the directories this call created are removed again."""
     check_target(adapter, out_dir, cmd_for, overwrite)
-    created = _missing_dirs(out_dir)
-    try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.partial-"))
-    except OSError as exc:
-        _remove_empty_dirs(created)
-        raise LoraError(f"cannot create the output directory for {out_dir}: {exc}") from exc
-    target, previous, done = scratch / "adapter", scratch / "previous", False
-    try:
+
+    def run_converter(target: Path) -> None:
         cmd = cmd_for(target)
         try:
             proc = subprocess.run(
@@ -898,16 +926,34 @@ def convert(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
             raise LoraError(f"converter failed (exit {proc.returncode}): {' | '.join(tail)}")
         inspect_adapter(adapter.name, target)  # the result must itself be a valid adapter
-        # the previous conversion is moved aside (removed with the scratch directory), not deleted first: if
-        # the new one cannot be moved in (an error, or Ctrl-C between the two moves), the previous one goes
-        # back in the finally below and the server keeps its adapter
+
+    _build_into_place(out_dir, run_converter, "converted adapter")
+    return out_dir
+
+
+def _build_into_place(out_dir: Path, build, what: str) -> None:
+    """build(path) makes a directory at path inside a scratch directory beside out_dir, which is then moved
+    into place: never a half-written one. On failure the directories this call created are removed again."""
+    created = _missing_dirs(out_dir)
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.partial-"))
+    except OSError as exc:
+        _remove_empty_dirs(created)
+        raise LoraError(f"cannot create the output directory for {out_dir}: {exc}") from exc
+    target, previous, done = scratch / "adapter", scratch / "previous", False
+    try:
+        build(target)
+        # the previous output is moved aside (removed with the scratch directory), not deleted first: if the
+        # new one cannot be moved in (an error, or Ctrl-C between the two moves), the previous one goes back
+        # in the finally below and the server keeps its adapter
         if out_dir.exists():
             os.replace(out_dir, previous)
         try:
             os.replace(target, out_dir)
         except OSError as exc:
             why = exc.strerror or exc
-            raise LoraError(f"cannot move the converted adapter into {out_dir}: {why}") from exc
+            raise LoraError(f"cannot move the {what} into {out_dir}: {why}") from exc
         done = True
     finally:
         if previous.exists() and not out_dir.exists() and not out_dir.is_symlink():
@@ -915,25 +961,119 @@ def convert(adapter: Adapter, out_dir: Path, cmd_for, overwrite: bool = False) -
         shutil.rmtree(scratch, ignore_errors=True)
         if not done:
             _remove_empty_dirs(created)
-    return out_dir
 
 
-def convert_all(steps: list, overwrite: bool = False) -> list[float]:
-    """convert() each (adapter, out_dir, cmd_for) in turn; seconds each took. When one fails, the outputs
-    (and the directories around them) that this call created for the earlier ones are removed again, so a
-    re-run needs no --overwrite. Outputs that existed before (--overwrite) are left as converted."""
+@dataclass
+class ServedCopy:
+    """An adapter served from a copy of its directory without added_tokens.json (base_added_tokens): its
+    top-level files (SGLang reads no subdirectory: lora_config.py, model_loader's glob of the folder), each a
+    real copy. Not a symlink, which follows the training output wherever it moves or is rewritten, and not a
+    hard link: PEFT's save_pretrained writes adapter_config.json in place (open "w", same inode), as
+    safetensors 0.4.5 does the weights (0.8.0 replaces the file), so a retrain into the same output_dir
+    would change, or half-write, what the server loads, without --overwrite."""
+
+    adapter: Adapter
+    target: Path
+    tokenizer: Path  # whose ids every entry of the left-out file has
+    tokens: int  # entries of the left-out file
+    files: list[str]
+    action: str  # "create" | "replace" | "keep" (the target already is this copy)
+
+    def as_dict(self) -> dict:
+        return {
+            "adapter": self.adapter.name,
+            "source": str(self.adapter.path),
+            "output": str(self.target),
+            "left_out": ADDED_TOKENS_FILE,
+            "tokens": self.tokens,
+            "tokenizer": str(self.tokenizer),
+            "files": self.files,
+            "action": self.action,
+        }
+
+
+def _copied_files(source: Path) -> list[str]:
+    """The top-level files of an adapter directory a served copy holds: every one but added_tokens.json."""
+    return sorted(p.name for p in source.iterdir() if p.name != ADDED_TOKENS_FILE and p.is_file())
+
+
+def _copy_difference(source: Path, target: Path, files: list[str]) -> str | None:
+    """How `target` differs from the served copy of `source` (None: it is that copy, byte for byte)."""
+    held = sorted(p.name for p in target.iterdir())
+    if held != files:
+        extra, missing = sorted(set(held) - set(files)), sorted(set(files) - set(held))
+        return "; ".join(
+            f"{label} {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}"
+            for label, names in (("it also holds", extra), ("it lacks", missing))
+            if names
+        )
+    changed = [n for n in files if not filecmp.cmp(source / n, target / n, shallow=False)]
+    return f"{', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''} differ" if changed else None
+
+
+def plan_served_copy(adapter: Adapter, target: Path, tokens: tuple[Path, int], overwrite: bool) -> ServedCopy:
+    """What a served copy at `target` takes (base_added_tokens gave `tokens`): created, kept where it is that
+    copy already, replaced only with `overwrite`. Checked before anything is written."""
+    check_output_path(adapter, target)
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        what = "a symlink" if target.is_symlink() else "not a directory"
+        raise LoraError(f"{target} is {what}: a served adapter copy is a directory; move it away first")
+    files = _copied_files(adapter.path)
+    action = "create"
+    if target.exists():
+        difference = _copy_difference(adapter.path, target, files)
+        action = "replace" if difference else "keep"
+        if difference and not overwrite:
+            raise LoraError(
+                f"{target} already exists and is not the copy of {adapter.path} without {ADDED_TOKENS_FILE} "
+                f"that would be served ({difference}); pass --overwrite to replace it"
+            )
+    return ServedCopy(adapter, target, tokens[0], tokens[1], files, action)
+
+
+def make_served_copy(copy: ServedCopy) -> None:
+    """Write the served copy (plan_served_copy) into a scratch directory and move it into place; one that is
+    already that copy is left as it is."""
+    if copy.action == "keep":
+        return
+    source = copy.adapter.path
+
+    def copy_files(target: Path) -> None:
+        try:
+            target.mkdir()
+            for name in copy.files:
+                shutil.copy2(source / name, target / name)
+        except OSError as exc:
+            raise LoraError(f"cannot copy {source} into {copy.target}: {exc.strerror or exc}") from exc
+        served = inspect_adapter(copy.adapter.name, target)  # what was checked is what is served
+        check_served_as_is(served)
+
+    _build_into_place(copy.target, copy_files, "served adapter copy")
+
+
+def convert_all(steps: list, overwrite: bool = False, copies: list[ServedCopy] | None = None) -> list[float]:
+    """make_served_copy each of `copies`, then convert() each (adapter, out_dir, cmd_for) in turn; seconds
+    each conversion took. When one fails, the outputs (and the directories around them) that this call
+    created for the earlier ones are removed again, so a re-run needs no --overwrite. Outputs that existed
+    before (--overwrite) are left as made."""
     for adapter, out_dir, cmd_for in steps:  # every target, before the first converter runs
         check_target(adapter, out_dir, cmd_for, overwrite)
-    outputs: list[Path] = []  # converted here and new
+    jobs = [(copy.target, lambda copy=copy: make_served_copy(copy), False) for copy in copies or []]
+    jobs += [
+        (out_dir, lambda a=a, o=out_dir, c=cmd_for: convert(a, o, c, overwrite=overwrite), True)
+        for a, out_dir, cmd_for in steps
+    ]
+    outputs: list[Path] = []  # made here and new
     parents: list[Path] = []  # created around them
     seconds: list[float] = []
     try:
-        for adapter, out_dir, cmd_for in steps:
+        for out_dir, make, timed in jobs:
             fresh = not out_dir.exists() and not out_dir.is_symlink()
             missing = _missing_dirs(out_dir)
             started = time.perf_counter()
-            convert(adapter, out_dir, cmd_for, overwrite=overwrite)
-            seconds.append(round(time.perf_counter() - started, 2))
+            make()
+            if timed:
+                seconds.append(round(time.perf_counter() - started, 2))
             parents += missing
             if fresh:
                 outputs.append(out_dir)

@@ -56,20 +56,27 @@ def _conversion_steps(
     output_dir: Path | None,
     overwrite: bool,
     lora_alpha: float | None,
-) -> tuple[list, dict[str, Path]]:
-    """What to convert where (every command checked, nothing run) and the adapter paths to serve."""
+) -> tuple[list, list[lora.ServedCopy], dict[str, Path]]:
+    """What to convert where (every command checked, nothing run), the adapters served from a copy without
+    added_tokens.json (lora.base_added_tokens), and the adapter paths to serve."""
     converting = [a for a in adapters if lora.needs_conversion(a, legacy)]
     script = lora.find_converter(legacy, converter, converter_python) if converting else None
-    steps, served, targets = [], {}, {}
+    steps, copies, served, targets = [], [], {}, {}
     inputs = {a.name: a.path for a in adapters}
     for a in adapters:
-        if a not in converting:
-            lora.check_served_as_is(a)
+        tokens = None if a in converting else lora.base_added_tokens(a, base)
+        if a not in converting and tokens is None:
+            lora.check_served_as_is(a, served_base=base)
             served[a.name] = a.path
             continue
         target = ((output_dir / a.name) if output_dir else lora.default_output(a, legacy)).resolve()
         lora.check_output_path(a, target)
         lora.check_targets_apart(a.name, target, targets, inputs)
+        served[a.name] = target
+        if tokens is not None:
+            lora.check_served_as_is(a, copied=True)
+            copies.append(lora.plan_served_copy(a, target, tokens, overwrite))
+            continue
         if target.exists() and not overwrite:
             raise lora.LoraError(f"{target} already exists; pass --overwrite to replace it")
 
@@ -78,8 +85,7 @@ def _conversion_steps(
 
         cmd_for(target)  # validates arguments (e.g. a missing alpha) before anything runs
         steps.append((a, target, cmd_for))
-        served[a.name] = target
-    return steps, served
+    return steps, copies, served
 
 
 def _stage_file(target: Path, content: str, mode: int) -> Path:
@@ -257,7 +263,7 @@ def serve(
         api_key = read_api_key_file(api_key_file)
         adapters = _inspect_adapters(adapter, base)
         lora.check_training_outputs(adapters, legacy, lora_alpha)
-        steps, served = _conversion_steps(
+        steps, copies, served = _conversion_steps(
             adapters,
             base=base,
             legacy=legacy,
@@ -284,7 +290,7 @@ def serve(
             host=host,
             port=port,
             env_dir=env_dir,
-            converting=frozenset(a.name for a, _, _ in steps),
+            converting=frozenset([*(a.name for a, _, _ in steps), *(c.adapter.name for c in copies)]),
         )
         rendered.add("plan-lora.json", json.dumps(plan_doc, indent=2) + "\n")
         conversions = [{"adapter": a.name, "output": str(t), "command": c(t)} for a, t, c in steps]
@@ -295,7 +301,7 @@ def serve(
             check_bundle(out, rendered)  # a bundle that cannot be written stops the run before converting
         if not dry_run:
             # all or nothing: when one conversion fails, the outputs this run made for the others go too
-            seconds = lora.convert_all(steps, overwrite=overwrite)
+            seconds = lora.convert_all(steps, overwrite=overwrite, copies=copies)
             for record, took in zip(conversions, seconds, strict=True):
                 record["seconds"] = took
             if out is not None:
@@ -310,6 +316,7 @@ def serve(
     result = {
         "adapters": [a.as_dict() for a in adapters],
         "conversions": conversions,
+        "copies": [c.as_dict() for c in copies],
         "serve": plan_doc["serve"],
         "unit": rendered.info["unit"],
         "command": rendered.info["argv"],
@@ -335,8 +342,24 @@ def serve(
             f"{'would convert' if dry_run else 'converted'} "
             f"{escape(str(c['adapter']))} -> {escape(str(c['output']))}{took}"
         )
+    for c in copies:
+        console.print(_copy_line(c, dry_run), soft_wrap=True, markup=False)
     console.print(f"unit {result['unit']}; serve command:")
     console.print(shlex.join(result["command"]), soft_wrap=True, markup=False)
+
+
+def _copy_line(copy: lora.ServedCopy, dry_run: bool) -> str:
+    """What `lora serve` did (or would do) about an adapter served from a copy without added_tokens.json."""
+    why = (
+        f"without {lora.ADDED_TOKENS_FILE}: sglang-kt refuses an adapter listing added tokens, and its "
+        f"{copy.tokens} entries have the same ids in {copy.tokenizer}"
+    )
+    if copy.action == "keep":
+        return f"kept {copy.target}: already the copy of {copy.adapter.name} {why}"
+    if copy.action == "replace":
+        verb = "would replace" if dry_run else "replaced"
+        return f"{verb} {copy.target} (--overwrite) with the copy of {copy.adapter.name} {why}"
+    return f"{'would copy' if dry_run else 'copied'} {copy.adapter.name} -> {copy.target} {why}"
 
 
 def _planned_adapters(specs: list[str]) -> dict[str, Path]:
