@@ -102,6 +102,12 @@ fi
 rm -f /root/.ssh/authorized_keys /home/*/.ssh/authorized_keys
 # cloud-init state of the build instance: a new instance must run cloud-init again as its first boot
 rm -rf /var/lib/cloud/instances /var/lib/cloud/instance /var/lib/cloud/data
+# kt_host_tuning's report (kt_host_tuning_report_file's default) says what the build container or instance let
+# the play set at runtime ("not_set: Read-only file system"); the image's hosts apply the persistent files at
+# boot and write their own report when the role runs there
+rm -f /var/lib/ktinfra/tuning.json
+# kt_common's download settings folders (DIR/.ktinfra-run.UID: a proxy password while a download runs)
+find /opt /root /home /srv -xdev -type d -name '.ktinfra-run.*' -prune -exec rm -rf {} + 2>/dev/null || true
 
 # shell history and logs of the build
 rm -f /root/.bash_history /root/.python_history /home/*/.bash_history /home/*/.python_history \
