@@ -162,10 +162,11 @@ def _installed_text(path: Path) -> str | None:
         return ""  # unreadable or not text: taken as changed
 
 
-def _install_and_start(rendered, name: str) -> None:
+def _install_and_start(rendered, name: str, adapters_written: bool = False) -> None:
     """Install the rendered unit template + env file and start the instance (serve ran _check_can_start).
-    An instance already running on other files is restarted: `enable --now` alone leaves it serving the
-    adapters it was started with. One whose files did not change keeps running (no model reload)."""
+    An instance already running on other files, or on adapters this run wrote (`adapters_written`: converted,
+    or copied anew, under the paths it loads them from), is restarted: `enable --now` alone leaves it serving
+    the adapters it was started with. One whose files did not change keeps running (no model reload)."""
     unit_dir, env_dir = UNIT_DIR, Path(rendered.info["env_file"]).parent
     changed = False
     try:
@@ -180,7 +181,8 @@ def _install_and_start(rendered, name: str) -> None:
     except OSError as exc:
         raise lora.LoraError(f"cannot install the unit (--start needs root): {exc}") from exc
     unit = rendered.info["unit"]
-    restart = [["systemctl", "try-restart", unit]] if changed else []  # nothing when it is not running
+    # try-restart does nothing when it is not running
+    restart = [["systemctl", "try-restart", unit]] if changed or adapters_written else []
     for cmd in (["systemctl", "daemon-reload"], *restart, ["systemctl", "enable", "--now", unit]):
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
@@ -307,7 +309,8 @@ def serve(
             if out is not None:
                 write_bundle(out, rendered)
             if start:
-                _install_and_start(rendered, instance)
+                written = bool(steps) or any(c.action != "keep" for c in copies)
+                _install_and_start(rendered, instance, adapters_written=written)
     except (lora.LoraError, RenderError) as exc:
         _fail(str(exc))
     except OSError as exc:  # a path the checks could not even look at (ENAMETOOLONG, EACCES on a parent)
