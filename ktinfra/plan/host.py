@@ -351,12 +351,17 @@ def hwloc_indices(facts: dict, nodes: list[int]) -> list[int]:
     """`nodes` (the kernel's node numbers) as kt-kernel's --kt-numa-nodes takes them: kt-kernel 0.7.2 looks a
     pool's node up with hwloc_get_obj_by_type(HWLOC_OBJ_NUMANODE, id), a logical index that counts hwloc's
     NUMA nodes (hwloc_nodes): on a host with nodes 0 and 2, node 2 is index 1, and 2 finds no node (the
-    pool's threads and memory stay unbound). Where the facts do not tell, the node numbers are kept."""
+    pool's threads and memory stay unbound). Where the facts do not tell, the node numbers are kept.
+
+    A node hwloc does not show (memoryless, or outside the cpuset's mems) has no index: it gets one past
+    hwloc's last, each its own, so that no two pools share an index and none names another node (its kernel
+    number could be another node's index: nodes 0 and 1 with node 0 memoryless were both 0)."""
     order = hwloc_nodes(facts)
     if order is None:
         return nodes
     ranks = {node: rank for rank, node in enumerate(order)}
-    return [ranks.get(node, node) for node in nodes]
+    unseen = iter(range(len(order), len(order) + len(nodes)))
+    return [ranks[node] if node in ranks else next(unseen) for node in nodes]
 
 
 def sequential_pool_nodes(facts: dict, pools: int) -> list[int]:
