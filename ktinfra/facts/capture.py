@@ -486,18 +486,16 @@ def write_capture(path: str | os.PathLike) -> list[Path]:
     target = Path(path)
     _refuse_planted_links(target)
     folder = _capture_folder(target)
-    with _terminations_raise():
-        created = _make_parents(folder.parent, target)
+    with _terminations_raise(), _ParentsMade() as made:
         try:
+            made.create(folder.parent, target)
             files = collect_live()
             if folder.is_dir():
                 _fill_empty_folder(folder, target, files)
             else:
                 _write_new_folder(folder, target, files)
         except BaseException:
-            for directory in reversed(created):
-                with contextlib.suppress(OSError):
-                    directory.rmdir()
+            made.remove()
             raise
     return [target / name for name in [*files, "README.md"]]
 
@@ -648,8 +646,8 @@ def _sudo_users_own(info: os.stat_result) -> bool:
     return info.st_uid == int(caller) and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-def _make_parents(parent: Path, target: Path) -> list[Path]:
-    """Create the missing folders above the capture folder; the ones created, outermost first."""
+def _missing_parents(parent: Path) -> list[Path]:
+    """The folders above the capture folder that are not there yet, innermost first."""
     missing: list[Path] = []
     for directory in [parent, *parent.parents]:
         if directory.is_dir():
@@ -659,17 +657,83 @@ def _make_parents(parent: Path, target: Path) -> list[Path]:
         if directory.exists():
             raise NotADirectoryError(f"{directory} is a file, not a directory")
         missing.append(directory)
-    created: list[Path] = []
-    for directory in reversed(missing):
+    return missing
+
+
+_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Ctrl-C, SIGTERM and SIGHUP wait until the block is done (in the main thread, where their handlers
+    run): a folder made and its record are one step, so a stop never falls between them."""
+    main = threading.current_thread() is threading.main_thread()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS) if main else None
+    try:
+        yield
+    finally:
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+class _ParentsMade:
+    """The missing folders above the capture folder, made through their open parents. After a failure each
+    one this capture made is removed while its name, in that same parent, still leads to that very folder
+    (by device and inode) and it is empty: one that was there before, appeared meanwhile (another capture
+    making the same parents) or was put there by someone else is never removed."""
+
+    def __init__(self) -> None:
+        self._fds: list[int] = []  # every folder opened on the way, closed at the end
+        # (the parent's fd, name, st_dev, st_ino) of each folder made, outermost first
+        self._made: list[tuple[int, str, int, int]] = []
+
+    def __enter__(self) -> _ParentsMade:
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        for fd in self._fds:
+            os.close(fd)
+
+    def create(self, parent: Path, target: Path) -> None:
+        missing = _missing_parents(parent)
+        if not missing:
+            return
+        directory = missing[-1]
         try:
-            directory.mkdir()
+            self._fds.append(os.open(directory.parent, os.O_RDONLY | os.O_DIRECTORY))
+            for directory in reversed(missing):
+                self._make(self._fds[-1], directory, target)
         except OSError as error:
-            for made in reversed(created):
-                with contextlib.suppress(OSError):
-                    made.rmdir()
             raise _reworded(error, f"cannot create {directory} for {target}") from None
-        created.append(directory)
-    return created
+
+    def _make(self, parent_fd: int, directory: Path, target: Path) -> None:
+        name = directory.name
+        with _signals_held():
+            try:
+                os.mkdir(name, dir_fd=parent_fd)
+                ours = True
+            except FileExistsError:  # made meanwhile by someone else: kept, and checked as the others were
+                ours = False
+            info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+            if ours:
+                self._made.append((parent_fd, name, info.st_dev, info.st_ino))
+        if not ours:
+            if not stat.S_ISDIR(info.st_mode):
+                raise FileExistsError(errno.EEXIST, "it appeared meanwhile and is no folder")
+            _refuse_another_users(directory, target)
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+        self._fds.append(fd)
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            raise FileExistsError(errno.EEXIST, "it was replaced while it was made")
+
+    def remove(self) -> None:
+        for parent_fd, name, dev, ino in reversed(self._made):
+            with contextlib.suppress(OSError):
+                info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+                if (info.st_dev, info.st_ino) == (dev, ino):
+                    os.rmdir(name, dir_fd=parent_fd)
+        self._made.clear()
 
 
 def _reworded(error: OSError, what: str, staging: Path | None = None, shown: Path | None = None) -> OSError:
