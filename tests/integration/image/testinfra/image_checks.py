@@ -61,10 +61,17 @@ def test_machine_id_empty_in_image(image_manifest):
         "/home/*/.ansible",
         "/home/*/.python_history",
         "/tmp/ktinfra-*",
+        "/var/lib/ktinfra/tuning.json",
     ],
 )
 def test_nothing_left_behind(host, pattern):
     assert host.run(f"ls -d {pattern}").rc != 0, f"{pattern} is in the image"
+
+
+def test_no_download_settings_folders(host):
+    # kt_common's DIR/.ktinfra-run.UID folders hold a proxy password while a download runs
+    found = host.run("find /opt /root /home /srv -xdev -type d -name '.ktinfra-run.*' 2>/dev/null").stdout
+    assert found.strip() == "", f"download settings folders in the image: {found}"
 
 
 def test_apt_lists_cleaned(host):
