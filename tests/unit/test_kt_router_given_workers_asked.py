@@ -66,7 +66,7 @@ def nothing_listens() -> str:
 def ask(tmp_path, workers: list[str], key: str, inventory: str = "localhost,", hostvars: dict | None = None):
     """The role's worker list and its check of the given workers (tasks_from workers, given_workers)."""
     extra = {"kt_router_workers": workers, "kt_router_worker_api_key": key,
-             "kt_router_health_check_timeout": 3}  # fmt: skip
+             "kt_router_worker_probe_timeout": 3}  # fmt: skip
     for host, instances in (hostvars or {}).items():
         (tmp_path / "host_vars").mkdir(exist_ok=True)
         (tmp_path / "host_vars" / f"{host}.json").write_text(json.dumps({"kt_serve_instances": instances}))

@@ -63,7 +63,7 @@ def wait(tmp_path, port, healthy_from: dict, timeout: int = 60):
     Router.healthy_from = healthy_from
     extra = {"kt_router_host": "127.0.0.1", "kt_router_port": port, "kt_router_health_timeout": timeout,
              "kt_router_wait_health": True, "kt_router_worker_api_key": "k3y",
-             "kt_router_health_check_timeout": 3, "kt_router_workers": list(healthy_from)}  # fmt: skip
+             "kt_router_worker_probe_timeout": 3, "kt_router_workers": list(healthy_from)}  # fmt: skip
     role = {"name": "kt_router"}
     tasks = [{"ansible.builtin.include_role": role | {"tasks_from": t}} for t in ("workers", "health")]
     return run_play(tmp_path, tasks, extra)
