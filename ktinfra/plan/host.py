@@ -336,15 +336,19 @@ def _short_nodes(memory: dict[int, int] | None, nodes: list[int], share_bytes: f
 
 def hwloc_nodes(facts: dict) -> list[int] | None:
     """The kernel's node numbers of hwloc's NUMA nodes, in hwloc's logical order, or None where the facts do
-    not tell. kt-kernel loads hwloc's topology with no flags, and hwloc 2 then leaves out the nodes this
-    process may not allocate on (the cpuset's mems: HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED unset) and shows no
-    memoryless node: in a container whose cpuset.mems is 1, kernel node 1 is hwloc's node 0."""
+    not tell. hwloc 2's Linux backend makes a NUMA node of every online node (its nodeset and cpumap, not its
+    memory: topology-linux.c look_sysfsnode), and kt-kernel loads the topology with no flags, so hwloc then
+    drops the nodes outside the cgroup cpuset's mems (HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED unset): in a
+    container whose cpuset.mems is 1, kernel node 1 is hwloc's node 0. The kernel never lets a memoryless node
+    into the mems (they are within N_MEMORY), so Mems_allowed_list is the list, a node whose memory is all
+    huge pages included (0 bytes in numa_node_bytes); without it, the nodes with memory are taken."""
     memory = numa_node_memory(facts)
     allowed = memory_nodes_allowed(facts)
-    if memory is None and allowed is None:
+    if allowed is not None:
+        return sorted(allowed & set(memory) if memory else allowed)
+    if memory is None:
         return None
-    with_memory = {n for n, size in memory.items() if size > 0} if memory is not None else set(allowed)
-    return sorted(with_memory & allowed if allowed is not None else with_memory)
+    return sorted(n for n, size in memory.items() if size > 0)
 
 
 def hwloc_indices(facts: dict, nodes: list[int]) -> list[int]:
