@@ -524,15 +524,18 @@ def made_with_full_python(prefix: Path) -> str | None:
     return found.group(1) if found else None
 
 
-# pip reads index-url from [global] and from its command's section: `pip wheel` fills the wheelhouse,
-# `pip install` installs the git sources
-_PIP_INDEX_SECTIONS = ("global", "wheel", "install")
+# pip takes index-url from [global], then from the section of the command it runs, then PIP_INDEX_URL, a
+# later one winning and an empty value counting as none (pip's ConfigOptionParser: override_order global,
+# <command>, :env:). kt_python_env runs `pip wheel` (it fills the wheelhouse) and `pip install` (the git
+# sources), so [wheel] counts here; kt_preflight runs `pip install` only and asks its pip (pip config get).
+_PIP_COMMANDS = ("wheel", "install")
 
 
-def _pip_config_files() -> list[Path]:
-    """The configuration files pip reads (pip.pypa.io, topics/configuration), in its order: the global ones
-    ($XDG_CONFIG_DIRS/pip/pip.conf, /etc/pip.conf), the user's, then $PIP_CONFIG_FILE; none where that is
-    /dev/null."""
+def _pip_config_files(prefix: Path | None = None) -> list[Path]:
+    """The configuration files pip reads (pip.pypa.io, topics/configuration; pip's configuration.py), a
+    later one winning: the global ones ($XDG_CONFIG_DIRS/pip/pip.conf, /etc/pip.conf), the user's (left out
+    where $PIP_CONFIG_FILE is a file that exists), the site one of the env pip runs in (`prefix`/pip.conf, its
+    sys.prefix), then $PIP_CONFIG_FILE; none where that is /dev/null."""
     named = os.environ.get("PIP_CONFIG_FILE")
     if named == os.devnull:
         return []
@@ -540,37 +543,44 @@ def _pip_config_files() -> list[Path]:
     dirs = [d for d in (os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":") if d]
     user = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     found = [Path(d) / "pip" / "pip.conf" for d in dirs] + [Path("/etc/pip.conf")]
-    found += [home / ".pip" / "pip.conf", user / "pip" / "pip.conf"]
+    if not (named and os.path.exists(named)):
+        found += [home / ".pip" / "pip.conf", user / "pip" / "pip.conf"]
+    found += [prefix / "pip.conf"] if prefix else []
     return found + ([Path(named)] if named else [])
 
 
-def host_pip_index() -> str | None:
-    """Where this host's own pip configuration names an index (a lab's local PyPI mirror): PIP_INDEX_URL, or
-    the pip.conf that sets index-url; None where none does. The place only: the URL may carry a password."""
+def host_pip_index(prefix: Path | None = None) -> str | None:
+    """Where the configuration pip of the env at `prefix` reads (this host's without one) names an index
+    for kt_python_env's pip commands (a lab's local PyPI mirror): PIP_INDEX_URL, or the pip.conf whose
+    index-url pip takes; None where none does. The place only: the URL may carry a password."""
     if os.environ.get("PIP_INDEX_URL"):
         return "PIP_INDEX_URL"
-    source = None
-    for path in _pip_config_files():
+    merged: dict[str, tuple[str, Path]] = {}  # section -> (index-url, its file), a later file winning
+    for path in _pip_config_files(prefix):
         parser = configparser.RawConfigParser()
         try:
             parser.read(path, encoding="utf-8")  # a file that is not there is passed over
         except (configparser.Error, OSError, UnicodeDecodeError):
             continue  # pip itself stops on it, with its own message
-        for section in _PIP_INDEX_SECTIONS:
-            if parser.has_section(section) and any(
-                key.replace("_", "-").lstrip("-") == "index-url" and value.strip()
-                for key, value in parser.items(section)
-            ):
-                source = str(path)  # a later file wins, as in pip
-    return source
+        for section in parser.sections():
+            for key, value in parser.items(section):
+                if key.replace("_", "-").lstrip("-") == "index-url":
+                    merged[section] = (value.strip(), path)
+    for command in _PIP_COMMANDS:
+        for section in (command, "global"):  # the command's own section wins over [global]
+            value, path = merged.get(section, ("", None))
+            if value:
+                return str(path)
+    return None
 
 
-def _pip_settings(profile: dict) -> dict:
-    """The profile's pip settings as the installer takes them. A host whose pip configuration names an index
-    keeps it: the profile's index_url (PyPI in the shipped profiles) is a default, not passed as --index-url
-    over the host's mirror; kt_python_env_pip_index_url, given, still wins over both (the role passes it)."""
+def _pip_settings(profile: dict, prefix: Path | None = None) -> dict:
+    """The profile's pip settings as the installer takes them, for pip of the env at `prefix` (none: this
+    host's). A host whose pip configuration names an index keeps it: the profile's index_url (PyPI in the
+    shipped profiles) is a default, not passed as --index-url over the host's mirror;
+    kt_python_env_pip_index_url, given, still wins over both (the role passes it)."""
     pip = profile.get("pip") or {}
-    host = host_pip_index()
+    host = host_pip_index(prefix)
     source = f"host pip configuration ({host})" if host else "profile" if pip.get("index_url") else None
     return {
         **pip,
@@ -631,6 +641,7 @@ def check_install(
             conda_root / "envs" / env["name"] if conda_root and resolved == "conda" else root / env["name"]
         )
         env["prefix"] = str(prefix)
+        env["pip"] = _pip_settings(profile, prefix)  # pip in the env also reads its own pip.conf
         if prefix.exists() and not prefix.is_dir():  # no env can be made there
             problems.append(
                 f"{env['name']}: {prefix} is a file, not an env directory: remove it or install into another "

@@ -7,6 +7,9 @@ network.py)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -85,7 +88,7 @@ def test_an_index_in_a_pip_conf_is_kept(host, monkeypatch, where, text):
 )
 def test_a_pip_conf_without_an_index_keeps_the_profile_index(host, monkeypatch, text):
     monkeypatch.setenv("PIP_CONFIG_FILE", str(_conf(host / "named.conf", text)))
-    monkeypatch.setattr(envcheck, "_pip_config_files", lambda: [host / "named.conf"])  # not /etc/pip.conf
+    monkeypatch.setattr(envcheck, "_pip_config_files", lambda _=None: [host / "named.conf"])  # no /etc one
     assert _pip(host)["index_url"] == "https://pypi.org/simple"
 
 
@@ -101,3 +104,76 @@ def test_the_plan_never_shows_the_host_index_url(host, monkeypatch):
     assert result.exit_code in (0, 2), result.output
     assert "s3cret" not in result.output
     assert json.loads(result.stdout)["pip"]["index_url"] is None
+
+
+# ---- what pip itself reads: a later file wins, an empty value is none, the env's own pip.conf counts ----
+
+
+def test_an_empty_index_url_in_a_later_file_leaves_pip_none(host, monkeypatch):
+    """pip merges its files, a later one winning, and drops an empty value: a PIP_CONFIG_FILE with an empty
+    index-url takes the site-wide mirror away (pip asks its default index). Before: the site-wide file was
+    named and the profile's index dropped."""
+    _conf(host / "xdg/pip/pip.conf", f"[global]\nindex-url = {SECRET_MIRROR}\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(_conf(host / "named.conf", "[global]\nindex-url =\n")))
+    assert envcheck.host_pip_index() is None
+    assert _pip(host)["index_url"] == "https://pypi.org/simple"
+
+
+def test_a_pip_config_file_that_exists_hides_the_users_pip_conf(host, monkeypatch):
+    """pip reads no user file where PIP_CONFIG_FILE names one that exists. Before: the user's mirror
+    counted."""
+    _conf(host / "home/.config/pip/pip.conf", f"[global]\nindex-url = {SECRET_MIRROR}\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(_conf(host / "named.conf", "[global]\ntimeout = 60\n")))
+    assert envcheck.host_pip_index() is None
+
+
+def test_an_envs_own_pip_conf_counts_for_that_env(host, monkeypatch):
+    """pip in a venv or conda env also reads <env>/pip.conf (sys.prefix/pip.conf), after the user's and
+    before PIP_CONFIG_FILE. Before: not read; the plan had no per-env pip settings and passed the profile's
+    index over the env's mirror."""
+    monkeypatch.setenv("XDG_CONFIG_DIRS", str(host / "xdg"))
+    conf = _conf(host / "envs" / "inf" / "pip.conf", f"[wheel]\nindex-url = {SECRET_MIRROR}\n")
+    plan = envcheck.check_install(
+        PROFILE, ["inference"], root=host / "envs", wheelhouse=host / "wh", manager="venv"
+    )
+    env_pip = plan["envs"][0]["pip"]
+    assert env_pip["index_url"] is None and env_pip["index_from"] == f"host pip configuration ({conf})"
+    assert plan["pip"]["index_url"] == "https://pypi.org/simple"  # the host's, for pip outside the env
+
+
+SCENARIOS = {
+    "none": {},
+    "global": {"xdg/pip/pip.conf": "[global]\nindex-url = http://g/simple\n"},
+    "wheel-only": {"home/.config/pip/pip.conf": "[wheel]\nindex-url = http://w/simple\n"},
+    "install-only": {"home/.pip/pip.conf": "[install]\nindex_url = http://i/simple\n"},
+    "download-only": {"home/.pip/pip.conf": "[download]\nindex-url = http://d/simple\n"},
+    "emptied-later": {
+        "xdg/pip/pip.conf": "[global]\nindex-url = http://g/simple\n",
+        "home/.config/pip/pip.conf": "[global]\nindex-url =\n",
+    },
+    "empty-install-over-global": {
+        "xdg/pip/pip.conf": "[global]\nindex-url = http://g/simple\n[install]\nindex-url =\n"
+    },
+}
+
+
+# pip's own answer: the index_url `pip wheel` and `pip install` take from the configuration they read
+PIP_TAKES = """
+from pip._internal.commands import create_command
+print(*(create_command(name).parse_args([])[0].index_url for name in ("wheel", "install")))
+"""
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_envcheck_agrees_with_pip(host, name):
+    """The same files read by pip itself: envcheck names an index exactly where `pip wheel` or `pip install`
+    (the pip commands kt_python_env runs) takes one other than its default."""
+    for where, text in SCENARIOS[name].items():
+        _conf(host / where, text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env |= {"HOME": str(host / "home"), "XDG_CONFIG_DIRS": str(host / "xdg")}
+    taken = subprocess.run(
+        [sys.executable, "-c", PIP_TAKES], capture_output=True, text=True, env=env, check=True
+    ).stdout.split()
+    pip_names_one = any(url != "https://pypi.org/simple" for url in taken)
+    assert (envcheck.host_pip_index() is not None) == pip_names_one, taken
