@@ -375,25 +375,29 @@ def sequential_pool_nodes(facts: dict, pools: int) -> list[int]:
     return order[:pools] if order and len(order) >= pools else list(range(pools))
 
 
-def _best_prefix(
+def _best_placement(
     order: list[int],
     cores: dict[int, int],
     threads: int,
     width: int | None = None,
-    fits=None,
+    holds=None,
+    named: bool = False,
+    max_pools: int | None = None,
 ) -> tuple[list[int], int]:
-    """(nodes, threads they can run): the first k nodes of `order` whose even split of the threads runs the
-    most, each pool capped by the fewest usable cores among them (a node absent from `cores` has none).
-    `width`: the expert width kt-kernel splits evenly over the pools; counts that do not divide it are out.
-    `fits(nodes)`: whether those nodes' memory holds their pools' shares of the experts; counts that do not
-    are out."""
+    """(nodes, threads they can run): the pool count whose even split of the threads runs the most, each pool
+    capped by the fewest usable cores among its nodes (a node absent from `cores` has none), at most
+    `max_pools`. `named`: any nodes of `order` may take the pools (--kt-numa-nodes), the first ones that hold
+    a pool; else only the first k of `order` (pool i on node i). `width`: the expert width kt-kernel splits
+    evenly over the pools; counts that do not divide it are out. `holds(node, pools)`: whether the node's
+    memory holds one pool's share of the experts when there are `pools`; nodes that do not are out."""
     best: tuple[list[int], int] = ([], 0)
-    for pools in range(1, min(threads, len(order)) + 1):
+    for pools in range(1, min(threads, len(order), max_pools or len(order)) + 1):
         if width and width % pools:
             continue
-        if fits is not None and not fits(order[:pools]):
+        able = [node for node in order if holds is None or holds(node, pools)] if named else order
+        chosen = able[:pools]
+        if len(chosen) < pools or (holds is not None and not all(holds(node, pools) for node in chosen)):
             continue
-        chosen = order[:pools]
         fit = min(threads, pools * min(cores.get(node, 0) for node in chosen))
         if fit >= best[1]:  # ties: more pools spread the expert weights over more memory channels
             best = (sorted(chosen), fit)
@@ -421,11 +425,11 @@ def _pools_limited(cores: dict[int, int], nodes: list[int], fit: int, threads: i
 POOLS_SPLIT_WIDTH = "kt-kernel's operators/moe-tp.hpp refuses a pool count that does not divide it"
 
 
-def _width_note(order, cores, threads, width, nodes, fit) -> str | None:
+def _width_note(order, cores, threads, width, nodes, fit, named=False, max_pools=None) -> str | None:
     """What the even split of the expert width cost: the placement that more pools would have had."""
     if not width:
         return None
-    free_nodes, free_fit = _best_prefix(order, cores, threads)
+    free_nodes, free_fit = _best_placement(order, cores, threads, named=named, max_pools=max_pools)
     if (free_nodes, free_fit) == (nodes, fit):
         return None
     return (
@@ -434,22 +438,25 @@ def _width_note(order, cores, threads, width, nodes, fit) -> str | None:
     )
 
 
-def _memory_fit(facts: dict, share_bytes: float | None):
-    """The `fits` of _best_prefix for a pool share of `share_bytes` in all, or None where it cannot tell."""
+def _memory_holds(facts: dict, share_bytes: float | None):
+    """The `holds` of _best_placement for a pool share of `share_bytes` in all, or None where it cannot
+    tell."""
     memory = numa_node_memory(facts)
     if memory is None or not share_bytes:
         return None
-    return lambda chosen: not _short_nodes(memory, chosen, share_bytes)
+    return lambda node, pools: memory.get(node, 0) >= share_bytes / pools
 
 
-def _placed(facts, order, cores, threads, width, share_bytes) -> tuple[list[int], int, str | None]:
+def _placed(
+    facts, order, cores, threads, width, share_bytes, named=False, max_pools=None
+) -> tuple[list[int], int, str | None]:
     """(nodes, threads, why fewer pools than the cores allow): the best placement whose pools' shares fit
     their nodes' memory; when none fits, the best by cores (pool_memory_problem then refuses the plan)."""
-    nodes, fit = _best_prefix(order, cores, threads, width)
-    fits = _memory_fit(facts, share_bytes)
-    if fits is None or fits(nodes):
+    nodes, fit = _best_placement(order, cores, threads, width, named=named, max_pools=max_pools)
+    holds = _memory_holds(facts, share_bytes)
+    if holds is None or all(holds(node, len(nodes)) for node in nodes):
         return nodes, fit, None
-    held, held_fit = _best_prefix(order, cores, threads, width, fits)
+    held, held_fit = _best_placement(order, cores, threads, width, holds, named, max_pools)
     if not held_fit:
         return nodes, fit, None
     short = _short_nodes(numa_node_memory(facts), nodes, share_bytes)
@@ -498,16 +505,20 @@ def thread_pools(
 
     kt-kernel 0.7.2 (experts_base._get_cpu_infer) gives every pool threads // pools threads and binds pool
     i to NUMA node i unless SGLang names the nodes (--kt-numa-nodes, sglang-kt 0.7.2): the pools go on the
-    nodes with the most usable cores (hwloc_indices: how --kt-numa-nodes names them)."""
+    nodes with the most usable cores among those whose memory holds a pool's share, whichever they are
+    (hwloc_indices: how --kt-numa-nodes names them)."""
     cores = numa_node_cores(facts)
     if not cores:
         count = min(numa_nodes_in_use(facts), threads, max_pools or threads)
         return count, threads, None, list(range(count))
-    # SGLang names the pools' nodes (--kt-numa-nodes): the ones with the most usable cores
-    order = sorted(cores, key=lambda node: (-cores[node], node))[:max_pools]
-    nodes, fit, memory_note = _placed(facts, order, cores, threads, width, share_bytes)
+    # SGLang names the pools' nodes (--kt-numa-nodes): the ones with the most usable cores that can hold a
+    # pool; hwloc shows no node outside the cpuset's mems (none memoryless): kt-kernel binds no pool there
+    seen = hwloc_nodes(facts)
+    order = sorted(cores, key=lambda node: (-cores[node], node))
+    order = [node for node in order if seen is None or node in seen] or order
+    nodes, fit, memory_note = _placed(facts, order, cores, threads, width, share_bytes, True, max_pools)
     limited = _pools_limited(cores, nodes, fit, threads)
-    split = None if memory_note else _width_note(order, cores, threads, width, nodes, fit)
+    split = None if memory_note else _width_note(order, cores, threads, width, nodes, fit, True, max_pools)
     notes = [note for note in (limited, split, memory_note) if note]
     return len(nodes), fit, "; ".join(notes) if limited else None, nodes
 
