@@ -25,6 +25,7 @@ from ktinfra.plan.host import (
     mig_uuids,
     mig_warnings,
     most_memory_first,
+    numa_ids_past_pools,
     numa_nodes_in_use,
     numa_nodes_of_usable_cpus,
     parse_cpulist,
@@ -158,6 +159,7 @@ def _cpu_decisions(
     cpu = facts["cpu"]
     cores = cpu["physical_cores"]
     threads, note = cpu_worker_threads(facts, ranks)
+    overrun = None
     if legacy:  # kt-kernel v0.4.4 binds pool i to node i, and the legacy sglang fork cannot name other nodes
         placement_of = sequential_thread_pools(facts, threads, max_pools, True, width, share_bytes)
         pools, placed, placement = placement_of
@@ -166,6 +168,7 @@ def _cpu_decisions(
         pools, placed, placement, on = thread_pools(facts, threads, max_pools, width, share_bytes)
         nodes = hwloc_indices(facts, on)
         nodes = None if nodes == list(range(len(nodes))) else nodes
+        overrun = numa_ids_past_pools(nodes, on)
     short = pool_memory_problem(facts, on, share_bytes)
     if short and problems is not None:
         problems.append(short)
@@ -206,6 +209,9 @@ def _cpu_decisions(
             "logical index, which counts only the nodes with memory that this process may allocate on (its "
             "cpuset's mems), not by the kernel's node number)"
         )
+    if not legacy and overrun:
+        reasons["kt_numa_nodes"] += "; an id at or past the pool count trips kt-kernel 0.7.2 (see warnings)"
+        warnings.append(overrun)
     if max_pools is not None and pools == max_pools < numa_nodes_in_use(facts):
         reasons["kt_threadpool_count"] += (
             f"; at most {max_pools}: LLAMAFILE gives each pool whole {formats.LLAMAFILE_BLOCK}-weight blocks "
