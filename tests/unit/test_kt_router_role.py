@@ -13,7 +13,7 @@ import pytest
 from role_play import ROLES, run_play, task_output
 from test_image_validate import _wheel
 from test_kt_router_given_workers_asked import REFUSED as GIVEN_REFUSED
-from test_kt_router_given_workers_asked import sglang_like
+from test_kt_router_given_workers_asked import nothing_listens, sglang_like
 
 ROLE = ROLES / "kt_router"
 
@@ -257,12 +257,14 @@ def test_check_diff_does_not_print_the_workers_api_key(tmp_path):
 
 def _refused_before_any_change(tmp_path: Path) -> tuple[Path, dict]:
     """(the directories the role must not create, its variables): a venv under a file, so a run that got past
-    validation would fail at the venv (no download of sglang-router in a test), as the old code went on to."""
+    validation would fail at the venv (no download of sglang-router in a test), as the old code went on to.
+    The worker is a local URL nothing answers at: the role asks a given URL before the venv (a made-up address
+    could keep it kt_router_worker_probe_timeout s)."""
     fresh = tmp_path / "fresh"
     (tmp_path / "a-file").write_text("")
     extra = {
         "kt_router__sd_booted": {"stat": {"isdir": True}},
-        "kt_router_workers": ["http://10.0.0.11:30000"],
+        "kt_router_workers": [nothing_listens()],
         "kt_router_worker_api_key": "k3y",
         "kt_router_venv": str(tmp_path / "a-file" / "venv"),
         "kt_router_config_dir": str(fresh / "cfg"),

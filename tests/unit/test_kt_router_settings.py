@@ -9,6 +9,7 @@ from http.server import HTTPServer
 
 import pytest
 from role_play import ROLES, run_play
+from test_kt_router_given_workers_asked import nothing_listens
 from test_kt_router_role import Health, Server6, _refused_before_any_change
 
 HOST_REFUSED = "kt_router_host must be an IPv4 or IPv6 address (or localhost)"
@@ -51,7 +52,7 @@ def test_two_workers_with_power_of_two_and_edge_values_pass_the_check(tmp_path):
     way, so no sglang-router download in a test)."""
     _, extra = _refused_before_any_change(tmp_path)
     extra |= {"kt_router_policy": "power_of_two", "kt_router_port": 65535, "kt_router_host": "[fd00::1]",
-              "kt_router_workers": ["http://10.0.0.11:30000", "grpc://10.0.0.12:30001"],
+              "kt_router_workers": [nothing_listens(), "grpc://10.0.0.12:30001"],
               "kt_router_health_check_interval": 1, "kt_router_health_check_timeout": 1}  # fmt: skip
     rc, output = run_play(tmp_path, [{"ansible.builtin.include_role": {"name": "kt_router"}}], extra)
     assert "sglang-router would not start" not in output, output[-3000:]
