@@ -196,8 +196,8 @@ def _cpu_decisions(
     passed_over = ", ".join(str(i) for i in range(pools) if i not in (nodes or ()))
     reasons["kt_numa_nodes"] = (
         f"{' '.join(map(str, nodes))}: the pools' nodes, passed as --kt-numa-nodes because kt-kernel would "
-        f"bind pool i to node i ({default}), and node(s) {passed_over} are not among the nodes holding the "
-        "most usable cores"
+        f"bind pool i to node i ({default}), and node(s) {passed_over} are not among the nodes chosen (the "
+        "most usable cores among those whose memory holds a pool's share of the experts)"
         if nodes
         else "not set: the legacy stack's sglang fork has no --kt-numa-nodes; pool i is on node i"
         if legacy
