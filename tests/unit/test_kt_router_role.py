@@ -390,7 +390,6 @@ def test_a_run_cut_off_between_the_install_and_the_restart_is_restarted_by_the_n
     assert _restarts(tmp_path) == first + 1
 
 
-@pytest.mark.slow  # a real venv (minutes on a loaded host); test_kt_router_given_workers_asked.py: fast
 def test_a_given_worker_the_router_cannot_use_stops_the_run_before_the_routers_files(tmp_path):
     """Before: a given URL the inventory does not hold went into router.env unasked and the router was
     restarted with it (here: a server whose api_key is not kt_router_worker_api_key)."""
