@@ -17,6 +17,14 @@ import yaml
 from role_play import ROLES, run_play
 
 ROLE = ROLES / "kt_host_tuning"
+
+
+def present_steps() -> list:
+    """tasks/main.yml's steps of kt_host_tuning_state=present (its block), in their order."""
+    main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    return next(step["block"] for step in main if "block" in step)
+
+
 REFUSED = "ktinfra_test.oom_score_adj"
 
 
@@ -47,7 +55,7 @@ def main_yml_play(tmp: Path) -> tuple[list, Path]:
         "dest": str(dropin),
     }
     tasks = []
-    for step in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text()):
+    for step in present_steps():
         name = step.get("ansible.builtin.include_tasks") or step.get("ansible.builtin.import_tasks")
         if name == "persist.yml":
             tasks.append(sysctl_task)

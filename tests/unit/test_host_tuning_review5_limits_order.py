@@ -18,13 +18,19 @@ from role_play import ROLES, run_play
 ROLE = ROLES / "kt_host_tuning"
 
 
+def present_steps() -> list:
+    """tasks/main.yml's steps of kt_host_tuning_state=present (its block), in their order."""
+    main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    return next(step["block"] for step in main if "block" in step)
+
+
 def main_yml_play(tmp: Path) -> tuple[list, Path]:
     limits_dir = tmp / "limits.d"
     limits_dir.mkdir()
     dropin = limits_dir / "90-ktinfra.conf"
     template = {"src": str(ROLE / "templates" / "limits.conf.j2"), "dest": str(dropin), "mode": "0644"}
     tasks = []
-    for step in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text()):
+    for step in present_steps():
         name = step.get("ansible.builtin.include_tasks") or step.get("ansible.builtin.import_tasks")
         if name == "persist.yml":
             tasks.append({"name": "limits.d as persist.yml writes it", "ansible.builtin.template": template})

@@ -21,6 +21,14 @@ import yaml
 from role_play import ROLES, run_play
 
 ROLE = ROLES / "kt_host_tuning"
+
+
+def present_steps() -> list:
+    """tasks/main.yml's steps of kt_host_tuning_state=present (its block), in their order."""
+    main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    return next(step["block"] for step in main if "block" in step)
+
+
 FSTAB = "UUID=1a2b / ext4 errors=remount-ro 0 1\n"
 FACTS_MODULE = """#!/usr/bin/python
 import json
@@ -85,7 +93,7 @@ def test_a_vm_or_a_host_still_gets_them(tmp_path, facts, extra):
 
 def test_main_gathers_the_virtual_facts_where_neither_says(tmp_path):
     """Before: only the min subset, which has no virtualization_type: a container was taken for a host."""
-    main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    main = present_steps()
     gather = next(t for t in main if t.get("name", "").startswith("Gather the facts"))
     content = "{{ ansible_facts['virtualization_type'] | default('NONE') }}"
     shown = {"ansible.builtin.copy": {"dest": str(tmp_path / "out"), "mode": "0644", "content": content}}

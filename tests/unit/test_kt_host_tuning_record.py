@@ -20,6 +20,14 @@ from role_play import ROLES, run_play
 from test_kt_host_tuning_governor_daemons import RUNNING, SYSTEMCTL, config_paths
 
 ROLE = ROLES / "kt_host_tuning"
+
+
+def present_steps() -> list:
+    """tasks/main.yml's steps of kt_host_tuning_state=present (its block), in their order."""
+    main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    return next(step["block"] for step in main if "block" in step)
+
+
 LIBRARY = {"ANSIBLE_LIBRARY": str(ROLE / "library")}
 GOVERNORS = "scaling_available_governors"
 FSTAB = "# static\nUUID=1 / ext4 defaults 0 1\ntmpfs  /dev/shm\ttmpfs  defaults,noexec  0 0\n"
@@ -114,7 +122,7 @@ def main_steps(tmp: Path) -> list:
         {"ansible.builtin.include_vars": str(ROLE / "defaults" / "main.yml")},
         {"ansible.builtin.include_vars": str(ROLE / "vars" / "main.yml")},
     ]
-    for step in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text()):
+    for step in present_steps():
         name = step.get("ansible.builtin.include_tasks")
         if name:
             include = {"name": "kt_host_tuning", "tasks_from": name[:-4]}

@@ -7,6 +7,9 @@ the files they write (their content, or that there was none), the folders they c
 /dev/shm size) and the units they mask or disable. An entry already in the record is never replaced: a second
 run finds the tuned values, not the host's own. The file is root's alone (0600) and written whole (a
 temporary file renamed over it), so a cut-off run leaves the old record or the new one.
+
+`undo` puts back what the record holds (kt_host_tuning_state=absent), then removes it and the folders it made:
+the whole record is checked first, so one that cannot be put back fails before anything changes.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ options:
     description: The JSON state file (created 0600 with its folder where missing).
     type: path
     required: true
+  action:
+    description: record adds what is not recorded yet; undo puts back what the record holds and removes it.
+    type: str
+    choices: [record, undo]
+    default: record
   files:
     description: Files the role writes (each recorded with its content and mode, or as absent).
     type: list
@@ -79,7 +87,25 @@ added:
   description: What this call added to the record (file paths, unit names, runtime paths).
   type: list
   elements: str
-  returned: always
+  returned: record
+done:
+  description: What undo put back.
+  type: list
+  elements: str
+  returned: undo
+left:
+  description: What undo could not put back now, each with why (and until when it stays).
+  type: list
+  elements: str
+  returned: undo
+reexec:
+  description: undo changed systemd's manager drop-in (system.conf.d): systemd should be re-executed.
+  type: bool
+  returned: undo
+udev_reload:
+  description: undo removed or changed a udev rule file: udev should reload its rules.
+  type: bool
+  returned: undo
 """
 
 SCHEMA = 1
@@ -217,11 +243,230 @@ def add(record: dict, params: dict) -> list[str]:
     return added
 
 
+UNIT_NAME = re.compile(r"^[A-Za-z0-9@._:\\-]+$")
+ACTIVE = ("active", "activating", "reloading")
+
+
+def check(record: dict) -> None:
+    """ValueError naming the first entry that could not be put back as recorded: before anything changes."""
+    for path, entry in record.get("files", {}).items():
+        if not os.path.isabs(path) or not (entry is None or isinstance(entry, dict)):
+            raise ValueError(f"files: {path!r} is not an absolute path with its content or null")
+        if entry is not None:
+            try:
+                base64.b64decode(entry.get("content", ""), validate=True)
+            except ValueError as err:
+                raise ValueError(f"files: {path} has no base64 content ({err})") from err
+            if not re.match(r"^[0-7]{3,4}$", str(entry.get("mode", ""))):
+                raise ValueError(f"files: {path} has no mode")
+    for path, existed in record.get("dirs", {}).items():
+        if not os.path.isabs(path) or not isinstance(existed, bool):
+            raise ValueError(f"dirs: {path!r} is not an absolute path with true or false")
+    fstab = record.get("fstab", {})
+    if fstab and not (os.path.isabs(str(fstab.get("path", ""))) and isinstance(fstab.get("shm_lines"), list)):
+        raise ValueError("fstab: no absolute path or no list of /dev/shm lines")
+    for path, entry in record.get("runtime", {}).items():
+        if not os.path.isabs(path) or not isinstance(entry, dict) or "value" not in entry:
+            raise ValueError(f"runtime: {path!r} is not an absolute path with its value")
+    for section in ("masked", "disabled"):
+        for unit in record.get(section, {}):
+            if not UNIT_NAME.match(unit):
+                raise ValueError(f"{section}: {unit!r} is not a unit name")
+
+
+class Undo:
+    """Puts back what a record holds; each step says what it did (done) or why it could not (left)."""
+
+    def __init__(self, module: AnsibleModule, record: dict, path: str):
+        self.module, self.record, self.path, self.dry = module, record, path, module.check_mode
+        self.done: list[str] = []
+        self.left: list[str] = []
+        self.changed_files: list[str] = []
+
+    def files(self) -> None:
+        for path, entry in sorted(self.record.get("files", {}).items()):
+            now = file_entry(path)
+            if entry is None:
+                if os.path.lexists(path):
+                    if not self.dry:
+                        os.unlink(path)
+                    self.changed_files.append(path)
+                    self.done.append(f"removed {path}")
+            elif now != entry:
+                if not self.dry:
+                    write_file(path, base64.b64decode(entry["content"]), int(entry["mode"], 8))
+                self.changed_files.append(path)
+                self.done.append(f"put back {path} as it was")
+
+    def dirs(self) -> None:
+        for path, existed in sorted(self.record.get("dirs", {}).items()):
+            if existed or not os.path.isdir(path):
+                continue
+            # under --check the record is still there
+            if [name for name in os.listdir(path) if os.path.join(path, name) != self.path]:
+                self.left.append(f"{path}: left, it holds files the role did not write")
+                continue
+            if not self.dry:
+                os.rmdir(path)
+            self.done.append(f"removed {path}")
+
+    def fstab(self) -> None:
+        fstab = self.record.get("fstab", {})
+        if not fstab:
+            return
+        path, original = fstab["path"], fstab.get("original")
+        now = file_entry(path)
+        now_text = base64.b64decode(now["content"]).decode("utf-8", "replace") if now else ""
+        old_text = base64.b64decode(original["content"]).decode("utf-8", "replace") if original else ""
+        if now == original or (now and original and now_text == old_text):
+            return
+        others = [line.rstrip("\n") for line in now_text.splitlines() if line not in shm_lines(now_text)]
+        unchanged = others == [line for line in old_text.splitlines() if line not in shm_lines(old_text)]
+        if unchanged and original is None:
+            if not self.dry:
+                os.unlink(path)
+            self.done.append(f"removed {path} (there was none)")
+            return
+        if unchanged:
+            text = old_text  # byte for byte: nothing else in it changed since
+        else:
+            text = with_shm_lines(now_text, fstab["shm_lines"])
+            self.left.append(f"{path}: other lines changed since; its /dev/shm lines alone put back")
+        if not self.dry:
+            mode = int((original or now or {"mode": "0644"})["mode"], 8)
+            write_file(path, text.encode(), mode)
+        self.done.append(f"put back {path}'s /dev/shm line" + ("s" if len(fstab["shm_lines"]) != 1 else ""))
+
+    def runtime(self) -> None:
+        for path, entry in sorted(self.record.get("runtime", {}).items()):
+            setting, value = entry.get("setting", path), entry["value"]
+            if setting == "shm":
+                self.shm(path, int(value))
+                continue
+            now = runtime_value(path)
+            if now is None:
+                self.left.append(f"{setting} ({path}): no longer there")
+            elif " ".join(str(value).split()) != now:
+                try:
+                    if not self.dry:
+                        with open(path, "w", encoding="utf-8") as out:
+                            out.write(f"{value}\n")
+                    self.done.append(f"{setting} {now} -> {value}")
+                except OSError as err:
+                    self.left.append(f"{setting} stays {now} until the next boot ({path}: {err.strerror})")
+
+    def shm(self, path: str, size: int) -> None:
+        try:
+            stat = os.statvfs(path)
+        except OSError as err:
+            self.left.append(f"{path}: {err.strerror}")
+            return
+        now = stat.f_blocks * stat.f_frsize
+        if abs(now - size) <= size / 100:  # tmpfs rounds to pages
+            return
+        if not self.dry:
+            rc, _, err = self.module.run_command(["mount", "-o", f"remount,size={size}", path])
+            if rc != 0:
+                self.left.append(f"{path} stays {now} bytes until the next boot (remount: {err.strip()})")
+                return
+        self.done.append(f"{path} size {now} -> {size} bytes")
+
+    def systemctl(self, *args: str) -> tuple[int, str]:
+        rc, out, err = self.module.run_command(["systemctl", *args])
+        return rc, (out.strip() or err.strip())
+
+    def units(self) -> None:
+        for unit, was in sorted(self.record.get("masked", {}).items()):
+            _, state = self.systemctl("is-enabled", unit)
+            if state.splitlines()[:1] == ["masked"]:
+                if not self.dry:
+                    rc, err = self.systemctl("unmask", unit)
+                    if rc != 0:
+                        self.left.append(f"{unit} stays masked (systemctl unmask: {err})")
+                        continue
+                self.done.append(f"unmasked {unit}")
+            if was.get("active") in ACTIVE and self.systemctl("is-active", unit)[1] not in ACTIVE:
+                if not self.dry:
+                    rc, err = self.systemctl("start", unit)
+                    if rc != 0:
+                        self.left.append(f"{unit} was running and is not (systemctl start: {err})")
+                        continue
+                self.done.append(f"started {unit}")
+        for unit in sorted(self.record.get("disabled", {})):
+            _, state = self.systemctl("is-enabled", unit)
+            if state.splitlines()[:1] == ["disabled"]:
+                if not self.dry:
+                    rc, err = self.systemctl("enable", unit)
+                    if rc != 0:
+                        self.left.append(f"{unit} stays disabled (systemctl enable: {err})")
+                        continue
+                self.done.append(f"enabled {unit}")
+
+
+def with_shm_lines(text: str, originals: list[str]) -> str:
+    """`text` with its /dev/shm lines replaced by `originals`, where the first was (else at the end)."""
+    lines, out, placed = text.splitlines(), [], False
+    current = shm_lines(text)
+    for line in lines:
+        if line in current:
+            if not placed:
+                out.extend(originals)
+                placed = True
+            continue
+        out.append(line)
+    if not placed:
+        out.extend(originals)
+    return "".join(f"{line}\n" for line in out)
+
+
+def write_file(path: str, content: bytes, mode: int) -> None:
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".kt-undo.")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(content)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def undo(module: AnsibleModule, path: str, record: dict | None) -> None:
+    if record is None:
+        msg = f"no record at {path}: nothing to undo (the role did not tune this host, or it was undone)"
+        module.exit_json(changed=False, done=[], left=[], reexec=False, udev_reload=False, msg=msg)
+    try:
+        check(record)
+    except ValueError as err:
+        module.fail_json(msg=f"{path}: {err}: fix or remove it; nothing was changed")
+    steps = Undo(module, record, path)
+    steps.files()
+    steps.fstab()
+    steps.runtime()
+    steps.units()
+    if not module.check_mode:
+        os.unlink(path)
+    steps.dirs()  # the record's own folder among them: emptied above
+    notes = [f"removed the record {path}"] + steps.done
+    if any("/limits.d/" in f for f in steps.changed_files):
+        notes.append("logins open now keep their memlock/nofile until they log in again")
+    if any("/system.conf.d/" in f for f in steps.changed_files):
+        notes.append("services running now keep their limits until restarted (systemd is re-executed)")
+    module.exit_json(
+        changed=True, done=steps.done, left=steps.left, msg="; ".join(notes + steps.left),
+        reexec=any("/system.conf.d/" in f for f in steps.changed_files),
+        udev_reload=any(f.endswith(".rules") for f in steps.changed_files),
+    )  # fmt: skip
+
+
 def main() -> None:
     list_of = {"type": "list", "elements": "str", "default": []}
     module = AnsibleModule(
         argument_spec={
             "path": {"type": "path", "required": True},
+            "action": {"type": "str", "choices": ["record", "undo"], "default": "record"},
             "files": {"type": "list", "elements": "path", "default": []},
             "dirs": {"type": "list", "elements": "path", "default": []},
             "fstab": {"type": "str", "default": ""},
@@ -239,7 +484,10 @@ def main() -> None:
     try:
         record = load(params["path"])
     except ValueError as err:
-        module.fail_json(msg=f"{err}: move it away to record the host anew; nothing was changed")
+        fix = "move it away to record the host anew" if params["action"] == "record" else "fix or remove it"
+        module.fail_json(msg=f"{err}: {fix}; nothing was changed")
+    if params["action"] == "undo":
+        undo(module, params["path"], record)
     record = record or {"schema": SCHEMA, "note": NOTE}
     added = add(record, params)
     if added and not module.check_mode:
