@@ -34,9 +34,10 @@ TEST_TARGETS += test-roles1
 .PHONY: host-tuning-containers
 TEST_TARGETS += host-tuning-containers
 
-host-tuning-containers: venv docker-ready ## kt_host_tuning in systemd containers: boot-time governor units, governor daemons, read-only /proc/sys
+host-tuning-containers: venv docker-ready ## kt_host_tuning in systemd containers: boot-time governor units, governor daemons, read-only /proc/sys, undo
 	$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration/test_host_tuning_review5_governor_units.py \
 		tests/integration/test_kt_host_tuning_governor_daemons.py \
 		tests/integration/test_host_tuning_review6_governor_daemons.py \
 		tests/integration/test_kt_host_tuning_governor_config.py \
-		tests/integration/test_host_tuning_review5_container_boot_order.py
+		tests/integration/test_host_tuning_review5_container_boot_order.py \
+		tests/integration/test_kt_host_tuning_undo_container.py
