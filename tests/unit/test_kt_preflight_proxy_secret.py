@@ -89,3 +89,53 @@ def test_the_profiles_index_is_used_and_the_hosts_pip_index_wins_over_it(tmp_pat
     finally:
         index.close()
         other.close()
+
+
+def test_settings_files_runs_before_bace729_left_in_the_temp_directory_are_removed(tmp_path, wheels):  # noqa: F811
+    """Runs before bace729 wrote the settings file (a proxy password in it) as TMPDIR/ktinfra-pip.XXXXXXXX.sh,
+    and one killed before its always left it for good. Every run removes those of its user there (the install
+    due or not); files of another shape or user stay."""
+    scratch = _scratch(tmp_path)
+    temp = Path(scratch["TMPDIR"])
+    kept = [
+        "ktinfra-pip.ab12cd34.sh.bak",
+        "ktinfra-pip.ab.sh",
+        "other-pip.ab12cd34.sh",
+        "ktinfra-pip.qwer5678.sh",
+    ]
+    for name in ["ktinfra-pip.njishkyo.sh", "ktinfra-pip.a_b1c2d3.sh", *kept]:
+        (temp / name).write_text(f"export http_proxy=http://lab:{PASSWORD}@old-proxy:3128\n")
+    os.chown(temp / "ktinfra-pip.qwer5678.sh", 65534, 65534)  # another user's
+    index = serve_index(wheels)
+    try:
+        extra = _tool_vars(tmp_path) | {"kt_preflight_pip_index_url": f"http://127.0.0.1:{index.port}/simple"}
+        rc, output = run_play(tmp_path, TOOL, extra, env=NO_HOST_CONFIG | scratch)
+        assert rc == 0 and _installed(tmp_path), output[-3000:]
+        assert sorted(p.name for p in temp.iterdir()) == sorted(kept), output[-3000:]
+        (temp / "ktinfra-pip.zz99yy88.sh").write_text("export http_proxy=http://lab:s3cret@old-proxy:3128\n")
+        rc, output = run_play(tmp_path, TOOL, extra, env=NO_HOST_CONFIG | scratch)  # nothing to install now
+    finally:
+        index.close()
+    assert rc == 0, output[-3000:]
+    assert sorted(p.name for p in temp.iterdir()) == sorted(kept), output[-3000:]
+
+
+def test_an_index_a_later_pip_conf_empties_is_none_and_the_profiles_is_used(tmp_path, wheels):  # noqa: F811
+    """pip merges its files (a later one wins) and takes an empty index-url as none: a site-wide mirror that
+    PIP_CONFIG_FILE empties leaves pip install on its default index, so the profile's index is passed (as
+    envcheck.host_pip_index decides for kt_python_env). Before: `pip config list` shows each file's value,
+    the site-wide one counted, no --index-url went to pip and the profile's index was not asked."""
+    xdg = tmp_path / "xdg" / "pip" / "pip.conf"
+    xdg.parent.mkdir(parents=True)
+    xdg.write_text("[global]\nindex-url = http://127.0.0.1:9/simple\n")  # nothing answers there
+    named = tmp_path / "named.conf"
+    named.write_text("[global]\nindex-url =\n")
+    index = serve_index(wheels)
+    try:
+        extra = _tool_vars(tmp_path) | _site_profile(tmp_path, f"http://127.0.0.1:{index.port}/simple")
+        host = {"PIP_CONFIG_FILE": str(named), "XDG_CONFIG_DIRS": str(tmp_path / "xdg")}
+        rc, output = run_play(tmp_path, TOOL, extra, env=host | _scratch(tmp_path))
+        assert rc == 0 and _installed(tmp_path), output[-3000:]
+        assert _asked(index), index.asked
+    finally:
+        index.close()

@@ -96,6 +96,20 @@ def test_the_hosts_pip_conf_mirror_is_used_over_the_profile_index(tmp_path, inde
     assert _asked(index), index.asked
 
 
+def test_an_envs_own_pip_conf_mirror_is_used_over_the_profile_index(tmp_path, index):
+    """pip in the env also reads <env>/pip.conf (its site file, sys.prefix/pip.conf): an env a lab gave its
+    own mirror keeps it. Before: that file was not looked at, the profile's index (dead here) went to pip
+    wheel as --index-url over it and the install failed."""
+    conf = tmp_path / "envs" / "probe" / "pip.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(f"[global]\nindex-url = http://127.0.0.1:{index.port}/simple\n")
+    (tmp_path / "empty.conf").write_text("")  # an existing PIP_CONFIG_FILE: no user file is read either
+    host = {"PIP_CONFIG_FILE": str(tmp_path / "empty.conf"), "XDG_CONFIG_DIRS": str(tmp_path / "xdg")}
+    rc, output = _install(tmp_path, env=host)
+    assert rc == 0 and _installed(tmp_path), output[-3000:]
+    assert _asked(index), index.asked
+
+
 def test_pip_index_url_of_the_host_is_used_and_the_role_variable_wins_over_it(tmp_path, index):
     other = serve_index(tmp_path / "files")
     try:

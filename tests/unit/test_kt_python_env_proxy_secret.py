@@ -185,9 +185,12 @@ def test_git_gets_the_proxy_from_the_file_and_vvv_does_not_show_it(tmp_path):
 # ---- the profile's wheel files given by URL: fetched through the same settings file ----
 
 
-def _wheel_url_run(tmp: Path, proxy, sha256: str | None = None) -> tuple[int, str, Path]:
+def _wheel_url_run(
+    tmp: Path, proxy, sha256: str | None = None, userinfo: str = "", query: str = ""
+) -> tuple[int, str, Path]:
     """env.yml (test_kt_python_env_rerun's venv env) whose one package is a wheel file given by URL, served
-    by a real local index through the recording proxy (with a password), at -vvv; the wheelhouse file."""
+    by a real local index through the recording proxy (with a password; none where `proxy` is None), at -vvv,
+    the URL with `userinfo` (user:token@) and `query` (?token=...); the wheelhouse file."""
     from test_kt_python_env_rerun import _setup as _venv_setup
 
     served = sorted((tmp / "files").glob("*.whl"))  # made once: a zip holds the time it was made
@@ -201,11 +204,12 @@ def _wheel_url_run(tmp: Path, proxy, sha256: str | None = None) -> tuple[int, st
         if not (tool / name).exists():
             (tool / name).symlink_to(tmp / "ktinfra" if name == "ktinfra" else sys.executable)
     entry = {"name": PACKAGE, "file": wheel.name, "version": "1.0.0", "wheelhouse_file": wheel.name,
-             "path": None, "url": f"http://127.0.0.1:{server.port}/files/{wheel.name}",
+             "path": None, "url": f"http://{userinfo}127.0.0.1:{server.port}/files/{wheel.name}{query}",
              "sha256": sha256 or hashlib.sha256(wheel.read_bytes()).hexdigest()}  # fmt: skip
     extra["kt_python_env_spec"].update(packages=[], wheels=[entry])
-    extra |= {"kt_preflight_ktinfra_exe": str(tool / "ktinfra"),
-              "kt_python_env_http_proxy": f"http://lab:{PASSWORD}@127.0.0.1:{proxy.port}"}  # fmt: skip
+    extra |= {"kt_preflight_ktinfra_exe": str(tool / "ktinfra")}
+    if proxy is not None:
+        extra |= {"kt_python_env_http_proxy": f"http://lab:{PASSWORD}@127.0.0.1:{proxy.port}"}
     (tmp / "scratch").mkdir(exist_ok=True)
     try:
         rc, output = run_play(tmp, ENV, extra, env={"TMPDIR": str(tmp / "scratch")}, flags=["-vvv"])
@@ -237,3 +241,27 @@ def test_a_wheel_url_with_another_sha256_fails_readably_and_leaves_nothing(tmp_p
     assert "censored" not in task_output(output, "Download wheel files"), output[-3000:]
     assert PASSWORD not in output
     assert list(wheel.parent.iterdir()) == []
+
+
+def test_a_wheel_urls_token_is_in_no_argv_and_not_in_vvv(tmp_path, proxy):
+    """A presigned or private URL (?token=) is fetched with its token, which is in no task's argv (ps, and
+    the result at -vvv) and no loop item -vvv prints. Before: the URL was the download's argument."""
+    rc, output, wheel = _wheel_url_run(tmp_path, proxy, query=f"?token={TOKEN}")
+    assert rc == 0 and wheel.is_file(), output[-3000:]
+    assert [u for u, _ in proxy.asked if u.endswith(f"{wheel.name}?token={TOKEN}")], proxy.asked
+    assert TOKEN not in output and PASSWORD not in output
+    # the command the download ran (its module args at -vvv) names the variable that holds the URL
+    assert "KTINFRA_WHEEL_URL_0" in task_output(output, "Download wheel files"), output[-3000:]
+    assert sorted(p.name for p in wheel.parent.iterdir()) == [wheel.name]
+
+
+def test_a_wheel_url_with_user_and_token_is_fetched_with_basic_auth_and_shown_without(tmp_path):
+    """user:token@host: urllib took user:token@127.0.0.1 for the host name (the download failed, the token
+    in its argv); it goes as Basic auth now, and an error names the URL without it."""
+    rc, output, wheel = _wheel_url_run(tmp_path, None, userinfo=f"ci:{TOKEN}@")
+    assert rc == 0 and wheel.is_file(), output[-3000:]
+    assert TOKEN not in output
+    rc, output, wheel = _wheel_url_run(tmp_path / "bad", None, sha256="0" * 64, userinfo=f"ci:{TOKEN}@")
+    assert rc != 0 and not wheel.exists(), output[-3000:]
+    assert "http://127.0.0.1:" in task_output(output, "Download wheel files"), output[-3000:]
+    assert TOKEN not in output
