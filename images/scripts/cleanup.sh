@@ -106,6 +106,9 @@ rm -rf /var/lib/cloud/instances /var/lib/cloud/instance /var/lib/cloud/data
 # the play set at runtime ("not_set: Read-only file system"); the image's hosts apply the persistent files at
 # boot and write their own report when the role runs there
 rm -f /var/lib/ktinfra/tuning.json
+# kt_host_tuning's undo record holds the build machine's values before tuning (its sysctls, /dev/shm size,
+# fstab): kt_host_tuning_state=absent on a booted host would write those back. The image is the baseline.
+rm -f /var/lib/ktinfra/host-tuning.json
 # kt_common's download settings folders (DIR/.ktinfra-run.UID: a proxy password while a download runs)
 find /opt /root /home /srv -xdev -type d -name '.ktinfra-run.*' -prune -exec rm -rf {} + 2>/dev/null || true
 

@@ -21,6 +21,7 @@ BASE = os.environ.get("KTINFRA_BASE_IMAGE", "ktinfra/debian12-systemd:latest")
 SCRIPT = REPO_ROOT / "images" / "scripts" / "cleanup.sh"
 BUILD_STATE = [
     "/var/lib/ktinfra/tuning.json",
+    "/var/lib/ktinfra/host-tuning.json",
     "/opt/kt/envs/.ktinfra-run.0/downloads.build.sh",
     "/opt/ktinfra/tool/.ktinfra-run.0",
     "/opt/ktinfra/.ktinfra-run.0",

@@ -62,6 +62,7 @@ def test_machine_id_empty_in_image(image_manifest):
         "/home/*/.python_history",
         "/tmp/ktinfra-*",
         "/var/lib/ktinfra/tuning.json",
+        "/var/lib/ktinfra/host-tuning.json",
     ],
 )
 def test_nothing_left_behind(host, pattern):
