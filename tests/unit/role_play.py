@@ -97,6 +97,12 @@ def _playbook(tmp, tasks, extra, cli, inventory, env, flags) -> tuple[list[str],
     play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
     (tmp / "vars.json").write_text(json.dumps({"ansible_python_interpreter": sys.executable} | (extra or {})))
     run_env = dict(os.environ, ANSIBLE_ROLES_PATH=str(ROLES), ANSIBLE_LOCALHOST_WARNING="false") | (env or {})
+    if "TMPDIR" not in (env or {}):
+        # the roles write and remove files in TMPDIR (kt_preflight removes the user's old ktinfra-pip.*.sh
+        # there): never this machine's /tmp. Beside tmp, not in it: tests compare tmp's files before/after.
+        scratch = tmp.parent / f"{tmp.name}.tmpdir"
+        scratch.mkdir(exist_ok=True)
+        run_env["TMPDIR"] = str(scratch)
     run_env.pop("ANSIBLE_STDOUT_CALLBACK", None)
     playbook = str(Path(sys.executable).parent / "ansible-playbook")
     command = [playbook, "-i", inventory, "-c", "local", str(play), "-e", f"@{tmp / 'vars.json'}"]
