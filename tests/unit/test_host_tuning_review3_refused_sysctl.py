@@ -45,8 +45,9 @@ def test_kt_tune_names_the_kernels_errno(tmp_path):
 
 
 def main_yml_play(tmp: Path) -> tuple[list, Path]:
-    """tasks/main.yml's steps in its order: the role's own validate and runtime task files (ansible's
-    include_role, so kt-tune.sh is the role's), and of persist.yml its sysctl.d task, writing into tmp."""
+    """tasks/main.yml's steps in its order: the role's own task files with their conditions (ansible's
+    include_role, so kt-tune.sh is the role's; public, for the role's vars those conditions read), and of
+    persist.yml its sysctl.d task, writing into tmp."""
     dropin = tmp / "90-ktinfra.conf"
     persist = yaml.safe_load((ROLE / "tasks" / "persist.yml").read_text())
     sysctl_task = next(t for t in persist if t["name"] == "Persist sysctls")
@@ -60,10 +61,11 @@ def main_yml_play(tmp: Path) -> tuple[list, Path]:
         if name == "persist.yml":
             tasks.append(sysctl_task)
         elif name:
+            include = {"name": "kt_host_tuning", "tasks_from": name[:-4], "public": True}
             tasks.append(
-                {"ansible.builtin.include_role": {"name": "kt_host_tuning", "tasks_from": name[:-4]}}
+                {"ansible.builtin.include_role": include} | ({"when": step["when"]} if "when" in step else {})
             )
-    assert len(tasks) == 4, tasks
+    assert len(tasks) == 5, tasks  # validate, boot_order, governor_daemons, runtime, persist
     return tasks, dropin
 
 

@@ -35,7 +35,8 @@ def main_yml_play(tmp: Path) -> tuple[list, Path]:
         if name == "persist.yml":
             tasks.append({"name": "limits.d as persist.yml writes it", "ansible.builtin.template": template})
         elif name:
-            include = {"name": "kt_host_tuning", "tasks_from": name[:-4]}
+            # public: the role's vars, which the next includes' conditions read
+            include = {"name": "kt_host_tuning", "tasks_from": name[:-4], "public": True}
             tasks.append(
                 {"ansible.builtin.include_role": include} | ({"when": step["when"]} if "when" in step else {})
             )

@@ -7,9 +7,10 @@ governor is asked for and cpufreq exists, either one running or enabled fails th
 (kt_host_tuning_governor_daemons=refuse, the default) or is masked and stopped before the governor
 is written (=stop).
 
-The play is the role's validate and runtime task files (tasks/main.yml's order), with every other setting
-empty, cpufreq a directory in tmp_path (KT_TUNE_CPU_ROOT) and `systemctl` a stand-in on PATH that answers
-`show` from tmp_path/units/<unit> and logs every call: this host's systemd is never asked.
+The play is the role's task files that tasks/main.yml includes, in its order and with its conditions
+(validate, the daemon check, runtime; public, for the role's vars those conditions read), with every other
+setting empty, cpufreq a directory in tmp_path (KT_TUNE_CPU_ROOT) and `systemctl` a stand-in on PATH that
+answers `show` from tmp_path/units/<unit> and logs every call: this host's systemd is never asked.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import json
 from pathlib import Path
 
 import pytest
-from role_play import run_play
+import yaml
+from role_play import ROLES, run_play
 
 SYSTEMCTL = """#!/bin/sh
 echo "$*" >> "{log}"
@@ -42,6 +44,18 @@ def config_paths(tmp: Path) -> dict:
     }
 
 
+def included_steps() -> list:
+    """tasks/main.yml's included task files (its present block), in its order, with their conditions."""
+    main = yaml.safe_load((ROLES / "kt_host_tuning" / "tasks" / "main.yml").read_text())
+    block = next(step["block"] for step in main if "block" in step)
+    return [
+        {"ansible.builtin.include_role": {"name": "kt_host_tuning", "tasks_from": name[:-4], "public": True}}
+        | ({"when": step["when"]} if "when" in step else {})
+        for step in block
+        if (name := step.get("ansible.builtin.include_tasks"))
+    ]
+
+
 def tune(tmp: Path, units: dict[str, str], extra: dict | None = None) -> tuple[int, str, list[str], str]:
     """rc, output, the systemctl calls other than show, and cpu0's governor afterwards."""
     bin_dir, unit_dir, cpu = tmp / "bin", tmp / "units", tmp / "cpu" / "cpu0" / "cpufreq"
@@ -54,8 +68,7 @@ def tune(tmp: Path, units: dict[str, str], extra: dict | None = None) -> tuple[i
         (unit_dir / unit).write_text(state)
     (cpu / "scaling_governor").write_text("powersave\n")
     (cpu / "scaling_available_governors").write_text("performance powersave\n")
-    tasks = [{"ansible.builtin.include_role": {"name": "kt_host_tuning", "tasks_from": step}}
-             for step in ("validate", "runtime")]  # fmt: skip
+    tasks = included_steps()
     role_vars = {
         "kt_host_tuning_cpu_governor": "performance", "kt_host_tuning_sysctls": {}, "kt_host_tuning_thp": "",
         "kt_host_tuning_shm_size": "", "kt_host_tuning_report_file": str(tmp / "tuning.json"),
