@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -114,7 +115,11 @@ def check_cmd(
         typer.Option(help="Override a profile wheel: NAME=PATH_OR_URL#sha256=HEX; repeatable."),
     ] = None,
     wheels_json: Annotated[
-        str | None, typer.Option(help='Overrides as JSON: {"NAME": {"path"|"url": ..., "sha256": ...}}.')
+        str | None,
+        typer.Option(
+            help='Overrides as JSON: {"NAME": {"path"|"url": ..., "sha256": ...}}; @FILE reads it from FILE, '
+            "- from stdin (a URL may carry a token: an argument is seen in ps)."
+        ),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -125,7 +130,7 @@ def check_cmd(
         pairs = [envcheck.parse_wheel_override(w) for w in wheel or []]
         _refuse_twice("--wheel", [wheel_name for wheel_name, _ in pairs])
         overrides = dict(pairs)
-        from_json = envcheck.parse_wheels_json(wheels_json or "{}")
+        from_json = envcheck.parse_wheels_json(_wheels_json_text(wheels_json))
         both = sorted(set(overrides) & set(from_json))
         if both:
             raise ValueError(f"wheel {both[0]} is overridden by both --wheel and --wheels-json")
@@ -148,6 +153,24 @@ def check_cmd(
         f"{name} {env['key']}: no problems (prefix {env['prefix']}{_state(env)})" for env in result["envs"]
     ]
     _finish(result, as_json, summary)
+
+
+def _wheels_json_text(value: str | None) -> str:
+    """--wheels-json as given, or read from @FILE or - (stdin); JSON itself never starts with @ or is -."""
+    if value is None:
+        return "{}"
+    if value == "-":
+        return sys.stdin.read(envcheck.MAX_WHEELS_JSON_BYTES + 1)
+    if not value.startswith("@"):
+        return value
+    path = Path(value[1:])
+    if not path.is_file():  # a FIFO would wait for ever, a folder cannot be read
+        raise ValueError(f"--wheels-json {value}: {path} is not a file")
+    try:
+        with path.open(encoding="utf-8") as file:
+            return file.read(envcheck.MAX_WHEELS_JSON_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"--wheels-json {value}: cannot read {path}: {error}") from None
 
 
 def _state(env: dict) -> str:
