@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import re
 import stat
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from local_pypi import PACKAGE, make_wheel, serve_index, serve_proxy
 from role_play import run_play, task_output
 from test_kt_python_env_network import _install, _installed
@@ -265,3 +267,70 @@ def test_a_wheel_url_with_user_and_token_is_fetched_with_basic_auth_and_shown_wi
     assert rc != 0 and not wheel.exists(), output[-3000:]
     assert "http://127.0.0.1:" in task_output(output, "Download wheel files"), output[-3000:]
     assert TOKEN not in output
+
+
+# ---- the profile check (validate.yml): the plan and kt_python_env_wheels hold the wheel URLs ----
+
+OVERRIDE_TOKEN = "0verride"
+
+
+def _logging_ktinfra(tmp: Path) -> Path:
+    """tmp/tool/bin/ktinfra running this checkout, logging its arguments and the mode of each @FILE."""
+    from role_play import REPO
+
+    wrapper = tmp / "tool" / "bin" / "ktinfra"
+    wrapper.write_text(
+        f'#!/bin/sh\necho "$*" >> {tmp / "argv.log"}\nfor a in "$@"; do case "$a" in @*) '
+        f'stat -c %a "${{a#@}}" >> {tmp / "modes.log"};; esac; done\n'
+        f'PYTHONPATH={REPO} exec {sys.executable} -m ktinfra "$@"\n'
+    )
+    return wrapper
+
+
+@pytest.mark.parametrize("flags", [["-vvv"], ["-vvv", "--check", "--diff"]], ids=["vvv", "check-diff"])
+def test_the_profile_checks_wheel_urls_and_overrides_stay_out_of_argv_and_vvv(tmp_path, flags):
+    """A site profile's wheel URL with user:token@ and ?token=, and a kt_python_env_wheels override URL with
+    one. Before: the overrides were `ktinfra profile check --wheels-json JSON` (in ps, and in the command's
+    result at -vvv), and the check's stdout (the plan, every URL) and the fact set from it were printed at
+    -v. Now the overrides go in a 0600 file, removed after; the plan keeps the URLs whole."""
+    from test_kt_python_env_site_profile import PROFILE, VALIDATE
+    from test_kt_python_env_site_profile import _setup as _site_setup
+
+    host = "files.example"
+    profile_url = f"https://ci:{TOKEN}@{host}/probe-1.0.0-py3-none-any.whl?token={TOKEN}"
+    override_url = f"https://lab:{OVERRIDE_TOKEN}@{host}/other-2.0-py3-none-any.whl?sig={OVERRIDE_TOKEN}"
+    wheels = [
+        {"name": "probe", "file": "probe-1.0.0-py3-none-any.whl", "url": profile_url, "sha256": "ab" * 32},
+        {
+            "name": "other",
+            "file": "other-1.0-py3-none-any.whl",
+            "url": f"https://{host}/o.whl",
+            "sha256": None,
+        },
+    ]
+    profile = PROFILE | {"envs": {"inference": PROFILE["envs"]["inference"] | {"wheels": wheels}}}
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump(profile))
+    extra = _site_setup(tmp_path) | {
+        "kt_python_env_wheels": {"other": {"url": override_url, "sha256": "cd" * 32}}
+    }
+    _logging_ktinfra(tmp_path)
+    dump = {"ansible.builtin.copy": {"content": "{{ kt_python_env_install | to_json }}",
+                                     "dest": str(tmp_path / "plan.json"), "mode": "0600"},
+            "no_log": True, "check_mode": False}  # fmt: skip
+    rc, output = run_play(
+        tmp_path, [*VALIDATE, dump], extra, env={"TMPDIR": str(tmp_path / "scratch")}, flags=flags
+    )
+    assert rc == 0, output[-3000:]
+    assert OVERRIDE_TOKEN not in output
+    # --diff shows the site profile file's own text (its staging copy, profile_stage.yml), URLs and all
+    assert TOKEN not in output or "--diff" in flags
+    argv = (tmp_path / "argv.log").read_text()
+    assert "--wheels-json @" in argv and OVERRIDE_TOKEN not in argv, argv
+    assert (tmp_path / "modes.log").read_text().split() == ["600"]
+    assert sorted((tmp_path / "scratch").iterdir()) == []  # neither the overrides nor the staged profile left
+    (env,) = json.loads((tmp_path / "plan.json").read_text())["envs"]
+    assert [w["url"] for w in env["wheels"]] == [profile_url, override_url]
+    # -v still shows the plan, its URLs without their secrets
+    shown = task_output(output, "Show the resolved install plan")
+    assert f"https://{host}/probe-1.0.0-py3-none-any.whl" in shown, output[-3000:]
+    assert f"https://{host}/other-2.0-py3-none-any.whl" in shown
