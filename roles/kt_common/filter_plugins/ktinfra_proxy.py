@@ -39,6 +39,8 @@ import yaml
 
 _PROXY = re.compile(r"(?i)(https?|socks5h?)://([^\s@]+@)?[^/\s@]+/?")
 _NOT_A_HOST = re.compile(r"://|\s")
+_URL_USERINFO = re.compile(r"(https?://)[^/\"@\s?#]*@")
+_URL_QUERY = re.compile(r"(https?://[^\"\s?#]*)[?][^\"\s#]*")
 CA_NAMES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE")
 
 
@@ -96,6 +98,11 @@ def ktinfra_profile_index_url(text: object) -> str:
     return index if isinstance(index, str) else ""
 
 
+def ktinfra_url_secrets_hidden(text: str) -> str:
+    """`text` with every http(s) URL's user:token@ and ?query left out (a wheel URL may carry a token)."""
+    return _URL_QUERY.sub(r"\1", _URL_USERINFO.sub(r"\1", str(text)))
+
+
 class FilterModule:
     """Proxy, CA and index rules, for every role that lists kt_common in its meta dependencies."""
 
@@ -107,4 +114,5 @@ class FilterModule:
             "ktinfra_pip_script": ktinfra_pip_script,
             "ktinfra_pip_index_url": ktinfra_pip_index_url,
             "ktinfra_profile_index_url": ktinfra_profile_index_url,
+            "ktinfra_url_secrets_hidden": ktinfra_url_secrets_hidden,
         }
