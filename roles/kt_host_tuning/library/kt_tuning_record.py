@@ -375,32 +375,28 @@ class Undo:
         rc, out, err = self.module.run_command(["systemctl", *args])
         return rc, (out.strip() or err.strip())
 
+    def unit_step(self, action: str, unit: str, failed: str, done: str) -> bool:
+        """systemctl ACTION UNIT (not in a dry run): `done` noted, or `failed` with systemctl's error."""
+        if not self.dry:
+            rc, err = self.systemctl(action, unit)
+            if rc != 0:
+                self.left.append(f"{failed} (systemctl {action}: {err})")
+                return False
+        self.done.append(done)
+        return True
+
     def units(self) -> None:
         for unit, was in sorted(self.record.get("masked", {}).items()):
             _, state = self.systemctl("is-enabled", unit)
             if state.splitlines()[:1] == ["masked"]:
-                if not self.dry:
-                    rc, err = self.systemctl("unmask", unit)
-                    if rc != 0:
-                        self.left.append(f"{unit} stays masked (systemctl unmask: {err})")
-                        continue
-                self.done.append(f"unmasked {unit}")
+                if not self.unit_step("unmask", unit, f"{unit} stays masked", f"unmasked {unit}"):
+                    continue
             if was.get("active") in ACTIVE and self.systemctl("is-active", unit)[1] not in ACTIVE:
-                if not self.dry:
-                    rc, err = self.systemctl("start", unit)
-                    if rc != 0:
-                        self.left.append(f"{unit} was running and is not (systemctl start: {err})")
-                        continue
-                self.done.append(f"started {unit}")
+                self.unit_step("start", unit, f"{unit} was running and is not", f"started {unit}")
         for unit in sorted(self.record.get("disabled", {})):
             _, state = self.systemctl("is-enabled", unit)
             if state.splitlines()[:1] == ["disabled"]:
-                if not self.dry:
-                    rc, err = self.systemctl("enable", unit)
-                    if rc != 0:
-                        self.left.append(f"{unit} stays disabled (systemctl enable: {err})")
-                        continue
-                self.done.append(f"enabled {unit}")
+                self.unit_step("enable", unit, f"{unit} stays disabled", f"enabled {unit}")
 
 
 def with_shm_lines(text: str, originals: list[str]) -> str:
