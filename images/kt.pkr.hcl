@@ -137,8 +137,20 @@ variable "aws_ami_envs" {
   description = "\"-inference\" and the like when only some of the profile's envs are baked (--env), so such an AMI is not named like the full one; empty for the full image."
 }
 
+variable "aws_tags" {
+  type        = map(string)
+  default     = {}
+  description = "Tags added to labels on the AMI, the build instance, its volumes and the AMI's snapshots (ktinfra sets ktinfra.build-started, the manifest's build.started)."
+}
+
 locals {
   wheelhouse = var.wheelhouse
+  # one set for everything the build leaves or runs on AWS (EC2 gives an AMI's snapshots none of its tags),
+  # named after the AMI; the build instance and its volumes as "<AMI name>-build", not packer's "Packer
+  # Builder". var.aws_tags may set another Name. Written out twice: packer 1.6.6 evaluates all locals in
+  # one pass (one cannot use another), and its merge() panics when every map is empty.
+  aws_tags       = merge({ Name = "${var.aws_ami_name}-${var.profile}${var.aws_ami_envs}" }, var.labels, var.aws_tags)
+  aws_build_tags = merge({ Name = "${var.aws_ami_name}-${var.profile}${var.aws_ami_envs}-build" }, var.labels, var.aws_tags)
   # docker builds run as root; on an AMI the communicator user (ubuntu) needs sudo for validate/cleanup
   as_root = "chmod +x {{ .Path }}; {{ .Vars }} $([ \"$(id -u)\" -eq 0 ] || echo sudo -E) {{ .Path }}"
 }
@@ -158,12 +170,19 @@ source "docker" "kt" {
 }
 
 source "amazon-ebs" "kt" {
-  region        = var.aws_region
-  source_ami    = var.aws_source_ami
-  instance_type = var.aws_instance_type
-  ssh_username  = var.aws_ssh_username
-  ami_name      = "${var.aws_ami_name}-${var.profile}${var.aws_ami_envs}-{{timestamp}}"
-  tags          = var.labels
+  region          = var.aws_region
+  source_ami      = var.aws_source_ami
+  instance_type   = var.aws_instance_type
+  ssh_username    = var.aws_ssh_username
+  ami_name        = "${var.aws_ami_name}-${var.profile}${var.aws_ami_envs}-{{timestamp}}"
+  tags            = local.aws_tags
+  snapshot_tags   = local.aws_tags
+  run_tags        = local.aws_build_tags
+  run_volume_tags = local.aws_build_tags
+  # IMDSv2 on the build instance needs a current amazon plugin (packer >= 1.7, required-plugins.pkr.hcl):
+  #   metadata_options { http_endpoint = "enabled", http_tokens = "required", http_put_response_hop_limit = 1 }
+  # and imds_support = "v2.0" for the instances started from the AMI. packer 1.6.6 knows neither and
+  # refuses the whole template on the block ("Unsupported block type"), even inside an empty dynamic block.
   launch_block_device_mappings {
     device_name           = var.aws_root_device_name
     volume_size           = var.aws_root_volume_gb

@@ -335,8 +335,10 @@ def profile_ref(prep: Prepared) -> str:
     return prep.profile["name"]
 
 
-def write_inputs(prep: Prepared, stage: Path) -> Path:
-    """The variables file for packer plus the two JSON files it hands to ansible and to validate."""
+def write_inputs(prep: Prepared, stage: Path, started: str | None = None) -> Path:
+    """The variables file for packer plus the two JSON files it hands to ansible and to validate. `started`
+    (the manifest's build.started) tags what an amazon-ebs build makes on AWS, so that an AMI, its snapshots
+    or a build instance left running can be told apart and matched to its manifest."""
     stage = stage.resolve()  # packer runs in the checkout, not in the caller's directory (--out rel)
     ansible_vars = {
         "ktinfra_profile": prep.profile["name"],
@@ -356,6 +358,8 @@ def write_inputs(prep: Prepared, stage: Path) -> Path:
         "ansible_vars_file": str(stage / "ansible-vars.json"),
         "build_spec_file": str(stage / "build-spec.json"),
     }
+    if started and prep.request.source == "amazon-ebs":
+        variables["aws_tags"] = {"ktinfra.build-started": started}
     var_file = stage / "variables.pkrvars.json"
     var_file.write_text(json.dumps(variables, indent=1))
     return var_file
@@ -423,7 +427,7 @@ def _run_packer(
     try:
         packer = Packer(
             TEMPLATE,
-            var_file=write_inputs(prep, stage),
+            var_file=write_inputs(prep, stage, started),
             only=[f"{req.source}.kt"],
             exec_path=req.packer,
             cwd=REPO_ROOT,

@@ -1,0 +1,91 @@
+"""Fresh-eyes review of what an amazon-ebs build leaves on AWS: before, only the AMI was tagged (the labels),
+so the build instance (packer's "Packer Builder"), its volumes and the AMI's snapshots, which EC2 gives none
+of the AMI's tags, could not be found or billed by profile, and nothing tied them to the build's manifest.
+
+The real packer evaluates the template's tag locals in tests/integration/image/test_packer_tags.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+from image_moto import DLAMI, publish_ami
+from moto import mock_aws
+
+from ktinfra.image import TEMPLATE, build
+
+SMOKE = Path(__file__).parents[1] / "integration" / "image" / "smoke-profile.yaml"
+REGION = "eu-north-1"
+
+# records the variables file ktinfra hands to packer, then writes the outputs a build leaves
+FAKE_PACKER = """#!{python}
+import json, os, shutil, sys
+if sys.argv[1] == "version":
+    print("Packer v1.6.6")
+if sys.argv[1] != "build":
+    sys.exit(0)
+var_file = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("-var-file="))
+shutil.copy(var_file, os.environ["FAKE_VARS_COPY"])
+out = json.load(open(var_file))["output_dir"]
+open(os.path.join(out, "packages.json"), "w").write(json.dumps({{"envs": {{}}}}))
+ami = {{"builder_type": "amazon-ebs", "artifact_id": "{region}:ami-0123456789abcdef0",
+       "packer_run_uuid": "u"}}
+manifest = {{"builds": [ami], "last_run_uuid": "u"}}
+open(os.path.join(out, "packer-manifest.json"), "w").write(json.dumps(manifest))
+"""
+
+
+def source_block(text: str, kind: str, name: str) -> str:
+    """The body of `source "KIND" "NAME" { ... }`, nested blocks included (the braces of "${...}" and
+    "{{...}}" strings are balanced, so plain counting finds the block's end)."""
+    start = text.index(f'source "{kind}" "{name}" {{') + len(f'source "{kind}" "{name}" {{')
+    depth = 1
+    for end in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        if depth == 0:
+            return text[start:end]
+    raise ValueError(f"source {kind}.{name} is not closed")
+
+
+def top_level_settings(body: str) -> dict[str, str]:
+    """`key = value` lines of a block's own level (not those of its nested blocks)."""
+    settings, depth = {}, 0
+    for line in body.splitlines():
+        m = re.match(r"\s*([a-z_]+)\s*=\s*(.+?)\s*$", line)
+        if m and depth == 0:
+            settings[m.group(1)] = m.group(2)
+        depth += line.count("{") - line.count("}")
+    return settings
+
+
+def test_the_amazon_source_tags_the_ami_snapshots_instance_and_volumes_from_one_place():
+    settings = top_level_settings(source_block(TEMPLATE.read_text(), "amazon-ebs", "kt"))
+    assert settings["tags"] == settings["snapshot_tags"] == "local.aws_tags"
+    assert settings["run_tags"] == settings["run_volume_tags"] == "local.aws_build_tags"
+
+
+@pytest.fixture
+def ec2(monkeypatch):
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(key, "testing")
+    with mock_aws():
+        yield boto3.client("ec2", region_name=REGION)
+
+
+def test_an_ami_build_is_tagged_with_its_manifests_start_time(tmp_path, ec2, monkeypatch):
+    publish_ami(REGION, "ami-000000000000000d1", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    packer = tmp_path / "packer"
+    packer.write_text(FAKE_PACKER.format(python=sys.executable, region=REGION))
+    packer.chmod(0o755)
+    monkeypatch.setenv("FAKE_VARS_COPY", str(tmp_path / "vars.json"))
+    req = build.BuildRequest(
+        source="amazon-ebs", profile=str(SMOKE), region=REGION, out_root=tmp_path / "out", packer=str(packer)
+    )
+    result = build.run(req, ec2=ec2)
+    variables = json.loads((tmp_path / "vars.json").read_text())
+    assert variables["aws_tags"] == {"ktinfra.build-started": result["build"]["started"]}
+    assert variables["labels"]["ktinfra.profile"] == "smoke"
