@@ -979,6 +979,20 @@ class ServedCopy:
     files: list[str]
     action: str  # "create" | "replace" | "keep" (the target already is this copy)
 
+    def planned(self) -> dict:
+        """as_dict for `lora plan` and `render serve`, which write no copy: `made` (the target already is it)
+        in place of the action `lora serve` takes."""
+        return {**{k: v for k, v in self.as_dict().items() if k != "action"}, "made": self.action == "keep"}
+
+    def note(self) -> str:
+        """What `lora plan` and `render serve` say of the copy they plan: where it is, why, who makes it."""
+        made = "made already" if self.action == "keep" else "not made yet: `ktinfra lora serve` makes it"
+        return (
+            f"{self.adapter.name} is served from {self.target}, a copy of {self.adapter.path} without "
+            f"{ADDED_TOKENS_FILE} (sglang-kt refuses an adapter listing added tokens, and its {self.tokens} "
+            f"entries have the same ids in {self.tokenizer}), {made}"
+        )
+
     def as_dict(self) -> dict:
         return {
             "adapter": self.adapter.name,
@@ -1011,9 +1025,16 @@ def _copy_difference(source: Path, target: Path, files: list[str]) -> str | None
     return f"{', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''} differ" if changed else None
 
 
-def plan_served_copy(adapter: Adapter, target: Path, tokens: tuple[Path, int], overwrite: bool) -> ServedCopy:
+def plan_served_copy(
+    adapter: Adapter,
+    target: Path,
+    tokens: tuple[Path, int],
+    overwrite: bool,
+    remedy: str = "pass --overwrite to replace it",
+) -> ServedCopy:
     """What a served copy at `target` takes (base_added_tokens gave `tokens`): created, kept where it is that
-    copy already, replaced only with `overwrite`. Checked before anything is written."""
+    copy already, replaced only with `overwrite` (`remedy` says how, where something else is there). Checked
+    before anything is written."""
     check_output_path(adapter, target)
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         what = "a symlink" if target.is_symlink() else "not a directory"
@@ -1026,7 +1047,7 @@ def plan_served_copy(adapter: Adapter, target: Path, tokens: tuple[Path, int], o
         if difference and not overwrite:
             raise LoraError(
                 f"{target} already exists and is not the copy of {adapter.path} without {ADDED_TOKENS_FILE} "
-                f"that would be served ({difference}); pass --overwrite to replace it"
+                f"that would be served ({difference}); {remedy}"
             )
     return ServedCopy(adapter, target, tokens[0], tokens[1], files, action)
 
@@ -1106,19 +1127,28 @@ def _merged_kt_adapter(path: Path) -> bool:
     return weights.is_file() and any(_is_expert_lora_key(key) for key in safetensors_header(weights))
 
 
-def check_planned_adapter(name: str, path: Path, legacy: bool = False) -> None:
+# what `lora plan` and `render serve` say where the folder their served copy goes holds something else
+PLANNED_COPY_REMEDY = "`ktinfra lora serve --overwrite` replaces it with that copy"
+
+
+def check_planned_adapter(
+    name: str, path: Path, legacy: bool = False, served_base: str | None = None, copy: bool = False
+) -> ServedCopy | None:
     """An adapter directory a plan serves as it is, readable here: serve's checks of what SGLang reads
     (inspect_adapter, check_served_as_is: the legacy fork reads adapter_config.json and the tensors as
     sglang-kt does, srt/lora/lora_config.py, lora.py, lora_manager.py init_lora_shapes). One not on this host
     is left alone (the plan may be made away from the adapters). A KT training output is refused: sglang-kt
-    needs it converted, and the legacy fork serves no fused expert LoRA at all (check_legacy_adapters)."""
+    needs it converted, and the legacy fork serves no fused expert LoRA at all (check_legacy_adapters).
+    With `copy`, an adapter `lora serve` serves from a copy without added_tokens.json (base_added_tokens,
+    against `served_base`'s tokenizer as lora serve's --base) passes, and that copy at lora serve's default
+    place (default_output) is returned, as plan_served_copy checks it; nothing is written."""
     fused = (path / KT_FUSED_FILE).is_file()
     if legacy:
         if fused or (path / CONFIG_FILE).is_file():
             adapter = inspect_adapter(name, path)
             check_legacy_adapters([adapter], legacy)
             check_served_as_is(adapter, legacy)
-        return
+        return None
     if fused and not _merged_kt_adapter(path):
         raise LoraError(
             f"adapter {name}: {path} is a KT training output ({KT_FUSED_FILE}, not converted), which "
@@ -1127,10 +1157,15 @@ def check_planned_adapter(name: str, path: Path, legacy: bool = False) -> None:
             "convert_kt_to_sglang_adapter.py"
         )
     if not (path / CONFIG_FILE).is_file() or fused:
-        return
+        return None
     adapter = inspect_adapter(name, path)
-    check_served_as_is(adapter)
+    tokens = base_added_tokens(adapter, served_base) if copy else None
+    check_served_as_is(adapter, served_base=served_base, copied=tokens is not None)
     check_nonexpert_lora(adapter)
+    if tokens is None:
+        return None
+    target = default_output(adapter, legacy).resolve()
+    return plan_served_copy(adapter, target, tokens, overwrite=False, remedy=PLANNED_COPY_REMEDY)
 
 
 def kt_lora_problems(
@@ -1277,16 +1312,23 @@ def check_planned_adapters(
     legacy: bool,
     remedy: str,
     kt_rules: bool = True,
-) -> None:
+    served_base: str | None = None,
+    copies: bool = False,
+) -> dict[str, ServedCopy]:
     """Every check of the adapters a plan serves, for those readable here; `lora plan` calls it, and
     `render serve` and `plan --lora` through check_plan_adapters: check_planned_adapter on each (either
     stack: the directory is what the server loads), kt_lora_problems where `kt_rules` (current stack;
-    `remedy` says how to serve several), then check_lora_backend. Refusals are PlannedAdapterErrors."""
+    `remedy` says how to serve several), then check_lora_backend. Refusals are PlannedAdapterErrors. With
+    `copies`, the adapters served from a copy without added_tokens.json (check_planned_adapter), by name:
+    the caller serves each from its target."""
+    planned = {}
     for name, path in paths.items():
         try:
-            check_planned_adapter(name, Path(path), legacy)
+            served_copy = check_planned_adapter(name, Path(path), legacy, served_base, copies)
         except LoraError as exc:
             raise PlannedAdapterError(str(exc), "adapter", name) from None
+        if served_copy is not None:
+            planned[name] = served_copy
     if not legacy and kt_rules:
         kinds = {name: carries_expert_lora(Path(path)) for name, path in paths.items()}
         problems = kt_lora_problems(kinds, kt_method, remedy)
@@ -1297,18 +1339,29 @@ def check_planned_adapters(
         check_lora_backend(targets, backend, tp_size)
     except LoraError as exc:
         raise PlannedAdapterError(str(exc), "backend") from None
+    return planned
 
 
 def check_plan_adapters(
-    paths: dict[str, str], backend: str, tp_size: int, kt_method: object, legacy: bool, flag: str = ""
-) -> None:
+    paths: dict[str, str],
+    backend: str,
+    tp_size: int,
+    kt_method: object,
+    legacy: bool,
+    flag: str = "",
+    served_base: str | None = None,
+    copies: bool = False,
+) -> dict[str, ServedCopy]:
     """check_planned_adapters for a plan's serve.lora.paths, run by `render serve` (a plan made elsewhere or
-    edited by hand reaches render without `lora plan`'s checks) and `plan --lora` (flag "--lora": messages
-    name the flag, not the plan key; kt_method None: the planner states the KT adapter rules as problems
-    itself). Each LoraError names the key or the flag."""
+    edited by hand reaches render without `lora plan`'s checks; `copies`, against `served_base`) and `plan
+    --lora` (flag "--lora": messages name the flag, not the plan key; kt_method None: the planner states the
+    KT adapter rules as problems itself). Each LoraError names the key or the flag."""
     remedy = f"plan each of {', '.join(paths)} for its own instance"
+    kt_rules = kt_method is not None
     try:
-        check_planned_adapters(paths, backend, tp_size, kt_method, legacy, remedy, kt_method is not None)
+        return check_planned_adapters(
+            paths, backend, tp_size, kt_method, legacy, remedy, kt_rules, served_base, copies
+        )
     except PlannedAdapterError as exc:
         if exc.scope == "adapter":
             where = f"{flag} {exc.adapter}" if flag else f"serve.lora.paths.{exc.adapter}"
@@ -1359,6 +1412,22 @@ def lora_plan(plan: dict, adapters: dict[str, Path], max_loras: int, backend: st
     }
     reasons["lora"] = f"{', '.join(adapters)}: at most {max_loras} per batch, {backend} backend"
     return {**plan, "serve": serve, "reasons": reasons}
+
+
+def served_paths(paths: dict, copies: dict[str, ServedCopy]) -> dict[str, str]:
+    """Adapter name -> the directory served: the copy's, for those served from a copy."""
+    return {name: str(copies[name].target) if name in copies else path for name, path in paths.items()}
+
+
+def with_served_copies(plan: dict, copies: dict[str, ServedCopy]) -> dict:
+    """A lora_plan whose adapters served from a copy (check_planned_adapters) name that copy in
+    serve.lora.paths, the reason for serve.lora saying where it comes from (ServedCopy.note)."""
+    if not copies:
+        return plan
+    lora = {**plan["serve"]["lora"], "paths": served_paths(plan["serve"]["lora"]["paths"], copies)}
+    reasons = {**plan["reasons"]}
+    reasons["lora"] = "; ".join([reasons["lora"], *(c.note() for c in copies.values())])
+    return {**plan, "serve": {**plan["serve"], "lora": lora}, "reasons": reasons}
 
 
 def _reply_text(data: object) -> str | None:

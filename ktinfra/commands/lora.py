@@ -387,7 +387,8 @@ def plan_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
 ) -> None:
     """Put converted adapters on a serve plan: every expert on the CPU, no GPU prefill threshold, at least
-    2 running requests (what sglang-kt needs for KT LoRA). Prints the plan for `ktinfra render serve`."""
+    2 running requests (what sglang-kt needs for KT LoRA). Prints the plan for `ktinfra render serve`. An
+    adapter `lora serve` serves from a copy without added_tokens.json is planned with that copy's path."""
     try:
         plan_doc = resolve_plan(plan, None, None, None, "serve")
         adapters = _planned_adapters(adapter)
@@ -396,7 +397,12 @@ def plan_cmd(
         legacy = plan_doc.get("stack_generation") == "legacy"
         remedy = f"serve each of {', '.join(adapters)} from its own instance"
         tp_size = lora.plan_tp_size(plan_doc)
-        lora.check_planned_adapters(adapters, lora_backend, tp_size, kt_method, legacy, remedy)
+        model = plan_doc.get("model")
+        served_base = model.get("path") if isinstance(model, dict) else None  # lora serve's --base
+        copies = lora.check_planned_adapters(
+            adapters, lora_backend, tp_size, kt_method, legacy, remedy, served_base=served_base, copies=True
+        )
+        plan_doc = lora.with_served_copies(plan_doc, copies)
     except (lora.LoraError, RenderError) as exc:
         _fail(str(exc))
     if as_json:

@@ -360,19 +360,34 @@ def _lora_args(
 
 
 def _check_lora_adapters(
-    plan: dict, lora: dict, method: str, tp_size: int, converting: frozenset[str] = frozenset()
-) -> None:
+    plan: dict,
+    lora: dict,
+    method: str,
+    tp_size: int,
+    converting: frozenset[str] = frozenset(),
+    model_path: str | None = None,
+) -> dict:
     """The checks `ktinfra lora plan` makes of each adapter readable here (lora.check_plan_adapters): what
     SGLang reads of it, and its backend and tensor parallel. `converting`: adapters `lora serve` converts
     into their path after rendering; what lies there now is the output --overwrite replaces, not what is
-    served (serve checks the training output, and convert() the new output)."""
+    served (serve checks the training output, and convert() the new output). Returns the adapters served
+    from a copy without added_tokens.json, as `lora plan` plans them (against the tokenizer of `model_path`,
+    the served model, where readable here): name -> lora.ServedCopy."""
     # imported here: ktinfra.lora imports this module
     from ktinfra.lora import LoraError, check_plan_adapters
 
     legacy = plan.get("stack_generation") == "legacy"
     paths = {name: path for name, path in lora["paths"].items() if name not in converting}
     try:
-        check_plan_adapters(paths, lora.get("backend") or "triton", tp_size, method, legacy)
+        return check_plan_adapters(
+            paths,
+            lora.get("backend") or "triton",
+            tp_size,
+            method,
+            legacy,
+            served_base=model_path,
+            copies=True,
+        )
     except LoraError as exc:
         raise RenderError(f"plan {exc}") from None
 
@@ -403,6 +418,14 @@ def sglang_argv(
 ) -> list[str]:
     """The full `python -m sglang.launch_server ...` argv for a serve plan (the API key travels by env);
     `converting`: see _check_lora_adapters."""
+    return _sglang_argv(plan, model_path, weight_path, python, converting)[0]
+
+
+def _sglang_argv(
+    plan: dict, model_path: str, weight_path: str | None, python: str, converting: frozenset[str]
+) -> tuple[list[str], dict]:
+    """sglang_argv, and the adapters it serves from a copy without added_tokens.json (_check_lora_adapters),
+    each under its copy's path in --lora-paths."""
     serve = plan_section(plan, "serve")
     model_path = check_abs_path("model path", model_path)
     method = require_str(serve, "kt_method", "serve")
@@ -470,9 +493,17 @@ def sglang_argv(
     if threshold is not None:
         argv += ["--kt-gpu-prefill-token-threshold", str(threshold)]
     lora_argv = _lora_args(serve.get("lora"), gpu_experts, threshold, requests, tp_size)
-    if lora_argv:
-        _check_lora_adapters(plan, serve["lora"], method, tp_size, converting)
-    return argv + lora_argv
+    copies = (
+        _check_lora_adapters(plan, serve["lora"], method, tp_size, converting, model_path)
+        if lora_argv
+        else {}
+    )
+    if copies:
+        from ktinfra.lora import served_paths  # imported here: ktinfra.lora imports this module
+
+        lora = {**serve["lora"], "paths": served_paths(serve["lora"]["paths"], copies)}
+        lora_argv = _lora_args(lora, gpu_experts, threshold, requests, tp_size)
+    return argv + lora_argv, copies
 
 
 def _check_legacy_stack(plan: dict) -> None:
@@ -691,9 +722,7 @@ def render_serve(
     python = check_program("--python", python)
     user = check_user(user)
     plan = _with_overrides(plan, name, host, port)
-    argv = sglang_argv(
-        plan, model_path=model_path, weight_path=weight_path, python=python, converting=converting
-    )
+    argv, copies = _sglang_argv(plan, model_path, weight_path, python, converting)
     serve = plan["serve"]
     _check_user_can_bind(user, serve["port"])
     if api_key is not None:
@@ -753,4 +782,6 @@ def render_serve(
         "numactl_args": placement,
         "numa": placement_reason,
     }
+    if copies:  # served from the path `lora serve` copies them to (lora.check_planned_adapter)
+        out.info["copies"] = [c.planned() for c in copies.values()]
     return out

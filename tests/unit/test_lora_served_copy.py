@@ -7,8 +7,8 @@ every Qwen special token, so every LLaMA-Factory Qwen LoRA trained on 4.x was re
 run by hand (39cb53c). Where every entry has the same id in the served model's tokenizer.json, lora serve now
 makes that copy itself (DIR_sglang, or --output-dir/NAME, as conversions), built in a scratch folder and
 renamed into place, kept as it is on a re-run, refused where something else is there (unless --overwrite).
-A token the tokenizer lacks is still refused, and lora plan / render serve still refuse such an adapter
-(they write no adapter) and name the command that makes the copy."""
+A token the tokenizer lacks is still refused. lora plan and render serve plan the copy's path
+(test_lora_plan_served_copy); `plan --lora` still refuses such an adapter and names lora serve."""
 
 from __future__ import annotations
 
@@ -18,10 +18,9 @@ import pytest
 from test_lora import H100, kt_dir, peft_dir
 from test_lora_cli_errors import assert_clean_error, invoke
 from test_lora_input import COPYING_CONVERTER
-from test_lora_review4_render_planned import current_plan
 
 from ktinfra import lora
-from ktinfra.render import RenderError, render_serve
+from ktinfra.render import render_serve
 
 QWEN_SPECIAL = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
 
@@ -208,18 +207,10 @@ def test_a_failed_conversion_takes_the_copy_made_before_it_away(tmp_path, setup)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Qwen3-30B-A3B", "converter.py", "out", "two"]
 
 
-def test_lora_plan_and_render_serve_still_refuse_it_naming_lora_serve(tmp_path, setup):
-    """They serve the folder they are given and write no adapter: the remedy names lora serve."""
-    base, adapter = setup
-    with pytest.raises(RenderError, match="`ktinfra lora serve` makes such a copy itself"):
-        render_serve(
-            current_plan({"e": peft_dir_with_base(tmp_path, base)}),
-            name="q",
-            model_path="/m",
-            weight_path="/w",
-        )
-
-
-def peft_dir_with_base(tmp_path, base):
-    """The adapter records the base model here (render serve has no --base to compare with)."""
-    return _llamafactory_output(tmp_path / "recorded", base=str(base))
+def test_plan_lora_still_refuses_it_naming_lora_serve(tmp_path):
+    """`plan --lora` puts the folder it is given on the plan and writes no adapter: the remedy names lora
+    serve (lora plan and render serve plan the copy: test_lora_plan_served_copy)."""
+    adapter = _llamafactory_output(tmp_path / "recorded", base=str(_base_model(tmp_path / "base")))
+    result = invoke(["plan", "--model", "Qwen3-30B-A3B", "--from", str(H100), "--lora", f"mine={adapter}"])
+    assert_clean_error(result, "--lora mine: ")
+    assert "`ktinfra lora serve` makes such a copy itself" in result.output
