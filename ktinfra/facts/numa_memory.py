@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from ktinfra.facts.bounds import MAX_MEMORY_BYTES, MAX_NUMA_NODES, within
 from ktinfra.facts.cpulist import parse_cpulist
@@ -19,32 +20,42 @@ NODE_PAGES = re.compile(
 )
 
 
-def node_memory(files: dict[str, str], meminfo: dict[str, int]) -> tuple[dict[str, int] | None, str | None]:
-    """({node: bytes a process can allocate there}, where they come from), or (None, why not).
+class NodeMemory(NamedTuple):
+    usable: dict[str, int] | None  # {node: bytes a process can allocate there}: MemTotal less huge pages
+    totals: dict[str, int] | None  # {node: MemTotal}: 0 only on a memoryless node
+    source: str | None  # the file they come from, or why they are None
+
+
+def node_memory(files: dict[str, str], meminfo: dict[str, int]) -> NodeMemory:
+    """Each node's memory, or None (and why not, where a file was there but not taken).
 
     From node-meminfo.txt (/sys/devices/system/node/node*/meminfo: each node's MemTotal), else `numactl
     --hardware`'s 'node N size: X MB'. Kept only when they add up to MemTotal. Each node's huge page pool is
-    left out (ordinary allocations, the experts', cannot use it): every page size from node-hugepages.txt,
-    else the default size's from node-meminfo.txt."""
+    left out of `usable` (ordinary allocations, the experts', cannot use it): every page size from
+    node-hugepages.txt, else the default size's from node-meminfo.txt. `totals` keeps it: a node whose
+    memory is all huge pages is still a node with memory (hwloc counts it), unlike a memoryless one."""
     total = meminfo.get("MemTotal")
     found = _sysfs_nodes(files.get("node-meminfo.txt"), meminfo.get("Hugepagesize", 0))
     source = "node-meminfo.txt"
     if not found:
         found, source = _numactl_nodes(files.get("numactl-hardware.txt")), "numactl-hardware.txt"
     if not found:
-        return None, None
+        return NodeMemory(None, None, None)
     pools = _huge_page_pools(files.get("node-hugepages.txt"))
     if pools:
         found = {node: (size, min(pools.get(node, 0), size)) for node, (size, _) in found.items()}
     if total is None:
-        return None, f"ignored: {source} without a MemTotal to check it against"
+        return NodeMemory(None, None, f"ignored: {source} without a MemTotal to check it against")
     listed = sum(size for size, _ in found.values())
     if abs(listed - total) > AGREEMENT * total:
-        return None, (
+        why = (
             f"ignored: {source}'s nodes add up to {listed // MIB} MiB, MemTotal is {total // MIB} MiB "
             "(the Firecracker VMs' nodes show only touched memory)"
         )
-    return {str(node): max(size - pool, 0) for node, (size, pool) in sorted(found.items())}, source
+        return NodeMemory(None, None, why)
+    nodes = sorted(found.items())
+    usable = {str(node): max(size - pool, 0) for node, (size, pool) in nodes}
+    return NodeMemory(usable, {str(node): size for node, (size, _) in nodes}, source)
 
 
 def _sysfs_nodes(text: str | None, page_bytes: int) -> dict[int, tuple[int, int]]:

@@ -80,9 +80,9 @@ def memory_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
     # A cgroup limit only caps the RAM /proc/meminfo shows (in a container, the host's): it may exceed the
     # RAM there is (a 512 GiB limit on a 504 GiB host), so without meminfo's number the memory is unknown
     available = meminfo.get("MemAvailable")
-    nodes, nodes_source = node_memory(files, meminfo)
+    nodes = node_memory(files, meminfo)
     # a cpuset's mems (a container pinned to one socket) keep this process off the other nodes' memory
-    allowed = allowed_node_bytes(nodes, files)
+    allowed = allowed_node_bytes(nodes.usable, files)
     return {
         "total_bytes": _capped(_capped(usable, limits.memory_limit_bytes), allowed),
         "meminfo_total_bytes": total,
@@ -91,8 +91,10 @@ def memory_facts(files: dict[str, str], limits: CgroupLimits) -> dict:
         "hugepages_total": meminfo.get("HugePages_Total"),
         "hugetlb_bytes": hugetlb,
         # per NUMA node: kt-kernel binds each thread pool's share of the experts to its node's memory
-        "numa_node_bytes": nodes,
-        "numa_node_bytes_source": nodes_source,
+        "numa_node_bytes": nodes.usable,
+        "numa_node_bytes_source": nodes.source,
+        # MemTotal per node, huge pages included: which nodes have memory at all (hwloc counts those)
+        "numa_node_total_bytes": nodes.totals,
     }
 
 

@@ -147,11 +147,12 @@ def _check_mig_devices(gpu: dict, path: str) -> None:
 def _check_system(facts: dict) -> None:
     memory = _field(facts, "memory", "memory", OBJECT, required=True)
     _field(memory, "total_bytes", "memory.total_bytes", MEMORY_BYTES, required=True)
-    node_memory = _field(memory, "numa_node_bytes", "memory.numa_node_bytes", OBJECT) or {}
-    for node in node_memory:
-        if not str(node).isdigit():
-            raise _bad("memory.numa_node_bytes", 'an object of node numbers ("0", "1", ...)', node)
-        _field(node_memory, node, f"memory.numa_node_bytes.{node}", NODE_MEMORY_BYTES, required=True)
+    for key in ("numa_node_bytes", "numa_node_total_bytes"):
+        node_memory = _field(memory, key, f"memory.{key}", OBJECT) or {}
+        for node in node_memory:
+            if not str(node).isdigit():
+                raise _bad(f"memory.{key}", 'an object of node numbers ("0", "1", ...)', node)
+            _field(node_memory, node, f"memory.{key}.{node}", NODE_MEMORY_BYTES, required=True)
     _field(facts, "container", "container", BOOLEAN)
     os_facts = _field(facts, "os", "os", OBJECT) or {}
     for key in ("kernel", "glibc"):
@@ -318,9 +319,10 @@ def _nodes(ids) -> str:
     return ", ".join(str(i) for i in sorted(ids))
 
 
-def numa_node_memory(facts: dict) -> dict[int, int] | None:
-    """Memory per NUMA node (memory.numa_node_bytes), None when the facts do not know it."""
-    nodes = facts["memory"].get("numa_node_bytes")
+def numa_node_memory(facts: dict, key: str = "numa_node_bytes") -> dict[int, int] | None:
+    """Memory per NUMA node (memory.numa_node_bytes: what a process may allocate; numa_node_total_bytes:
+    MemTotal, huge pages included), None when the facts do not know it."""
+    nodes = facts["memory"].get(key)
     if not isinstance(nodes, dict) or not nodes:
         return None
     return {int(node): int(size) for node, size in nodes.items() if str(node).isdigit()}
@@ -341,14 +343,16 @@ def hwloc_nodes(facts: dict) -> list[int] | None:
     drops the nodes outside the cgroup cpuset's mems (HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED unset): in a
     container whose cpuset.mems is 1, kernel node 1 is hwloc's node 0. The kernel never lets a memoryless node
     into the mems (they are within N_MEMORY), so Mems_allowed_list is the list, a node whose memory is all
-    huge pages included (0 bytes in numa_node_bytes); without it, the nodes with memory are taken."""
+    huge pages included (0 bytes in numa_node_bytes); without it (older captures), the nodes with memory
+    are taken: MemTotal above 0 (numa_node_total_bytes, which keeps that node), else bytes above 0."""
     memory = numa_node_memory(facts)
     allowed = memory_nodes_allowed(facts)
     if allowed is not None:
         return sorted(allowed & set(memory) if memory else allowed)
-    if memory is None:
+    with_memory = numa_node_memory(facts, "numa_node_total_bytes") or memory
+    if with_memory is None:
         return None
-    return sorted(n for n, size in memory.items() if size > 0)
+    return sorted(n for n, size in with_memory.items() if size > 0)
 
 
 def hwloc_indices(facts: dict, nodes: list[int]) -> list[int]:
