@@ -402,6 +402,54 @@ def numa_ids_past_pools(ids: list[int] | None, nodes: list[int]) -> str | None:
     )
 
 
+# kt-kernel 0.7.2 (kvcache-ai/ktransformers 95009ea, kt-kernel/cpu_backend/), where a pool's memory is bound
+POOL_MEMORY_BINDS = (
+    "experts_base.py passes the list as subpool_numa_map; cpu_backend/worker_pool.cpp:287 starts pool i's "
+    "NumaJobDistributor thread with i, and :385-387 worker_thread binds "
+    "its memory to hwloc node i (set_memory_to_numa, worker_pool.h:35-49), whatever id the list names; the "
+    "pool's other workers bind to hwloc node <id> (worker_pool.cpp:57, :212-214), and the thread building "
+    "the pool binds with libnuma to the kernel's node <id> (set_to_numa, worker_pool.h:28-33, called at "
+    "worker_pool.cpp:430)"
+)
+
+
+def numa_ids_out_of_order(ids: list[int] | None, order: list[int] | None = None) -> str | None:
+    """Why a --kt-numa-nodes list `ids` (hwloc indices, one per pool) puts part of a pool's weights on another
+    node than the pool's, or None: any list other than 0..n-1 whose ids are all below the pool count (those
+    at or past it: numa_ids_past_pools), such as 1 0, or 0 0. kt-kernel 0.7.2 binds the memory of pool i's
+    distributor thread, which allocates the pool's slice of every expert and fills a share of it as the
+    pool's worker 0, to hwloc node i, and the other workers' to hwloc node ids[i]; pages go where the
+    thread that first writes them is bound, so the per-node memory check of the pool's node (ids[i]) does
+    not cover node i. `order`: hwloc_nodes (the kernel's numbers of hwloc's nodes), to name them; None:
+    the indices are named as they are."""
+    pools = len(ids or ())
+    if not ids or ids == list(range(pools)) or max(ids) >= pools:
+        return None
+
+    def kernel(index: int) -> str:
+        number = order[index] if order and index < len(order) else None
+        return f"hwloc node {index}" + (f" (kernel node {number})" if number is not None else "")
+
+    moved = "; ".join(
+        f"pool {i} runs on {kernel(node)}, its distributor binds to {kernel(i)}"
+        for i, node in enumerate(ids)
+        if node != i
+    )
+    remedy = (
+        "leave kt_numa_nodes null: kt-kernel's default 0..n-1 names the same nodes, and the pools split "
+        "every expert evenly, so their order gains nothing"
+        if sorted(ids) == list(range(pools))
+        else "name each pool's node once, in ascending order (or null for 0..n-1)"
+    )
+    return (
+        f"kt_numa_nodes {' '.join(map(str, ids))} is not hwloc's order 0..{pools - 1}: {moved}. In kt-kernel "
+        f"0.7.2 {POOL_MEMORY_BINDS}: so part of each such pool's weights, the share its distributor thread "
+        "writes first, lands on the distributor's node, away from the pool's threads, and the plan's "
+        "per-node memory check looked at the pool's node only (not refused: kt-kernel is expected to start "
+        f"and serve, with remote memory reads; not run here); {remedy}"
+    )
+
+
 def sequential_pool_nodes(facts: dict, pools: int) -> list[int]:
     """The kernel's nodes of pools 0..pools-1 where kt-kernel binds pool i to hwloc's NUMA node i (no node
     list: fine-tuning, the legacy stack's serving)."""
