@@ -35,21 +35,36 @@ def _parse_lora(values: list[str]) -> dict[str, str]:
     return adapters
 
 
-def _check_adapters_served_as_is(result: dict, adapters: dict[str, str]) -> None:
+def _with_adapters_checked(result: dict, adapters: dict[str, str]) -> dict:
     """What `render serve` checks of a plan's adapters readable here (lora.check_plan_adapters): a render of
-    this plan must not start a server that stops on an adapter, its LoRA backend or its tensor parallel."""
+    this plan must not start a server that stops on an adapter, its LoRA backend or its tensor parallel. An
+    adapter `lora serve` serves from a copy without added_tokens.json is planned with that copy's path, as
+    `lora plan` does (against the planned model's tokenizer, lora serve's --base)."""
     if not adapters:
-        return
+        return result
     from ktinfra import lora
 
     served = result.get("serve") if isinstance(result.get("serve"), dict) else {}
     backend = (served.get("lora") or {}).get("backend", "triton")
     legacy = result.get("stack_generation") == "legacy"
+    model = result.get("model") if isinstance(result.get("model"), dict) else {}
     try:
         # kt_method None: the planner states the KT adapter rules as problems (exit 2) itself
-        lora.check_plan_adapters(adapters, backend, lora.plan_tp_size(result), None, legacy, flag="--lora")
+        copies = lora.check_plan_adapters(
+            adapters,
+            backend,
+            lora.plan_tp_size(result),
+            None,
+            legacy,
+            flag="--lora",
+            served_base=model.get("path"),
+            copies=True,
+        )
     except lora.LoraError as exc:
         _fail(str(exc))
+    if copies and isinstance(served.get("lora"), dict):
+        return lora.with_served_copies(result, copies)
+    return result
 
 
 def _parse_mode(value: str) -> str:
@@ -275,7 +290,7 @@ def register(app: typer.Typer) -> None:
             result = plan(facts, model, mode, **options)
         except PlanInputError as exc:
             _fail(str(exc))
-        _check_adapters_served_as_is(result, options["lora"])
+        result = _with_adapters_checked(result, options["lora"])
         if as_json:
             typer.echo(json.dumps(result, indent=2))
         else:

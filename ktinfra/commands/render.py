@@ -96,6 +96,13 @@ def _emit(rendered, out: Path, as_json: bool) -> None:
     for key in ("unit", "health_url", "env_file", "config_file", "numa"):
         if key in rendered.info:
             console.print(f"{key}: {escape(str(rendered.info[key]))}")
+    for copy in rendered.info.get("copies", []):  # served from the copy `lora serve` makes (lora.ServedCopy)
+        made = "made already" if copy["made"] else "not made yet: `ktinfra lora serve` makes it"
+        console.print(
+            f"adapter {escape(copy['adapter'])} is served from {escape(copy['output'])}, a copy of "
+            f"{escape(copy['source'])} without {escape(copy['left_out'])}, {made}",
+            soft_wrap=True,
+        )
     for name, target in install_map(rendered).items():
         console.print(f"install {escape(str(name))} -> {escape(str(target))}", soft_wrap=True)
     console.print(f"then: systemctl daemon-reload && systemctl start {rendered.info['unit']}", soft_wrap=True)

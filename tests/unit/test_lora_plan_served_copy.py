@@ -148,3 +148,18 @@ def test_a_token_the_base_lacks_or_numbers_otherwise_is_still_refused_as_lora_se
         "error: ", "error: plan serve.lora.paths.mine: "
     )
     assert _listing(tmp_path) == ["Qwen3-30B-A3B", "out", "plan.json"]
+
+
+def test_render_serve_says_so_without_json_too(tmp_path, setup):
+    """Before, only --json named the copy: a person reading the table saw the unit, not the swapped path."""
+    base, adapter = setup
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(current_plan({"mine": adapter})))
+    args = ["render", "serve", "--plan", str(plan_file), "--name", "q", "--model-path", str(base)]
+    result = invoke([*args, "--weight-path", "/w", "--out", str(tmp_path / "bundle")])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())  # rich wraps at the terminal's width
+    assert (
+        f"adapter mine is served from {tmp_path / 'out_sglang'}, a copy of {adapter} without "
+        "added_tokens.json, not made yet: `ktinfra lora serve` makes it"
+    ) in said

@@ -8,7 +8,7 @@ run by hand (39cb53c). Where every entry has the same id in the served model's t
 makes that copy itself (DIR_sglang, or --output-dir/NAME, as conversions), built in a scratch folder and
 renamed into place, kept as it is on a re-run, refused where something else is there (unless --overwrite).
 A token the tokenizer lacks is still refused. lora plan and render serve plan the copy's path
-(test_lora_plan_served_copy); `plan --lora` still refuses such an adapter and names lora serve."""
+(test_lora_plan_served_copy), and so does `plan --lora`."""
 
 from __future__ import annotations
 
@@ -207,10 +207,28 @@ def test_a_failed_conversion_takes_the_copy_made_before_it_away(tmp_path, setup)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Qwen3-30B-A3B", "converter.py", "out", "two"]
 
 
-def test_plan_lora_still_refuses_it_naming_lora_serve(tmp_path):
-    """`plan --lora` puts the folder it is given on the plan and writes no adapter: the remedy names lora
-    serve (lora plan and render serve plan the copy: test_lora_plan_served_copy)."""
+def test_plan_lora_plans_the_copy_lora_serve_makes(tmp_path):
+    """`plan --lora` writes no adapter: like lora plan it plans the path lora serve copies the adapter to,
+    against the recorded base's tokenizer (a catalog model has no path here); before: refused, exit 1."""
     adapter = _llamafactory_output(tmp_path / "recorded", base=str(_base_model(tmp_path / "base")))
+    args = ["plan", "--model", "Qwen3-30B-A3B", "--from", str(H100), "--lora", f"mine={adapter}"]
+    result = invoke([*args, "--json"])
+    assert result.exit_code == 0, result.output
+    planned = json.loads(result.stdout)
+    copy = tmp_path / "recorded_sglang"
+    assert planned["serve"]["lora"]["paths"] == {"mine": str(copy)}
+    assert (
+        f"mine is served from {copy}, a copy of {adapter} without added_tokens.json"
+        in planned["reasons"]["lora"]
+    )
+    assert "not made yet: `ktinfra lora serve` makes it" in planned["reasons"]["lora"]
+    assert not copy.exists()
+
+
+def test_plan_lora_refuses_a_token_the_base_lacks_as_lora_serve_does(tmp_path):
+    base = _base_model(tmp_path / "base")
+    tokens = {**QWEN_SPECIAL, "<tool_x>": 151669}
+    adapter = _llamafactory_output(tmp_path / "recorded", tokens, base=str(base))
     result = invoke(["plan", "--model", "Qwen3-30B-A3B", "--from", str(H100), "--lora", f"mine={adapter}"])
     assert_clean_error(result, "--lora mine: ")
-    assert "`ktinfra lora serve` makes such a copy itself" in result.output
+    assert "1 of them the base model's tokenizer" in result.output and "(<tool_x> 151669)" in result.output
