@@ -7,6 +7,10 @@ and is enabled (masked with kt_host_tuning_governor_daemons=stop: a governors fi
 stand-in ondemand.service is enabled (disabled by the role). Before, the role had no undo: all of this stayed.
 Now absent puts it back: fstab byte for byte, the files gone, tuned unmasked and running again, ondemand
 enabled, systemd's limits its own; the record is removed, and a second absent changes nothing.
+
+A stand-in power-profiles-daemon, masked by the role too, is then unmasked and masked again by an admin:
+absent unmasked it all the same; now it unmasks only the mask link the role made, so that one stays masked and
+the message says so.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ ONDEMAND = TUNED.replace("a daemon that sets the CPU governor", "Ubuntu's set-cp
 )
 # a tab, odd spacing and no newline at the end: only a byte-for-byte restore gives it back
 FSTAB = "# /etc/fstab: test\ntmpfs\t/dev/shm  tmpfs   defaults,noexec   0 0\n/dev/vdz9 /mnt/x ext4 noauto 0 2"
+PPD = "power-profiles-daemon.service"
 GOVERNORS = "/etc/ktinfra-test/scaling_available_governors"
 WATCHED = (
     "/etc/sysctl.d/90-ktinfra.conf /etc/security/limits.d/90-ktinfra.conf "
@@ -76,7 +81,8 @@ def test_present_then_absent_leaves_the_host_as_it_was(tmp_path):
     with systemd_box("kt-tuning-undo") as box:
         sh(box, "cat > /lib/systemd/system/tuned.service", TUNED)
         sh(box, "cat > /lib/systemd/system/ondemand.service", ONDEMAND)
-        sh(box, "systemctl enable --now tuned.service && systemctl enable ondemand.service")
+        sh(box, f"cat > /lib/systemd/system/{PPD}", TUNED)
+        sh(box, f"systemctl enable --now tuned.service {PPD} && systemctl enable ondemand.service")
         sh(box, f"mkdir -p {Path(GOVERNORS).parent} && echo 'performance powersave' > {GOVERNORS}")
         sh(box, "cat > /etc/fstab", FSTAB)
         before = host_state(box)
@@ -87,6 +93,7 @@ def test_present_then_absent_leaves_the_host_as_it_was(tmp_path):
         assert rc == 0, output[-4000:]
         tuned = host_state(box)
         assert tuned["units"] == ["inactive", "inactive", "masked", "disabled"], tuned
+        assert sh(box, f"systemctl is-enabled {PPD}") == "masked\n"
         assert tuned["fstab"] != before["fstab"] and tuned["limits"] != before["limits"], tuned
         assert sh(box, "stat -c %a /var/lib/ktinfra/host-tuning.json") == "600\n"
         recorded = sh(box, "cat /var/lib/ktinfra/host-tuning.json")
@@ -95,9 +102,12 @@ def test_present_then_absent_leaves_the_host_as_it_was(tmp_path):
         assert rc == 0 and "changed=0" in output, output[-4000:]
         assert sh(box, "cat /var/lib/ktinfra/host-tuning.json") == recorded  # the first run's originals
 
+        sh(box, f"systemctl unmask {PPD} && sleep 0.1 && systemctl mask {PPD}")  # an admin's own mask
         rc, output = tune(tmp_path, box, "absent")
         assert rc == 0, output[-4000:]
         assert host_state(box) == before, output[-4000:]
+        assert sh(box, f"systemctl is-enabled {PPD}") == "masked\n", output[-4000:]
+        assert f"{PPD} stays masked (masked again since the role did)" in output, output[-4000:]
         assert sh(box, "cat /etc/fstab") == FSTAB
 
         rc, output = tune(tmp_path, box, "absent")

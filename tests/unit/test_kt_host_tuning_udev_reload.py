@@ -46,3 +46,17 @@ def test_udev_rules_are_reloaded_after_the_mask_where_udevd_runs(tmp_path, udevd
     rc, output, calls, governor = tune(tmp_path, DISABLED, STOP)  # masked already: nothing to reload
     assert rc == 0, output[-3000:]
     assert (log.read_text().splitlines() if log.exists() else []) == reloads
+
+
+def test_where_udevd_runs_but_udevadm_is_not_there_the_run_says_so_and_goes_on(tmp_path):
+    """udevd's socket there, no udevadm (a chroot or container given the host's /run/udev). Before: the run
+    failed on the missing command, after masking tlp's rule."""
+    write(tmp_path, GOVERNOR_CONF | {"udev/lib/85-tlp.rules": RULE})
+    (tmp_path / "udev" / "etc").mkdir()
+    (tmp_path / "udev" / "control").write_text("")
+    missing = tmp_path / "bin" / "no-udevadm"  # not this machine's: it may have one
+    rc, output, calls, governor = tune(tmp_path, DISABLED, STOP | {"kt_host_tuning__udevadm": str(missing)})
+    assert rc == 0, output[-3000:]
+    assert (tmp_path / "udev" / "etc" / "85-tlp.rules").read_text().startswith("# kt_host_tuning: replaces")
+    assert governor == "performance"
+    assert f"but its rules were not reloaded, udevadm not found: {missing}" in output, output[-3000:]

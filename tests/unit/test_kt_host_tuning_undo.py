@@ -13,27 +13,45 @@ import os
 from pathlib import Path
 
 from role_play import run_play
-from test_kt_host_tuning_record import FSTAB, host, record
+from test_kt_host_tuning_record import FSTAB, LIBRARY, host, record
 
 SYSTEMCTL = """#!/bin/sh
 echo "$*" >> "{log}"
 case $1 in
   is-enabled|is-active) cat "{units}/$2.$1" 2>/dev/null || echo unknown ;;
+  mask) [ -L "{units}/$3" ] || ln -s /dev/null "{units}/$3" ;;  # a mask there already: systemctl keeps it
 esac
 """
 
 
-def undo(tmp: Path, state: Path, flags: list[str] | None = None) -> tuple[int, str, list[str]]:
-    """rc, output and the systemctl calls (less is-enabled/is-active) of the role's tasks/undo.yml."""
+def stand_in_systemctl(tmp: Path) -> tuple[Path, Path]:
+    """bin folder with a systemctl that logs its calls, answers from tmp/units and masks there; its log."""
     bin_dir, log = tmp / "bin", tmp / "systemctl.log"
     bin_dir.mkdir(exist_ok=True)
     log.unlink(missing_ok=True)
     (bin_dir / "systemctl").write_text(SYSTEMCTL.format(log=log, units=tmp / "units"))
     (bin_dir / "systemctl").chmod(0o755)
+    return bin_dir, log
+
+
+def mask(tmp: Path, args: dict) -> tuple[int, str]:
+    """governor_daemons_stop.yml's step: the record's masked units masked in tmp/units, the links recorded."""
+    bin_dir, _ = stand_in_systemctl(tmp)
+    (tmp / "units").mkdir(exist_ok=True)
+    step = {"path": args["path"], "action": "mask", "masked": args["masked"], "unit_dir": str(tmp / "units")}
+    env = LIBRARY | {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return run_play(tmp, [{"kt_tuning_record": step}], env=env)
+
+
+def undo(
+    tmp: Path, state: Path, flags: list[str] | None = None, extra: dict | None = None
+) -> tuple[int, str, list[str]]:
+    """rc, output and the systemctl calls (less is-enabled/is-active) of the role's tasks/undo.yml."""
+    bin_dir, log = stand_in_systemctl(tmp)
     # tasks/undo.yml alone, never the whole role: on code where absent is not honoured (or a regression) the
     # role would tune this machine (main.yml's dispatch is the container test's)
     role = {"ansible.builtin.include_role": {"name": "kt_host_tuning", "tasks_from": "undo"}}
-    extra = {"kt_host_tuning_state_file": str(state)}
+    extra = {"kt_host_tuning_state_file": str(state)} | (extra or {})
     rc, output = run_play(tmp, [role], extra, env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}, flags=flags)
     calls = log.read_text().splitlines() if log.exists() else []
     return rc, output, [c for c in calls if not c.startswith("is-")]
@@ -50,7 +68,7 @@ def tuned(tmp: Path) -> None:
     (tmp / "own.conf").write_text("ours\n")
     (tmp / "new.conf").write_text("ours\n")
     (tmp / "made").mkdir()
-    (tmp / "units").mkdir()
+    (tmp / "units").mkdir(exist_ok=True)
     (tmp / "units" / "tuned.service.is-enabled").write_text("masked\n")
     (tmp / "units" / "tuned.service.is-active").write_text("inactive\n")
     (tmp / "units" / "ondemand.service.is-enabled").write_text("disabled\n")
@@ -62,6 +80,8 @@ def test_absent_puts_back_what_the_record_holds_and_removes_it(tmp_path):
     assert rc == 0, output[-3000:]
     stand_ins = [tmp_path / name for name in ("sys", "cpu", "fstab", "own.conf")]
     before = {p: p.read_bytes() for top in stand_ins for p in [top, *top.rglob("*")] if p.is_file()}
+    rc, output = mask(tmp_path, args)
+    assert rc == 0, output[-3000:]
     tuned(tmp_path)
 
     rc, output, calls = undo(tmp_path, Path(args["path"]))

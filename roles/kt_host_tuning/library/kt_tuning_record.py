@@ -8,6 +8,10 @@ the files they write (their content, or that there was none), the folders they c
 run finds the tuned values, not the host's own. The file is root's alone (0600) and written whole (a
 temporary file renamed over it), so a cut-off run leaves the old record or the new one.
 
+`mask` masks and stops the governor daemons (systemctl mask --now) and records, for each mask link it made
+(<unit_dir>/<unit> -> /dev/null, none there before), that link's identity (device, inode, mtime): undo unmasks
+a unit only while its mask is still that link, so a mask an admin made since (or again after an unmask) stays.
+
 `undo` puts back what the record holds (kt_host_tuning_state=absent), then removes it and the folders it made:
 the whole record is checked first, so one that cannot be put back fails before anything changes.
 """
@@ -32,9 +36,11 @@ options:
     type: path
     required: true
   action:
-    description: record adds what is not recorded yet; undo puts back what the record holds and removes it.
+    description: >-
+      record adds what is not recorded yet; mask masks the units in masked and records the links it made;
+      undo puts back what the record holds and removes it.
     type: str
-    choices: [record, undo]
+    choices: [record, mask, undo]
     default: record
   files:
     description: Files the role writes (each recorded with its content and mode, or as absent).
@@ -80,6 +86,10 @@ options:
     type: list
     elements: str
     default: []
+  unit_dir:
+    description: Where systemctl mask puts a unit's /dev/null link (mask).
+    type: path
+    default: /etc/systemd/system
 """
 
 RETURN = r"""
@@ -88,6 +98,11 @@ added:
   type: list
   elements: str
   returned: record
+masked:
+  description: The units mask masked (all of masked; none under --check).
+  type: list
+  elements: str
+  returned: mask
 done:
   description: What undo put back.
   type: list
@@ -114,6 +129,9 @@ NOTE = (
     "and removes this file"
 )
 SECTIONS = ("files", "dirs", "fstab", "runtime", "masked", "disabled")
+# add()'s arguments where a call records nothing of that kind
+EMPTY = {"files": [], "dirs": [], "fstab": "", "sysctls": [], "sysctl_root": "/proc/sys", "thp_path": "",
+         "cpu_root": "", "shm_path": "", "masked": [], "disabled": []}  # fmt: skip
 
 
 def sysctl_path(root: str, name: str) -> str:
@@ -160,6 +178,18 @@ def file_entry(path: str) -> dict | None:
     except FileNotFoundError:
         return None
     return {"content": base64.b64encode(content).decode(), "mode": f"{mode:04o}"}
+
+
+def mask_link(path: str) -> dict | None:
+    """The identity of a mask (a symlink to /dev/null) at `path`, None where there is none."""
+    try:
+        stat = os.lstat(path)
+        target = os.readlink(path)
+    except OSError:
+        return None
+    if target != "/dev/null":
+        return None
+    return {"path": path, "dev": stat.st_dev, "ino": stat.st_ino, "mtime_ns": stat.st_mtime_ns}
 
 
 def load(path: str) -> dict | None:
@@ -243,6 +273,30 @@ def add(record: dict, params: dict) -> list[str]:
     return added
 
 
+def mask(module: AnsibleModule, path: str, record: dict | None) -> None:
+    """systemctl mask --now each unit of `masked` (recorded first, as it is now), and the links it made."""
+    record = record or {"schema": SCHEMA, "note": NOTE}
+    units = module.params["masked"]
+    wrong = [unit.get("unit") for unit in units if not UNIT_NAME.match(str(unit.get("unit", "")))]
+    if wrong:
+        module.fail_json(msg=f"masked: {wrong} not unit names; nothing was changed")
+    add(record, {**EMPTY, "masked": units})
+    if module.check_mode:
+        module.exit_json(changed=True, masked=[])
+    save(path, record)
+    for unit in units:
+        link = os.path.join(module.params["unit_dir"], unit["unit"])
+        before = mask_link(link)
+        rc, out, err = module.run_command(["systemctl", "mask", "--now", unit["unit"]])
+        if rc != 0:
+            module.fail_json(msg=f"systemctl mask --now {unit['unit']}: {err.strip() or out.strip()}", rc=rc)
+        made = mask_link(link)
+        if before is None and made is not None:  # a mask that was there already is not the role's to remove
+            record["masked"][unit["unit"]]["mask"] = made
+            save(path, record)
+    module.exit_json(changed=True, masked=[unit["unit"] for unit in units])
+
+
 UNIT_NAME = re.compile(r"^[A-Za-z0-9@._:\\-]+$")
 ACTIVE = ("active", "activating", "reloading")
 
@@ -269,9 +323,15 @@ def check(record: dict) -> None:
         if not os.path.isabs(path) or not isinstance(entry, dict) or "value" not in entry:
             raise ValueError(f"runtime: {path!r} is not an absolute path with its value")
     for section in ("masked", "disabled"):
-        for unit in record.get(section, {}):
-            if not UNIT_NAME.match(unit):
-                raise ValueError(f"{section}: {unit!r} is not a unit name")
+        for unit, entry in record.get(section, {}).items():
+            if not UNIT_NAME.match(unit) or not isinstance(entry, dict):
+                raise ValueError(f"{section}: {unit!r} is not a unit name with its state")
+            link = entry.get("mask")
+            if link is not None and not (
+                isinstance(link, dict) and os.path.isabs(str(link.get("path", "")))
+                and all(isinstance(link.get(key), int) for key in ("dev", "ino", "mtime_ns"))
+            ):  # fmt: skip
+                raise ValueError(f"{section}: {unit}'s mask is not a path with its dev, ino and mtime_ns")
 
 
 class Undo:
@@ -389,6 +449,11 @@ class Undo:
         for unit, was in sorted(self.record.get("masked", {}).items()):
             _, state = self.systemctl("is-enabled", unit)
             if state.splitlines()[:1] == ["masked"]:
+                made = was.get("mask")
+                if made is None or mask_link(made["path"]) != made:
+                    why = "masked again since the role did" if made else "the role did not make its mask"
+                    self.left.append(f"{unit} stays masked ({why}): systemctl unmask {unit} if it should run")
+                    continue
                 if not self.unit_step("unmask", unit, f"{unit} stays masked", f"unmasked {unit}"):
                     continue
             if was.get("active") in ACTIVE and self.systemctl("is-active", unit)[1] not in ACTIVE:
@@ -462,7 +527,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "path": {"type": "path", "required": True},
-            "action": {"type": "str", "choices": ["record", "undo"], "default": "record"},
+            "action": {"type": "str", "choices": ["record", "mask", "undo"], "default": "record"},
             "files": {"type": "list", "elements": "path", "default": []},
             "dirs": {"type": "list", "elements": "path", "default": []},
             "fstab": {"type": "str", "default": ""},
@@ -473,6 +538,7 @@ def main() -> None:
             "shm_path": {"type": "str", "default": ""},
             "masked": {"type": "list", "elements": "dict", "default": []},
             "disabled": list_of,
+            "unit_dir": {"type": "path", "default": "/etc/systemd/system"},
         },
         supports_check_mode=True,
     )
@@ -484,6 +550,8 @@ def main() -> None:
         module.fail_json(msg=f"{err}: {fix}; nothing was changed")
     if params["action"] == "undo":
         undo(module, params["path"], record)
+    if params["action"] == "mask":
+        mask(module, params["path"], record)
     record = record or {"schema": SCHEMA, "note": NOTE}
     added = add(record, params)
     if added and not module.check_mode:
