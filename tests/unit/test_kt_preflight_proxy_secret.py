@@ -139,3 +139,22 @@ def test_an_index_a_later_pip_conf_empties_is_none_and_the_profiles_is_used(tmp_
         assert _asked(index), index.asked
     finally:
         index.close()
+
+
+def test_a_host_pip_conf_naming_pypi_itself_wins_over_the_profiles_index(tmp_path, wheels):  # noqa: F811
+    """An index-url of https://pypi.org/simple in the host's pip configuration is the host admin's choice
+    like any other (envcheck.host_pip_index counts it for kt_python_env): no --index-url goes to pip, the
+    profile's index is not asked. PyPI is unreachable here (a dead https proxy), the wheelhouse holds every
+    dependency. Before: the tool venv's pip was asked whether its index differs from PyPI's, so the host's
+    PyPI counted as none and the profile's index was asked."""
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = https://pypi.org/simple\nretries = 0\n")
+    index = serve_index(wheels)
+    try:
+        extra = _tool_vars(tmp_path) | _site_profile(tmp_path, f"http://127.0.0.1:{index.port}/simple")
+        extra |= {"kt_preflight_wheelhouse": str(wheels), "kt_preflight_https_proxy": "http://127.0.0.1:9"}
+        rc, output = run_play(tmp_path, TOOL, extra, env={"PIP_CONFIG_FILE": str(conf)} | _scratch(tmp_path))
+        assert rc == 0 and _installed(tmp_path), output[-3000:]
+        assert index.asked == [], index.asked
+    finally:
+        index.close()
