@@ -71,6 +71,22 @@ def build(
     ssh_username: Annotated[
         str, typer.Option(help="amazon-ebs: the base AMI's login user (ubuntu on Ubuntu AMIs).")
     ] = "ubuntu",
+    aws_tag: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--aws-tag",
+            help="amazon-ebs: KEY=VALUE tag on the AMI, its snapshots, the build instance and its volumes "
+            "(repeat).",
+        ),
+    ] = None,
+    imds_v2: Annotated[
+        bool,
+        typer.Option(
+            "--imds-v2/--no-imds-v2",
+            help="amazon-ebs: after the build, set the AMI's ImdsSupport to v2.0, so instances started from "
+            "it require IMDSv2 (EC2 cannot undo it).",
+        ),
+    ] = True,
     packer: Annotated[str, typer.Option(help="packer executable.")] = "packer",
     check: Annotated[
         bool,
@@ -98,6 +114,8 @@ def build(
         instance_type=instance_type,
         source_ami=source_ami,
         ssh_username=ssh_username,
+        aws_tags=aws_tag or [],
+        imds_v2=imds_v2,
         packer=packer,
     )
     if check:

@@ -246,3 +246,58 @@ def ec2_client(region: str):
     import boto3
 
     return boto3.client("ec2", region_name=region)
+
+
+# EC2 tags: a key of 1 to 128 characters that does not start with aws: (reserved, in any case), a value of
+# 0 to 256, at most 50 tags a resource. packer 1.6.6 renders tag keys and values as Go templates, so a "{{"
+# would be replaced by what it renders. EC2 refuses a bad tag only when packer launches the instance.
+TAG_KEY_MAX, TAG_VALUE_MAX, TAGS_PER_RESOURCE = 128, 256, 50
+
+
+def parse_tags(items: list[str], set_by_ktinfra: tuple[str, ...]) -> dict[str, str]:
+    """--aws-tag KEY=VALUE items as a dict; ImageError naming the item when EC2 or packer would not take it,
+    when a key is given twice or is one of `set_by_ktinfra` (which the template also sets, besides Name)."""
+    tags: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ImageError(f"--aws-tag {item!r} is not KEY=VALUE")
+        why = None
+        if not 1 <= len(key) <= TAG_KEY_MAX:
+            why = f"its key is {len(key)} characters (EC2 takes 1 to {TAG_KEY_MAX})"
+        elif key.lower().startswith("aws:"):
+            why = "its key starts with aws:, which AWS reserves"
+        elif len(value) > TAG_VALUE_MAX:
+            why = f"its value is {len(value)} characters (EC2 takes at most {TAG_VALUE_MAX})"
+        elif "{{" in key or "{{" in value:
+            why = "it holds '{{', which packer reads as a template in tag keys and values"
+        elif key in set_by_ktinfra:
+            why = f"ktinfra sets {key} itself ({', '.join(set_by_ktinfra)})"
+        elif key in tags:
+            why = f"{key} is given twice"
+        if why:
+            raise ImageError(f"--aws-tag {item!r}: {why}")
+        tags[key] = value
+    count = len({"Name", *set_by_ktinfra, *tags})
+    if count > TAGS_PER_RESOURCE:
+        raise ImageError(
+            f"--aws-tag: {len(tags)} tags and the {len(set_by_ktinfra) + 1} ktinfra sets (Name, "
+            f"{', '.join(set_by_ktinfra)}) make {count}; EC2 takes at most {TAGS_PER_RESOURCE} on a resource"
+        )
+    return tags
+
+
+def require_imds_v2(ec2, ami_id: str, region: str) -> None:
+    """Set the built AMI's ImdsSupport to v2.0 (instances started from it require IMDSv2), which packer 1.6.6
+    cannot ask for; EC2 offers no way back. ImageError naming the AMI, which exists, when EC2 refuses."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        ec2 = ec2 or ec2_client(region)
+        ec2.modify_image_attribute(ImageId=ami_id, ImdsSupport={"Value": "v2.0"})
+    except (BotoCoreError, ClientError) as exc:
+        raise ImageError(
+            f"AMI {ami_id} was built and exists in {region}, but setting its ImdsSupport to v2.0 failed: "
+            f"{exc}. Set it with `aws ec2 modify-image-attribute --region {region} --image-id {ami_id} "
+            "--imds-support v2.0` (needs ec2:ModifyImageAttribute), or leave it as it is"
+        ) from exc

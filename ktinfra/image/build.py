@@ -41,6 +41,9 @@ WHEELHOUSE_IN_IMAGE = "/var/cache/ktinfra/wheelhouse"
 # sets aws_ami_name to this); {{timestamp}} is packer's Unix time in seconds, 10 digits until 2286.
 AMI_NAME_PREFIX = "ktinfra-kt"
 AMI_TIMESTAMP_DIGITS = 10
+# the tags an amazon-ebs build sets besides Name (the labels and the manifest's start): --aws-tag cannot
+LABEL_KEYS = ("ktinfra.profile", "ktinfra.version", "ktinfra.revision")
+KTINFRA_TAGS = (*LABEL_KEYS, "ktinfra.build-started")
 # EC2 CreateImage/RegisterImage Name: 3-128 letters, digits, ( ) [ ] space . / ' @ _ -. packer's amazon-ebs
 # refuses any other at validate, with its own message, after the boto3 look-ups and the stage directory;
 # a profile name may hold a +, which an AMI name may not (EC2 tags take it: the ktinfra.profile tag keeps it)
@@ -68,6 +71,8 @@ class BuildRequest:
     instance_type: str = "m7i.8xlarge"
     source_ami: str | None = None
     ssh_username: str = "ubuntu"
+    aws_tags: list[str] = field(default_factory=list)  # KEY=VALUE, as typed
+    imds_v2: bool = True  # set the AMI's ImdsSupport to v2.0 after the build (cannot be undone)
 
 
 @dataclass
@@ -134,7 +139,12 @@ def check_input(req: BuildRequest) -> tuple[dict, dict, str]:
     _check_out(req.out_root, name)
     if req.source == "docker":
         _check_dir(req.wheelhouse, "--wheelhouse")
+    if req.aws_tags and req.source != "amazon-ebs":
+        raise ImageError(
+            f"--aws-tag tags what an amazon-ebs build makes on AWS; this is --source {req.source}"
+        )
     if req.source == "amazon-ebs":
+        aws.parse_tags(req.aws_tags, KTINFRA_TAGS)
         aws.check_names(req.region, req.source_ami)
         aws.check_type_name(req.instance_type)
         if req.source_ami is None:
@@ -147,11 +157,7 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
     profile, envs, name = check_input(req)
     base_tag = name.removesuffix(f"-{req.source}")
     git = manifest.git_revision()  # once: the label and the manifest name the same commit
-    labels = {
-        "ktinfra.profile": profile["name"],
-        "ktinfra.version": __version__,
-        "ktinfra.revision": git["revision"] or "unknown",
-    }
+    labels = dict(zip(LABEL_KEYS, (profile["name"], __version__, git["revision"] or "unknown"), strict=True))
     # one source of truth: the template takes the paths and run options ktinfra also uses, no copies
     variables = {
         "profile": profile["name"],
@@ -191,6 +197,7 @@ def prepare(req: BuildRequest, ec2=None) -> Prepared:
             "aws_ssh_username": req.ssh_username,
             "aws_root_device_name": ami["root_device"],
             "aws_root_volume_gb": volume_gb,
+            "aws_tags": aws.parse_tags(req.aws_tags, KTINFRA_TAGS),
         }
     return Prepared(req, profile, envs, name, variables, extra)
 
@@ -359,7 +366,7 @@ def write_inputs(prep: Prepared, stage: Path, started: str | None = None) -> Pat
         "build_spec_file": str(stage / "build-spec.json"),
     }
     if started and prep.request.source == "amazon-ebs":
-        variables["aws_tags"] = {"ktinfra.build-started": started}
+        variables["aws_tags"] = prep.variables["aws_tags"] | {"ktinfra.build-started": started}
     var_file = stage / "variables.pkrvars.json"
     var_file.write_text(json.dumps(variables, indent=1))
     return var_file
@@ -372,10 +379,10 @@ def run(req: BuildRequest, on_line: Callable[[str], None] | None = None, ec2=Non
     # SIGTERM (CI's stop) unwinds as Ctrl-C does: packer runs in a session of its own, which a signal to
     # ktinfra's group does not reach, so it is stopped here, and the stage and packer's TMPDIR are removed
     with sigterm_unwinds():
-        return _run_in_stage(req, prep, on_line)
+        return _run_in_stage(req, prep, on_line, ec2)
 
 
-def _run_in_stage(req: BuildRequest, prep: Prepared, on_line: Callable[[str], None] | None) -> dict:
+def _run_in_stage(req: BuildRequest, prep: Prepared, on_line: Callable[[str], None] | None, ec2) -> dict:
     final = req.out_root / prep.name
     stage = req.out_root / f"{prep.name}.partial"
     tmpdir = None
@@ -397,7 +404,7 @@ def _run_in_stage(req: BuildRequest, prep: Prepared, on_line: Callable[[str], No
             if isinstance(exc, OSError):
                 raise ImageError(f"cannot set up the build in {stage}: {exc}") from exc
             raise
-        return _run_packer(req, prep, stage, final, log, wheels_before, tmpdir, on_line)
+        return _run_packer(req, prep, stage, final, log, wheels_before, tmpdir, on_line, ec2)
     finally:
         if tmpdir is not None:
             shutil.rmtree(tmpdir, ignore_errors=True)
@@ -412,8 +419,10 @@ def _run_packer(
     wheels_before: int | None,
     tmpdir: Path,
     on_line: Callable[[str], None] | None,
+    ec2=None,
 ) -> dict:
-    """packer validate + build in `stage`, the manifest, and the stage published at `final`."""
+    """packer validate + build in `stage`, the manifest, the AMI's IMDSv2 requirement, and the stage
+    published at `final`."""
 
     def line(text: str) -> None:
         if log.closed:  # sh's reader thread may flush a last chunk after an interrupted build
@@ -446,6 +455,7 @@ def _run_packer(
             raise
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ImageError(_unusable(prep, exc)) from exc
+        imds_error = _require_imds_v2(prep, result, ec2, line)
     except BaseException as exc:
         with contextlib.suppress(OSError, ValueError):  # the log says why the build stopped
             log.write(f"error: {(str(exc).splitlines() or [type(exc).__name__])[0]}\n")
@@ -476,7 +486,25 @@ def _run_packer(
         if on_line:  # the build log is closed by now
             on_line(f"warning: the previous build could not be removed entirely; it is left in {left}")
         result["build"]["previous_left_in"] = str(left)
+    if imds_error:  # the AMI exists and has its manifest: said after the build is in place
+        raise ImageError(f"{imds_error}; the build's manifest is {final / 'manifest.json'}")
     return result
+
+
+def _require_imds_v2(prep: Prepared, result: dict, ec2, line: Callable[[str], None]) -> str | None:
+    """--imds-v2 (amazon-ebs): the new AMI's ImdsSupport set to v2.0, recorded in the manifest's
+    image.imds_support (null when not set). Returns why it failed (the build itself stands)."""
+    req = prep.request
+    if req.source != "amazon-ebs" or not req.imds_v2:
+        return None
+    try:
+        aws.require_imds_v2(ec2, result["image"]["id"], req.region)
+    except ImageError as exc:
+        line(f"AMI {result['image']['id']}: setting ImdsSupport to v2.0 failed")  # the error follows
+        return str(exc)
+    result["image"]["imds_support"] = "v2.0"
+    line(f"AMI {result['image']['id']}: ImdsSupport set to v2.0 (instances started from it require IMDSv2)")
+    return None
 
 
 def publish(stage: Path, final: Path, manifest_text: str) -> Path | None:
@@ -595,9 +623,11 @@ def _manifest(
             "region": req.region,
             "base": prep.extra["base"],
             "instance": prep.extra["instance"],
+            "imds_support": None,  # "v2.0" once _require_imds_v2 has set it
+            "aws_tags": prep.variables["aws_tags"],  # --aws-tag
         }
         sizes = {"root_volume_gb": prep.variables["aws_root_volume_gb"]}
-        extra = {}
+        extra = {"imds_v2": req.imds_v2}
     return manifest.build_manifest(
         image=image,
         profile=prep.profile,

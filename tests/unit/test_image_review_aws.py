@@ -122,6 +122,8 @@ open(os.path.join(out, "packer-manifest.json"), "w").write(json.dumps(manifest))
 
 def _ami_build(tmp_path: Path, ec2, monkeypatch, artifacts: list) -> dict:
     publish_ami(REGION, "ami-000000000000000d1", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    # the AMI the build makes, which --imds-v2 (the default) sets ImdsSupport on
+    publish_ami(REGION, "ami-0123456789abcdef0", "ktinfra-kt-smoke-1790000000", "2026-11-01T00:00:00")
     packer = tmp_path / "packer"
     packer.write_text(FAKE_PACKER.format(python=sys.executable))
     packer.chmod(0o755)

@@ -78,6 +78,8 @@ def ec2(monkeypatch):
 
 def test_an_ami_build_is_tagged_with_its_manifests_start_time(tmp_path, ec2, monkeypatch):
     publish_ami(REGION, "ami-000000000000000d1", DLAMI.format("20261001"), "2026-10-01T00:00:00")
+    # the AMI the build makes, which --imds-v2 (the default) sets ImdsSupport on
+    publish_ami(REGION, "ami-0123456789abcdef0", "ktinfra-kt-smoke-1790000000", "2026-11-01T00:00:00")
     packer = tmp_path / "packer"
     packer.write_text(FAKE_PACKER.format(python=sys.executable, region=REGION))
     packer.chmod(0o755)
