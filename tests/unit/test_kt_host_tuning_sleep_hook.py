@@ -74,7 +74,7 @@ def test_the_hook_passes_where_tlp_sets_no_governor(tmp_path, files):
 
 
 def test_a_hook_that_is_not_executable_or_not_tlps_is_left(tmp_path):
-    """systemd-sleep runs executables only; another package's hook that says `tlp resume` is not TLP's."""
+    """systemd-sleep runs executables only; a hook that names `tlp resume` in a comment does not run it."""
     write(tmp_path, GOVERNOR_CONF | {"sleep/systemd/tlp": HOOK, "sleep/systemd/50-other": "# tlp resume\n"})
     os.chmod(tmp_path / "sleep" / "systemd" / "50-other", 0o755)
     rc, output, calls, governor = tune(tmp_path, {}, STOP)

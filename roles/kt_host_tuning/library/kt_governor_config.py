@@ -10,7 +10,8 @@ runs `tlp auto` on every power_supply change whether tlp.service runs, is disabl
 same name in the first of the rules directories (/etc/udev/rules.d) replaces it. TLP's sleep hooks
 (/usr/lib/systemd/system-sleep/tlp, elogind's 49-tlp-sleep) run `tlp resume` after each resume, masked or not:
 systemd-sleep runs every executable of /usr/lib/systemd/system-sleep and has no directory that replaces one by
-name (systemd-suspend.service(8), systemd 252). Reads only.
+name (systemd-suspend.service(8), systemd 252). Rules and hooks are found by what they run, whatever their
+name: a renamed copy runs the same command. Reads only.
 """
 
 from __future__ import annotations
@@ -57,14 +58,14 @@ cpupower:
   type: list
   returned: always
 tlp_udev_rules:
-  description: TLP rules in force that run `tlp auto`; override is the file that would replace one,
-    overridable false where the rule itself is in the first directory.
+  description: Rules in force that run `tlp auto` (outside a comment), whatever their name; override is the
+    file that would replace one, overridable false where the rule itself is in the first directory.
   type: list
   returned: always
   sample: [{name: 85-tlp.rules, file: /usr/lib/udev/rules.d/85-tlp.rules,
             override: /etc/udev/rules.d/85-tlp.rules, overridable: true}]
 tlp_sleep_hooks:
-  description: Executable sleep hooks whose name says tlp and that run `tlp resume`, one per real file.
+  description: Executable sleep hooks that run `tlp resume` (outside a comment), one per real file.
   type: list
   returned: always
   sample: [{name: tlp, file: /usr/lib/systemd/system-sleep/tlp}]
@@ -137,30 +138,37 @@ def cpupower_settings(paths: list[str]) -> list[str]:
     return found
 
 
+def runs(path: str, command: re.Pattern) -> bool:
+    """Whether a line of `path` that is not a comment matches `command`."""
+    return any(command.search(re.sub(r"(^|\s)#.*$", "", line)) for line in read_lines(path))
+
+
 def tlp_udev_rules(dirs: list[str]) -> list[dict]:
-    """Rules in force (the first directory holding a name wins) whose name says tlp and that run tlp auto."""
+    """Rules in force (the first directory holding a name wins) that run tlp auto, whatever their name: a
+    renamed copy of TLP's rule runs it as well."""
     in_force: dict[str, str] = {}
     for folder in dirs:
         for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*.rules"))):
             in_force.setdefault(os.path.basename(path), path)
     rules = []
     for name, path in sorted(in_force.items()):
-        if "tlp" in name and any(RUNS_TLP_AUTO.search(line) for line in read_lines(path)):
+        if runs(path, RUNS_TLP_AUTO):
             override = os.path.join(dirs[0], name)
             rules.append({"name": name, "file": path, "override": override, "overridable": path != override})
     return rules
 
 
 def tlp_sleep_hooks(dirs: list[str]) -> list[dict]:
-    """/lib is /usr/lib on a merged-/usr system: a hook found through both is the same file, named once."""
+    """Executables that run tlp resume, whatever their name. /lib is /usr/lib on a merged-/usr system: a hook
+    found through both is the same file, named once."""
     hooks, seen = [], set()
     for folder in dirs:
         for path in sorted(glob.glob(os.path.join(glob.escape(folder), "*"))):
             real = os.path.realpath(path)
             name = os.path.basename(path)
-            if real in seen or "tlp" not in name or not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            if real in seen or not (os.path.isfile(path) and os.access(path, os.X_OK)):
                 continue
-            if any(RUNS_TLP_RESUME.search(line) for line in read_lines(path)):
+            if runs(path, RUNS_TLP_RESUME):
                 seen.add(real)
                 hooks.append({"name": name, "file": path})
     return hooks
