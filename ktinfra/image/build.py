@@ -481,6 +481,7 @@ def _run_packer(
         raise ImageError(
             f"the image was built, but its output could not be put at {final} ({exc.strerror or exc}); "
             f"manifest and log are in {stage}, and {final} {before}"
+            + (f". Also: {imds_error}" if imds_error else "")
         ) from exc
     if left is not None:
         if on_line:  # the build log is closed by now

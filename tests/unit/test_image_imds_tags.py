@@ -160,6 +160,20 @@ def test_a_failed_imds_call_is_one_error_line_and_the_manifest_is_kept(tmp_path,
     assert not (out / "smoke-amazon-ebs.partial").exists()
 
 
+def test_a_failed_imds_call_is_said_too_when_the_output_cannot_be_put_in_place(
+    tmp_path, ec2, fake_packer, monkeypatch
+):
+    def refused(*_args):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(build, "publish", refused)
+    with pytest.raises(ImageError) as info:
+        build.run(_req(tmp_path, fake_packer), ec2=ec2)  # the built AMI is not in moto's EC2
+    text = str(info.value)
+    assert text.startswith("the image was built, but its output could not be put at"), text
+    assert f"Also: AMI {BUILT} was built and exists in {REGION}, but setting its ImdsSupport" in text
+
+
 def test_aws_tags_reach_the_template_and_the_manifest(tmp_path, ec2, fake_packer):
     publish_ami(REGION, BUILT, "ktinfra-kt-smoke-1790000000", "2026-11-01T00:00:00")
     tags = ["team=kt", "Name=my-kt", "cost-center=", "path=a=b"]
