@@ -103,6 +103,8 @@ def _emit(rendered, out: Path, as_json: bool) -> None:
             f"{escape(copy['source'])} without {escape(copy['left_out'])}, {made}",
             soft_wrap=True,
         )
+    for warning in rendered.info.get("warnings", []):  # rendered as asked (render serve: numa_warnings)
+        console.print(f"warning: {escape(warning)}", soft_wrap=True)
     for name, target in install_map(rendered).items():
         console.print(f"install {escape(str(name))} -> {escape(str(target))}", soft_wrap=True)
     console.print(f"then: systemctl daemon-reload && systemctl start {rendered.info['unit']}", soft_wrap=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from ktinfra.facts.cpulist import parse_cpulist
 from ktinfra.int8_weights import MANIFEST_NAME
 from ktinfra.plan.formats import CPU_VARIANT_ENV, CPU_VARIANTS, LEGACY_CPU_VARIANTS
+from ktinfra.plan.host import numa_ids_out_of_order
 from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS, port_problem
 from ktinfra.render.common import (
     Rendered,
@@ -550,6 +551,41 @@ def _numa_nodes_args(nodes: object, pools: int) -> list[str]:
     return ["--kt-numa-nodes", *map(str, nodes)]
 
 
+def numa_warnings(plan: dict) -> list[str]:
+    """What a plan's (checked) kt_numa_nodes costs kt-kernel 0.7.2, as the planner words it. A list out of
+    hwloc's order comes only from a plan file set by hand (the planner's are ascending), so the planner
+    never warned of it; the plan holds no hwloc order, so its ids are named as hwloc indices."""
+    serve = plan["serve"]
+    ids = serve.get("kt_numa_nodes")
+    if not ids:
+        return []
+    pools = serve["kt_threadpool_count"]
+    if max(ids) >= pools:
+        return [_numa_ids_past_pools(plan, ids, pools)]
+    warning = numa_ids_out_of_order(ids)
+    return [warning] if warning else []
+
+
+def _numa_ids_past_pools(plan: dict, ids: list[int], pools: int) -> str:
+    """The planner's own warning where the plan made this list (plan.host.numa_ids_past_pools names the
+    kernel's nodes from the host's facts), else the same defect without them."""
+    listed = " ".join(map(str, ids))
+    planned = plan.get("warnings")
+    for warning in planned if isinstance(planned, list) else ():
+        if isinstance(warning, str) and warning.startswith(f"kt_numa_nodes {listed} (kernel node(s) "):
+            return warning
+    past = ", ".join(str(i) for i in sorted(set(ids)) if i >= pools)
+    return (
+        f"kt_numa_nodes {listed} for {pools} pool(s): id(s) {past} at or past the pool count: kt-kernel "
+        "0.7.2 (cpu_backend/worker_pool.cpp, WorkerPool::init and NumaJobDistributor::init) counts each "
+        "node's threads in a vector sized by the pool count and indexed by the node id, so those ids read "
+        "and write past its end (undefined behaviour: kt-kernel can print 'Core N inside NUMA node M not "
+        "found' and leave that pool's threads unpinned). Not refused (not run here); the plan does not name "
+        "the kernel's nodes of these hwloc indices: `ktinfra plan` on the host words the remedy (a cpuset "
+        "whose mems hold only the pools' nodes, and kt_numa_nodes null)"
+    )
+
+
 def _flag_owner(flag: str) -> str | None:
     """Where to set `flag` instead of --extra-arg, or None when ktinfra leaves it alone. sglang's argparse
     takes any unambiguous prefix of a flag (allow_abbrev), so a prefix of an owned flag is owned too."""
@@ -781,6 +817,7 @@ def render_serve(
         "env_file": f"{env_dir}/{name}.env",
         "numactl_args": placement,
         "numa": placement_reason,
+        "warnings": numa_warnings(plan),  # served as asked: the server starts, its memory is elsewhere
     }
     if copies:  # served from the path `lora serve` copies them to (lora.check_planned_adapter)
         out.info["copies"] = [c.planned() for c in copies.values()]
