@@ -327,6 +327,7 @@ def serve(
         "out": str(out) if out else None,
         "dry_run": dry_run,
         "started": start and not dry_run,
+        "warnings": rendered.info.get("warnings", []),  # render serve's, e.g. a kt_numa_nodes out of order
     }
     if as_json:
         typer.echo(json.dumps(result, indent=2))
@@ -347,6 +348,8 @@ def serve(
         )
     for c in copies:
         console.print(_copy_line(c, dry_run), soft_wrap=True, markup=False)
+    for warning in result["warnings"]:
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     console.print(f"unit {result['unit']}; serve command:")
     console.print(shlex.join(result["command"]), soft_wrap=True, markup=False)
 
