@@ -24,6 +24,9 @@ from role_play import ROLES, run_play
 
 SYSTEMCTL = """#!/bin/sh
 echo "$*" >> "{log}"
+# mask --now: the /dev/null link systemctl makes, in config_paths' kt_host_tuning__unit_dir
+links="{units}/../unit-links"
+[ "$1 $2" = "mask --now" ] && {{ mkdir -p "$links"; ln -s /dev/null "$links/$3"; }}
 # only the one query the role makes is answered: a changed argv (one YAML flow list split the properties
 # into three arguments, and systemd answered LoadState=not-found three times) finds no daemon
 [ "$1 $2 $#" = "show --property=LoadState,UnitFileState,ActiveState,FragmentPath 3" ] || exit 0
@@ -33,7 +36,7 @@ RUNNING = "LoadState=loaded\nUnitFileState=enabled\nActiveState=active\nFragment
 
 
 def config_paths(tmp: Path) -> dict:
-    """TLP's and cpupower's configs, udev's rules, sleep hook folders: in tmp, this host's are never read."""
+    """TLP's and cpupower's configs, udev's rules, sleep hooks, mask links: in tmp, never this host's."""
     tlp = [str(tmp / "tlp" / name) for name in ("defaults.conf", "tlp.d/*.conf", "tlp.conf")]
     return {
         "kt_host_tuning__tlp_confs": tlp,
@@ -41,6 +44,7 @@ def config_paths(tmp: Path) -> dict:
         "kt_host_tuning__udev_rule_dirs": [str(tmp / "udev" / "etc"), str(tmp / "udev" / "lib")],
         "kt_host_tuning__sleep_hook_dirs": [str(tmp / "sleep" / "systemd"), str(tmp / "sleep" / "elogind")],
         "kt_host_tuning__udev_control": str(tmp / "udev" / "control"),  # absent: no udevd asked
+        "kt_host_tuning__unit_dir": str(tmp / "unit-links"),  # the mask links: this host's are never read
     }
 
 

@@ -178,7 +178,10 @@ def test_the_role_records_the_host_before_it_tunes_it_and_a_rerun_keeps_that(tmp
     assert first["runtime"][str(tmp_path / "sys" / "vm" / "swappiness")]["value"] == "60"
     cpu1 = str(tmp_path / "cpu" / "cpu1" / "cpufreq" / "scaling_governor")
     assert first["runtime"][cpu1]["value"] == "powersave"
-    assert first["masked"] == {"tuned.service": {"active": "active", "enabled": "enabled"}}
+    link = (tmp_path / "unit-links" / "tuned.service").lstat()  # the stand-in systemctl's mask link
+    made = {"path": str(tmp_path / "unit-links" / "tuned.service"), "dev": link.st_dev, "ino": link.st_ino,
+            "mtime_ns": link.st_mtime_ns}  # fmt: skip
+    assert first["masked"] == {"tuned.service": {"active": "active", "enabled": "enabled", "mask": made}}
     assert first["files"][str(tmp_path / "limits.d" / "90-ktinfra.conf")] is None
     assert first["files"][str(tmp_path / "state" / "tuning.json")] is None
     assert first["dirs"][str(tmp_path / "state")] is False  # made for the record and the report
