@@ -448,14 +448,20 @@ class Undo:
     def units(self) -> None:
         for unit, was in sorted(self.record.get("masked", {}).items()):
             _, state = self.systemctl("is-enabled", unit)
-            if state.splitlines()[:1] == ["masked"]:
-                made = was.get("mask")
-                if made is None or mask_link(made["path"]) != made:
-                    why = "masked again since the role did" if made else "the role did not make its mask"
-                    self.left.append(f"{unit} stays masked ({why}): systemctl unmask {unit} if it should run")
-                    continue
-                if not self.unit_step("unmask", unit, f"{unit} stays masked", f"unmasked {unit}"):
-                    continue
+            if state.splitlines()[:1] != ["masked"]:
+                # unmasked since by someone else, who also chose whether it runs: started only where the role
+                # removed its own mask in this run
+                if was.get("active") in ACTIVE and self.systemctl("is-active", unit)[1] not in ACTIVE:
+                    why = "unmasked since the role masked it, and not started"
+                    self.left.append(f"{unit} stays stopped ({why}): systemctl start {unit} if it should run")
+                continue
+            made = was.get("mask")
+            if made is None or mask_link(made["path"]) != made:
+                why = "masked again since the role did" if made else "the role did not make its mask"
+                self.left.append(f"{unit} stays masked ({why}): systemctl unmask {unit} if it should run")
+                continue
+            if not self.unit_step("unmask", unit, f"{unit} stays masked", f"unmasked {unit}"):
+                continue
             if was.get("active") in ACTIVE and self.systemctl("is-active", unit)[1] not in ACTIVE:
                 self.unit_step("start", unit, f"{unit} was running and is not", f"started {unit}")
         for unit in sorted(self.record.get("disabled", {})):
