@@ -37,8 +37,8 @@ def test_the_installed_site_profile_is_0600(tmp_path):
 
 @contextlib.contextmanager
 def _url_package(tmp_path):
-    """A function that runs env.yml with flags, installing a local wheel from a URL with ?token= (one
-    server for all its runs: the pin, its port in it, stays the same)."""
+    """A function that runs env.yml with flags (and git sources), installing a local wheel from a URL with
+    ?token= (one server for all its runs: the pin, its port in it, stays the same)."""
     from local_pypi import PACKAGE, make_wheel, serve_index
     from test_kt_python_env_rerun import _setup as _env_setup
     from test_kt_python_env_review_conda_patches import ENV
@@ -48,7 +48,13 @@ def _url_package(tmp_path):
     try:
         pin = f"{PACKAGE} @ http://127.0.0.1:{server.port}/files/{wheel.name}?token={TOKEN}"
         extra = _env_setup(tmp_path, pin)
-        yield lambda flags: run_play(tmp_path, ENV, extra, env={"PIP_CONFIG_FILE": "/dev/null"}, flags=flags)
+
+        def install(flags: list[str], git: list | None = None, src_dir: str | None = None) -> tuple[int, str]:
+            more = {"kt_python_env_src_dir": src_dir} if src_dir else {}
+            extra["kt_python_env_spec"]["git"] = git or []
+            return run_play(tmp_path, ENV, extra | more, env={"PIP_CONFIG_FILE": "/dev/null"}, flags=flags)
+
+        yield install
     finally:
         server.close()
 
