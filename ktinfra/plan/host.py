@@ -398,7 +398,7 @@ def numa_ids_past_pools(ids: list[int] | None, nodes: list[int]) -> str | None:
         f"serve in a cpuset whose mems hold node(s) {_nodes(nodes)} only, so that hwloc "
         f"numbers them from 0 and no --kt-numa-nodes is needed: docker run --cpuset-mems {kernel} with the "
         f"plan made inside that container, or AllowedMemoryNodes={kernel} in kt_serve_unit_dropin with "
-        "kt_numa_nodes overridden to null"
+        "kt_serve_overrides {kt_numa_nodes: null} (the kt_serve role then passes no --kt-numa-nodes)"
     )
 
 

@@ -397,7 +397,7 @@ def test_plan_usage_error_shows_ktinfras_message_not_a_json_error(tmp_path):
 
 def test_override_keys_cover_what_tune_writes():
     keys = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["kt_serve__override_keys"]
-    plan_only = {"context_length", "max_mamba_cache_size"}
+    plan_only = {"context_length", "max_mamba_cache_size", "kt_numa_nodes"}
     assert set(keys) == set(tune.ANSIBLE_KEYS.values()) | plan_only
 
 

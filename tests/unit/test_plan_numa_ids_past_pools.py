@@ -27,7 +27,8 @@ def test_one_pool_on_node_1_is_warned(tmp_path):
         "WorkerPool::init and NumaJobDistributor::init",
         "id(s) 1 read and write past its end",
         "docker run --cpuset-mems 1",
-        "AllowedMemoryNodes=1",
+        "AllowedMemoryNodes=1 in kt_serve_unit_dropin",
+        "kt_serve_overrides {kt_numa_nodes: null}",  # was 'overridden to null', which the role refused
     ):
         assert words in warning[0], warning[0]
     assert "see warnings" in result["reasons"]["kt_numa_nodes"]
