@@ -582,7 +582,8 @@ def _numa_ids_past_pools(plan: dict, ids: list[int], pools: int) -> str:
         "and write past its end (undefined behaviour: kt-kernel can print 'Core N inside NUMA node M not "
         "found' and leave that pool's threads unpinned). Not refused (not run here); the plan does not name "
         "the kernel's nodes of these hwloc indices: `ktinfra plan` on the host words the remedy (a cpuset "
-        "whose mems hold only the pools' nodes, and kt_numa_nodes null)"
+        "whose mems hold only the pools' nodes, and kt_numa_nodes null: the kt_serve role's "
+        "kt_serve_overrides {kt_numa_nodes: null})"
     )
 
 
