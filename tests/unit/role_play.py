@@ -14,7 +14,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "molecule" / "_shared"))  # ctrl_c, shared with the molecule verify tests
 from ansible_run import task_output  # noqa: E402,F401  (the unit tests import it from here)
-from ctrl_c import ctrl_c_until_exit, start_in_own_group  # noqa: E402
+from ctrl_c import ctrl_c_until_exit, kill_what_runs_under, start_in_own_group  # noqa: E402
 
 ROLES = REPO / "roles"
 # What kt_preflight leaves on a host for the roles after it (kt_serve, kt_train and kt_model_store refuse to
@@ -56,6 +56,7 @@ def interrupt_play(tmp: Path, tasks: list, extra: dict, when_exists: Path) -> tu
         while not os.path.lexists(when_exists) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
         ctrl_c_until_exit(proc, seconds=60)
+    kill_what_runs_under(tmp)  # the next play meets what the cut-off one left, not a race with it
     return proc.returncode, log.read_text()
 
 
