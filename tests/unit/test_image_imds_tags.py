@@ -9,13 +9,12 @@ botocore's Stubber pins the exact request."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import boto3
 import pytest
 from botocore.stub import Stubber
-from image_moto import DLAMI, publish_ami
+from image_moto import DLAMI, publish_ami, stand_in_packer
 from moto import mock_aws
 from typer.testing import CliRunner
 
@@ -25,23 +24,6 @@ from ktinfra.image import ImageError, aws, build
 SMOKE = Path(__file__).parents[1] / "integration" / "image" / "smoke-profile.yaml"
 REGION = "eu-north-1"
 BUILT = "ami-0123456789abcdef0"  # the AMI the stand-in packer's manifest names
-
-# records the variables file and its arguments, then writes the outputs a build leaves
-FAKE_PACKER = """#!{python}
-import json, os, shutil, sys
-open(os.environ["FAKE_CALLS"], "a").write(" ".join(sys.argv[1:]) + "\\n")
-if sys.argv[1] == "version":
-    print("Packer v1.6.6")
-if sys.argv[1] != "build":
-    sys.exit(0)
-var_file = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("-var-file="))
-shutil.copy(var_file, os.environ["FAKE_VARS_COPY"])
-out = json.load(open(var_file))["output_dir"]
-open(os.path.join(out, "packages.json"), "w").write(json.dumps({{"envs": {{}}}}))
-ami = {{"builder_type": "amazon-ebs", "artifact_id": "{region}:{ami}", "packer_run_uuid": "u"}}
-manifest = {{"builds": [ami], "last_run_uuid": "u"}}
-open(os.path.join(out, "packer-manifest.json"), "w").write(json.dumps(manifest))
-"""
 
 
 @pytest.fixture
@@ -61,9 +43,7 @@ def ec2(aws_env):
 
 @pytest.fixture
 def fake_packer(tmp_path, monkeypatch) -> Path:
-    packer = tmp_path / "packer"
-    packer.write_text(FAKE_PACKER.format(python=sys.executable, region=REGION, ami=BUILT))
-    packer.chmod(0o755)
+    packer = stand_in_packer(tmp_path / "packer", [f"{REGION}:{BUILT}"])
     monkeypatch.setenv("FAKE_CALLS", str(tmp_path / "packer-calls"))
     monkeypatch.setenv("FAKE_VARS_COPY", str(tmp_path / "vars.json"))
     return packer

@@ -8,12 +8,11 @@ base AMI failed only once packer had started and asked EC2 for the instance."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import boto3
 import pytest
-from image_moto import DLAMI, publish_ami
+from image_moto import DLAMI, publish_ami, stand_in_packer
 from moto import mock_aws
 
 from ktinfra.image import ImageError, aws, build
@@ -104,29 +103,12 @@ def test_an_ami_whose_size_is_not_said_keeps_the_profile_volume(tmp_path):
 # commas. Before, the manifest took everything after the first ':' as the AMI id ("ami-1,us-east-1:ami-2")
 # and the text before it as the region, and a missing or odd artifact_id made an image whose id was "".
 
-FAKE_PACKER = """#!{python}
-import json, os, sys
-if sys.argv[1] == "version":
-    print("Packer v1.6.6")
-if sys.argv[1] != "build":
-    sys.exit(0)
-var_file = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("-var-file="))
-out = json.load(open(var_file))["output_dir"]
-open(os.path.join(out, "packages.json"), "w").write(json.dumps({{"envs": {{}}}}))
-builds = [{{"builder_type": "amazon-ebs", "artifact_id": a, "packer_run_uuid": "u"}}
-          for a in json.loads(os.environ["FAKE_ARTIFACTS"])]
-manifest = {{"builds": builds, "last_run_uuid": "u"}}
-open(os.path.join(out, "packer-manifest.json"), "w").write(json.dumps(manifest))
-"""
-
 
 def _ami_build(tmp_path: Path, ec2, monkeypatch, artifacts: list) -> dict:
     publish_ami(REGION, "ami-000000000000000d1", DLAMI.format("20261001"), "2026-10-01T00:00:00")
     # the AMI the build makes, which --imds-v2 (the default) sets ImdsSupport on
     publish_ami(REGION, "ami-0123456789abcdef0", "ktinfra-kt-smoke-1790000000", "2026-11-01T00:00:00")
-    packer = tmp_path / "packer"
-    packer.write_text(FAKE_PACKER.format(python=sys.executable))
-    packer.chmod(0o755)
+    packer = stand_in_packer(tmp_path / "packer")
     monkeypatch.setenv("FAKE_ARTIFACTS", json.dumps(artifacts))
     return build.run(_req(tmp_path, SMOKE, packer=str(packer)), ec2=ec2)
 

@@ -8,35 +8,17 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import boto3
 import pytest
-from image_moto import DLAMI, publish_ami
+from image_moto import DLAMI, publish_ami, stand_in_packer
 from moto import mock_aws
 
 from ktinfra.image import TEMPLATE, build
 
 SMOKE = Path(__file__).parents[1] / "integration" / "image" / "smoke-profile.yaml"
 REGION = "eu-north-1"
-
-# records the variables file ktinfra hands to packer, then writes the outputs a build leaves
-FAKE_PACKER = """#!{python}
-import json, os, shutil, sys
-if sys.argv[1] == "version":
-    print("Packer v1.6.6")
-if sys.argv[1] != "build":
-    sys.exit(0)
-var_file = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("-var-file="))
-shutil.copy(var_file, os.environ["FAKE_VARS_COPY"])
-out = json.load(open(var_file))["output_dir"]
-open(os.path.join(out, "packages.json"), "w").write(json.dumps({{"envs": {{}}}}))
-ami = {{"builder_type": "amazon-ebs", "artifact_id": "{region}:ami-0123456789abcdef0",
-       "packer_run_uuid": "u"}}
-manifest = {{"builds": [ami], "last_run_uuid": "u"}}
-open(os.path.join(out, "packer-manifest.json"), "w").write(json.dumps(manifest))
-"""
 
 
 def source_block(text: str, kind: str, name: str) -> str:
@@ -80,9 +62,7 @@ def test_an_ami_build_is_tagged_with_its_manifests_start_time(tmp_path, ec2, mon
     publish_ami(REGION, "ami-000000000000000d1", DLAMI.format("20261001"), "2026-10-01T00:00:00")
     # the AMI the build makes, which --imds-v2 (the default) sets ImdsSupport on
     publish_ami(REGION, "ami-0123456789abcdef0", "ktinfra-kt-smoke-1790000000", "2026-11-01T00:00:00")
-    packer = tmp_path / "packer"
-    packer.write_text(FAKE_PACKER.format(python=sys.executable, region=REGION))
-    packer.chmod(0o755)
+    packer = stand_in_packer(tmp_path / "packer", [f"{REGION}:ami-0123456789abcdef0"])
     monkeypatch.setenv("FAKE_VARS_COPY", str(tmp_path / "vars.json"))
     req = build.BuildRequest(
         source="amazon-ebs", profile=str(SMOKE), region=REGION, out_root=tmp_path / "out", packer=str(packer)
