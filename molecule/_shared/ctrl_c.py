@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -57,22 +58,14 @@ def _kill_what_outlived(group: int) -> None:
 
 def _members(group: int) -> list[int]:
     """The live (not zombie) processes of process group `group`, from /proc."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
-        except (OSError, IndexError, ValueError):
-            continue  # ended while read
-        if int(pgrp) == group and state != "Z":
-            found.append(int(stat.parent.name))
-    return found
+    return _live(lambda _proc, fields: int(fields[2]) == group)
 
 
 def kill_what_runs_under(root: Path, seconds: float = 30) -> None:
     """SIGKILL, and wait for, every live process whose executable or command line names a path under `root`
-    (a test's folder), wherever its process group is: _kill_what_outlived missed one in CI, a run's `venv
-    --clear` again failing with "Directory not empty: '_internal'" while the cut-off run's pip, run by the
-    venv's own python, was still writing there."""
+    (a test's folder), wherever its process group is: _kill_what_outlived missed one on a loaded run here, a
+    run's `venv --clear` again failing with "Directory not empty: '_internal'" while the cut-off run's pip,
+    run by the venv's own python, was still writing there."""
     deadline = time.monotonic() + seconds
     while (found := _running_under(str(root))) and time.monotonic() < deadline:
         for pid in found:
@@ -84,21 +77,28 @@ def kill_what_runs_under(root: Path, seconds: float = 30) -> None:
 
 
 def _running_under(root: str) -> list[int]:
+    """The live processes whose executable or an argument names `root` or a path under it."""
+
+    def names_root(proc: Path, _fields: list[str]) -> bool:
+        names = [
+            os.readlink(proc / "exe"),
+            *(proc / "cmdline").read_bytes().decode(errors="replace").split("\0"),
+        ]
+        return any(name == root or f"{root}/" in name for name in names)
+
+    return _live(names_root)
+
+
+def _live(match: Callable[[Path, list[str]], bool]) -> list[int]:
+    """The pids of the live (not zombie) processes but this one for which match(/proc/PID, the fields of its
+    stat after the command name) holds; one that ends, or is not ours to read, while it is looked at is left
+    out."""
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
-        pid = int(proc.name)
-        if pid == os.getpid():
-            continue
         try:
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            names = [
-                os.readlink(proc / "exe"),
-                *(proc / "cmdline").read_bytes().decode(errors="replace").split("\0"),
-            ]
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] != "Z" and int(proc.name) != os.getpid() and match(proc, fields):
+                found.append(int(proc.name))
         except (OSError, IndexError, ValueError):
-            continue  # ended while read, or not ours to read
-        if state != "Z" and any(
-            name == root or name.startswith(root + "/") or f"{root}/" in name for name in names
-        ):
-            found.append(pid)
+            continue
     return found

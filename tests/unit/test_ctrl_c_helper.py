@@ -6,6 +6,7 @@ nothing the interrupted command started is still running. Before, a child that o
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -42,3 +43,32 @@ def test_what_the_interrupted_command_left_running_is_stopped_before_it_returns(
     assert ticks.stat().st_size == written, "the child ignoring SIGINT still writes after the helper returned"
     stat = Path(f"/proc/{child}/stat")
     assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"  # gone or a zombie
+
+
+def test_what_runs_under_the_test_folder_outside_the_group_is_stopped_too(tmp_path):
+    """interrupt_play's second sweep (kill_what_runs_under): a process that left the play's process group
+    (its own session) but runs on a path under the test's folder is stopped; one elsewhere is left alone."""
+    from ctrl_c import kill_what_runs_under
+
+    ticks = tmp_path / "ticks"
+    writer = [
+        sys.executable,
+        "-c",
+        "import sys, time\nwhile True: open(sys.argv[1], 'a').write('x'); time.sleep(0.02)",
+    ]
+    inside = subprocess.Popen([*writer, str(ticks)], start_new_session=True)
+    outside = subprocess.Popen([*writer, "/dev/null"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not ticks.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        kill_what_runs_under(tmp_path)
+        assert inside.wait(timeout=5) == -9
+        written = ticks.stat().st_size
+        time.sleep(0.2)
+        assert ticks.stat().st_size == written
+        assert outside.poll() is None
+    finally:
+        for proc in (inside, outside):
+            proc.kill()
+            proc.wait()
