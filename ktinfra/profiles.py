@@ -580,8 +580,20 @@ def _same_version(installed: str, pinned: str) -> bool:
     return have[:3] == want[:3] and (want[3] is None or have[3] == want[3])
 
 
+# the userinfo and the query of an http(s) URL, where a git source or a `name @ URL` wheel keeps its token
+# (the rule of kt_common's ktinfra_url_secrets_hidden filter, which the roles use on what they print)
+_URL_USERINFO = re.compile(r"(https?://)[^/\"@\s?#]*@")
+_URL_QUERY = re.compile(r"(https?://[^\"\s?#]*)[?][^\"\s#]*")
+
+
+def without_url_secrets(text: str) -> str:
+    """`text` with every http(s) URL's user:token@ and ?query left out."""
+    return _URL_QUERY.sub(r"\1", _URL_USERINFO.sub(r"\1", text))
+
+
 def freeze_drift(env: dict, freeze_text: str) -> list[str]:
-    """Problems when the installed env differs from the profile: wrong pin, missing, or excluded present."""
+    """Problems when the installed env differs from the profile: wrong pin, missing, or excluded present. The
+    URLs they name are shown without their secrets: kt_python_env prints these problems in its failure."""
     installed = parse_freeze(freeze_text)
     problems = []
     for name, version in sorted(pins(env).items()):
@@ -597,4 +609,4 @@ def freeze_drift(env: dict, freeze_text: str) -> list[str]:
             problems.append(
                 f"{env['name']}: {name} must not be in this env, found {installed[normalize(name)]}"
             )
-    return problems
+    return [without_url_secrets(problem) for problem in problems]

@@ -393,3 +393,19 @@ def test_an_env_made_with_another_python_is_refused_before_the_install(tmp_path,
     assert (
         envcheck.made_with_full_python(tmp_path / "envs" / "kt-sft") is None
     )  # no env there: nothing to refuse
+
+
+def test_freeze_drift_names_urls_without_their_tokens():
+    """kt_python_env fails with these problems at the default verbosity: a git source's https://user:token@
+    and a `name @ URL?token=` install printed their tokens there."""
+    profile = profiles.load_profile("kt-0.7")
+    profile["envs"]["sft"]["git"] = [{"name": "probe", "repo": "https://ci:g1t-t0ken@example.org/probe.git"}]
+    env = profiles.env_spec(profile, "sft")
+    freeze = "ktransformers==0.7.2\nkt_kernel==0.7.2\ntorch==2.9.1\n"
+    freeze += "torchaudio @ https://files.example.org/torchaudio-2.11.0.whl?X-Amz-Signature=s1gn3d\n"
+    problems = profiles.freeze_drift(env, freeze)
+    assert "kt-sft: probe from https://example.org/probe.git is not installed" in problems
+    # the query runs to the next space, as in the filter: the comma after it goes with it
+    wheel = "https://files.example.org/torchaudio-2.11.0.whl"
+    assert f"kt-sft: torchaudio is {wheel} the profile pins 2.9.1" in problems
+    assert not [p for p in problems if "t0ken" in p or "s1gn3d" in p or "ci:" in p]
