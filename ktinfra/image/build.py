@@ -143,6 +143,11 @@ def check_input(req: BuildRequest) -> tuple[dict, dict, str]:
         raise ImageError(
             f"--aws-tag tags what an amazon-ebs build makes on AWS; this is --source {req.source}"
         )
+    if not req.imds_v2 and req.source != "amazon-ebs":
+        raise ImageError(
+            f"--no-imds-v2 leaves an amazon-ebs build's AMI without the IMDSv2 requirement; this is --source "
+            f"{req.source}, which makes no AMI"
+        )
     if req.source == "amazon-ebs":
         aws.parse_tags(req.aws_tags, KTINFRA_TAGS)
         aws.check_names(req.region, req.source_ami)

@@ -209,3 +209,15 @@ def test_aws_tag_on_a_docker_build_is_refused(tmp_path):
     assert "error: --aws-tag tags what an amazon-ebs build makes on AWS; this is --source docker" in (
         result.output.replace("\n", "")
     )
+
+
+def test_no_imds_v2_on_a_docker_build_is_refused(tmp_path):
+    """Before: taken and ignored, as if the image had been built without what was asked."""
+    args = ["image", "build", "--check", "--out", str(tmp_path / "out"), "--no-imds-v2"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert (
+        "error: --no-imds-v2 leaves an amazon-ebs build's AMI without the IMDSv2 requirement; this is "
+        in (result.output.replace("\n", ""))
+    )
+    assert not (tmp_path / "out").exists()
