@@ -139,13 +139,15 @@ def test_no_governor_a_container_or_no_cpufreq_asks_nothing(tmp_path, extra):
     assert calls == [] and not (tmp_path / "systemctl.log").exists()
 
 
-def test_with_stop_a_unit_file_in_etc_that_mask_cannot_replace_is_refused_first(tmp_path):
+def test_with_stop_a_unit_file_where_the_mask_goes_is_refused_first(tmp_path):
     """systemctl mask fails on /etc/systemd/system/<unit> itself (File ... already exists): found in the real
-    systemd container with a stand-in unit there; the play stopped one daemon and failed on masking."""
-    own = RUNNING.replace("/lib/systemd/system/x", "/etc/systemd/system/tuned.service")
-    units = {"tuned.service": own, "power-profiles-daemon.service": RUNNING}
+    systemd container with a stand-in unit there; the play stopped one daemon and failed on masking. The
+    folder is kt_host_tuning__unit_dir (config_paths: in tmp_path); before, `fixed` was any FragmentPath
+    under /etc/, so a unit file in that folder was masked over."""
+    own_file = tmp_path / "unit-links" / "tuned.service"
+    units = {"tuned.service": RUNNING.replace("/lib/systemd/system/x", str(own_file)),
+             "power-profiles-daemon.service": RUNNING}  # fmt: skip
     rc, output, calls, governor = tune(tmp_path, units, {"kt_host_tuning_governor_daemons": "stop"})
     assert rc != 0, output[-3000:]
-    refusal = "/etc/systemd/system/tuned.service: systemctl mask cannot replace a unit file"
-    assert refusal in output, output[-3000:]
-    assert calls == [] and governor == "powersave"
+    assert f"{own_file}: systemctl mask cannot replace a unit file" in output, output[-3000:]
+    assert "nothing was changed" in output and calls == [] and governor == "powersave"
