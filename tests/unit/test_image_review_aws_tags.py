@@ -10,15 +10,13 @@ import json
 import re
 from pathlib import Path
 
-import boto3
-import pytest
 from image_moto import DLAMI, publish_ami, stand_in_packer
-from moto import mock_aws
+from test_image_review_aws import REGION
+from test_image_review_aws import ec2 as ec2  # noqa: F401  (moto's EC2 in REGION, the fixture)
 
 from ktinfra.image import TEMPLATE, build
 
 SMOKE = Path(__file__).parents[1] / "integration" / "image" / "smoke-profile.yaml"
-REGION = "eu-north-1"
 
 
 def source_block(text: str, kind: str, name: str) -> str:
@@ -48,14 +46,6 @@ def test_the_amazon_source_tags_the_ami_snapshots_instance_and_volumes_from_one_
     settings = top_level_settings(source_block(TEMPLATE.read_text(), "amazon-ebs", "kt"))
     assert settings["tags"] == settings["snapshot_tags"] == "local.aws_tags"
     assert settings["run_tags"] == settings["run_volume_tags"] == "local.aws_build_tags"
-
-
-@pytest.fixture
-def ec2(monkeypatch):
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(key, "testing")
-    with mock_aws():
-        yield boto3.client("ec2", region_name=REGION)
 
 
 def test_an_ami_build_is_tagged_with_its_manifests_start_time(tmp_path, ec2, monkeypatch):
