@@ -5,6 +5,7 @@ both failed at "Build the ktinfra wheel from the controller checkout"."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -46,3 +47,34 @@ def test_a_failed_build_says_so_and_leaves_no_wheel(tmp_path):
     )
     assert proc.returncode != 0 and "pip wheel failed" in proc.stderr and proc.stdout == ""
     assert not list(dist.glob("ktinfra-*.whl")) and not list(dist.glob(".build-*"))
+
+
+def test_a_build_into_another_dist_folder_waits_for_the_one_on_the_same_checkout(tmp_path):
+    """The unit tests build into tmp folders of their own from this one checkout; setuptools' build/ in it is
+    shared, and two at once failed with "File exists: build/bdist.linux-x86_64/wheel/...". A build holds the
+    checkout's lock (flock on its directory): here the test holds it, and the build waits until it lets go."""
+    source_fd = os.open(REPO, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(source_fd, fcntl.LOCK_EX)
+        run = _start(tmp_path / "dist")
+        try:
+            run.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        assert run.poll() is None, "the build went on while another held the checkout"
+    finally:
+        os.close(source_fd)
+    out, err = run.communicate(timeout=600)
+    assert run.returncode == 0, err[-2000:]
+    assert Path(out.strip()).parent == tmp_path / "dist"
+
+
+def test_a_missing_checkout_is_named_without_a_traceback(tmp_path):
+    missing = tmp_path / "no-such-checkout"
+    proc = subprocess.run(
+        [sys.executable, str(BUILD), str(missing), str(tmp_path / "dist")], capture_output=True, text=True
+    )
+    assert (
+        proc.returncode == 1
+        and proc.stderr.strip() == f"cannot build from {missing}: No such file or directory"
+    )
