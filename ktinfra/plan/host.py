@@ -372,30 +372,46 @@ def hwloc_indices(facts: dict, nodes: list[int]) -> list[int]:
     return [ranks[node] if node in ranks else next(unseen) for node in nodes]
 
 
-def numa_ids_past_pools(ids: list[int] | None, nodes: list[int]) -> str | None:
+_VECTOR_PAST_END = (
+    "kt-kernel 0.7.2 (cpu_backend/worker_pool.cpp, WorkerPool::init and NumaJobDistributor::init) counts "
+    "each node's threads in a vector sized by the pool count and indexed by the node id"
+)
+
+
+def numa_ids_past_pools(ids: list[int] | None, nodes: list[int] | None = None) -> str | None:
     """Why --kt-numa-nodes `ids` (hwloc indices of the kernel's `nodes`, one per pool) trip kt-kernel, or
     None. kt-kernel 0.7.2 cpu_backend/worker_pool.cpp (WorkerPool::init, NumaJobDistributor::init) keeps
     the threads placed so far per node in numa_threads_count, a vector sized by the pool count and indexed by
     the node id: an id at or past the pool count reads and writes past its end. A warning, not a problem: a
     small id stays within the block glibc's malloc hands out for the vector (24 usable bytes, 6 ints, for up
     to 6 pools), so the harm expected is to pinning, not a crash (not run); a cpuset whose mems hold only
-    the pools' nodes makes hwloc number them 0..n-1, and the plan then names none."""
+    the pools' nodes makes hwloc number them 0..n-1, and the plan then names none. `nodes` None (render, from
+    a plan file, which holds no kernel node of these ids): the same defect, the remedy pointed to."""
     pools = len(ids or ())
     past = [i for i in ids or () if i >= pools]
     if not past:
         return None
+    listed = " ".join(map(str, ids))
+    if nodes is None:
+        return (
+            f"kt_numa_nodes {listed} for {pools} pool(s): id(s) {_nodes(set(past))} at or past the pool "
+            f"count: {_VECTOR_PAST_END}, so those ids read and write past its end (undefined behaviour: "
+            "kt-kernel can print 'Core N inside NUMA node M not found' and leave that pool's "
+            "threads unpinned). Not refused (not run here); the plan does not name the kernel's nodes of "
+            "these hwloc indices: `ktinfra plan` on the host words the remedy (a cpuset whose mems hold only "
+            "the pools' nodes, and kt_numa_nodes null: the kt_serve role's kt_serve_overrides "
+            "{kt_numa_nodes: null})"
+        )
     kernel = ",".join(map(str, sorted(nodes)))
     return (
-        f"kt_numa_nodes {' '.join(map(str, ids))} (kernel node(s) {_nodes(nodes)}) for {pools} pool(s): "
-        "kt-kernel 0.7.2 (cpu_backend/worker_pool.cpp, WorkerPool::init and NumaJobDistributor::init) "
-        "counts each node's threads in a vector sized by the pool count and indexed by the node id, so "
-        f"id(s) {_nodes(past)} read and write past its end (undefined behaviour: a pool's first core can "
-        "come out as garbage, kt-kernel then prints 'Core N inside NUMA node M not found' and leaves that "
-        "pool's threads unpinned; an id far past the count can overwrite other heap memory); and the thread "
-        "that builds pool i binds its memory to hwloc node i, not to the pool's named node "
-        "(NumaJobDistributor::worker_thread). The plan keeps the layout (not refused: a small id stays "
-        "within the vector's heap block, so kt-kernel is expected to start; not run here); to avoid both, "
-        f"serve in a cpuset whose mems hold node(s) {_nodes(nodes)} only, so that hwloc "
+        f"kt_numa_nodes {listed} (kernel node(s) {_nodes(nodes)}) for {pools} pool(s): "
+        f"{_VECTOR_PAST_END}, so id(s) {_nodes(past)} read and write past its end (undefined behaviour: a "
+        "pool's first core can come out as garbage, kt-kernel then prints 'Core N inside NUMA node M not "
+        "found' and leaves that pool's threads unpinned; an id far past the count can overwrite other heap "
+        "memory); and the thread that builds pool i binds its memory to hwloc node i, not to the pool's "
+        "named node (NumaJobDistributor::worker_thread). The plan keeps the layout (not refused: a small id "
+        "stays within the vector's heap block, so kt-kernel is expected to start; not run here); to avoid "
+        f"both, serve in a cpuset whose mems hold node(s) {_nodes(nodes)} only, so that hwloc "
         f"numbers them from 0 and no --kt-numa-nodes is needed: docker run --cpuset-mems {kernel} with the "
         f"plan made inside that container, or AllowedMemoryNodes={kernel} in kt_serve_unit_dropin with "
         "kt_serve_overrides {kt_numa_nodes: null} (the kt_serve role then passes no --kt-numa-nodes)"

@@ -14,7 +14,7 @@ from pathlib import Path
 from ktinfra.facts.cpulist import parse_cpulist
 from ktinfra.int8_weights import MANIFEST_NAME
 from ktinfra.plan.formats import CPU_VARIANT_ENV, CPU_VARIANTS, LEGACY_CPU_VARIANTS
-from ktinfra.plan.host import numa_ids_out_of_order
+from ktinfra.plan.host import numa_ids_out_of_order, numa_ids_past_pools
 from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS, port_problem
 from ktinfra.render.common import (
     Rendered,
@@ -561,30 +561,21 @@ def numa_warnings(plan: dict) -> list[str]:
         return []
     pools = serve["kt_threadpool_count"]
     if max(ids) >= pools:
-        return [_numa_ids_past_pools(plan, ids, pools)]
+        return [_numa_ids_past_pools(plan, ids)]
     warning = numa_ids_out_of_order(ids)
     return [warning] if warning else []
 
 
-def _numa_ids_past_pools(plan: dict, ids: list[int], pools: int) -> str:
-    """The planner's own warning where the plan made this list (plan.host.numa_ids_past_pools names the
-    kernel's nodes from the host's facts), else the same defect without them."""
-    listed = " ".join(map(str, ids))
+def _numa_ids_past_pools(plan: dict, ids: list[int]) -> str:
+    """The planner's own warning where the plan made this list (it names the kernel's nodes from the host's
+    facts), else the same defect without them."""
     planned = plan.get("warnings")
     for warning in planned if isinstance(planned, list) else ():
-        if isinstance(warning, str) and warning.startswith(f"kt_numa_nodes {listed} (kernel node(s) "):
+        if isinstance(warning, str) and warning.startswith(
+            f"kt_numa_nodes {' '.join(map(str, ids))} (kernel node(s) "
+        ):
             return warning
-    past = ", ".join(str(i) for i in sorted(set(ids)) if i >= pools)
-    return (
-        f"kt_numa_nodes {listed} for {pools} pool(s): id(s) {past} at or past the pool count: kt-kernel "
-        "0.7.2 (cpu_backend/worker_pool.cpp, WorkerPool::init and NumaJobDistributor::init) counts each "
-        "node's threads in a vector sized by the pool count and indexed by the node id, so those ids read "
-        "and write past its end (undefined behaviour: kt-kernel can print 'Core N inside NUMA node M not "
-        "found' and leave that pool's threads unpinned). Not refused (not run here); the plan does not name "
-        "the kernel's nodes of these hwloc indices: `ktinfra plan` on the host words the remedy (a cpuset "
-        "whose mems hold only the pools' nodes, and kt_numa_nodes null: the kt_serve role's "
-        "kt_serve_overrides {kt_numa_nodes: null})"
-    )
+    return numa_ids_past_pools(ids)
 
 
 def _flag_owner(flag: str) -> str | None:
