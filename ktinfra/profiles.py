@@ -582,8 +582,8 @@ def _same_version(installed: str, pinned: str) -> bool:
 
 # the userinfo and the query of an http(s) URL, where a git source or a `name @ URL` wheel keeps its token
 # (the rule of kt_common's ktinfra_url_secrets_hidden filter, which the roles use on what they print)
-_URL_USERINFO = re.compile(r"(https?://)[^/\"@\s?#]*@")
-_URL_QUERY = re.compile(r"(https?://[^\"\s?#]*)[?][^\"\s#]*")
+_URL_USERINFO = re.compile(r"(?i)(https?://)[^/\"\s?#]*@")
+_URL_QUERY = re.compile(r"(?i)(https?://[^\"\s?#]*)[?][^\"\s#]*")
 
 
 def without_url_secrets(text: str) -> str:

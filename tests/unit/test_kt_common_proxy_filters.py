@@ -86,3 +86,28 @@ def test_the_profiles_index_is_read_from_its_text_and_anything_else_is_none():
     )
     for text in ["pip: {}\n", "name: x\n", "- a\n", "pip: [\n", "", None, "pip:\n  index_url: 3\n"]:
         assert plugin.ktinfra_profile_index_url(text) == "", text
+
+
+def test_url_secrets_are_hidden_by_the_filter_as_by_ktinfra_profiles():
+    """The roles print with ktinfra_url_secrets_hidden, ktinfra's drift messages with
+    profiles.without_url_secrets: two copies of one rule (a filter plugin cannot import ktinfra on every
+    controller). Both must leave out the same user:token@ and ?query, and keep everything else."""
+    from ktinfra.profiles import without_url_secrets
+
+    texts = [
+        "git+https://oauth2:ghp_TOKEN@git.lab/kt/sglang.git@v0.7.2#egg=sglang",
+        "kt-kernel @ https://files.lab/kt_kernel-0.7.2-cp312.whl?X-Amz-Signature=abc&t=1 is missing",
+        'pip said "https://u:p@mirror.lab/simple/?key=1#frag" and http://plain.lab/simple',
+        "HTTPS://User@Host/x http://a@b@c/d?e=f g",
+        "no url here, user:token@host and ?query=1",
+        "two: https://a:b@x.lab/p?q=1 https://c@y.lab?r#s",
+        "",
+    ]
+    for text in texts:
+        assert plugin.ktinfra_url_secrets_hidden(text) == without_url_secrets(text), text
+    assert without_url_secrets(texts[0]) == "git+https://git.lab/kt/sglang.git@v0.7.2#egg=sglang"
+    assert (
+        without_url_secrets(texts[1]) == "kt-kernel @ https://files.lab/kt_kernel-0.7.2-cp312.whl is missing"
+    )
+    # a scheme is case-insensitive; a raw @ in a password: urllib (pip) takes the host after the last @
+    assert without_url_secrets(texts[3]) == "HTTPS://Host/x http://c/d g"

@@ -39,8 +39,8 @@ import yaml
 
 _PROXY = re.compile(r"(?i)(https?|socks5h?)://([^\s@]+@)?[^/\s@]+/?")
 _NOT_A_HOST = re.compile(r"://|\s")
-_URL_USERINFO = re.compile(r"(https?://)[^/\"@\s?#]*@")
-_URL_QUERY = re.compile(r"(https?://[^\"\s?#]*)[?][^\"\s#]*")
+_URL_USERINFO = re.compile(r"(?i)(https?://)[^/\"\s?#]*@")
+_URL_QUERY = re.compile(r"(?i)(https?://[^\"\s?#]*)[?][^\"\s#]*")
 CA_NAMES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE")
 
 
