@@ -26,7 +26,9 @@ from test_kt_host_tuning_sleep_hook import HOOK
 ROLE = ROLES / "kt_host_tuning"
 # what the play itself leaves in tmp: run_play's playbook and vars, the stand-in systemctl's log
 PLAY_FILES = {"play.yml", "vars.json", "systemctl.log"}
-IN_ETC = RUNNING.replace("/lib/systemd/system/x", "/etc/systemd/system/tuned.service")
+# a unit file where the mask link goes, kt_host_tuning__unit_dir (config_paths: tmp/unit-links; before
+# db5b709 any FragmentPath under /etc/ counted, and this case named /etc/systemd/system)
+IN_UNIT_DIR = RUNNING.replace("/lib/systemd/system/x", "{tmp}/unit-links/tuned.service")
 
 
 def host(tmp: Path, units: dict[str, str], files: dict[str, str]) -> None:
@@ -89,13 +91,15 @@ def files(tmp: Path) -> dict[str, str | None]:
      ("refuse", {"tuned.service": RUNNING}, {}, "tuned.service (active, enabled) sets the CPU governor"),
      ("stop", {"tlp.service": RUNNING}, GOVERNOR_CONF | {"sleep/systemd/tlp": HOOK},
       "sleep/systemd/tlp runs `tlp resume` after each resume"),
-     ("stop", {"tuned.service": IN_ETC}, {},
-      "/etc/systemd/system/tuned.service: systemctl mask cannot replace a unit file")],
-    ids=["tlp-governor", "tuned", "stop-tlp-sleep-hook", "stop-unit-file-in-etc"],
+     ("stop", {"tuned.service": IN_UNIT_DIR}, {},
+      "{tmp}/unit-links/tuned.service: systemctl mask cannot replace a unit file")],
+    ids=["tlp-governor", "tuned", "stop-tlp-sleep-hook", "stop-unit-file-where-the-mask-goes"],
 )  # fmt: skip
 def test_a_refused_run_leaves_no_record_and_no_file(tmp_path, daemons, units, config, refusal):
     """Before: each refusal came after the record: state/host-tuning.json was left, 0600, with the host's
     values, while the message said nothing was changed."""
+    units = {unit: state.replace("{tmp}", str(tmp_path)) for unit, state in units.items()}
+    refusal = refusal.replace("{tmp}", str(tmp_path))
     host(tmp_path, units, config)
     before = files(tmp_path)
     rc, output = tune(tmp_path, daemons)
