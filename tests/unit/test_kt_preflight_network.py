@@ -80,6 +80,9 @@ def _asked(server, path: str = DEP) -> list[tuple[str, str | None]]:
 # ---- proxy and CA bundle ----
 
 
+# slow: the same tool install through the proxy, Basic auth and password kept out (at -vvv) as
+# test_kt_preflight_proxy_secret.py::test_the_proxy_password_stays_out_of_vvv_and_the_file_is_removed
+@pytest.mark.slow
 def test_the_proxy_carries_the_tool_install_and_its_password_is_not_shown(tmp_path, index, proxy):
     """Before: there were no such variables; pip asked the index directly, the proxy was never asked (on a
     lab whose only way out is the proxy, the very first role failed)."""
@@ -154,6 +157,9 @@ def test_a_failed_install_through_a_proxy_with_a_password_names_pips_error_not_t
 # ---- the index: role variable > the host's pip configuration > pip's default ----
 
 
+# slow: the same tool.yml probe and rule (an index in the host's pip.conf: no --index-url from the profile) as
+# test_kt_preflight_proxy_secret.py::test_a_host_pip_conf_naming_pypi_itself_wins_over_the_profiles_index
+@pytest.mark.slow
 def test_the_hosts_pip_conf_mirror_is_used(tmp_path, index):
     conf = tmp_path / "pip.conf"
     conf.write_text(f"[global]\nindex-url = http://127.0.0.1:{index.port}/simple\n")

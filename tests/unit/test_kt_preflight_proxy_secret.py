@@ -70,6 +70,10 @@ def _site_profile(tmp: Path, index_url: str) -> dict:
     return {"kt_preflight_stack": str(tmp / "site.yaml"), "kt_python_env_profile": str(tmp / "site.yaml")}
 
 
+# slow: a preflight that ignores the profile's index fails
+# test_an_index_a_later_pip_conf_empties_is_none_and_the_profiles_is_used; the host's wins:
+# test_a_host_pip_conf_naming_pypi_itself_wins_over_the_profiles_index
+@pytest.mark.slow
 def test_the_profiles_index_is_used_and_the_hosts_pip_index_wins_over_it(tmp_path, wheels):  # noqa: F811
     """Before: preflight did not read the profile's index_url: with no index variable and no host
     configuration its pip asked PyPI, not the lab's mirror that the profile names (kt_python_env asked it)."""

@@ -110,6 +110,9 @@ def test_an_envs_own_pip_conf_mirror_is_used_over_the_profile_index(tmp_path, in
     assert _asked(index), index.asked
 
 
+# slow: the host's index over the profile's: test_the_hosts_pip_conf_mirror_is_used_over_the_profile_index
+# (same index_from rule); the role variable first: test_kt_common_proxy_filters.py
+@pytest.mark.slow
 def test_pip_index_url_of_the_host_is_used_and_the_role_variable_wins_over_it(tmp_path, index):
     other = serve_index(tmp_path / "files")
     try:
@@ -129,6 +132,9 @@ def test_pip_index_url_of_the_host_is_used_and_the_role_variable_wins_over_it(tm
 # ---- proxy and CA bundle ----
 
 
+# slow: the same download through the proxy, Basic auth and password kept out (at -vvv) as
+# test_kt_python_env_proxy_secret.py::test_the_proxy_password_and_index_token_stay_out_of_vvv_and_the_file_is_removed  # noqa: E501
+@pytest.mark.slow
 def test_the_proxy_variables_carry_the_downloads_and_its_password_is_not_shown(tmp_path, index, proxy):
     """Before: there were no such variables; the play ran, the proxy was never asked."""
     extra = {

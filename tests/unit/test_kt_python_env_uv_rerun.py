@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from role_play import interrupt_play, run_play, task_output
 
 UV = [{"ansible.builtin.include_role": {"name": "kt_python_env", "tasks_from": "uv"}}]
@@ -45,6 +46,9 @@ def _truncate(wheel: Path) -> None:
     wheel.write_bytes(data[: len(data) // 2])
 
 
+# slow: the same zip check and removal in uv.yml as
+# test_offline_a_truncated_uv_wheel_is_removed_and_the_envs_use_pip
+@pytest.mark.slow
 def test_a_truncated_uv_wheel_in_the_wheelhouse_is_downloaded_again(tmp_path):
     """Before: the wheel was found by its name, not downloaded again, and every run failed installing uv from
     it (zipfile.BadZipFile)."""

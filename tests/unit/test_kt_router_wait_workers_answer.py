@@ -82,6 +82,9 @@ def test_with_no_worker_routed_a_refused_connection_is_waited_for_and_named(tmp_
     assert "k3y" not in output
 
 
+# slow: the same none-routed wait in health.yml as
+# test_with_no_worker_routed_a_refused_connection_is_waited_for_and_named
+@pytest.mark.slow
 def test_a_lone_worker_that_comes_up_after_the_first_checks_passes(tmp_path, router):
     """Before (e4ea906): its refused /health after 15 s failed the run while the worker was loading its
     model; the router lists it healthy at its 6th check."""
@@ -91,6 +94,9 @@ def test_a_lone_worker_that_comes_up_after_the_first_checks_passes(tmp_path, rou
     assert Router.workers_asked == 6, output[-3000:]
 
 
+# slow: the same {up, dead} wait and "routes to 1 of 2" line as
+# test_kt_router_wait_no_error_line.py::test_a_worker_wait_that_runs_out_and_goes_on_prints_no_error
+@pytest.mark.slow
 def test_the_others_go_on_when_one_worker_refuses_connections(tmp_path, router):
     """A down host does not fail the run when the router routes to another worker; it is named."""
     dead = nothing_listens()

@@ -79,6 +79,10 @@ def test_a_retrain_with_a_changed_recipe_cut_by_a_reboot_is_not_taken_for_finish
     assert list((tmp_path / "loras").iterdir()) == []
 
 
+# slow: the same start: true case (metrics newer than adapter and recipe, unit forgotten: finished, handed
+# over) as test_kt_train_review7_finished_runs.py's
+# test_a_finished_run_is_not_started_again_by_every_play_and_is_handed_over
+@pytest.mark.slow
 def test_a_run_that_finished_before_a_reboot_is_still_finished(tmp_path):
     """Guard: the run trained with the recipe the play installed and wrote its metrics last."""
     finished(tmp_path, "done")
