@@ -503,11 +503,22 @@ def _require_imds_v2(prep: Prepared, result: dict, ec2, line: Callable[[str], No
     req = prep.request
     if req.source != "amazon-ebs" or not req.imds_v2:
         return None
+    ami = result["image"]["id"]
     try:
-        aws.require_imds_v2(ec2, result["image"]["id"], req.region)
+        aws.require_imds_v2(ec2, ami, req.region)
     except ImageError as exc:
-        line(f"AMI {result['image']['id']}: setting ImdsSupport to v2.0 failed")  # the error follows
+        line(f"AMI {ami}: setting ImdsSupport to v2.0 failed")  # the error follows
         return str(exc)
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or SIGTERM (sigterm_unwinds)
+        # the AMI exists: before, the interrupt went on to the build's cleanup, which removed the stage and
+        # with it the only record of the AMI's id; now the build is put in place and the command fails
+        line(f"AMI {ami}: interrupted while setting ImdsSupport to v2.0")
+        return (
+            f"interrupted while setting AMI {ami}'s ImdsSupport to v2.0: the AMI was built and exists in "
+            f"{req.region}; whether the setting took is unknown (`aws ec2 describe-image-attribute --region "
+            f"{req.region} --image-id {ami} --attribute imdsSupport`); set it with `aws ec2 "
+            f"modify-image-attribute --region {req.region} --image-id {ami} --imds-support v2.0`"
+        )
     result["image"]["imds_support"] = "v2.0"
     line(f"AMI {result['image']['id']}: ImdsSupport set to v2.0 (instances started from it require IMDSv2)")
     return None

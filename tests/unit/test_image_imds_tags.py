@@ -154,6 +154,32 @@ def test_a_failed_imds_call_is_said_too_when_the_output_cannot_be_put_in_place(
     assert f"Also: AMI {BUILT} was built and exists in {REGION}, but setting its ImdsSupport" in text
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), SystemExit(143)], ids=["ctrl-c", "sigterm"])
+def test_an_interrupt_while_setting_imds_keeps_the_build_and_names_the_ami(
+    tmp_path, ec2, fake_packer, monkeypatch, stop
+):
+    """The AMI exists once packer is done. Before, a Ctrl-C (or SIGTERM, sigterm_unwinds' SystemExit) during
+    the ImdsSupport call went on to the build's cleanup, which removed the stage: the manifest, the only
+    record of the AMI's id, was gone. Now the build is put in place (imds_support null) and the command
+    fails naming the AMI and how to check and set it."""
+    publish_ami(REGION, BUILT, "ktinfra-kt-smoke-1790000000", "2026-11-01T00:00:00")
+
+    def interrupted(*_args):
+        raise stop
+
+    monkeypatch.setattr(aws, "require_imds_v2", interrupted)
+    with pytest.raises(ImageError) as info:
+        build.run(_req(tmp_path, fake_packer), ec2=ec2)
+    text = str(info.value)
+    assert text.startswith(
+        f"interrupted while setting AMI {BUILT}'s ImdsSupport to v2.0: the AMI was built"
+    ), text
+    assert f"--image-id {BUILT} --imds-support v2.0" in text and "the build's manifest is " in text
+    written = _written_manifest(tmp_path)
+    assert written["image"]["id"] == BUILT and written["image"]["imds_support"] is None
+    assert not (tmp_path / "out" / "smoke-amazon-ebs.partial").exists()
+
+
 def test_aws_tags_reach_the_template_and_the_manifest(tmp_path, ec2, fake_packer):
     publish_ami(REGION, BUILT, "ktinfra-kt-smoke-1790000000", "2026-11-01T00:00:00")
     tags = ["team=kt", "Name=my-kt", "cost-center=", "path=a=b"]
