@@ -62,7 +62,8 @@ def _url_package(tmp_path):
 def test_the_env_records_are_0600_and_the_freeze_is_not_printed(tmp_path):
     """A real install of a package given by URL with ?token= at -vvv (which prints all -v does). Before: the
     records were 0644 and 'Record pip freeze' printed the freeze (its stdout) with the token; a re-run over
-    records left 0644 makes them 0600 without installing again."""
+    records left 0644 makes them 0600 without installing again, and a --check before it (which chmods
+    nothing) said "would be (re)installed" for the mode alone."""
     with _url_package(tmp_path) as install:
         rc, output = install(["-vvv"])
         freeze = (tmp_path / "env" / "ktinfra-freeze.txt").read_text()
@@ -72,6 +73,8 @@ def test_the_env_records_are_0600_and_the_freeze_is_not_printed(tmp_path):
         assert modes == dict.fromkeys(RECORDS, "0o600")
         for name in RECORDS:
             (tmp_path / "env" / name).chmod(0o644)
+        rc, checked = install(["--check"])
+        assert rc == 0 and "would be (re)installed" not in checked, checked[-3000:]  # the mode alone: no
         rc, output = install([])
     assert rc == 0, output[-3000:]
     assert {name: oct(_mode(tmp_path / "env" / name)) for name in RECORDS} == dict.fromkeys(RECORDS, "0o600")
