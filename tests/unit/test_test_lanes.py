@@ -31,8 +31,8 @@ hang:
 """
 
 
-def lanes(tmp: Path, *specs: str, **popen) -> subprocess.Popen:
-    (tmp / "Makefile").write_text(MAKEFILE)
+def lanes(tmp: Path, *specs: str, include: str = "", **popen) -> subprocess.Popen:
+    (tmp / "Makefile").write_text(MAKEFILE + (f"include {include}\n" if include else ""))
     env = dict(os.environ, LANES_OUT=str(tmp / "lanes"), MAKE="make")
     return subprocess.Popen(
         ["bash", str(LANES), *specs], cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -46,6 +46,14 @@ def events(tmp: Path) -> dict[str, float]:
     return {f"{kind} {goal}": float(at) for kind, goal, at in rows}
 
 
+def rows_and_failures(out: str) -> list[str]:
+    """The summary's lines without the goals' times (test_each_goals_minutes_are_under_its_lanes_row)."""
+    return [line for line in out.split("== lanes", 1)[1].splitlines() if not line.startswith(GOALS)]
+
+
+GOALS = "         goals: "
+
+
 def test_goals_run_in_order_within_a_lane_and_lanes_side_by_side(tmp_path):
     proc = lanes(tmp_path, "one=a1 a2", "two=b1")
     out, _ = proc.communicate(timeout=60)
@@ -55,7 +63,7 @@ def test_goals_run_in_order_within_a_lane_and_lanes_side_by_side(tmp_path):
     assert at["start b1"] < at["end a1"] and at["start a1"] < at["end b1"]  # at the same time
     assert "[one] echo start a1" in out and "[two] echo start b1" in out
     assert (tmp_path / "lanes" / "one.log").read_text().startswith("echo start a1")
-    summary = out.split("== lanes", 1)[1].splitlines()
+    summary = rows_and_failures(out)
     assert summary[1].split()[:3] == ["one", "exit", "0"] and summary[1].endswith("a1 a2")
     assert summary[2].split()[:3] == ["two", "exit", "0"]
 
@@ -78,7 +86,7 @@ def test_a_failed_lane_repeats_its_failures_under_its_summary_row(tmp_path):
     proc = lanes(tmp_path, "unit=pyfail", "good=a1")
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 1, out
-    summary = out.split("== lanes", 1)[1].splitlines()[1:]
+    summary = rows_and_failures(out)[1:]
     assert summary[0].split()[:3] == ["unit", "exit", "2"]
     assert summary[1] == "  [unit] FAILED tests/unit/test_x.py::test_y - assert 1 == 2", out
     # make or make[N] (CI's make test runs the lanes' make one level down)
@@ -116,3 +124,22 @@ def test_a_stop_takes_down_every_lane_and_its_children(tmp_path):
     while Path(f"/proc/{sleeper}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{sleeper}").exists(), "a lane's process outlived the stop"
+
+
+def test_each_goals_minutes_are_under_its_lanes_row(tmp_path):
+    """Each goal runs on a make of its own, the lane's VAR=value words given to each, so the summary says
+    where a lane's time went (before: the lane's total only; CI's unit lane was cut off at 88.9 min with no
+    word of how long lint took). A failed goal ends its lane and is shown with its exit code."""
+    (tmp_path / "extra.mk").write_text("show:\n\techo V is $(V) >> order.log\n")
+    proc = lanes(tmp_path, "one=a1 V=x show", "bad=a2 fail after-fail", include="extra.mk")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out
+    assert "V is x" in (tmp_path / "order.log").read_text()
+    summary = out.split("== lanes", 1)[1].splitlines()
+    one, bad = (
+        summary.index(next(line for line in summary if line.startswith("one "))),
+        summary.index(next(line for line in summary if line.startswith("bad "))),
+    )
+    assert re.fullmatch(rf"{GOALS}a1 \d+\.\d, show \d+\.\d", summary[one + 1]), out
+    assert re.fullmatch(rf"{GOALS}a2 \d+\.\d, fail exit 2 after \d+\.\d", summary[bad + 1]), out
+    assert "after-fail ran" not in (tmp_path / "order.log").read_text()
