@@ -879,6 +879,11 @@ def default_output(adapter: Adapter, legacy: bool) -> Path:
     return adapter.path.with_name(adapter.path.name + ("_converted" if legacy else "_sglang"))
 
 
+def output_for(adapter: Adapter, legacy: bool, output_dir: Path | None) -> Path:
+    """Where `lora serve` writes an adapter's conversion or served copy: --output-dir/NAME, else beside it."""
+    return ((output_dir / adapter.name) if output_dir else default_output(adapter, legacy)).resolve()
+
+
 def _missing_dirs(path: Path) -> list[Path]:
     """The ancestors of `path` that do not exist yet, deepest first: what mkdir(parents=True) creates."""
     missing = []
@@ -1132,7 +1137,12 @@ PLANNED_COPY_REMEDY = "`ktinfra lora serve --overwrite` replaces it with that co
 
 
 def check_planned_adapter(
-    name: str, path: Path, legacy: bool = False, served_base: str | None = None, copy: bool = False
+    name: str,
+    path: Path,
+    legacy: bool = False,
+    served_base: str | None = None,
+    copy: bool = False,
+    output_dir: Path | None = None,
 ) -> ServedCopy | None:
     """An adapter directory a plan serves as it is, readable here: serve's checks of what SGLang reads
     (inspect_adapter, check_served_as_is: the legacy fork reads adapter_config.json and the tensors as
@@ -1140,8 +1150,9 @@ def check_planned_adapter(
     is left alone (the plan may be made away from the adapters). A KT training output is refused: sglang-kt
     needs it converted, and the legacy fork serves no fused expert LoRA at all (check_legacy_adapters).
     With `copy`, an adapter `lora serve` serves from a copy without added_tokens.json (base_added_tokens,
-    against `served_base`'s tokenizer as lora serve's --base) passes, and that copy at lora serve's default
-    place (default_output) is returned, as plan_served_copy checks it; nothing is written."""
+    against `served_base`'s tokenizer as lora serve's --base) passes, and that copy where lora serve puts it
+    (output_for: `output_dir` as its --output-dir) is returned, as plan_served_copy checks it; nothing is
+    written."""
     fused = (path / KT_FUSED_FILE).is_file()
     if legacy:
         if fused or (path / CONFIG_FILE).is_file():
@@ -1164,7 +1175,7 @@ def check_planned_adapter(
     check_nonexpert_lora(adapter)
     if tokens is None:
         return None
-    target = default_output(adapter, legacy).resolve()
+    target = output_for(adapter, legacy, output_dir)
     return plan_served_copy(adapter, target, tokens, overwrite=False, remedy=PLANNED_COPY_REMEDY)
 
 
@@ -1314,17 +1325,18 @@ def check_planned_adapters(
     kt_rules: bool = True,
     served_base: str | None = None,
     copies: bool = False,
+    output_dir: Path | None = None,
 ) -> dict[str, ServedCopy]:
     """Every check of the adapters a plan serves, for those readable here; `lora plan` calls it, and
     `render serve` and `plan --lora` through check_plan_adapters: check_planned_adapter on each (either
     stack: the directory is what the server loads), kt_lora_problems where `kt_rules` (current stack;
     `remedy` says how to serve several), then check_lora_backend. Refusals are PlannedAdapterErrors. With
     `copies`, the adapters served from a copy without added_tokens.json (check_planned_adapter), by name:
-    the caller serves each from its target."""
+    the caller serves each from its target (in `output_dir`, as lora serve's --output-dir)."""
     planned = {}
     for name, path in paths.items():
         try:
-            served_copy = check_planned_adapter(name, Path(path), legacy, served_base, copies)
+            served_copy = check_planned_adapter(name, Path(path), legacy, served_base, copies, output_dir)
         except LoraError as exc:
             raise PlannedAdapterError(str(exc), "adapter", name) from None
         if served_copy is not None:

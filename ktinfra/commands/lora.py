@@ -69,7 +69,7 @@ def _conversion_steps(
             lora.check_served_as_is(a, served_base=base)
             served[a.name] = a.path
             continue
-        target = ((output_dir / a.name) if output_dir else lora.default_output(a, legacy)).resolve()
+        target = lora.output_for(a, legacy, output_dir)
         lora.check_output_path(a, target)
         lora.check_targets_apart(a.name, target, targets, inputs)
         served[a.name] = target
@@ -387,11 +387,21 @@ def plan_cmd(
     lora_backend: str = typer.Option(
         "triton", "--lora-backend", help="triton|csgmv|torch_native (embed_tokens LoRA: triton only)"
     ),
+    output_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--output-dir",
+            metavar="DIR",
+            callback=non_empty_path,
+            help="lora serve's --output-dir: where the served copies are (default: beside each adapter).",
+        ),
+    ] = None,
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
 ) -> None:
     """Put converted adapters on a serve plan: every expert on the CPU, no GPU prefill threshold, at least
     2 running requests (what sglang-kt needs for KT LoRA). Prints the plan for `ktinfra render serve`. An
-    adapter `lora serve` serves from a copy without added_tokens.json is planned with that copy's path."""
+    adapter `lora serve` serves from a copy without added_tokens.json is planned with that copy's path
+    (in --output-dir, as lora serve's)."""
     try:
         plan_doc = resolve_plan(plan, None, None, None, "serve")
         adapters = _planned_adapters(adapter)
@@ -403,8 +413,9 @@ def plan_cmd(
         model = plan_doc.get("model")
         served_base = model.get("path") if isinstance(model, dict) else None  # lora serve's --base
         copies = lora.check_planned_adapters(
-            adapters, lora_backend, tp_size, kt_method, legacy, remedy, served_base=served_base, copies=True
-        )
+            adapters, lora_backend, tp_size, kt_method, legacy, remedy, served_base=served_base, copies=True,
+            output_dir=Path(output_dir) if output_dir else None,
+        )  # fmt: skip
         plan_doc = lora.with_served_copies(plan_doc, copies)
     except (lora.LoraError, RenderError) as exc:
         _fail(str(exc))

@@ -77,6 +77,20 @@ def test_lora_plan_says_when_the_copy_is_made(tmp_path, setup):
     assert "made already" in result.output and "not made yet" not in result.output
 
 
+def test_lora_plan_takes_lora_serves_output_dir(tmp_path, setup):
+    """`lora serve --output-dir DIR` puts the copy at DIR/NAME; before, lora plan had no --output-dir and
+    planned DIR_sglang beside the adapter, a path no copy is at (render then served a missing folder)."""
+    base, adapter = setup
+    served = tmp_path / "served"
+    assert _serve(base, adapter, "--output-dir", str(served)).exit_code == 0
+    result = _lora_plan(_plan_file(tmp_path, base), adapter, "--output-dir", str(served), "--json")
+    assert result.exit_code == 0, result.output
+    planned = json.loads(result.stdout)
+    assert planned["serve"]["lora"]["paths"] == {"mine": str(served / "mine")}
+    assert "made already" in planned["reasons"]["lora"]
+    assert not (tmp_path / "out_sglang").exists()
+
+
 def test_lora_plan_refuses_a_folder_there_that_is_not_the_copy(tmp_path, setup):
     """The server would load what is there: a copy of an earlier training, not this adapter."""
     base, adapter = setup
