@@ -16,7 +16,7 @@ from http.server import ThreadingHTTPServer
 
 from role_play import run_play
 from test_kt_router_given_workers_asked import SGLangAuth, sglang_like
-from test_kt_router_wait_workers_answer import CHECKS, Router, router  # noqa: F401 (router: a fixture)
+from test_kt_router_wait_workers_answer import CHECKS, INTERVAL, Router, router  # noqa: F401 (router: a fixture)
 
 PROBE_TIMEOUT = 3
 NOT_YET = "do not answer /health from this host yet"
@@ -64,7 +64,7 @@ def hung_workers(path: str, count: int = 3):
 def _play(tmp_path, task_files: tuple[str, ...], extra: dict) -> tuple[int, str, float]:
     role = {"name": "kt_router"}
     tasks = [{"ansible.builtin.include_role": role | {"tasks_from": t}} for t in task_files]
-    extra = {"kt_router_worker_probe_timeout": PROBE_TIMEOUT} | extra
+    extra = {"kt_router_worker_probe_timeout": PROBE_TIMEOUT} | INTERVAL | extra
     start = time.monotonic()
     rc, output = run_play(tmp_path, tasks, extra)
     return rc, output, time.monotonic() - start
@@ -112,7 +112,7 @@ def test_workers_not_taken_in_whose_health_hangs_are_asked_at_once_and_not_waite
     with sglang_like("k3y") as (up, _), hung_workers("/health") as workers:
         hung = [url for url, _, _ in workers]
         Router.healthy_from = {up: 1} | dict.fromkeys(hung)
-        extra = {"kt_router_host": "127.0.0.1", "kt_router_port": router, "kt_router_health_timeout": 60,
+        extra = {"kt_router_host": "127.0.0.1", "kt_router_port": router, "kt_router_health_timeout": 12,
                  "kt_router_worker_api_key": "k3y", "kt_router_workers": [up, *hung]}  # fmt: skip
         rc, output, took = _play(tmp_path, ("workers", "health"), extra)
     assert rc == 0, output[-3000:]
@@ -128,7 +128,7 @@ def test_routed_workers_whose_model_info_hangs_are_asked_at_once(tmp_path, route
     with hung_workers("/get_model_info") as workers:
         urls = [url for url, _, _ in workers]
         Router.healthy_from = dict.fromkeys(urls, 1)
-        extra = {"kt_router_host": "127.0.0.1", "kt_router_port": router, "kt_router_health_timeout": 60,
+        extra = {"kt_router_host": "127.0.0.1", "kt_router_port": router, "kt_router_health_timeout": 12,
                  "kt_router_worker_api_key": "k3y", "kt_router_workers": urls}  # fmt: skip
         rc, output, took = _play(tmp_path, ("workers", "health"), extra)
     assert rc == 0, output[-3000:]

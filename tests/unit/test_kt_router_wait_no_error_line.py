@@ -17,17 +17,17 @@ def test_a_worker_wait_that_runs_out_and_goes_on_prints_no_error(tmp_path, route
     with sglang_like("k3y") as (up, _):
         rc, output = wait(tmp_path, router, {up: 1, dead: None})
     assert rc == 0, output[-3000:]
-    assert "routes to 1 of 2 workers; not taken in or not healthy after 15 s" in output, output[-3000:]
+    assert "routes to 1 of 2 workers; not taken in or not healthy after 3 s" in output, output[-3000:]
     assert "[ERROR]" not in output, output[-3000:]
 
 
 def test_a_worker_wait_that_fails_the_run_prints_only_its_reason(tmp_path, router):  # noqa: F811
-    """kt_router_health_timeout 5: two checks of /workers, then the failure."""
-    rc, output = wait(tmp_path, router, {nothing_listens(): None}, timeout=5)
+    """kt_router_health_timeout 1 (1 s between checks): two checks of /workers, then the failure."""
+    rc, output = wait(tmp_path, router, {nothing_listens(): None}, timeout=1)
     assert rc != 0
     assert output.count("[ERROR]") == 1, output[-3000:]
     reason = output.split("[ERROR]")[1]
-    assert "the router answers but has no healthy worker after 5 s" in reason, output[-3000:]
+    assert "the router answers but has no healthy worker after 1 s" in reason, output[-3000:]
 
 
 def test_a_router_health_wait_that_runs_out_prints_only_its_reason(tmp_path):

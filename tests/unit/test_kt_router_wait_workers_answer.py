@@ -17,6 +17,9 @@ from role_play import run_play
 from test_kt_router_given_workers_asked import nothing_listens, sglang_like
 
 CHECKS = 4  # kt_router__workers_checks: the router's /workers asked before the workers' own /health
+# kt_router__check_interval: 1 s between the wait's checks, not the role's 5: the same checks in a fifth of
+# the time (each timeout below is a fifth of the seconds a host would wait for as many checks)
+INTERVAL = {"kt_router__check_interval": 1}
 
 
 class Router(BaseHTTPRequestHandler):
@@ -58,12 +61,14 @@ def router():
     server.server_close()
 
 
-def wait(tmp_path, port, healthy_from: dict, timeout: int = 60):
-    """The role's worker list (each URL of `healthy_from`) and its health wait against the stand-in router."""
+def wait(tmp_path, port, healthy_from: dict, timeout: int = 12):
+    """The role's worker list (each URL of `healthy_from`) and its health wait against the stand-in router,
+    1 s between checks (INTERVAL)."""
     Router.healthy_from = healthy_from
     extra = {"kt_router_host": "127.0.0.1", "kt_router_port": port, "kt_router_health_timeout": timeout,
              "kt_router_wait_health": True, "kt_router_worker_api_key": "k3y",
-             "kt_router_worker_probe_timeout": 3, "kt_router_workers": list(healthy_from)}  # fmt: skip
+             "kt_router_worker_probe_timeout": 3, "kt_router_workers": list(healthy_from),
+             **INTERVAL}  # fmt: skip
     role = {"name": "kt_router"}
     tasks = [{"ansible.builtin.include_role": role | {"tasks_from": t}} for t in ("workers", "health")]
     return run_play(tmp_path, tasks, extra)
@@ -71,12 +76,12 @@ def wait(tmp_path, port, healthy_from: dict, timeout: int = 60):
 
 def test_with_no_worker_routed_a_refused_connection_is_waited_for_and_named(tmp_path, router):
     """A worker still loading its model refuses connections as a dead one does (SGLang listens once the model
-    is in): with none routed the wait runs its timeout (20 s), then names it with why."""
+    is in): with none routed the wait runs its timeout (4 s), then names it with why."""
     dead = nothing_listens()
-    rc, output = wait(tmp_path, router, {dead: None}, timeout=20)
+    rc, output = wait(tmp_path, router, {dead: None}, timeout=4)
     assert rc != 0, output[-3000:]
-    assert Router.workers_asked == 6, output[-3000:]  # 4, then 2 more: 20 s of 5 s delays
-    assert "has no healthy worker after 20 s" in output, output[-3000:]
+    assert Router.workers_asked == 6, output[-3000:]  # 4, then 2 more: 4 s of 1 s delays
+    assert "has no healthy worker after 4 s" in output, output[-3000:]
     said = f"did not answer this host within 3 s when asked after the first checks: {dead} ("
     assert said in output and "Connection refused" in output, output[-3000:]
     assert "k3y" not in output
@@ -104,7 +109,7 @@ def test_the_others_go_on_when_one_worker_refuses_connections(tmp_path, router):
         rc, output = wait(tmp_path, router, {up: 1, dead: None})
     assert rc == 0, output[-3000:]
     assert Router.workers_asked == CHECKS
-    assert f"the router routes to 1 of 2 workers; not taken in or not healthy after 15 s: {dead}" in output
+    assert f"the router routes to 1 of 2 workers; not taken in or not healthy after 3 s: {dead}" in output
     assert f"not waited for, as their own /health did not answer this host within 3 s: {dead}" in output
 
 

@@ -50,10 +50,11 @@ def router():
 
 
 def wait(tmp_path, port, workers, listed):
-    """The role's worker list (kt_router_workers) and its health wait against the stand-in router."""
+    """The role's worker list (kt_router_workers) and its health wait against the stand-in router: a
+    timeout of 1 s, one check a second (kt_router__check_interval; the role waits 5 s between checks)."""
     Router.listed = listed
-    extra = {"kt_router_host": "127.0.0.1", "kt_router_port": port, "kt_router_health_timeout": 5,
-             "kt_router_wait_health": True, "kt_router_worker_api_key": "k3y",
+    extra = {"kt_router_host": "127.0.0.1", "kt_router_port": port, "kt_router_health_timeout": 1,
+             "kt_router__check_interval": 1, "kt_router_wait_health": True, "kt_router_worker_api_key": "k3y",
              "kt_router_workers": workers}  # fmt: skip
     role = {"name": "kt_router"}
     tasks = [{"ansible.builtin.include_role": role | {"tasks_from": t}} for t in ("workers", "health")]
@@ -64,7 +65,7 @@ def test_a_router_without_a_healthy_worker_fails_the_run_naming_them(tmp_path, r
     """Before: /health answered 200 and the run ended green with every worker left out."""
     rc, output = wait(tmp_path, router, [GOOD, DEAD], [(GOOD, False)])
     assert rc != 0, output[-3000:]
-    assert "has no healthy worker after 5 s" in output, output[-3000:]
+    assert "has no healthy worker after 1 s" in output, output[-3000:]
     named = f"not taken in or not healthy: {GOOD}, {DEAD}: check that each answers /health from this host;"
     assert named in output, output[-3000:]
     assert "k3y" not in output
@@ -83,7 +84,7 @@ def test_a_router_routing_to_some_workers_passes_and_names_the_others(tmp_path, 
     rc, output = wait(tmp_path, router, [GOOD, SLOW, DEAD], [(GOOD, True), (SLOW, False)])
     assert rc == 0, output[-3000:]
     assert "the router routes to 1 of 3 workers" in output, output[-3000:]
-    assert f"not taken in or not healthy after 5 s: {SLOW}, {DEAD}" in output, output[-3000:]
+    assert f"not taken in or not healthy after 1 s: {SLOW}, {DEAD}" in output, output[-3000:]
 
 
 def test_dp_aware_workers_count_by_their_url(tmp_path, router):
