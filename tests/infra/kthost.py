@@ -180,7 +180,23 @@ def run_probe(host, python: str, name: str, *argv: str, env: dict | None = None)
         raise ProbeError(
             f"probe {name} with {python} exited {result.rc}: {result.stderr.strip()[-1500:]}", rc=result.rc
         )
-    return json.loads(lines[-1])
+    return probe_answer(name, lines)
+
+
+def probe_answer(name: str, lines: list[str]) -> dict:
+    """A probe's answer: the last stdout line that is a JSON object. Not simply the last line: kt-kernel's
+    CPUInfer prints 'CPUInfer[0x...]: Goodbye' from its destructor at exit, through C's stdout buffer, which
+    may be flushed after Python's (seen in a docker exec on an AMX host: JSONDecodeError, both forward checks
+    'error', while the same probe run directly printed its JSON last)."""
+    for line in reversed(lines):
+        if line.startswith("{"):
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(answer, dict):
+                return answer
+    raise ProbeError(f"probe {name} printed no JSON answer; its last lines: {lines[-3:]}")
 
 
 def facts_cores(cpu: dict) -> dict:

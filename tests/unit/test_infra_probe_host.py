@@ -143,6 +143,29 @@ def test_forced_variant_reaches_the_probes_python(tmp_path):
     assert kthost.run_probe(host, python, "kt_kernel_moe", args, env=env)["variant"] == "avx512_bf16"
 
 
+def test_a_probe_answer_before_kt_kernels_goodbye_is_read(tmp_path):
+    """kt-kernel's CPUInfer prints 'CPUInfer[0x...]: Goodbye' at exit through C's stdout buffer; in a docker
+    exec on an AMX host it came after the probe's JSON, and the suite read the last line: JSONDecodeError,
+    both forward checks 'error' (molecule envs, CI 2026-12-02). The stand-in flushes Python's stdout at exit
+    and then writes the line to the file descriptor itself, as the C buffer did."""
+    site = tmp_path / "site"
+    (site / "kt_kernel").mkdir(parents=True)
+    (site / "kt_kernel" / "__init__.py").write_text(
+        "import atexit, os, sys, types\n__cpu_variant__ = 'amx'\n"
+        "kt_kernel_ext = types.SimpleNamespace(moe=None)\n"
+        "atexit.register(lambda: (sys.stdout.flush(), os.write(1, b'CPUInfer[0x5557]: Goodbye\\n')))\n"
+    )
+    host = testinfra.get_host("local://")
+    python = f"{tmp_path}/py"
+    Path(python).write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
+    os.chmod(python, 0o755)
+    command = kthost.probe_command(python, "kt_kernel_moe", json.dumps({"mode": "info"}))
+    assert host.run(command).stdout.strip().splitlines()[-1] == "CPUInfer[0x5557]: Goodbye"
+    assert kthost.run_probe(host, python, "kt_kernel_moe", json.dumps({"mode": "info"}))["variant"] == "amx"
+    with pytest.raises(kthost.ProbeError, match="printed no JSON answer"):
+        kthost.probe_answer("x", ["CPUInfer: Hello", "{not json", "CPUInfer: Goodbye"])
+
+
 @pytest.fixture
 def basic_auth_server():
     class Handler(http.server.BaseHTTPRequestHandler):
