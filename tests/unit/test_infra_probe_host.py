@@ -124,19 +124,26 @@ def test_variant_follows_the_kernels_own_answer(kernel, refused, variant):
     assert kthost.planned_kt_variant(_probe_like("h100-xeon-amx-16c", kernel, refused))[0] == variant
 
 
-def test_forced_variant_reaches_the_probes_python(tmp_path):
-    """The forced library is asked for as the serve instance asks: KT_KERNEL_CPU_VARIANT in the process's
-    environment, through the testinfra backend's shell."""
+def _stand_in_kt_kernel(tmp_path: Path, init: str) -> str:
+    """A python (a script) that imports a stand-in kt_kernel package: `init` and an extension without MoE."""
     site = tmp_path / "site"
     (site / "kt_kernel").mkdir(parents=True)
     (site / "kt_kernel" / "__init__.py").write_text(
-        "import os, types\n__cpu_variant__ = os.environ.get('KT_KERNEL_CPU_VARIANT', 'amx')\n"
-        "kt_kernel_ext = types.SimpleNamespace(moe=None)\n"
+        init + "import types\nkt_kernel_ext = types.SimpleNamespace(moe=None)\n"
     )
-    host = testinfra.get_host("local://")
     python = f"{tmp_path}/py"
     Path(python).write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
     os.chmod(python, 0o755)
+    return python
+
+
+def test_forced_variant_reaches_the_probes_python(tmp_path):
+    """The forced library is asked for as the serve instance asks: KT_KERNEL_CPU_VARIANT in the process's
+    environment, through the testinfra backend's shell."""
+    python = _stand_in_kt_kernel(
+        tmp_path, "import os\n__cpu_variant__ = os.environ.get('KT_KERNEL_CPU_VARIANT', 'amx')\n"
+    )
+    host = testinfra.get_host("local://")
     args = json.dumps({"mode": "info"})
     assert kthost.run_probe(host, python, "kt_kernel_moe", args)["variant"] == "amx"
     env = {"KT_KERNEL_CPU_VARIANT": "avx512_bf16"}
@@ -148,17 +155,12 @@ def test_a_probe_answer_before_kt_kernels_goodbye_is_read(tmp_path):
     exec on an AMX host it came after the probe's JSON, and the suite read the last line: JSONDecodeError,
     both forward checks 'error' (molecule envs, CI 2026-12-02). The stand-in flushes Python's stdout at exit
     and then writes the line to the file descriptor itself, as the C buffer did."""
-    site = tmp_path / "site"
-    (site / "kt_kernel").mkdir(parents=True)
-    (site / "kt_kernel" / "__init__.py").write_text(
-        "import atexit, os, sys, types\n__cpu_variant__ = 'amx'\n"
-        "kt_kernel_ext = types.SimpleNamespace(moe=None)\n"
-        "atexit.register(lambda: (sys.stdout.flush(), os.write(1, b'CPUInfer[0x5557]: Goodbye\\n')))\n"
+    python = _stand_in_kt_kernel(
+        tmp_path,
+        "import atexit, os, sys\n__cpu_variant__ = 'amx'\n"
+        "atexit.register(lambda: (sys.stdout.flush(), os.write(1, b'CPUInfer[0x5557]: Goodbye\\n')))\n",
     )
     host = testinfra.get_host("local://")
-    python = f"{tmp_path}/py"
-    Path(python).write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
-    os.chmod(python, 0o755)
     command = kthost.probe_command(python, "kt_kernel_moe", json.dumps({"mode": "info"}))
     assert host.run(command).stdout.strip().splitlines()[-1] == "CPUInfer[0x5557]: Goodbye"
     assert kthost.run_probe(host, python, "kt_kernel_moe", json.dumps({"mode": "info"}))["variant"] == "amx"
