@@ -520,7 +520,7 @@ def _require_imds_v2(prep: Prepared, result: dict, ec2, line: Callable[[str], No
             f"modify-image-attribute --region {req.region} --image-id {ami} --imds-support v2.0`"
         )
     result["image"]["imds_support"] = "v2.0"
-    line(f"AMI {result['image']['id']}: ImdsSupport set to v2.0 (instances started from it require IMDSv2)")
+    line(f"AMI {ami}: ImdsSupport set to v2.0 (instances started from it require IMDSv2)")
     return None
 
 
