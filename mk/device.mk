@@ -61,7 +61,7 @@ infra-docker: venv docker-ready ## KT host suite over docker:// against a system
 	  tests/integration/test_doctor_stopped_unit_instance.py tests/integration/test_doctor_static_unit.py \
 	  tests/integration/test_infra_no_numa_sysfs.py tests/integration/test_doctor_hidden_pid1.py \
 	  tests/integration/test_doctor_removed_unit.py tests/integration/test_doctor_serve_dir_unreadable.py \
-	  tests/integration/test_doctor_unloaded_unit_health.py
+	  tests/integration/test_doctor_unloaded_unit_health.py tests/integration/test_infra_mempolicy.py
 
 infra-ssh: venv docker-ready ## KT host suite over ssh:// against a systemd container running sshd (loopback port)
 	KTINFRA=$(KTINFRA) INFRA_IMAGE=$(INFRA_IMAGE) INFRA_OUT=$(INFRA_OUT) bash tests/infra/ci/ssh-backend.sh

@@ -1,7 +1,9 @@
 """CPU: AMX present and usable by a process (the cause of KT's "Illegal instruction" reports)."""
 
+import errno
+
 import pytest
-from kthost import AMX_FLAGS, parse_version
+from kthost import AMX_FLAGS, parse_version, pool_nodes
 
 from ktinfra.facts.cpu import ISA_FLAGS
 from ktinfra.plan.formats import ISA_NEEDS
@@ -50,3 +52,29 @@ def test_cpu_runs_the_serve_method(cpu, expect):
         f"--method {method} needs {', '.join(ISA_NEEDS[method])}; this CPU lacks {', '.join(missing)} "
         f"(its avx/amx flags: {' '.join(sorted(have)) or 'none'}): kt-kernel would die with SIGILL"
     )
+
+
+def test_numa_memory_policy_permitted(cpu, expect):
+    """kt-kernel gives each NUMA node a thread pool and binds that pool's expert weights to its node with
+    set_mempolicy. A container under docker's or podman's default seccomp profile is refused it (EPERM)
+    without CAP_SYS_NICE: kt-kernel prints 'set_mempolicy: Operation not permitted' and serves on, each pool
+    then reading weights that may sit on the other node. On one pool there is nothing to bind."""
+    if "mempolicy_rc" not in cpu:
+        pytest.skip(f"not applicable: {cpu.get('mempolicy_error') or 'a probe without set_mempolicy'}")
+    pools = pool_nodes(cpu)
+    call = f"set_mempolicy(MPOL_BIND, node {cpu['mempolicy_node']})"
+    if cpu["mempolicy_rc"] == 0:
+        print(f"{call} permitted; {len(pools)} pool(s) {pools}")
+        return
+    refused = f"{call} refused: {cpu['mempolicy_error']}"
+    if len(pools) < 2:
+        pytest.skip(f"not applicable: one NUMA pool (node {pools[0]}), nothing to bind; {refused}")
+    why = (
+        f"{refused} on a host of {len(pools)} NUMA pools {pools}: kt-kernel cannot keep each pool's expert "
+        "weights on its node. In a container: docker/podman run --cap-add SYS_NICE, Kubernetes "
+        "securityContext.capabilities.add [SYS_NICE]"
+        + (" (EPERM: a seccomp profile, docker's default)" if cpu["mempolicy_errno"] == errno.EPERM else "")
+    )
+    if not expect.needs_kt_kernel:
+        pytest.skip(f"not applicable: role {expect.role!r} runs no kt-kernel; {why}")
+    pytest.fail(why, pytrace=False)

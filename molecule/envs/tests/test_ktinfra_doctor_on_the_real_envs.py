@@ -50,6 +50,8 @@ def test_doctor_passes_the_real_envs_and_kt_kernel(host):
         "cpu.amx_tile_state_granted": amx,
         # a non-AMX serve method's flags: role any has no serve method
         "cpu.cpu_runs_the_serve_method": "skipped",
+        # docker's default seccomp refuses set_mempolicy (no CAP_SYS_NICE); one NUMA node: nothing to bind
+        "cpu.numa_memory_policy_permitted": "skipped",
         # no GPU in CI: not applicable to role any
         "gpu.gpu_visible": "skipped",
         "gpu.gpu_compute_capability": "skipped",
@@ -63,6 +65,10 @@ def test_doctor_passes_the_real_envs_and_kt_kernel(host):
     assert rc == 0
     assert "kt-kernel 0.7.2 variant=" in checks["kt_kernel.kt_kernel_imports"]["output"]
     assert "NVIDIA GPU absent" in checks["gpu.gpu_visible"]["message"]
+    assert (
+        "set_mempolicy(MPOL_BIND, node 0) refused: Operation not permitted"
+        in (checks["cpu.numa_memory_policy_permitted"]["message"])
+    )
 
 
 def test_doctor_fails_the_pins_of_a_wrong_env(host):

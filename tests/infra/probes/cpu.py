@@ -16,6 +16,9 @@ ARCH_GET_XCOMP_PERM = 0x1022
 ARCH_REQ_XCOMP_PERM = 0x1023
 XFEATURE_XTILEDATA = 18
 AMX_FLAGS = ("amx_tile", "amx_int8", "amx_bf16")
+SYS_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237}
+MPOL_DEFAULT, MPOL_BIND = 0, 2
+NODEMASK_WORDS = 16  # 1024 nodes: more than any kernel's MAX_NUMNODES
 
 
 def cpu_flags() -> set:
@@ -49,6 +52,33 @@ def arch_prctl_probe() -> dict:
         "xcomp_perm_errno": perm_errno,
         "xtiledata_supported": bool(rc == 0 and supported.value >> XFEATURE_XTILEDATA & 1),
         "xtiledata_granted": bool(rc_perm == 0 and perm.value >> XFEATURE_XTILEDATA & 1),
+    }
+
+
+def mempolicy_probe(node: int) -> dict:
+    """Whether this process may set a NUMA memory policy: bind to `node`, then back to the default.
+    kt-kernel binds each thread pool's expert weights to its node this way; docker's and podman's default
+    seccomp profiles refuse set_mempolicy (EPERM) without CAP_SYS_NICE, and kt-kernel then only prints
+    'set_mempolicy: Operation not permitted' and runs with its weights wherever they were first touched."""
+    number = SYS_SET_MEMPOLICY.get(platform.machine())
+    if number is None:
+        machine = platform.machine()
+        return {"mempolicy_error": f"set_mempolicy probe needs x86_64 or aarch64, machine is {machine}"}
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    bits = ctypes.sizeof(ctypes.c_ulong) * 8
+    mask = (ctypes.c_ulong * NODEMASK_WORDS)()
+    mask[node // bits] = 1 << node % bits
+    # maxnode counts one past the mask's last bit, as libnuma passes it (the kernel drops one)
+    rc = libc.syscall(number, MPOL_BIND, ctypes.byref(mask), ctypes.c_ulong(NODEMASK_WORDS * bits + 1))
+    errno = ctypes.get_errno() if rc != 0 else 0
+    if rc == 0:
+        libc.syscall(number, MPOL_DEFAULT, None, ctypes.c_ulong(0))
+    return {
+        "mempolicy_node": node,
+        "mempolicy_rc": rc,
+        "mempolicy_errno": errno,
+        "mempolicy_error": os.strerror(errno) if errno else None,
     }
 
 
@@ -180,6 +210,7 @@ def main() -> None:
     out.update(topology())
     out["cgroup"] = cgroup_text()
     out.update(arch_prctl_probe())
+    out.update(mempolicy_probe(out["numa_nodes"][0]))
     print(json.dumps(out))
 
 
