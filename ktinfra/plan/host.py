@@ -378,6 +378,11 @@ _VECTOR_PAST_END = (
 )
 
 
+def past_pools_warning_head(ids: list[int]) -> str:
+    """How the planner's warning for these ids (with the kernel's nodes) begins: render finds it by this."""
+    return f"kt_numa_nodes {' '.join(map(str, ids))} (kernel node(s) "
+
+
 def numa_ids_past_pools(ids: list[int] | None, nodes: list[int] | None = None) -> str | None:
     """Why --kt-numa-nodes `ids` (hwloc indices of the kernel's `nodes`, one per pool) trip kt-kernel, or
     None. kt-kernel 0.7.2 cpu_backend/worker_pool.cpp (WorkerPool::init, NumaJobDistributor::init) keeps
@@ -404,7 +409,7 @@ def numa_ids_past_pools(ids: list[int] | None, nodes: list[int] | None = None) -
         )
     kernel = ",".join(map(str, sorted(nodes)))
     return (
-        f"kt_numa_nodes {listed} (kernel node(s) {_nodes(nodes)}) for {pools} pool(s): "
+        f"{past_pools_warning_head(ids)}{_nodes(nodes)}) for {pools} pool(s): "
         f"{_VECTOR_PAST_END}, so id(s) {_nodes(past)} read and write past its end (undefined behaviour: a "
         "pool's first core can come out as garbage, kt-kernel then prints 'Core N inside NUMA node M not "
         "found' and leaves that pool's threads unpinned; an id far past the count can overwrite other heap "

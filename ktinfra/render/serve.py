@@ -14,7 +14,7 @@ from pathlib import Path
 from ktinfra.facts.cpulist import parse_cpulist
 from ktinfra.int8_weights import MANIFEST_NAME
 from ktinfra.plan.formats import CPU_VARIANT_ENV, CPU_VARIANTS, LEGACY_CPU_VARIANTS
-from ktinfra.plan.host import numa_ids_out_of_order, numa_ids_past_pools
+from ktinfra.plan.host import numa_ids_out_of_order, numa_ids_past_pools, past_pools_warning_head
 from ktinfra.plan.serve import LORA_MIN_RUNNING_REQUESTS, port_problem
 from ktinfra.render.common import (
     Rendered,
@@ -571,9 +571,7 @@ def _numa_ids_past_pools(plan: dict, ids: list[int]) -> str:
     facts), else the same defect without them."""
     planned = plan.get("warnings")
     for warning in planned if isinstance(planned, list) else ():
-        if isinstance(warning, str) and warning.startswith(
-            f"kt_numa_nodes {' '.join(map(str, ids))} (kernel node(s) "
-        ):
+        if isinstance(warning, str) and warning.startswith(past_pools_warning_head(ids)):
             return warning
     return numa_ids_past_pools(ids)
 
