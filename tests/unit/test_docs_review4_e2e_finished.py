@@ -15,7 +15,7 @@ RULE = ROOT / "roles" / "kt_train" / "tasks" / "finished.yml"
 
 
 def _files_the_rule_reads() -> set[str]:
-    looked_for = RULE.read_text(encoding="utf-8").split("loop:", 1)[1].split("register:", 1)[0]
+    looked_for = RULE.read_text(encoding="utf-8").split("paths:", 1)[1].split("register:", 1)[0]
     return {
         name.replace("{{ kt_train__run.name }}", "RUN") for name in re.findall(r"/([^/\"]+)\"", looked_for)
     }
