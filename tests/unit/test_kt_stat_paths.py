@@ -40,17 +40,16 @@ def _both(tmp: Path, names: list[str], algorithm: str) -> tuple[int, str, dict]:
             },
             "register": "batched",
         },  # fmt: skip
-        {
-            "ansible.builtin.copy": {
-                "dest": str(tmp / "out.json"),
-                "mode": "0644",
-                "content": "{{ {'looped': looped.results, 'batched': batched} | to_json }}",
-            }
-        },  # fmt: skip
     ]
-    rc, output = run_play(tmp, tasks, env={"ANSIBLE_LIBRARY": str(ROLES / "kt_common" / "library")})
-    answer = json.loads((tmp / "out.json").read_text()) if rc == 0 else {}
-    return rc, output, answer
+    return _play(tmp, tasks, "{'looped': looped.results, 'batched': batched}")
+
+
+def _play(tmp: Path, tasks: list, answer: str) -> tuple[int, str, object]:
+    """Run `tasks` with kt_common's library, then read back the Jinja expression `answer` as JSON."""
+    saved = {"ansible.builtin.copy": {"dest": str(tmp / "out.json"), "mode": "0644",
+             "content": f"{{{{ {answer} | to_json }}}}"}}  # fmt: skip
+    rc, output = run_play(tmp, [*tasks, saved], env={"ANSIBLE_LIBRARY": str(ROLES / "kt_common" / "library")})
+    return rc, output, json.loads((tmp / "out.json").read_text()) if rc == 0 else None
 
 
 def test_one_run_answers_as_a_stat_loop(tmp_path):
@@ -73,7 +72,7 @@ def test_one_run_answers_as_a_stat_loop(tmp_path):
 def test_a_path_under_a_file_fails_as_stat_does(tmp_path):
     names = [*_tree(tmp_path), "file.txt/under"]
     tasks = [{"kt_stat_paths": {"base": str(tmp_path / "t"), "paths": names}}]
-    rc, output = run_play(tmp_path, tasks, env={"ANSIBLE_LIBRARY": str(ROLES / "kt_common" / "library")})
+    rc, output, _ = _play(tmp_path, tasks, "none")
     assert rc == 2, output[-3000:]
     assert f"cannot stat {tmp_path / 't' / 'file.txt' / 'under'}: Not a directory" in output, output[-3000:]
 
@@ -81,19 +80,9 @@ def test_a_path_under_a_file_fails_as_stat_does(tmp_path):
 def test_checksums_only_where_asked_and_absolute_paths_as_given(tmp_path):
     _tree(tmp_path)
     file, other = str(tmp_path / "t" / "file.txt"), str(tmp_path / "t" / "folder")
-    tasks = [
-        {"kt_stat_paths": {"paths": [file, other], "checksum": [other]}, "register": "batched"},
-        {
-            "ansible.builtin.copy": {
-                "dest": str(tmp_path / "out.json"),
-                "mode": "0644",
-                "content": "{{ batched.results | to_json }}",
-            }
-        },  # fmt: skip
-    ]
-    rc, output = run_play(tmp_path, tasks, env={"ANSIBLE_LIBRARY": str(ROLES / "kt_common" / "library")})
+    tasks = [{"kt_stat_paths": {"paths": [file, other], "checksum": [other]}, "register": "batched"}]
+    rc, output, results = _play(tmp_path, tasks, "batched.results")
     assert rc == 0, output[-3000:]
-    results = json.loads((tmp_path / "out.json").read_text())
     assert [r["item"] for r in results] == [file, other]
     assert "checksum" not in results[0]["stat"] and results[0]["stat"]["isreg"]
     assert "checksum" not in results[1]["stat"]  # a folder has none, asked or not
