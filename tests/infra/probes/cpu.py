@@ -29,11 +29,17 @@ def cpu_flags() -> set:
     return set()
 
 
+def _libc():
+    """libc, for syscall(2) with errno kept."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
 def arch_prctl_probe() -> dict:
     if platform.machine() != "x86_64":
         return {"error": f"arch_prctl probe needs x86_64, machine is {platform.machine()}"}
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
+    libc = _libc()
     supported = ctypes.c_uint64(0)
     rc = libc.syscall(SYS_ARCH_PRCTL, ARCH_GET_XCOMP_SUPP, ctypes.byref(supported))
     supp_errno = ctypes.get_errno() if rc != 0 else 0
@@ -60,12 +66,11 @@ def mempolicy_probe(node: int) -> dict:
     kt-kernel binds each thread pool's expert weights to its node this way; docker's and podman's default
     seccomp profiles refuse set_mempolicy (EPERM) without CAP_SYS_NICE, and kt-kernel then only prints
     'set_mempolicy: Operation not permitted' and runs with its weights wherever they were first touched."""
-    number = SYS_SET_MEMPOLICY.get(platform.machine())
+    machine = platform.machine()
+    number = SYS_SET_MEMPOLICY.get(machine)
     if number is None:
-        machine = platform.machine()
         return {"mempolicy_error": f"set_mempolicy probe needs x86_64 or aarch64, machine is {machine}"}
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
+    libc = _libc()
     bits = ctypes.sizeof(ctypes.c_ulong) * 8
     mask = (ctypes.c_ulong * NODEMASK_WORDS)()
     mask[node // bits] = 1 << node % bits
