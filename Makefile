@@ -84,7 +84,8 @@ else
 	bash scripts/test-lanes.sh 'unit=$(UNIT_LANE)' 'envs=$(ENVS_LANE)' 'site=$(SITE_LANE)'
 endif
 
-test-full: venv ## make test plus the slow unit tests and roles1's bad-input and provision scenarios (~2 h on 2 cores)
+test-full: export KT_MOLECULE_MARK := slow or not slow
+test-full: venv ## make test plus the slow unit and molecule verify tests and roles1's bad-input and provision scenarios (~2 h on 2 cores)
 	bash scripts/test-lanes.sh 'unit=$(UNIT_LANE) unit-slow' 'envs=$(filter-out ROLES1_SCENARIOS=envs,$(ENVS_LANE))' \
 	  'site=$(SITE_LANE)'
 

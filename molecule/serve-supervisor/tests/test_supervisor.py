@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from ansible_run import (
     KT_SERVE,
     REPO,
@@ -188,6 +189,10 @@ def _running_pid(host, program: str, timeout: float = 60) -> str:
     raise AssertionError(f"{program} not RUNNING after {timeout} s: {status}")
 
 
+# slow (make test-full, not CI's make test): the same started-with record (kt_common) that
+# molecule/serve/tests/test_bad_inputs.py::test_a_change_written_by_a_run_that_then_failed_reaches_the_server
+# checks under systemd; a restart through supervisorctl: test_a_changed_listener_restarts_the_listener_only
+@pytest.mark.slow
 def test_a_change_a_cut_off_run_wrote_reaches_the_running_program(host):
     """Ctrl-C after the env file was written, before the restart: supervisord reads the file only when it
     starts the program. Before: the next run found the file in place, queued no restart, and the program
@@ -321,38 +326,35 @@ CHECK = "services.supervised_programs_running"
 
 
 def test_doctor_reports_the_supervised_programs(host):
-    """Without systemd no unit list shows the instances: doctor asks supervisord. tiny stopped by hand, a
-    stand-in instance runs; then supervisord down; then tiny started again by the role."""
-    tiny = next(i for i in host.ansible.get_variables()["kt_serve_instances"] if i["name"] == "tiny")
-    probe = {**tiny, "name": "doc", "port": 30022}
-    extra = {"kt_serve_python": _standin_python(host)}
+    """Without systemd no unit list shows the instances: doctor asks supervisord. tiny stopped by hand; then
+    supervisord down; then supervisord started as the docs say, which starts tiny again. (Before: three more
+    kt_serve runs put a second instance up and took it down; CI's 90 minutes.)"""
+    program = "ktinfra-serve-tiny"
+    _running_pid(host, program)
     try:
-        rc, output = run_playbook(KT_SERVE, extra | {"kt_serve_instances": [probe]})
-        assert rc == 0, output[-3000:]
-        _running_pid(host, "ktinfra-serve-doc")
-        host.check_output(f"{CTL} stop ktinfra-serve-tiny")  # an autostart program that is down
+        host.check_output(f"{CTL} stop {program}")  # an autostart program that is down
         rc, checks = _doctor_services(host)
         status, message = checks[CHECK]
         assert rc == 1 and status == "failed", checks
-        assert "ktinfra-serve-tiny" in message and "ktinfra-serve-doc" not in message, message
+        assert program in message and "start-limit" not in message, message  # the listener is no program
         assert checks["services.units_enabled_and_active"][0] == "skipped"
 
         host.check_output(f"{CTL} shutdown")
+        _supervisord_gone(host)
         rc, checks = _doctor_services(host)
         status, message = checks[CHECK]
         assert status == "failed" and SUPERVISORD in message, message
-        host.check_output(SUPERVISORD)
-
-        rc, output = run_playbook(KT_SERVE, extra | {"kt_serve_instances": [tiny]})  # tiny on the stand-in
-        assert rc == 0, output[-3000:]
-        _running_pid(host, "ktinfra-serve-tiny")
-        rc, checks = _doctor_services(host)
-        assert checks[CHECK][0] == "passed", checks
     finally:
-        absent = {"kt_serve_instances": [{**probe, "state": "absent"}]}
-        rc, output = run_playbook(KT_SERVE, extra | absent)
-        assert rc == 0, output[-3000:]
-        rc, output = run_playbook(KT_SERVE)  # tiny back on the inventory's own python
-        host.run(f"rm -rf {STANDIN}")
-    assert rc == 0, output[-3000:]
-    assert "ktinfra-serve-doc" not in _listed(host)
+        if not host.run(f"{CTL} pid").stdout.strip().isdigit():
+            host.check_output(SUPERVISORD)
+        host.run(f"{CTL} start {program}")
+    _running_pid(host, program)
+    rc, checks = _doctor_services(host)
+    assert checks[CHECK][0] == "passed", checks
+
+
+def _supervisord_gone(host, timeout: float = 30) -> None:
+    deadline = time.time() + timeout
+    while host.run(f"{CTL} pid").stdout.strip().isdigit():
+        assert time.time() < deadline, "supervisord still answers after shutdown"
+        time.sleep(1)

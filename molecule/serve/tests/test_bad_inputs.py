@@ -58,7 +58,15 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# slow (make test-full, not CI's make test): the same argument-spec check as "malformed port", the same
+# validate.yml rule as test_model_without_completeness_marker_is_not_served ("missing on"), and the overrides
+# rule tests/unit/test_kt_serve_role.py::test_bad_overrides_fail_before_anything_is_written checks
+SLOW_CASES = {"missing port", "unknown key", "model path missing", "unknown override key"}
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in sorted(CASES)]
+)
 def test_bad_serve_list_fails_before_changes(host, case):
     instances, message = CASES[case]
     before = host.check_output(STATE)
@@ -69,6 +77,8 @@ def test_bad_serve_list_fails_before_changes(host, case):
     assert host.check_output(STATE) == before
 
 
+# slow: the rule tests/unit/test_kt_serve_role.py::test_bad_overrides_fail_before_anything_is_written checks
+@pytest.mark.slow
 def test_bad_kt_serve_overrides_fail_before_changes(host):
     before = host.check_output(STATE)
     rc, output = run_playbook(KT_SERVE, {"kt_serve_overrides": {"max_running_requests": 0}})
