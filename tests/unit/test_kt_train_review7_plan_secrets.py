@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from test_kt_train_role import FILES, run, train
 
 TOKEN = "hf_planted0secret"
 
 
+# slow: RUN.env and the kept RUN.plan.json with the plan's secrets, both 0600, are checked in
+# test_kt_train_review10_launcher_secrets.py's
+# test_launcher_env_secrets_stay_out_of_vvv_and_job_events_but_reach_the_env_file
+@pytest.mark.slow
 def test_a_token_in_the_plans_launcher_env_is_in_no_file_others_can_read(tmp_path):
     """Before: RUN.env was 0600, but the plan it came from was installed as cfg/RUN.plan.json 0644."""
     plan = json.loads((FILES / "plan-tiny-sft.json").read_text())

@@ -39,9 +39,13 @@ def record(tmp: Path, name: str) -> Path:
     return tmp / "cfg" / "serve" / f"tiny--{name}.lora.json"
 
 
-@pytest.mark.parametrize(
-    "metrics", ["none", pytest.param("older than the adapter", marks=pytest.mark.slow)]
-)  # the mtime rule of "older" is the by-hand one, which test_kt_train_without_systemd shows fast
+# slow: after a reboot a start: true run whose output is not finished is started again, not handed over, in
+# test_a_retrain_with_a_changed_recipe_cut_by_a_reboot_is_not_taken_for_finished too (its first play installs
+# the recipe and starts the run, as here); metrics older than the adapter are not finished in
+# test_kt_train_without_systemd.py::test_a_run_that_did_not_reach_the_end_of_training_is_not_handed_over
+# (its "older than the adapter" param; "none", no train_results.json at all, is slow there too)
+@pytest.mark.slow
+@pytest.mark.parametrize("metrics", ["none", "older than the adapter"])
 def test_a_run_that_failed_after_saving_its_adapter_is_trained_again_after_a_reboot(tmp_path, metrics):
     """A play installs the recipe and starts the run; it writes its adapter, then fails before save_metrics
     (or a retrain does, beside the metrics of the run before it), and the host reboots. Before: the next play
@@ -101,6 +105,10 @@ def test_a_run_that_finished_before_a_reboot_is_still_finished(tmp_path):
     assert record(tmp_path, "done").exists()
 
 
+# slow: molecule serve's prepared output (start false) predates the recipe its converge installed, and
+# molecule/serve/tests/test_lora.py::test_interrupted_conversion_is_redone_and_never_served_half_written
+# (make test's site lane) converts and places it again only where this rule takes it for finished
+@pytest.mark.slow
 def test_an_output_trained_by_hand_before_the_recipe_was_installed_is_handed_over(tmp_path):
     """A run the role does not start (start false, the default: as molecule serve's prepared output) whose
     complete output predates the recipe a play installed: the recipe's time does not speak for it, so it is

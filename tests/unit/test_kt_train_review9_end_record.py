@@ -58,7 +58,11 @@ def test_the_record_after_the_metrics_says_whether_the_run_ended_well(tmp_path):
     assert sorted(p.name for p in (tmp_path / "loras").iterdir()) == ["byhand", "ended"]
 
 
-@pytest.mark.slow  # the same rule (tasks/finished.yml) as the fast test above, through a start: true run
+# slow: a failure record newer than the metrics keeps the run unfinished in
+# test_the_record_after_the_metrics_says_whether_the_run_ended_well, and an unfinished start: true
+# run is started again in test_kt_train_review8_reboot.py's
+# test_a_retrain_with_a_changed_recipe_cut_by_a_reboot_is_not_taken_for_finished
+@pytest.mark.slow
 def test_a_run_started_here_that_failed_after_its_metrics_is_trained_again(tmp_path):
     """start: true, the run failed in save_state, systemd forgot it: started again (it resumes from its last
     checkpoint), not taken for finished."""

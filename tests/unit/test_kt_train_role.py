@@ -111,6 +111,12 @@ def systemctl_calls(tmp: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
+# slow: a run is started when asked and its env file installed in kt_train_config_dir in
+# test_kt_train_review10_launcher_secrets.py's
+# test_launcher_env_secrets_stay_out_of_vvv_and_job_events_but_reach_the_env_file (start: true, RUN.env
+# read back); the unit's EnvironmentFile= and KT_TRAIN_CONFIG under a moved kt_train_config_dir are checked
+# here only
+@pytest.mark.slow
 def test_a_run_is_installed_and_started_when_asked(tmp_path):
     rc, output = train(tmp_path, [run()], ["kt_train_start=true"])
     assert rc == 0, output[-3000:]
@@ -146,6 +152,9 @@ def test_run_problems_name_the_run_and_the_dataset(tmp_path):
     assert "\\1" not in output
 
 
+# slow: the same "Check the runs" assert, its model clauses next to this one, names the run in
+# test_run_problems_name_the_run_and_the_dataset (this clause's own message is checked here only)
+@pytest.mark.slow
 def test_a_run_without_model_or_model_path_is_named(tmp_path):
     """Before: "object of type 'dict' has no attribute 'model'" from the store check."""
     entry = run("nomodel")
@@ -170,6 +179,9 @@ def test_plan_args_given_as_a_string_is_named_before_anything_is_written(tmp_pat
         assert list((tmp_path / sub).iterdir()) == [], sub
 
 
+# slow: installing a run before every run is planned is installing it before every run is rendered:
+# test_every_run_is_rendered_before_anything_is_installed fails on it
+@pytest.mark.slow
 def test_every_run_is_checked_and_planned_before_anything_is_installed(tmp_path):
     """Before: the datasets were copied and registered, and the first run installed and started, before the
     second run's infeasible plan stopped the play."""
@@ -211,6 +223,9 @@ def test_every_run_is_rendered_before_anything_is_installed(tmp_path):
     assert scratch_left(tmp_path) == []
 
 
+# slow: the same unit-checksum assert refuses a legacy and a current run in the first play of
+# test_runs_are_planned_for_the_stack_preflight_validated
+@pytest.mark.slow
 def test_runs_of_two_stack_generations_are_refused_before_anything_is_installed(tmp_path):
     """Before: both rendered ktinfra-train@.service; the one installed last (legacy: llamafactory-cli)
     served every run, so the current-stack run would start without its Accelerate launcher."""
@@ -225,6 +240,9 @@ def test_runs_of_two_stack_generations_are_refused_before_anything_is_installed(
     assert scratch_left(tmp_path) == []
 
 
+# slow: the review repro (render's legacy kt_optimize_rule and convert_lora.py under kt_python_env_src_dir) is
+# test_render_jobs.py::test_legacy_defaults_are_the_checkouts_kt_python_env_makes
+@pytest.mark.slow
 def test_a_legacy_run_names_the_checkouts_kt_python_env_made(tmp_path):
     """Review repro: with kt_train_llamafactory_dir and kt_train_lora_converter empty, a legacy run's recipe
     pinned its kt_optimize_rule under /opt/ktinfra/src/LLaMA-Factory and its conversion ran
@@ -321,6 +339,9 @@ def test_several_runs_of_one_generation_share_the_unit(tmp_path):
     assert sorted(p.name for p in (tmp_path / "cfg").iterdir() if p.suffix == ".env") == ["a.env", "b.env"]
 
 
+# slow: the backend that weight_format (or the -INT8 name) picks is render train's:
+# test_render_jobs.py::test_converted_experts_train_on_the_backend_they_were_quantized_for
+@pytest.mark.slow
 def test_converted_expert_weights_reach_the_recipe_with_their_backend(tmp_path):
     """weight_format (or the -INT8 name kt_model_store gives) picks the backend kt-kernel reads them with."""
     runs = [run("a", weight_path="/srv/experts", weight_format="int4"), run("b", weight_path="/srv/q-INT8")]
@@ -498,6 +519,10 @@ def test_an_adapter_converted_without_a_fingerprint_is_converted_once_more(tmp_p
     assert len(convert_calls(tmp_path, "done")) == 1
 
 
+# slow: the first play of test_kt_train_review8_reboot.py's
+# test_a_retrain_with_a_changed_recipe_cut_by_a_reboot_is_not_taken_for_finished starts a run beside a
+# complete output too, and that test fails if the play hands it over (its record, loras/)
+@pytest.mark.slow
 def test_a_run_this_play_starts_is_not_handed_over(tmp_path):
     """A run this play starts is training again, so its old output is not handed over. As before, when the
     unit's state was read after the start; now it is read before (with the renders), and the start is what

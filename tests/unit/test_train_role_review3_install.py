@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import test_kt_train_role as base
 
 
+# slow: a dataset copied into a folder of datasets/ and registered with its path is
+# test_train_review_datasets.py::test_known_columns_and_tags_are_registered_and_other_entries_kept (there the
+# folder is there before the play), and a second play changing nothing is molecule serve's idempotence step;
+# the folder the play makes and the daemon-reload without a start are checked in the slow tier only
+@pytest.mark.slow
 def test_a_dataset_in_a_folder_is_copied_and_a_changed_unit_is_reloaded(tmp_path):
     """Before: a copied dataset whose file_name is in a folder of datasets/ ('sub/nested.json', which the
     check lets through and LLaMA-Factory reads) failed with "Destination directory ... does not exist"
