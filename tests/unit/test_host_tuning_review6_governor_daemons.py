@@ -30,12 +30,21 @@ def governor_configs(tmp) -> None:
 
 @pytest.mark.parametrize(
     ("units", "named", "why"),
-    [({"tlp.service": RUNNING, "auto-cpufreq.service": RUNNING},
-      "tlp.service (active, enabled), auto-cpufreq.service (active, enabled) set the CPU governor itself",
-      "tlp: CPU_SCALING_GOVERNOR_ON_AC/BAT where its config sets them"),
-     ({"cpupower.service": ONESHOT_NOT_RUN},
-      "cpupower.service (inactive, enabled) sets the CPU governor itself",
-      "cpupower: the governor of /etc/default/cpupower-service.conf (Arch) or /etc/sysconfig/cpupower"),
+    [# slow: TLP and auto-cpufreq refused by name, nothing changed, in a real systemd:
+     # tests/integration/test_host_tuning_review6_governor_daemons.py's
+     # test_tlp_auto_cpufreq_and_cpupower_are_refused_then_masked_and_thermald_is_left
+     pytest.param({"tlp.service": RUNNING, "auto-cpufreq.service": RUNNING},
+                  "tlp.service (active, enabled), auto-cpufreq.service (active, enabled) set the CPU governor"
+                  " itself",
+                  "tlp: CPU_SCALING_GOVERNOR_ON_AC/BAT where its config sets them", marks=pytest.mark.slow),
+     # slow: an enabled cpupower.service that has not run refused, in a real systemd:
+     # tests/integration/test_host_tuning_review6_governor_daemons.py's
+     # test_tlp_auto_cpufreq_and_cpupower_are_refused_then_masked_and_thermald_is_left
+     pytest.param({"cpupower.service": ONESHOT_NOT_RUN},
+                  "cpupower.service (inactive, enabled) sets the CPU governor itself",
+                  "cpupower: the governor of /etc/default/cpupower-service.conf (Arch) or "
+                  "/etc/sysconfig/cpupower",
+                  marks=pytest.mark.slow),
      ({"tlp-pd.service": "LoadState=loaded\nUnitFileState=enabled\nActiveState=inactive\n"},
       "tlp-pd.service (inactive, enabled) sets the CPU governor itself",
       "tlp-pd: TLP's power-profiles service (TLP 1.9+, D-Bus activated): tlp performance/balanced"),
@@ -64,6 +73,10 @@ def test_with_stop_the_new_daemons_are_masked_before_the_governor_is_set(tmp_pat
     assert governor == "performance"
 
 
+# slow: thermald running and enabled is not named and is left running, in a real systemd:
+# tests/integration/test_host_tuning_review6_governor_daemons.py's
+# test_tlp_auto_cpufreq_and_cpupower_are_refused_then_masked_and_thermald_is_left
+@pytest.mark.slow
 def test_thermald_running_is_not_a_governor_daemon(tmp_path):
     rc, output, calls, governor = tune(tmp_path, {"thermald.service": RUNNING})
     assert rc == 0, output[-3000:]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from role_play import ROLES, interrupt_play, run_play, task_output
 from test_kt_router_role import fake_systemctl
@@ -36,6 +37,9 @@ def _cut_off(venv: Path) -> None:
     assert (venv / "bin" / "python").exists() and (venv / "pyvenv.cfg").exists()
 
 
+# slow: a cut-off run; the same repair in tasks/venv.yml (a venv without pip made again, then nothing to do)
+# as test_a_supervisord_venv_cut_off_by_ctrl_c_is_created_again, a cheaper run
+@pytest.mark.slow
 def test_a_router_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     """Before: `creates: bin/python` kept the cut-off venv, and every re-run failed installing sglang-router
     (the pip module found no bin/activate and looked for `virtualenv` to make the venv). The install into the

@@ -78,9 +78,14 @@ def test_a_container_without_kt_preflight_facts_gets_no_fstab_line_nor_tmpfiles(
 @pytest.mark.parametrize(
     ("facts", "extra"),
     [({"virtualization_role": "guest", "virtualization_type": "kvm", "service_mgr": "systemd"}, {}),
-     ({"virtualization_role": "host", "virtualization_type": "kvm", "service_mgr": "systemd"}, {}),
+     # slow: kvm is no container type, whatever the role: the vm-guest case
+     pytest.param({"virtualization_role": "host", "virtualization_type": "kvm", "service_mgr": "systemd"}, {},
+                  marks=pytest.mark.slow),
      ({"service_mgr": "systemd"}, {}),
-     (DOCKER, {"kt_preflight_facts": {"container": False}})],
+     # slow: a docker container whose kt_preflight_facts say container: false gets the fstab line and the
+     # tmpfiles file, in a real one: tests/integration/test_kt_host_tuning_undo_container.py's
+     # test_present_then_absent_leaves_the_host_as_it_was
+     pytest.param(DOCKER, {"kt_preflight_facts": {"container": False}}, marks=pytest.mark.slow)],
     ids=["vm-guest", "kvm-host", "no-virtual-facts", "preflight-says-host"],
 )  # fmt: skip
 def test_a_vm_or_a_host_still_gets_them(tmp_path, facts, extra):

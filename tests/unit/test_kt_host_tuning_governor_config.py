@@ -32,18 +32,31 @@ def write(tmp, files: dict[str, str]) -> None:
 
 @pytest.mark.parametrize(
     ("units", "files"),
-    [({"tlp.service": RUNNING}, {}),
+    [# slow: a running tlp.service, no TLP config, with stop:
+     # test_a_tlp_rule_without_a_governor_in_tlps_config_is_left
+     pytest.param({"tlp.service": RUNNING}, {}, marks=pytest.mark.slow),
      ({"tlp.service": RUNNING, "tlp-pd.service": RUNNING},
       {"tlp/tlp.conf": "TLP_ENABLE=1\n#CPU_SCALING_GOVERNOR_ON_AC=performance\n"
                        "#CPU_SCALING_GOVERNOR_ON_BAT=powersave\n"}),
      ({"tlp.service": RUNNING},
       {"tlp/tlp.d/50-vendor.conf": "CPU_SCALING_GOVERNOR_ON_AC=powersave\n",
        "tlp/tlp.conf": 'CPU_SCALING_GOVERNOR_ON_AC=""\n'}),
-     ({"tlp.service": RUNNING}, {"tlp/tlp.conf": "TLP_ENABLE=0\nCPU_SCALING_GOVERNOR_ON_AC=powersave\n"}),
-     ({"cpupower.service": ONESHOT_NOT_RUN}, {"cpupower": "# governor='ondemand'\nmax_freq=\"3GHz\"\n"}),
+     # slow: TLP_ENABLE=0 sets no governor, a running tlp.service stays, with stop:
+     # test_kt_host_tuning_sleep_hook.py::test_the_hook_passes_where_tlp_sets_no_governor[tlp-disabled]
+     pytest.param({"tlp.service": RUNNING},
+                  {"tlp/tlp.conf": "TLP_ENABLE=0\nCPU_SCALING_GOVERNOR_ON_AC=powersave\n"},
+                  marks=pytest.mark.slow),
+     # slow: an enabled cpupower.service whose config comments its governor out, in a real systemd:
+     # tests/integration/test_kt_host_tuning_governor_config.py's
+     # test_tlps_rule_is_masked_with_it_and_cpupower_without_a_governor_is_left
+     pytest.param({"cpupower.service": ONESHOT_NOT_RUN},
+                  {"cpupower": "# governor='ondemand'\nmax_freq=\"3GHz\"\n"}, marks=pytest.mark.slow),
      ({"cpupower.service": ONESHOT_NOT_RUN},
       {"sysconfig-cpupower": 'CPUPOWER_START_OPTS="frequency-set -u 3GHz"\n'}),
-     ({"cpupower.service": ONESHOT_NOT_RUN}, {})],
+     # slow: no governor line in cpupower's files (two of the three absent there too), in a real systemd:
+     # tests/integration/test_kt_host_tuning_governor_config.py's
+     # test_tlps_rule_is_masked_with_it_and_cpupower_without_a_governor_is_left
+     pytest.param({"cpupower.service": ONESHOT_NOT_RUN}, {}, marks=pytest.mark.slow)],
     ids=["tlp-no-config", "tlp-commented", "tlp-emptied-later", "tlp-disabled", "cpupower-commented",
          "cpupower-no-governor-option", "cpupower-no-config"],
 )  # fmt: skip
@@ -62,12 +75,19 @@ def test_tlp_and_cpupower_without_a_governor_in_their_config_are_left_running(tm
       "tlp: CPU_SCALING_GOVERNOR_ON_AC/BAT where its config sets them, at boot and, through its sleep hook, "
       "at each resume (masked too: TLP_ENABLE=0 in /etc/tlp.conf stops that) "
       "({tmp}/tlp/tlp.d/50-vendor.conf line 2: CPU_SCALING_GOVERNOR_ON_BAT=powersave)"),
-     ({"cpupower.service": ONESHOT_NOT_RUN}, {"cpupower": "governor='ondemand'\n"},
-      "({tmp}/cpupower line 1: governor=ondemand)"),
+     # slow: an enabled cpupower.service, governor='ondemand' in /etc/default/cpupower, refused in systemd:
+     # tests/integration/test_host_tuning_review6_governor_daemons.py's
+     # test_tlp_auto_cpufreq_and_cpupower_are_refused_then_masked_and_thermald_is_left
+     pytest.param({"cpupower.service": ONESHOT_NOT_RUN}, {"cpupower": "governor='ondemand'\n"},
+                  "({tmp}/cpupower line 1: governor=ondemand)", marks=pytest.mark.slow),
      ({"cpupower.service": ONESHOT_NOT_RUN},
       {"sysconfig-cpupower": 'CPUPOWER_START_OPTS="frequency-set -g performance"\n'},
       "({tmp}/sysconfig-cpupower line 1: CPUPOWER_START_OPTS=frequency-set -g performance)"),
-     ({"auto-cpufreq.service": RUNNING}, {}, "auto-cpufreq: its charger or battery governor")],
+     # slow: a running auto-cpufreq without any config, refused in a real systemd:
+     # tests/integration/test_host_tuning_review6_governor_daemons.py's
+     # test_tlp_auto_cpufreq_and_cpupower_are_refused_then_masked_and_thermald_is_left
+     pytest.param({"auto-cpufreq.service": RUNNING}, {}, "auto-cpufreq: its charger or battery governor",
+                  marks=pytest.mark.slow)],
     ids=["tlp", "cpupower-arch", "cpupower-fedora", "auto-cpufreq-always"],
 )  # fmt: skip
 def test_a_governor_in_their_config_is_refused_and_named(tmp_path, units, files, named):
@@ -82,6 +102,10 @@ def test_a_governor_in_their_config_is_refused_and_named(tmp_path, units, files,
 GOVERNOR_CONF = {"tlp/tlp.conf": "CPU_SCALING_GOVERNOR_ON_AC=powersave\n"}
 
 
+# slow: TLP's rule refused, then masked with stop, as test_kt_host_tuning_renamed_tlp_files.py's
+# test_a_renamed_udev_rule_that_runs_tlp_auto_is_refused_then_masked_with_stop; a rule masked in /etc passes
+# the default refuse: test_a_rule_already_overridden_in_etc_or_without_a_tlp_governor_passes
+@pytest.mark.slow
 def test_tlps_udev_rule_is_refused_then_masked_with_stop(tmp_path):
     """Before: tlp.service masked (or disabled) was enough, and the rule's `tlp auto` set powersave again at
     the next power-source change. The rule runs whatever tlp.service's state, so it counts on its own."""
@@ -113,7 +137,14 @@ def test_tlps_udev_rule_is_refused_then_masked_with_stop(tmp_path):
     assert calls == [] and governor == "performance"
 
 
-@pytest.mark.parametrize("override", ["", "# an admin's own override\n"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        # slow: a file of the rule's name in /etc, as the admin's override case below
+        pytest.param("", marks=pytest.mark.slow),
+        "# an admin's own override\n",
+    ],
+)
 def test_a_rule_already_overridden_in_etc_or_without_a_tlp_governor_passes(tmp_path, override):
     write(tmp_path, GOVERNOR_CONF | {"udev/lib/85-tlp.rules": RULE, "udev/etc/85-tlp.rules": override})
     rc, output, calls, governor = tune(tmp_path, {})

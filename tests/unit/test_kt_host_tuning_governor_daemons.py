@@ -88,9 +88,17 @@ def tune(tmp: Path, units: dict[str, str], extra: dict | None = None) -> tuple[i
 
 @pytest.mark.parametrize(
     ("units", "named"),
-    [({"tuned.service": RUNNING}, "tuned.service (active, enabled) sets the CPU governor"),
-     ({"power-profiles-daemon.service": "LoadState=loaded\nUnitFileState=enabled\nActiveState=inactive\n"},
-      "power-profiles-daemon.service (inactive, enabled) sets the CPU governor"),
+    [# slow: the same refusal of a running tuned, nothing written, in
+     # test_kt_host_tuning_refused_writes_nothing.py::test_a_refused_run_leaves_no_record_and_no_file[tuned]
+     pytest.param({"tuned.service": RUNNING}, "tuned.service (active, enabled) sets the CPU governor",
+                  marks=pytest.mark.slow),
+     # slow: an enabled, inactive unit counts: tlp-pd.service's case of
+     # test_host_tuning_review6_governor_daemons.py's
+     # test_tlp_auto_cpufreq_and_cpupower_are_refused_before_anything_changes
+     pytest.param({"power-profiles-daemon.service":
+                   "LoadState=loaded\nUnitFileState=enabled\nActiveState=inactive\n"},
+                  "power-profiles-daemon.service (inactive, enabled) sets the CPU governor",
+                  marks=pytest.mark.slow),
      ({"tuned.service": "LoadState=loaded\nUnitFileState=disabled\nActiveState=active\n",
        "power-profiles-daemon.service": RUNNING},
       "tuned.service (active, disabled), power-profiles-daemon.service (active, enabled) set the CPU")],
@@ -105,6 +113,10 @@ def test_a_daemon_that_resets_the_governor_is_refused_before_anything_changes(tm
     assert not (tmp_path / "tuning.json").exists()
 
 
+# slow: mask --now of each, then the governor, as test_host_tuning_review6_governor_daemons.py's
+# test_with_stop_the_new_daemons_are_masked_before_the_governor_is_set; tuned and power-profiles-daemon masked
+# in a real systemd: tests/integration/test_kt_host_tuning_governor_daemons.py
+@pytest.mark.slow
 def test_with_stop_they_are_masked_and_stopped_before_the_governor_is_set(tmp_path):
     units = {"tuned.service": RUNNING, "power-profiles-daemon.service": RUNNING}
     rc, output, calls, governor = tune(tmp_path, units, {"kt_host_tuning_governor_daemons": "stop"})
@@ -119,7 +131,10 @@ def test_with_stop_they_are_masked_and_stopped_before_the_governor_is_set(tmp_pa
 @pytest.mark.parametrize(
     "state",
     ["LoadState=masked\nUnitFileState=masked\nActiveState=inactive\n",
-     "LoadState=loaded\nUnitFileState=disabled\nActiveState=inactive\n", None],
+     "LoadState=loaded\nUnitFileState=disabled\nActiveState=inactive\n",
+     # slow: every daemon not installed, the default refuse passes: test_kt_host_tuning_governor_config.py's
+     # test_a_rule_already_overridden_in_etc_or_without_a_tlp_governor_passes (no unit there at all)
+     pytest.param(None, marks=pytest.mark.slow)],
 )  # fmt: skip
 def test_a_stopped_disabled_masked_or_missing_daemon_passes(tmp_path, state):
     rc, output, calls, governor = tune(tmp_path, {"tuned.service": state} if state else {})
@@ -139,6 +154,10 @@ def test_no_governor_a_container_or_no_cpufreq_asks_nothing(tmp_path, extra):
     assert calls == [] and not (tmp_path / "systemctl.log").exists()
 
 
+# slow: the same refusal (message, only `systemctl show` asked, the governor and every file as they were) in
+# test_kt_host_tuning_refused_writes_nothing.py's
+# test_a_refused_run_leaves_no_record_and_no_file[stop-unit-file-where-the-mask-goes]
+@pytest.mark.slow
 def test_with_stop_a_unit_file_where_the_mask_goes_is_refused_first(tmp_path):
     """systemctl mask fails on /etc/systemd/system/<unit> itself (File ... already exists): found in the real
     systemd container with a stand-in unit there; the play stopped one daemon and failed on masking. The

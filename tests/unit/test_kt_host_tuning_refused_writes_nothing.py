@@ -86,8 +86,9 @@ def files(tmp: Path) -> dict[str, str | None]:
 
 @pytest.mark.parametrize(
     ("daemons", "units", "config", "refusal"),
-    [("refuse", {"tlp.service": RUNNING}, GOVERNOR_CONF,
-      "tlp.service (active, enabled) sets the CPU governor"),
+    [# slow: the same refusal task (a governor daemon, the default refuse) as the tuned case
+     pytest.param("refuse", {"tlp.service": RUNNING}, GOVERNOR_CONF,
+                  "tlp.service (active, enabled) sets the CPU governor", marks=pytest.mark.slow),
      ("refuse", {"tuned.service": RUNNING}, {}, "tuned.service (active, enabled) sets the CPU governor"),
      ("stop", {"tlp.service": RUNNING}, GOVERNOR_CONF | {"sleep/systemd/tlp": HOOK},
       "sleep/systemd/tlp runs `tlp resume` after each resume"),

@@ -88,8 +88,12 @@ FACTS_WITHOUT_POOL = {"container": False, "memory": {"total_bytes": MEMTOTAL_KB 
     "facts",
     [
         None,
-        {"container": False},
-        {"container": False, "memory": {"meminfo_total_bytes": None}},
+        # slow: facts without an integer MemTotal, the same first test of kt_host_tuning__facts_give_memory
+        # (meminfo read instead) as the no-facts case
+        pytest.param({"container": False}, marks=pytest.mark.slow),
+        # slow: facts without an integer MemTotal, the same first test of kt_host_tuning__facts_give_memory
+        # (meminfo read instead) as the no-facts case
+        pytest.param({"container": False, "memory": {"meminfo_total_bytes": None}}, marks=pytest.mark.slow),
         FACTS_WITHOUT_POOL,
     ],
     ids=["no-facts", "facts-without-memory", "facts-without-memtotal", "facts-without-the-pool"],

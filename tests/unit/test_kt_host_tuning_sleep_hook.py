@@ -62,7 +62,13 @@ def test_by_default_the_hook_is_named_with_tlp(tmp_path):
 
 @pytest.mark.parametrize(
     "files",
-    [{}, {"tlp/tlp.conf": "TLP_ENABLE=0\nCPU_SCALING_GOVERNOR_ON_AC=powersave\n"}],
+    [
+        # slow: a TLP config that sets no governor, so neither hook nor rule counts: the tlp-disabled case
+        # (TLP_ENABLE=0 sets none either); the rule alone: test_kt_host_tuning_governor_config.py's
+        # test_a_tlp_rule_without_a_governor_in_tlps_config_is_left
+        pytest.param({}, marks=pytest.mark.slow),
+        {"tlp/tlp.conf": "TLP_ENABLE=0\nCPU_SCALING_GOVERNOR_ON_AC=powersave\n"},
+    ],
     ids=["no-governor-in-tlp-config", "tlp-disabled"],
 )
 def test_the_hook_passes_where_tlp_sets_no_governor(tmp_path, files):

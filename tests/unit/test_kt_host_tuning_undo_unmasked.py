@@ -17,7 +17,14 @@ from test_kt_host_tuning_undo import undo
 from test_kt_host_tuning_undo_mask import UNIT, masked_by_the_role
 
 
-@pytest.mark.parametrize("enabled", ["enabled", "disabled"])
+@pytest.mark.parametrize(
+    "enabled",
+    [
+        "enabled",
+        # slow: a unit unmasked since and left stopped is not started, as in the enabled case
+        pytest.param("disabled", marks=pytest.mark.slow),
+    ],
+)
 def test_a_unit_unmasked_since_and_left_stopped_is_not_started(tmp_path, enabled):
     args = masked_by_the_role(tmp_path)
     (tmp_path / "units" / UNIT).unlink()  # the admin: systemctl unmask, and it stays stopped

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from role_play import run_play
 
 # the OS facts its vars files are chosen by, as a play with gather_facts has them
@@ -38,6 +39,9 @@ def test_check_on_a_fresh_host_stops_once_before_building_or_copying_anything(tm
     assert not (tmp_path / "tool").exists() and not (tmp_path / "dist").exists()
 
 
+# slow: a second scenario of the same stop (one message before anything is built, no rescue) as
+# test_check_on_a_fresh_host_stops_once_before_building_or_copying_anything
+@pytest.mark.slow
 def test_check_with_a_ktinfra_that_does_not_run_says_so(tmp_path):
     """A tool venv whose ktinfra lost a dependency (here: pip uninstall typer). Before: --check went on and
     stopped in the facts task with "preflight failed: non-zero return code"."""

@@ -97,6 +97,11 @@ def test_the_proxy_carries_the_tool_install_and_its_password_is_not_shown(tmp_pa
     assert "s3cret" not in output
 
 
+# slow: kt_python_env's proxy as preflight's, asked:
+# test_a_failed_install_through_a_proxy_with_a_password_names_pips_error_not_the_password; its no-proxy as
+# preflight's: test_bad_network_settings_are_refused_before_anything[env-no-proxy-url]; NO_PROXY (the same
+# ktinfra_proxy_env) honoured: test_kt_python_env_network.py::test_no_proxy_hosts_are_asked_directly
+@pytest.mark.slow
 def test_kt_python_env_proxy_and_no_proxy_are_the_defaults(tmp_path, index, proxy):
     """The lab's proxy set once, for kt_python_env: preflight's download takes it too, and its no-proxy
     hosts (the local mirror) are asked directly."""
@@ -115,6 +120,11 @@ def test_kt_python_env_proxy_and_no_proxy_are_the_defaults(tmp_path, index, prox
     assert len(_asked(proxy)) == 1 and len(_asked(index)) == 2, (proxy.asked, index.asked)
 
 
+# slow: the same bundle under every name (kt_common's ktinfra_proxy_env) past a host's REQUESTS_CA_BUNDLE,
+# a cheaper run: test_kt_python_env_network.py::test_a_ca_bundle_lets_pip_trust_the_labs_https_mirror; the
+# default from kt_python_env_ca_bundle:
+# test_bad_network_settings_are_refused_before_anything[env-missing-bundle]
+@pytest.mark.slow
 def test_a_ca_bundle_lets_pip_trust_the_labs_https_mirror(tmp_path, wheels):
     """This host sets REQUESTS_CA_BUNDLE (Debian's system bundle), which requests lets win over PIP_CERT:
     the bundle goes in under every name. Before: no variable; pip refused the mirror's certificate."""
@@ -168,6 +178,12 @@ def test_the_hosts_pip_conf_mirror_is_used(tmp_path, index):
     assert _asked(index), index.asked
 
 
+# slow: the host's index kept (the same tool.yml probe, no --index-url):
+# test_kt_preflight_proxy_secret.py::test_a_host_pip_conf_naming_pypi_itself_wins_over_the_profiles_index;
+# kt_python_env_pip_index_url as preflight's, asked:
+# test_kt_preflight_tool.py::test_a_plain_http_mirror_named_in_the_trusted_hosts_is_used[string]; the variable
+# first: test_kt_common_proxy_filters.py::test_the_index_is_the_variable_else_the_hosts_own_else_the_profiles
+@pytest.mark.slow
 def test_pip_index_url_of_the_host_is_used_and_the_role_variable_wins_over_it(tmp_path, wheels, index):
     other = serve_index(wheels)
     try:
@@ -194,11 +210,16 @@ BUNDLE_REFUSED = "kt_preflight_ca_bundle (default: kt_python_env_ca_bundle) must
 @pytest.mark.parametrize(
     ("given", "message"),
     [
-        ({"kt_preflight_https_proxy": "lab:s3cret@proxy.lab:3128"}, "kt_preflight_https_proxy (default: "),
+        # slow: the params marked slow meet the same assert and filters as env-proxy-with-space,
+        # env-no-proxy-url and env-missing-bundle (each input's rule: test_kt_common_proxy_filters.py); a
+        # directory (no file, though it exists) stays: bundle-a-directory
+        pytest.param({"kt_preflight_https_proxy": "lab:s3cret@proxy.lab:3128"},
+                     "kt_preflight_https_proxy (default: ", marks=pytest.mark.slow),
         ({"kt_python_env_http_proxy": "http://lab:s3cret@proxy.lab:3128/x y"}, "kt_preflight_http_proxy ("),
-        ({"kt_preflight_no_proxy": ["mirror.lab", "http://10.0.0.5"]}, 'not URLs (got ["http://10.0.0.5"])'),
+        pytest.param({"kt_preflight_no_proxy": ["mirror.lab", "http://10.0.0.5"]},
+                     'not URLs (got ["http://10.0.0.5"])', marks=pytest.mark.slow),
         ({"kt_python_env_no_proxy": "mirror.lab,http://10.0.0.5"}, "kt_preflight_no_proxy (default: kt_pyt"),
-        ({"kt_preflight_ca_bundle": "certs/lab.pem"}, BUNDLE_REFUSED),
+        pytest.param({"kt_preflight_ca_bundle": "certs/lab.pem"}, BUNDLE_REFUSED, marks=pytest.mark.slow),
         ({"kt_python_env_ca_bundle": "/nonexistent/lab.pem"}, '(got "/nonexistent/lab.pem")'),
         ({"kt_preflight_ca_bundle": "/"}, '(got "/")'),
     ],

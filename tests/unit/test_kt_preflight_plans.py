@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 from role_play import run_play
 
 PREFLIGHT = [
@@ -40,6 +41,9 @@ def test_a_model_ktinfra_does_not_know_is_named_in_the_final_message(tmp_path):
     assert not (tmp_path / "opt").exists()  # the rescue removed the tool venv this run made
 
 
+# slow: the same probe and refusal of /nonexistent/py, before the OS packages and the venv, as
+# test_preflight_review2_index_url.py::test_an_index_url_with_its_scheme_passes_the_check[http://10.0.0.1:3141/root/pypi/+simple/]  # noqa: E501
+@pytest.mark.slow
 def test_a_python_that_does_not_run_is_refused_before_the_os_packages(tmp_path):
     """Before: the probe's failure read as "python3-venv missing": apt installed python3-venv and python3-pip
     on the host, then the venv create failed with "preflight failed: [Errno 2] No such file or directory"."""

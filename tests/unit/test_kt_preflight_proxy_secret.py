@@ -95,6 +95,10 @@ def test_the_profiles_index_is_used_and_the_hosts_pip_index_wins_over_it(tmp_pat
         other.close()
 
 
+# slow: a legacy cleanup; the same kt_common leftovers.yml find (this user's files of the shape, in the
+# folder, nothing else) as test_kt_python_env_leftovers.py::test_git_scripts_a_killed_run_left_are_removed;
+# today's settings file a killed run left: test_the_proxy_password_stays_out_of_vvv_and_the_file_is_removed
+@pytest.mark.slow
 def test_settings_files_runs_before_bace729_left_in_the_temp_directory_are_removed(tmp_path, wheels):  # noqa: F811
     """Runs before bace729 wrote the settings file (a proxy password in it) as TMPDIR/ktinfra-pip.XXXXXXXX.sh,
     and one killed before its always left it for good. Every run removes those of its user there (the install

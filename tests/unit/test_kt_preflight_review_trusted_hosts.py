@@ -18,7 +18,13 @@ REFUSED = "kt_preflight_pip_trusted_hosts (default: kt_python_env_pip_trusted_ho
 @pytest.mark.parametrize(
     ("given", "bad"),
     [
-        ({"kt_preflight_pip_trusted_hosts": "http://10.0.0.5:8080/simple"}, ["http://10.0.0.5:8080/simple"]),
+        # slow: [url-string] meets the same assert as [kt-python-env-default] (a string as well, split by
+        # ktinfra_list)
+        pytest.param(
+            {"kt_preflight_pip_trusted_hosts": "http://10.0.0.5:8080/simple"},
+            ["http://10.0.0.5:8080/simple"],
+            marks=pytest.mark.slow,
+        ),
         ({"kt_preflight_pip_trusted_hosts": ["mirror.lab", "mirror.lab/simple"]}, ["mirror.lab/simple"]),
         # kt_python_env's list, which preflight takes as its own by default
         ({"kt_python_env_pip_trusted_hosts": "mirror.lab,http://mirror.lab"}, ["http://mirror.lab"]),
@@ -37,8 +43,14 @@ def test_a_trusted_host_given_as_a_url_is_refused_before_anything(tmp_path, give
 @pytest.mark.parametrize(
     "given",
     [
-        {"kt_preflight_pip_trusted_hosts": "mirror.lab,10.0.0.5:8080"},
-        {"kt_preflight_pip_trusted_hosts": ["[fd00::5]:8080", "pypi.mirror.example"]},
+        # slow: the params marked slow pass the same assert to the same python check as
+        # [kt-python-env-default] (each host's rule:
+        # test_kt_common_pip_filters.py::test_trusted_hosts_pip_cannot_use)
+        pytest.param({"kt_preflight_pip_trusted_hosts": "mirror.lab,10.0.0.5:8080"}, marks=pytest.mark.slow),
+        pytest.param(
+            {"kt_preflight_pip_trusted_hosts": ["[fd00::5]:8080", "pypi.mirror.example"]},
+            marks=pytest.mark.slow,
+        ),
         {"kt_python_env_pip_trusted_hosts": ["mirror.lab"]},
     ],
     ids=["hosts-string", "hosts-list", "kt-python-env-default"],

@@ -5,6 +5,7 @@ ktinfra provision) hold it; at the default verbosity a changed file's diff is pr
 
 from __future__ import annotations
 
+import pytest
 import yaml
 from role_play import run_play
 from test_kt_python_env_site_profile import PROFILE, VALIDATE, installed
@@ -37,6 +38,9 @@ def test_the_site_profiles_tokens_are_not_in_the_diff(tmp_path):
     assert "description: changed" in (tmp_path / "tool" / "profiles" / "site.yaml").read_text()
 
 
+# slow: the same requirements template (diff: false) written under --diff with a `name @ URL?token=` in
+# test_the_freezes_urls_are_not_in_the_diff
+@pytest.mark.slow
 def test_the_requirements_files_urls_are_not_in_the_diff(tmp_path):
     """env.yml under --check --diff with a package given by URL (name @ URL?token=) and a git source whose
     URL carries user:token@: the pinned requirements file holds both. Before: its template's diff printed

@@ -21,7 +21,10 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.parametrize("flags", [[], ["-vvv"]], ids=["default", "vvv"])
+# slow: [default] prints a subset of what [vvv] prints (the checkout's label among it), asserted alike
+@pytest.mark.parametrize(
+    "flags", [pytest.param([], marks=pytest.mark.slow), ["-vvv"]], ids=["default", "vvv"]
+)
 def test_a_git_sources_token_is_not_printed(tmp_path, flags):
     """Before: the checkout's label printed the repo URL whole ('item=http://ci:TOKEN@...@v1'), and -vvv
     the git module's repo argument and the items of the offline check (skipped) and the install loop."""

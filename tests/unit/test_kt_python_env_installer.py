@@ -108,7 +108,10 @@ INDEX_LISTS = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", sorted(INDEX_LISTS))
+# slow: [strings] is split by the same ktinfra_list as [strings-with-spaces-and-empties]
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=pytest.mark.slow) if c == "strings" else c for c in sorted(INDEX_LISTS)]
+)
 def test_index_lists_given_on_the_command_line_are_split_on_commas(tmp_path, case):
     """-e kt_python_env_pip_trusted_hosts=mirror.lab is a string; the argument spec passes it. Before, pip got
     --trusted-host=m --trusted-host=i ... (and the plain-http mirror stayed untrusted), and a string

@@ -86,6 +86,10 @@ def proxy():
 # ---- the index: role variable > the host's pip configuration > the profile ----
 
 
+# slow: the same index_from rule (a pip configuration that names an index: no --index-url, the profile's
+# dead one not asked) as test_an_envs_own_pip_conf_mirror_is_used_over_the_profile_index, which also takes the
+# env's own settings; which files envcheck reads: test_envcheck_host_pip_index.py
+@pytest.mark.slow
 def test_the_hosts_pip_conf_mirror_is_used_over_the_profile_index(tmp_path, index):
     """Before: the profile's index went to pip wheel as --index-url and overrode the lab's mirror in its
     pip.conf; here that index is dead, so the install failed."""
@@ -110,7 +114,7 @@ def test_an_envs_own_pip_conf_mirror_is_used_over_the_profile_index(tmp_path, in
     assert _asked(index), index.asked
 
 
-# slow: the host's index over the profile's: test_the_hosts_pip_conf_mirror_is_used_over_the_profile_index
+# slow: the host's index over the profile's: test_an_envs_own_pip_conf_mirror_is_used_over_the_profile_index
 # (same index_from rule); the role variable first: test_kt_common_proxy_filters.py
 @pytest.mark.slow
 def test_pip_index_url_of_the_host_is_used_and_the_role_variable_wins_over_it(tmp_path, index):
@@ -183,19 +187,26 @@ def test_a_ca_bundle_lets_pip_trust_the_labs_https_mirror(tmp_path):
 @pytest.mark.parametrize(
     ("given", "message"),
     [
+        # slow: the params marked slow meet the same assert as proxy-without-scheme and missing-bundle (each
+        # input's rule: test_kt_common_proxy_filters.py)
         (
             '{"kt_python_env_https_proxy": "lab:s3cret@proxy.lab:3128"}',
             "kt_python_env_https_proxy must be a proxy URL",
         ),
-        (
+        pytest.param(
             '{"kt_python_env_http_proxy": "http://lab:s3cret@proxy.lab:3128/x y"}',
             "kt_python_env_http_proxy must be",
+            marks=pytest.mark.slow,
         ),
         (
             '{"kt_python_env_no_proxy": ["mirror.lab", "http://10.0.0.5"]}',
             "kt_python_env_no_proxy must list hosts",
         ),
-        ('{"kt_python_env_ca_bundle": "certs/lab.pem"}', "kt_python_env_ca_bundle must be the absolute path"),
+        pytest.param(
+            '{"kt_python_env_ca_bundle": "certs/lab.pem"}',
+            "kt_python_env_ca_bundle must be the absolute path",
+            marks=pytest.mark.slow,
+        ),
         (
             '{"kt_python_env_ca_bundle": "/nonexistent/lab.pem"}',
             "kt_python_env_ca_bundle must be the absolute path",

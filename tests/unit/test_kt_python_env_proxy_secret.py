@@ -73,6 +73,11 @@ def test_the_proxy_password_and_index_token_stay_out_of_vvv_and_the_file_is_remo
     assert named and left == [], (named, left)
 
 
+# slow: the same pip.yml block, settings file and always (the file removed, the password and token out of
+# -vvv) as test_the_proxy_password_and_index_token_stay_out_of_vvv_and_the_file_is_removed; a failed
+# download's own error shown, its file removed:
+# test_a_failed_conda_patch_shows_condas_error_and_removes_the_file
+@pytest.mark.slow
 def test_a_failed_download_shows_pips_error_and_removes_the_file(tmp_path, proxy):
     """The index has no such package: pip wheel fails. Before: the task was no_log (pip's error hidden) and
     -vvv printed the password."""
@@ -220,6 +225,9 @@ def _wheel_url_run(
     return rc, output, tmp / "wh" / wheel.name
 
 
+# slow: the same wheel URL fetch through the proxy, its password out of -vvv, as
+# test_a_wheel_urls_token_is_in_no_argv_and_not_in_vvv
+@pytest.mark.slow
 def test_a_wheel_url_is_fetched_through_the_proxy_and_vvv_does_not_show_the_password(tmp_path, proxy):
     """Before: get_url had the proxy as its environment (the module takes a proxy from nowhere else), and
     -vvv prints a task's environment in its EXEC line: the password was in the output."""
@@ -234,6 +242,9 @@ def test_a_wheel_url_is_fetched_through_the_proxy_and_vvv_does_not_show_the_pass
     assert PASSWORD not in output
 
 
+# slow: the same fetch failing on the sha256, readably, the URL without its secrets and no wheel left, as
+# test_a_wheel_url_with_user_and_token_is_fetched_with_basic_auth_and_shown_without (its second run)
+@pytest.mark.slow
 def test_a_wheel_url_with_another_sha256_fails_readably_and_leaves_nothing(tmp_path, proxy):
     """Before: with a proxy password the download was no_log: its error (the checksum mismatch) hidden."""
     rc, output, wheel = _wheel_url_run(tmp_path, proxy, sha256="0" * 64)
@@ -287,7 +298,12 @@ def _logging_ktinfra(tmp: Path) -> Path:
     return wrapper
 
 
-@pytest.mark.parametrize("flags", [["-vvv"], ["-vvv", "--check", "--diff"]], ids=["vvv", "check-diff"])
+# slow: [vvv] makes the same profile check, overrides file and plan, asserted alike, as [check-diff]
+@pytest.mark.parametrize(
+    "flags",
+    [pytest.param(["-vvv"], marks=pytest.mark.slow), ["-vvv", "--check", "--diff"]],
+    ids=["vvv", "check-diff"],
+)
 def test_the_profile_checks_wheel_urls_and_overrides_stay_out_of_argv_and_vvv(tmp_path, flags):
     """A site profile's wheel URL with user:token@ and ?token=, and a kt_python_env_wheels override URL with
     one. Before: the overrides were `ktinfra profile check --wheels-json JSON` (in ps, and in the command's

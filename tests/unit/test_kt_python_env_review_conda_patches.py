@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from role_play import REPO, run_play
 
@@ -62,6 +63,11 @@ def _conda_calls(tmp: Path) -> list[str]:
     return calls
 
 
+# slow: re-runs; a new env's patch call:
+# test_kt_python_env_proxy_secret.py::test_conda_gets_the_proxy_from_the_file_and_vvv_does_not_show_it;
+# the same kt_python_env__install_due, false on an unchanged re-run:
+# test_kt_python_env_secret_files.py::test_the_env_records_are_0600_and_the_freeze_is_not_printed
+@pytest.mark.slow
 def test_conda_patches_are_applied_when_the_install_is_due_only(tmp_path):
     """Before: `conda install -c conda-forge libstdcxx-ng ...` ran on every run, offline too
     (kt_python_env_offline says the network is never touched): a re-run with nothing to do asked the channels
@@ -85,6 +91,12 @@ def test_conda_patches_are_applied_when_the_install_is_due_only(tmp_path):
     assert rc == 0 and "changed=0" in output and _conda_calls(tmp_path) == [], output[-3000:]
 
 
+# slow: a cut-off run; the same conda-meta pip-record check runs on every conda env (a whole one: no
+# completion call) in
+# test_kt_python_env_proxy_secret.py::test_conda_gets_the_proxy_from_the_file_and_vvv_does_not_show_it;
+# the venv manager's repair of an env cut off without pip:
+# test_kt_common_venv.py::test_a_supervisord_venv_cut_off_by_ctrl_c_is_created_again
+@pytest.mark.slow
 def test_a_conda_env_cut_off_before_pip_is_completed(tmp_path):
     """`conda create` links python before pip (pip depends on it): one cut off there (Ctrl-C, a dropped SSH
     connection) left bin/python without pip. Before: `creates: bin/python` kept it, and every later run failed

@@ -14,7 +14,16 @@ from test_envtune_review_pip_timeout import run_validate
 REFUSED = "kt_python_env_uv_version must be a uv release as MAJOR.MINOR.PATCH"
 
 
-@pytest.mark.parametrize("version", ["0.13", "latest", "0.13.8 ", ">=0.13"])
+# slow: the params marked slow fail the same regex as [0.13] (no patch number) does; [0.13.8 ] checks its end
+@pytest.mark.parametrize(
+    "version",
+    [
+        "0.13",
+        pytest.param("latest", marks=pytest.mark.slow),
+        "0.13.8 ",
+        pytest.param(">=0.13", marks=pytest.mark.slow),
+    ],
+)
 def test_a_uv_version_that_is_not_a_release_number_is_refused_before_the_profile_check(tmp_path, version):
     rc, output, calls = run_validate(tmp_path, [json.dumps({"kt_python_env_uv_version": version})])
     assert rc != 0
@@ -22,7 +31,10 @@ def test_a_uv_version_that_is_not_a_release_number_is_refused_before_the_profile
     assert calls == ""  # nothing ran on the host: not even the profile check
 
 
-@pytest.mark.parametrize("given", [["kt_python_env_uv_version=0.9.30"], []])
+# slow: [given0] passes the same assert as [given1] (the default release number)
+@pytest.mark.parametrize(
+    "given", [pytest.param(["kt_python_env_uv_version=0.9.30"], marks=pytest.mark.slow), []]
+)
 def test_a_release_number_passes_on_to_the_profile_check(tmp_path, given):
     rc, output, calls = run_validate(tmp_path, given)
     assert REFUSED not in output

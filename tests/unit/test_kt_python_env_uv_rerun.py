@@ -24,6 +24,11 @@ def _uv_extra(tmp_path: Path, **more) -> dict:
     } | more
 
 
+# slow: a cut-off run; uv.yml makes its venv with kt_common's tasks/venv.yml
+# (test_kt_common_venv.py::test_no_role_outside_kt_common_makes_or_repairs_a_venv_by_hand), whose repair of a
+# venv Ctrl-C left without pip runs in
+# test_kt_common_venv.py::test_a_supervisord_venv_cut_off_by_ctrl_c_is_created_again
+@pytest.mark.slow
 def test_a_uv_venv_cut_off_while_it_was_created_is_created_again(tmp_path):
     """Ctrl-C while the uv venv was created left bin/python without pip. Before: `[ -x bin/python ]` kept
     that venv, and every re-run failed installing uv into it (No module named pip)."""

@@ -27,7 +27,14 @@ def remedy_overrides() -> dict:
     return yaml.safe_load(re.search(r"kt_serve_overrides (\{[^}]*\})", warning).group(1))
 
 
-@pytest.mark.parametrize("nodes", [[1], [1, 0]])
+@pytest.mark.parametrize(
+    "nodes",
+    [
+        [1],
+        # slow: null drops the flag whatever the plan's pool count, as in the [1] case
+        pytest.param([1, 0], marks=pytest.mark.slow),
+    ],
+)
 def test_null_drops_the_flag_the_plan_file_names(tmp_path, nodes):
     """[1] for one pool is numa_ids_past_pools' case (a container on node 1 with mems 0-1)."""
     plan = json.loads(PLAN.read_text())
@@ -44,7 +51,16 @@ def test_null_drops_the_flag_the_plan_file_names(tmp_path, nodes):
     assert "hwloc's order" not in output and "at or past the pool count" not in output  # nothing to warn of
 
 
-@pytest.mark.parametrize("where", ["kt_serve_overrides", "instance"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        # slow: an overridden list rendered as given, with render's warning: the instance case (its overrides
+        # combined with kt_serve_overrides); kt_serve_overrides alone reach the plan in
+        # test_null_drops_the_flag_the_plan_file_names
+        pytest.param("kt_serve_overrides", marks=pytest.mark.slow),
+        "instance",
+    ],
+)
 def test_a_reordered_list_is_rendered_with_renders_warning(tmp_path, where):
     plan = two_pool_plan(tmp_path, None)
     given = {"kt_numa_nodes": [1, 0]}
@@ -90,7 +106,19 @@ REFUSED = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(REFUSED))
+@pytest.mark.parametrize(
+    "case",
+    [
+        "a negative id",
+        "a number",
+        "a string",
+        # slow: render.yml's check of the count (0 ids for 2 pools), as in the "one id for two pools" case
+        pytest.param("an empty list", marks=pytest.mark.slow),
+        "booleans, the instance's",
+        "one id for two pools",
+        "three ids for two pools, the instance's",
+    ],
+)
 def test_a_bad_kt_numa_nodes_is_refused_before_anything_is_written(tmp_path, case):
     given, message = REFUSED[case]
     plan = two_pool_plan(tmp_path, None)

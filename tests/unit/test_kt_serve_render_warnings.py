@@ -21,7 +21,18 @@ def two_pool_plan(tmp: Path, nodes: list[int]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("nodes", [[1, 0], [0, 1]])
+@pytest.mark.parametrize(
+    "nodes",
+    [
+        # slow: the list rendered as given and render's warning shown under the instance's name, as in
+        # test_kt_serve_numa_nodes_override.py's
+        # test_a_reordered_list_is_rendered_with_renders_warning[instance]
+        pytest.param([1, 0], marks=pytest.mark.slow),
+        # slow: nothing shown where render warns of nothing, as in test_kt_serve_numa_nodes_override.py's
+        # test_null_drops_the_flag_the_plan_file_names (render's warnings: test_render_serve_numa_order.py)
+        pytest.param([0, 1], marks=pytest.mark.slow),
+    ],
+)
 def test_the_play_shows_what_render_warns_of(tmp_path, nodes):
     plan = two_pool_plan(tmp_path, nodes)
     qwen = instance(tmp_path, "qwen", 30000, plan_file=str(plan))

@@ -226,6 +226,11 @@ def test_a_store_model_is_planned_in_the_format_of_its_converted_weights(tmp_pat
     assert plan["requirements"]["disk_bytes"] == plan["requirements_breakdown"]["outputs"]
 
 
+# slow: kt_preflight_stack_arg reaches the instance's `ktinfra plan --stack`:
+# test_a_site_profile_that_check_did_not_install_is_planned_from_a_staged_copy; plan_args' own --stack kept
+# (kt_common's plan_stack.yml, kt_train's too): test_kt_train_role.py's
+# test_runs_are_planned_for_the_stack_preflight_validated
+@pytest.mark.slow
 def test_instances_are_planned_for_the_stack_preflight_validated(tmp_path):
     """A host whose envs are the legacy kt-0.4-autodl profile. Before, kt_serve ran `ktinfra plan` without
     --stack: the instance was planned (and its unit rendered) for the kt-0.7 stack preflight never checked.
@@ -355,7 +360,18 @@ RENDER_REFUSES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(RENDER_REFUSES))
+@pytest.mark.parametrize(
+    "case",
+    [
+        "api key with a dollar",
+        # slow: render refuses in scratch space and nothing is kept, as in the "api key with a dollar" case
+        # (render's check_word refusal itself: test_render_serve.py, without ansible)
+        pytest.param("extra arg of two words", marks=pytest.mark.slow),
+        # slow: render refuses in scratch space and nothing is kept, as in the "api key with a dollar" case
+        # (the name refusal itself: test_render_serve.py::test_bad_instance_names_are_refused)
+        pytest.param("name over 64 characters", marks=pytest.mark.slow),
+    ],
+)
 def test_what_render_refuses_fails_before_anything_is_written(tmp_path, case):
     """Before: the plan, the API key file and the render directory were written, then render failed. Now
     every instance is planned and rendered in scratch space first; a good instance before a bad one is not
@@ -420,6 +436,10 @@ def test_plan_args_example_is_a_real_plan_option():
     assert flag in CliRunner().invoke(app, ["plan", "--help"], terminal_width=200).output
 
 
+# slow: a loopback bind other than 127.0.0.1 passes through the same ktinfra_is_loopback filter in
+# test_kt_common_loopback.py::test_kt_serve_binds_an_unusual_loopback_spelling_without_a_key; 10.0.0.2 without
+# a key refused: test_serve_review_api_key.py::test_a_null_api_key_is_no_key
+@pytest.mark.slow
 def test_any_loopback_address_binds_without_a_key(tmp_path):
     """ktinfra's rule (127.0.0.0/8, ::1); before, the role refused 127.0.0.2 'without api_key'."""
     rc, output = run_role(
@@ -433,7 +453,15 @@ def test_any_loopback_address_binds_without_a_key(tmp_path):
     assert rc != 0 and "pub: binds 10.0.0.2 without api_key" in output, output[-3000:]
 
 
-@pytest.mark.parametrize("given", ["planned", "plan_file"])
+@pytest.mark.parametrize(
+    "given",
+    [
+        # slow: the role serves the plan's quant folder, not the store's path, as in the plan_file case;
+        # `ktinfra plan` picks the folder: test_gguf_weights.py::test_the_one_quant_folder_is_planned
+        pytest.param("planned", marks=pytest.mark.slow),
+        "plan_file",
+    ],
+)
 def test_a_stored_gguf_repo_with_its_quant_in_a_folder_is_served_from_that_folder(tmp_path, given):
     """unsloth's GGUF repos keep each quant in a folder; a store allow pattern fetched one. kt-kernel reads
     only the .gguf files directly in --kt-weight-path: before, the plan stopped and asked for the folder."""

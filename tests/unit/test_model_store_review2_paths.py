@@ -38,10 +38,33 @@ ABSOLUTE_FILE = "kt_model_store_state_file must be an absolute file path"
         ("kt_model_store_state_file", "/etc/ktinfra/", ABSOLUTE_FILE),
         ("kt_model_store_convert_script", "conv.py", "convert_script must be an absolute path"),
         # '/opt/..' is / and '/srv/../etc' is /etc: the role would have chowned and chmod'ed them
-        ("kt_model_store_prefix", "/opt/..", f"kt_model_store_prefix {ABSOLUTE_DIR}, without . or .. parts"),
-        ("kt_model_store_root", "/srv/../etc", f"kt_model_store_root {ABSOLUTE_DIR}, without . or .. parts"),
-        ("kt_model_store_tool_venv", "/opt/./venv", f"kt_model_store_tool_venv {ABSOLUTE_DIR}"),
-        ("kt_model_store_state_file", "/etc/ktinfra/..", ABSOLUTE_FILE),
+        # slow: the same ktinfra_absolute_dir check of the prefix as the "prefix" case above; . and .. parts:
+        # test_kt_common_pip_filters.py::test_not_absolute_dirs
+        pytest.param(
+            "kt_model_store_prefix",
+            "/opt/..",
+            f"kt_model_store_prefix {ABSOLUTE_DIR}, without . or .. parts",
+            marks=pytest.mark.slow,
+        ),
+        # slow: the same ktinfra_absolute_dir check of the root as the "store" case above; . and .. parts:
+        # test_kt_common_pip_filters.py::test_not_absolute_dirs
+        pytest.param(
+            "kt_model_store_root",
+            "/srv/../etc",
+            f"kt_model_store_root {ABSOLUTE_DIR}, without . or .. parts",
+            marks=pytest.mark.slow,
+        ),
+        # slow: the same ktinfra_absolute_dir check of the venv as the "venv" case above; . and .. parts:
+        # test_kt_common_pip_filters.py::test_not_absolute_dirs
+        pytest.param(
+            "kt_model_store_tool_venv",
+            "/opt/./venv",
+            f"kt_model_store_tool_venv {ABSOLUTE_DIR}",
+            marks=pytest.mark.slow,
+        ),
+        # slow: the same ktinfra_absolute_dir check of the state file as the "store.json" case above; . and ..
+        # parts: test_kt_common_pip_filters.py::test_not_absolute_dirs
+        pytest.param("kt_model_store_state_file", "/etc/ktinfra/..", ABSOLUTE_FILE, marks=pytest.mark.slow),
     ],
 )
 def test_a_path_the_role_cannot_use_is_refused_before_any_change(tmp_path, setting, value, said):

@@ -83,12 +83,17 @@ def assert_preflight_first(runs: list[tuple[str, str]]) -> None:
     ("playbook", "skip", "gone"),
     [
         ("site.yml", "train", {"kt_train"}),
-        ("site.yml", "store", {"kt_model_store"}),
-        ("site.yml", "serve", set()),  # train.yml re-applies kt_serve under its train tag
-        ("serve.yml", "store", {"kt_model_store"}),
-        ("train.yml", "store", {"kt_model_store"}),
+        # slow: preflight's role is tagged always, which no --skip-tags skips: the ("site.yml", "train") case
+        pytest.param("site.yml", "store", {"kt_model_store"}, marks=pytest.mark.slow),
+        # slow: as the ("site.yml", "train") case; train.yml re-applies kt_serve under its train tag
+        pytest.param("site.yml", "serve", set(), marks=pytest.mark.slow),
+        # slow: serve.yml's import of provision.yml, as in the ("site.yml", "train") case
+        pytest.param("serve.yml", "store", {"kt_model_store"}, marks=pytest.mark.slow),
+        # slow: train.yml's import of provision.yml, as in the ("site.yml", "train") case
+        pytest.param("train.yml", "store", {"kt_model_store"}, marks=pytest.mark.slow),
         ("provision.yml", "tuning", {"kt_host_tuning"}),
-        ("provision.yml", "envs", {"kt_python_env"}),
+        # slow: provision.yml alone, its always-tagged preflight: the ("provision.yml", "tuning") case
+        pytest.param("provision.yml", "envs", {"kt_python_env"}, marks=pytest.mark.slow),
     ],
 )
 def test_skipping_a_tag_keeps_preflight_for_the_roles_still_run(site, playbook, skip, gone):
@@ -98,7 +103,25 @@ def test_skipping_a_tag_keeps_preflight_for_the_roles_still_run(site, playbook, 
     assert any(role not in ("kt_preflight", "kt_router") for role, _ in runs), runs
 
 
-@pytest.mark.parametrize("tags", ["serve", "train", "store", "envs", "tuning", "preflight", "provision"])
+@pytest.mark.parametrize(
+    "tags",
+    [
+        # slow: the pre-task that ends the hosts of an import the --tags do not select, as in the "train"
+        # case; test_preflight_facts.py::test_a_serve_run_of_site_yml_leaves_train_only_hosts_alone for serve
+        pytest.param("serve", marks=pytest.mark.slow),
+        "train",
+        # slow: in both imports' kt_provision_for_tags, as the "envs" case; and
+        # test_preflight_facts.py::test_a_host_that_serves_and_trains_gets_preflight_under_either_tag[store]
+        pytest.param("store", marks=pytest.mark.slow),
+        "envs",
+        # slow: in both imports' kt_provision_for_tags, every host provisioned once: the "envs" case
+        pytest.param("tuning", marks=pytest.mark.slow),
+        # slow: in both imports' kt_provision_for_tags, every host provisioned once: the "envs" case
+        pytest.param("preflight", marks=pytest.mark.slow),
+        # slow: in both imports' kt_provision_for_tags, every host provisioned once: the "envs" case
+        pytest.param("provision", marks=pytest.mark.slow),
+    ],
+)
 def test_a_tagged_run_still_runs_preflight_first_on_the_selected_hosts(site, tags):
     runs = ran(site, "site.yml", "--tags", tags)
     assert_preflight_first(runs)
