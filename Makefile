@@ -69,7 +69,8 @@ docker-ready: ## install and start docker, build the local Debian 12 systemd bas
 # went from the unit lane to this one, which ended first (CI 2026-12-02: site 69.8 min, envs 82.3, unit cut
 # off at 88.9 with 98 % done). It leaves out
 # what CI's 90 minutes cannot hold on a 2-core VM (serially everything took 107 min there): the `slow` unit
-# tests and roles1's bad-input and provision scenarios. `make test-full` runs all of it (always in lanes);
+# tests, the `slow` verify tests of molecule serve and serve-supervisor (KT_MOLECULE_MARK) and roles1's
+# bad-input and provision scenarios. `make test-full` runs all of it (always in lanes);
 # `make test TEST_LANES=0` runs make test's stages one after the other.
 TEST_LANES ?= 1
 # render-systemd follows the unit suite and render-legacy-recipe the site lane's stages: fresh-clone CI of
